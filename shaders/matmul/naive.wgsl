@@ -1,0 +1,47 @@
+// matmul/naive — one output element per invocation; the baseline every faster variant is compared
+// against (correctness oracle on the GPU side, and the "1x" of the benchmark).
+//
+// Same contract as matmul/tiled: C_b = alpha * op(A_b) · op(B_b) + beta * C_b with TRANS_A / TRANS_B
+// storage layouts and batch strides (0 broadcasts).
+// Bindings: 0 uniform Params, 1 read A, 2 read B, 3 read_write C.
+// Dispatch: (ceil(N / 16), ceil(M / 16), batch) workgroups of 16 x 16 invocations.
+// Numerics: f32 accumulation in increasing k order; beta == 0 never reads C.
+
+struct Params {
+  M: u32,
+  N: u32,
+  K: u32,
+  strideA: u32,
+  strideB: u32,
+  strideC: u32,
+  alpha: f32,
+  beta: f32,
+}
+
+override TRANS_A: bool = false;
+override TRANS_B: bool = false;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> A: array<f32>;
+@group(0) @binding(2) var<storage, read> B: array<f32>;
+@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+
+@compute @workgroup_size(16, 16, 1)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let row = gid.y;
+  let col = gid.x;
+  if (row >= p.M || col >= p.N) { return; }
+  let baseA = gid.z * p.strideA;
+  let baseB = gid.z * p.strideB;
+  var acc = 0.0;
+  for (var k = 0u; k < p.K; k++) {
+    var a: f32; var b: f32;
+    if (TRANS_A) { a = A[baseA + k * p.M + row]; } else { a = A[baseA + row * p.K + k]; }
+    if (TRANS_B) { b = B[baseB + col * p.K + k]; } else { b = B[baseB + k * p.N + col]; }
+    acc = fma(a, b, acc);
+  }
+  let idx = gid.z * p.strideC + row * p.N + col;
+  var v = p.alpha * acc;
+  if (p.beta != 0.0) { v += p.beta * C[idx]; }
+  C[idx] = v;
+}

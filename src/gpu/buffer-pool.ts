@@ -1,0 +1,98 @@
+/**
+ * GPUBuffer pool by size class, with explicit release.
+ *
+ * Size classes are 1, 1.25, 1.5 and 1.75 times each power of two (at least 256 bytes), so a reused
+ * buffer wastes at most 25% and odd shapes do not fragment the pool into exact-size lists.
+ * Buffers are returned with `release` (never by garbage collection: GC-driven release is slow and
+ * invisible to the GC's heuristics) and destroyed by `trim` or `destroy`.
+ */
+
+export const STORAGE_USAGE = 0x80 /* STORAGE */ | 0x04 /* COPY_SRC */ | 0x08; /* COPY_DST */
+
+export function sizeClass(bytes: number): number {
+  const n = Math.max(256, Math.ceil(bytes));
+  const pow = 2 ** Math.floor(Math.log2(n));
+  for (const step of [1, 1.25, 1.5, 1.75, 2]) {
+    const candidate = Math.ceil((pow * step) / 4) * 4;
+    if (candidate >= n) return candidate;
+  }
+  return pow * 2;
+}
+
+export interface PoolStats {
+  liveBuffers: number;
+  liveBytes: number;
+  freeBuffers: number;
+  freeBytes: number;
+  hits: number;
+  misses: number;
+}
+
+export class BufferPool {
+  private readonly free = new Map<string, GPUBuffer[]>();
+  private readonly owned = new Map<GPUBuffer, string>();
+  private readonly leased = new Set<GPUBuffer>();
+  private hits = 0;
+  private misses = 0;
+
+  constructor(private readonly device: GPUDevice) {}
+
+  acquire(bytes: number, usage: number = STORAGE_USAGE, label = 'pooled'): GPUBuffer {
+    const size = sizeClass(bytes);
+    const key = `${size}:${usage}`;
+    const list = this.free.get(key);
+    const reused = list?.pop();
+    if (reused) {
+      this.hits++;
+      this.leased.add(reused);
+      return reused;
+    }
+    this.misses++;
+    const buffer = this.device.createBuffer({ size, usage, label });
+    this.owned.set(buffer, key);
+    this.leased.add(buffer);
+    return buffer;
+  }
+
+  release(buffer: GPUBuffer): void {
+    const key = this.owned.get(buffer);
+    if (key === undefined) throw new Error(`BufferPool.release: buffer "${buffer.label}" does not belong to this pool`);
+    if (!this.leased.delete(buffer)) throw new Error(`BufferPool.release: buffer "${buffer.label}" was released twice`);
+    let list = this.free.get(key);
+    if (!list) this.free.set(key, (list = []));
+    list.push(buffer);
+  }
+
+  /** Destroy every free buffer (leased ones stay). Returns the bytes freed. */
+  trim(): number {
+    let freed = 0;
+    for (const list of this.free.values()) {
+      for (const buffer of list) {
+        freed += buffer.size;
+        this.owned.delete(buffer);
+        buffer.destroy();
+      }
+    }
+    this.free.clear();
+    return freed;
+  }
+
+  stats(): PoolStats {
+    let liveBytes = 0;
+    for (const b of this.leased) liveBytes += b.size;
+    let freeBuffers = 0;
+    let freeBytes = 0;
+    for (const list of this.free.values()) {
+      freeBuffers += list.length;
+      for (const b of list) freeBytes += b.size;
+    }
+    return { liveBuffers: this.leased.size, liveBytes, freeBuffers, freeBytes, hits: this.hits, misses: this.misses };
+  }
+
+  destroy(): void {
+    this.trim();
+    for (const b of this.leased) b.destroy();
+    this.leased.clear();
+    this.owned.clear();
+  }
+}

@@ -1,0 +1,158 @@
+/**
+ * Gpu: the GPU core every plane uses. One per GpuContext; it owns the buffer pool, the pipeline
+ * cache, the command batcher with its uniform arena, the staging ring and the timer, and it makes
+ * and moves tensors.
+ */
+import { BufferPool, STORAGE_USAGE } from './buffer-pool.ts';
+import { CommandBatcher } from './command-batcher.ts';
+import type { GpuContext } from './context.ts';
+import { PipelineCache } from './pipeline-cache.ts';
+import { StagingRing } from './staging-ring.ts';
+import { BYTES_PER_ELEMENT, fmtShape, numelOf, planRowChunks, Tensor, type DType, type TensorPart } from './tensor.ts';
+import { GpuTimer } from './timer.ts';
+
+export type HostArray = Float32Array | Int32Array | Uint32Array | Uint16Array;
+
+export function hostArrayFor(dtype: DType, buffer: ArrayBuffer): HostArray {
+  switch (dtype) {
+    case 'f32':
+      return new Float32Array(buffer);
+    case 'i32':
+      return new Int32Array(buffer);
+    case 'u32':
+      return new Uint32Array(buffer);
+    case 'f16':
+      return new Uint16Array(buffer);
+  }
+}
+
+export class Gpu {
+  readonly pool: BufferPool;
+  readonly pipelines: PipelineCache;
+  readonly batcher: CommandBatcher;
+  readonly staging: StagingRing;
+  readonly timer: GpuTimer;
+
+  constructor(readonly ctx: GpuContext, options: { maxDispatchesPerSubmit?: number } = {}) {
+    this.pool = new BufferPool(ctx.device);
+    this.pipelines = new PipelineCache(ctx);
+    this.batcher = new CommandBatcher(ctx, this.pipelines, options.maxDispatchesPerSubmit ?? 64);
+    this.staging = new StagingRing(ctx.device, this.batcher);
+    this.timer = new GpuTimer(ctx, this.batcher);
+  }
+
+  get device(): GPUDevice {
+    return this.ctx.device;
+  }
+
+  /** Bytes one binding may hold (the device limit, or a lower planning limit set for tests). */
+  get maxBindingBytes(): number {
+    return Math.min(this.ctx.limits.maxStorageBufferBindingSize, this.ctx.limits.maxBufferSize ?? Infinity);
+  }
+
+  /** Allocate an uninitialised tensor; split into row parts when it exceeds one binding. */
+  tensor(shape: readonly number[], dtype: DType = 'f32', label = 'tensor'): Tensor {
+    const counts = planRowChunks(shape, dtype, this.maxBindingBytes);
+    const rowBytes = (shape.length === 0 ? 1 : numelOf(shape.slice(1))) * BYTES_PER_ELEMENT[dtype];
+    const parts: TensorPart[] = [];
+    let rowStart = 0;
+    for (const rowCount of counts) {
+      // Bindings must be a multiple of 4 bytes (f16 tensors with an odd element count).
+      const byteLength = Math.max(4, Math.ceil((rowCount * rowBytes) / 4) * 4);
+      const buffer = this.pool.acquire(byteLength, STORAGE_USAGE, label);
+      parts.push({ buffer, byteOffset: 0, byteLength, rowStart, rowCount });
+      rowStart += rowCount;
+    }
+    return new Tensor(shape, dtype, parts, label);
+  }
+
+  /** Allocate a tensor and fill it with `data` (length must equal the element count). */
+  upload(shape: readonly number[], dtype: DType, data: ArrayLike<number>, label = 'tensor'): Tensor {
+    const t = this.tensor(shape, dtype, label);
+    this.write(t, data);
+    return t;
+  }
+
+  zeros(shape: readonly number[], dtype: DType = 'f32', label = 'zeros'): Tensor {
+    const t = this.tensor(shape, dtype, label);
+    for (const p of t.parts) this.batcher.clearBuffer(p.buffer, p.byteOffset, p.byteLength);
+    return t;
+  }
+
+  write(tensor: Tensor, data: ArrayLike<number>): void {
+    if (data.length !== tensor.numel) {
+      throw new Error(`write to ${tensor.label} ${fmtShape(tensor.shape)}: got ${data.length} values, need ${tensor.numel}`);
+    }
+    const host = toHost(tensor.dtype, data);
+    const rowElements = tensor.rowElements;
+    // Writes go through the queue, which orders them after already-submitted work; flush first so
+    // they also come after work still sitting in the batch.
+    this.batcher.flush();
+    for (const p of tensor.parts) {
+      const start = p.rowStart * rowElements;
+      const count = p.rowCount * rowElements;
+      const bytes = new Uint8Array(host.buffer as ArrayBuffer, host.byteOffset + start * host.BYTES_PER_ELEMENT, count * host.BYTES_PER_ELEMENT);
+      if (bytes.byteLength % 4 === 0) {
+        this.device.queue.writeBuffer(p.buffer, p.byteOffset, bytes);
+      } else {
+        const padded = new Uint8Array(Math.ceil(bytes.byteLength / 4) * 4);
+        padded.set(bytes);
+        this.device.queue.writeBuffer(p.buffer, p.byteOffset, padded);
+      }
+    }
+  }
+
+  /**
+   * Start reading `tensor` back without waiting: the copy joins the current batch and the promise
+   * resolves after a later submit. Use in hot loops (read losses with one step of lag).
+   */
+  readLater(tensor: Tensor): Promise<HostArray> {
+    const rowBytes = tensor.rowElements * BYTES_PER_ELEMENT[tensor.dtype];
+    const reads = tensor.parts.map((p) => this.staging.enqueue(p.buffer, p.byteOffset, p.rowCount * rowBytes));
+    return Promise.all(reads).then((chunks) => {
+      const out = new Uint8Array(tensor.byteLength);
+      let offset = 0;
+      for (const c of chunks) {
+        out.set(new Uint8Array(c), offset);
+        offset += c.byteLength;
+      }
+      return hostArrayFor(tensor.dtype, out.buffer);
+    });
+  }
+
+  /** Read a tensor now (submits the batch). For tests, metrics and the end of a run. */
+  async read(tensor: Tensor): Promise<HostArray> {
+    const pending = this.readLater(tensor);
+    this.batcher.flush();
+    return pending;
+  }
+
+  release(...tensors: Tensor[]): void {
+    for (const t of tensors) for (const p of t.parts) this.pool.release(p.buffer);
+  }
+
+  /** Submit and wait for the GPU; throws the first typed error of any submitted batch. */
+  async sync(): Promise<void> {
+    await this.batcher.finish();
+  }
+
+  destroy(): void {
+    this.staging.destroy();
+    this.timer.destroy();
+    this.batcher.destroy();
+    this.pool.destroy();
+  }
+}
+
+function toHost(dtype: DType, data: ArrayLike<number>): HostArray {
+  switch (dtype) {
+    case 'f32':
+      return data instanceof Float32Array ? data : Float32Array.from(data);
+    case 'i32':
+      return data instanceof Int32Array ? data : Int32Array.from(data);
+    case 'u32':
+      return data instanceof Uint32Array ? data : Uint32Array.from(data);
+    case 'f16':
+      return data instanceof Uint16Array ? data : Uint16Array.from(data);
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * Deno platform: Deno's built-in WebGPU (wgpu) and Deno's file APIs.
+ * Deno's WGSL front end (naga) is stricter than Dawn's (Tint); every kernel has a variant that
+ * needs no optional feature, and features are read from the adapter, never assumed.
+ */
+import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import type { FileStore, Platform } from './platform.ts';
+
+const live = new Set<GpuContext>();
+
+class DenoFileStore implements FileStore {
+  constructor(readonly root: string) {}
+  private abs(path: string): string {
+    if (path.split('/').includes('..')) throw new Error(`path "${path}" escapes the store ${this.root}`);
+    return `${this.root}/${path}`;
+  }
+  async read(path: string): Promise<Uint8Array> {
+    return await Deno.readFile(this.abs(path));
+  }
+  async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
+    const file = await Deno.open(this.abs(path), { read: true });
+    try {
+      await file.seek(offset, Deno.SeekMode.Start);
+      const out = new Uint8Array(length);
+      let filled = 0;
+      while (filled < length) {
+        const n = await file.read(out.subarray(filled));
+        if (n === null) throw new Error(`${this.abs(path)}: wanted ${length} bytes at offset ${offset}, file ends early`);
+        filled += n;
+      }
+      return out;
+    } finally {
+      file.close();
+    }
+  }
+  async size(path: string): Promise<number> {
+    return (await Deno.stat(this.abs(path))).size;
+  }
+  async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+    const target = this.abs(path);
+    const dir = target.slice(0, target.lastIndexOf('/'));
+    await Deno.mkdir(dir, { recursive: true });
+    const temp = `${target}.tmp-${Deno.pid}-${Date.now()}`;
+    const file = await Deno.open(temp, { write: true, create: true, truncate: true });
+    try {
+      let written = 0;
+      while (written < bytes.length) written += await file.write(bytes.subarray(written));
+      await file.sync();
+    } finally {
+      file.close();
+    }
+    await Deno.rename(temp, target);
+  }
+  async exists(path: string): Promise<boolean> {
+    try {
+      await Deno.stat(this.abs(path));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  async list(dir: string): Promise<string[]> {
+    const names: string[] = [];
+    try {
+      for await (const entry of Deno.readDir(this.abs(dir))) names.push(entry.name);
+    } catch {
+      return [];
+    }
+    return names.sort();
+  }
+  async remove(path: string): Promise<void> {
+    await Deno.remove(this.abs(path), { recursive: true }).catch(() => {});
+  }
+}
+
+export const denoPlatform: Platform = {
+  name: 'deno',
+  async acquireGpu(request: GpuRequest = {}) {
+    const ctx = await openGpuContext({
+      runtime: 'deno',
+      gpu: navigator.gpu,
+      keepAlive: navigator.gpu,
+      request,
+      onDestroy: (c) => live.delete(c),
+    });
+    live.add(ctx);
+    return ctx;
+  },
+  files: (root) => new DenoFileStore(root),
+  env: (name) => Deno.env.get(name),
+  args: () => [...Deno.args],
+  async exit(code: number): Promise<never> {
+    for (const ctx of [...live]) ctx.destroy();
+    Deno.exit(code);
+  },
+};

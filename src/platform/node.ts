@@ -1,0 +1,125 @@
+/**
+ * Node platform: WebGPU through Dawn (npm package `webgpu`), files through node:fs.
+ *
+ * Dawn lifetime rules (see README, Troubleshooting):
+ *  1. The object returned by `create()` must stay reachable while any device from it lives; its
+ *     event pump touches the instance, and a collected instance crashes the process (futex error,
+ *     SIGSEGV in CallbackTaskManager::Flush). Every instance is kept in `liveInstances` and in the
+ *     GpuContext until the context is destroyed, so no caller can drop it by accident.
+ *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
+ *     context first, then ends the process.
+ */
+import { create, globals } from 'webgpu';
+import { mkdirSync, promises as fs } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import process from 'node:process';
+import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import type { FileStore, Platform } from './platform.ts';
+
+/** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
+const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
+
+let globalsInstalled = false;
+/** Strong references: native instance per live context (rule 1 above). */
+const liveInstances = new Map<GpuContext, unknown>();
+
+export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuContext> {
+  if (!globalsInstalled) {
+    // GPUBufferUsage, GPUShaderStage, GPUMapMode ... are needed by code written for browsers.
+    Object.assign(globalThis, globals);
+    globalsInstalled = true;
+  }
+  const instance = create(DAWN_FLAGS);
+  const ctx = await openGpuContext({
+    runtime: 'node',
+    gpu: instance as unknown as GPU,
+    keepAlive: instance,
+    request,
+    onDestroy: (c) => {
+      // Let the instance go only after its device is destroyed, and only on the next turn so
+      // that Dawn has processed the destroy before the instance becomes collectable.
+      setTimeout(() => liveInstances.delete(c), 0);
+    },
+  });
+  liveInstances.set(ctx, instance);
+  return ctx;
+}
+
+export function liveNodeGpuContexts(): number {
+  return liveInstances.size;
+}
+
+export class NodeFileStore implements FileStore {
+  readonly root: string;
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
+  private abs(path: string): string {
+    if (path.split('/').includes('..')) throw new Error(`path "${path}" escapes the store ${this.root}`);
+    return join(this.root, path);
+  }
+  async read(path: string): Promise<Uint8Array> {
+    return new Uint8Array(await fs.readFile(this.abs(path)));
+  }
+  async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
+    const handle = await fs.open(this.abs(path), 'r');
+    try {
+      const out = new Uint8Array(length);
+      const { bytesRead } = await handle.read(out, 0, length, offset);
+      if (bytesRead !== length) {
+        throw new Error(`${this.abs(path)}: wanted ${length} bytes at offset ${offset}, file has only ${bytesRead} there`);
+      }
+      return out;
+    } finally {
+      await handle.close();
+    }
+  }
+  async size(path: string): Promise<number> {
+    return (await fs.stat(this.abs(path))).size;
+  }
+  async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+    const target = this.abs(path);
+    mkdirSync(dirname(target), { recursive: true });
+    const temp = `${target}.tmp-${process.pid}-${Date.now()}`;
+    const handle = await fs.open(temp, 'w');
+    try {
+      await handle.writeFile(bytes);
+      await handle.sync();
+    } finally {
+      await handle.close();
+    }
+    await fs.rename(temp, target);
+  }
+  async exists(path: string): Promise<boolean> {
+    try {
+      await fs.stat(this.abs(path));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+  async list(dir: string): Promise<string[]> {
+    try {
+      return (await fs.readdir(this.abs(dir))).sort();
+    } catch {
+      return [];
+    }
+  }
+  async remove(path: string): Promise<void> {
+    await fs.rm(this.abs(path), { recursive: true, force: true });
+  }
+}
+
+export const nodePlatform: Platform = {
+  name: 'node',
+  acquireGpu: acquireNodeGpu,
+  files: (root) => new NodeFileStore(root),
+  env: (name) => process.env[name],
+  args: () => process.argv.slice(2),
+  async exit(code: number): Promise<never> {
+    for (const ctx of [...liveInstances.keys()]) ctx.destroy();
+    // Give Dawn one turn to process the destroys before the process goes.
+    await new Promise((r) => setTimeout(r, 10));
+    process.exit(code);
+  },
+};

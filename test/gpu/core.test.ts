@@ -1,0 +1,125 @@
+import { Gpu } from '../../src/gpu/gpu.ts';
+import { sizeClass } from '../../src/gpu/buffer-pool.ts';
+import { GpuValidationError } from '../../src/gpu/errors.ts';
+import { planRowChunks } from '../../src/gpu/tensor.ts';
+import { matmul } from '../../src/kernels/matmul.ts';
+import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+
+export default defineSuite('gpu/core', (t) => {
+  t.test('size classes waste at most 25% and are monotone', () => {
+    let prev = 0;
+    for (let n = 1; n < 1 << 20; n = Math.ceil(n * 1.07) + 1) {
+      const c = sizeClass(n);
+      assert(c >= n && c >= 256, `class ${c} < request ${n}`);
+      assert(n < 256 || c <= n * 1.25 + 4, `class ${c} wastes more than 25% of ${n}`);
+      assert(c >= prev, 'classes must not shrink as requests grow');
+      prev = c;
+    }
+  });
+
+  t.test('row chunk planning splits only when a binding would overflow', () => {
+    assertDeepEqual(planRowChunks([10, 4], 'f32', 1 << 20), [10], 'fits one binding');
+    assertDeepEqual(planRowChunks([10, 4], 'f32', 48), [3, 3, 3, 1], '16-byte rows, 48-byte limit');
+    assertThrows(() => planRowChunks([2, 100], 'f32', 256), /binding limit/, 'a row larger than a binding');
+  });
+
+  t.test('buffer pool reuses released buffers of the same class', ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const a = gpu.tensor([1000], 'f32');
+    gpu.release(a);
+    const b = gpu.tensor([990], 'f32');
+    assertEqual(b.part.buffer, a.part.buffer, 'same size class → same buffer');
+    const stats = gpu.pool.stats();
+    assertEqual(stats.hits, 1, 'pool hits');
+    assertThrows(() => {
+      gpu.release(b);
+      gpu.release(b);
+    }, /released twice/, 'double release');
+    gpu.destroy();
+  });
+
+  t.test('upload / read round trip for every dtype', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const f = gpu.upload([3, 5], 'f32', Float32Array.from({ length: 15 }, (_, i) => i * 0.5 - 3));
+    const i = gpu.upload([7], 'i32', [-3, -2, -1, 0, 1, 2, 2147483647]);
+    const u = gpu.upload([2], 'u32', [0, 4294967295]);
+    const h = gpu.upload([3], 'f16', [0x3c00, 0xc000, 0x7bff]);
+    assertDeepEqual([...(await gpu.read(f))], Array.from({ length: 15 }, (_, k) => k * 0.5 - 3), 'f32');
+    assertDeepEqual([...(await gpu.read(i))], [-3, -2, -1, 0, 1, 2, 2147483647], 'i32');
+    assertDeepEqual([...(await gpu.read(u))], [0, 4294967295], 'u32');
+    assertDeepEqual([...(await gpu.read(h))], [0x3c00, 0xc000, 0x7bff], 'f16 bits (odd count padded to 4 bytes)');
+    gpu.destroy();
+  });
+
+  t.test('chunked tensor: a binding limit of 1 KiB splits a 4 KiB tensor and round-trips', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    Object.defineProperty(gpu, 'maxBindingBytes', { value: 1024 });
+    const data = Float32Array.from({ length: 1000 }, (_, k) => k);
+    const tensor = gpu.upload([100, 10], 'f32', data, 'big');
+    assertEqual(tensor.parts.length, 4, 'parts (25 rows of 40 bytes per 1 KiB binding)');
+    assertThrows(() => tensor.part, /split into 4 parts/, 'single-part access names the chunking');
+    assertDeepEqual([...(await gpu.read(tensor))], [...data], 'chunked round trip');
+    gpu.destroy();
+  });
+
+  t.test('many dispatches are batched into few submits', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx, { maxDispatchesPerSubmit: 16 });
+    const A = gpu.upload([16], 'f32', new Float32Array(16).fill(1));
+    const C = gpu.zeros([16], 'f32');
+    const before = { ...gpu.batcher.stats };
+    for (let k = 0; k < 40; k++) await matmul(gpu, A, A, C, { M: 4, N: 4, K: 4 }, { beta: 1, variant: 'naive' });
+    const out = await gpu.read(C);
+    assertEqual(out[0], 160, 'accumulated 40 times 4');
+    assertEqual(gpu.batcher.stats.dispatches - before.dispatches, 40, 'dispatches');
+    assertEqual(gpu.batcher.stats.submits - before.submits, 3, 'submits (16 + 16 + 8)');
+    gpu.destroy();
+  });
+
+  t.test('readLater does not submit; the read resolves after a later flush', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const x = gpu.upload([4], 'f32', [1, 2, 3, 4]);
+    await gpu.sync();
+    const submits = gpu.batcher.stats.submits;
+    let resolved = false;
+    const pending = gpu.readLater(x).then((v) => {
+      resolved = true;
+      return v;
+    });
+    await new Promise((r) => setTimeout(r, 20));
+    assertEqual(resolved, false, 'not resolved before a submit');
+    assertEqual(gpu.batcher.stats.submits, submits, 'readLater itself does not submit');
+    gpu.batcher.flush();
+    assertDeepEqual([...(await pending)], [1, 2, 3, 4], 'value');
+    gpu.destroy();
+  });
+
+  t.test('an invalid shader is a GpuValidationError naming the kernel', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const bad = { name: 'test/broken', source: '// broken\n@compute @workgroup_size(1) fn main() { let x: f32 = undefined_thing; }', bindings: [] as const };
+    const err = await assertRejects(() => gpu.pipelines.get(bad), /test\/broken/, 'broken shader');
+    assert(err instanceof GpuValidationError, `expected GpuValidationError, got ${err.name}`);
+    gpu.destroy();
+  });
+
+  t.test('an invalid dispatch surfaces as a typed error on readback, not as zeros', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const A = gpu.upload([4], 'f32', [1, 2, 3, 4]);
+    const kernel = await gpu.pipelines.get((await import('../../src/kernels/matmul.ts')).MATMUL_KERNELS.naive);
+    // Bind the same buffer as read-only and read-write in one dispatch: a validation error.
+    gpu.batcher.dispatch(kernel, new Uint8Array(32), [A.binding(), A.binding(), A.binding()], [1, 1, 1]);
+    await assertRejects(() => gpu.read(A), /validation/i, 'aliasing writable binding');
+    gpu.destroy();
+  });
+
+  t.test('timer reports GPU time for a region', async ({ gpu: ctx, note }) => {
+    const gpu = new Gpu(ctx);
+    const A = gpu.upload([128 * 128], 'f32', new Float32Array(128 * 128).fill(1));
+    const C = gpu.tensor([128 * 128], 'f32');
+    const timed = await gpu.timer.time(() => matmul(gpu, A, A, C, { M: 128, N: 128, K: 128 }));
+    assert(timed.seconds > 0 && timed.seconds < 10, `implausible region time ${timed.seconds}s`);
+    note('source', timed.source);
+    note('ms', Number((timed.seconds * 1e3).toFixed(3)));
+    gpu.destroy();
+  });
+});

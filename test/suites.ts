@@ -1,0 +1,17 @@
+/** Every test suite, in the order runners execute them. Explicit lists: no discovery magic. */
+import type { Suite } from './harness/suite.ts';
+import gpuCore from './gpu/core.test.ts';
+import matmul from './kernels/matmul.test.ts';
+import { kernels_elementwiseSuites } from './suites/kernels-elementwise.ts';
+import { kernels_attentionSuites } from './suites/kernels-attention.ts';
+import { kernels_lossSuites } from './suites/kernels-loss.ts';
+import { controlSuites } from './suites/control.ts';
+
+export const suites: readonly Suite[] = [
+  gpuCore,
+  matmul,
+  ...kernels_elementwiseSuites,
+  ...kernels_attentionSuites,
+  ...kernels_lossSuites,
+  ...controlSuites,
+];

@@ -1,0 +1,4 @@
+/** Suites of the control area (listed explicitly; test/suites.ts concatenates the areas). */
+import type { Suite } from '../harness/suite.ts';
+
+export const controlSuites: readonly Suite[] = [];
