@@ -43,7 +43,6 @@ export class GpuTimer {
     }
     this.batcher.endPass();
     this.batcher.nextPassTimestamps = { querySet: this.querySet, beginningOfPassWriteIndex: 0 };
-    const savedMax = this.batcher.maxDispatchesPerSubmit;
     await encode();
     // The region must be one pass: write the end timestamp with an empty pass if needed.
     const encoder = this.batcher.rawEncoder();

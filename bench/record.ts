@@ -1,0 +1,30 @@
+/** One benchmark measurement, printed as a JSON line by `npm run bench`. */
+import type { Gpu } from '../src/gpu/gpu.ts';
+
+export interface BenchRecord {
+  /** Kernel family, e.g. `matmul`, `rmsnorm`, `attention`. */
+  family: string;
+  /** Variant and direction, e.g. `tiled`, `fwd`, `bwd`. */
+  variant: string;
+  /** Human-readable shape, e.g. `256x256x256` or `B2 S128 H64`. */
+  shape: string;
+  /** Median GPU milliseconds per call. */
+  ms: number;
+  /** Useful floating-point work per second, in GFLOP/s (compute-bound kernels). */
+  gflops?: number;
+  /** Bytes moved per second, in GB/s (memory-bound kernels: count each input read and output written once). */
+  gbps?: number;
+}
+
+/**
+ * Median seconds of `reps` timed runs of `encode` (after one warm-up run that also compiles the
+ * pipelines). `encode` must only encode work into gpu.batcher (no reads).
+ */
+export async function medianSeconds(gpu: Gpu, encode: () => Promise<void> | void, reps = 5): Promise<number> {
+  await encode();
+  await gpu.sync();
+  const samples: number[] = [];
+  for (let i = 0; i < reps; i++) samples.push((await gpu.timer.time(encode)).seconds);
+  samples.sort((a, b) => a - b);
+  return samples[Math.floor(samples.length / 2)];
+}
