@@ -8,7 +8,7 @@
  * (which readbacks await), so a bad dispatch surfaces as a typed error, never as silent zeros.
  */
 import type { GpuContext } from './context.ts';
-import { toTypedError } from './errors.ts';
+import { toTypedError, type GpuError } from './errors.ts';
 import type { CompiledKernel, PipelineCache } from './pipeline-cache.ts';
 import { UniformArena } from './uniform-arena.ts';
 
@@ -23,7 +23,7 @@ export class CommandBatcher {
   private pass: GPUComputePassEncoder | undefined;
   private pending = 0;
   private readonly arena: UniformArena;
-  private readonly scopeResults: Promise<void>[] = [];
+  private readonly scopeResults: Promise<GpuError | undefined>[] = [];
   private readonly afterSubmit: (() => void)[] = [];
   readonly stats: DispatchStats = { dispatches: 0, submits: 0, copies: 0 };
   /** Timestamp writes for the next pass opened (set by GpuTimer). */
@@ -135,9 +135,11 @@ export class CommandBatcher {
     const validation = device.popErrorScope();
     const oom = device.popErrorScope();
     this.scopeResults.push(
+      // Resolve (never reject) so an error nobody awaits yet is not an unhandled rejection;
+      // settled() turns it into a throw for the caller that reads results.
       Promise.all([validation, oom]).then(([v, o]) => {
         const error = v ?? o;
-        if (error) throw toTypedError(error, 'submitted batch');
+        return error ? toTypedError(error, 'submitted batch') : undefined;
       }),
     );
     this.encoder = undefined;
@@ -153,8 +155,9 @@ export class CommandBatcher {
 
   /** Resolves when every submitted batch's error scopes are known; rejects with the first error. */
   async settled(): Promise<void> {
-    const results = this.scopeResults.splice(0);
-    await Promise.all(results);
+    const results = await Promise.all(this.scopeResults.splice(0));
+    const first = results.find((e) => e !== undefined);
+    if (first) throw first;
     this.ctx.throwIfFailed();
   }
 
