@@ -34,7 +34,7 @@ export function parseSafetensorsHeader(bytes: Uint8Array, source = 'safetensors'
   try {
     json = JSON.parse(new TextDecoder().decode(bytes.subarray(8, 8 + n)));
   } catch (err) {
-    throw new Error(`${source}: header is not valid JSON (${(err as Error).message})`);
+    throw new Error(`${source}: header is not valid JSON (${(err as Error).message})`, { cause: err });
   }
   const entries = new Map<string, SafetensorsEntry>();
   let metadata: Record<string, string> = {};

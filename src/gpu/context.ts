@@ -126,17 +126,20 @@ export class GpuContext {
     device.pushErrorScope('internal');
     device.pushErrorScope('out-of-memory');
     device.pushErrorScope('validation');
-    let result: T;
+    let result: T | undefined;
+    let thrown: unknown;
     try {
       result = await fn();
-    } finally {
-      const validation = await device.popErrorScope();
-      const oom = await device.popErrorScope();
-      const internal = await device.popErrorScope();
-      const error = validation ?? oom ?? internal;
-      if (error) throw toTypedError(error, label);
+    } catch (err) {
+      thrown = err;
     }
-    return result;
+    const validation = await device.popErrorScope();
+    const oom = await device.popErrorScope();
+    const internal = await device.popErrorScope();
+    const error = validation ?? oom ?? internal;
+    if (error) throw toTypedError(error, label);
+    if (thrown !== undefined) throw thrown;
+    return result as T;
   }
 
   /** Release the device; the native instance is dropped only after this. Idempotent. */

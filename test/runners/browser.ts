@@ -65,21 +65,24 @@ const browser = await chromium.launch({
   headless: true,
   args: CHROMIUM_WEBGPU_FLAGS,
 });
-let exitCode = 1;
-try {
-  const page = await browser.newPage();
-  page.on('console', (msg) => {
-    if (msg.text().startsWith('[browser]')) console.log(msg.text());
-  });
-  page.on('pageerror', (err) => console.log(`[browser] page error: ${err.message}`));
-  await page.goto(`http://127.0.0.1:${port}/index.html${filter ? `?filter=${encodeURIComponent(filter)}` : ''}`);
-  const summary = (await page.waitForFunction(() => (window as unknown as { __speclabSummary?: unknown }).__speclabSummary, undefined, {
-    timeout: 45 * 60_000,
-    polling: 500,
-  }).then((h) => h.jsonValue())) as { passed: number; failed: number };
-  exitCode = summary.failed > 0 || summary.passed === 0 ? 1 : 0;
-} finally {
-  await browser.close();
-  server.close();
+async function runPage(): Promise<{ passed: number; failed: number }> {
+  try {
+    const page = await browser.newPage();
+    page.on('console', (msg) => {
+      if (msg.text().startsWith('[browser]')) console.log(msg.text());
+    });
+    page.on('pageerror', (err) => console.log(`[browser] page error: ${err.message}`));
+    await page.goto(`http://127.0.0.1:${port}/index.html${filter ? `?filter=${encodeURIComponent(filter)}` : ''}`);
+    const handle = await page.waitForFunction(() => (window as unknown as { __speclabSummary?: unknown }).__speclabSummary, undefined, {
+      timeout: 45 * 60_000,
+      polling: 500,
+    });
+    return (await handle.jsonValue()) as { passed: number; failed: number };
+  } finally {
+    await browser.close();
+    server.close();
+  }
 }
-process.exit(exitCode);
+
+const summary = await runPage();
+process.exit(summary.failed > 0 || summary.passed === 0 ? 1 : 0);
