@@ -26,8 +26,6 @@ export class CommandBatcher {
   private readonly scopeResults: Promise<GpuError | undefined>[] = [];
   private readonly afterSubmit: (() => void)[] = [];
   readonly stats: DispatchStats = { dispatches: 0, submits: 0, copies: 0 };
-  /** Timestamp writes for the next pass opened (set by GpuTimer). */
-  nextPassTimestamps: GPUComputePassTimestampWrites | undefined;
 
   constructor(
     private readonly ctx: GpuContext,
@@ -44,12 +42,7 @@ export class CommandBatcher {
 
   private ensurePass(): GPUComputePassEncoder {
     if (!this.pass) {
-      const descriptor: GPUComputePassDescriptor = {};
-      if (this.nextPassTimestamps) {
-        descriptor.timestampWrites = this.nextPassTimestamps;
-        this.nextPassTimestamps = undefined;
-      }
-      this.pass = this.ensureEncoder().beginComputePass(descriptor);
+      this.pass = this.ensureEncoder().beginComputePass();
     }
     return this.pass;
   }

@@ -1,7 +1,7 @@
 /**
  * GPU timing with timestamp queries where the device has `timestamp-query`; wall-clock around
- * `onSubmittedWorkDone` otherwise. Timestamps are written at compute-pass boundaries, so a timed
- * region is its own pass (the batcher ends the open pass before and after).
+ * `onSubmittedWorkDone` otherwise. Timestamps are written only at compute-pass boundaries, so the
+ * timer brackets a region with two empty passes.
  */
 import type { CommandBatcher } from './command-batcher.ts';
 import type { GpuContext } from './context.ts';
@@ -30,8 +30,9 @@ export class GpuTimer {
   }
 
   /**
-   * Time the GPU work that `encode` records. Everything encoded inside goes into one compute pass
-   * whose begin/end timestamps are written, then the batch is submitted and awaited.
+   * Time the GPU work that `encode` records: a timestamp is written by an empty pass before it and
+   * another after it; then the batch is submitted and awaited. If `encode` fills more than one
+   * batch, the region spans the submits (both timestamps are on the same queue timeline).
    */
   async time(encode: () => void | Promise<void>): Promise<TimedResult> {
     await this.batcher.finish();
@@ -41,16 +42,15 @@ export class GpuTimer {
       await this.batcher.finish();
       return { seconds: (performance.now() - start) / 1000, source: 'wall-clock' };
     }
-    this.batcher.endPass();
-    this.batcher.nextPassTimestamps = { querySet: this.querySet, beginningOfPassWriteIndex: 0 };
+    // Empty passes carry the timestamps, so the region may hold dispatches, copies or both.
+    const beginPass = this.batcher.rawEncoder().beginComputePass({ timestampWrites: { querySet: this.querySet, beginningOfPassWriteIndex: 0 } });
+    beginPass.end();
     await encode();
-    // The region must be one pass: write the end timestamp with an empty pass if needed.
     const encoder = this.batcher.rawEncoder();
     const endPass = encoder.beginComputePass({ timestampWrites: { querySet: this.querySet, endOfPassWriteIndex: 1 } });
     endPass.end();
     encoder.resolveQuerySet(this.querySet, 0, 2, this.resolveBuffer, 0);
     encoder.copyBufferToBuffer(this.resolveBuffer, 0, this.readBuffer, 0, 16);
-    
     await this.batcher.finish();
     await this.readBuffer.mapAsync(0x0001);
     const [begin, end] = new BigUint64Array(this.readBuffer.getMappedRange().slice(0));

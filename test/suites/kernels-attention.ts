@@ -1,4 +1,5 @@
 /** Suites of the kernels-attention area (listed explicitly; test/suites.ts concatenates the areas). */
 import type { Suite } from '../harness/suite.ts';
+import referenceAttention from '../reference/attention.test.ts';
 
-export const kernels_attentionSuites: readonly Suite[] = [];
+export const kernels_attentionSuites: readonly Suite[] = [referenceAttention];

@@ -1,0 +1,47 @@
+/**
+ * `npm run bench [-- --sizes 256,512,1024] [--only matmul,overhead]`: prints the adapter record, then one JSON
+ * line per measurement, then a summary with the adapter's measured ceilings (best matmul GFLOP/s, best
+ * copy GB/s) and each record's fraction of its ceiling. Runs on Node (Dawn).
+ */
+import { Gpu } from '../src/gpu/gpu.ts';
+import { nodePlatform } from '../src/platform/node.ts';
+import { benchMatmul } from './kernels/matmul.ts';
+import { benchOverhead } from './overhead.ts';
+import { BENCH_FAMILIES } from './families.ts';
+import type { BenchRecord } from './record.ts';
+
+const args = nodePlatform.args();
+const opt = (name: string) => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : undefined;
+};
+const sizes = (opt('--sizes') ?? '256,512,1024').split(',').map(Number);
+const only = opt('--only')?.split(',');
+const wanted = (family: string) => !only || only.includes(family);
+
+const ctx = await nodePlatform.acquireGpu();
+const gpu = new Gpu(ctx);
+console.log(JSON.stringify({ adapter: ctx.record }));
+const records: BenchRecord[] = [];
+const emit = (rs: BenchRecord[]) => {
+  for (const r of rs) {
+    records.push(r);
+    console.log(JSON.stringify(r));
+  }
+};
+if (wanted('overhead')) emit(await benchOverhead(gpu));
+if (wanted('matmul')) emit(await benchMatmul(gpu, sizes));
+for (const [family, run] of BENCH_FAMILIES) if (wanted(family)) emit(await run(gpu));
+
+const bestGflops = Math.max(0, ...records.filter((r) => r.family === 'matmul').map((r) => r.gflops ?? 0));
+const bestGbps = Math.max(0, ...records.filter((r) => r.family === 'copy').map((r) => r.gbps ?? 0));
+const fractions = records.map((r) => ({
+  family: r.family,
+  variant: r.variant,
+  shape: r.shape,
+  ofMatmulCeiling: r.gflops && bestGflops ? Number((r.gflops / bestGflops).toFixed(3)) : undefined,
+  ofCopyCeiling: r.gbps && bestGbps ? Number((r.gbps / bestGbps).toFixed(3)) : undefined,
+}));
+console.log(JSON.stringify({ summary: { bestMatmulGflops: bestGflops, bestCopyGbps: bestGbps, fractions } }));
+gpu.destroy();
+await nodePlatform.exit(0);

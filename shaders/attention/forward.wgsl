@@ -1,0 +1,190 @@
+// attention/forward — flash-style causal attention with GQA, key padding and the EAGLE3 TTT
+// "diagonal" keys (specforge-runtime.md §6.4). Plain causal attention is the step = 0 case.
+//
+// Shapes (row-major f32 unless noted; element offsets from each binding's start):
+//   Q      [B, S, nH, hd]               (the [B·S, nH·hd] output of the q projection)
+//   Kc, Vc [J, B, S, nKV, hd]  J ≥ step + 1; slot j holds K_j / V_j of TTT step j (RoPE applied)
+//   mask   [B, S] i32                   1 = real token, 0 = padding
+//   O      [B, S, nH, hd]
+//   L      [B, nH, S]                   log-sum-exp of each query row's scores
+// Query head h reads kv head h / (nH / nKV). Row t attends to step-0 keys u ≤ t with mask[u] = 1,
+// plus K_j[t] of every step j = 1..step (never masked). Scores are q·k · scale.
+// Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask,
+//   5 read_write O, 6 read_write L.
+// Dispatch: (ceil(S / 16), nH, B) workgroups of 64 invocations. A workgroup owns 16 query rows of
+// one (b, h); invocation (r, l) = (index / 4, index % 4) owns row r and the head dims d ≡ l mod 4.
+// Step-0 keys stream through workgroup memory 8 at a time (only up to the block's last row, so
+// the S x S score matrix never exists); partial dot products over each invocation's dims are
+// summed through workgroup memory in a fixed order, so the 4 invocations of a row agree exactly.
+// Numerics: f32 throughout, online softmax (running max m, running sum ℓ, rescaled accumulator).
+// Blocked keys are excluded by a flag, never by an infinite score: a row with no allowed key
+// (every step-0 key u ≤ t padded, only possible at step 0) writes O = 0 and L = 0, never NaN.
+// HEAD_DIM ≤ 128 (override constant, one pipeline per head size).
+
+struct Params {
+  batch: u32,
+  seq: u32,
+  heads: u32,
+  kvHeads: u32,
+  step: u32,
+  accumulate: u32,
+  scale: f32,
+  pad0: u32,
+}
+
+override HEAD_DIM: u32 = 64u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> Q: array<f32>;
+@group(0) @binding(2) var<storage, read> Kc: array<f32>;
+@group(0) @binding(3) var<storage, read> Vc: array<f32>;
+@group(0) @binding(4) var<storage, read> mask: array<i32>;
+@group(0) @binding(5) var<storage, read_write> O: array<f32>;
+@group(0) @binding(6) var<storage, read_write> L: array<f32>;
+
+const BR: u32 = 16u;      // query rows per workgroup
+const TPR: u32 = 4u;      // invocations per row
+const BC: u32 = 8u;       // keys per tile
+const MAX_HD: u32 = 128u;
+const DPT: u32 = 32u;     // MAX_HD / TPR: dims per invocation at most
+const NEG: f32 = -3.0e38; // "no score yet"; finite so that differences never make NaN
+
+var<workgroup> Ks: array<f32, 1024>; // [BC][MAX_HD]
+var<workgroup> Vs: array<f32, 1024>;
+var<workgroup> Ps: array<f32, 512>;  // [BR][BC][TPR] partial dot products
+var<workgroup> keyOk: array<u32, 8>;
+
+// Offset of (step j, batch b, row u, kv head g, dim 0) in Kc / Vc.
+fn kvOffset(j: u32, b: u32, u: u32, g: u32) -> u32 {
+  return (((j * p.batch + b) * p.seq + u) * p.kvHeads + g) * HEAD_DIM;
+}
+
+@compute @workgroup_size(64, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
+  let r = tid / TPR;
+  let l = tid % TPR;
+  let b = wg.z;
+  let h = wg.y;
+  let g = h / (p.heads / p.kvHeads);
+  let t0 = wg.x * BR;
+  let t = t0 + r;
+  let rowOk = t < p.seq;
+  let tc = min(t, p.seq - 1u); // clamped row for loads of out-of-range rows
+  let qBase = ((b * p.seq + tc) * p.heads + h) * HEAD_DIM;
+
+  var qv: array<f32, DPT>;
+  var acc: array<f32, DPT>;
+  for (var i = 0u; i < DPT; i++) {
+    let d = l + TPR * i;
+    qv[i] = 0.0;
+    acc[i] = 0.0;
+    if (d < HEAD_DIM) { qv[i] = Q[qBase + d]; }
+  }
+  var m = NEG;
+  var lsum = 0.0;
+
+  // Step-0 keys 0 .. min(t0 + BR, S) − 1, in tiles of BC.
+  let keyEnd = min(t0 + BR, p.seq);
+  let tiles = (keyEnd + BC - 1u) / BC;
+  for (var tile = 0u; tile < tiles; tile++) {
+    let u0 = tile * BC;
+    for (var e = tid; e < BC * HEAD_DIM; e += 64u) {
+      let c = e / HEAD_DIM;
+      let d = e % HEAD_DIM;
+      let u = u0 + c;
+      var kx = 0.0;
+      var vx = 0.0;
+      if (u < p.seq) {
+        let o = kvOffset(0u, b, u, g) + d;
+        kx = Kc[o];
+        vx = Vc[o];
+      }
+      Ks[c * MAX_HD + d] = kx;
+      Vs[c * MAX_HD + d] = vx;
+    }
+    if (tid < BC) {
+      let u = u0 + tid;
+      var ok = 0u;
+      if (u < p.seq) { ok = select(0u, 1u, mask[b * p.seq + u] != 0i); }
+      keyOk[tid] = ok;
+    }
+    workgroupBarrier();
+    for (var c = 0u; c < BC; c++) {
+      var s = 0.0;
+      for (var i = 0u; i < DPT; i++) {
+        let d = l + TPR * i;
+        if (d >= HEAD_DIM) { break; }
+        s = fma(qv[i], Ks[c * MAX_HD + d], s);
+      }
+      Ps[(r * BC + c) * TPR + l] = s;
+    }
+    workgroupBarrier();
+    var sc: array<f32, BC>;
+    var allowed: array<bool, BC>;
+    var tileMax = NEG;
+    for (var c = 0u; c < BC; c++) {
+      let pi = (r * BC + c) * TPR;
+      let s = ((Ps[pi] + Ps[pi + 1u]) + (Ps[pi + 2u] + Ps[pi + 3u])) * p.scale;
+      let ok = keyOk[c] == 1u && u0 + c <= t;
+      allowed[c] = ok;
+      sc[c] = s;
+      if (ok) { tileMax = max(tileMax, s); }
+    }
+    let mNew = max(m, tileMax);
+    let alpha = exp(m - mNew);
+    var pc: array<f32, BC>;
+    var psum = 0.0;
+    for (var c = 0u; c < BC; c++) {
+      pc[c] = select(0.0, exp(min(sc[c] - mNew, 0.0)), allowed[c]);
+      psum += pc[c];
+    }
+    lsum = lsum * alpha + psum;
+    for (var i = 0u; i < DPT; i++) {
+      let d = l + TPR * i;
+      if (d >= HEAD_DIM) { break; }
+      var a = acc[i] * alpha;
+      for (var c = 0u; c < BC; c++) { a = fma(pc[c], Vs[c * MAX_HD + d], a); }
+      acc[i] = a;
+    }
+    m = mNew;
+    workgroupBarrier();
+  }
+
+  // Diagonal keys K_j[t], j = 1..step: one per step, specific to the row, read from global memory.
+  for (var j = 1u; j <= p.step; j++) {
+    let kb = kvOffset(j, b, tc, g);
+    var s = 0.0;
+    for (var i = 0u; i < DPT; i++) {
+      let d = l + TPR * i;
+      if (d >= HEAD_DIM) { break; }
+      s = fma(qv[i], Kc[kb + d], s);
+    }
+    Ps[r * TPR + l] = s;
+    workgroupBarrier();
+    let pi = r * TPR;
+    let sj = ((Ps[pi] + Ps[pi + 1u]) + (Ps[pi + 2u] + Ps[pi + 3u])) * p.scale;
+    workgroupBarrier();
+    let mNew = max(m, sj);
+    let alpha = exp(m - mNew);
+    let pj = exp(sj - mNew);
+    lsum = lsum * alpha + pj;
+    for (var i = 0u; i < DPT; i++) {
+      let d = l + TPR * i;
+      if (d >= HEAD_DIM) { break; }
+      acc[i] = fma(pj, Vc[kb + d], acc[i] * alpha);
+    }
+    m = mNew;
+  }
+
+  if (!rowOk) { return; }
+  let empty = lsum == 0.0;
+  let inv = select(1.0 / max(lsum, 1e-30), 0.0, empty);
+  for (var i = 0u; i < DPT; i++) {
+    let d = l + TPR * i;
+    if (d >= HEAD_DIM) { break; }
+    O[qBase + d] = acc[i] * inv;
+  }
+  if (l == 0u) {
+    L[(b * p.heads + h) * p.seq + t] = select(m + log(max(lsum, 1e-30)), 0.0, empty);
+  }
+}

@@ -1,0 +1,45 @@
+// embedding/gather — out[n, :] = table[ids[n], :] (forward of an embedding lookup).
+//
+// Shapes: ids i32 [N]; table f32 [V, H], possibly split into row parts (one dispatch per part);
+//   out f32 [N, H].
+// Bindings (group 0):
+//   0 uniform Params
+//   1 storage read        ids
+//   2 storage read        table part: rows [rowStart, rowStart + rowCount) of the table
+//   3 storage read_write  out
+// Dispatch: ceil(N * H / 256) workgroups of 256, folded into (x, y) (linear = wg.y * nwg.x + wg.x);
+//   one invocation per output element. Each dispatch writes only the rows whose id falls in its
+//   part; the dispatch with zeroInvalid = 1 also writes zeros for ids outside [0, vocab) (padding
+//   ids such as -1), so every output row is written exactly once over all parts.
+// Numerics: a copy; exact.
+
+struct Params {
+  n: u32,
+  hidden: u32,
+  vocab: u32,
+  rowStart: u32,
+  rowCount: u32,
+  zeroInvalid: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> ids: array<i32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(256, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  if (idx >= p.n * p.hidden) { return; }
+  let n = idx / p.hidden;
+  let h = idx % p.hidden;
+  let id = ids[n];
+  if (id < 0 || u32(id) >= p.vocab) {
+    if (p.zeroInvalid != 0u) { out[idx] = 0.0; }
+    return;
+  }
+  let row = u32(id);
+  if (row < p.rowStart || row >= p.rowStart + p.rowCount) { return; }
+  out[idx] = table[(row - p.rowStart) * p.hidden + h];
+}
