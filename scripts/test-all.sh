@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Every SpecLab check, in the order CI runs them: setup, static checks, the test suites in Node (Dawn),
+# Deno and Chromium, then the Dawn lifetime stress tests and the Deno soak. Prints each runner's
+# `N passed, N failed` line and a total at the end; exits non-zero if anything failed.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/setup.sh || exit 1
+export PATH="$PWD/node_modules/.bin:$PATH"
+
+total_passed=0
+total_failed=0
+failures=()
+run() {
+  local name=$1; shift
+  echo "=== $name: $*"
+  local log
+  log=$(mktemp)
+  local start=$SECONDS
+  "$@" 2>&1 | grep -v '^Warning: max.*artificially reduced' | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local line
+  line=$(grep -E '[0-9]+ passed, [0-9]+ failed' "$log" | tail -1)
+  if [[ $line =~ ([0-9]+)\ passed,\ ([0-9]+)\ failed ]]; then
+    total_passed=$((total_passed + BASH_REMATCH[1]))
+    total_failed=$((total_failed + BASH_REMATCH[2]))
+  elif [ "$rc" -eq 0 ]; then
+    total_passed=$((total_passed + 1))
+  fi
+  if [ "$rc" -ne 0 ]; then
+    failures+=("$name")
+    [[ $line =~ ([0-9]+)\ failed ]] && [ "${BASH_REMATCH[1]}" != 0 ] || total_failed=$((total_failed + 1))
+  fi
+  echo "=== $name: exit $rc in $((SECONDS - start)) s"
+  rm -f "$log"
+}
+
+run "embed shaders" npx tsx scripts/embed-shaders.ts
+run "typecheck (tsc)" npx tsc --noEmit -p .
+run "typecheck (deno)" deno check test/runners/deno.ts test/stress/soak-deno.ts
+run "lint" npx eslint .
+run "lint rule proof" npx tsx test/lint/boundary.ts
+run "tests on Node (Dawn)" npx tsx test/runners/node.ts
+run "tests on Deno" deno run --allow-read --allow-write --allow-env --allow-run test/runners/deno.ts
+run "tests on Chromium" npx tsx test/runners/browser.ts
+run "stress on Node (Dawn)" node --expose-gc --import tsx test/stress/run.ts --repeats "${SPECLAB_STRESS_REPEATS:-20}" --soak-seconds "${SPECLAB_SOAK_SECONDS:-60}"
+run "soak on Deno" deno run --allow-read --allow-write --allow-env test/stress/soak-deno.ts "${SPECLAB_SOAK_SECONDS:-60}"
+
+echo
+if [ ${#failures[@]} -gt 0 ]; then
+  echo "failed steps: ${failures[*]}"
+fi
+echo "total: $total_passed passed, $total_failed failed"
+[ ${#failures[@]} -eq 0 ] && [ "$total_failed" -eq 0 ]

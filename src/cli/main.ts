@@ -1,0 +1,44 @@
+/**
+ * The `speclab` command line, independent of the runtime: entry points in src/platform/*-main.ts
+ * pass their Platform and arguments. Commands are an explicit table.
+ */
+import type { Platform } from '../platform/platform.ts';
+import { selfcheck } from './selfcheck.ts';
+
+interface Command {
+  summary: string;
+  run(platform: Platform, args: string[]): Promise<number>;
+}
+
+const COMMANDS: Record<string, Command> = {
+  selfcheck: {
+    summary: 'print the GPU adapter record and verify matmul on the GPU against float64',
+    async run(platform) {
+      return (await selfcheck(platform, (line) => console.log(line))) ? 0 : 1;
+    },
+  },
+};
+
+export function usage(): string {
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`);
+  return `usage: speclab <command> [options]\n\ncommands:\n${lines.join('\n')}\n`;
+}
+
+export async function runCli(platform: Platform, argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h') {
+    console.log(usage());
+    return name ? 0 : 2;
+  }
+  const command = COMMANDS[name];
+  if (!command) {
+    console.error(`speclab: unknown command "${name}"\n\n${usage()}`);
+    return 2;
+  }
+  try {
+    return await command.run(platform, rest);
+  } catch (err) {
+    console.error(`speclab ${name}: ${(err as Error).message}`);
+    return 1;
+  }
+}

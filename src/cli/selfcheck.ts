@@ -1,0 +1,45 @@
+/**
+ * `speclab selfcheck`: acquire the GPU, print the adapter record, and verify the GPU core end to end
+ * (upload, batched dispatch, readback) with matmuls in every layout against the float64 reference.
+ * Exits non-zero with the failing comparison when the device computes something wrong.
+ */
+import { Gpu } from '../gpu/gpu.ts';
+import { matmul, type MatmulVariant } from '../kernels/matmul.ts';
+import { matmulRef } from '../reference/matmul.ts';
+import { Rng } from '../reference/random.ts';
+import type { Platform } from '../platform/platform.ts';
+
+export async function selfcheck(platform: Platform, print: (line: string) => void): Promise<boolean> {
+  const ctx = await platform.acquireGpu();
+  print(JSON.stringify({ adapter: ctx.record }, null, 2));
+  const gpu = new Gpu(ctx);
+  const rng = new Rng(2024);
+  let ok = true;
+  for (const variant of ['naive', 'tiled'] as MatmulVariant[]) {
+    for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]]) {
+      const [M, N, K] = [67, 45, 83];
+      const a = rng.floats(M * K);
+      const b = rng.floats(K * N);
+      const A = gpu.upload([M * K], 'f32', a);
+      const B = gpu.upload([K * N], 'f32', b);
+      const C = gpu.tensor([M * N], 'f32');
+      await matmul(gpu, A, B, C, { M, N, K }, { transA, transB, variant });
+      const got = await gpu.read(C);
+      const want = matmulRef(a, b, undefined, { M, N, K, transA, transB });
+      let diff = 0;
+      let norm = 0;
+      for (let i = 0; i < want.length; i++) {
+        diff += (got[i] - want[i]) ** 2;
+        norm += want[i] ** 2;
+      }
+      const rel = Math.sqrt(diff / norm);
+      const pass = rel <= 1e-5;
+      ok &&= pass;
+      print(`${pass ? 'ok  ' : 'FAIL'} matmul ${variant} ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${M}x${N}x${K}: relative error ${rel.toExponential(2)} vs float64`);
+      gpu.release(A, B, C);
+    }
+  }
+  gpu.destroy();
+  ctx.destroy();
+  return ok;
+}
