@@ -1,6 +1,6 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { sizeClass } from '../../src/gpu/buffer-pool.ts';
-import { GpuValidationError } from '../../src/gpu/errors.ts';
+import { GpuDeviceLostError, GpuError, GpuInternalError, GpuOutOfMemoryError, GpuValidationError, toTypedError } from '../../src/gpu/errors.ts';
 import { planRowChunks } from '../../src/gpu/tensor.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
@@ -121,5 +121,33 @@ export default defineSuite('gpu/core', (t) => {
     note('source', timed.source);
     note('ms', Number((timed.seconds * 1e3).toFixed(3)));
     gpu.destroy();
+  });
+
+  t.test('WebGPU error classes map to typed errors with the operation named', () => {
+    const oom = toTypedError(new GPUOutOfMemoryError('no room'), 'allocate lm_head');
+    assert(oom instanceof GpuOutOfMemoryError && /allocate lm_head/.test(oom.message) && /no room/.test(oom.message), oom.message);
+    const bad = toTypedError(new GPUValidationError('bad binding'), 'dispatch x');
+    assert(bad instanceof GpuValidationError && /dispatch x/.test(bad.message), bad.message);
+    const internal = toTypedError(new GPUInternalError('driver'), 'compile');
+    assert(internal instanceof GpuInternalError, internal.name);
+    const lost = new GpuDeviceLostError('unknown', 'driver reset');
+    assert(lost instanceof GpuError && /restart from the last checkpoint/.test(lost.message), lost.message);
+  });
+
+  t.test('a destroyed context refuses further use instead of computing garbage', async ({ platform }) => {
+    const ctx = await platform.acquireGpu();
+    ctx.destroy();
+    assertThrows(() => ctx.throwIfFailed(), /after destroy/, 'use after destroy');
+    ctx.destroy();
+  });
+
+  t.test('the adapter record lists features and the requested limits', ({ gpu: ctx }) => {
+    const r = ctx.record;
+    assert(r.limits.maxStorageBufferBindingSize >= 128 * 1024 * 1024, 'binding limit requested at the adapter value');
+    assert(r.limits.maxComputeInvocationsPerWorkgroup >= 256, 'invocations limit');
+    assert(Array.isArray(r.features), 'features listed');
+    for (const f of ['shader-f16', 'subgroups', 'timestamp-query']) {
+      assertEqual(ctx.hasFeature(f), r.features.includes(f), `feature ${f} consistent between record and device`);
+    }
   });
 });
