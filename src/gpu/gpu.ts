@@ -127,6 +127,35 @@ export class Gpu {
     return pending;
   }
 
+  /** A new tensor with the same shape, dtype and contents (a GPU copy, encoded into the batch). */
+  clone(tensor: Tensor, label = `${tensor.label}-clone`): Tensor {
+    const out = this.tensor(tensor.shape, tensor.dtype, label);
+    this.copyInto(tensor, out);
+    return out;
+  }
+
+  /** Copy all of `src` into `dst` starting at byte `dstByteOffset` of `dst` (single-part `dst`). */
+  copyInto(src: Tensor, dst: Tensor, dstByteOffset = 0): void {
+    const rowBytes = src.rowElements * BYTES_PER_ELEMENT[src.dtype];
+    if (dst.isChunked) {
+      if (dstByteOffset !== 0 || dst.parts.length !== src.parts.length) throw new Error(`copyInto ${dst.label}: chunked destinations take whole, identically chunked sources`);
+      src.parts.forEach((p, i) => this.batcher.copyBuffer(p.buffer, p.byteOffset, dst.parts[i].buffer, dst.parts[i].byteOffset, p.rowCount * rowBytes));
+      return;
+    }
+    if (dstByteOffset + src.byteLength > dst.byteLength) {
+      throw new Error(`copyInto ${dst.label}: ${src.byteLength} bytes of ${src.label} at offset ${dstByteOffset} overflow ${dst.byteLength} bytes`);
+    }
+    if (dstByteOffset % 4 !== 0 || rowBytes % 4 !== 0) {
+      throw new Error(`copyInto ${dst.label}: GPU copies move 4-byte multiples; ${src.label} rows are ${rowBytes} bytes at offset ${dstByteOffset}`);
+    }
+    let offset = dstByteOffset;
+    for (const p of src.parts) {
+      const bytes = p.rowCount * rowBytes;
+      this.batcher.copyBuffer(p.buffer, p.byteOffset, dst.part.buffer, dst.part.byteOffset + offset, bytes);
+      offset += bytes;
+    }
+  }
+
   release(...tensors: Tensor[]): void {
     for (const t of tensors) for (const p of t.parts) this.pool.release(p.buffer);
   }
