@@ -1,0 +1,5 @@
+/** Suites of the data plane (listed explicitly; test/suites.ts concatenates the areas). */
+import type { Suite } from '../harness/suite.ts';
+import featureStore from '../data/feature-store.test.ts';
+
+export const dataSuites: readonly Suite[] = [featureStore];
