@@ -1,4 +1,8 @@
 /** Suites of the kernels-loss area (listed explicitly; test/suites.ts concatenates the areas). */
 import type { Suite } from '../harness/suite.ts';
+import lossFixture from '../kernels/loss-fixture.test.ts';
+import lossKernels from '../kernels/loss.test.ts';
+import lossReference from '../reference/loss.test.ts';
+import vocabMapping from '../reference/vocab-mapping.test.ts';
 
-export const kernels_lossSuites: readonly Suite[] = [];
+export const kernels_lossSuites: readonly Suite[] = [lossReference, vocabMapping, lossKernels, lossFixture];

@@ -1,0 +1,168 @@
+/**
+ * Shared plumbing of the row-wise loss kernels (teacher, soft/hard cross-entropy, metrics):
+ * shape/dtype validation, row segmentation over chunked tensors, the row-per-workgroup grid, and
+ * the deterministic column-sum reduction (shaders/loss/reduce.wgsl).
+ *
+ * Row tensors: every per-row tensor is viewed as [rows, width] (a [B, S, W] or [B, S] tensor
+ * qualifies when B·S = rows). A tensor larger than one binding is split into parts of whole outer
+ * rows (src/gpu/tensor.ts); the kernels take, per tensor, the global row where the bound part
+ * starts, and the host dispatches once per *segment* — a row range inside which every tensor's rows
+ * come from a single part. A tensor read with the TTT shift k (row r reads row r + k) contributes
+ * its part boundaries moved by −k, so a segment never straddles a part of it either.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import { fmtShape, type DType, type Tensor, type TensorPart } from '../gpu/tensor.ts';
+import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { shaderSource } from './shader-source.ts';
+
+/** Fail unless `t` can be viewed as [rows, width] of `dtype`; errors name the op and the tensor. */
+export function checkRowTensor(op: string, name: string, t: Tensor, dtype: DType, rows: number, width: number): void {
+  if (t.dtype !== dtype) throw new Error(`${op}: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
+  const outer = t.shape.length === 0 ? 1 : t.shape[0];
+  const last = t.shape.length === 0 ? 1 : t.shape[t.shape.length - 1];
+  const ok = t.numel === rows * width && outer > 0 && rows % outer === 0 && (width === 1 || last === width);
+  if (!ok) {
+    throw new Error(`${op}: ${name} (${t.label}) has shape ${fmtShape(t.shape)}; expected ${rows} rows × ${width} (e.g. ${fmtShape(width === 1 ? [rows] : [rows, width])})`);
+  }
+}
+
+/** Fail unless `t` is a single-part `dtype` vector of exactly `length` elements. */
+export function checkVector(op: string, name: string, t: Tensor, dtype: DType, length: number): void {
+  if (t.dtype !== dtype) throw new Error(`${op}: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
+  if (t.numel !== length) throw new Error(`${op}: ${name} (${t.label}) has shape ${fmtShape(t.shape)}; expected ${length} elements`);
+  if (t.isChunked) throw new Error(`${op}: ${name} (${t.label}) is split into ${t.parts.length} parts; it must fit one binding`);
+}
+
+export function checkPositiveInt(op: string, name: string, value: number): void {
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${op}: ${name} must be a positive integer, got ${value}`);
+}
+
+/**
+ * Fail if a written tensor shares a GPU buffer with any other operand of the same dispatch
+ * (a writable binding aliasing another binding is invalid in WebGPU). Read-only operands may share.
+ */
+export function checkDistinct(op: string, writes: Readonly<Record<string, Tensor | undefined>>, reads: Readonly<Record<string, Tensor | undefined>>): void {
+  const owner = new Map<GPUBuffer, string>();
+  for (const [name, t] of Object.entries(writes)) {
+    for (const p of t?.parts ?? []) {
+      const other = owner.get(p.buffer);
+      if (other !== undefined) throw new Error(`${op}: ${name} and ${other} share a GPU buffer; pass distinct tensors (or use the in-place mode)`);
+      owner.set(p.buffer, name);
+    }
+  }
+  for (const [name, t] of Object.entries(reads)) {
+    for (const p of t?.parts ?? []) {
+      const other = owner.get(p.buffer);
+      if (other !== undefined) throw new Error(`${op}: ${name} and ${other} share a GPU buffer; an output must not alias an input`);
+    }
+  }
+}
+
+export interface RowOperand {
+  readonly tensor: Tensor;
+  /** Rows are read at r + shift (the TTT offset); 0 for plain row-aligned operands. */
+  readonly shift?: number;
+}
+
+export interface SegmentBinding {
+  readonly binding: GPUBufferBinding;
+  /** Global row (in units of the [rows, width] view) where the bound part starts. */
+  readonly partRow: number;
+}
+
+export interface RowSegment {
+  readonly start: number;
+  readonly count: number;
+  /** One entry per operand, in the order given. */
+  readonly operands: readonly SegmentBinding[];
+}
+
+function partRows(t: Tensor, rows: number): { part: TensorPart; start: number; end: number }[] {
+  const perOuter = rows / (t.shape.length === 0 ? 1 : t.shape[0]);
+  return t.parts.map((part) => ({ part, start: part.rowStart * perOuter, end: (part.rowStart + part.rowCount) * perOuter }));
+}
+
+/** Split [0, rows) into segments inside which every operand (shift applied) lies in one part. */
+export function rowSegments(rows: number, operands: readonly RowOperand[]): RowSegment[] {
+  const cuts = new Set<number>([0, rows]);
+  const spans = operands.map((o) => partRows(o.tensor, rows));
+  operands.forEach((o, i) => {
+    for (const s of spans[i]) {
+      for (const edge of [s.start, s.end]) {
+        const at = edge - (o.shift ?? 0);
+        if (at > 0 && at < rows) cuts.add(at);
+      }
+    }
+  });
+  const edges = [...cuts].sort((a, b) => a - b);
+  const segments: RowSegment[] = [];
+  for (let i = 0; i + 1 < edges.length; i++) {
+    const start = edges[i];
+    const count = edges[i + 1] - start;
+    const bound = operands.map((o, j) => {
+      // Rows past the end (start + shift ≥ rows) are pad rows the kernel never reads: bind the last part.
+      const first = Math.min(start + (o.shift ?? 0), rows - 1);
+      const span = spans[j].find((s) => first >= s.start && first < s.end) ?? spans[j][spans[j].length - 1];
+      return { binding: { buffer: span.part.buffer, offset: span.part.byteOffset, size: span.part.byteLength }, partRow: span.start };
+    });
+    segments.push({ start, count, operands: bound });
+  }
+  return segments;
+}
+
+/** Workgroup grid for one row per workgroup: (min(n, 65535), ceil(n / 65535)). */
+export function rowGrid(gpu: Gpu, count: number): [number, number, number] {
+  const maxPerDim = gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535;
+  const x = Math.min(count, maxPerDim);
+  return [x, Math.ceil(count / x), 1];
+}
+
+const dummies = new WeakMap<Gpu, Tensor>();
+
+/** A tiny buffer for bindings a kernel variant declares but never touches (e.g. no gradient output). */
+export function placeholder(gpu: Gpu): Tensor {
+  let t = dummies.get(gpu);
+  if (!t) dummies.set(gpu, (t = gpu.tensor([4], 'f32', 'loss-placeholder')));
+  return t;
+}
+
+export const REDUCE_KERNEL: KernelDef = {
+  name: 'loss/reduce',
+  source: shaderSource('loss/reduce'),
+  bindings: ['uniform', 'read', 'write'],
+};
+
+export interface ReduceOptions {
+  rows: number;
+  cols: number;
+  /** First element of `out` written. */
+  outOffset: number;
+  scale?: number;
+  /** Add to what `out` holds instead of overwriting. */
+  accumulate?: boolean;
+  /** 'sum' reads f32 values; 'count-nonnegative' counts i32 entries ≥ 0 (non-ignored labels). */
+  mode?: 'sum' | 'count-nonnegative';
+}
+
+/**
+ * out[outOffset + c] (+)= scale · Σ_r input[r, c], deterministically (one workgroup, fixed order).
+ * `input` (f32 or i32 [rows·cols]) and `out` (f32) must each fit one binding.
+ */
+export async function reduceColumns(gpu: Gpu, input: Tensor, out: Tensor, options: ReduceOptions): Promise<void> {
+  const { rows, cols, outOffset, scale = 1, accumulate = false, mode = 'sum' } = options;
+  const op = 'reduceColumns';
+  checkPositiveInt(op, 'rows', rows);
+  checkPositiveInt(op, 'cols', cols);
+  const want: DType = mode === 'sum' ? 'f32' : 'i32';
+  if (input.dtype !== want) throw new Error(`${op}: input (${input.label}) must be ${want} for mode ${mode}, got ${input.dtype}`);
+  if (input.numel < rows * cols) throw new Error(`${op}: input (${input.label} ${fmtShape(input.shape)}) has ${input.numel} elements, rows × cols needs ${rows * cols}`);
+  if (out.dtype !== 'f32') throw new Error(`${op}: out (${out.label}) must be f32, got ${out.dtype}`);
+  if (!Number.isInteger(outOffset) || outOffset < 0 || outOffset + cols > out.numel) {
+    throw new Error(`${op}: out (${out.label} ${fmtShape(out.shape)}) cannot hold ${cols} values at offset ${outOffset}`);
+  }
+  checkDistinct(op, { out }, { input });
+  const kernel = await gpu.pipelines.get(REDUCE_KERNEL, { MODE: mode === 'sum' ? 0 : 1, ACCUMULATE: accumulate });
+  const uniforms = new UniformWriter().u32(rows).u32(cols).u32(outOffset).f32(scale).finish();
+  gpu.batcher.dispatch(kernel, uniforms, [input.binding(), out.binding()], [1, 1, 1]);
+}

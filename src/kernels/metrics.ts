@@ -1,0 +1,105 @@
+/**
+ * EAGLE3 training metrics as sums and counts (reference spec §6.6; shaders/loss/metrics.wgsl),
+ * never a mean of means, so they add across steps, micro-batches and ranks:
+ *   metricsOut[4·slot + 0] = correct_k = Σ ℓ_k[r] · 1[used[argmax z[r]] == tok_k[r]]
+ *   metricsOut[4·slot + 1] = denom_k   = Σ ℓ_k[r]          (ℓ = shifted LOSS mask)
+ *   metricsOut[4·slot + 2] = accept_k  = Σ m_k[r] · Σ_v min(p̃_k[r, v], softmax(z[r])_v)
+ *   metricsOut[4·slot + 3] = count_k   = Σ m_k[r]          (m = shifted POSITION mask)
+ * with the same TTT shift as the loss (row (b, t) reads teacher row (b, t + k), pad beyond S).
+ * acc_k = correct/max(denom, 1e-6) and acceptance_rate_k = accept/max(count, 1e-8) are formed only
+ * when read (`metricRatios`). Run before an in-place softCrossEntropy, which overwrites the logits.
+ * With accumulate, the sums are added to what metricsOut holds. Only encodes work.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import { fmtShape, type Tensor } from '../gpu/tensor.ts';
+import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, reduceColumns, rowGrid, rowSegments } from './loss-rows.ts';
+import { shaderSource } from './shader-source.ts';
+
+export const METRICS_KERNEL: KernelDef = {
+  name: 'loss/metrics',
+  source: shaderSource('loss/metrics'),
+  bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
+};
+
+export const METRIC_FIELDS = ['correct', 'denom', 'acceptSum', 'acceptCount'] as const;
+
+export interface MetricTensors {
+  /** Draft logits of step k, f32 [R, D]. */
+  logits: Tensor;
+  /** Step-0 teacher p̃, f32 [R, D]. */
+  pTilde: Tensor;
+  /** Step-0 argmax target ids, i32 [R]. */
+  tok: Tensor;
+  /** Step-0 loss mask, i32 [R]. */
+  lossMask: Tensor;
+  /** Step-0 position mask, i32 [R]. */
+  positionMask: Tensor;
+  /** Draft → target ids, i32 [D]. */
+  used: Tensor;
+  /** f32 [≥ 4·(slot+1)]. */
+  metricsOut: Tensor;
+}
+
+export interface MetricOptions {
+  rows: number;
+  draftVocab: number;
+  seqLen: number;
+  step: number;
+  slot: number;
+  accumulate?: boolean;
+}
+
+export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions): Promise<void> {
+  const op = 'eagle3Metrics';
+  const { rows, draftVocab: D, seqLen: S, step: k } = o;
+  checkPositiveInt(op, 'rows', rows);
+  checkPositiveInt(op, 'draftVocab', D);
+  checkPositiveInt(op, 'seqLen', S);
+  if (rows % S !== 0) throw new Error(`${op}: rows ${rows} is not a multiple of seqLen ${S}`);
+  if (!Number.isInteger(k) || k < 0) throw new Error(`${op}: step must be a non-negative integer, got ${k}`);
+  checkRowTensor(op, 'logits', x.logits, 'f32', rows, D);
+  checkRowTensor(op, 'pTilde', x.pTilde, 'f32', rows, D);
+  checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
+  checkRowTensor(op, 'lossMask', x.lossMask, 'i32', rows, 1);
+  checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
+  checkVector(op, 'used', x.used, 'i32', D);
+  if (x.metricsOut.dtype !== 'f32') throw new Error(`${op}: metricsOut (${x.metricsOut.label}) must be f32, got ${x.metricsOut.dtype}`);
+  if (!Number.isInteger(o.slot) || o.slot < 0 || 4 * (o.slot + 1) > x.metricsOut.numel) {
+    throw new Error(`${op}: slot ${o.slot} needs ${4 * (o.slot + 1)} elements, metricsOut (${x.metricsOut.label} ${fmtShape(x.metricsOut.shape)}) has ${x.metricsOut.numel}`);
+  }
+  checkDistinct(op, { metricsOut: x.metricsOut }, { logits: x.logits, pTilde: x.pTilde, tok: x.tok, lossMask: x.lossMask, positionMask: x.positionMask, used: x.used });
+
+  const rowStats = gpu.tensor([rows, 4], 'f32', 'metric-row-terms');
+  const kernel = await gpu.pipelines.get(METRICS_KERNEL);
+  const operands = [
+    { tensor: x.logits },
+    { tensor: x.pTilde, shift: k },
+    { tensor: x.tok, shift: k },
+    { tensor: x.lossMask, shift: k },
+    { tensor: x.positionMask, shift: k },
+    { tensor: rowStats },
+  ];
+  for (const seg of rowSegments(rows, operands)) {
+    const [z, q, tok, lm, pm, out] = seg.operands;
+    const uniforms = new UniformWriter()
+      .u32(seg.count).u32(seg.start).u32(D).u32(S).u32(k)
+      .u32(z.partRow).u32(q.partRow).u32(tok.partRow).u32(lm.partRow).u32(pm.partRow).u32(out.partRow)
+      .finish();
+    gpu.batcher.dispatch(kernel, uniforms, [z.binding, q.binding, tok.binding, lm.binding, pm.binding, x.used.binding(), out.binding], rowGrid(gpu, seg.count));
+  }
+  await reduceColumns(gpu, rowStats, x.metricsOut, { rows, cols: 4, outOffset: 4 * o.slot, accumulate: o.accumulate ?? false });
+  gpu.release(rowStats);
+}
+
+export interface MetricRatios {
+  acc: number;
+  acceptanceRate: number;
+}
+
+/** SpecForge's reported ratios from one slot of read-back sums (guards as in model.py / lk_loss.py). */
+export function metricRatios(sums: ArrayLike<number>, slot: number): MetricRatios {
+  const [correct, denom, acceptSum, acceptCount] = [0, 1, 2, 3].map((i) => sums[4 * slot + i]);
+  return { acc: correct / Math.max(denom, 1e-6), acceptanceRate: acceptSum / Math.max(acceptCount, 1e-8) };
+}

@@ -1,0 +1,85 @@
+/**
+ * EAGLE3 teacher on the GPU (reference spec §6.5; shaders/loss/teacher.wgsl): from full-vocab target
+ * logits T [R, V] (R = B·S rows) build, once per batch (TTT step 0),
+ *   tok [R] i32          argmax_v T (ties → lowest id)
+ *   positionMask [R] i32 t2d[tok] · lossMask
+ *   p [R, D] f32         softmax over the draft columns T[r, used] (renormalised)
+ *   pTilde [R, D] f32    exp(T[r, used] − logsumexp_v T[r, v]) (not renormalised)
+ * Later TTT steps do not rebuild it: the loss and metric kernels read it with a row offset
+ * (src/kernels/loss.ts, metrics.ts). `used` = d2t + arange(D) (src/reference/vocab-mapping.ts),
+ * i32, strictly ascending target ids in [0, V); t2d is i32 0/1 [V].
+ * T may be chunked (larger than one binding, e.g. 2048 × 128256 f32); the kernel is dispatched per
+ * row segment. Only encodes work (no submit, no readback).
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, rowGrid, rowSegments } from './loss-rows.ts';
+import { shaderSource } from './shader-source.ts';
+
+export const TEACHER_KERNEL: KernelDef = {
+  name: 'loss/teacher',
+  source: shaderSource('loss/teacher'),
+  bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write', 'write', 'write'],
+};
+
+export interface TeacherTensors {
+  /** Full-vocab target logits, f32 [R, V] (or [B, S, V]). */
+  logits: Tensor;
+  /** i32 0/1 [V]: 1 where the target id is in the draft vocabulary. */
+  t2d: Tensor;
+  /** i32 [D]: target id of each draft id, ascending. */
+  used: Tensor;
+  /** i32 [R] loss mask (0/1). */
+  lossMask: Tensor;
+  /** Outputs. */
+  p: Tensor;
+  pTilde: Tensor;
+  tok: Tensor;
+  positionMask: Tensor;
+}
+
+export interface TeacherShape {
+  rows: number;
+  vocab: number;
+  draftVocab: number;
+}
+
+export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherShape): Promise<void> {
+  const op = 'buildTeacher';
+  const { rows, vocab, draftVocab } = shape;
+  checkPositiveInt(op, 'rows', rows);
+  checkPositiveInt(op, 'vocab', vocab);
+  checkPositiveInt(op, 'draftVocab', draftVocab);
+  if (draftVocab > vocab) throw new Error(`${op}: draftVocab ${draftVocab} exceeds vocab ${vocab}`);
+  checkRowTensor(op, 'logits', x.logits, 'f32', rows, vocab);
+  checkVector(op, 't2d', x.t2d, 'i32', vocab);
+  checkVector(op, 'used', x.used, 'i32', draftVocab);
+  checkRowTensor(op, 'lossMask', x.lossMask, 'i32', rows, 1);
+  checkRowTensor(op, 'p', x.p, 'f32', rows, draftVocab);
+  checkRowTensor(op, 'pTilde', x.pTilde, 'f32', rows, draftVocab);
+  checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
+  checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
+  checkDistinct(
+    op,
+    { p: x.p, pTilde: x.pTilde, tok: x.tok, positionMask: x.positionMask },
+    { logits: x.logits, t2d: x.t2d, used: x.used, lossMask: x.lossMask },
+  );
+
+  const kernel = await gpu.pipelines.get(TEACHER_KERNEL);
+  const segments = rowSegments(rows, [x.logits, x.lossMask, x.p, x.pTilde, x.tok, x.positionMask].map((tensor) => ({ tensor })));
+  for (const seg of segments) {
+    const [T, lm, p, q, tok, pm] = seg.operands;
+    const uniforms = new UniformWriter()
+      .u32(seg.count).u32(seg.start).u32(vocab).u32(draftVocab)
+      .u32(T.partRow).u32(lm.partRow).u32(p.partRow).u32(q.partRow).u32(tok.partRow).u32(pm.partRow)
+      .finish();
+    gpu.batcher.dispatch(
+      kernel,
+      uniforms,
+      [T.binding, x.t2d.binding(), x.used.binding(), lm.binding, p.binding, q.binding, tok.binding, pm.binding],
+      rowGrid(gpu, seg.count),
+    );
+  }
+}
