@@ -19,6 +19,9 @@ import type { JsonRecord } from '../contracts/records.ts';
 import type { DraftStrategyName, TargetRepr } from '../contracts/enums.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
+import type { FileStore } from '../platform/platform.ts';
+import { SafetensorsFile } from './safetensors.ts';
+import { pathOfFileUri } from './offline-manifest.ts';
 
 export class FeatureStoreBudgetError extends Error {
   override name = 'FeatureStoreBudgetError';
@@ -94,12 +97,22 @@ export class LocalFeatureStore implements FeatureStore {
   /** Aborted or superseded generations still leased: freed on their last release. */
   private readonly draining = new Map<string, Resident>();
   private leaseCounter = 0;
+  /** Tensors uploaded for `file://` leases, freed by their release. */
+  private readonly fileLeases = new Map<string, Record<string, Tensor>>();
   private forceFreedTotal = 0;
   private readonly clock: () => number;
 
   constructor(
     private readonly gpu: Gpu,
-    private readonly options: { storeId?: string; maxResidentBytes?: number; maxHoldAgeMs?: number; cloneOnGet?: boolean; clock?: () => number } = {},
+    private readonly options: {
+      storeId?: string;
+      maxResidentBytes?: number;
+      maxHoldAgeMs?: number;
+      cloneOnGet?: boolean;
+      clock?: () => number;
+      /** Where `file://` refs (offline shards) are read from. */
+      files?: FileStore;
+    } = {},
   ) {
     this.storeId = options.storeId ?? 'local';
     this.clock = options.clock ?? (() => performance.now());
@@ -172,6 +185,7 @@ export class LocalFeatureStore implements FeatureStore {
   }
 
   async get(ref: SampleRef, names?: readonly string[]): Promise<{ tensors: Record<string, Tensor>; handle: FeatureHandle }> {
+    if (ref.featureStoreUri.startsWith('file://')) return this.getFile(ref, names);
     const { storeId, sampleId, generation } = parseMemUri(ref.featureStoreUri);
     if (storeId !== this.storeId) throw new FeatureNotFoundError(`sample ${ref.sampleId} lives in store "${storeId}", not "${this.storeId}"`);
     // Resident check, generation check and lease registration happen in one synchronous section,
@@ -198,7 +212,46 @@ export class LocalFeatureStore implements FeatureStore {
     }
   }
 
+  /**
+   * A `file://` ref is read on every get (never resident; offline refs are re-iterable each epoch).
+   * The uploaded tensors belong to the lease: release frees them.
+   */
+  private async getFile(ref: SampleRef, names?: readonly string[]): Promise<{ tensors: Record<string, Tensor>; handle: FeatureHandle }> {
+    const files = this.options.files;
+    if (!files) throw new FeatureNotFoundError(`sample ${ref.sampleId} is a file ref (${ref.featureStoreUri}) but the store "${this.storeId}" has no file root`);
+    const path = pathOfFileUri(files, ref.featureStoreUri);
+    let shard: SafetensorsFile;
+    try {
+      shard = new SafetensorsFile(await files.read(path), `${files.root}/${path}`);
+    } catch (err) {
+      throw new FeatureNotFoundError(`sample ${ref.sampleId}: cannot read feature file ${files.root}/${path}: ${(err as Error).message}`, { cause: err });
+    }
+    const tensors: Record<string, Tensor> = {};
+    try {
+      for (const name of names ?? Object.keys(ref.featureKeys)) {
+        const key = ref.featureKeys[name] ?? name;
+        if (!shard.has(key)) throw new FeatureNotFoundError(`feature file ${files.root}/${path} (sample ${ref.sampleId}) has no tensor "${key}" (has ${shard.names.join(', ')})`);
+        const entry = shard.entry(key);
+        const isFloat = entry.dtype === 'F32' || entry.dtype === 'F16' || entry.dtype === 'BF16' || entry.dtype === 'F64';
+        const shape = entry.shape.length === 0 ? [1] : [...entry.shape];
+        tensors[name] = isFloat ? this.gpu.upload(shape, 'f32', shard.f32(key), name) : this.gpu.upload(shape, 'i32', shard.i32(key), name);
+      }
+    } catch (err) {
+      this.gpu.release(...Object.values(tensors));
+      throw err;
+    }
+    const leaseToken = `${ref.sampleId}:0:${++this.leaseCounter}`;
+    this.fileLeases.set(leaseToken, tensors);
+    return { tensors, handle: makeFeatureHandle({ sampleId: ref.sampleId, generation: 0, leaseToken }) };
+  }
+
   release(handle: FeatureHandle): void {
+    const fileTensors = this.fileLeases.get(handle.leaseToken);
+    if (fileTensors) {
+      this.fileLeases.delete(handle.leaseToken);
+      this.gpu.release(...Object.values(fileTensors));
+      return;
+    }
     const entry = this.resident.get(handle.sampleId);
     if (entry && entry.generation === handle.generation) {
       if (!entry.leases.delete(handle.leaseToken)) return; // idempotent
@@ -248,6 +301,7 @@ export class LocalFeatureStore implements FeatureStore {
       oldest = Math.max(oldest, now - r.putAtMs);
     }
     for (const r of this.draining.values()) leases += r.leases.size;
+    leases += this.fileLeases.size;
     return {
       storeId: this.storeId,
       residentSamples: this.resident.size,
