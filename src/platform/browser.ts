@@ -5,7 +5,7 @@
  */
 import { openDB, type IDBPDatabase } from 'idb';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type { FileStore, Platform } from './platform.ts';
+import type { AppendLog, FileStore, Platform } from './platform.ts';
 
 const live = new Set<GpuContext>();
 const FILES = 'files';
@@ -59,6 +59,11 @@ class IndexedDbFileStore implements FileStore {
       if (k === path || k.startsWith(`${path}/`)) await tx.store.delete(key);
     }
     await tx.done;
+  }
+  async openAppendLog(path: string): Promise<AppendLog> {
+    throw new Error(
+      `${this.root}/${path}: append-only logs need a file system with fsync; IndexedDB has neither, so in the browser use the IndexedDB metadata store instead of the file-journal one`,
+    );
   }
 }
 

@@ -4,7 +4,7 @@
  * needs no optional feature, and features are read from the adapter, never assumed.
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type { FileStore, Platform } from './platform.ts';
+import type { AppendLog, FileStore, Platform } from './platform.ts';
 
 const live = new Set<GpuContext>();
 
@@ -70,6 +70,41 @@ class DenoFileStore implements FileStore {
   }
   async remove(path: string): Promise<void> {
     await Deno.remove(this.abs(path), { recursive: true }).catch(() => {});
+  }
+  async openAppendLog(path: string): Promise<AppendLog> {
+    const target = this.abs(path);
+    await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
+    const file = await Deno.open(target, { append: true, create: true });
+    await syncDirectory(target.slice(0, target.lastIndexOf('/')));
+    let closed = false;
+    return {
+      path: target,
+      async append(bytes: Uint8Array, options: { sync?: boolean } = {}): Promise<void> {
+        if (closed) throw new Error(`${target}: append after close`);
+        let written = 0;
+        while (written < bytes.length) written += await file.write(bytes.subarray(written));
+        if (options.sync) await file.sync();
+      },
+      async close(): Promise<void> {
+        if (closed) return;
+        closed = true;
+        file.close();
+      },
+    };
+  }
+}
+
+/**
+ * Makes a directory's entries (a new file, a rename) durable. POSIX only: Windows cannot open a
+ * directory as a file, and NTFS journals its metadata itself.
+ */
+async function syncDirectory(dir: string): Promise<void> {
+  if (Deno.build.os === 'windows') return;
+  const handle = await Deno.open(dir, { read: true });
+  try {
+    await handle.sync();
+  } finally {
+    handle.close();
   }
 }
 

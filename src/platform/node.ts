@@ -14,7 +14,7 @@ import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type { FileStore, Platform } from './platform.ts';
+import type { AppendLog, FileStore, Platform } from './platform.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -107,6 +107,41 @@ export class NodeFileStore implements FileStore {
   }
   async remove(path: string): Promise<void> {
     await fs.rm(this.abs(path), { recursive: true, force: true });
+  }
+  async openAppendLog(path: string): Promise<AppendLog> {
+    const target = this.abs(path);
+    mkdirSync(dirname(target), { recursive: true });
+    const handle = await fs.open(target, 'a');
+    await syncDirectory(dirname(target));
+    let closed = false;
+    return {
+      path: target,
+      async append(bytes: Uint8Array, options: { sync?: boolean } = {}): Promise<void> {
+        if (closed) throw new Error(`${target}: append after close`);
+        let written = 0;
+        while (written < bytes.length) written += (await handle.write(bytes, written, bytes.length - written)).bytesWritten;
+        if (options.sync) await handle.sync();
+      },
+      async close(): Promise<void> {
+        if (closed) return;
+        closed = true;
+        await handle.close();
+      },
+    };
+  }
+}
+
+/**
+ * Makes a directory's entries (a new file, a rename) durable. POSIX only: Windows cannot open a
+ * directory as a file, and NTFS journals its metadata itself.
+ */
+async function syncDirectory(dir: string): Promise<void> {
+  if (process.platform === 'win32') return;
+  const handle = await fs.open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
   }
 }
 

@@ -25,6 +25,21 @@ export interface FileStore {
   /** Entries directly under `dir` (names, sorted). Missing dir → []. */
   list(dir: string): Promise<string[]>;
   remove(path: string): Promise<void>;
+  /**
+   * Opens (creating it and its folder if needed) a file for appending, e.g. a journal, and fsyncs
+   * its folder so the new entry (and any rename made just before) survives a power cut. Node and
+   * Deno only: IndexedDB has no append + fsync, so the browser store throws and callers use an
+   * IndexedDB-backed design instead.
+   */
+  openAppendLog(path: string): Promise<AppendLog>;
+}
+
+/** An append-only file handle. `sync` flushes the data to stable storage before resolving (fsync). */
+export interface AppendLog {
+  /** Human-readable location, for messages. */
+  readonly path: string;
+  append(bytes: Uint8Array, options?: { sync?: boolean }): Promise<void>;
+  close(): Promise<void>;
 }
 
 export interface Platform {

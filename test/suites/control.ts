@@ -2,5 +2,24 @@
 import type { Suite } from '../harness/suite.ts';
 import contractsRecords from '../contracts/records.test.ts';
 import contractsNoTensors from '../contracts/no-tensors.test.ts';
+import sampleRefQueue from '../control/sample-ref-queue.test.ts';
+import journal from '../control/journal.test.ts';
+import metadataStore from '../control/metadata-store.test.ts';
+import fileMetadataStore from '../control/file-metadata-store.test.ts';
+import flowControl from '../control/flow-control.test.ts';
+import controller from '../control/controller.test.ts';
+import prompts from '../control/prompts.test.ts';
+import faultInjection from '../control/fault-injection.test.ts';
 
-export const controlSuites: readonly Suite[] = [contractsRecords, contractsNoTensors];
+export const controlSuites: readonly Suite[] = [
+  contractsRecords,
+  contractsNoTensors,
+  sampleRefQueue,
+  journal,
+  metadataStore,
+  fileMetadataStore,
+  flowControl,
+  controller,
+  prompts,
+  faultInjection,
+];

@@ -1,0 +1,18 @@
+/** A scratch FileStore under the git-ignored .speclab/test-tmp folder, removed by `cleanup`. */
+import type { FileStore, Platform } from '../../src/platform/platform.ts';
+
+const TMP = '.speclab/test-tmp';
+let counter = 0;
+
+export interface TempFiles {
+  readonly files: FileStore;
+  cleanup(): Promise<void>;
+}
+
+export function tempFiles(platform: Platform, label: string): TempFiles {
+  const name = `control-${label}-${Date.now().toString(36)}-${(counter++).toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  return {
+    files: platform.files(`${TMP}/${name}`),
+    cleanup: () => platform.files(TMP).remove(name),
+  };
+}
