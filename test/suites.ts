@@ -6,6 +6,9 @@ import { kernels_elementwiseSuites } from './suites/kernels-elementwise.ts';
 import { kernels_attentionSuites } from './suites/kernels-attention.ts';
 import { kernels_lossSuites } from './suites/kernels-loss.ts';
 import { controlSuites } from './suites/control.ts';
+import { dataSuites } from './suites/data.ts';
+import { modelSuites } from './suites/model.ts';
+import { dataplaneSuites } from './suites/dataplane.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -14,4 +17,7 @@ export const suites: readonly Suite[] = [
   ...kernels_attentionSuites,
   ...kernels_lossSuites,
   ...controlSuites,
+  ...dataSuites,
+  ...modelSuites,
+  ...dataplaneSuites,
 ];

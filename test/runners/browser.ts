@@ -6,14 +6,15 @@
  *   tsx test/runners/browser.ts [filter]
  */
 import { createServer } from 'node:http';
-import { readFile, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { extname, join, normalize, resolve } from 'node:path';
 import process from 'node:process';
 import { chromium } from 'playwright-core';
 import { build } from 'vite';
 
 const root = resolve(import.meta.dirname, '../..');
-const outDir = join(root, 'dist/test-browser');
+// One output folder per run: concurrent runs must not empty each other's build.
+const outDir = join(root, `dist/test-browser-${process.pid}`);
 const fixturesDir = resolve(process.env.SPECLAB_FIXTURES ?? join(root, '../shared/fixtures'));
 const filter = process.argv[2];
 
@@ -81,6 +82,7 @@ async function runPage(): Promise<{ passed: number; failed: number }> {
   } finally {
     await browser.close();
     server.close();
+    await rm(outDir, { recursive: true, force: true });
   }
 }
 
