@@ -8,7 +8,6 @@ import { kernels_lossSuites } from './suites/kernels-loss.ts';
 import { controlSuites } from './suites/control.ts';
 import { dataSuites } from './suites/data.ts';
 import { modelSuites } from './suites/model.ts';
-import { dataplaneSuites } from './suites/dataplane.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -19,5 +18,4 @@ export const suites: readonly Suite[] = [
   ...controlSuites,
   ...dataSuites,
   ...modelSuites,
-  ...dataplaneSuites,
 ];
