@@ -46,6 +46,6 @@ export default tseslint.config(
   },
   {
     files: ['**/*.js', 'bin/**'],
-    languageOptions: { globals: { process: 'readonly', console: 'readonly' } },
+    languageOptions: { globals: { process: 'readonly', console: 'readonly', URL: 'readonly' } },
   },
 );

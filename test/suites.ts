@@ -8,6 +8,8 @@ import { kernels_lossSuites } from './suites/kernels-loss.ts';
 import { controlSuites } from './suites/control.ts';
 import { dataSuites } from './suites/data.ts';
 import { modelSuites } from './suites/model.ts';
+import { runtimeSuites } from './suites/runtime.ts';
+import { dataplaneSuites } from './suites/dataplane.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -18,4 +20,6 @@ export const suites: readonly Suite[] = [
   ...controlSuites,
   ...dataSuites,
   ...modelSuites,
+  ...runtimeSuites,
+  ...dataplaneSuites,
 ];

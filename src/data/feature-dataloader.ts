@@ -41,6 +41,8 @@ export interface FeatureDataLoaderOptions {
   leaseTimeoutMs?: number;
   /** Materialise the next batch while the current one is in use (default true). */
   prefetch?: boolean;
+  /** Right-padding value per feature (default 0), e.g. `{ labels: -1 }` so padded rows are ignored. */
+  padValues?: Readonly<Record<string, number>>;
 }
 
 export class HomogeneityError extends Error {
@@ -115,19 +117,36 @@ export class FeatureDataLoader {
 
   async *[Symbol.asyncIterator](): AsyncGenerator<TrainBatch<Tensor>> {
     const next = 'refs' in this.source ? this.refsBatches() : this.leaseBatches(this.source.lease);
-    let pending = this.nextBatch(next);
-    for (;;) {
-      const current = await pending;
-      if (!current) return;
-      pending = this.options.prefetch === false ? Promise.resolve(undefined) : this.nextBatch(next);
-      yield current;
-      if (this.options.prefetch === false) pending = this.nextBatch(next);
+    const prefetch = this.options.prefetch !== false;
+    let pending: Promise<(TrainBatch<Tensor> & { refs: SampleRef[] }) | undefined> | undefined = this.nextBatch(next);
+    try {
+      for (;;) {
+        const current = await pending;
+        pending = undefined;
+        if (!current) return;
+        if (prefetch) pending = this.nextBatch(next);
+        yield current;
+        if (!prefetch) pending = this.nextBatch(next);
+      }
+    } finally {
+      // The consumer stopped early (max steps): a batch prefetched but never yielded is settled so
+      // no lease is stranded. File refs can be read again (retryable); consumed mem refs cannot.
+      const unused = await pending?.catch(() => undefined);
+      if (unused) {
+        this.gpu.release(...Object.values(unused.tensors));
+        if ('lease' in this.source) {
+          const refs = unused.refs;
+          const rereadable = refs.every((r) => r.featureStoreUri.startsWith('file://'));
+          await this.source.lease.fail(refs, 'prefetched but never trained: the consumer stopped', rereadable);
+        }
+      }
     }
   }
 
-  private async nextBatch(refBatches: AsyncIterator<SampleRef[]>): Promise<TrainBatch<Tensor> | undefined> {
+  private async nextBatch(refBatches: AsyncIterator<SampleRef[]>): Promise<(TrainBatch<Tensor> & { refs: SampleRef[] }) | undefined> {
     const r = await refBatches.next();
-    return r.done ? undefined : this.materialise(r.value);
+    if (r.done) return undefined;
+    return Object.assign(await this.materialise(r.value), { refs: r.value });
   }
 
   private async *refsBatches(): AsyncGenerator<SampleRef[]> {
@@ -193,7 +212,9 @@ export class FeatureDataLoader {
           }
           if (t.shape[0] !== lengths[i]) throw new HomogeneityError(`sample ${refs[i].sampleId}: feature ${name} has length ${t.shape[0]}, ${names[0]} has ${lengths[i]}`);
         }
-        const batch = this.gpu.zeros([samples.length, maxLen, ...inner], first.dtype, name);
+        const shape = [samples.length, maxLen, ...inner];
+        const pad = this.options.padValues?.[name] ?? 0;
+        const batch = pad === 0 ? this.gpu.zeros(shape, first.dtype, name) : this.gpu.upload(shape, first.dtype, new Float64Array(shape.reduce((a, d) => a * d, 1)).fill(pad), name);
         const rowBytes = (first.numel / first.shape[0]) * BYTES_PER_ELEMENT[first.dtype];
         samples.forEach((s, i) => this.gpu.copyInto(s[name], batch, i * maxLen * rowBytes));
         out[name] = batch;

@@ -104,6 +104,22 @@ export class CommandBatcher {
     return this.ensureEncoder();
   }
 
+  private flushScheduled = false;
+
+  /**
+   * Submit at the next idle turn of the event loop unless something submits sooner. Readbacks call
+   * this so a pending read always resolves, while a loop that keeps encoding (awaiting only
+   * microtasks) still batches everything it encodes in the meantime.
+   */
+  flushSoon(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    setTimeout(() => {
+      this.flushScheduled = false;
+      if (!this.ctx.isDestroyed) this.flush();
+    }, 0);
+  }
+
   /** Run `fn` once the current batch has been submitted (used by readbacks to map after submit). */
   onSubmit(fn: () => void): void {
     this.afterSubmit.push(fn);

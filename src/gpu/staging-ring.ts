@@ -2,8 +2,9 @@
  * Readback through a ring of reusable MAP_READ staging buffers.
  *
  * `enqueue` records a copy into the current batch and returns a promise; the map happens after the
- * batch is submitted, so the caller's hot path never waits on mapAsync (losses are read with one
- * step of lag). Staging buffers go back to the ring after unmapping.
+ * batch is submitted (at the latest at the next idle turn of the event loop), so the caller's hot
+ * path never waits on mapAsync (losses are read with one step of lag). Staging buffers go back to
+ * the ring after unmapping.
  */
 import type { CommandBatcher } from './command-batcher.ts';
 import { sizeClass } from './buffer-pool.ts';
@@ -40,6 +41,7 @@ export class StagingRing {
     const staging = this.acquire(padded);
     this.batcher.copyBuffer(src, offset, staging, 0, padded);
     this.inFlight++;
+    this.batcher.flushSoon();
     return new Promise<ArrayBuffer>((resolve, reject) => {
       this.batcher.onSubmit(() => {
         staging

@@ -47,7 +47,7 @@ async function step(name: string, fn: () => Promise<string>): Promise<void> {
 await step('gc between submits while only the device is held', async () => {
   // Keep nothing but the device: the context (and with it the Dawn instance) becomes unreachable
   // from this code. The platform must keep the instance alive on its own.
-  let device: GPUDevice | undefined = (await acquireNodeGpu()).device;
+  const device: GPUDevice = (await acquireNodeGpu()).device;
   gc();
   if (liveNodeGpuContexts() < 1) throw new Error('the platform dropped the Dawn instance of a live device');
   const ctxAgain = { device };
@@ -71,7 +71,6 @@ await step('gc between submits while only the device is held', async () => {
   await ctxAgain.device.queue.onSubmittedWorkDone();
   buffer.destroy();
   device.destroy();
-  device = undefined;
   return '200 submits with gc() after each';
 });
 

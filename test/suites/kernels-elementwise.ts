@@ -1,5 +1,25 @@
 /** Suites of the kernels-elementwise area (listed explicitly; test/suites.ts concatenates the areas). */
 import type { Suite } from '../harness/suite.ts';
 import embedding from '../kernels/embedding.test.ts';
+import optim from '../kernels/optim.test.ts';
+import rmsnorm from '../kernels/rmsnorm.test.ts';
+import rope from '../kernels/rope.test.ts';
+import swiglu from '../kernels/swiglu.test.ts';
+import embeddingRef from '../reference/embedding.test.ts';
+import optimRef from '../reference/optim.test.ts';
+import rmsnormRef from '../reference/rmsnorm.test.ts';
+import ropeRef from '../reference/rope.test.ts';
+import swigluRef from '../reference/swiglu.test.ts';
 
-export const kernels_elementwiseSuites: readonly Suite[] = [embedding];
+export const kernels_elementwiseSuites: readonly Suite[] = [
+  embeddingRef,
+  rmsnormRef,
+  ropeRef,
+  swigluRef,
+  optimRef,
+  embedding,
+  rmsnorm,
+  rope,
+  swiglu,
+  optim,
+];

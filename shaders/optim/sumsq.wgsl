@@ -1,0 +1,42 @@
+// optim/sumsq — pass 1 of the global gradient L2 norm: per-workgroup partial sums of g².
+//
+// Shapes: g f32 [n] (one tensor, or one row part of it); partials f32, of which this dispatch
+//   writes partials[partialOffset + w] for each of its workgroups w.
+// Bindings (group 0):
+//   0 uniform Params
+//   1 storage read        g
+//   2 storage read_write  partials
+// Dispatch: G workgroups of 256 in x (G chosen by the host, ≤ 65535). Invocation lid of workgroup
+//   w sums g[i]² for i = w·256 + lid, then i += G·256 (grid stride), in increasing i.
+// Numerics: f32 accumulation, then a fixed-shape tree in workgroup memory. With G fixed by the
+//   host from n alone, the summation order, hence the result bits, never change (deterministic).
+
+struct Params {
+  n: u32,
+  partialOffset: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> g: array<f32>;
+@group(0) @binding(2) var<storage, read_write> partials: array<f32>;
+
+const WG: u32 = 256u;
+var<workgroup> partial: array<f32, 256>;
+
+@compute @workgroup_size(256, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let step = nwg.x * WG;
+  var acc = 0.0;
+  for (var i = wg.x * WG + lid.x; i < p.n; i += step) {
+    let v = g[i];
+    acc = fma(v, v, acc);
+  }
+  partial[lid.x] = acc;
+  workgroupBarrier();
+  for (var half = WG / 2u; half > 0u; half = half / 2u) {
+    if (lid.x < half) { partial[lid.x] = partial[lid.x] + partial[lid.x + half]; }
+    workgroupBarrier();
+  }
+  if (lid.x == 0u) { partials[p.partialOffset + wg.x] = partial[0]; }
+}

@@ -1,0 +1,48 @@
+// swiglu/backward — gradients of h = silu(gate) ⊙ up:
+//   dup   = dh ⊙ silu(gate)
+//   dgate = dh ⊙ up ⊙ silu'(gate),  silu'(g) = sigmoid(g) · (1 + g · (1 − sigmoid(g)))
+//
+// Shapes: f32 [rows, inter] at row strides: gate and dgate use strideGate, up and dup strideUp,
+//   dh strideH (each ≥ inter; padding untouched).
+// Bindings (group 0):
+//   0 uniform Params
+//   1 storage read        gate
+//   2 storage read        up
+//   3 storage read        dh
+//   4 storage read_write  dgate
+//   5 storage read_write  dup
+// Dispatch: ceil(rows · inter / 256) workgroups of 256, folded into (x, y); one invocation per
+//   element.
+// Numerics: f32, sigmoid as in swiglu/forward (saturates to exactly 0 or 1, no NaN).
+
+struct Params {
+  rows: u32,
+  inter: u32,
+  strideGate: u32,
+  strideUp: u32,
+  strideH: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> gate: array<f32>;
+@group(0) @binding(2) var<storage, read> up: array<f32>;
+@group(0) @binding(3) var<storage, read> dh: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dgate: array<f32>;
+@group(0) @binding(5) var<storage, read_write> dup: array<f32>;
+
+@compute @workgroup_size(256, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  if (idx >= p.rows * p.inter) { return; }
+  let row = idx / p.inter;
+  let col = idx % p.inter;
+  let gi = row * p.strideGate + col;
+  let ui = row * p.strideUp + col;
+  let g = gate[gi];
+  let u = up[ui];
+  let d = dh[row * p.strideH + col];
+  let sig = 1.0 / (1.0 + exp(-g));
+  dup[ui] = d * (g * sig);
+  dgate[gi] = (d * u) * (sig * (1.0 + g * (1.0 - sig)));
+}

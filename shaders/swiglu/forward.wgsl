@@ -1,0 +1,37 @@
+// swiglu/forward — h = silu(gate) ⊙ up, silu(g) = g · sigmoid(g) (the LLaMA MLP gate).
+//
+// Shapes: gate, up, h: f32 [rows, inter], each at its own row stride (≥ inter; padding untouched).
+// Bindings (group 0):
+//   0 uniform Params
+//   1 storage read        gate
+//   2 storage read        up
+//   3 storage read_write  h
+// Dispatch: ceil(rows · inter / 256) workgroups of 256, folded into (x, y); one invocation per
+//   element.
+// Numerics: sigmoid(g) = 1 / (1 + exp(−g)) in f32; for g ≪ 0, exp(−g) overflows to +inf and the
+//   sigmoid is exactly 0, which is the right limit (no NaN).
+
+struct Params {
+  rows: u32,
+  inter: u32,
+  strideGate: u32,
+  strideUp: u32,
+  strideH: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> gate: array<f32>;
+@group(0) @binding(2) var<storage, read> up: array<f32>;
+@group(0) @binding(3) var<storage, read_write> h: array<f32>;
+
+@compute @workgroup_size(256, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  if (idx >= p.rows * p.inter) { return; }
+  let row = idx / p.inter;
+  let col = idx % p.inter;
+  let g = gate[row * p.strideGate + col];
+  let sig = 1.0 / (1.0 + exp(-g));
+  h[row * p.strideH + col] = (g * sig) * up[row * p.strideUp + col];
+}

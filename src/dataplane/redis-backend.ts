@@ -1,0 +1,412 @@
+/**
+ * Cross-process backend on Redis. Every operation is ONE Lua script, which Redis runs atomically:
+ * a claim's scan-and-mark, a put's bytes-plus-production-bits, a clear's free-then-forget can
+ * never interleave with another client's call (reference §12.1: unserialized controller state was
+ * upstream's worst bug class). Scripts validate everything before their first write because Redis
+ * does not roll a script back when it fails halfway.
+ *
+ * The socket client lives behind the platform boundary (src/platform/redis-node.ts) and is injected
+ * as a `RedisLink`. Waiting happens here, client-side, between attempts (never inside a script).
+ *
+ * Key layout, K = `<prefix>{<partition>}` (the braces keep one partition in one cluster slot):
+ *   K:fields  hash  field → dtype            K:tasks   set of consumer tasks
+ *   K:samples zset  id → first-put sequence  K:seq     sequence counter     K:bytes  bytes held
+ *   K:s:<id>  hash  h:<field> → "dtype|d0,d1", b:<field> → raw bytes (presence = production bit)
+ *   K:g:<id>  hash  tag → JSON value
+ *   K:pend:<task> zset id → seq (unclaimed)   K:lease:<task> zset id → expiry ms (server clock)
+ *   K:lid:<task>  hash id → lease id          K:done:<task>  set (consumed)
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { DType } from '../gpu/tensor.ts';
+import type { Backend, ClaimAttempt, ClaimRequest, PutRequest } from './client.ts';
+import { hostArray, toHostRow } from './column-store.ts';
+import type { TagValue } from './meta.ts';
+import { DataPlaneError, listIds, type PartitionStats, type RowValue } from './types.ts';
+
+export type RedisArg = string | number | Uint8Array;
+/** Bulk strings arrive as bytes; Lua numbers as integers; Lua tables as arrays. */
+export type RedisReply = null | number | Uint8Array | RedisReply[];
+
+/** The one capability this backend needs from a Redis client (implemented in src/platform/). */
+export interface RedisLink {
+  /** Run `script` atomically (EVALSHA, falling back to EVAL when the server lacks it). */
+  evalScript(script: string, keys: readonly string[], args: readonly RedisArg[]): Promise<RedisReply>;
+  close(): Promise<void>;
+}
+
+// Errors raised inside scripts start with "DP <code> " so the client can rebuild a DataPlaneError.
+const PRELUDE = `
+local K, P = ARGV[1], ARGV[2]
+local function fail(code, msg) error({err = 'DP ' .. code .. ' ' .. msg}) end
+local function need_partition()
+  if redis.call('EXISTS', K .. ':fields') == 0 then fail('unknown_partition', 'partition "' .. P .. '" is not registered') end
+end
+local function need_task(t)
+  if redis.call('SISMEMBER', K .. ':tasks', t) == 0 then
+    fail('unknown_task', 'task "' .. t .. '" is not a consumer of partition "' .. P .. '" (registered: ' .. table.concat(redis.call('SMEMBERS', K .. ':tasks'), ', ') .. ')')
+  end
+end
+local function need_field(f)
+  local dt = redis.call('HGET', K .. ':fields', f)
+  if not dt then fail('unknown_field', 'field "' .. f .. '" is not declared in partition "' .. P .. '" (declared: ' .. table.concat(redis.call('HKEYS', K .. ':fields'), ', ') .. ')') end
+  return dt
+end
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+-- Frees a sample's bytes, then forgets it everywhere (one script: no window where the id is reusable but bytes remain).
+local function drop_sample(id, tasks)
+  if not redis.call('ZSCORE', K .. ':samples', id) then return 0 end
+  local sk = K .. ':s:' .. id
+  local freed = 0
+  for _, f in ipairs(redis.call('HKEYS', K .. ':fields')) do freed = freed + redis.call('HSTRLEN', sk, 'b:' .. f) end
+  redis.call('DEL', sk, K .. ':g:' .. id)
+  redis.call('DECRBY', K .. ':bytes', freed)
+  redis.call('ZREM', K .. ':samples', id)
+  for _, t in ipairs(tasks) do
+    redis.call('ZREM', K .. ':pend:' .. t, id)
+    redis.call('ZREM', K .. ':lease:' .. t, id)
+    redis.call('HDEL', K .. ':lid:' .. t, id)
+    redis.call('SREM', K .. ':done:' .. t, id)
+  end
+  return 1
+end
+`;
+
+// ARGV: K, P, replace, nFields, fields..., dtypes..., tasks...
+const REGISTER = `${PRELUDE}
+local replace, nf = ARGV[3] == '1', tonumber(ARGV[4])
+local held = redis.call('ZCARD', K .. ':samples')
+if held > 0 and not replace then
+  fail('conflict', 'partition "' .. P .. '" still holds ' .. held .. ' samples; clear it first or register with replace: true')
+end
+local old = redis.call('SMEMBERS', K .. ':tasks')
+for _, id in ipairs(redis.call('ZRANGE', K .. ':samples', 0, -1)) do drop_sample(id, old) end
+for _, t in ipairs(old) do redis.call('DEL', K .. ':pend:' .. t, K .. ':lease:' .. t, K .. ':lid:' .. t, K .. ':done:' .. t) end
+redis.call('DEL', K .. ':fields', K .. ':tasks', K .. ':samples', K .. ':bytes')
+for i = 1, nf do redis.call('HSET', K .. ':fields', ARGV[4 + i], ARGV[4 + nf + i]) end
+for i = 5 + 2 * nf, #ARGV do redis.call('SADD', K .. ':tasks', ARGV[i]) end
+return 1
+`;
+
+// ARGV: K, P, n, nFields, fields..., then per sample: id, nTags, (tag, json)*, (header, bytes) per field
+const PUT = `${PRELUDE}
+need_partition()
+local n, nf = tonumber(ARGV[3]), tonumber(ARGV[4])
+local fields, declared = {}, {}
+for j = 1, nf do fields[j] = ARGV[4 + j]; declared[j] = need_field(fields[j]) end
+local layout, pos = {}, 5 + nf
+for i = 1, n do
+  local id, nt = ARGV[pos], tonumber(ARGV[pos + 1])
+  local tagAt = pos + 2
+  local cellAt = tagAt + 2 * nt
+  for j = 1, nf do
+    local dt = string.match(ARGV[cellAt + 2 * (j - 1)], '^([^|]*)|')
+    if dt ~= declared[j] then
+      fail('dtype_mismatch', 'put to partition "' .. P .. '": field "' .. fields[j] .. '" is declared ' .. declared[j] .. ', sample "' .. id .. '" has ' .. tostring(dt))
+    end
+  end
+  layout[i] = {id, nt, tagAt, cellAt}
+  pos = cellAt + 2 * nf
+end
+local tasks = redis.call('SMEMBERS', K .. ':tasks')
+for i = 1, n do
+  local id, nt, tagAt, cellAt = layout[i][1], layout[i][2], layout[i][3], layout[i][4]
+  if not redis.call('ZSCORE', K .. ':samples', id) then
+    local seq = redis.call('INCR', K .. ':seq')
+    redis.call('ZADD', K .. ':samples', seq, id)
+    for _, t in ipairs(tasks) do redis.call('ZADD', K .. ':pend:' .. t, seq, id) end
+  end
+  local sk = K .. ':s:' .. id
+  for j = 1, nf do
+    local bytes = ARGV[cellAt + 2 * (j - 1) + 1]
+    local before = redis.call('HSTRLEN', sk, 'b:' .. fields[j])
+    redis.call('HSET', sk, 'h:' .. fields[j], ARGV[cellAt + 2 * (j - 1)], 'b:' .. fields[j], bytes)
+    redis.call('INCRBY', K .. ':bytes', string.len(bytes) - before)
+  end
+  for k = 0, nt - 1 do redis.call('HSET', K .. ':g:' .. id, ARGV[tagAt + 2 * k], ARGV[tagAt + 2 * k + 1]) end
+end
+return n
+`;
+
+// ARGV: K, P, task, batch, minBatch, leaseMs (0 = consume now), leaseId, required fields...
+// Reply: {1, id, nTags, (tag, json)*, ...} or {0, ready, missing per required field...}
+const CLAIM = `${PRELUDE}
+need_partition()
+local task, batch, minBatch, leaseMs, leaseId = ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
+need_task(task)
+local req = {}
+for i = 8, #ARGV do req[#req + 1] = ARGV[i]; need_field(ARGV[i]) end
+local pend, lease, lid = K .. ':pend:' .. task, K .. ':lease:' .. task, K .. ':lid:' .. task
+local now = now_ms()
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', lease, '-inf', now)) do
+  redis.call('ZREM', lease, id)
+  redis.call('HDEL', lid, id)
+  local seq = redis.call('ZSCORE', K .. ':samples', id)
+  if seq then redis.call('ZADD', pend, seq, id) end
+end
+local ready, missing = {}, {}
+for j = 1, #req do missing[j] = 0 end
+local offset, chunk, full = 0, 256, false
+while not full do
+  local ids = redis.call('ZRANGE', pend, offset, offset + chunk - 1)
+  if #ids == 0 then break end
+  for _, id in ipairs(ids) do
+    local sk, complete = K .. ':s:' .. id, true
+    for j = 1, #req do
+      if redis.call('HEXISTS', sk, 'b:' .. req[j]) == 0 then missing[j] = missing[j] + 1; complete = false end
+    end
+    if complete then
+      ready[#ready + 1] = id
+      if #ready >= batch then full = true; break end
+    end
+  end
+  offset = offset + chunk
+end
+if #ready < minBatch then
+  local out = {0, #ready}
+  for j = 1, #req do out[#out + 1] = missing[j] end
+  return out
+end
+local out = {1}
+for _, id in ipairs(ready) do
+  redis.call('ZREM', pend, id)
+  if leaseMs > 0 then
+    redis.call('ZADD', lease, now + leaseMs, id)
+    redis.call('HSET', lid, id, leaseId)
+  else
+    redis.call('SADD', K .. ':done:' .. task, id)
+  end
+  local tags = redis.call('HGETALL', K .. ':g:' .. id)
+  out[#out + 1] = id
+  out[#out + 1] = #tags / 2
+  for _, v in ipairs(tags) do out[#out + 1] = v end
+end
+return out
+`;
+
+// ARGV: K, P, task, leaseId, action, ids...   Reply: {settled ids, lost ids}
+const SETTLE = `${PRELUDE}
+need_partition()
+local task, leaseId, ack = ARGV[3], ARGV[4], ARGV[5] == 'ack'
+need_task(task)
+local lease, lid = K .. ':lease:' .. task, K .. ':lid:' .. task
+local settled, lost = {}, {}
+for i = 6, #ARGV do
+  local id = ARGV[i]
+  if redis.call('HGET', lid, id) == leaseId then
+    redis.call('ZREM', lease, id)
+    redis.call('HDEL', lid, id)
+    if ack then
+      redis.call('SADD', K .. ':done:' .. task, id)
+    else
+      redis.call('ZADD', K .. ':pend:' .. task, redis.call('ZSCORE', K .. ':samples', id), id)
+    end
+    settled[#settled + 1] = id
+  else
+    lost[#lost + 1] = id
+  end
+end
+return {settled, lost}
+`;
+
+// ARGV: K, P, tasks...   Reply: 1 when every task consumed every (>= 1) sample.
+const CONSUMED = `${PRELUDE}
+need_partition()
+for i = 3, #ARGV do need_task(ARGV[i]) end
+local n = redis.call('ZCARD', K .. ':samples')
+if n == 0 then return 0 end
+for i = 3, #ARGV do
+  if redis.call('SCARD', K .. ':done:' .. ARGV[i]) ~= n then return 0 end
+end
+return 1
+`;
+
+// ARGV: K, P, nIds, ids..., fields...   Reply: {1, (header, bytes) per id per field} or {0, unknown ids, unproduced "id/field"}
+const GET = `${PRELUDE}
+need_partition()
+local n = tonumber(ARGV[3])
+local fields = {}
+for i = 4 + n, #ARGV do fields[#fields + 1] = ARGV[i]; need_field(ARGV[i]) end
+local unknown, unproduced = {}, {}
+for i = 1, n do
+  local id = ARGV[3 + i]
+  if not redis.call('ZSCORE', K .. ':samples', id) then
+    unknown[#unknown + 1] = id
+  else
+    for _, f in ipairs(fields) do
+      if redis.call('HEXISTS', K .. ':s:' .. id, 'b:' .. f) == 0 then unproduced[#unproduced + 1] = id .. '/' .. f end
+    end
+  end
+end
+if #unknown > 0 or #unproduced > 0 then return {0, unknown, unproduced} end
+local out = {1}
+for i = 1, n do
+  local sk = K .. ':s:' .. ARGV[3 + i]
+  for _, f in ipairs(fields) do
+    out[#out + 1] = redis.call('HGET', sk, 'h:' .. f)
+    out[#out + 1] = redis.call('HGET', sk, 'b:' .. f)
+  end
+end
+return out
+`;
+
+// ARGV: K, P, all ('1'/'0'), ids...   Reply: number of samples removed. Unknown partition/ids: no-op.
+const CLEAR = `${PRELUDE}
+if redis.call('EXISTS', K .. ':fields') == 0 then return 0 end
+local tasks = redis.call('SMEMBERS', K .. ':tasks')
+local ids = {}
+if ARGV[3] == '1' then ids = redis.call('ZRANGE', K .. ':samples', 0, -1) else for i = 4, #ARGV do ids[#ids + 1] = ARGV[i] end end
+local removed = 0
+for _, id in ipairs(ids) do removed = removed + drop_sample(id, tasks) end
+return removed
+`;
+
+// ARGV: K, P   Reply: {samples, bytes, {field, dtype, ...}, {tasks...}}
+const STATS = `${PRELUDE}
+need_partition()
+return {redis.call('ZCARD', K .. ':samples'), tonumber(redis.call('GET', K .. ':bytes') or '0'), redis.call('HGETALL', K .. ':fields'), redis.call('SMEMBERS', K .. ':tasks')}
+`;
+
+const decoder = new TextDecoder();
+
+export interface RedisBackendOptions {
+  /** Namespaces every key, so several runs or tests can share one server. */
+  readonly keyPrefix: string;
+  /** Needed only to put GPU `Tensor` rows (they are read back to bytes). */
+  readonly gpu?: Gpu;
+}
+
+export class RedisBackend implements Backend {
+  readonly kind = 'transferQueue/redis';
+
+  constructor(
+    private readonly link: RedisLink,
+    private readonly options: RedisBackendOptions,
+  ) {}
+
+  async register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void> {
+    const names = Object.keys(fields);
+    await this.run(REGISTER, partition, [replace ? '1' : '0', names.length, ...names, ...names.map((f) => fields[f]), ...tasks]);
+  }
+
+  async put(request: PutRequest): Promise<void> {
+    const args: RedisArg[] = [request.sampleIds.length, request.fields.length, ...request.fields];
+    for (const [i, id] of request.sampleIds.entries()) {
+      const tags = Object.entries(request.tags?.[i] ?? {});
+      args.push(id, tags.length);
+      for (const [tag, value] of tags) args.push(tag, JSON.stringify(value));
+      for (const [f, field] of request.fields.entries()) {
+        const row = await toHostRow(request.rows[f][i], this.options.gpu, `put ${request.partition}/${id}/${field}`);
+        args.push(`${row.dtype}|${row.shape.join(',')}`, new Uint8Array(row.data.buffer, row.data.byteOffset, row.data.byteLength));
+      }
+    }
+    await this.run(PUT, request.partition, args);
+  }
+
+  async tryClaim(request: ClaimRequest): Promise<ClaimAttempt> {
+    const reply = asArray(await this.run(CLAIM, request.partition, [request.task, request.batchSize, request.minBatch, request.leaseMs ?? 0, request.leaseId ?? '', ...request.requiredFields]));
+    if (reply[0] === 0) {
+      const missing: Record<string, number> = {};
+      request.requiredFields.forEach((f, j) => (missing[f] = reply[2 + j] as number));
+      return { ok: false, ready: reply[1] as number, missing };
+    }
+    const sampleIds: string[] = [];
+    const tags: Record<string, TagValue>[] = [];
+    for (let k = 1; k < reply.length; ) {
+      sampleIds.push(text(reply[k]));
+      const n = reply[k + 1] as number;
+      const row: Record<string, TagValue> = {};
+      for (let t = 0; t < n; t++) row[text(reply[k + 2 + 2 * t])] = JSON.parse(text(reply[k + 3 + 2 * t])) as TagValue;
+      tags.push(row);
+      k += 2 + 2 * n;
+    }
+    return { ok: true, sampleIds, tags };
+  }
+
+  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: 'ack' | 'release'): Promise<{ settled: string[]; lost: string[] }> {
+    const [settled, lost] = asArray(await this.run(SETTLE, partition, [task, leaseId, action, ...ids]));
+    return { settled: asArray(settled).map(text), lost: asArray(lost).map(text) };
+  }
+
+  async consumed(partition: string, tasks: readonly string[]): Promise<boolean> {
+    return (await this.run(CONSUMED, partition, tasks)) === 1;
+  }
+
+  async get(partition: string, ids: readonly string[], fields: readonly string[]): Promise<Record<string, RowValue[]>> {
+    const reply = asArray(await this.run(GET, partition, [ids.length, ...ids, ...fields]));
+    if (reply[0] === 0) {
+      const unknown = asArray(reply[1]).map(text);
+      if (unknown.length > 0) throw new DataPlaneError('unknown_sample', `get from partition ${JSON.stringify(partition)}: ${unknown.length} unknown or cleared sample id(s): ${listIds(unknown)}`);
+      const unproduced = asArray(reply[2]).map(text);
+      throw new DataPlaneError('field_not_produced', `get from partition ${JSON.stringify(partition)}: ${unproduced.length} (sample/field) cell(s) not produced yet: ${listIds(unproduced)}`);
+    }
+    const out: Record<string, RowValue[]> = Object.fromEntries(fields.map((f) => [f, [] as RowValue[]]));
+    let k = 1;
+    for (const id of ids) {
+      for (const field of fields) {
+        out[field].push(decodeRow(text(reply[k]), reply[k + 1] as Uint8Array, `${partition}/${id}/${field}`));
+        k += 2;
+      }
+    }
+    return out;
+  }
+
+  async clear(partition: string, target: readonly string[] | 'all'): Promise<number> {
+    return (await this.run(CLEAR, partition, target === 'all' ? ['1'] : ['0', ...target])) as number;
+  }
+
+  async stats(partition: string): Promise<PartitionStats> {
+    const [samples, bytes, fieldPairs, tasks] = asArray(await this.run(STATS, partition, []));
+    const pairs = asArray(fieldPairs).map(text);
+    const fields: Record<string, DType> = {};
+    for (let i = 0; i < pairs.length; i += 2) fields[pairs[i]] = pairs[i + 1] as DType;
+    return { partition, samples: samples as number, bytesHeld: bytes as number, fields, consumerTasks: asArray(tasks).map(text).sort() };
+  }
+
+  waitForChange(ms: number): Promise<void> {
+    // Other processes change the store, so there is nothing local to wait on: poll.
+    return new Promise((resolve) => setTimeout(resolve, ms));
+  }
+
+  async close(): Promise<void> {
+    // Only the connection is ours; the data belongs to every process sharing the server.
+    await this.link.close();
+  }
+
+  private async run(script: string, partition: string, args: readonly RedisArg[]): Promise<RedisReply> {
+    try {
+      return await this.link.evalScript(script, [], [`${this.options.keyPrefix}{${partition}}`, partition, ...args]);
+    } catch (err) {
+      const message = err instanceof Error ? err.message : String(err);
+      const m = /DP (\w+) ([\s\S]*?)(?: script: [\s\S]*)?$/.exec(message);
+      if (m) throw new DataPlaneError(m[1] as DataPlaneError['code'], m[2]);
+      throw err;
+    }
+  }
+}
+
+function decodeRow(header: string, bytes: Uint8Array, where: string): RowValue {
+  const bar = header.indexOf('|');
+  const dtype = header.slice(0, bar) as DType;
+  const shape = header.slice(bar + 1) === '' ? [] : header.slice(bar + 1).split(',').map(Number);
+  // Copy into a fresh, aligned buffer: replies may be views into a shared, unaligned socket buffer.
+  const copy = new Uint8Array(bytes.byteLength);
+  copy.set(bytes);
+  const data = hostArray(dtype, copy.buffer);
+  if (data.length !== shape.reduce((a, b) => a * b, 1)) throw new DataPlaneError('conflict', `${where}: stored header ${header} does not match ${bytes.byteLength} stored bytes`);
+  return { dtype, shape, data };
+}
+
+function asArray(reply: RedisReply): RedisReply[] {
+  if (!Array.isArray(reply)) throw new Error(`unexpected Redis reply ${String(reply)} (expected an array)`);
+  return reply;
+}
+
+function text(reply: RedisReply): string {
+  if (reply instanceof Uint8Array) return decoder.decode(reply);
+  if (typeof reply === 'number') return String(reply);
+  throw new Error(`unexpected Redis reply ${String(reply)} (expected a string)`);
+}
+

@@ -1,0 +1,117 @@
+/**
+ * RolloutWorker (reference §4.2): the producer loop. It leases prompts, asks its FeatureSource for
+ * one feature set per task in one batched call, verifies every capture, puts tensors straight into
+ * the feature store and commits only metadata refs. The controller never calls it.
+ *
+ * Failure rules — every leased task ends in exactly one controller action (commit or fail):
+ *  - the source throws            → all tasks failed retryable (requeued, attempt + 1), rethrow;
+ *  - the source returns n ≠ tasks → all failed terminally, ValueError-like RangeError;
+ *  - a capture mismatch           → that task failed terminally; the good ones are still committed,
+ *                                   then the first mismatch is rethrown;
+ *  - a put throws                 → abort the sample, fail the task retryable, continue.
+ * Sample ids are deterministic (`<run_id>:<task_id>`), so a retried prompt re-puts the same id and a
+ * duplicate commit is a no-op.
+ */
+import { onlineSampleId, type PromptTask, type SampleRef } from '../contracts/index.ts';
+import type { DataFlowController } from '../control/controller.ts';
+import type { FeatureStore } from '../data/feature-store.ts';
+import type { Gpu } from '../gpu/gpu.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { CaptureMismatchError, verifyCapture, type CaptureConfig } from './capture.ts';
+
+/** One task's captured features, plus the aux layer ids the source actually captured. */
+export interface CapturedFeatures {
+  tensors: Record<string, Tensor>;
+  auxLayerIds?: readonly number[];
+}
+
+/** Produces features for prompt tasks (the target model in WGSL, or anything else that can). */
+export interface FeatureSource {
+  generateFeatures(tasks: readonly PromptTask[], capture: CaptureConfig): Promise<CapturedFeatures[]>;
+}
+
+export type WorkerState = 'starting' | 'ready' | 'paused' | 'draining' | 'unhealthy' | 'stopped';
+
+export class RolloutWorker {
+  readonly workerId: string;
+  state: WorkerState = 'starting';
+
+  constructor(
+    private readonly controller: DataFlowController,
+    private readonly source: FeatureSource,
+    private readonly store: FeatureStore,
+    private readonly gpu: Gpu,
+    private readonly capture: CaptureConfig,
+    options: { workerId?: string; strategy?: string } = {},
+  ) {
+    this.workerId = controller.registerRolloutWorker({ workerId: options.workerId, strategy: options.strategy ?? 'eagle3', role: 'rollout' });
+  }
+
+  async runOnce(maxTasks: number): Promise<SampleRef[]> {
+    if (this.state === 'stopped' || this.state === 'draining' || this.state === 'paused') return [];
+    const tasks = this.controller.leasePromptTasks(this.workerId, maxTasks);
+    if (tasks.length === 0) return [];
+    this.state = 'ready';
+    const ids = tasks.map((t) => t.taskId);
+
+    let captured: CapturedFeatures[];
+    try {
+      captured = await this.source.generateFeatures(tasks, this.capture);
+    } catch (err) {
+      this.controller.failPromptTasks(this.workerId, ids, `feature source failed: ${(err as Error).message}`, true);
+      this.state = 'unhealthy';
+      throw err;
+    }
+    if (captured.length !== tasks.length) {
+      for (const c of captured) this.gpu.release(...Object.values(c.tensors));
+      this.controller.failPromptTasks(this.workerId, ids, `feature source returned ${captured.length} results for ${tasks.length} tasks`, false);
+      this.state = 'unhealthy';
+      throw new RangeError(`feature source returned ${captured.length} results for ${tasks.length} tasks`);
+    }
+
+    const refs: SampleRef[] = [];
+    let firstMismatch: CaptureMismatchError | undefined;
+    for (let i = 0; i < tasks.length; i++) {
+      const task = tasks[i];
+      const { tensors, auxLayerIds } = captured[i];
+      const sampleId = onlineSampleId(this.controller.runId, task.taskId);
+      try {
+        verifyCapture(tensors, this.capture, { sampleId, recordedAuxLayerIds: auxLayerIds });
+      } catch (err) {
+        if (!(err instanceof CaptureMismatchError)) throw err;
+        this.gpu.release(...Object.values(tensors));
+        this.controller.failPromptTasks(this.workerId, [task.taskId], err.message, false);
+        firstMismatch ??= err;
+        continue;
+      }
+      try {
+        refs.push(
+          this.store.put(tensors, sampleId, {
+            runId: this.controller.runId,
+            sourceTaskId: task.taskId,
+            targetRepr: this.capture.targetRepr,
+            vocabMapVersion: this.capture.vocabMapVersion,
+            numTokens: typeof task.metadata.num_tokens === 'number' ? task.metadata.num_tokens : tensors.input_ids?.shape.at(-1) ?? 0,
+            targetModelVersion: task.targetModelVersion,
+            draftWeightVersion: task.draftWeightVersion,
+            extra: { ttt_length: this.capture.extra?.ttt_length ?? 7 },
+          }),
+        );
+      } catch (err) {
+        this.store.abort(sampleId);
+        this.gpu.release(...Object.values(tensors));
+        this.controller.failPromptTasks(this.workerId, [task.taskId], `put failed: ${(err as Error).message}`, true);
+      }
+    }
+    if (refs.length > 0) await this.controller.commitSamples(this.workerId, refs);
+    if (firstMismatch) {
+      this.state = 'unhealthy';
+      throw firstMismatch;
+    }
+    return refs;
+  }
+
+  stop(): void {
+    this.state = 'stopped';
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * SwiGLU gate of the LLaMA MLP: h = silu(gate) ⊙ up on [rows, inter], and its backward (dgate, dup).
+ * Element-wise; each operand may have padded rows (its own row stride). Gradients share the layout
+ * of what they differentiate (dgate with gate, dup with up), dh the layout of h.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { checkInt, checkNoAlias, checkSinglePart, checkStride, linearGrid, stridedExtent } from './elementwise-common.ts';
+import { shaderSource } from './shader-source.ts';
+
+export const SWIGLU_KERNELS = {
+  forward: { name: 'swiglu/forward', source: shaderSource('swiglu/forward'), bindings: ['uniform', 'read', 'read', 'write'] },
+  backward: { name: 'swiglu/backward', source: shaderSource('swiglu/backward'), bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'] },
+} as const satisfies Record<string, KernelDef>;
+
+export interface SwigluArgs {
+  rows: number;
+  inter: number;
+  /** Row strides in elements; each defaults to inter. */
+  strideGate?: number;
+  strideUp?: number;
+  strideH?: number;
+}
+
+/** Validate the arguments; returns the elements each operand must hold, the uniform block and the element count. */
+function resolve(op: string, args: SwigluArgs) {
+  checkInt(`${op}: rows`, args.rows, 0);
+  checkInt(`${op}: inter`, args.inter);
+  const strideGate = args.strideGate ?? args.inter;
+  const strideUp = args.strideUp ?? args.inter;
+  const strideH = args.strideH ?? args.inter;
+  checkStride(op, 'strideGate', strideGate, args.inter);
+  checkStride(op, 'strideUp', strideUp, args.inter);
+  checkStride(op, 'strideH', strideH, args.inter);
+  const extent = (stride: number) => stridedExtent(args.rows, args.inter, stride);
+  const uniforms = new UniformWriter().u32(args.rows).u32(args.inter).u32(strideGate).u32(strideUp).u32(strideH).finish();
+  return { gateExtent: extent(strideGate), upExtent: extent(strideUp), hExtent: extent(strideH), uniforms, elements: args.rows * args.inter };
+}
+
+/** Encode h = silu(gate) ⊙ up (no submit). */
+export async function swigluForward(gpu: Gpu, gate: Tensor, up: Tensor, h: Tensor, args: SwigluArgs): Promise<void> {
+  const op = 'swigluForward';
+  const r = resolve(op, args);
+  checkSinglePart(op, 'gate', gate, 'f32', r.gateExtent);
+  checkSinglePart(op, 'up', up, 'f32', r.upExtent);
+  checkSinglePart(op, 'h', h, 'f32', r.hExtent);
+  checkNoAlias(op, h, [['gate', gate], ['up', up]], 'h');
+  const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.forward);
+  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), h.binding()], linearGrid(gpu, Math.ceil(r.elements / 256)));
+}
+
+/** Encode dgate and dup of h = silu(gate) ⊙ up given dh (no submit). */
+export async function swigluBackward(gpu: Gpu, gate: Tensor, up: Tensor, dh: Tensor, dgate: Tensor, dup: Tensor, args: SwigluArgs): Promise<void> {
+  const op = 'swigluBackward';
+  const r = resolve(op, args);
+  checkSinglePart(op, 'gate', gate, 'f32', r.gateExtent);
+  checkSinglePart(op, 'up', up, 'f32', r.upExtent);
+  checkSinglePart(op, 'dh', dh, 'f32', r.hExtent);
+  checkSinglePart(op, 'dgate', dgate, 'f32', r.gateExtent);
+  checkSinglePart(op, 'dup', dup, 'f32', r.upExtent);
+  checkNoAlias(op, dgate, [['gate', gate], ['up', up], ['dh', dh], ['dup', dup]], 'dgate');
+  checkNoAlias(op, dup, [['gate', gate], ['up', up], ['dh', dh]], 'dup');
+  const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.backward);
+  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), dh.binding(), dgate.binding(), dup.binding()], linearGrid(gpu, Math.ceil(r.elements / 256)));
+}

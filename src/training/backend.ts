@@ -1,0 +1,121 @@
+/**
+ * TrainingBackend (reference §5.1, §5.5): owns the trainable parameters as f32 master weights on the
+ * GPU with their gradients and AdamW moments, and performs the optimizer step at the accumulation
+ * boundary: global gradient L2 norm → clip coefficient min(1, max / (norm + 1e-6)) → fused AdamW
+ * (decoupled decay, bias correction) → zero gradients. Nothing is read back inside the step; the
+ * pre-clip norm is returned as a pending read.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { adamwStep, globalGradNorm, gradNormWorkspaceSize } from '../kernels/optim.ts';
+import { learningRate, type ScheduleConfig } from './schedule.ts';
+
+export interface OptimizerConfig {
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weightDecay: number;
+  maxGradNorm: number;
+  schedule: Omit<ScheduleConfig, 'baseLr'>;
+}
+
+/** SpecForge's defaults: AdamW β 0.9/0.999, ε 1e-8, no weight decay, lr 1e-4, clip 0.5, cosine, 1.5% warmup. */
+export const SPECFORGE_OPTIMIZER: OptimizerConfig = {
+  lr: 1e-4,
+  beta1: 0.9,
+  beta2: 0.999,
+  eps: 1e-8,
+  weightDecay: 0,
+  maxGradNorm: 0.5,
+  schedule: { kind: 'cosine', totalSteps: 1000, warmupRatio: 0.015 },
+};
+
+export interface Parameter {
+  readonly name: string;
+  readonly value: Tensor;
+  readonly grad: Tensor;
+  readonly m: Tensor;
+  readonly v: Tensor;
+}
+
+export interface StepReport {
+  /** Pre-clip global gradient norm (resolves after the step's batch is submitted). */
+  gradNorm: Promise<number>;
+  lr: number;
+  step: number;
+}
+
+export class AdamWBackend {
+  readonly params: Parameter[] = [];
+  /** Optimizer steps taken so far. */
+  step = 0;
+  private partials: Tensor | undefined;
+  private readonly normResult: Tensor;
+
+  constructor(private readonly gpu: Gpu, readonly config: OptimizerConfig) {
+    this.normResult = gpu.zeros([2], 'f32', 'grad-norm');
+  }
+
+  /** Register a trainable parameter with its initial values (f32 master copy). */
+  addParameter(name: string, shape: readonly number[], init: ArrayLike<number>): Parameter {
+    if (this.params.some((p) => p.name === name)) throw new Error(`parameter ${name} registered twice`);
+    const p: Parameter = {
+      name,
+      value: this.gpu.upload(shape, 'f32', init, name),
+      grad: this.gpu.zeros(shape, 'f32', `${name}.grad`),
+      m: this.gpu.zeros(shape, 'f32', `${name}.m`),
+      v: this.gpu.zeros(shape, 'f32', `${name}.v`),
+    };
+    this.params.push(p);
+    if (this.partials) {
+      this.gpu.release(this.partials);
+      this.partials = undefined;
+    }
+    return p;
+  }
+
+  param(name: string): Parameter {
+    const p = this.params.find((x) => x.name === name);
+    if (!p) throw new Error(`no parameter named ${name} (have ${this.params.map((x) => x.name).join(', ')})`);
+    return p;
+  }
+
+  zeroGrad(): void {
+    for (const p of this.params) for (const part of p.grad.parts) this.gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
+  }
+
+  currentLr(): number {
+    return learningRate({ ...this.config.schedule, baseLr: this.config.lr }, this.step);
+  }
+
+  /** Clip by the global norm, AdamW, zero the gradients; all encoded, nothing awaited on the GPU. */
+  async optimizerStep(): Promise<StepReport> {
+    const grads = this.params.map((p) => p.grad);
+    this.partials ??= this.gpu.tensor([gradNormWorkspaceSize(grads)], 'f32', 'grad-norm-partials');
+    await globalGradNorm(this.gpu, grads, this.partials, this.normResult, { maxNorm: this.config.maxGradNorm });
+    const gradNorm = this.gpu.readLater(this.normResult).then((r) => r[0]);
+    const lr = this.currentLr();
+    this.step++;
+    for (const p of this.params) {
+      await adamwStep(this.gpu, p.value, p.grad, p.m, p.v, {
+        lr,
+        beta1: this.config.beta1,
+        beta2: this.config.beta2,
+        eps: this.config.eps,
+        weightDecay: this.config.weightDecay,
+        step: this.step,
+        clip: this.normResult,
+      });
+    }
+    this.zeroGrad();
+    return { gradNorm, lr, step: this.step };
+  }
+
+  destroy(): void {
+    for (const p of this.params) this.gpu.release(p.value, p.grad, p.m, p.v);
+    this.params.length = 0;
+    if (this.partials) this.gpu.release(this.partials);
+    this.gpu.release(this.normResult);
+  }
+}

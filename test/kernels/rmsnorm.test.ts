@@ -1,0 +1,116 @@
+import { Gpu } from '../../src/gpu/gpu.ts';
+import { rmsnormBackward, rmsnormForward } from '../../src/kernels/rmsnorm.ts';
+import { Rng } from '../../src/reference/random.ts';
+import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/reference/rmsnorm.ts';
+import { assertRejects, assertRelClose } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+import { padRows, unpadRows } from './strided.ts';
+
+/** [rows, hidden, extra padding of x rows, extra padding of y rows]: odd sizes, hidden above 256. */
+const CASES: [number, number, number, number][] = [
+  [1, 3, 0, 0], // (hidden 1 is ill-conditioned: dx = dy·w·r·eps/(x²+eps) cancels in f32)
+  [3, 7, 0, 0],
+  [37, 53, 3, 5],
+  [9, 300, 0, 0],
+  [130, 64, 1, 0],
+  [5, 1000, 7, 2],
+];
+const EPS = 1e-6;
+
+/** Rows of very different magnitudes, so the per-row statistics matter. */
+function makeX(rng: Rng, rows: number, hidden: number): Float32Array {
+  const x = rng.floats(rows * hidden);
+  for (let r = 0; r < rows; r++) {
+    const scale = [1, 1e-2, 30, 0.3][r % 4];
+    for (let j = 0; j < hidden; j++) x[r * hidden + j] *= scale;
+  }
+  return x;
+}
+
+export default defineSuite('kernels/rmsnorm', (t) => {
+  t.test('forward and backward vs float64 on odd and padded shapes', async ({ gpu: ctx, note }) => {
+    const gpu = new Gpu(ctx);
+    const rng = new Rng(21);
+    let worstFwd = 0;
+    let worstBwd = 0;
+    for (const [rows, hidden, padX, padY] of CASES) {
+      const tag = `${rows}x${hidden} pad ${padX}/${padY}`;
+      const sx = hidden + padX;
+      const sy = hidden + padY;
+      const x = makeX(rng, rows, hidden);
+      const w = rng.floats(hidden).map((v) => 1 + 0.5 * v);
+      const dy = rng.floats(rows * hidden);
+      const X = gpu.upload([rows * sx], 'f32', padRows(x, rows, hidden, sx), 'x');
+      const W = gpu.upload([hidden], 'f32', w, 'w');
+      const Y = gpu.upload([rows * sy], 'f32', padRows(new Float32Array(rows * hidden).fill(Number.NaN), rows, hidden, sy), 'y');
+      const InvRms = gpu.tensor([rows], 'f32', 'invRms');
+      const args = { rows, hidden, eps: EPS, strideX: sx, strideY: sy };
+      await rmsnormForward(gpu, X, W, Y, InvRms, args);
+      const want = rmsnormForwardRef(x, w, { rows, hidden, eps: EPS });
+      const y = unpadRows(await gpu.read(Y), rows, hidden, sy, `y ${tag}`);
+      worstFwd = Math.max(worstFwd, assertRelClose(y, want.y, 1e-5, `y ${tag}`));
+      worstFwd = Math.max(worstFwd, assertRelClose(await gpu.read(InvRms), want.invRms, 1e-5, `invRms ${tag}`));
+
+      const DY = gpu.upload([rows * sy], 'f32', padRows(dy, rows, hidden, sy), 'dy');
+      const DX = gpu.upload([rows * sx], 'f32', padRows(new Float32Array(rows * hidden).fill(Number.NaN), rows, hidden, sx), 'dx');
+      const DW = gpu.upload([hidden], 'f32', new Float32Array(hidden).fill(Number.NaN), 'dw');
+      await rmsnormBackward(gpu, X, W, InvRms, DY, DX, DW, args);
+      const grads = rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: EPS });
+      const dx = unpadRows(await gpu.read(DX), rows, hidden, sx, `dx ${tag}`);
+      worstBwd = Math.max(worstBwd, assertRelClose(dx, grads.dx, 1e-5, `dx ${tag}`));
+      worstBwd = Math.max(worstBwd, assertRelClose(await gpu.read(DW), grads.dw, 1e-5, `dw ${tag}`));
+
+      // Accumulating a second backward doubles both gradients.
+      await rmsnormBackward(gpu, X, W, InvRms, DY, DX, DW, args, { accumulateDx: true, accumulateDw: true });
+      const dx2 = unpadRows(await gpu.read(DX), rows, hidden, sx, `dx accumulate ${tag}`);
+      worstBwd = Math.max(worstBwd, assertRelClose(dx2, grads.dx.map((v) => 2 * v), 1e-5, `dx accumulate ${tag}`));
+      worstBwd = Math.max(worstBwd, assertRelClose(await gpu.read(DW), grads.dw.map((v) => 2 * v), 1e-5, `dw accumulate ${tag}`));
+      gpu.release(X, W, Y, InvRms, DY, DX, DW);
+    }
+    note('worstRelErrForward', worstFwd);
+    note('worstRelErrBackward', worstBwd);
+    gpu.destroy();
+  });
+
+  t.test('many rows fold into a 2-D grid; frozen weight skips dw', async ({ gpu: ctx, note }) => {
+    const gpu = new Gpu(ctx);
+    const rng = new Rng(22);
+    const [rows, hidden] = [65536 + 37, 3]; // past the 65535-workgroup limit of one dimension
+    const x = makeX(rng, rows, hidden);
+    const w = rng.floats(hidden);
+    const dy = rng.floats(rows * hidden);
+    const X = gpu.upload([rows, hidden], 'f32', x, 'x');
+    const W = gpu.upload([hidden], 'f32', w, 'w');
+    const Y = gpu.tensor([rows, hidden], 'f32', 'y');
+    const InvRms = gpu.tensor([rows], 'f32', 'invRms');
+    await rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5 });
+    let worst = assertRelClose(await gpu.read(Y), rmsnormForwardRef(x, w, { rows, hidden, eps: 1e-5 }).y, 1e-5, 'y');
+    const DY = gpu.upload([rows, hidden], 'f32', dy, 'dy');
+    const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
+    await rmsnormBackward(gpu, X, W, InvRms, DY, DX, undefined, { rows, hidden });
+    worst = Math.max(worst, assertRelClose(await gpu.read(DX), rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 }).dx, 1e-5, 'dx'));
+    note('worstRelErr', worst);
+    gpu.release(X, W, Y, InvRms, DY, DX);
+    gpu.destroy();
+  });
+
+  t.test('bad arguments name the tensor at fault', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const X = gpu.tensor([4, 8], 'f32', 'x');
+    const W = gpu.tensor([7], 'f32', 'w');
+    const W8 = gpu.tensor([8], 'f32', 'w8');
+    const Y = gpu.tensor([4, 8], 'f32', 'y');
+    const R = gpu.tensor([4], 'i32', 'invRmsI');
+    const R4 = gpu.tensor([4], 'f32', 'invRms');
+    const args = { rows: 4, hidden: 8, eps: 1e-6 };
+    await assertRejects(() => rmsnormForward(gpu, X, W, Y, R4, args), /w \(w \[7\]\) has 7 elements, needs at least 8/, 'short w');
+    await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R, args), /invRms \(invRmsI \[4\]\) must be f32/, 'i32 invRms');
+    await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R4, { ...args, strideX: 9 }), /x \(x \[4, 8\]\) has 32 elements, needs at least 35/, 'stride past the end');
+    await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R4, { ...args, strideY: 7 }), /strideY must be an integer ≥ 8/, 'stride below hidden');
+    await assertRejects(() => rmsnormForward(gpu, X, W8, X, R4, args), /y \(x\) shares a GPU buffer with x/, 'in place');
+    await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R4, { ...args, eps: Number.NaN }), /eps must be a finite number/, 'NaN eps');
+    await assertRejects(() => rmsnormBackward(gpu, X, W8, R4, Y, X, W8, args), /dx \(x\) shares a GPU buffer with x/, 'dx aliasing x');
+    gpu.release(X, W, W8, Y, R, R4);
+    gpu.destroy();
+  });
+});

@@ -1,0 +1,8 @@
+/** Suites of the experience data plane (listed explicitly; test/suites.ts concatenates the areas). */
+import type { Suite } from '../harness/suite.ts';
+import meta from '../dataplane/meta.test.ts';
+import sharding from '../dataplane/sharding.test.ts';
+import observability from '../dataplane/observability.test.ts';
+import { localGpuConformance, localHostConformance, noopConformance, redisConformance } from '../dataplane/backends.test.ts';
+
+export const dataplaneSuites: readonly Suite[] = [meta, sharding, observability, noopConformance, localHostConformance, localGpuConformance, redisConformance];

@@ -1,0 +1,6 @@
+/** Suites of the compute loops: rollout worker and trainer (listed explicitly). */
+import type { Suite } from '../harness/suite.ts';
+import rolloutWorker from '../inference/rollout-worker.test.ts';
+import trainer from '../training/trainer.test.ts';
+
+export const runtimeSuites: readonly Suite[] = [rolloutWorker, trainer];
