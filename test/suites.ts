@@ -10,6 +10,7 @@ import { dataSuites } from './suites/data.ts';
 import { modelSuites } from './suites/model.ts';
 import { runtimeSuites } from './suites/runtime.ts';
 import { dataplaneSuites } from './suites/dataplane.ts';
+import { corpusSuites } from './suites/corpus.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -22,4 +23,5 @@ export const suites: readonly Suite[] = [
   ...modelSuites,
   ...runtimeSuites,
   ...dataplaneSuites,
+  ...corpusSuites,
 ];

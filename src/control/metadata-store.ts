@@ -66,8 +66,9 @@ export class MetadataState {
 
   applyAck(sampleIds: readonly string[], ack: TrainAck): void {
     for (const id of sampleIds) this.acked.add(id);
-    if (ack.globalStep !== undefined && ack.globalStep !== null) this.globalStep = ack.globalStep;
-    this.optimizerDurable = ack.optimizerDurable;
+    const next = nextMarkerFields(this, ack);
+    this.globalStep = next.globalStep;
+    this.optimizerDurable = next.optimizerDurable;
   }
 
   marker(): DurableMarker {
@@ -76,13 +77,37 @@ export class MetadataState {
 }
 
 /**
+ * The marker's scalar fields after an ack: the step is overwritten only when given, the durable
+ * flag always (last writer wins). Shared by every store so the rule lives in one place.
+ */
+export function nextMarkerFields(
+  previous: { readonly globalStep: number | null; readonly optimizerDurable: boolean },
+  ack: TrainAck,
+): { globalStep: number | null; optimizerDurable: boolean } {
+  const step = ack.globalStep;
+  return { globalStep: step !== undefined && step !== null ? step : previous.globalStep, optimizerDurable: ack.optimizerDurable };
+}
+
+/**
  * Re-validates refs before a store keeps them: a durable store must never journal a record it
  * could not read back, and a cast object must not slip past the schema.
  */
 export function validateRefs(refs: readonly SampleRef[], where: string): SampleRef[] {
   if (!Array.isArray(refs)) throw new TypeError(`${where}: refs must be an array of SampleRefs`);
-  return refs.map((ref, i) => makeSampleRef(ref, `${where} refs[${i}]`));
+  return refs.map((ref, i) => {
+    if (validatedRefs.has(ref)) return ref;
+    const valid = makeSampleRef(ref, `${where} refs[${i}]`);
+    validatedRefs.add(valid);
+    return valid;
+  });
 }
+
+/**
+ * Records `validateRefs` itself produced. They are deep-frozen copies, so they cannot have changed
+ * since: the controller's validation of a commit batch is not repeated by the store (a schema parse
+ * per ref per layer dominated the control plane's cost per ref).
+ */
+const validatedRefs = new WeakSet<object>();
 
 /** Checks an ack's arguments before anything is written. */
 export function validateTrainAck(sampleIds: readonly string[], ack: TrainAck, where: string): void {

@@ -17,3 +17,6 @@ export { RedisBackend } from './redis-backend.ts';
 export type { RedisLink, RedisArg, RedisReply } from './redis-backend.ts';
 export { MetricsDataPlaneClient, columnBytes } from './observability.ts';
 export type { DataPlaneEvent, DataPlaneTotals, Backpressure, DataPlaneOp } from './observability.ts';
+export { connectDataPlaneGateway } from './ws-client.ts';
+export type { GatewayClientOptions, WebSocketConstructor, WebSocketLike } from './ws-client.ts';
+export { GATEWAY_PROTOCOL, DEFAULT_MAX_MESSAGE_BYTES } from './gateway-protocol.ts';

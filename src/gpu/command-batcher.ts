@@ -116,7 +116,7 @@ export class CommandBatcher {
     this.flushScheduled = true;
     setTimeout(() => {
       this.flushScheduled = false;
-      if (!this.ctx.isDestroyed) this.flush();
+      if (!this.destroyed && !this.ctx.isDestroyed) this.flush();
     }, 0);
   }
 
@@ -131,6 +131,7 @@ export class CommandBatcher {
 
   /** Submit everything encoded so far. Cheap when nothing is pending. */
   flush(): void {
+    if (this.destroyed) throw new Error('CommandBatcher used after Gpu.destroy()');
     if (!this.encoder) {
       this.runAfterSubmit();
       return;
@@ -177,7 +178,13 @@ export class CommandBatcher {
     await this.settled();
   }
 
+  private destroyed = false;
+
+  /** Submit what is pending, then free the arena; later flushes are no-ops. */
   destroy(): void {
+    if (this.destroyed) return;
+    if (!this.ctx.isDestroyed) this.flush();
+    this.destroyed = true;
     this.arena.destroy();
   }
 }

@@ -165,11 +165,19 @@ export class Gpu {
     await this.batcher.finish();
   }
 
+  /**
+   * Submit pending work, then free every resource once in-flight reads have settled (a staging
+   * buffer destroyed under a pending map would fail a read someone may still await).
+   */
   destroy(): void {
-    this.staging.destroy();
-    this.timer.destroy();
     this.batcher.destroy();
-    this.pool.destroy();
+    const free = () => {
+      this.staging.destroy();
+      this.timer.destroy();
+      this.pool.destroy();
+    };
+    if (this.staging.pendingReads === 0) free();
+    else void this.staging.drain().then(free);
   }
 }
 

@@ -12,6 +12,7 @@ import { sizeClass } from './buffer-pool.ts';
 export class StagingRing {
   private readonly free = new Map<number, GPUBuffer[]>();
   private inFlight = 0;
+  private readonly pending = new Set<Promise<unknown>>();
   /** Buffers ever created (a steady-state loop should stop growing this). */
   created = 0;
 
@@ -42,7 +43,7 @@ export class StagingRing {
     this.batcher.copyBuffer(src, offset, staging, 0, padded);
     this.inFlight++;
     this.batcher.flushSoon();
-    return new Promise<ArrayBuffer>((resolve, reject) => {
+    const read = new Promise<ArrayBuffer>((resolve, reject) => {
       this.batcher.onSubmit(() => {
         staging
           .mapAsync(0x0001 /* GPUMapMode.READ */, 0, padded)
@@ -57,6 +58,18 @@ export class StagingRing {
           .finally(() => this.inFlight--);
       });
     });
+    const settled = read.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.pending.add(settled);
+    void settled.then(() => this.pending.delete(settled));
+    return read;
+  }
+
+  /** Resolves when every read enqueued so far has finished (successfully or not). */
+  async drain(): Promise<void> {
+    await Promise.all([...this.pending]);
   }
 
   destroy(): void {

@@ -1,11 +1,22 @@
 /**
- * Browser platform: `navigator.gpu`, and an IndexedDB-backed FileStore (through `idb`).
+ * Browser platform: `navigator.gpu`, an IndexedDB-backed FileStore and IndexedDB key-value
+ * databases (both through `idb`).
  * Each FileStore root is one IndexedDB database with one object store of path → bytes; a write is
  * one transaction, so it is atomic the way a temp-file rename is on disk.
+ * `openKeyValueDatabase` hands out whole IndexedDB transactions (readwrite ones with strict
+ * durability, aborted when their body fails); the durable metadata store is built on it.
  */
-import { openDB, type IDBPDatabase } from 'idb';
+import { deleteDB, openDB, type IDBPDatabase, type IDBPTransaction } from 'idb';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type { AppendLog, FileStore, Platform } from './platform.ts';
+import type {
+  AppendLog,
+  FileStore,
+  KeyValueDatabase,
+  KeyValueKey,
+  KeyValueSchema,
+  KeyValueTransaction,
+  Platform,
+} from './platform.ts';
 
 const live = new Set<GpuContext>();
 const FILES = 'files';
@@ -67,6 +78,73 @@ class IndexedDbFileStore implements FileStore {
   }
 }
 
+type AnyTransaction = IDBPTransaction<unknown, string[], 'readwrite'>;
+
+/** The KeyValueTransaction view of one idb transaction. */
+function keyValueTransaction(tx: AnyTransaction): KeyValueTransaction {
+  return {
+    get: (store, key) => tx.objectStore(store).get(key),
+    getAll: (store) => tx.objectStore(store).getAll(),
+    getAllKeys: async (store) => (await tx.objectStore(store).getAllKeys()) as KeyValueKey[],
+    count: (store) => tx.objectStore(store).count(),
+    getByIndex: (store, index, value) => tx.objectStore(store).index(index).get(value),
+    getKeyByIndex: async (store, index, value) => (await tx.objectStore(store).index(index).getKey(value)) as KeyValueKey | undefined,
+    put: async (store, value, key) => (await tx.objectStore(store).put(value, key)) as KeyValueKey,
+  };
+}
+
+class IndexedDbKeyValueDatabase implements KeyValueDatabase {
+  constructor(
+    readonly name: string,
+    private readonly db: IDBPDatabase,
+  ) {}
+
+  async transaction<T>(stores: readonly string[], mode: 'readonly' | 'readwrite', body: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
+    // Strict durability: the commit event fires only after the data is flushed to disk.
+    const tx = this.db.transaction([...stores], mode, mode === 'readwrite' ? { durability: 'strict' } : {}) as unknown as AnyTransaction;
+    const done = tx.done;
+    done.catch(() => {}); // observed below, or superseded by the body's error
+    let result: T;
+    try {
+      result = await body(keyValueTransaction(tx));
+    } catch (err) {
+      try {
+        tx.abort();
+      } catch {
+        // Already aborted by the failed request (or finished): nothing more to undo.
+      }
+      throw err;
+    }
+    await done;
+    return result;
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
+
+async function openKeyValueDatabase(name: string, schema: KeyValueSchema): Promise<KeyValueDatabase> {
+  const db = await openDB(name, schema.version, {
+    upgrade(database, _oldVersion, _newVersion, tx) {
+      for (const spec of schema.stores) {
+        const store = database.objectStoreNames.contains(spec.name)
+          ? tx.objectStore(spec.name)
+          : database.createObjectStore(spec.name, { autoIncrement: spec.autoIncrement ?? false });
+        for (const index of spec.indexes ?? []) {
+          if (!store.indexNames.contains(index.name)) store.createIndex(index.name, index.keyPath, { unique: index.unique });
+        }
+      }
+    },
+    // Another connection (tab) wants to upgrade or delete the database: step aside rather than
+    // block it forever. Later transactions on this connection fail with a clear DOM error.
+    blocking() {
+      db.close();
+    },
+  });
+  return new IndexedDbKeyValueDatabase(name, db);
+}
+
 export const browserPlatform: Platform = {
   name: 'browser',
   async acquireGpu(request: GpuRequest = {}) {
@@ -82,6 +160,8 @@ export const browserPlatform: Platform = {
     return ctx;
   },
   files: (root) => new IndexedDbFileStore(root),
+  openKeyValueDatabase,
+  deleteKeyValueDatabase: (name) => deleteDB(name),
   env: (name) => new URLSearchParams(globalThis.location?.search ?? '').get(name) ?? undefined,
   args: () => [],
   async exit(): Promise<never> {

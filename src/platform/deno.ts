@@ -4,7 +4,7 @@
  * needs no optional feature, and features are read from the adapter, never assumed.
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type { AppendLog, FileStore, Platform } from './platform.ts';
+import { keyValueDatabaseUnavailable, type AppendLog, type FileStore, type Platform } from './platform.ts';
 
 const live = new Set<GpuContext>();
 
@@ -122,6 +122,8 @@ export const denoPlatform: Platform = {
     return ctx;
   },
   files: (root) => new DenoFileStore(root),
+  openKeyValueDatabase: (dbName) => keyValueDatabaseUnavailable('deno', dbName),
+  deleteKeyValueDatabase: (dbName) => keyValueDatabaseUnavailable('deno', dbName),
   env: (name) => Deno.env.get(name),
   args: () => [...Deno.args],
   async exit(code: number): Promise<never> {

@@ -14,7 +14,7 @@ import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type { AppendLog, FileStore, Platform } from './platform.ts';
+import { keyValueDatabaseUnavailable, type AppendLog, type FileStore, type Platform } from './platform.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -149,6 +149,8 @@ export const nodePlatform: Platform = {
   name: 'node',
   acquireGpu: acquireNodeGpu,
   files: (root) => new NodeFileStore(root),
+  openKeyValueDatabase: (dbName) => keyValueDatabaseUnavailable('node', dbName),
+  deleteKeyValueDatabase: (dbName) => keyValueDatabaseUnavailable('node', dbName),
   env: (name) => process.env[name],
   args: () => process.argv.slice(2),
   async exit(code: number): Promise<never> {

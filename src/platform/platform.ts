@@ -42,16 +42,84 @@ export interface AppendLog {
   close(): Promise<void>;
 }
 
+/**
+ * One object store of a key-value database: values under out-of-line keys, either given by the
+ * caller or generated in increasing order (`autoIncrement`), optionally with indexes on fields.
+ */
+export interface KeyValueStoreSchema {
+  readonly name: string;
+  readonly autoIncrement?: boolean;
+  readonly indexes?: readonly { readonly name: string; readonly keyPath: string; readonly unique: boolean }[];
+}
+
+/** The object stores a database must have; opening creates the missing ones (a schema upgrade). */
+export interface KeyValueSchema {
+  readonly version: number;
+  readonly stores: readonly KeyValueStoreSchema[];
+}
+
+export type KeyValueKey = string | number;
+
+/**
+ * Requests inside one transaction (IndexedDB semantics). Values are copied with the structured
+ * clone algorithm. Reads see the transaction's own earlier writes; `getAll`/`getAllKeys` return
+ * key order, which for an auto-increment store is insertion order.
+ */
+export interface KeyValueTransaction {
+  get(store: string, key: KeyValueKey): Promise<unknown>;
+  getAll(store: string): Promise<unknown[]>;
+  getAllKeys(store: string): Promise<KeyValueKey[]>;
+  count(store: string): Promise<number>;
+  /** The value whose indexed field equals `value`, or undefined. */
+  getByIndex(store: string, index: string, value: KeyValueKey): Promise<unknown>;
+  /** The primary key of the value whose indexed field equals `value`, or undefined. */
+  getKeyByIndex(store: string, index: string, value: KeyValueKey): Promise<KeyValueKey | undefined>;
+  /** Inserts or replaces; `key` is omitted for an auto-increment store. Resolves to the key used. */
+  put(store: string, value: unknown, key?: KeyValueKey): Promise<KeyValueKey>;
+}
+
+/** An open key-value database (IndexedDB in the browser). */
+export interface KeyValueDatabase {
+  readonly name: string;
+  /**
+   * Runs `body` as ONE transaction over `stores` and resolves with its result only after the
+   * transaction has committed (readwrite transactions ask for strict durability: flushed to disk).
+   * If `body` throws or any request fails, the transaction is aborted, nothing it wrote is kept,
+   * and the promise rejects. `body` may await only this transaction's requests: awaiting anything
+   * else lets IndexedDB auto-commit the transaction early.
+   */
+  transaction<T>(stores: readonly string[], mode: 'readonly' | 'readwrite', body: (tx: KeyValueTransaction) => Promise<T>): Promise<T>;
+  /** Closes the connection once its running transactions finish; later transactions are refused. */
+  close(): void;
+}
+
 export interface Platform {
   readonly name: RuntimeName;
   /** Acquire an adapter and device. The returned context owns every native object behind it. */
   acquireGpu(request?: GpuRequest): Promise<GpuContext>;
   /** A file store rooted at `root` (a directory path in Node/Deno, a database name in the browser). */
   files(root: string): FileStore;
+  /**
+   * Opens (creating or upgrading it to `schema`) a transactional key-value database: IndexedDB in
+   * the browser, where it backs the durable metadata store. Node and Deno reject: there the durable
+   * metadata store is the file journal (FileMetadataStore).
+   */
+  openKeyValueDatabase(name: string, schema: KeyValueSchema): Promise<KeyValueDatabase>;
+  /** Deletes a key-value database (waits for open connections to close). Browser only, like open. */
+  deleteKeyValueDatabase(name: string): Promise<void>;
   /** Environment variable (Node/Deno) or URL query parameter (browser); undefined when absent. */
   env(name: string): string | undefined;
   /** Command-line arguments after the script (empty in the browser). */
   args(): string[];
   /** Destroy every live GPU device from this platform, then end the process (no-op in browser). */
   exit(code: number): Promise<never>;
+}
+
+/** What Node and Deno answer for `openKeyValueDatabase` / `deleteKeyValueDatabase`. */
+export function keyValueDatabaseUnavailable(runtime: RuntimeName, name: string): Promise<never> {
+  return Promise.reject(
+    new Error(
+      `key-value database "${name}": IndexedDB is a browser capability and is not available in ${runtime}; for a durable metadata store in ${runtime} use the file metadata store (FileMetadataStore.open(platform.files(dir)))`,
+    ),
+  );
 }

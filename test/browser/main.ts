@@ -5,10 +5,16 @@
 import { browserPlatform } from '../../src/platform/browser.ts';
 import { runSuites } from '../harness/run.ts';
 import { suites } from '../suites.ts';
+import { gatewayRemoteConformance } from '../dataplane/gateway-browser.test.ts';
 
 const logElement = document.getElementById('log')!;
 logElement.textContent = '';
-const filter = new URLSearchParams(location.search).get('filter') ?? undefined;
+const params = new URLSearchParams(location.search);
+const filter = params.get('filter') ?? undefined;
+// A data-plane gateway to test against, when the runner was given one (SPECLAB_GATEWAY_URL/_TOKEN).
+const gateway = params.get('gateway');
+const gatewayToken = params.get('token');
+const allSuites = gateway && gatewayToken ? [...suites, gatewayRemoteConformance(gateway, gatewayToken, 'browser')] : suites;
 
 async function fixture(path: string): Promise<Uint8Array> {
   const response = await fetch(`/fixtures/${path}`);
@@ -16,7 +22,7 @@ async function fixture(path: string): Promise<Uint8Array> {
   return new Uint8Array(await response.arrayBuffer());
 }
 
-const summary = await runSuites(browserPlatform, suites, {
+const summary = await runSuites(browserPlatform, allSuites, {
   filter,
   fixture,
   log: (line) => {

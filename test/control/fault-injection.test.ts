@@ -1,18 +1,24 @@
 /**
  * Reference §8.7, control-plane parts of test_fault_injection and test_recovery. A "crash" is a
- * controller thrown away without closing anything; recovery is a new controller over a
- * FileMetadataStore reopened from the same files.
+ * controller thrown away without closing anything; recovery is a new controller over the durable
+ * store reopened from the same place: a FileMetadataStore on the same files (Node, Deno), or an
+ * IndexedDbMetadataStore on the same database name (browser). The closed-tab version of the
+ * browser crash is test/runners/browser-crash.ts.
  */
-import { defineSuite } from '../harness/suite.ts';
+import { defineSuite, type SuiteBuilder } from '../harness/suite.ts';
 import { assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { DataFlowController } from '../../src/control/controller.ts';
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
+import { IndexedDbMetadataStore } from '../../src/control/indexeddb-metadata-store.ts';
+import type { MetadataStore } from '../../src/control/metadata-store.ts';
+import type { Platform, RuntimeName } from '../../src/platform/platform.ts';
 import { assertNoTensors } from '../../src/contracts/no-tensors.ts';
 import { onlineSampleId } from '../../src/contracts/ids.ts';
 import type { SampleRef } from '../../src/contracts/records.ts';
 import { RUN_ID, sampleRef } from '../contracts/fixtures.ts';
 import { counterHex, ingest, rig } from './controller-fixtures.ts';
 import { tempFiles } from './temp-files.ts';
+import { tempDatabase } from './temp-database.ts';
 
 /** Features by sample id: stands in for the data plane's resident samples so aborts are observable. */
 class ResidentFeatures {
@@ -37,11 +43,100 @@ async function produceAndLease(controller: DataFlowController): Promise<SampleRe
   return controller.leaseTrainRefs(trainer, 3);
 }
 
-/** Opens the store from the files a crashed process left; `open` collects stores to close at test end. */
-async function restart(files: Parameters<typeof FileMetadataStore.open>[0], open: FileMetadataStore[]): Promise<DataFlowController> {
-  const store = await FileMetadataStore.open(files);
-  open.push(store);
-  return new DataFlowController({ runId: RUN_ID, store, randomHex: counterHex() });
+/** A durable store backend the recovery tests run against. */
+interface DurableBackend {
+  /** Test-name prefix. */
+  readonly prefix: string;
+  readonly only: readonly RuntimeName[];
+  /** A fresh, empty location: `open` opens a store on it (again after a crash), `cleanup` removes it. */
+  place(platform: Platform, label: string): { open(): Promise<MetadataStore>; cleanup(): Promise<void> };
+}
+
+const FILE_JOURNAL: DurableBackend = {
+  prefix: 'recovery',
+  only: ['node', 'deno'],
+  place(platform, label) {
+    const tmp = tempFiles(platform, label);
+    return { open: () => FileMetadataStore.open(tmp.files), cleanup: tmp.cleanup };
+  },
+};
+
+const INDEXEDDB: DurableBackend = {
+  prefix: 'recovery (IndexedDB, reopened by database name)',
+  only: ['browser'],
+  place(platform, label) {
+    const db = tempDatabase(platform, label);
+    return { open: () => IndexedDbMetadataStore.open(platform, db.name), cleanup: db.cleanup };
+  },
+};
+
+/**
+ * Runs `body` with a crash rig on a fresh location: `crashed()` is the controller of the process
+ * that dies (never closed), `restart()` a new controller over a store reopened from the same place.
+ */
+async function withCrashRig(
+  backend: DurableBackend,
+  platform: Platform,
+  label: string,
+  body: (rig: { crashed(): Promise<DataFlowController>; restart(): Promise<DataFlowController> }) => Promise<void>,
+): Promise<void> {
+  const place = backend.place(platform, label);
+  const open: MetadataStore[] = [];
+  const controllerOnNewStore = async (): Promise<DataFlowController> => {
+    const store = await place.open();
+    open.push(store);
+    return new DataFlowController({ runId: RUN_ID, store, randomHex: counterHex() });
+  };
+  try {
+    await body({ crashed: controllerOnNewStore, restart: controllerOnNewStore });
+  } finally {
+    for (const store of open) await store.close(); // only now: each restart saw the store as the crash left it
+    await place.cleanup();
+  }
+}
+
+function recoveryTests(t: SuiteBuilder, backend: DurableBackend): void {
+  const only = { only: backend.only };
+
+  t.test(`${backend.prefix}: crash before ack → every committed ref requeued, none released`, async ({ platform }) => {
+    await withCrashRig(backend, platform, 'crash-before-ack', async ({ crashed, restart }) => {
+      assertEqual((await produceAndLease(await crashed())).length, 3, 'leased before the crash');
+      const after = await restart();
+      const features = new ResidentFeatures();
+      const report = await after.reconcileOnRestart(features);
+      assertDeepEqual(report.requeued, ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id)), 'requeued in commit order');
+      assertDeepEqual(report.released, [], 'none released');
+      assertEqual(after.queue.depth(), 3, 'queue depth');
+      assertDeepEqual((await after.reconcileOnRestart(features)).requeued, [], 'reconcile is idempotent');
+      assertEqual(after.queue.depth(), 3, 'no duplicates after a second reconcile');
+    });
+  }, only);
+
+  t.test(`${backend.prefix}: crash after a durable ack of {s0, s1} → those released (features aborted), s2 requeued`, async ({ platform }) => {
+    await withCrashRig(backend, platform, 'crash-after-ack', async ({ crashed, restart }) => {
+      const before = await crashed();
+      const leased = await produceAndLease(before);
+      await before.ackTrainRefs('trainer-0', [leased[0].sampleId, leased[1].sampleId], { globalStep: 1, optimizerDurable: true });
+      const after = await restart();
+      const features = new ResidentFeatures();
+      const report = await after.reconcileOnRestart(features);
+      const [s0, s1, s2] = ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id));
+      assertDeepEqual([report.released, report.requeued, report.globalStep, report.optimizerDurable], [[s0, s1], [s2], 1, true], 'released / requeued / step / durable');
+      assertDeepEqual([features.adopted, [...features.resident]], [[s0, s1], []], 'released features adopted then aborted');
+      const s = await after.status();
+      assertDeepEqual([s.queueDepth, s.samplesCommitted, s.durableAcked, s.trainBacklog], [1, 3, 2, 1], 'depth / committed / acked / backlog');
+    });
+  }, only);
+
+  t.test(`${backend.prefix}: an ack that was not optimizer-durable releases nothing`, async ({ platform }) => {
+    await withCrashRig(backend, platform, 'not-durable', async ({ crashed, restart }) => {
+      const before = await crashed();
+      const leased = await produceAndLease(before);
+      await before.ackTrainRefs('trainer-0', [leased[0].sampleId], { globalStep: 1, optimizerDurable: false });
+      const report = await (await restart()).reconcileOnRestart();
+      assertDeepEqual([report.released.length, report.requeued.length], [0, 3], 'all requeued (at-least-once training)');
+    });
+  }, only);
 }
 
 export default defineSuite('control/fault-injection', (t) => {
@@ -101,65 +196,5 @@ export default defineSuite('control/fault-injection', (t) => {
     assertThrows(() => controller.failPromptTasks(worker, ['t1'], { error: new Float32Array(1) } as unknown as string, false), /reason must be a string/, 'a tensor cannot ride in a reason');
   });
 
-  t.test('recovery: crash before ack → every committed ref requeued, none released', async ({ platform }) => {
-    const tmp = tempFiles(platform, 'crash-before-ack');
-    const open: FileMetadataStore[] = [];
-    try {
-      const crashed = await FileMetadataStore.open(tmp.files);
-      open.push(crashed);
-      const before = new DataFlowController({ runId: RUN_ID, store: crashed, randomHex: counterHex() });
-      assertEqual((await produceAndLease(before)).length, 3, 'leased before the crash');
-      const after = await restart(tmp.files, open);
-      const features = new ResidentFeatures();
-      const report = await after.reconcileOnRestart(features);
-      assertDeepEqual(report.requeued, ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id)), 'requeued in commit order');
-      assertDeepEqual(report.released, [], 'none released');
-      assertEqual(after.queue.depth(), 3, 'queue depth');
-      assertDeepEqual((await after.reconcileOnRestart(features)).requeued, [], 'reconcile is idempotent');
-      assertEqual(after.queue.depth(), 3, 'no duplicates after a second reconcile');
-    } finally {
-      for (const store of open) await store.close(); // only now: each restart saw the files as the crash left them
-      await tmp.cleanup();
-    }
-  });
-
-  t.test('recovery: crash after a durable ack of {s0, s1} → those released (features aborted), s2 requeued', async ({ platform }) => {
-    const tmp = tempFiles(platform, 'crash-after-ack');
-    const open: FileMetadataStore[] = [];
-    try {
-      const crashed = await FileMetadataStore.open(tmp.files);
-      open.push(crashed);
-      const before = new DataFlowController({ runId: RUN_ID, store: crashed, randomHex: counterHex() });
-      const leased = await produceAndLease(before);
-      await before.ackTrainRefs('trainer-0', [leased[0].sampleId, leased[1].sampleId], { globalStep: 1, optimizerDurable: true });
-      const after = await restart(tmp.files, open);
-      const features = new ResidentFeatures();
-      const report = await after.reconcileOnRestart(features);
-      const [s0, s1, s2] = ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id));
-      assertDeepEqual([report.released, report.requeued, report.globalStep, report.optimizerDurable], [[s0, s1], [s2], 1, true], 'released / requeued / step / durable');
-      assertDeepEqual([features.adopted, [...features.resident]], [[s0, s1], []], 'released features adopted then aborted');
-      const s = await after.status();
-      assertDeepEqual([s.queueDepth, s.samplesCommitted, s.durableAcked, s.trainBacklog], [1, 3, 2, 1], 'depth / committed / acked / backlog');
-    } finally {
-      for (const store of open) await store.close(); // only now: each restart saw the files as the crash left them
-      await tmp.cleanup();
-    }
-  });
-
-  t.test('recovery: an ack that was not optimizer-durable releases nothing', async ({ platform }) => {
-    const tmp = tempFiles(platform, 'not-durable');
-    const open: FileMetadataStore[] = [];
-    try {
-      const crashed = await FileMetadataStore.open(tmp.files);
-      open.push(crashed);
-      const before = new DataFlowController({ runId: RUN_ID, store: crashed, randomHex: counterHex() });
-      const leased = await produceAndLease(before);
-      await before.ackTrainRefs('trainer-0', [leased[0].sampleId], { globalStep: 1, optimizerDurable: false });
-      const report = await (await restart(tmp.files, open)).reconcileOnRestart();
-      assertDeepEqual([report.released.length, report.requeued.length], [0, 3], 'all requeued (at-least-once training)');
-    } finally {
-      for (const store of open) await store.close(); // only now: each restart saw the files as the crash left them
-      await tmp.cleanup();
-    }
-  });
+  for (const backend of [FILE_JOURNAL, INDEXEDDB]) recoveryTests(t, backend);
 });

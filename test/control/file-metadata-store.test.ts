@@ -8,6 +8,8 @@ import { Rng } from '../../src/reference/random.ts';
 import { sampleRef } from '../contracts/fixtures.ts';
 import { tempFiles } from './temp-files.ts';
 
+/** The file journal needs append + fsync, which the browser's IndexedDB FileStore refuses (by design). */
+const FILE_JOURNAL_ONLY = { only: ['node', 'deno'] } as const;
 const refs = Array.from({ length: 60 }, (_, i) => sampleRef(`t${i}`));
 const JOURNAL0 = 'metadata/journal-00000000.log';
 
@@ -52,7 +54,7 @@ export default defineSuite('control/file-metadata-store', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, FILE_JOURNAL_ONLY);
 
   t.test('corrupted checksum: last record dropped; damage in the middle refuses to open and changes nothing', async ({ platform }) => {
     const tmp = tempFiles(platform, 'crc');
@@ -82,7 +84,7 @@ export default defineSuite('control/file-metadata-store', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, FILE_JOURNAL_ONLY);
 
   t.test('snapshot + journal replay equals the state of an in-memory store given the same operations', async ({ platform }) => {
     const tmp = tempFiles(platform, 'snapshot');
@@ -112,7 +114,7 @@ export default defineSuite('control/file-metadata-store', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, FILE_JOURNAL_ONLY);
 
   t.test('a snapshot rename lost to a power cut is covered by the retained previous journal', async ({ platform }) => {
     const tmp = tempFiles(platform, 'lost-rename');
@@ -136,7 +138,7 @@ export default defineSuite('control/file-metadata-store', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, FILE_JOURNAL_ONLY);
 
   t.test('reopen after many acks (with snapshots) keeps every ack and the last step', async ({ platform }) => {
     const tmp = tempFiles(platform, 'many-acks');
@@ -158,7 +160,7 @@ export default defineSuite('control/file-metadata-store', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, FILE_JOURNAL_ONLY);
 
   t.test('a failed journal write records nothing and blocks writes until reopen', async ({ platform }) => {
     const tmp = tempFiles(platform, 'fault');
@@ -191,5 +193,5 @@ export default defineSuite('control/file-metadata-store', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, FILE_JOURNAL_ONLY);
 });

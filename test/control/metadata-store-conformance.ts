@@ -1,16 +1,18 @@
 /**
  * One behavioural contract for every MetadataStore (reference §2.3): run against the in-memory
- * and the file-backed store. `open` returns a fresh, empty store and a cleanup.
+ * store everywhere, the file-backed store in Node/Deno and the IndexedDB store in the browser.
+ * `open` returns a fresh, empty store and a cleanup; `only` restricts the runtimes.
  */
 import type { SuiteBuilder, TestContext } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import type { MetadataStore } from '../../src/control/metadata-store.ts';
 import type { SampleRef } from '../../src/contracts/records.ts';
+import type { RuntimeName } from '../../src/platform/platform.ts';
 import { sampleRef } from '../contracts/fixtures.ts';
 
 export type StoreFactory = (ctx: TestContext) => Promise<{ store: MetadataStore; cleanup: () => Promise<void> }>;
 
-export function metadataStoreConformance(t: SuiteBuilder, label: string, open: StoreFactory): void {
+export function metadataStoreConformance(t: SuiteBuilder, label: string, open: StoreFactory, options: { only?: readonly RuntimeName[] } = {}): void {
   const check = (name: string, body: (store: MetadataStore) => Promise<void>): void => {
     t.test(`${label}: ${name}`, async (ctx) => {
       const { store, cleanup } = await open(ctx);
@@ -20,7 +22,7 @@ export function metadataStoreConformance(t: SuiteBuilder, label: string, open: S
         await store.close();
         await cleanup();
       }
-    });
+    }, { only: options.only });
   };
   const [s0, s1, s2] = ['s0', 's1', 's2'].map((id) => sampleRef(id));
 

@@ -73,7 +73,19 @@ async function runPage(): Promise<{ passed: number; failed: number }> {
       if (msg.text().startsWith('[browser]')) console.log(msg.text());
     });
     page.on('pageerror', (err) => console.log(`[browser] page error: ${err.message}`));
-    await page.goto(`http://127.0.0.1:${port}/index.html${filter ? `?filter=${encodeURIComponent(filter)}` : ''}`);
+    const query = new URLSearchParams();
+    if (filter) query.set('filter', filter);
+    // A running data-plane gateway for the page's gateway suite (see test/dataplane/browser-gateway.ts).
+    const gatewayUrl = process.env.SPECLAB_GATEWAY_URL;
+    const gatewayToken = process.env.SPECLAB_GATEWAY_TOKEN;
+    if (gatewayUrl || gatewayToken) {
+      if (!gatewayUrl || !gatewayToken) throw new Error('set both SPECLAB_GATEWAY_URL and SPECLAB_GATEWAY_TOKEN, or neither');
+      if (!/^ws:\/\/127\.0\.0\.1:\d+\/?$/.test(gatewayUrl)) throw new Error(`SPECLAB_GATEWAY_URL must be ws://127.0.0.1:PORT/ (loopback only), got ${gatewayUrl}`);
+      query.set('gateway', gatewayUrl);
+      query.set('token', gatewayToken);
+    }
+    const search = query.toString();
+    await page.goto(`http://127.0.0.1:${port}/index.html${search ? `?${search}` : ''}`);
     const handle = await page.waitForFunction(() => (window as unknown as { __speclabSummary?: unknown }).__speclabSummary, undefined, {
       timeout: 45 * 60_000,
       polling: 500,

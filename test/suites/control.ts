@@ -6,6 +6,7 @@ import sampleRefQueue from '../control/sample-ref-queue.test.ts';
 import journal from '../control/journal.test.ts';
 import metadataStore from '../control/metadata-store.test.ts';
 import fileMetadataStore from '../control/file-metadata-store.test.ts';
+import indexedDbMetadataStore from '../control/indexeddb-metadata-store.test.ts';
 import flowControl from '../control/flow-control.test.ts';
 import controller from '../control/controller.test.ts';
 import prompts from '../control/prompts.test.ts';
@@ -18,6 +19,7 @@ export const controlSuites: readonly Suite[] = [
   journal,
   metadataStore,
   fileMetadataStore,
+  indexedDbMetadataStore,
   flowControl,
   controller,
   prompts,

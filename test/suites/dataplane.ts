@@ -4,5 +4,6 @@ import meta from '../dataplane/meta.test.ts';
 import sharding from '../dataplane/sharding.test.ts';
 import observability from '../dataplane/observability.test.ts';
 import { localGpuConformance, localHostConformance, noopConformance, redisConformance } from '../dataplane/backends.test.ts';
+import { gatewayConformance, gatewaySuite } from '../dataplane/gateway.test.ts';
 
-export const dataplaneSuites: readonly Suite[] = [meta, sharding, observability, noopConformance, localHostConformance, localGpuConformance, redisConformance];
+export const dataplaneSuites: readonly Suite[] = [meta, sharding, observability, noopConformance, localHostConformance, localGpuConformance, redisConformance, gatewayConformance, gatewaySuite];

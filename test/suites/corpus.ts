@@ -1,0 +1,6 @@
+/** Suites of the corpus and tokenizer trainer (listed explicitly; test/suites.ts concatenates the areas). */
+import type { Suite } from '../harness/suite.ts';
+import corpus from '../data/corpus.test.ts';
+import bpeTrainer from '../data/bpe-trainer.test.ts';
+
+export const corpusSuites: readonly Suite[] = [corpus, bpeTrainer];
