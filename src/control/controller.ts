@@ -9,11 +9,16 @@
  * Kept from M4 (HEAD deleted them): TrainLease, leaseTrainRefs, failRefs, enqueueOfflineRefs.
  */
 import { assertNoTensors } from '../contracts/no-tensors.ts';
-import { makeJsonRecord, makePromptTask, makeSampleRef, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
-import type { MetadataStore } from './metadata-store.ts';
+import { makeJsonRecord, makePromptTask, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
+import { validateRefs, type MetadataStore } from './metadata-store.ts';
 import { PromptBook, type PromptFailOutcome, type PromptFailure } from './prompt-book.ts';
 import { SampleRefQueue, type FailOutcome } from './sample-ref-queue.ts';
 import { TrainLease } from './train-lease.ts';
+
+/** An ack or fail named a sample id this controller's metadata store never committed. */
+export class UnknownSampleError extends Error {
+  override name = 'UnknownSampleError';
+}
 
 export interface ControllerOptions {
   runId: string;
@@ -27,6 +32,12 @@ export interface ControllerOptions {
   maxPromptLeasePerWorker?: number | null;
   /** `digits` random hex digits, for minted ids; injectable for repeatable tests. */
   randomHex?: (digits: number) => string;
+  /**
+   * The feature store whose samples this controller's refs name. When given, an optimizer-durable
+   * ack aborts the acked samples' features after the ack is recorded (a spilling store deletes their
+   * files there: they are never needed again), as HEAD's DP ack does after the durable marker.
+   */
+  featureStore?: ReleasableFeatureStore;
 }
 
 /** A prompt to ingest: known task fields, or arbitrary prompt data that becomes the payload. */
@@ -59,6 +70,8 @@ export interface ReconcileReport {
   requeued: string[];
   /** Acked under an optimizer-durable marker: never trained again, features aborted. */
   released: string[];
+  /** Spilled features of samples never committed (a crash between put and commit), deleted. */
+  droppedUncommitted: string[];
   globalStep: number | null;
   optimizerDurable: boolean;
 }
@@ -67,6 +80,8 @@ export interface ReconcileReport {
 export interface ReleasableFeatureStore {
   adopt?(ref: SampleRef): unknown;
   abort(sampleId: string): unknown;
+  /** Durable stores: delete features kept on disk for samples not in `committed`; returns their ids. */
+  dropUncommittedSpills?(committed: ReadonlySet<string>): Promise<string[]>;
 }
 
 export class DataFlowController {
@@ -77,6 +92,7 @@ export class DataFlowController {
   private readonly workers = new Map<string, Readonly<JsonRecord>>();
   private readonly trainers = new Map<string, Readonly<JsonRecord>>();
   private readonly randomHex: (digits: number) => string;
+  private readonly featureStore: ReleasableFeatureStore | undefined;
 
   constructor(options: ControllerOptions) {
     if (typeof options.runId !== 'string' || options.runId.length === 0) throw new TypeError('DataFlowController: runId must be a non-empty string');
@@ -84,6 +100,7 @@ export class DataFlowController {
     this.store = options.store;
     this.queue = options.queue ?? new SampleRefQueue();
     this.randomHex = options.randomHex ?? cryptoHex;
+    this.featureStore = options.featureStore;
     this.prompts = new PromptBook({
       clock: options.clock ?? (() => performance.now()),
       leaseTimeoutMs: positiveIntOrNull(options.promptLeaseTimeoutMs, 'promptLeaseTimeoutMs'),
@@ -181,15 +198,21 @@ export class DataFlowController {
     this.requireKnown(this.trainers, trainerId, 'trainer', 'registerTrainer', 'ackTrainRefs');
     assertNoTensors(ack, 'ackTrainRefs.ack');
     requireIds(sampleIds, 'ackTrainRefs: sampleIds');
+    // An id never committed is a caller bug (a typo, another run's id): recording it would put a
+    // sample in the durable marker that no restart can account for, so nothing is recorded at all.
+    const refs = await this.resolveKnown(sampleIds, 'ackTrainRefs', 'nothing was acked');
     await this.store.recordTrainAck(sampleIds, { globalStep: ack.globalStep ?? null, optimizerDurable: ack.optimizerDurable ?? false });
-    return { released: this.queue.ack(await this.resolveCommitted(sampleIds)) };
+    const released = this.queue.ack(refs);
+    // Only after the durable record: a crash before it requeues these samples, which then still need their features.
+    if (ack.optimizerDurable && this.featureStore) for (const id of sampleIds) await this.featureStore.abort(id);
+    return { released };
   }
 
   async failRefs(ownerId: string, sampleIds: readonly string[], reason: string, retryable: boolean): Promise<FailOutcome> {
     this.requireKnown(this.trainers, ownerId, 'trainer', 'registerTrainer', 'failRefs');
     requireIds(sampleIds, 'failRefs: sampleIds');
     requireReason(reason, retryable, 'failRefs');
-    return this.queue.fail(await this.resolveCommitted(sampleIds), reason, retryable);
+    return this.queue.fail(await this.resolveKnown(sampleIds, 'failRefs', 'nothing was failed'), reason, retryable);
   }
 
   // ── observation and recovery ────────────────────────────────────────────────────────────────
@@ -231,6 +254,8 @@ export class DataFlowController {
    * After a restart on a durable store: committed refs acked under an optimizer-durable marker are
    * released (their features aborted when a store is given); every other committed ref is
    * requeued in commit order (at-least-once training). Idempotent: the queue skips ids it holds.
+   * A spilling LocalFeatureStore needs nothing for the requeued refs (its get falls back to the
+   * spill file of the generation the ref names); spills of never-committed samples are deleted.
    */
   async reconcileOnRestart(featureStore?: ReleasableFeatureStore): Promise<ReconcileReport> {
     const marker = await this.store.durableMarker();
@@ -249,7 +274,9 @@ export class DataFlowController {
       }
     }
     const requeued = this.queue.put(toQueue);
-    return { requeued, released, globalStep: marker.globalStep, optimizerDurable: marker.optimizerDurable };
+    const committed = new Set(await this.store.allCommittedIds());
+    const droppedUncommitted = (await featureStore?.dropUncommittedSpills?.(committed)) ?? [];
+    return { requeued, released, droppedUncommitted, globalStep: marker.globalStep, optimizerDurable: marker.optimizerDurable };
   }
 
   // ── helpers ─────────────────────────────────────────────────────────────────────────────────
@@ -299,19 +326,25 @@ export class DataFlowController {
     return flags;
   }
 
-  private async resolveCommitted(sampleIds: readonly string[]): Promise<SampleRef[]> {
+  /** The committed refs of `sampleIds`; throws UnknownSampleError naming every id never committed. */
+  private async resolveKnown(sampleIds: readonly string[], where: string, consequence: string): Promise<SampleRef[]> {
     const refs: SampleRef[] = [];
+    const unknown: string[] = [];
     for (const id of sampleIds) {
       const ref = await this.store.getCommitted(id);
       if (ref !== undefined) refs.push(ref);
+      else unknown.push(id);
+    }
+    if (unknown.length > 0) {
+      const shown = unknown.slice(0, 8).map((id) => JSON.stringify(id)).join(', ');
+      throw new UnknownSampleError(`${where}: ${unknown.length} sample id(s) were never committed in run ${this.runId}: ${shown}${unknown.length > 8 ? ', ...' : ''}; ${consequence}`);
     }
     return refs;
   }
 }
 
 function validateRefBatch(refs: readonly SampleRef[], where: string): SampleRef[] {
-  if (!Array.isArray(refs)) throw new TypeError(`${where}: refs must be an array of SampleRefs`);
-  return refs.map((ref, i) => makeSampleRef(ref, `${where} refs[${i}]`));
+  return validateRefs(refs, where);
 }
 
 function requireIds(ids: readonly string[], where: string): void {

@@ -86,7 +86,7 @@ export class RolloutWorker {
       }
       try {
         refs.push(
-          this.store.put(tensors, sampleId, {
+          await this.store.put(tensors, sampleId, {
             runId: this.controller.runId,
             sourceTaskId: task.taskId,
             targetRepr: this.capture.targetRepr,

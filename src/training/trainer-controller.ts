@@ -38,6 +38,11 @@ export interface FitOptions {
   startEpoch?: number;
 }
 
+function handled<T>(p: Promise<T>): Promise<T> {
+  p.catch(() => undefined);
+  return p;
+}
+
 export class IncompleteAccumulationError extends Error {
   override name = 'IncompleteAccumulationError';
 }
@@ -68,8 +73,10 @@ export class TrainerController {
         windowIds.push(...batch.sampleIds);
         windowBatches.push(batch);
         const result = await this.core.trainStep(batch);
-        windowLoss.push(result.loss);
-        windowMetrics.push(result.metrics);
+        // A window cut short by an error is never awaited: mark its reads handled so a read that
+        // fails later (device destroyed at exit) is not an unhandled rejection.
+        windowLoss.push(handled(result.loss));
+        windowMetrics.push(handled(result.metrics));
         if (!result.optimizerStepped) continue;
         this.globalStep++;
         if (options.beforeAck) await options.beforeAck(this.globalStep);

@@ -1,7 +1,7 @@
 import { assertNoTensors } from '../../src/contracts/index.ts';
 import { FeatureNotFoundError, FeatureStoreBudgetError, LocalFeatureStore, parseMemUri } from '../../src/data/feature-store.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 function sample(gpu: Gpu, seed: number, tokens = 5, hidden = 3) {
@@ -12,10 +12,10 @@ function sample(gpu: Gpu, seed: number, tokens = 5, hidden = 3) {
 }
 
 export default defineSuite('data/feature-store', (t) => {
-  t.test('put returns a tensor-free ref with specs, generation and byte count', ({ gpu: ctx }) => {
+  t.test('put returns a tensor-free ref with specs, generation and byte count', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu, { storeId: 'st' });
-    const ref = store.put(sample(gpu, 1), 'run:a', { runId: 'run', targetRepr: 'hidden_state', numTokens: 5 });
+    const ref = await store.put(sample(gpu, 1), 'run:a', { runId: 'run', targetRepr: 'hidden_state', numTokens: 5 });
     assertNoTensors(ref, 'ref');
     assertEqual(ref.estimatedBytes, 5 * 4 + 15 * 4, 'bytes');
     assertDeepEqual(ref.featureSpecs.hidden_state.shape, [5, 3], 'spec shape');
@@ -28,7 +28,7 @@ export default defineSuite('data/feature-store', (t) => {
   t.test('get returns the tensors and a lease; the last release frees (consume-once)', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu);
-    const ref = store.put(sample(gpu, 2), 's');
+    const ref = await store.put(sample(gpu, 2), 's');
     const a = await store.get(ref);
     const b = await store.get(ref, ['input_ids']);
     assertDeepEqual([...(await gpu.read(a.tensors.input_ids))], [200, 201, 202, 203, 204], 'ids');
@@ -41,13 +41,13 @@ export default defineSuite('data/feature-store', (t) => {
     gpu.destroy();
   });
 
-  t.test('over-budget put is atomic and names the sample', ({ gpu: ctx }) => {
+  t.test('over-budget put is atomic and names the sample', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu, { maxResidentBytes: 100, clock: () => 0 });
-    store.put(sample(gpu, 1), 'first');
+    await store.put(sample(gpu, 1), 'first');
     const before = store.health();
     const second = sample(gpu, 2);
-    const err = assertThrows(() => store.put(second, 'second'), /put second: .* over its budget of 100/, 'budget');
+    const err = await assertRejects(() => store.put(second, 'second'), /put second: .* over its budget of 100/, 'budget');
     assert(err instanceof FeatureStoreBudgetError, err.name);
     assertDeepEqual(store.health(), before, 'residency unchanged');
     gpu.release(...Object.values(second));
@@ -57,9 +57,9 @@ export default defineSuite('data/feature-store', (t) => {
   t.test('re-put bumps the generation; the old ref is stale; leased old buffers are not leaked or reused', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu);
-    const old = store.put(sample(gpu, 1), 'x');
+    const old = await store.put(sample(gpu, 1), 'x');
     const held = await store.get(old);
-    const fresh = store.put(sample(gpu, 2), 'x');
+    const fresh = await store.put(sample(gpu, 2), 'x');
     assert(parseMemUri(fresh.featureStoreUri).generation > parseMemUri(old.featureStoreUri).generation, 'generation grows');
     await assertRejects(() => store.get(old), /stale ref/, 'stale ref after re-put');
     assertEqual(store.health().pendingFrees, 1, 'old generation parked while leased');
@@ -76,7 +76,7 @@ export default defineSuite('data/feature-store', (t) => {
   t.test('abort evicts for new readers but keeps buffers for a current reader', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu);
-    const ref = store.put(sample(gpu, 3), 'y');
+    const ref = await store.put(sample(gpu, 3), 'y');
     const held = await store.get(ref);
     store.abort('y');
     store.abort('y');
@@ -92,7 +92,7 @@ export default defineSuite('data/feature-store', (t) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu, { storeId: 'one' });
     const other = new LocalFeatureStore(gpu, { storeId: 'two' });
-    const ref = store.put(sample(gpu, 4), 'z');
+    const ref = await store.put(sample(gpu, 4), 'z');
     await assertRejects(() => store.get(ref, ['target']), /no feature "target"/, 'missing feature');
     const err = await assertRejects(() => other.get(ref), /lives in store "one"/, 'foreign store');
     assert(err instanceof FeatureNotFoundError, err.name);
@@ -104,8 +104,8 @@ export default defineSuite('data/feature-store', (t) => {
     const gpu = new Gpu(ctx);
     let now = 0;
     const store = new LocalFeatureStore(gpu, { maxHoldAgeMs: 1000, clock: () => now });
-    store.put(sample(gpu, 1), 'abandoned');
-    const leasedRef = store.put(sample(gpu, 2), 'leased');
+    await store.put(sample(gpu, 1), 'abandoned');
+    const leasedRef = await store.put(sample(gpu, 2), 'leased');
     const held = await store.get(leasedRef);
     now = 5000;
     assertEqual(store.gc().forceFreed, 1, 'one force-freed');
@@ -119,7 +119,7 @@ export default defineSuite('data/feature-store', (t) => {
     const gpu = new Gpu(ctx);
     const store = new LocalFeatureStore(gpu, { cloneOnGet: true });
     for (let i = 0; i < 300; i++) {
-      const ref = store.put(sample(gpu, i % 7), `s${i}`);
+      const ref = await store.put(sample(gpu, i % 7), `s${i}`);
       const { tensors, handle } = await store.get(ref);
       store.release(handle);
       if (i % 50 === 0) assertEqual((await gpu.read(tensors.input_ids))[0], (i % 7) * 100, 'clone content');

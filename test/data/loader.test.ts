@@ -121,13 +121,13 @@ export default defineSuite('data/loader', (t) => {
     const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
     const worker = controller.registerRolloutWorker({ workerId: 'w0' });
     const store = new LocalFeatureStore(gpu);
-    const refs = [0, 1, 2, 3, 4].map((i) =>
+    const refs = await Promise.all([0, 1, 2, 3, 4].map((i) =>
       store.put(
         { input_ids: gpu.upload([LENGTHS[i]], 'i32', Array.from({ length: LENGTHS[i] }, (_, p) => i * 10 + p)) },
         `run:t${i}`,
         { runId: 'run', targetRepr: i === 4 ? 'hidden_state' : 'logits' },
       ),
-    );
+    ));
     await controller.commitSamples(worker, refs.slice(0, 4));
     const lease = controller.trainLease();
     const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 3 });
@@ -146,7 +146,7 @@ export default defineSuite('data/loader', (t) => {
     assertEqual(status.queueInFlight, 0, 'acked');
 
     // A batch mixing target representations is refused, failed terminally, and its leases released.
-    const extra = [5, 6].map((i) => store.put({ input_ids: gpu.upload([2], 'i32', [i, i]) }, `run:t${i}`, { runId: 'run', targetRepr: 'logits' }));
+    const extra = await Promise.all([5, 6].map((i) => store.put({ input_ids: gpu.upload([2], 'i32', [i, i]) }, `run:t${i}`, { runId: 'run', targetRepr: 'logits' })));
     await controller.commitSamples(worker, [refs[4], extra[0]]);
     const mixed = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 2 });
     await assertRejects(async () => {
