@@ -10,6 +10,8 @@ import { dataSuites } from './suites/data.ts';
 import { modelSuites } from './suites/model.ts';
 import { runtimeSuites } from './suites/runtime.ts';
 import { dataplaneSuites } from './suites/dataplane.ts';
+import { targetSuites } from './suites/target.ts';
+import { eagle3Suites } from './suites/eagle3.ts';
 import { corpusSuites } from './suites/corpus.ts';
 
 export const suites: readonly Suite[] = [
@@ -23,5 +25,7 @@ export const suites: readonly Suite[] = [
   ...modelSuites,
   ...runtimeSuites,
   ...dataplaneSuites,
+  ...targetSuites,
+  ...eagle3Suites,
   ...corpusSuites,
 ];

@@ -33,6 +33,10 @@ struct Params {
 }
 
 override HEAD_DIM: u32 = 64u;
+// ceil(HEAD_DIM / TPR), set by the host. Loops over an invocation's dims then have a constant trip
+// count and unroll, so the private arrays stay in registers with constant indices (dynamic
+// indexing made llvmpipe's JIT take tens of seconds per pipeline).
+override LANE_DIMS: u32 = 16u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> Q: array<f32>;
@@ -74,7 +78,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
 
   var qv: array<f32, DPT>;
   var acc: array<f32, DPT>;
-  for (var i = 0u; i < DPT; i++) {
+  for (var i = 0u; i < LANE_DIMS; i++) {
     let d = l + TPR * i;
     qv[i] = 0.0;
     acc[i] = 0.0;
@@ -111,9 +115,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     workgroupBarrier();
     for (var c = 0u; c < BC; c++) {
       var s = 0.0;
-      for (var i = 0u; i < DPT; i++) {
+      for (var i = 0u; i < LANE_DIMS; i++) {
         let d = l + TPR * i;
-        if (d >= HEAD_DIM) { break; }
+        if (d >= HEAD_DIM) { continue; }
         s = fma(qv[i], Ks[c * MAX_HD + d], s);
       }
       Ps[(r * BC + c) * TPR + l] = s;
@@ -139,9 +143,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
       psum += pc[c];
     }
     lsum = lsum * alpha + psum;
-    for (var i = 0u; i < DPT; i++) {
+    for (var i = 0u; i < LANE_DIMS; i++) {
       let d = l + TPR * i;
-      if (d >= HEAD_DIM) { break; }
+      if (d >= HEAD_DIM) { continue; }
       var a = acc[i] * alpha;
       for (var c = 0u; c < BC; c++) { a = fma(pc[c], Vs[c * MAX_HD + d], a); }
       acc[i] = a;
@@ -154,9 +158,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   for (var j = 1u; j <= p.step; j++) {
     let kb = kvOffset(j, b, tc, g);
     var s = 0.0;
-    for (var i = 0u; i < DPT; i++) {
+    for (var i = 0u; i < LANE_DIMS; i++) {
       let d = l + TPR * i;
-      if (d >= HEAD_DIM) { break; }
+      if (d >= HEAD_DIM) { continue; }
       s = fma(qv[i], Kc[kb + d], s);
     }
     Ps[r * TPR + l] = s;
@@ -168,9 +172,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let alpha = exp(m - mNew);
     let pj = exp(sj - mNew);
     lsum = lsum * alpha + pj;
-    for (var i = 0u; i < DPT; i++) {
+    for (var i = 0u; i < LANE_DIMS; i++) {
       let d = l + TPR * i;
-      if (d >= HEAD_DIM) { break; }
+      if (d >= HEAD_DIM) { continue; }
       acc[i] = fma(pj, Vc[kb + d], acc[i] * alpha);
     }
     m = mNew;
@@ -179,9 +183,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   if (!rowOk) { return; }
   let empty = lsum == 0.0;
   let inv = select(1.0 / max(lsum, 1e-30), 0.0, empty);
-  for (var i = 0u; i < DPT; i++) {
+  for (var i = 0u; i < LANE_DIMS; i++) {
     let d = l + TPR * i;
-    if (d >= HEAD_DIM) { break; }
+    if (d >= HEAD_DIM) { continue; }
     O[qBase + d] = acc[i] * inv;
   }
   if (l == 0u) {

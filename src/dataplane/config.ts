@@ -29,14 +29,14 @@ export const DataPlaneConfigSchema = z.discriminatedUnion('impl', [
   z.strictObject({
     /** In-process passthrough: rows are kept by reference, no store, no copies. */
     impl: z.literal('noop'),
-    claimPollMs: z.number().int().positive().max(60_000).default(20),
+    claimPollMs: z.number().int().positive().max(60_000),
     observability: ObservabilitySchema.optional(),
   }),
   z.strictObject({
     impl: z.literal('transferQueue'),
     backend: z.discriminatedUnion('kind', [LocalBackendSchema, RedisBackendSchema]),
-    /** Longest sleep between claim attempts in ms, default 20 (local backends also wake on every put). */
-    claimPollMs: z.number().int().positive().max(60_000).default(20),
+    /** Longest sleep between claim attempts (local backends also wake on every put). */
+    claimPollMs: z.number().int().positive().max(60_000),
     observability: ObservabilitySchema.optional(),
   }),
 ]);

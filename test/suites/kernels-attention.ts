@@ -1,5 +1,6 @@
 /** Suites of the kernels-attention area (listed explicitly; test/suites.ts concatenates the areas). */
 import type { Suite } from '../harness/suite.ts';
+import kernelsAttention from '../kernels/attention.test.ts';
 import referenceAttention from '../reference/attention.test.ts';
 
-export const kernels_attentionSuites: readonly Suite[] = [referenceAttention];
+export const kernels_attentionSuites: readonly Suite[] = [referenceAttention, kernelsAttention];

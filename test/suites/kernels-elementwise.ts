@@ -3,7 +3,6 @@ import type { Suite } from '../harness/suite.ts';
 import embedding from '../kernels/embedding.test.ts';
 import optim from '../kernels/optim.test.ts';
 import rmsnorm from '../kernels/rmsnorm.test.ts';
-import rope from '../kernels/rope.test.ts';
 import swiglu from '../kernels/swiglu.test.ts';
 import embeddingRef from '../reference/embedding.test.ts';
 import optimRef from '../reference/optim.test.ts';
@@ -19,7 +18,6 @@ export const kernels_elementwiseSuites: readonly Suite[] = [
   optimRef,
   embedding,
   rmsnorm,
-  rope,
   swiglu,
   optim,
 ];

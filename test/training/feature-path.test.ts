@@ -64,14 +64,14 @@ async function compare(gpu: Gpu, client: DataPlaneClient, note: (k: string, v: n
 export default defineSuite('training/feature-path', (t) => {
   t.test('data plane with local GPU columns trains exactly like the GPU feature store', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
-    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' } }, { gpu });
+    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 }, { gpu });
     await compare(gpu, client, note);
     gpu.destroy();
   });
 
   t.test('data plane with host columns trains exactly like the GPU feature store', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
-    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' } }, { gpu });
+    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 }, { gpu });
     await compare(gpu, client, note);
     gpu.destroy();
   });
@@ -84,7 +84,7 @@ export default defineSuite('training/feature-path', (t) => {
       const { connectRedis } = await nodeOnlyImport<typeof import('../../src/platform/redis-node.ts')>('../../src/platform/redis-node.ts');
       const server = await startRedisServer();
       try {
-        const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'path' } }, { gpu, connectRedis: (url) => connectRedis(url) });
+        const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'path' }, claimPollMs: 5 }, { gpu, connectRedis: (url) => connectRedis(url) });
         await compare(gpu, client, note);
       } finally {
         await server.stop();

@@ -1,0 +1,51 @@
+// rope/table — rotary position embedding (Hugging Face "rotate half") with cos/sin read from
+// a host-built table instead of evaluated in the shader:
+//   y[i]        = x[i] · cos[p, i] − x[i + half] · sin[p, i]
+//   y[i + half] = x[i + half] · cos[p, i] + x[i] · sin[p, i]       p = positions[row], i < half
+// The table carries every RoPE scaling (default, linear, llama3) and HF's own float32 angle
+// rounding, and its accuracy does not depend on the WGSL implementation's sin/cos.
+//
+// Shapes: x, y f32 [rows, nHeads · headDim] (dense); positions i32 [rows], each in [0, P);
+//   table f32 [P, headDim / 2, 2] = (cos, sin) pairs.
+// Bindings (group 0):
+//   0 uniform Params
+//   1 storage read        positions
+//   2 storage read        table
+//   3 storage read        x
+//   4 storage read_write  y
+// Dispatch: ceil(rows · nHeads · headDim/2 / 256) workgroups of 256, folded into (x, y); one
+//   invocation per rotated pair.
+// Numerics: f32 products and sums, as in HF's q·cos + rotate_half(q)·sin.
+
+struct Params {
+  rows: u32,
+  nHeads: u32,
+  headDim: u32,
+  tableRows: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> positions: array<i32>;
+@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(3) var<storage, read> x: array<f32>;
+@group(0) @binding(4) var<storage, read_write> y: array<f32>;
+
+@compute @workgroup_size(256, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {
+  let half = p.headDim / 2u;
+  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  if (idx >= p.rows * p.nHeads * half) { return; }
+  let i = idx % half;
+  let rowHead = idx / half;
+  let row = rowHead / p.nHeads;
+  // Positions are checked on the host; the clamp only keeps a bad one inside the table.
+  let pos = min(u32(max(positions[row], 0i)), p.tableRows - 1u);
+  let c = table[(pos * half + i) * 2u];
+  let s = table[(pos * half + i) * 2u + 1u];
+  let a = rowHead * p.headDim + i;
+  let x1 = x[a];
+  let x2 = x[a + half];
+  y[a] = x1 * c - x2 * s;
+  y[a + half] = x2 * c + x1 * s;
+}

@@ -1,0 +1,186 @@
+/**
+ * The target model as a FeatureSource (the SGLangAdapter role of specforge-runtime.md §4.3–§4.4):
+ * prompts in, EAGLE3 training features out, all on the GPU.
+ *
+ * Tasks are sorted by length and packed into groups of at most `maxBatchTokens` padded tokens; each
+ * group is one batched forward over right-padded rows with an attention mask. Per task, with
+ * x = its input_ids (length L, truncated to the task's maxLength) and the aux layer ids from the
+ * capture config (the OUTPUT of decoder layer id = HF hidden_states[id + 1]):
+ *
+ *   hidden_state  f32 [L, A·H]  the A aux layer outputs concatenated on the last axis, in order
+ *   target        f32 [L, V]    logits shifted left by one: row t = logits at position t + 1, last row 0
+ *   input_ids     i32 [L]       x shifted left by one: row t = x[t + 1], last 0
+ *   loss_mask     i32 [L]       the payload's loss_mask (all ones when absent), NOT shifted, with the
+ *                               last position zeroed: its target row is the zero padding, so SpecForge's
+ *                               data paths normalise the mask this way per sample (eagle3 fixture,
+ *                               facts.json `loss_mask_recipe`)
+ *
+ * The feature loader right-pads samples and builds the attention mask from their lengths. Only the
+ * `logits` target representation is produced here.
+ */
+import type { PromptTask } from '../contracts/index.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { copyStrided } from '../kernels/copy-strided.ts';
+import type { TargetModelConfig } from '../model/hf-config.ts';
+import type { TargetModel } from '../model/target/model.ts';
+import type { CaptureConfig } from './capture.ts';
+import type { CapturedFeatures, FeatureSource } from './rollout-worker.ts';
+
+export const EAGLE3_FEATURE_NAMES = ['input_ids', 'hidden_state', 'target', 'loss_mask'] as const;
+
+/** SpecForge's default capture layers `[1, N/2 − 1, N − 4]` (outputs of those decoder layers). */
+export function defaultAuxLayerIds(numLayers: number): number[] {
+  if (!Number.isInteger(numLayers) || numLayers < 4) throw new Error(`defaultAuxLayerIds: the [1, N/2 − 1, N − 4] rule needs at least 4 layers, got ${numLayers}`);
+  return [1, Math.floor(numLayers / 2) - 1, numLayers - 4];
+}
+
+/** The EAGLE3 capture config for a target: default aux layers unless given, full-vocab logits. */
+export function eagle3CaptureConfig(config: TargetModelConfig, auxLayerIds: readonly number[] = defaultAuxLayerIds(config.numLayers)): CaptureConfig {
+  return {
+    featureNames: EAGLE3_FEATURE_NAMES,
+    auxLayerIds,
+    targetRepr: 'logits',
+    targetHiddenSize: config.hiddenSize,
+    targetVocabSize: config.vocabSize,
+  };
+}
+
+export interface TargetFeatureSourceOptions {
+  /** Padded tokens (rows × longest prompt) per batched forward; default 8192. */
+  readonly maxBatchTokens?: number;
+}
+
+interface ParsedTask {
+  readonly index: number;
+  readonly ids: number[];
+  readonly lossMask: number[];
+}
+
+export class TargetFeatureSource implements FeatureSource {
+  /** Batched forwards run so far (one per group). */
+  forwards = 0;
+  private readonly maxBatchTokens: number;
+
+  constructor(
+    readonly model: TargetModel,
+    options: TargetFeatureSourceOptions = {},
+  ) {
+    this.maxBatchTokens = options.maxBatchTokens ?? 8192;
+    if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new Error(`TargetFeatureSource: maxBatchTokens must be a positive integer, got ${options.maxBatchTokens}`);
+  }
+
+  async generateFeatures(tasks: readonly PromptTask[], capture: CaptureConfig): Promise<CapturedFeatures[]> {
+    const c = this.model.config;
+    this.checkCapture(capture);
+    const parsed = tasks.map((task, index) => parseTask(task, index, c.vocabSize));
+    const results: CapturedFeatures[] = new Array(tasks.length);
+    try {
+      for (const group of this.groups(parsed)) {
+        const features = await this.captureGroup(group, capture.auxLayerIds);
+        group.forEach((task, i) => (results[task.index] = features[i]));
+      }
+    } catch (err) {
+      for (const r of results) if (r) this.model.gpu.release(...Object.values(r.tensors));
+      throw err;
+    }
+    return results;
+  }
+
+  private checkCapture(capture: CaptureConfig): void {
+    const c = this.model.config;
+    if (capture.targetRepr !== 'logits') throw new Error(`TargetFeatureSource: target representation "${capture.targetRepr}" is not produced (only "logits")`);
+    if (capture.targetHiddenSize !== c.hiddenSize) throw new Error(`TargetFeatureSource: capture targetHiddenSize ${capture.targetHiddenSize} != the target's hidden_size ${c.hiddenSize}`);
+    if (capture.targetVocabSize !== undefined && capture.targetVocabSize !== c.vocabSize) {
+      throw new Error(`TargetFeatureSource: capture targetVocabSize ${capture.targetVocabSize} != the target's vocab_size ${c.vocabSize}`);
+    }
+    if (capture.auxLayerIds.length === 0) throw new Error(`TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${defaultAuxLayerIds(c.numLayers)}])`);
+    for (const id of capture.auxLayerIds) {
+      if (!Number.isInteger(id) || id < 0 || id >= c.numLayers) throw new Error(`TargetFeatureSource: aux layer id ${id} outside 0..${c.numLayers - 1} (the output of decoder layer id)`);
+    }
+  }
+
+  /** Longest first, packed while rows × longest ≤ maxBatchTokens (a lone longer task forms its own group). */
+  private groups(tasks: ParsedTask[]): ParsedTask[][] {
+    const sorted = [...tasks].sort((a, b) => b.ids.length - a.ids.length || a.index - b.index);
+    const groups: ParsedTask[][] = [];
+    let current: ParsedTask[] = [];
+    for (const task of sorted) {
+      const seq = current.length > 0 ? current[0].ids.length : task.ids.length;
+      if (current.length > 0 && (current.length + 1) * seq > this.maxBatchTokens) {
+        groups.push(current);
+        current = [];
+      }
+      current.push(task);
+    }
+    if (current.length > 0) groups.push(current);
+    return groups;
+  }
+
+  private async captureGroup(group: ParsedTask[], auxLayerIds: readonly number[]): Promise<CapturedFeatures[]> {
+    const { model } = this;
+    const gpu = model.gpu;
+    const { hiddenSize: H, vocabSize: V } = model.config;
+    const batch = group.length;
+    const seq = group[0].ids.length;
+    const ids = new Int32Array(batch * seq);
+    const mask = new Int32Array(batch * seq);
+    group.forEach((task, b) => {
+      ids.set(task.ids, b * seq);
+      mask.fill(1, b * seq, b * seq + task.ids.length);
+    });
+    const hsIndices = [...new Set(auxLayerIds.map((id) => id + 1))];
+    const out = await model.forward({ inputIds: ids, batch, seqLen: seq, attentionMask: mask }, { hiddenStates: hsIndices, logits: true });
+    this.forwards++;
+    const made: CapturedFeatures[] = [];
+    try {
+      const logits = out.logits!;
+      const width = auxLayerIds.length * H;
+      for (let b = 0; b < batch; b++) {
+        const { ids: x, lossMask } = group[b];
+        const L = x.length;
+        const tensors: Record<string, Tensor> = {};
+        made.push({ tensors, auxLayerIds: [...auxLayerIds] });
+        tensors.hidden_state = gpu.tensor([L, width], 'f32', 'hidden_state');
+        for (const [i, id] of auxLayerIds.entries()) {
+          const hs = out.hiddenStates.get(id + 1)!;
+          await copyStrided(gpu, hs, tensors.hidden_state, { rows: L, width: H, srcOffset: b * seq * H, dstStride: width, dstOffset: i * H });
+        }
+        tensors.target = gpu.tensor([L, V], 'f32', 'target');
+        const rowBytes = V * 4;
+        const dst = tensors.target.part;
+        if (L > 1) gpu.batcher.copyBuffer(logits.part.buffer, logits.part.byteOffset + (b * seq + 1) * rowBytes, dst.buffer, dst.byteOffset, (L - 1) * rowBytes);
+        gpu.batcher.clearBuffer(dst.buffer, dst.byteOffset + (L - 1) * rowBytes, rowBytes);
+        tensors.input_ids = gpu.upload([L], 'i32', [...x.slice(1), 0], 'input_ids');
+        tensors.loss_mask = gpu.upload([L], 'i32', [...lossMask.slice(0, L - 1), 0], 'loss_mask');
+      }
+      return made;
+    } catch (err) {
+      for (const m of made) gpu.release(...Object.values(m.tensors));
+      throw err;
+    } finally {
+      gpu.release(...out.hiddenStates.values(), ...(out.logits ? [out.logits] : []));
+    }
+  }
+}
+
+/** Reads `{ input_ids, loss_mask? }` from a task payload, truncated to the task's maxLength. */
+function parseTask(task: PromptTask, index: number, vocab: number): ParsedTask {
+  const where = `task ${task.taskId}`;
+  const raw = task.payload.input_ids;
+  if (!Array.isArray(raw) || raw.length === 0) throw new Error(`${where}: payload.input_ids must be a non-empty array of token ids`);
+  const ids = raw.map((v, t) => {
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= vocab) throw new Error(`${where}: payload.input_ids[${t}] = ${JSON.stringify(v)} is not a token id in [0, ${vocab})`);
+    return v;
+  });
+  let lossMask = ids.map(() => 1);
+  const rawMask = task.payload.loss_mask;
+  if (rawMask !== undefined && rawMask !== null) {
+    if (!Array.isArray(rawMask) || rawMask.length !== ids.length) throw new Error(`${where}: payload.loss_mask must be an array of ${ids.length} values (one per input id)`);
+    lossMask = rawMask.map((v, t) => {
+      if (v !== 0 && v !== 1 && v !== true && v !== false) throw new Error(`${where}: payload.loss_mask[${t}] = ${JSON.stringify(v)} is not 0/1`);
+      return v === 1 || v === true ? 1 : 0;
+    });
+  }
+  const n = Math.min(ids.length, task.maxLength);
+  return { index, ids: ids.slice(0, n), lossMask: lossMask.slice(0, n) };
+}

@@ -1,0 +1,272 @@
+/**
+ * Attention kernels: causal attention with grouped-query heads and key padding, and the EAGLE3
+ * test-time-training ("cache_hidden", diagonal) attention of specforge-runtime.md §6.4, forward and
+ * backward, flash style (the B·H·S·S score matrix is never stored).
+ *
+ * Layouts (row-major, f32 unless noted):
+ *   q, o, dO, dQ           [B, S, nH, hd]    (= [B·S, nH·hd], the q projection's natural output)
+ *   k, v, dK, dV           [B, S, nKV, hd]
+ *   kCache, vCache, dKCache, dVCache
+ *                          [J, B, S, nKV, hd] with J ≥ step + 1: slot j holds K_j / V_j of TTT step j
+ *                                            (all RoPE-rotated by the caller). Allocate J for the
+ *                                            maximum TTT length once; every step binds the same buffer.
+ *   mask                   [B, S] i32        1 = real token, 0 = padding
+ *   lse                    [B, nH, S]        log-sum-exp per (b, h, row), saved by the forward
+ * Query head h uses kv head h / (nH / nKV); scale 1/√hd. Tensors are checked by element count and
+ * dtype (any shape annotation with the right count is accepted, since projections produce 2-D views).
+ *
+ * TTT semantics at step k: query row t attends to step-0 keys u ≤ t with mask[u] = 1, plus the single
+ * key K_j[t] for each j = 1..k (never masked); softmax over those S + k scores. Plain causal
+ * attention is exactly step 0 with a one-slot cache, so both entry points share the same kernels.
+ *
+ * Rows with no allowed key (every step-0 key u ≤ t padded; only possible at step 0, e.g. left
+ * padding) output 0, get lse 0, and receive and pass on zero gradients — never NaN. Outputs of
+ * padded query rows are otherwise computed normally (finite, don't-care).
+ *
+ * Kernels (shaders/attention/*.wgsl), one variant each for now (`flash`, baseline, no features):
+ *   forward   — O, L; online softmax over key tiles streamed through workgroup memory.
+ *   prep      — rowStats = (L, D) with D = rowsum(dO ⊙ O), packed so the backward kernels stay ≤ 8
+ *               storage bindings.
+ *   dq        — dQ, recomputing P = exp(s − L) tile by tile.
+ *   dkv       — dK_0/dV_0 (summed over the query heads of each kv group inside one workgroup, in a
+ *               fixed order: deterministic, no atomics) and the diagonal dK_j/dV_j, j = 1..k.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
+import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { shaderSource } from './shader-source.ts';
+
+export type AttentionVariant = 'flash';
+
+export const ATTENTION_KERNELS = {
+  forward: { name: 'attention/forward', source: shaderSource('attention/forward'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'] },
+  prep: { name: 'attention/prep', source: shaderSource('attention/prep'), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+  dq: { name: 'attention/dq', source: shaderSource('attention/dq'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'] },
+  dkv: { name: 'attention/dkv', source: shaderSource('attention/dkv'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'] },
+} as const satisfies Record<string, KernelDef>;
+
+/** Geometry shared with the WGSL (keep in sync with the shader constants). */
+const FLASH = {
+  /** Query rows per forward / dq workgroup. */
+  rowsPerGroup: 16,
+  /** Keys per dkv workgroup. */
+  keysPerGroup: 16,
+  maxHeadDim: 128,
+  /** Invocations sharing one query (or key) row; each owns head dims d ≡ lane (mod 4). */
+  lanesPerRow: 4,
+  /** Workgroup memory of the largest kernel (dkv): 2 x 4 KiB tiles, 2 x 2 KiB partials, 2 x 8 row stats. */
+  workgroupBytes: 2 * 4096 + 2 * 2048 + 2 * 32,
+  storageBuffers: 8,
+};
+
+export interface AttentionDims {
+  batch: number;
+  seq: number;
+  heads: number;
+  kvHeads: number;
+  headDim: number;
+}
+
+export interface TttAttentionDims extends AttentionDims {
+  /** TTT unroll step k (0-based); uses cache slots 0..k. */
+  step: number;
+}
+
+export interface AttentionLimits {
+  maxComputeWorkgroupStorageSize?: number;
+  maxStorageBuffersPerShaderStage?: number;
+  maxComputeWorkgroupsPerDimension?: number;
+}
+
+/**
+ * Pick the attention variant for a shape on a device, or explain why none fits. Pure: the same
+ * inputs give the same answer. Only the f32 `flash` baseline exists; it needs no optional feature,
+ * so `features` does not change the choice yet (an f16 or subgroup variant would consult it).
+ */
+export function chooseAttentionVariant(dims: AttentionDims, _features: ReadonlySet<string>, limits: AttentionLimits): AttentionVariant {
+  if (dims.headDim > FLASH.maxHeadDim) {
+    throw new Error(`attention: head dim ${dims.headDim} exceeds ${FLASH.maxHeadDim}, the largest any attention variant supports`);
+  }
+  const storage = limits.maxComputeWorkgroupStorageSize ?? 16384;
+  if (storage < FLASH.workgroupBytes) {
+    throw new Error(`attention: the flash kernels need ${FLASH.workgroupBytes} bytes of workgroup memory, the device allows ${storage}`);
+  }
+  const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
+  if (buffers < FLASH.storageBuffers) {
+    throw new Error(`attention: the flash kernels bind ${FLASH.storageBuffers} storage buffers, the device allows ${buffers}`);
+  }
+  const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
+  // Largest grid dimension of any kernel: row blocks, heads, batch, and prep's rows / 64.
+  const grid = Math.max(Math.ceil(dims.seq / Math.min(FLASH.rowsPerGroup, FLASH.keysPerGroup)), Math.ceil((dims.seq * dims.heads) / 64), dims.heads, dims.batch);
+  if (grid > perDim) {
+    throw new Error(`attention: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`);
+  }
+  return 'flash';
+}
+
+export interface AttentionForwardTensors {
+  q: Tensor;
+  k: Tensor;
+  v: Tensor;
+  mask: Tensor;
+  o: Tensor;
+  lse: Tensor;
+}
+
+export interface AttentionBackwardTensors extends AttentionForwardTensors {
+  dO: Tensor;
+  dQ: Tensor;
+  dK: Tensor;
+  dV: Tensor;
+}
+
+export interface TttForwardTensors {
+  q: Tensor;
+  kCache: Tensor;
+  vCache: Tensor;
+  mask: Tensor;
+  o: Tensor;
+  lse: Tensor;
+}
+
+export interface TttBackwardTensors extends TttForwardTensors {
+  dO: Tensor;
+  dQ: Tensor;
+  dKCache: Tensor;
+  dVCache: Tensor;
+}
+
+export interface TttBackwardOptions {
+  /**
+   * Add into dKCache/dVCache slots 0..step instead of overwriting them. K_j receives gradient from
+   * every step ≥ j, so a TTT backward that walks the steps in reverse accumulates.
+   */
+  accumulate?: boolean;
+}
+
+/** Encode causal GQA attention with key padding (no submit): writes o and lse. */
+export async function attentionForward(gpu: Gpu, t: AttentionForwardTensors, dims: AttentionDims): Promise<void> {
+  await tttAttentionForward(gpu, { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse }, { ...dims, step: 0 });
+}
+
+/** Encode the backward of attentionForward (no submit): writes dQ, dK, dV. */
+export async function attentionBackward(gpu: Gpu, t: AttentionBackwardTensors, dims: AttentionDims): Promise<void> {
+  await tttAttentionBackward(
+    gpu,
+    { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse, dO: t.dO, dQ: t.dQ, dKCache: t.dK, dVCache: t.dV },
+    { ...dims, step: 0 },
+  );
+}
+
+/** Encode the TTT attention forward at `dims.step` (no submit): writes o and lse. */
+export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: TttAttentionDims): Promise<void> {
+  checkDims(dims);
+  const { batch: B, seq: S, heads: H } = dims;
+  checkActivations(t, dims);
+  chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits);
+  const kernel = await gpu.pipelines.get(ATTENTION_KERNELS.forward, laneConstants(dims.headDim));
+  gpu.batcher.dispatch(
+    kernel,
+    params(dims, false),
+    [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.o.binding(), t.lse.binding()],
+    [Math.ceil(S / FLASH.rowsPerGroup), H, B],
+  );
+}
+
+/**
+ * Encode the TTT attention backward at `dims.step` (no submit): writes dQ and dKCache/dVCache
+ * slots 0..step (other slots untouched). Needs the forward's o and lse.
+ */
+export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims: TttAttentionDims, options: TttBackwardOptions = {}): Promise<void> {
+  checkDims(dims);
+  const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D } = dims;
+  checkActivations(t, dims);
+  const rowElems = B * S * H * D;
+  checkTensor(t.dO, 'dO', 'f32', rowElems, '[B, S, nH, hd]');
+  checkTensor(t.dQ, 'dQ', 'f32', rowElems, '[B, S, nH, hd]');
+  checkCache(t.dKCache, 'dKCache', dims);
+  checkCache(t.dVCache, 'dVCache', dims);
+  chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits);
+  const [prep, dq, dkv] = await Promise.all([
+    gpu.pipelines.get(ATTENTION_KERNELS.prep, { HEAD_DIM: D }),
+    gpu.pipelines.get(ATTENTION_KERNELS.dq, laneConstants(D)),
+    gpu.pipelines.get(ATTENTION_KERNELS.dkv, laneConstants(D)),
+  ]);
+  const uniforms = params(dims, options.accumulate ?? false);
+  // (L, D) per row. Released right after encoding: a buffer handed out again later is only written
+  // by work queued after these dispatches, so reuse is ordered behind them.
+  const stats = gpu.tensor([B, H, S, 2], 'f32', 'attention.rowStats');
+  gpu.batcher.dispatch(prep, uniforms, [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()], [Math.ceil((S * H) / 64), B]);
+  gpu.batcher.dispatch(
+    dq,
+    uniforms,
+    [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding(), stats.binding(), t.dQ.binding()],
+    [Math.ceil(S / FLASH.rowsPerGroup), H, B],
+  );
+  gpu.batcher.dispatch(
+    dkv,
+    uniforms,
+    [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding(), stats.binding(), t.dKCache.binding(), t.dVCache.binding()],
+    [Math.ceil(S / FLASH.keysPerGroup), G, B],
+  );
+  gpu.release(stats);
+}
+
+/**
+ * Override constants of the tiled kernels: the head size, and how many of its dims each of the 4
+ * invocations of a row owns (constant loop trip counts keep per-invocation arrays in registers).
+ */
+function laneConstants(headDim: number): { HEAD_DIM: number; LANE_DIMS: number } {
+  return { HEAD_DIM: headDim, LANE_DIMS: Math.ceil(headDim / FLASH.lanesPerRow) };
+}
+
+/** Uniform block shared by every attention kernel (matches `Params` in the WGSL). */
+function params(dims: TttAttentionDims, accumulate: boolean): Uint8Array {
+  return new UniformWriter()
+    .u32(dims.batch).u32(dims.seq).u32(dims.heads).u32(dims.kvHeads)
+    .u32(dims.step).u32(accumulate ? 1 : 0)
+    .f32(1 / Math.sqrt(dims.headDim)).u32(0)
+    .finish();
+}
+
+function checkDims(dims: TttAttentionDims): void {
+  for (const key of ['batch', 'seq', 'heads', 'kvHeads', 'headDim'] as const) {
+    const v = dims[key];
+    if (!Number.isInteger(v) || v < 1) throw new Error(`attention: ${key} must be a positive integer, got ${v}`);
+  }
+  if (!Number.isInteger(dims.step) || dims.step < 0) throw new Error(`attention: step must be a non-negative integer, got ${dims.step}`);
+  if (dims.heads % dims.kvHeads !== 0) {
+    throw new Error(`attention: heads ${dims.heads} must be a multiple of kvHeads ${dims.kvHeads} (grouped-query attention)`);
+  }
+}
+
+function checkActivations(t: TttForwardTensors, dims: TttAttentionDims): void {
+  const { batch: B, seq: S, heads: H, headDim: D } = dims;
+  checkTensor(t.q, 'q', 'f32', B * S * H * D, '[B, S, nH, hd]');
+  checkCache(t.kCache, 'k / kCache', dims);
+  checkCache(t.vCache, 'v / vCache', dims);
+  checkTensor(t.mask, 'mask', 'i32', B * S, '[B, S]');
+  checkTensor(t.o, 'o', 'f32', B * S * H * D, '[B, S, nH, hd]');
+  checkTensor(t.lse, 'lse', 'f32', B * H * S, '[B, nH, S]');
+}
+
+function checkTensor(t: Tensor, name: string, dtype: DType, numel: number, layout: string): void {
+  if (t.dtype !== dtype) throw new Error(`attention: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
+  if (t.numel !== numel) {
+    throw new Error(`attention: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements; layout ${layout} needs ${numel}`);
+  }
+  if (t.isChunked) throw new Error(`attention: ${name} (${t.label}) is split into ${t.parts.length} parts; attention needs one binding`);
+}
+
+/** A K/V cache (or its gradient): a whole number J ≥ step + 1 of [B, S, nKV, hd] slots. */
+function checkCache(t: Tensor, name: string, dims: TttAttentionDims): void {
+  const slot = dims.batch * dims.seq * dims.kvHeads * dims.headDim;
+  if (t.dtype !== 'f32') throw new Error(`attention: ${name} (${t.label}) must be f32, got ${t.dtype}`);
+  if (t.numel % slot !== 0 || t.numel / slot < dims.step + 1) {
+    throw new Error(
+      `attention: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements; step ${dims.step} needs [J ≥ ${dims.step + 1}, B, S, nKV, hd] = a multiple of ${slot}, at least ${(dims.step + 1) * slot}`,
+    );
+  }
+  if (t.isChunked) throw new Error(`attention: ${name} (${t.label}) is split into ${t.parts.length} parts; attention needs one binding`);
+}

@@ -1,0 +1,141 @@
+/**
+ * EAGLE3 draft backward through the TTT unroll on the GPU (the float64 twin is the backward half of
+ * src/reference/eagle3.ts). Walks the steps in reverse, adding every weight gradient into the
+ * backend's grad buffers (matmul beta = 1, RMSNorm accumulateDw), so micro-batches accumulate.
+ *
+ * Two paths cross steps:
+ *   - recurrent hidden: h_inᵏ = h_outᵏ⁻¹, so the gradient reaching h_inᵏ is added to ∂/∂h_outᵏ⁻¹
+ *     (`dFromNext`, used as the accumulating dx of the final-norm backward of step k − 1);
+ *   - K/V caches: slot j is read by every step k ≥ j. The attention backward of step k adds into
+ *     dKCache/dVCache slots 0..k (step L − 1, processed first, overwrites), so slot k is complete when
+ *     step k is reached and flows back through RoPE⁻¹ and the k/v projections of step k.
+ * The embedding is frozen: input_layernorm's dx goes to a scratch buffer, only its dw is kept.
+ * The loss gradient and the lm_head backward were already done by the forward (`lmHeadBackward`):
+ * each step arrives with dF, the gradient at the final norm's output.
+ */
+import type { Gpu } from '../../gpu/gpu.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
+import { tttAttentionBackward } from '../../kernels/attention.ts';
+import { copyStrided } from '../../kernels/copy-strided.ts';
+import { matmul } from '../../kernels/matmul.ts';
+import { rmsnormBackward } from '../../kernels/rmsnorm.ts';
+import { ropeTableForward } from '../../kernels/rope-table.ts';
+import { swigluBackward } from '../../kernels/swiglu.ts';
+import type { Eagle3ForwardState } from './forward.ts';
+import { canViewAt, copyElements, elementView } from './gpu-views.ts';
+import type { Eagle3Parameters } from './parameters.ts';
+
+/**
+ * The lm_head part of one step's backward, run by the forward as soon as the step's loss gradient
+ * exists: W_lm.grad += dLogitsᵀ · f and dF = dLogits · W_lm (logits = f · W_lmᵀ).
+ */
+export async function lmHeadBackward(gpu: Gpu, params: Eagle3Parameters, dLogits: Tensor, f: Tensor, dF: Tensor, rows: number): Promise<void> {
+  const { hiddenSize: H, draftVocabSize: D } = params.config;
+  const w = params.weights.lmHead;
+  await matmul(gpu, dLogits, f, w.grad, { M: D, N: H, K: rows }, { transA: true, beta: 1 });
+  await matmul(gpu, dLogits, w.value, dF, { M: rows, N: H, K: D });
+}
+
+export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
+  const c = params.config;
+  const w = params.weights;
+  const { batch: B, seqLen: S, rows: R, tttLength: L } = s.dims;
+  const H = c.hiddenSize;
+  const I = c.intermediateSize;
+  const qDim = c.numHeads * c.headDim;
+  const kvDim = c.numKvHeads * c.headDim;
+  const norm = { rows: R, hidden: H };
+  /** dX (+)= dY · W for y = x · Wᵀ. */
+  const dInput = (dy: Tensor, weight: Tensor, dx: Tensor, outDim: number, inDim: number, beta = 0) =>
+    matmul(gpu, dy, weight, dx, { M: R, N: inDim, K: outDim }, { beta });
+  /** dW += dYᵀ · X. */
+  const dWeight = (dy: Tensor, x: Tensor, dw: Tensor, outDim: number, inDim: number) =>
+    matmul(gpu, dy, x, dw, { M: outDim, N: inDim, K: R }, { transA: true, beta: 1 });
+
+  const dKCache = gpu.tensor(s.kCache.shape, 'f32', 'eagle3.dKCache');
+  const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');
+  const slot = R * kvDim;
+  const embScratch = gpu.tensor([R, H], 'f32', 'eagle3.dEmb.scratch');
+  let dFromNext: Tensor | undefined;
+
+  for (let k = L - 1; k >= 0; k--) {
+    const a = s.steps[k];
+    // f = norm(h_out) (lm_head was done in the forward). dHOut accumulates onto the gradient from step k + 1.
+    const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
+    await rmsnormBackward(gpu, a.hOut, w.norm.value, a.invRmsFinal, a.dF, dHOut, w.norm.grad, norm, { accumulateDx: dFromNext !== undefined, accumulateDw: true });
+
+    // h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ) · W_dᵀ, n = post_attention_layernorm(h1).
+    await dWeight(dHOut, a.act, w.down.grad, H, I);
+    const dAct = gpu.tensor([R, I], 'f32', `eagle3.s${k}.dAct`);
+    const dGate = gpu.tensor([R, I], 'f32', `eagle3.s${k}.dGate`);
+    const dUp = gpu.tensor([R, I], 'f32', `eagle3.s${k}.dUp`);
+    await dInput(dHOut, w.down.value, dAct, H, I);
+    await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: R, inter: I });
+    await dWeight(dGate, a.n, w.gate.grad, I, H);
+    await dWeight(dUp, a.n, w.up.grad, I, H);
+    const dn = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dn`);
+    await dInput(dGate, w.gate.value, dn, I, H);
+    await dInput(dUp, w.up.value, dn, I, H, 1);
+    const dH1 = gpu.clone(dHOut, `eagle3.s${k}.dH1`);
+    await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, { accumulateDx: true, accumulateDw: true });
+    gpu.release(dHOut, dAct, dGate, dUp, dn);
+
+    // h1 = h_in + o · W_oᵀ; o = TTT attention of step k.
+    await dWeight(dH1, a.o, w.o.grad, H, qDim);
+    const dO = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dO`);
+    const dQRot = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dQRot`);
+    await dInput(dH1, w.o.value, dO, H, qDim);
+    await tttAttentionBackward(
+      gpu,
+      { q: a.qRot, kCache: s.kCache, vCache: s.vCache, mask: s.inputs.attentionMask, o: a.o, lse: a.lse, dO, dQ: dQRot, dKCache, dVCache },
+      { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k },
+      { accumulate: k < L - 1 },
+    );
+    gpu.release(dO);
+
+    // Cache slot k now holds the gradient of every step ≥ k: undo RoPE, then the projections.
+    // RoPE⁻¹ = the rotation by −angle: the same kernel with the (cos, −sin) table.
+    const rope = (heads: number) => ({ rows: R, nHeads: heads, headDim: c.headDim });
+    const dq = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dq`);
+    await ropeTableForward(gpu, dQRot, s.positions[k], s.ropeInverse, dq, rope(c.numHeads));
+    const dKRot = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dKRot`);
+    const dk = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dk`);
+    const dv = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dv`);
+    copyElements(gpu, dKCache, k * slot, dKRot, 0, slot);
+    await ropeTableForward(gpu, dKRot, s.positions[k], s.ropeInverse, dk, rope(c.numKvHeads));
+    copyElements(gpu, dVCache, k * slot, dv, 0, slot);
+    await dWeight(dq, a.z, w.q.grad, qDim, 2 * H);
+    await dWeight(dk, a.z, w.k.grad, kvDim, 2 * H);
+    await dWeight(dv, a.z, w.v.grad, kvDim, 2 * H);
+    const dz = gpu.tensor([R, 2 * H], 'f32', `eagle3.s${k}.dz`);
+    await dInput(dq, w.q.value, dz, qDim, 2 * H);
+    await dInput(dk, w.k.value, dz, kvDim, 2 * H, 1);
+    await dInput(dv, w.v.value, dz, kvDim, 2 * H, 1);
+    gpu.release(dQRot, dq, dKRot, dk, dv);
+
+    // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H.
+    await rmsnormBackward(gpu, a.emb, w.inputNorm.value, a.invRmsEmb, dz, embScratch, w.inputNorm.grad, { ...norm, strideY: 2 * H }, { accumulateDw: true });
+    const dHIn = gpu.clone(dH1, `eagle3.s${k}.dHIn`);
+    let dzHidden: Tensor;
+    let hiddenStride = 2 * H;
+    if (canViewAt(gpu, H)) {
+      dzHidden = elementView(gpu, dz, H, R * 2 * H - H, `eagle3.s${k}.dz.hidden`);
+    } else {
+      dzHidden = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dz.hidden`);
+      await copyStrided(gpu, dz, dzHidden, { rows: R, width: H, srcStride: 2 * H, srcOffset: H });
+      hiddenStride = H;
+    }
+    await rmsnormBackward(gpu, a.hIn, w.hiddenNorm.value, a.invRmsHidden, dzHidden, dHIn, w.hiddenNorm.grad, { ...norm, strideY: hiddenStride }, { accumulateDx: true, accumulateDw: true });
+    if (dzHidden.part.buffer !== dz.part.buffer) gpu.release(dzHidden);
+    gpu.release(dz, dH1);
+
+    if (k > 0) {
+      dFromNext = dHIn;
+    } else {
+      // h_in⁰ = Haux · W_fcᵀ.
+      await dWeight(dHIn, s.inputs.hiddenStates, w.fc.grad, H, 3 * c.targetHiddenSize);
+      gpu.release(dHIn);
+    }
+  }
+  gpu.release(dKCache, dVCache, embScratch);
+}

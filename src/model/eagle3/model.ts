@@ -1,0 +1,62 @@
+/**
+ * `Eagle3DraftModel`: the LlamaForCausalLMEagle3 draft on the GPU (reference spec §6.2–§6.6) as one
+ * training operation — forward over the TTT unroll, per-step losses and metrics, and the backward,
+ * with gradients (times the loss scale) added into the AdamWBackend's grad buffers. The optimizer
+ * step stays with the backend, so accumulation and clipping work as for any strategy.
+ *
+ * Module map: config.ts (config + parameter table), parameters.ts (GPU tensors), forward.ts,
+ * backward.ts, gpu-views.ts (views and copies between kernels).
+ */
+import type { Gpu } from '../../gpu/gpu.ts';
+import type { AdamWBackend } from '../../training/backend.ts';
+import { eagle3Backward } from './backward.ts';
+import type { Eagle3Config } from './config.ts';
+import { eagle3Forward, releaseForwardState, type Eagle3Inputs } from './forward.ts';
+import { Eagle3Parameters, type Eagle3Vocab } from './parameters.ts';
+
+export interface Eagle3TrainOptions {
+  tttLength: number;
+  /** Gradient multiplier, e.g. 1 / accumulation steps. */
+  lossScale: number;
+  /** Also read back each step's logits and hidden output. */
+  capture?: boolean;
+}
+
+export interface Eagle3TrainOutput {
+  /** [L + 1]: ploss_0..ploss_{L−1}, total = Σ 0.8ᵏ ploss_k (unscaled). */
+  losses: Promise<Float32Array>;
+  /** [4·L]: per step correct, denom, acceptSum, acceptCount. */
+  metricSums: Promise<Float32Array>;
+  /** B·S: SpecForge's per-step loss denominator (for numerator/denominator reductions). */
+  lossDenominator: number;
+  stepLogits?: Promise<Float32Array>[];
+  stepHidden?: Promise<Float32Array>[];
+}
+
+export class Eagle3DraftModel {
+  readonly params: Eagle3Parameters;
+
+  constructor(private readonly gpu: Gpu, backend: AdamWBackend, readonly config: Eagle3Config, values: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab) {
+    this.params = new Eagle3Parameters(gpu, backend, config, values, vocab);
+  }
+
+  /** Forward + backward of one micro-batch; everything is encoded, results come back as pending reads. */
+  async trainStep(inputs: Eagle3Inputs, options: Eagle3TrainOptions): Promise<Eagle3TrainOutput> {
+    const state = await eagle3Forward(this.gpu, this.params, inputs, options);
+    await eagle3Backward(this.gpu, this.params, state);
+    const out: Eagle3TrainOutput = {
+      losses: this.gpu.readLater(state.lossOut) as Promise<Float32Array>,
+      metricSums: this.gpu.readLater(state.metricsOut) as Promise<Float32Array>,
+      lossDenominator: state.dims.rows,
+      stepLogits: state.captured?.logits,
+      stepHidden: state.captured?.hidden,
+    };
+    // Reads are queued before the release, and any reuse of these buffers is ordered after them.
+    releaseForwardState(this.gpu, state);
+    return out;
+  }
+
+  destroy(): void {
+    this.params.destroy();
+  }
+}
