@@ -115,13 +115,21 @@ export function makeJsonRecord(input: unknown, where: string): Readonly<JsonReco
  * freezes the caller's data.
  */
 function build<S extends z.ZodType>(schema: S, input: unknown, where: string): Readonly<z.output<S>> {
+  // A record this module already built is frozen and valid: hand it back instead of re-parsing
+  // (refs pass through commit, queue and ack many times; re-validation dominated the hot path).
+  if (typeof input === 'object' && input !== null && builtBy.get(input) === schema) return input as Readonly<z.output<S>>;
   assertNoTensors(input, where);
   const parsed = schema.safeParse(input);
   if (!parsed.success) {
     throw new TypeError(`${where} is invalid:\n${z.prettifyError(parsed.error)}`);
   }
-  return deepFreeze(parsed.data);
+  const record = deepFreeze(parsed.data);
+  if (typeof record === 'object' && record !== null) builtBy.set(record, schema);
+  return record;
 }
+
+/** Records built (validated, deep-frozen) by `build`, with the schema that built them. */
+const builtBy = new WeakMap<object, z.ZodType>();
 
 /** Freezes plain objects and arrays all the way down (records hold nothing else after parsing). */
 export function deepFreeze<T>(value: T): T {
