@@ -1,11 +1,23 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { chooseMatmulVariant, matmul, type MatmulVariant } from '../../src/kernels/matmul.ts';
+import {
+  availableMatmulVariants,
+  chooseMatmulVariant,
+  matmul,
+  matmulDeviceFacts,
+  matmulVariantUnsupported,
+  MATMUL_TOLERANCE,
+  MATMUL_VARIANTS,
+  type MatmulDeviceFacts,
+} from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Rng } from '../../src/reference/random.ts';
-import { assertEqual, assertRelClose } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
-/** Shapes chosen to miss every tile size (16, 64) and to include degenerate edges. */
+/**
+ * Shapes chosen to miss every tile size (16, 32, 64, 128), to include degenerate edges, odd K (the
+ * subgroup kernel steps K by two) and several tiles in both directions.
+ */
 const SHAPES: [number, number, number][] = [
   [1, 1, 1],
   [37, 53, 29],
@@ -13,9 +25,12 @@ const SHAPES: [number, number, number][] = [
   [65, 17, 130],
   [128, 96, 33],
   [7, 200, 3],
+  [131, 70, 67],
 ];
 
-const VARIANTS: MatmulVariant[] = ['naive', 'tiled'];
+/** Test name suffix stating the tolerance of variants held to less than f32 accuracy. */
+const toleranceTag = (variant: keyof typeof MATMUL_TOLERANCE) =>
+  MATMUL_TOLERANCE[variant] > 1e-5 ? ` (f16 operands, rel. err. <= ${MATMUL_TOLERANCE[variant]})` : '';
 const LAYOUTS = [
   { transA: false, transB: false, tag: 'NN' },
   { transA: false, transB: true, tag: 'NT (X·Wᵀ)' },
@@ -24,10 +39,21 @@ const LAYOUTS = [
 ];
 
 export default defineSuite('kernels/matmul', (t) => {
-  for (const variant of VARIANTS) {
+  for (const variant of MATMUL_VARIANTS) {
     for (const layout of LAYOUTS) {
-      t.test(`${variant} ${layout.tag} over odd shapes vs float64`, async ({ gpu: ctx, note }) => {
+      t.test(`${variant} ${layout.tag} over odd shapes vs float64${toleranceTag(variant)}`, async ({ gpu: ctx, note }) => {
         const gpu = new Gpu(ctx);
+        const unsupported = matmulVariantUnsupported(variant, ctx.features, matmulDeviceFacts(ctx));
+        if (unsupported) {
+          // Feature-gated variant on a device without the feature: it must be refused, loudly.
+          const A = gpu.tensor([4], 'f32');
+          let refused = '';
+          await matmul(gpu, A, A, A, { M: 2, N: 2, K: 2 }, { ...layout, variant }).catch((e: Error) => (refused = e.message));
+          assert(refused.includes(unsupported), `${variant} on a device without its feature: expected "${unsupported}", got "${refused}"`);
+          note('unsupported', unsupported);
+          gpu.destroy();
+          return;
+        }
         const rng = new Rng(1234);
         let worst = 0;
         for (const [M, N, K] of SHAPES) {
@@ -39,8 +65,12 @@ export default defineSuite('kernels/matmul', (t) => {
           await matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant });
           const got = await gpu.read(C);
           const want = matmulRef(a, b, undefined, { M, N, K, ...layout });
-          worst = Math.max(worst, assertRelClose(got, want, 1e-5, `${variant} ${layout.tag} ${M}x${N}x${K}`));
+          worst = Math.max(worst, assertRelClose(got, want, MATMUL_TOLERANCE[variant], `${variant} ${layout.tag} ${M}x${N}x${K}`));
           gpu.release(A, B, C);
+        }
+        if (MATMUL_TOLERANCE[variant] > 1e-5) {
+          // The f16 variant must really round its operands (random operands lose ~1e-4 relative).
+          assert(worst > 1e-5, `${variant} ${layout.tag}: error ${worst} is at f32 level; operands were not rounded to f16`);
         }
         note('worstRelErr', worst);
         gpu.destroy();
@@ -55,18 +85,20 @@ export default defineSuite('kernels/matmul', (t) => {
     const a = rng.floats(batch * M * K);
     const b = rng.floats(N * K);
     const c0 = rng.floats(batch * M * N);
-    let worst = 0;
-    for (const variant of VARIANTS) {
+    const worst = { f32: 0, f16: 0 };
+    for (const variant of availableMatmulVariants(ctx.features, matmulDeviceFacts(ctx))) {
       const A = gpu.upload([batch * M * K], 'f32', a);
       const B = gpu.upload([N * K], 'f32', b);
       const C = gpu.upload([batch * M * N], 'f32', c0);
       await matmul(gpu, A, B, C, { M, N, K }, { transB: true, batch, strideB: 0, alpha: 0.5, beta: 1, variant });
       const got = await gpu.read(C);
       const want = matmulRef(a, b, c0, { M, N, K, transB: true, batch, strideB: 0, alpha: 0.5, beta: 1 });
-      worst = Math.max(worst, assertRelClose(got, want, 1e-5, `${variant} batched`));
+      const precision = MATMUL_TOLERANCE[variant] > 1e-5 ? 'f16' : 'f32';
+      worst[precision] = Math.max(worst[precision], assertRelClose(got, want, MATMUL_TOLERANCE[variant], `${variant} batched`));
       gpu.release(A, B, C);
     }
-    note('worstRelErr', worst);
+    note('worstRelErrF32', worst.f32);
+    note('worstRelErrF16', worst.f16);
     gpu.destroy();
   });
 
@@ -76,20 +108,39 @@ export default defineSuite('kernels/matmul', (t) => {
     const rng = new Rng(3);
     const a = rng.floats(M * K);
     const b = rng.floats(K * N);
-    for (const variant of VARIANTS) {
+    for (const variant of availableMatmulVariants(ctx.features, matmulDeviceFacts(ctx))) {
       const A = gpu.upload([M * K], 'f32', a);
       const B = gpu.upload([K * N], 'f32', b);
       const C = gpu.upload([M * N], 'f32', new Float32Array(M * N).fill(Number.NaN));
       await matmul(gpu, A, B, C, { M, N, K }, { variant });
-      assertRelClose(await gpu.read(C), matmulRef(a, b, undefined, { M, N, K }), 1e-5, variant);
+      assertRelClose(await gpu.read(C), matmulRef(a, b, undefined, { M, N, K }), MATMUL_TOLERANCE[variant], variant);
       gpu.release(A, B, C);
     }
     gpu.destroy();
   });
 
-  t.test('variant policy is a pure function of shape', () => {
+  t.test('variant policy is a pure function of shape, features and device facts', () => {
+    const none = new Set<string>();
+    const all = new Set(['shader-f16', 'subgroups']);
+    const gpuFacts: MatmulDeviceFacts = { fallbackAdapter: false, subgroupMinSize: 32, subgroupMaxSize: 32 };
+    const cpu8: MatmulDeviceFacts = { fallbackAdapter: true, subgroupMinSize: 8, subgroupMaxSize: 8 };
+    const cpu4: MatmulDeviceFacts = { fallbackAdapter: true, subgroupMinSize: 4, subgroupMaxSize: 4 };
     assertEqual(chooseMatmulVariant({ M: 1, N: 64, K: 4096 }), 'naive', 'tiny output');
-    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }), 'tiled', 'square');
+    assertEqual(chooseMatmulVariant({ M: 1, N: 4096, K: 4096 }, all, cpu8), 'naive', 'GEMV on a CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 256 }, all, cpu8), 'subgroup', 'small output, several rows, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 2048, N: 8, K: 64 }, all, cpu8), 'subgroup', 'tall, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 8, N: 1024, K: 1024 }, new Set(), cpu8), 'naive', 'few rows, CPU adapter without subgroups');
+    assertEqual(chooseMatmulVariant({ M: 1024, N: 4, K: 1024 }, new Set(), cpu8), 'naive', 'few columns, CPU adapter without subgroups');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }), 'tiled', 'square, no facts');
     assertEqual(chooseMatmulVariant({ M: 2048, N: 8, K: 64 }), 'tiled', 'tall');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, gpuFacts), 'tiled', 'GPU with every feature');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, cpu8), 'subgroup', 'CPU adapter with 8-lane subgroups');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, new Set(['shader-f16']), cpu8), 'blocked', 'CPU adapter without subgroups (Deno)');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, cpu4), 'blocked', 'CPU adapter with 4-lane subgroups');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, { fallbackAdapter: true }), 'blocked', 'subgroup size unknown');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, none, {}), chooseMatmulVariant({ M: 256, N: 256, K: 256 }, none, {}), 'deterministic');
+    assertDeepEqual(availableMatmulVariants(none, cpu8), ['naive', 'tiled', 'blocked'], 'baseline variants need nothing');
+    assertDeepEqual(availableMatmulVariants(all, cpu8), ['naive', 'tiled', 'blocked', 'subgroup', 'tiled-f16'], 'every variant with every feature');
+    assertDeepEqual(availableMatmulVariants(all, cpu4), ['naive', 'tiled', 'blocked', 'tiled-f16'], 'no subgroup kernel on 4-lane subgroups');
   });
 });
