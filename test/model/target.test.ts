@@ -179,6 +179,23 @@ export default defineSuite('model/target', (t) => {
     await syntheticParity(ctx, qwen3Config({ ...base, rope_scaling: { rope_type: 'linear', factor: 4 } }), 27, 'linear-scaled');
   });
   t.test('llama-tiny: KV-cache greedy generation reproduces HF tokens', (ctx) => greedyParity(ctx, 'llama-tiny'));
+  t.test('vocab-sized tensors split over bindings: a 64 KiB binding limit chunks embedding and lm_head, tokens unchanged', async (ctx) => {
+    const { checkpoint, ref } = await loadFixture(ctx, 'llama-tiny');
+    // The device's binding limit, lowered for SpecLab's planning only: the 384 x 64 f32 embedding and
+    // lm_head (96 KiB each) then live in two row parts, like a 128256 x 4096 lm_head on a real GPU.
+    const gpu = new Gpu(ctx.gpu);
+    Object.defineProperty(gpu, 'maxBindingBytes', { value: 64 * 1024 });
+    const model = TargetModel.create(gpu, checkpoint);
+    try {
+      assert(model.weights.lmHead.isChunked && model.weights.lmHead.parts.length === 2, 'lm_head is split into 2 parts');
+      const want = [...ref.i32('gen.new_token_ids')];
+      const got = await generate(model, [[...ref.i32('gen.prompt_ids')]], { maxNewTokens: want.length });
+      assertDeepEqual(got[0], want, 'greedy tokens through the chunked embedding and lm_head');
+    } finally {
+      model.destroy();
+      gpu.destroy();
+    }
+  });
   t.test('qwen2-tiny: KV-cache greedy generation reproduces HF tokens', (ctx) => greedyParity(ctx, 'qwen2-tiny'));
 
   t.test('KV-cache decoding equals recomputing the whole prefix (batch of 2, different lengths)', async (ctx) => {
