@@ -1,10 +1,11 @@
 /**
  * `speclab selfcheck`: acquire the GPU, print the adapter record, and verify the GPU core end to end
- * (upload, batched dispatch, readback) with matmuls in every layout against the float64 reference.
+ * (upload, batched dispatch, readback) with every matmul variant the device can run, in every
+ * layout, against the float64 reference.
  * Exits non-zero with the failing comparison when the device computes something wrong.
  */
 import { Gpu } from '../gpu/gpu.ts';
-import { matmul, type MatmulVariant } from '../kernels/matmul.ts';
+import { availableMatmulVariants, matmul, matmulDeviceFacts } from '../kernels/matmul.ts';
 import { matmulRef } from '../reference/matmul.ts';
 import { Rng } from '../reference/random.ts';
 import type { Platform } from '../platform/platform.ts';
@@ -15,7 +16,9 @@ export async function selfcheck(platform: Platform, print: (line: string) => voi
   const gpu = new Gpu(ctx);
   const rng = new Rng(2024);
   let ok = true;
-  for (const variant of ['naive', 'tiled'] as MatmulVariant[]) {
+  // Every variant this device can run; f16-operand variants carry f16 rounding, hence their tolerance.
+  for (const variant of availableMatmulVariants(ctx.features, matmulDeviceFacts(ctx))) {
+    const tolerance = variant.endsWith('f16') ? 2e-3 : 1e-5;
     for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]]) {
       const [M, N, K] = [67, 45, 83];
       const a = rng.floats(M * K);
@@ -33,7 +36,7 @@ export async function selfcheck(platform: Platform, print: (line: string) => voi
         norm += want[i] ** 2;
       }
       const rel = Math.sqrt(diff / norm);
-      const pass = rel <= 1e-5;
+      const pass = rel <= tolerance;
       ok &&= pass;
       print(`${pass ? 'ok  ' : 'FAIL'} matmul ${variant} ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${M}x${N}x${K}: relative error ${rel.toExponential(2)} vs float64`);
       gpu.release(A, B, C);
