@@ -14,6 +14,8 @@ import { dataplaneSuites } from './suites/dataplane.ts';
 import { targetSuites } from './suites/target.ts';
 import { eagle3Suites } from './suites/eagle3.ts';
 import { corpusSuites } from './suites/corpus.ts';
+import { speculativeSuites } from './suites/speculative.ts';
+import { checkpointSuites } from './suites/checkpoint.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -30,4 +32,6 @@ export const suites: readonly Suite[] = [
   ...targetSuites,
   ...eagle3Suites,
   ...corpusSuites,
+  ...speculativeSuites,
+  ...checkpointSuites,
 ];

@@ -3,6 +3,8 @@
  * pass their Platform and arguments. Commands are an explicit table.
  */
 import type { Platform } from '../platform/platform.ts';
+import { EVAL_USAGE, evalCommand } from './eval.ts';
+import { EXPORT_USAGE, exportCommand } from './export.ts';
 import { selfcheck } from './selfcheck.ts';
 
 interface Command {
@@ -15,6 +17,26 @@ const COMMANDS: Record<string, Command> = {
     summary: 'print the GPU adapter record and verify matmul on the GPU against float64',
     async run(platform) {
       return (await selfcheck(platform, (line) => console.log(line))) ? 0 : 1;
+    },
+  },
+  eval: {
+    summary: 'evaluate an EAGLE3 draft by speculative decoding: acceptance length, tokens/s with and without it',
+    async run(platform, args) {
+      if (args.includes('--help') || args.includes('-h')) {
+        console.log(EVAL_USAGE);
+        return 0;
+      }
+      return evalCommand(platform, args, (line) => console.log(line));
+    },
+  },
+  export: {
+    summary: 'export an EAGLE3 training checkpoint (<run>-step<N>) as an SGLang draft directory (bf16)',
+    async run(platform, args) {
+      if (args.includes('--help') || args.includes('-h')) {
+        console.log(EXPORT_USAGE);
+        return 0;
+      }
+      return exportCommand(platform, args, (line) => console.log(line));
     },
   },
 };

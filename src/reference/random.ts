@@ -4,6 +4,17 @@ export class Rng {
   constructor(seed: number) {
     this.state = seed >>> 0 || 0x9e3779b9;
   }
+  /** The generator's whole state (one 32-bit word), e.g. for a training checkpoint. */
+  saveState(): number {
+    return this.state;
+  }
+  /** Continue exactly where a generator whose `saveState()` returned `state` stood. */
+  static fromState(state: number): Rng {
+    if (!Number.isInteger(state) || state < 0 || state > 0xffffffff) throw new RangeError(`Rng.fromState: state must be a 32-bit unsigned integer, got ${state}`);
+    const rng = new Rng(1);
+    rng.state = state;
+    return rng;
+  }
   /** Uniform in [0, 1). */
   next(): number {
     let t = (this.state = (this.state + 0x6d2b79f5) >>> 0);

@@ -23,6 +23,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import { Tensor } from '../../gpu/tensor.ts';
 import { attentionForward } from '../../kernels/attention.ts';
 import { decodeAttentionForward } from '../../kernels/attention-decode.ts';
+import { extendAttentionForward } from '../../kernels/attention-extend.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { matmul } from '../../kernels/matmul.ts';
@@ -264,8 +265,82 @@ export class TargetModel {
     }
   }
 
+  /**
+   * Appends `tokens` to the single sequence of `cache` (batch 1) in ONE forward: row i sits at
+   * position cache.lengths[0] + i and attends causally to the cache plus rows 0..i. Returns the logits
+   * at every new position [m, vocab] and the requested HF hidden states [m, hidden] (indices as in
+   * `forward`). This is the speculative-decoding verification pass (and, on an empty cache, a prefill
+   * that also returns hidden states). Rolling back is setting cache.lengths[0] lower: later rows are
+   * simply overwritten by the next extension.
+   */
+  async extend(cache: KvCache, tokens: readonly number[], options: { hiddenStates?: readonly number[] } = {}): Promise<{ logits: Tensor; hiddenStates: Map<number, Tensor> }> {
+    const c = this.config;
+    const gpu = this.gpu;
+    if (cache.batch !== 1) throw new Error(`TargetModel.extend: needs a cache of batch 1, got batch ${cache.batch}`);
+    const m = tokens.length;
+    if (m < 1) throw new Error('TargetModel.extend: no tokens to append');
+    const start = cache.lengths[0];
+    if (start + m > cache.maxLen) throw new Error(`TargetModel.extend: ${start} cached + ${m} new tokens exceed the cache capacity ${cache.maxLen}`);
+    const wanted = new Set(options.hiddenStates ?? []);
+    for (const i of wanted) {
+      if (!Number.isInteger(i) || i < 0 || i > c.numLayers) throw new Error(`TargetModel.extend: hidden state index ${i} outside 0..${c.numLayers}`);
+    }
+    this.ensureRope(start + m);
+    // An empty cache takes the causal prefill kernel; otherwise one decode dispatch per new row.
+    const rows = start === 0 ? this.uploadRows(1, m) : undefined;
+    const positions = rows ? rows.positions : gpu.upload([m], 'i32', Int32Array.from({ length: m }, (_, i) => start + i), 'extend.positions');
+    const h = await this.embed(tokens, m, 'extend.h');
+    const hidden = new Map<number, Tensor>();
+    const keep = (index: number): void => {
+      if (wanted.has(index)) hidden.set(index, gpu.clone(h, `target.hidden_states.${index}`));
+    };
+    try {
+      keep(0);
+      for (let l = 0; l < c.numLayers; l++) {
+        if (rows) await this.prefillLayer(l, h, rows, cache);
+        else await this.extendLayer(l, h, cache, positions, start, m);
+        if (l + 1 < c.numLayers) keep(l + 1);
+      }
+      const normed = gpu.tensor([m, c.hiddenSize], 'f32', `target.hidden_states.${c.numLayers}`);
+      await this.rmsnorm(h, this.weights.finalNorm, normed, m, c.hiddenSize);
+      const logits = gpu.tensor([m, c.vocabSize], 'f32', 'target.logits');
+      await this.lmHeadInto(normed, logits, m);
+      if (wanted.has(c.numLayers)) hidden.set(c.numLayers, normed);
+      else gpu.release(normed);
+      cache.lengths[0] = start + m;
+      return { logits, hiddenStates: hidden };
+    } catch (err) {
+      gpu.release(...hidden.values());
+      throw err;
+    } finally {
+      gpu.release(h, positions);
+      if (rows) gpu.release(rows.mask);
+    }
+  }
+
   // ---------------------------------------------------------------------------------------------
   // Layers
+
+  /** One layer over m new rows of a batch-1 cache holding `start` tokens (extend attention). */
+  private async extendLayer(l: number, h: Tensor, cache: KvCache, positions: Tensor, start: number, m: number): Promise<void> {
+    const c = this.config;
+    const gpu = this.gpu;
+    const w = this.weights.layers[l];
+    const kvBytes = c.numKvHeads * c.headDim * 4;
+    const { q, k, v, temps } = await this.attentionInputs(w, h, m, positions);
+    const o = gpu.tensor([m, c.numHeads * c.headDim], 'f32', 'extend.o');
+    try {
+      const kc = cache.keys[l].part;
+      const vc = cache.values[l].part;
+      gpu.batcher.copyBuffer(k.part.buffer, k.part.byteOffset, kc.buffer, kc.byteOffset + start * kvBytes, m * kvBytes);
+      gpu.batcher.copyBuffer(v.part.buffer, v.part.byteOffset, vc.buffer, vc.byteOffset + start * kvBytes, m * kvBytes);
+      const dims = { rows: m, start, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, maxLen: cache.maxLen };
+      await extendAttentionForward(gpu, { q, kCache: cache.keys[l], vCache: cache.values[l], o }, dims);
+      await this.attentionOutputAndMlp(w, o, h, m);
+    } finally {
+      gpu.release(q, k, v, o, ...temps);
+    }
+  }
 
   private async prefillLayer(l: number, h: Tensor, p: PrefillRows, cache?: KvCache): Promise<void> {
     const c = this.config;

@@ -1,0 +1,259 @@
+/**
+ * Evaluation by speculative decoding (chain drafting, greedy verification, batch 1), as SGLang serves
+ * an EAGLE3 draft and as SpecForge's benchmark measures it (reference spec §7.1).
+ *
+ * Per prompt:
+ *   1. The target prefills the prompt with its KV cache, returning the logits and the aux hidden
+ *      states (outputs of the aux layers, concatenated, as captured for training) at every position;
+ *      its greedy token at the last position is the first new token.
+ *   2. Repeat: the proposer drafts k tokens following the accepted sequence (given the aux states of
+ *      the positions the target verified since the last round); the target runs ONE forward over
+ *      [last accepted token, d1..dk]; the longest prefix with d_i equal to the target's greedy token
+ *      at the previous position is accepted, and the target's own next token (the bonus) is appended.
+ *      The target cache is rolled back to the accepted length (its cache length is reset; stale rows
+ *      are overwritten later), the proposer is told the new accepted positions.
+ * Output tokens equal target-only greedy decoding exactly (every emitted token is a target argmax
+ * given the accepted prefix).
+ *
+ * Acceptance length = tokens produced by verification forwards / verification forwards
+ * = 1 + accepted draft tokens / verifications (the bonus token counts, so a draft that always misses
+ * gives 1.0, §7.1/§10.20). The first token comes from the prefill and is not counted.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { copyStrided } from '../kernels/copy-strided.ts';
+import { generate } from '../model/target/generate.ts';
+import type { TargetModel } from '../model/target/model.ts';
+import { argmax } from '../model/target/sampling.ts';
+import type { DraftRowsOutput, Eagle3Drafter } from './eagle3-drafter.ts';
+
+/**
+ * Something that proposes draft tokens. Calls for one prompt: `begin`, then `propose` per
+ * verification round, then `end`.
+ */
+export interface DraftProposer {
+  begin(prompt: readonly number[], maxLen: number): void | Promise<void>;
+  /**
+   * Propose `k` ≥ 1 tokens to follow `tokens` (the accepted sequence: prompt + generated; its last
+   * token has not been through the target yet). `newAux` [m, A·Ht] holds the target's aux hidden
+   * states at positions tokens.length − 1 − m .. tokens.length − 2: those verified and accepted since
+   * the previous call (the whole prompt on the first call). Borrowed: valid during the call only.
+   */
+  propose(tokens: readonly number[], newAux: Tensor, k: number): Promise<number[]>;
+  end(): void;
+}
+
+/** The EAGLE3 draft as a proposer: catch-up over newly verified positions, then k − 1 chain steps. */
+export class Eagle3Proposer implements DraftProposer {
+  /** Positions whose step-0 entry (true target aux) is in the draft cache. */
+  private committed = 0;
+
+  constructor(readonly drafter: Eagle3Drafter) {}
+
+  begin(_prompt: readonly number[], maxLen: number): void {
+    this.drafter.reserve(maxLen);
+    this.committed = 0;
+  }
+
+  async propose(tokens: readonly number[], newAux: Tensor, k: number): Promise<number[]> {
+    const gpu = this.drafter.gpu;
+    const n = tokens.length - 1; // positions 0..n−1 are verified by the target
+    const m = n - this.committed;
+    if (m < 1) throw new Error(`Eagle3Proposer: no newly verified position (accepted ${tokens.length} tokens, ${this.committed} already in the draft cache)`);
+    const auxWidth = 3 * this.drafter.config.targetHiddenSize;
+    if (newAux.numel !== m * auxWidth) throw new Error(`Eagle3Proposer: newAux has ${newAux.numel} values, ${m} new positions × ${auxWidth} expected`);
+    // Catch-up: rows u = committed..n−1 with fc(aux[u]) and token x[u + 1]; the last row is step 0.
+    const H = this.drafter.config.hiddenSize;
+    const D = this.drafter.config.draftVocabSize;
+    const h0 = await this.drafter.fc(newAux, m);
+    let out: DraftRowsOutput | undefined;
+    try {
+      out = await this.drafter.rows(h0, tokens.slice(this.committed + 1, n + 1), this.committed);
+    } finally {
+      gpu.release(h0);
+    }
+    this.committed = n;
+    const drafts: number[] = [];
+    try {
+      for (let j = 0; ; j++) {
+        const rows = out.logits.shape[0];
+        const logits = (await gpu.read(out.logits)) as Float32Array;
+        const [next] = this.drafter.greedyTargetIds(logits.subarray((rows - 1) * D, rows * D));
+        drafts.push(next);
+        if (drafts.length === k) break;
+        // Step j + 1 at position n + j: hidden = the previous raw output (last row), token = the draft just chosen.
+        const hPrev = gpu.tensor([1, H], 'f32', 'draft.hPrev');
+        gpu.batcher.copyBuffer(out.hOut.part.buffer, out.hOut.part.byteOffset + (rows - 1) * H * 4, hPrev.part.buffer, hPrev.part.byteOffset, H * 4);
+        const prev = out;
+        out = undefined;
+        try {
+          out = await this.drafter.rows(hPrev, [next], n + j);
+        } finally {
+          gpu.release(hPrev, prev.hOut, prev.logits);
+        }
+      }
+    } finally {
+      if (out) gpu.release(out.hOut, out.logits);
+    }
+    return drafts;
+  }
+
+  end(): void {
+    this.committed = 0;
+  }
+}
+
+export interface SpeculativeOptions {
+  readonly maxNewTokens: number;
+  /** Draft tokens per verification (k ≥ 1); fewer near maxNewTokens. */
+  readonly numDraftTokens: number;
+  /** Target aux layer ids (outputs of those decoder layers), concatenated in order. */
+  readonly auxLayerIds: readonly number[];
+  /** Generation stops after any of these ids (included). */
+  readonly eosTokenIds?: readonly number[];
+}
+
+export interface SpeculativeResult {
+  /** New tokens per prompt. */
+  readonly tokens: number[][];
+  /** Target verification forwards (prefills excluded). */
+  readonly verifications: number;
+  /** Draft tokens accepted over all verifications. */
+  readonly acceptedDraftTokens: number;
+  /** Tokens produced by verifications (= accepted drafts + one bonus per verification). */
+  readonly verifiedTokens: number;
+  /** verifiedTokens / verifications (1 when nothing was verified). */
+  readonly acceptanceLength: number;
+  /** Per verification, how many draft tokens were accepted. */
+  readonly acceptedPerStep: number[];
+  /** Per verification, how many draft tokens were verified (k, fewer near maxNewTokens). */
+  readonly draftedPerStep: number[];
+}
+
+/** Greedy speculative decoding of each prompt (batch 1, one after another). */
+export async function speculativeGenerate(target: TargetModel, proposer: DraftProposer, prompts: readonly (readonly number[])[], options: SpeculativeOptions): Promise<SpeculativeResult> {
+  const { maxNewTokens, numDraftTokens: k, auxLayerIds } = options;
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new Error(`speculativeGenerate: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
+  if (!Number.isInteger(k) || k < 1) throw new Error(`speculativeGenerate: numDraftTokens must be a positive integer, got ${k}`);
+  const numLayers = target.config.numLayers;
+  if (auxLayerIds.length === 0) throw new Error('speculativeGenerate: auxLayerIds is empty');
+  for (const id of auxLayerIds) if (!Number.isInteger(id) || id < 0 || id >= numLayers) throw new Error(`speculativeGenerate: aux layer id ${id} outside 0..${numLayers - 1}`);
+  const eos = new Set(options.eosTokenIds ?? []);
+  const gpu = target.gpu;
+  const V = target.config.vocabSize;
+  const hsIndices = [...new Set(auxLayerIds.map((id) => id + 1))];
+  const all: number[][] = [];
+  const acceptedPerStep: number[] = [];
+  const draftedPerStep: number[] = [];
+  let verifications = 0;
+  let accepted = 0;
+  let verifiedTokens = 0;
+
+  for (const [p, prompt] of prompts.entries()) {
+    if (prompt.length === 0) throw new Error(`speculativeGenerate: prompt ${p} is empty`);
+    const maxLen = prompt.length + maxNewTokens + k + 1;
+    const cache = target.createKvCache(1, maxLen);
+    const out: number[] = [];
+    const tokens = [...prompt];
+    let aux: Tensor | undefined;
+    await proposer.begin(prompt, maxLen);
+    try {
+      const pre = await target.extend(cache, prompt, { hiddenStates: hsIndices });
+      aux = await concatAux(gpu, pre.hiddenStates, auxLayerIds, target.config.hiddenSize, prompt.length);
+      const preLogits = (await gpu.read(pre.logits)) as Float32Array;
+      gpu.release(pre.logits, ...pre.hiddenStates.values());
+      const first = argmax(preLogits.subarray((prompt.length - 1) * V, prompt.length * V));
+      out.push(first);
+      tokens.push(first);
+      let done = eos.has(first);
+      while (!done && out.length < maxNewTokens) {
+        const kEff = Math.min(k, maxNewTokens - out.length - 1);
+        const drafts = kEff > 0 ? await proposer.propose(tokens, aux, kEff) : [];
+        if (drafts.length !== kEff) throw new Error(`speculativeGenerate: the proposer returned ${drafts.length} tokens, ${kEff} were asked for`);
+        gpu.release(aux);
+        aux = undefined;
+        const base = cache.lengths[0];
+        const ver = await target.extend(cache, [tokens[tokens.length - 1], ...drafts], { hiddenStates: hsIndices });
+        const logits = (await gpu.read(ver.logits)) as Float32Array;
+        // Row i predicts the token after [last, d1..di]: accept d_{i+1} while it equals that argmax.
+        let a = 0;
+        let bonus = argmax(logits.subarray(0, V));
+        while (a < drafts.length && drafts[a] === bonus) {
+          a++;
+          bonus = argmax(logits.subarray(a * V, (a + 1) * V));
+        }
+        const allAux = await concatAux(gpu, ver.hiddenStates, auxLayerIds, target.config.hiddenSize, drafts.length + 1);
+        gpu.release(ver.logits, ...ver.hiddenStates.values());
+        // Keep the aux rows of the accepted positions [last, d1..da].
+        aux = gpu.tensor([a + 1, allAux.shape[1]], 'f32', 'spec.aux');
+        await copyStrided(gpu, allAux, aux, { rows: a + 1, width: allAux.shape[1] });
+        gpu.release(allAux);
+        cache.lengths[0] = base + a + 1;
+        verifications++;
+        accepted += a;
+        acceptedPerStep.push(a);
+        draftedPerStep.push(drafts.length);
+        for (const t of [...drafts.slice(0, a), bonus]) {
+          out.push(t);
+          tokens.push(t);
+          verifiedTokens++;
+          if (eos.has(t)) {
+            done = true;
+            break;
+          }
+        }
+      }
+    } finally {
+      if (aux) gpu.release(aux);
+      proposer.end();
+      cache.release(gpu);
+    }
+    all.push(out);
+  }
+  return {
+    tokens: all,
+    verifications,
+    acceptedDraftTokens: accepted,
+    verifiedTokens,
+    acceptanceLength: verifications === 0 ? 1 : verifiedTokens / verifications,
+    acceptedPerStep,
+    draftedPerStep,
+  };
+}
+
+/** [rows, A·H]: the aux layers' hidden states (HF index id + 1) side by side, in auxLayerIds order. */
+async function concatAux(gpu: Gpu, hidden: ReadonlyMap<number, Tensor>, auxLayerIds: readonly number[], H: number, rows: number): Promise<Tensor> {
+  const width = auxLayerIds.length * H;
+  const aux = gpu.tensor([rows, width], 'f32', 'spec.aux');
+  for (const [i, id] of auxLayerIds.entries()) {
+    const hs = hidden.get(id + 1);
+    if (!hs) throw new Error(`speculativeGenerate: hidden state ${id + 1} (aux layer ${id}) was not returned`);
+    await copyStrided(gpu, hs, aux, { rows, width: H, dstStride: width, dstOffset: i * H });
+  }
+  return aux;
+}
+
+export interface SpeedReport {
+  readonly tokens: number;
+  readonly seconds: number;
+  readonly tokensPerSecond: number;
+}
+
+/** Times target-only greedy generation (batch 1 per prompt, like the speculative run). */
+export async function timeTargetOnly(target: TargetModel, prompts: readonly (readonly number[])[], maxNewTokens: number, now: () => number, eosTokenIds?: readonly number[]): Promise<{ tokens: number[][]; speed: SpeedReport }> {
+  const t0 = now();
+  const tokens: number[][] = [];
+  for (const prompt of prompts) tokens.push((await generate(target, [prompt], { maxNewTokens, eosTokenIds }))[0]);
+  const seconds = (now() - t0) / 1000;
+  const n = tokens.reduce((s, t) => s + t.length, 0);
+  return { tokens, speed: { tokens: n, seconds, tokensPerSecond: n / seconds } };
+}
+
+/** Times speculative generation. */
+export async function timeSpeculative(target: TargetModel, proposer: DraftProposer, prompts: readonly (readonly number[])[], options: SpeculativeOptions, now: () => number): Promise<{ result: SpeculativeResult; speed: SpeedReport }> {
+  const t0 = now();
+  const result = await speculativeGenerate(target, proposer, prompts, options);
+  const seconds = (now() - t0) / 1000;
+  const n = result.tokens.reduce((s, t) => s + t.length, 0);
+  return { result, speed: { tokens: n, seconds, tokensPerSecond: n / seconds } };
+}

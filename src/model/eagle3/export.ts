@@ -1,0 +1,226 @@
+/**
+ * EAGLE3 draft export for SGLang and import back (reference §6.8).
+ *
+ * Export writes a Hugging Face directory SGLang's `llama_eagle3.py` loads:
+ *   config.json        LlamaForCausalLMEagle3, model_type llama, draft_vocab_size, vocab_size, the
+ *                      sizes, rms eps, RoPE as `rope_theta` + `rope_parameters` with the legacy
+ *                      `rope_scaling` mirrored (null for plain RoPE, the only kind the draft trains),
+ *                      max_position_embeddings, tie_word_embeddings false, dtype bfloat16
+ *   model.safetensors  every trained weight in bf16 (round to nearest even), `d2t` int64 offsets,
+ *                      `t2d` bool; never the embedding (SGLang takes it from the target). Keys in
+ *                      sorted order with `{"format": "pt"}` metadata, like `save_pretrained`.
+ *
+ * Import reads such a directory back into host arrays ready for `Eagle3DraftModel`: the config is
+ * re-parsed, every key is checked (required keys present, no `draft_model.` prefix left over, no
+ * unknown key, dtypes and shapes match the config, t2d/d2t consistent) with errors naming the file
+ * and the key, and the frozen embedding comes from the target.
+ *
+ * `exportEagle3Checkpoint` exports a training checkpoint folder (src/training/checkpoint.ts) saved
+ * with `eagle3CheckpointExtras` (draft config + t2d/d2t kept alongside the f32 masters).
+ */
+import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../data/safetensors.ts';
+import type { FileStore } from '../../platform/platform.ts';
+import { loadCheckpoint } from '../../training/checkpoint.ts';
+import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from './config.ts';
+import type { Eagle3Vocab } from './parameters.ts';
+
+/** Keys SpecForge's exporter validates before writing (§6.8). */
+export const REQUIRED_EXPORT_KEYS = ['fc.weight', 'norm.weight', 'lm_head.weight', 't2d', 'd2t'] as const;
+export const LEFTOVER_PREFIX = 'draft_model.';
+
+/** The config.json SGLang reads for this draft. */
+export function eagle3SglangConfig(c: Eagle3Config): Record<string, unknown> {
+  const config: Record<string, unknown> = {
+    architectures: ['LlamaForCausalLMEagle3'],
+    model_type: 'llama',
+    attention_bias: false,
+    attention_dropout: 0.0,
+    hidden_act: 'silu',
+    hidden_size: c.hiddenSize,
+    intermediate_size: c.intermediateSize,
+    num_attention_heads: c.numHeads,
+    num_key_value_heads: c.numKvHeads,
+    head_dim: c.headDim,
+    num_hidden_layers: 1,
+    mlp_bias: false,
+    rms_norm_eps: c.rmsNormEps,
+    max_position_embeddings: c.maxPositionEmbeddings,
+    rope_theta: c.ropeTheta,
+    rope_parameters: { rope_theta: c.ropeTheta, rope_type: 'default' },
+    rope_scaling: null,
+    vocab_size: c.vocabSize,
+    draft_vocab_size: c.draftVocabSize,
+    tie_word_embeddings: false,
+    torch_dtype: 'bfloat16',
+    dtype: 'bfloat16',
+    use_cache: true,
+    pad_token_id: null,
+    bos_token_id: null,
+    eos_token_id: null,
+  };
+  if (c.targetHiddenSize !== c.hiddenSize) config.target_hidden_size = c.targetHiddenSize;
+  return config;
+}
+
+/** f32 values → bf16 bytes (little-endian), round to nearest even; NaN → quiet NaN 0x7fc0. */
+export function bf16Bytes(values: ArrayLike<number>): Uint8Array {
+  const f = Float32Array.from(values);
+  const bits = new Uint32Array(f.buffer);
+  const out = new Uint16Array(f.length);
+  for (let i = 0; i < bits.length; i++) {
+    const b = bits[i];
+    out[i] = (b & 0x7f800000) === 0x7f800000 && (b & 0x7fffff) !== 0 ? 0x7fc0 : ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+  }
+  return new Uint8Array(out.buffer);
+}
+
+function checkVocab(c: Eagle3Config, vocab: Eagle3Vocab, source: string): void {
+  if (vocab.t2d.length !== c.vocabSize) throw new Error(`${source}: t2d has ${vocab.t2d.length} entries, vocab_size is ${c.vocabSize}`);
+  if (vocab.d2t.length !== c.draftVocabSize) throw new Error(`${source}: d2t has ${vocab.d2t.length} entries, draft_vocab_size is ${c.draftVocabSize}`);
+  let marked = 0;
+  for (let v = 0; v < vocab.t2d.length; v++) if (vocab.t2d[v]) marked++;
+  if (marked !== c.draftVocabSize) throw new Error(`${source}: t2d marks ${marked} tokens, draft_vocab_size is ${c.draftVocabSize}`);
+  let previous = -1;
+  for (let i = 0; i < vocab.d2t.length; i++) {
+    const target = i + vocab.d2t[i];
+    if (!Number.isInteger(target) || target <= previous || target >= c.vocabSize || !vocab.t2d[target]) {
+      throw new Error(`${source}: d2t[${i}] = ${vocab.d2t[i]} maps draft id ${i} to target ${target}, which is not the next token t2d marks (d2t + arange(D) must equal nonzero(t2d))`);
+    }
+    previous = target;
+  }
+}
+
+/** The bf16 model.safetensors bytes of a draft (weights by SpecForge name; the embedding, if present, is left out). */
+export function eagle3SglangSafetensors(c: Eagle3Config, weights: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab): Uint8Array {
+  checkVocab(c, vocab, 'export');
+  const tensors: Record<string, TensorToWrite> = {};
+  for (const [name, shape] of eagle3ParameterShapes(c)) {
+    const w = weights[name];
+    if (!w) throw new Error(`export: missing weight ${name}`);
+    const n = shape.reduce((a, b) => a * b, 1);
+    if (w.length !== n) throw new Error(`export: ${name} has ${w.length} values, shape [${shape.join(', ')}] needs ${n}`);
+    tensors[name] = { dtype: 'BF16', shape, data: bf16Bytes(w) };
+  }
+  const d2t = BigInt64Array.from(Array.from(vocab.d2t, (x) => BigInt(x)));
+  tensors.d2t = { dtype: 'I64', shape: [c.draftVocabSize], data: new Uint8Array(d2t.buffer) };
+  tensors.t2d = { dtype: 'BOOL', shape: [c.vocabSize], data: Uint8Array.from(vocab.t2d, (x) => (x ? 1 : 0)) };
+  const sorted: Record<string, TensorToWrite> = {};
+  for (const name of Object.keys(tensors).sort()) sorted[name] = tensors[name];
+  return writeSafetensors(sorted, { format: 'pt' });
+}
+
+const joinPath = (dir: string, name: string): string => (dir === '' ? name : `${dir.replace(/\/$/, '')}/${name}`);
+
+/** Write `<dir>/model.safetensors` then `<dir>/config.json` (each atomically). */
+export async function writeEagle3Export(store: FileStore, dir: string, c: Eagle3Config, weights: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab): Promise<void> {
+  const model = eagle3SglangSafetensors(c, weights, vocab);
+  await store.writeAtomic(joinPath(dir, 'model.safetensors'), model);
+  await store.writeAtomic(joinPath(dir, 'config.json'), new TextEncoder().encode(`${JSON.stringify(eagle3SglangConfig(c), null, 2)}\n`));
+}
+
+export interface ImportedEagle3 {
+  readonly config: Eagle3Config;
+  /** Every trainable weight (f32, widened from bf16) plus `embed_tokens.weight`. */
+  readonly values: Record<string, Float32Array>;
+  readonly vocab: { t2d: Int32Array; d2t: Int32Array };
+}
+
+const FLOAT_DTYPES = new Set(['BF16', 'F16', 'F32']);
+
+/**
+ * Validate and decode an exported directory. `embedding` is the target's `embed_tokens` [V, H]; it
+ * may be omitted only when the file itself carries `embed_tokens.weight`.
+ */
+export async function readEagle3Export(store: FileStore, dir: string, embedding?: ArrayLike<number>): Promise<ImportedEagle3> {
+  const configPath = joinPath(dir, 'config.json');
+  const modelPath = joinPath(dir, 'model.safetensors');
+  const configSource = `${store.root}/${configPath}`;
+  const modelSource = `${store.root}/${modelPath}`;
+  if (!(await store.exists(configPath))) throw new Error(`${configSource}: missing (an SGLang export needs config.json)`);
+  if (!(await store.exists(modelPath))) throw new Error(`${modelSource}: missing (an SGLang export needs model.safetensors)`);
+  const configText = new TextDecoder().decode(await store.read(configPath));
+  const raw = JSON.parse(configText) as Record<string, unknown>;
+  const rope = raw.rope_parameters as { rope_type?: string; rope_theta?: number } | undefined | null;
+  if (rope && rope.rope_type !== undefined && rope.rope_type !== 'default') throw new Error(`${configSource}: rope_parameters.rope_type "${rope.rope_type}" is not supported (plain RoPE only)`);
+  if (raw.rope_theta === undefined && rope?.rope_theta !== undefined) raw.rope_theta = rope.rope_theta;
+  const config = parseEagle3Config(raw, configSource);
+
+  const file = new SafetensorsFile(await store.read(modelPath), modelSource);
+  for (const name of file.names) {
+    if (name.startsWith(LEFTOVER_PREFIX)) throw new Error(`${modelSource}: key "${name}" carries a leftover "${LEFTOVER_PREFIX}" prefix (strip it before export)`);
+  }
+  const shapes = new Map<string, number[]>(eagle3ParameterShapes(config));
+  for (const name of [...REQUIRED_EXPORT_KEYS, ...shapes.keys()]) {
+    if (!file.has(name)) throw new Error(`${modelSource}: missing required key "${name}"`);
+  }
+  for (const name of file.names) {
+    if (!shapes.has(name) && name !== 't2d' && name !== 'd2t' && name !== EMBED_NAME) throw new Error(`${modelSource}: unexpected key "${name}" (not an EAGLE3 draft weight)`);
+  }
+  const values: Record<string, Float32Array> = {};
+  for (const [name, shape] of shapes) {
+    const e = file.entry(name);
+    if (!FLOAT_DTYPES.has(e.dtype)) throw new Error(`${modelSource}: key "${name}" is ${e.dtype}, expected a float dtype (BF16)`);
+    if (e.shape.join() !== shape.join()) throw new Error(`${modelSource}: key "${name}" has shape [${e.shape}], the config needs [${shape}]`);
+    values[name] = file.f32(name);
+  }
+  const t2dEntry = file.entry('t2d');
+  if (t2dEntry.dtype !== 'BOOL' && t2dEntry.dtype !== 'U8') throw new Error(`${modelSource}: key "t2d" is ${t2dEntry.dtype}, expected BOOL`);
+  const d2tEntry = file.entry('d2t');
+  if (d2tEntry.dtype !== 'I64' && d2tEntry.dtype !== 'I32') throw new Error(`${modelSource}: key "d2t" is ${d2tEntry.dtype}, expected I64`);
+  if (t2dEntry.shape.join() !== `${config.vocabSize}`) throw new Error(`${modelSource}: key "t2d" has shape [${t2dEntry.shape}], the config needs [${config.vocabSize}]`);
+  if (d2tEntry.shape.join() !== `${config.draftVocabSize}`) throw new Error(`${modelSource}: key "d2t" has shape [${d2tEntry.shape}], the config needs [${config.draftVocabSize}]`);
+  const vocab = { t2d: file.i32('t2d'), d2t: file.i32('d2t') };
+  checkVocab(config, vocab, modelSource);
+
+  const embedShape = [config.vocabSize, config.hiddenSize];
+  if (embedding) {
+    if (embedding.length !== config.vocabSize * config.hiddenSize) throw new Error(`import ${modelSource}: the target embedding has ${embedding.length} values, [${embedShape}] needs ${config.vocabSize * config.hiddenSize}`);
+    values[EMBED_NAME] = Float32Array.from(embedding);
+  } else if (file.has(EMBED_NAME)) {
+    if (file.shape(EMBED_NAME).join() !== embedShape.join()) throw new Error(`${modelSource}: key "${EMBED_NAME}" has shape [${file.shape(EMBED_NAME)}], the config needs [${embedShape}]`);
+    values[EMBED_NAME] = file.f32(EMBED_NAME);
+  } else {
+    throw new Error(`import ${modelSource}: no embedding (exports never carry ${EMBED_NAME}); pass the target model's embed_tokens`);
+  }
+  return { config, values, vocab };
+}
+
+/** Draft config JSON and vocabulary kept in an EAGLE3 training checkpoint, so it can be exported alone. */
+export function eagle3CheckpointExtras(draftConfigJson: Readonly<Record<string, unknown>>, vocab: Eagle3Vocab): { extra: Record<string, unknown>; buffers: Record<string, TensorToWrite> } {
+  const config = parseEagle3Config(draftConfigJson, 'draft config');
+  checkVocab(config, vocab, 'checkpoint vocabulary');
+  const d2t = BigInt64Array.from(Array.from(vocab.d2t, (x) => BigInt(x)));
+  return {
+    extra: { draftConfig: { ...draftConfigJson } },
+    buffers: {
+      t2d: { dtype: 'BOOL', shape: [config.vocabSize], data: Uint8Array.from(vocab.t2d, (x) => (x ? 1 : 0)) },
+      d2t: { dtype: 'I64', shape: [config.draftVocabSize], data: new Uint8Array(d2t.buffer) },
+    },
+  };
+}
+
+/**
+ * Export a training checkpoint folder (`<runId>-step<N>` in `store`) for SGLang into `out`/`outDir`.
+ * The draft config comes from the checkpoint (saved with `eagle3CheckpointExtras`) unless
+ * `draftConfigJson` is given; t2d/d2t must be among the checkpoint's buffers.
+ */
+export async function exportEagle3Checkpoint(store: FileStore, dir: string, out: FileStore, outDir: string, draftConfigJson?: Readonly<Record<string, unknown>>): Promise<{ config: Eagle3Config; step: number }> {
+  const name = dir.replace(/\/$/, '');
+  const match = /^(.+)-step(0|[1-9][0-9]*)$/.exec(name);
+  if (!match) throw new Error(`${store.root}/${dir}: not a checkpoint folder name (expected <run id>-step<N>)`);
+  const loaded = await loadCheckpoint(store, { runId: match[1], step: Number(match[2]), dir: name });
+  const where = `${store.root}/${name}`;
+  const rawConfig = draftConfigJson ?? (loaded.state.extra.draftConfig as Record<string, unknown> | undefined);
+  if (!rawConfig) throw new Error(`${where}/state.json: no extra.draftConfig (save the checkpoint with eagle3CheckpointExtras, or pass the draft config)`);
+  const config = parseEagle3Config(rawConfig, draftConfigJson ? 'draft config' : `${where}/state.json extra.draftConfig`);
+  if (loaded.state.contract.strategy !== 'eagle3') throw new Error(`${where}: the checkpoint is of strategy "${loaded.state.contract.strategy}", not eagle3`);
+  const weights: Record<string, Float32Array> = {};
+  for (const [param, shape] of eagle3ParameterShapes(config)) {
+    if (!loaded.weights.has(param)) throw new Error(`${loaded.weights.source}: missing weight "${param}" of the EAGLE3 draft`);
+    if (loaded.weights.shape(param).join() !== shape.join()) throw new Error(`${loaded.weights.source}: weight "${param}" has shape [${loaded.weights.shape(param)}], the draft config needs [${shape}]`);
+    weights[param] = loaded.weights.f32(param);
+  }
+  for (const key of ['t2d', 'd2t']) if (!loaded.weights.has(key)) throw new Error(`${loaded.weights.source}: missing buffer "${key}" (save the checkpoint with eagle3CheckpointExtras)`);
+  await writeEagle3Export(out, outDir, config, weights, { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') });
+  return { config, step: loaded.state.globalStep };
+}
