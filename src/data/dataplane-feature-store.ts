@@ -12,14 +12,11 @@
  * its own copy, so they are released here). A `get` returns GPU tensors the loader may read until
  * it releases the handle.
  */
-import { makeFeatureHandle, makeFeatureSpec, makeSampleRef, type FeatureHandle, type FeatureSpec, type SampleRef } from '../contracts/index.ts';
-import type { JsonRecord } from '../contracts/records.ts';
+import { makeFeatureHandle, type FeatureHandle, type SampleRef } from '../contracts/index.ts';
 import type { DataPlaneClient, HostTensor, RowValue } from '../dataplane/types.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { DType, Tensor } from '../gpu/tensor.ts';
-import { FeatureNotFoundError, type FeatureStore, type FeatureStoreHealth, type PutMetadata } from './feature-store.ts';
-
-const DTYPE_NAMES: Record<DType, string> = { f32: 'float32', f16: 'float16', i32: 'int32', u32: 'uint32' };
+import { FeatureNotFoundError, sampleRefFor, specsOf, type FeatureStore, type FeatureStoreHealth, type PutMetadata } from './feature-store.ts';
 
 function isGpuTensor(value: RowValue): value is Tensor {
   return 'parts' in value;
@@ -63,42 +60,21 @@ export class DataPlaneFeatureStore implements FeatureStore {
     if (names.length === 0) throw new TypeError(`put ${sampleId}: no tensors given`);
     const columns: Record<string, RowValue[]> = {};
     let bytes = 0;
-    const specs: Record<string, FeatureSpec> = {};
-    const targetName = metadata.targetFeatureName ?? 'target';
     for (const name of names) {
-      const t = tensors[name];
-      columns[name] = [t];
-      bytes += t.byteLength;
-      const isTarget = name === targetName && metadata.targetRepr !== undefined;
-      specs[name] = makeFeatureSpec({
-        name,
-        shape: [...t.shape],
-        dtype: DTYPE_NAMES[t.dtype],
-        targetRepr: isTarget ? metadata.targetRepr : null,
-        targetMeta: isTarget && metadata.vocabMapVersion ? { vocab_map_version: metadata.vocabMapVersion } : {},
-      });
+      columns[name] = [tensors[name]];
+      bytes += tensors[name].byteLength;
     }
     await this.client.putSamples({ partition: this.partition, sampleIds: [sampleId], columns });
     // The data plane holds its own copy now (GPU column copy or host bytes in Redis).
     this.gpu.release(...Object.values(tensors));
     this.resident.add(sampleId);
-    const refMetadata: JsonRecord = { ...(metadata.extra ?? {}) };
-    if (metadata.targetRepr) refMetadata.target_repr = metadata.targetRepr;
-    if (metadata.vocabMapVersion) refMetadata.vocab_map_version = metadata.vocabMapVersion;
-    return makeSampleRef({
+    return sampleRefFor({
       sampleId,
-      runId: metadata.runId ?? 'unknown',
-      sourceTaskId: metadata.sourceTaskId ?? null,
-      featureStoreUri: dataplaneUri(this.partition, sampleId),
+      uri: dataplaneUri(this.partition, sampleId),
       featureKeys: Object.fromEntries(names.map((n) => [n, n])),
-      featureSpecs: specs,
-      strategy: metadata.strategy ?? 'eagle3',
-      targetModelVersion: metadata.targetModelVersion ?? 'unknown',
-      tokenizerVersion: metadata.tokenizerVersion ?? 'unknown',
-      draftWeightVersion: metadata.draftWeightVersion ?? null,
-      numTokens: metadata.numTokens ?? 0,
-      estimatedBytes: bytes,
-      metadata: refMetadata,
+      specs: specsOf(tensors, metadata),
+      bytes,
+      metadata,
     });
   }
 

@@ -247,23 +247,13 @@ export class LocalFeatureStore implements FeatureStore {
     }
     this.bumpEpoch(sampleId);
     this.resident.set(sampleId, { generation, tensors: { ...tensors }, bytes, putAtMs: this.clock(), leases: new Set() });
-    const refMetadata: JsonRecord = { ...(metadata.extra ?? {}) };
-    if (metadata.targetRepr) refMetadata.target_repr = metadata.targetRepr;
-    if (metadata.vocabMapVersion) refMetadata.vocab_map_version = metadata.vocabMapVersion;
-    return makeSampleRef({
+    return sampleRefFor({
       sampleId,
-      runId: metadata.runId ?? 'unknown',
-      sourceTaskId: metadata.sourceTaskId ?? null,
-      featureStoreUri: memUri(this.storeId, sampleId, generation),
+      uri: memUri(this.storeId, sampleId, generation),
       featureKeys: Object.fromEntries(names.map((n) => [n, `${sampleId}/${n}`])),
-      featureSpecs: specs,
-      strategy: metadata.strategy ?? 'eagle3',
-      targetModelVersion: metadata.targetModelVersion ?? 'unknown',
-      tokenizerVersion: metadata.tokenizerVersion ?? 'unknown',
-      draftWeightVersion: metadata.draftWeightVersion ?? null,
-      numTokens: metadata.numTokens ?? 0,
-      estimatedBytes: bytes,
-      metadata: refMetadata,
+      specs,
+      bytes,
+      metadata,
     });
   }
 
@@ -596,7 +586,38 @@ export class LocalFeatureStore implements FeatureStore {
   }
 }
 
-function specsOf(tensors: Readonly<Record<string, Tensor>>, metadata: PutMetadata): Record<string, FeatureSpec> {
+/** The ref of a stored sample: one construction for every FeatureStore, so refs never differ by store. */
+export function sampleRefFor(x: {
+  sampleId: string;
+  uri: string;
+  featureKeys: Record<string, string>;
+  specs: Record<string, FeatureSpec>;
+  bytes: number;
+  metadata: PutMetadata;
+}): SampleRef {
+  const m = x.metadata;
+  const refMetadata: JsonRecord = { ...(m.extra ?? {}) };
+  if (m.targetRepr) refMetadata.target_repr = m.targetRepr;
+  if (m.vocabMapVersion) refMetadata.vocab_map_version = m.vocabMapVersion;
+  return makeSampleRef({
+    sampleId: x.sampleId,
+    runId: m.runId ?? 'unknown',
+    sourceTaskId: m.sourceTaskId ?? null,
+    featureStoreUri: x.uri,
+    featureKeys: x.featureKeys,
+    featureSpecs: x.specs,
+    strategy: m.strategy ?? 'eagle3',
+    targetModelVersion: m.targetModelVersion ?? 'unknown',
+    tokenizerVersion: m.tokenizerVersion ?? 'unknown',
+    draftWeightVersion: m.draftWeightVersion ?? null,
+    numTokens: m.numTokens ?? 0,
+    estimatedBytes: x.bytes,
+    metadata: refMetadata,
+  });
+}
+
+/** FeatureSpecs of a sample's tensors; the target feature carries its representation and vocab map. */
+export function specsOf(tensors: Readonly<Record<string, Tensor>>, metadata: PutMetadata): Record<string, FeatureSpec> {
   const targetName = metadata.targetFeatureName ?? 'target';
   const specs: Record<string, FeatureSpec> = {};
   for (const [name, t] of Object.entries(tensors)) {
