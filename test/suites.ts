@@ -16,6 +16,7 @@ import { eagle3Suites } from './suites/eagle3.ts';
 import { corpusSuites } from './suites/corpus.ts';
 import { speculativeSuites } from './suites/speculative.ts';
 import { checkpointSuites } from './suites/checkpoint.ts';
+import { trainSuites } from './suites/train.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -34,4 +35,5 @@ export const suites: readonly Suite[] = [
   ...corpusSuites,
   ...speculativeSuites,
   ...checkpointSuites,
+  ...trainSuites,
 ];

@@ -6,6 +6,7 @@ import type { Platform } from '../platform/platform.ts';
 import { EVAL_USAGE, evalCommand } from './eval.ts';
 import { EXPORT_USAGE, exportCommand } from './export.ts';
 import { selfcheck } from './selfcheck.ts';
+import { trainCommand } from './train.ts';
 
 interface Command {
   summary: string;
@@ -27,6 +28,12 @@ const COMMANDS: Record<string, Command> = {
         return 0;
       }
       return evalCommand(platform, args, (line) => console.log(line));
+    },
+  },
+  train: {
+    summary: 'train an EAGLE3 draft online for a target (rollout → feature store → trainer), export it, and compare acceptance before/after',
+    run(platform, args) {
+      return trainCommand(platform, args, (line) => console.log(line));
     },
   },
   export: {

@@ -1,0 +1,98 @@
+/**
+ * `speclab train` (src/cli/train.ts): settings validation with errors naming the field, and a tiny
+ * online run on the llama-tiny fixture (target-generated continuations → rollout worker → feature
+ * store → trainer, through the DataFlowController) that writes the metrics log and an SGLang export
+ * `readEagle3Export` loads, with the trained draft accepting more than the untrained one.
+ */
+import { labCorpusPrompts, loadTrainConfig, parsePromptsJson, parseTrainFlags, trainCommand, validateTrainConfig, type TrainSummary } from '../../src/cli/train.ts';
+import { readEagle3Export } from '../../src/model/eagle3/export.ts';
+import { assert, assertEqual, assertThrows } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+import { tempStore } from '../data/temp-store.ts';
+import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
+
+const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+
+export default defineSuite('cli/train', (t) => {
+  t.test('settings: defaults, flags over --config, errors naming the field', async (ctx) => {
+    const d = validateTrainConfig({});
+    assertEqual(d.batchSize, 4, 'default batch');
+    assertEqual(d.out, 'runs/train', 'default out');
+    const f = parseTrainFlags(['--lr', '1e-2', '--aux-layers', '1,2,3', '--target', 'x']);
+    assertEqual(f.values.lr, 0.01, 'lr parsed');
+    assertEqual(validateTrainConfig(f.values).auxLayers?.join(','), '1,2,3', 'aux layers');
+    assertThrows(() => validateTrainConfig({ batchSize: 1.5 }), /batchSize \(--batch-size\)/, 'fractional batch names the field');
+    assertThrows(() => validateTrainConfig({ lr: Number.NaN }), /lr \(--lr\)/, 'bad lr names the field');
+    assertThrows(() => validateTrainConfig({ bacthSize: 2 }), /bacthSize/, 'unknown config key named');
+    assertThrows(() => validateTrainConfig({ auxLayers: [1, 2] }), /auxLayers/, 'three aux layers');
+    assertThrows(() => parseTrainFlags(['--bach-size', '2']), /unknown option --bach-size/, 'typo flag');
+    assertThrows(() => parseTrainFlags(['--epochs']), /--epochs: missing value/, 'missing value');
+    assertThrows(() => parsePromptsJson([[1, 2], [3, 999]], 384, 'p.json'), /p\.json: prompt 1\[1\] = 999/, 'id outside vocab');
+    const tmp = tempStore(ctx.platform, 'train-config');
+    try {
+      await tmp.files.writeAtomic('c.json', encode({ epochs: 3, lr: 0.5 }));
+      const c = await loadTrainConfig(ctx.platform, ['--config', `${tmp.files.root}/c.json`, '--lr', '0.25']);
+      assertEqual(c.epochs, 3, 'epochs from the file');
+      assertEqual(c.lr, 0.25, 'flag overrides the file');
+      await tmp.files.writeAtomic('bad.json', encode({ epochs: 'many' }));
+      let message = '';
+      await loadTrainConfig(ctx.platform, ['--config', `${tmp.files.root}/bad.json`]).catch((e: Error) => (message = e.message));
+      assert(/bad\.json \+ flags: epochs \(--epochs\)/.test(message), `config file error names file and field: ${message}`);
+    } finally {
+      await tmp.cleanup();
+    }
+  });
+
+  t.test(
+    'lab corpus prompts: training prompts from the train split, held-out ones from the held-out split',
+    async (ctx) => {
+      const p = await labCorpusPrompts(ctx.platform, validateTrainConfig({ trainPrompts: 20, evalPrompts: 3, promptLength: 12 }));
+      assertEqual(p.train.length, 20, 'training prompts');
+      assertEqual(p.held.length, 3, 'held-out prompts');
+      for (const prompt of [...p.train, ...p.held]) {
+        assertEqual(prompt.length, 12, 'prompt length');
+        assert(prompt.every((id) => Number.isInteger(id) && id >= 0 && id < 2048), 'ids inside the lab vocabulary');
+      }
+      const train = new Set(p.train.map((x) => x.join(',')));
+      assert(p.held.every((x) => !train.has(x.join(','))), 'held-out prompts differ from training prompts');
+    },
+    { only: ['node', 'deno'], timeoutMs: 120_000 },
+  );
+
+  t.test(
+    'a tiny online run on llama-tiny: metrics log, loadable export, trained draft accepts more',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'train');
+      const root = tmp.files.root;
+      try {
+        await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
+        const settings = { target: `${root}/target`, out: `${root}/run`, trainPrompts: 12, evalPrompts: 2, responseLength: 32, epochs: 12, roundPrompts: 12, batchSize: 4, lr: 1e-2, evalNewTokens: 24, evalTrainPrompts: 4, logEvery: 12, seed: 0 };
+        await tmp.files.writeAtomic('train.json', encode(settings));
+        const lines: string[] = [];
+        const code = await trainCommand(ctx.platform, ['--config', `${root}/train.json`], (l) => lines.push(l), ctx.gpu);
+        assertEqual(code, 0, `exit code (lossless)\n${lines.join('\n')}`);
+        assert(lines.some((l) => /^phase train {2}step 36\/36 {2}\d+ tokens\/s {2}loss \d+\.\d+ {2}acc_0 \d\.\d+ .*ETA/.test(l)), `progress lines:\n${lines.join('\n')}`);
+        assert(lines.some((l) => /acceptance length \(held-out\): +\d\.\d+ → \d\.\d+/.test(l)), 'summary line');
+
+        const log = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+        assertEqual(log.filter((r) => r.phase === 'train').length, 36, 'one metrics record per step');
+        for (const phase of ['config', 'data', 'eval-before', 'eval-after', 'summary']) assert(log.some((r) => r.phase === phase), `metrics has ${phase}`);
+
+        const summary = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/summary.json'))) as TrainSummary;
+        const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));
+        assertEqual(imported.config.vocabSize, 384, 'export vocab');
+        assertEqual(imported.config.hiddenSize, 64, 'export hidden');
+        const before = summary.before.train!.acceptanceLength;
+        const after = summary.after.train!.acceptanceLength;
+        ctx.note('acceptanceBefore', before);
+        ctx.note('acceptanceAfter', after);
+        ctx.note('acceptanceHeldOutAfter', summary.after.heldOut.acceptanceLength);
+        assert(after > before + 0.1, `trained draft's acceptance length on the training prompts ${after} should beat the untrained ${before}`);
+        assert(summary.after.train!.lossless && summary.after.heldOut.lossless, 'speculative decoding stays lossless');
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node', 'deno'], timeoutMs: 300_000 },
+  );
+});
