@@ -156,7 +156,9 @@ try {
   check(`all ${TOTAL} samples were consumed (none lost)`, missing.length === 0 && unexpected.length === 0, `${ackedBy.size} acked, ${missing.length} missing e.g. ${missing.slice(0, 3).join(',')}, ${unexpected.length} unexpected`);
   check('every sample was consumed exactly once', duplicated.length === 0, `${duplicated.length} acked twice, e.g. ${JSON.stringify(duplicated.slice(0, 2))}`);
   const split = [0, 1, 2].map((c) => [...ackedBy.values()].filter((by) => by[0] === `c${c}`).length);
-  check('every consumer of the one task took part (c1 before its kill, c2 after)', split.every((n) => n > 0), `c0 ${split[0]}, c1 ${split[1]}, c2 ${split[2]}`);
+  // The replacement may find the task already drained by the survivor when the machine is loaded
+  // (its process starts in seconds); its clean exit is checked above, its share is only reported.
+  check('both original consumers of the one task took part (c1 before its kill)', split[0] > 0 && split[1] > 0, `c0 ${split[0]}, c1 ${split[1]}, c2 (replacement) ${split[2]}`);
   check('the killed consumer\'s rows came back after lease expiry and were consumed', victimClaim.every((id) => ackedBy.get(id)?.length === 1), `${victimClaim.filter((id) => ackedBy.has(id)).length}/${victimClaim.length}`);
   check('every payload byte and seq_len tag verified by the consumers', bad.length === 0, bad.slice(0, 3).join('; '));
   check('no lease expired under a live consumer', lost.length === 0, `${lost.length} lost`);
