@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# SpecLab's main job on this machine: set up, verify the GPU end to end, then benchmark it.
-# (Becomes `speclab train` on the embedded lab target once training lands.)
+# SpecLab's main job on the embedded default: set up, check the GPU end to end, then train an EAGLE3
+# draft online for the bundled lab target (assets/lab-target, pretrained by SpecLab on the Brown
+# corpus), and report its acceptance length by speculative decoding before and after training.
+# The lab target has 2 decoder layers, so the aux layers are given explicitly (the default rule
+# [1, N/2 - 1, N - 4] needs at least 4).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 npm run --silent selfcheck
-npm run --silent bench
+node bin/speclab.mjs train --out runs/lab-train --aux-layers 0,1,1 "$@"

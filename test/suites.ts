@@ -16,6 +16,7 @@ import { eagle3Suites } from './suites/eagle3.ts';
 import { corpusSuites } from './suites/corpus.ts';
 import { speculativeSuites } from './suites/speculative.ts';
 import { checkpointSuites } from './suites/checkpoint.ts';
+import { pretrainSuites } from './suites/pretrain.ts';
 import { trainSuites } from './suites/train.ts';
 
 export const suites: readonly Suite[] = [
@@ -35,5 +36,6 @@ export const suites: readonly Suite[] = [
   ...corpusSuites,
   ...speculativeSuites,
   ...checkpointSuites,
+  ...pretrainSuites,
   ...trainSuites,
 ];

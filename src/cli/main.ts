@@ -3,6 +3,7 @@
  * pass their Platform and arguments. Commands are an explicit table.
  */
 import type { Platform } from '../platform/platform.ts';
+import { generateCommand, pretrain } from './pretrain.ts';
 import { EVAL_USAGE, evalCommand } from './eval.ts';
 import { EXPORT_USAGE, exportCommand } from './export.ts';
 import { selfcheck } from './selfcheck.ts';
@@ -28,6 +29,18 @@ const COMMANDS: Record<string, Command> = {
         return 0;
       }
       return evalCommand(platform, args, (line) => console.log(line));
+    },
+  },
+  pretrain: {
+    summary: 'pretrain the lab target (a small Llama) on the Brown corpus and write it as a Hugging Face directory',
+    run(platform, args) {
+      return pretrain(platform, args, (line) => console.log(line));
+    },
+  },
+  generate: {
+    summary: 'print a continuation of --prompt from a Hugging Face model directory (default the lab target)',
+    run(platform, args) {
+      return generateCommand(platform, args, (line) => console.log(line));
     },
   },
   train: {
