@@ -83,8 +83,11 @@ const configSchema = z.object({
   use_sliding_window: z.boolean().optional(),
 });
 
-/** Parses config.json text (or an already-parsed object); `source` names the file in errors. */
-export function parseHfConfig(input: string | unknown, source = 'config.json'): TargetModelConfig {
+/**
+ * JSON text (or an already-parsed object) validated by `schema`; errors name `source` and every
+ * offending field. Shared by the target and draft config parsers.
+ */
+export function parseConfigJson<S extends z.ZodType>(schema: S, input: string | unknown, source: string, what: string): z.output<S> {
   let json: unknown = input;
   if (typeof input === 'string') {
     try {
@@ -93,12 +96,17 @@ export function parseHfConfig(input: string | unknown, source = 'config.json'): 
       throw new Error(`${source}: not valid JSON (${(err as Error).message})`, { cause: err });
     }
   }
-  const parsed = configSchema.safeParse(json);
+  const parsed = schema.safeParse(json);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-    throw new Error(`${source}: invalid model config (${issues})`);
+    throw new Error(`${source}: invalid ${what} (${issues})`);
   }
-  const c = parsed.data;
+  return parsed.data;
+}
+
+/** Parses config.json text (or an already-parsed object); `source` names the file in errors. */
+export function parseHfConfig(input: string | unknown, source = 'config.json'): TargetModelConfig {
+  const c = parseConfigJson(configSchema, input, source, 'model config');
   const architecture = c.architectures[0];
   if (!(SUPPORTED_ARCHITECTURES as readonly string[]).includes(architecture)) {
     throw new Error(`${source}: unsupported architecture "${architecture}" (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);

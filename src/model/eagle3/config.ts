@@ -8,6 +8,7 @@
  * than silently trained as something it is not.
  */
 import { z } from 'zod';
+import { parseConfigJson } from '../hf-config.ts';
 
 export interface Eagle3Config {
   readonly hiddenSize: number;
@@ -49,20 +50,7 @@ const schema = z.object({
 
 /** Parse a draft config.json (text or object); `source` names the file in errors. */
 export function parseEagle3Config(input: string | unknown, source = 'draft config'): Eagle3Config {
-  let json: unknown = input;
-  if (typeof input === 'string') {
-    try {
-      json = JSON.parse(input);
-    } catch (err) {
-      throw new Error(`${source}: not valid JSON (${(err as Error).message})`, { cause: err });
-    }
-  }
-  const parsed = schema.safeParse(json);
-  if (!parsed.success) {
-    const issues = parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ');
-    throw new Error(`${source}: invalid EAGLE3 draft config (${issues})`);
-  }
-  const c = parsed.data;
+  const c = parseConfigJson(schema, input, source, 'EAGLE3 draft config');
   const arch = c.architectures?.[0];
   if (arch !== undefined && arch !== 'LlamaForCausalLMEagle3') throw new Error(`${source}: architecture "${arch}" is not LlamaForCausalLMEagle3`);
   if (c.num_hidden_layers !== undefined && c.num_hidden_layers !== 1) throw new Error(`${source}: num_hidden_layers must be 1 for an EAGLE3 draft, got ${c.num_hidden_layers}`);
