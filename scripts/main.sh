@@ -8,4 +8,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 npm run --silent selfcheck
-node bin/speclab.mjs train --out runs/lab-train --aux-layers 0,1,1 "$@"
+node bin/speclab.mjs train --out runs/lab-train --fresh --aux-layers 0,1,1 "$@"

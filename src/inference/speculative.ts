@@ -111,6 +111,17 @@ export interface SpeculativeOptions {
   readonly auxLayerIds: readonly number[];
   /** Generation stops after any of these ids (included). */
   readonly eosTokenIds?: readonly number[];
+  /** Called after every verification with the tokens it produced (a UI streams output from it). */
+  readonly onVerify?: (event: VerifyEvent) => void;
+}
+
+/** One verification: `accepted` draft tokens kept, then the target's `bonus` token. */
+export interface VerifyEvent {
+  readonly prompt: number;
+  readonly accepted: readonly number[];
+  readonly bonus: number;
+  /** The first token after the prompt (from the prefill, before any verification). */
+  readonly first?: boolean;
 }
 
 export interface SpeculativeResult {
@@ -165,6 +176,7 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
       const first = argmax(preLogits.subarray((prompt.length - 1) * V, prompt.length * V));
       out.push(first);
       tokens.push(first);
+      options.onVerify?.({ prompt: p, accepted: [], bonus: first, first: true });
       let done = eos.has(first);
       while (!done && out.length < maxNewTokens) {
         const kEff = Math.min(k, maxNewTokens - out.length - 1);
@@ -193,6 +205,7 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
         accepted += a;
         acceptedPerStep.push(a);
         draftedPerStep.push(drafts.length);
+        options.onVerify?.({ prompt: p, accepted: drafts.slice(0, a), bonus });
         for (const t of [...drafts.slice(0, a), bonus]) {
           out.push(t);
           tokens.push(t);

@@ -252,6 +252,20 @@ export async function saveCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWB
   return { runId, step: globalStep, dir };
 }
 
+/**
+ * Delete this run's folders (complete or not) for steps below `keepFrom`. A run keeps its newest
+ * checkpoint and the one before it: a crash between a save and its ack resumes from the older one.
+ */
+export async function pruneCheckpoints(store: FileStore, runId: string, keepFrom: number): Promise<number[]> {
+  const removed: number[] = [];
+  for (const ref of await stepFolders(store, runId)) {
+    if (ref.step >= keepFrom) continue;
+    await store.remove(ref.dir);
+    removed.push(ref.step);
+  }
+  return removed;
+}
+
 /** Read and verify (sizes, CRC-32, state format) a complete checkpoint folder. */
 export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Promise<LoadedCheckpoint> {
   const where = `${store.root}/${ref.dir}`;

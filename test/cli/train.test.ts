@@ -2,7 +2,8 @@
  * `speclab train` (src/cli/train.ts): settings validation with errors naming the field, and a tiny
  * online run on the llama-tiny fixture (target-generated continuations → rollout worker → feature
  * store → trainer, through the DataFlowController) that writes the metrics log and an SGLang export
- * `readEagle3Export` loads, with the trained draft accepting more than the untrained one.
+ * `readEagle3Export` loads, with the trained draft accepting more than the untrained one; an existing
+ * run in --out is refused without --resume/--fresh.
  */
 import { labCorpusPrompts, loadTrainConfig, parsePromptsJson, parseTrainFlags, trainCommand, validateTrainConfig, type TrainSummary } from '../../src/cli/train.ts';
 import { readEagle3Export } from '../../src/model/eagle3/export.ts';
@@ -77,6 +78,13 @@ export default defineSuite('cli/train', (t) => {
         const log = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
         assertEqual(log.filter((r) => r.phase === 'train').length, 36, 'one metrics record per step');
         for (const phase of ['config', 'data', 'eval-before', 'eval-after', 'summary']) assert(log.some((r) => r.phase === phase), `metrics has ${phase}`);
+
+        let refused = '';
+        await trainCommand(ctx.platform, ['--config', `${root}/train.json`], () => undefined, ctx.gpu).catch((e: Error) => (refused = e.message));
+        assert(/already holds a run .*--resume.*--fresh/.test(refused), `an existing run is not overwritten: ${refused}`);
+        let nothing = '';
+        await trainCommand(ctx.platform, ['--config', `${root}/train.json`, '--out', `${root}/empty`, '--resume'], () => undefined, ctx.gpu).catch((e: Error) => (nothing = e.message));
+        assert(/--resume: .*empty holds no run to resume/.test(nothing), `resume without a run: ${nothing}`);
 
         const summary = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/summary.json'))) as TrainSummary;
         const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));

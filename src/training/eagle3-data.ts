@@ -1,0 +1,73 @@
+/**
+ * The data of an EAGLE3 run on a target model: training sequences (prompts continued greedily by the
+ * target itself, so the draft learns the target's own outputs), the draft vocabulary over their
+ * loss-masked tokens, and the draft's shape derived from the target's. Shared by `speclab train`,
+ * `speclab prepare` and the browser lab.
+ */
+import { parseEagle3Config, type Eagle3Config } from '../model/eagle3/config.ts';
+import { generate } from '../model/target/generate.ts';
+import type { TargetModel } from '../model/target/model.ts';
+import { buildVocabMapping, countLossTokens, type VocabMapping } from '../reference/vocab-mapping.ts';
+
+/** A training sequence: prompt + the target's continuation, loss on the continuation. */
+export interface TrainSequence {
+  inputIds: number[];
+  lossMask: number[];
+}
+
+/** Greedy continuations of `prompts` by the target, `chunk` prompts per batched generation. */
+export async function continueWithTarget(target: TargetModel, prompts: readonly number[][], responseLength: number, chunk = 16): Promise<TrainSequence[]> {
+  const out: TrainSequence[] = [];
+  for (let i = 0; i < prompts.length; i += chunk) {
+    const part = prompts.slice(i, i + chunk);
+    const responses = await generate(target, part, { maxNewTokens: responseLength });
+    part.forEach((p, j) => out.push({ inputIds: [...p, ...responses[j]], lossMask: [...p.map(() => 0), ...responses[j].map(() => 1)] }));
+  }
+  return out;
+}
+
+/** Vocabulary mapping over the sequences' loss-masked tokens, and the share of those tokens it covers. */
+export function draftVocab(sequences: readonly TrainSequence[], vocab: number, draftVocabSize: number): { mapping: VocabMapping; coverage: number; distinct: number } {
+  const counts = countLossTokens(sequences.flatMap((s) => s.inputIds), sequences.flatMap((s) => s.lossMask), vocab);
+  const mapping = buildVocabMapping(counts, vocab, draftVocabSize);
+  let total = 0;
+  let covered = 0;
+  for (const [id, n] of counts) {
+    total += n;
+    if (mapping.t2d[id]) covered += n;
+  }
+  return { mapping, coverage: total > 0 ? covered / total : 1, distinct: counts.size };
+}
+
+/** The draft's config from the target's sizes (one decoder layer of the target's shape). */
+export function draftConfigFor(target: TargetModel, draftVocabSize: number): Eagle3Config {
+  const t = target.config;
+  return parseEagle3Config(
+    {
+      architectures: ['LlamaForCausalLMEagle3'],
+      hidden_size: t.hiddenSize,
+      intermediate_size: t.intermediateSize,
+      num_attention_heads: t.numHeads,
+      num_key_value_heads: t.numKvHeads,
+      head_dim: t.headDim,
+      num_hidden_layers: 1,
+      vocab_size: t.vocabSize,
+      draft_vocab_size: draftVocabSize,
+      rms_norm_eps: t.rmsNormEps,
+      rope_theta: t.ropeTheta,
+      max_position_embeddings: t.maxPositionEmbeddings,
+      hidden_act: 'silu',
+    },
+    'draft config (from the target)',
+  );
+}
+
+/** A seeded Fisher–Yates permutation of 0..n-1 (the data order of one epoch). */
+export function shuffledIndices(n: number, rng: { int(lo: number, hi: number): number }): number[] {
+  const a = Array.from({ length: n }, (_, i) => i);
+  for (let i = n - 1; i > 0; i--) {
+    const j = rng.int(0, i + 1);
+    [a[i], a[j]] = [a[j], a[i]];
+  }
+  return a;
+}

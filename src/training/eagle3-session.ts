@@ -1,0 +1,370 @@
+/**
+ * Eagle3TrainingSession: one online EAGLE3 training run on a target model, driven one optimizer
+ * step at a time, durable and resumable. `speclab train` (Node/Deno) and the browser lab's Web Worker
+ * both run it; only the storage differs (files on disk; IndexedDB in a tab).
+ *
+ * Data plan (deterministic from the seed, so a resumed run trains on exactly the same stream):
+ *   sequences   prompts continued greedily by the target (kept in `sequences.json`, regenerated
+ *               identically when missing);
+ *   stream      `epochs` seeded permutations of the sequences, cut into rounds of `roundPrompts`;
+ *               task id `r<round>-<i>-s<sequence>`, sample id `<runId>:<task id>`.
+ * One step: when the train queue is empty, the next round is ingested into the DataFlowController
+ * and the rollout workers capture its features into the (spilling) LocalFeatureStore; then the
+ * trainer leases one batch through the FeatureDataLoader and steps AdamW.
+ *
+ * Durability (reference §2.7): every `checkpointEvery` steps, at the end of each round and at
+ * `flush()`, the checkpoint of step N is written first and then the acks of every step since the last
+ * one are recorded as ONE durable ack at step N. A crash between the two leaves the newer checkpoint
+ * ahead of the ledger, and resume uses the previous one (two are kept). On open, a run with a durable
+ * ack restores weights, moments and counters from the checkpoint of the acked step, and
+ * `reconcileOnRestart` requeues every committed but unacked sample (its features come back from the
+ * spill), so no sample is lost and none is trained twice after its ack.
+ */
+import { z } from 'zod';
+import { DataFlowController, type ControllerStatus } from '../control/controller.ts';
+import type { MetadataStore } from '../control/metadata-store.ts';
+import { onlineSampleId, type SampleRef } from '../contracts/index.ts';
+import { FeatureDataLoader } from '../data/feature-dataloader.ts';
+import { LocalFeatureStore, type FeatureStoreHealth } from '../data/feature-store.ts';
+import type { Gpu } from '../gpu/gpu.ts';
+import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
+import { RolloutWorker } from '../inference/rollout-worker.ts';
+import { defaultAuxLayerIds, eagle3CaptureConfig, TargetFeatureSource } from '../inference/target-feature-source.ts';
+import { EMBED_NAME, type Eagle3Config } from '../model/eagle3/config.ts';
+import { Eagle3DraftModel } from '../model/eagle3/model.ts';
+import { initialEagle3Weights } from '../model/eagle3/parameters.ts';
+import type { TargetModel } from '../model/target/model.ts';
+import type { FileStore } from '../platform/platform.ts';
+import { Rng } from '../reference/random.ts';
+import type { VocabMapping } from '../reference/vocab-mapping.ts';
+import { AdamWBackend, SPECFORGE_OPTIMIZER } from './backend.ts';
+import { draftConfigHash, pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './checkpoint.ts';
+import { continueWithTarget, draftConfigFor, draftVocab, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
+import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
+import { TrainerController, type StepLog } from './trainer-controller.ts';
+import { TrainerCore } from './trainer-core.ts';
+
+const posInt = z.number().int().positive();
+
+/** Every setting that shapes a session (and so must match when it resumes). */
+export const sessionSettingsSchema = z.object({
+  epochs: posInt.default(6),
+  roundPrompts: posInt.default(16),
+  batchSize: posInt.default(4),
+  tttLength: posInt.default(4),
+  lr: z.number().positive().default(3e-3),
+  warmupRatio: z.number().min(0).lt(1).default(0.05),
+  maxGradNorm: z.number().positive().default(SPECFORGE_OPTIMIZER.maxGradNorm),
+  draftVocabSize: posInt.optional(),
+  auxLayers: z.array(z.number().int().nonnegative()).length(3).optional(),
+  responseLength: posInt.default(48),
+  rolloutWorkers: posInt.max(8).default(1),
+  checkpointEvery: posInt.default(8),
+  seed: z.number().int().nonnegative().default(0),
+});
+export type SessionSettings = z.infer<typeof sessionSettingsSchema>;
+
+export interface SessionStorage {
+  /** Checkpoints (`<runId>-step<N>/`) and `sequences.json`. */
+  readonly checkpoints: FileStore;
+  /** The durable ledger: file journal in Node/Deno, IndexedDB in a tab. */
+  readonly metadata: MetadataStore;
+  /** Feature spill: committed features survive a crash until their ack. */
+  readonly spill?: FileStore;
+}
+
+export interface SessionStep extends StepLog {
+  totalSteps: number;
+  /** Per TTT step k: SpecForge's ploss_k and acc_k over this step's micro-batches. */
+  plosses: number[];
+  accs: number[];
+  /** Simulated acceptance length Σ_k Π_{j≤k} acc_j. */
+  simulatedAcceptance: number;
+  /** Training tokens per second since the session opened (rollout included). */
+  tokensPerSecond: number;
+  checkpointed: boolean;
+}
+
+export type SessionEvent =
+  | { kind: 'phase'; phase: string; detail: string }
+  | { kind: 'rollout'; round: number; samples: number; seconds: number }
+  | { kind: 'checkpoint'; step: number; acked: number };
+
+export interface SessionInputs {
+  gpu: Gpu;
+  target: TargetModel;
+  /** The target's input embedding on the host (the draft's frozen copy is made from it). */
+  embedTokens: Float32Array;
+  trainPrompts: readonly number[][];
+  settings: SessionSettings;
+  storage: SessionStorage;
+  runId: string;
+  now: () => number;
+  onEvent?: (event: SessionEvent) => void;
+}
+
+export interface ResumeReport {
+  step: number;
+  requeued: number;
+  released: number;
+}
+
+export class Eagle3TrainingSession {
+  private readonly owned: { destroy(): void }[] = [];
+  private readonly rounds: { taskId: string; sequence: number }[][] = [];
+  private nextRound = 0;
+  private pendingAcks: SampleRef[] = [];
+  private lastCheckpoint = 0;
+  private tokensTrained = 0;
+  private readonly openedAt: number;
+  private readonly avgLength: number;
+  resumed: ResumeReport | undefined;
+
+  private constructor(
+    private readonly inputs: SessionInputs,
+    readonly sequences: readonly TrainSequence[],
+    readonly mapping: VocabMapping,
+    readonly coverage: number,
+    readonly distinctTokens: number,
+    readonly draftConfig: Eagle3Config,
+    readonly auxLayerIds: readonly number[],
+    readonly initialWeights: Readonly<Record<string, Float32Array>>,
+    readonly totalSteps: number,
+    readonly contract: RunContract,
+    private readonly controller: DataFlowController,
+    private readonly store: LocalFeatureStore,
+    private readonly workers: RolloutWorker[],
+    private readonly backend: AdamWBackend,
+    private readonly core: TrainerCore,
+    private readonly trainer: TrainerController,
+    private readonly loader: FeatureDataLoader,
+    private readonly lease: ReturnType<DataFlowController['trainLease']>,
+  ) {
+    this.openedAt = inputs.now();
+    this.avgLength = sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(sequences.length, 1);
+  }
+
+  /** Builds the run (generating or reading its sequences) and resumes it when its ledger has acks. */
+  static async open(inputs: SessionInputs): Promise<Eagle3TrainingSession> {
+    const { gpu, target, settings, storage, runId } = inputs;
+    const tc = target.config;
+    const emit = inputs.onEvent ?? (() => undefined);
+    const auxLayerIds = settings.auxLayers ?? defaultAuxLayerIds(tc.numLayers);
+    for (const id of auxLayerIds) if (id >= tc.numLayers) throw new Error(`auxLayers: layer ${id} outside 0..${tc.numLayers - 1} (the target has ${tc.numLayers} layers)`);
+    const draftVocabSize = settings.draftVocabSize ?? Math.min(tc.vocabSize, 32000);
+    if (draftVocabSize > tc.vocabSize) throw new Error(`draftVocabSize ${draftVocabSize} exceeds the target vocabulary ${tc.vocabSize}`);
+    if (inputs.trainPrompts.length === 0) throw new Error('trainPrompts: no training prompts');
+
+    emit({ kind: 'phase', phase: 'data', detail: `${inputs.trainPrompts.length} prompts, ${settings.responseLength} target tokens each` });
+    const sequences = await loadOrGenerateSequences(storage.checkpoints, target, inputs.trainPrompts, settings.responseLength);
+    const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
+    const draftConfig = draftConfigFor(target, draftVocabSize);
+    const initialWeights = initialEagle3Weights(draftConfig, inputs.embedTokens, new Rng(settings.seed + 1));
+
+    const order = new Rng(settings.seed + 2);
+    const stream: number[] = [];
+    for (let e = 0; e < settings.epochs; e++) stream.push(...shuffledIndices(sequences.length, order));
+    const rounds: { taskId: string; sequence: number }[][] = [];
+    for (let i = 0, r = 0; i < stream.length; i += settings.roundPrompts, r++) {
+      rounds.push(stream.slice(i, i + settings.roundPrompts).map((s, j) => ({ taskId: `r${r}-${j}-s${s}`, sequence: s })));
+    }
+    const totalSteps = rounds.reduce((a, r) => a + Math.ceil(r.length / settings.batchSize), 0);
+
+    const store = new LocalFeatureStore(gpu, { spill: storage.spill });
+    const controller = new DataFlowController({ runId, store: storage.metadata, featureStore: store });
+    const capture = { ...eagle3CaptureConfig(tc, auxLayerIds), extra: { ttt_length: settings.tttLength } };
+    const source = new TargetFeatureSource(target);
+    const workers = Array.from({ length: settings.rolloutWorkers }, (_, i) => new RolloutWorker(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
+    const backend = new AdamWBackend(gpu, {
+      ...SPECFORGE_OPTIMIZER,
+      lr: settings.lr,
+      maxGradNorm: settings.maxGradNorm,
+      schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
+    });
+    const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initialWeights, { t2d: mapping.t2d, d2t: mapping.d2t });
+    const core = new TrainerCore(new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength }), backend, 1);
+    const trainer = new TrainerController(gpu, core);
+    const lease = controller.trainLease(controller.registerTrainer({ trainerId: 'trainer-0' }));
+    // No prefetch: a step that ends the fit must not leave a leased batch behind (pause, stop).
+    const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: settings.batchSize, dropLast: false, prefetch: false });
+    const contract: RunContract = {
+      strategy: 'eagle3',
+      tttLength: settings.tttLength,
+      batchSize: settings.batchSize,
+      accumulationSteps: 1,
+      draftConfigHash: draftConfigHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length }),
+    };
+    const session = new Eagle3TrainingSession(inputs, sequences, mapping, coverage, distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, controller, store, workers, backend, core, trainer, loader, lease);
+    session.owned.push(draft, backend);
+    session.rounds.push(...rounds);
+    try {
+      await session.resume();
+    } catch (err) {
+      session.destroy();
+      throw err;
+    }
+    return session;
+  }
+
+  get globalStep(): number {
+    return this.trainer.globalStep;
+  }
+
+  get finished(): boolean {
+    return this.trainer.globalStep >= this.totalSteps;
+  }
+
+  get runId(): string {
+    return this.inputs.runId;
+  }
+
+  /** Restores a run whose ledger has a durable ack; a fresh ledger leaves everything as built. */
+  private async resume(): Promise<void> {
+    const { storage, runId } = this.inputs;
+    const marker = await storage.metadata.durableMarker();
+    const restored = await resumeFromCheckpoint(storage.checkpoints, this.inputs.gpu, this.backend, { runId, marker, contract: this.contract });
+    const report = await this.controller.reconcileOnRestart(this.store);
+    if (restored) {
+      this.trainer.globalStep = restored.state.globalStep;
+      this.core.microStep = restored.state.microStep;
+      this.lastCheckpoint = restored.state.globalStep;
+      this.resumed = { step: restored.state.globalStep, requeued: report.requeued.length, released: report.released.length };
+      this.inputs.onEvent?.({ kind: 'phase', phase: 'resume', detail: `step ${restored.state.globalStep}: ${report.released.length} samples already trained, ${report.requeued.length} committed samples requeued` });
+    }
+    // Rounds whose every task is committed are done; a partly committed round ingests the rest.
+    while (this.nextRound < this.rounds.length && (await this.roundCommitted(this.nextRound)) === this.rounds[this.nextRound].length) this.nextRound++;
+  }
+
+  private async roundCommitted(r: number): Promise<number> {
+    let n = 0;
+    for (const t of this.rounds[r]) if (await this.inputs.storage.metadata.isCommitted(onlineSampleId(this.inputs.runId, t.taskId))) n++;
+    return n;
+  }
+
+  /** Ingests round `r` (the tasks not yet committed) and lets the rollout workers capture it. */
+  private async rollout(r: number): Promise<void> {
+    const t0 = this.inputs.now();
+    const pending = [];
+    for (const t of this.rounds[r]) if (!(await this.inputs.storage.metadata.isCommitted(onlineSampleId(this.inputs.runId, t.taskId)))) pending.push(t);
+    this.controller.ingestPrompts(
+      pending.map((t) => {
+        const s = this.sequences[t.sequence];
+        return { taskId: t.taskId, payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length };
+      }),
+    );
+    // Workers lease in turn (one command stream: their GPU work is serialised anyway), so the commit
+    // order, and with it the batch order, does not depend on timing.
+    const share = Math.ceil(pending.length / this.workers.length);
+    let committed = 0;
+    for (let progress = true; progress; ) {
+      progress = false;
+      for (const w of this.workers) {
+        const refs = await w.runOnce(share);
+        committed += refs.length;
+        progress ||= refs.length > 0;
+      }
+    }
+    if (committed !== pending.length) throw new Error(`round ${r}: ${committed} of ${pending.length} samples committed (${this.controller.promptFailures().map((f) => f.reason).join('; ')})`);
+    this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: committed, seconds: (this.inputs.now() - t0) / 1000 });
+  }
+
+  /** One optimizer step (rolling out the next round first when the queue is empty); undefined when the run is complete. */
+  async step(): Promise<SessionStep | undefined> {
+    while (this.controller.queue.depth() === 0) {
+      if (this.nextRound >= this.rounds.length) {
+        await this.flush();
+        return undefined;
+      }
+      await this.rollout(this.nextRound++);
+    }
+    const settings = this.inputs.settings;
+    let log: StepLog | undefined;
+    let checkpointed = false;
+    await this.trainer.fit(this.loader, {
+      maxSteps: this.trainer.globalStep + 1,
+      ackFn: async (_ids, step, batches) => {
+        this.pendingAcks.push(...batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs));
+        const roundEnd = this.controller.queue.depth() === 0;
+        if (step % settings.checkpointEvery === 0 || roundEnd || step === this.totalSteps) {
+          await this.flush();
+          checkpointed = true;
+        }
+      },
+      onStep: (s) => (log = s),
+    });
+    if (!log) throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${this.controller.queue.depth()} refs are queued`);
+    this.tokensTrained += log.samples * this.avgLength;
+    const T = settings.tttLength;
+    const plosses = Array.from({ length: T }, (_, k) => log!.metrics[`ploss_num_${k}`] / Math.max(log!.metrics[`ploss_den_${k}`], 1e-6));
+    const accs = Array.from({ length: T }, (_, k) => log!.metrics[`correct_${k}`] / Math.max(log!.metrics[`denom_${k}`], 1e-6));
+    let prod = 1;
+    let simulatedAcceptance = 0;
+    for (const a of accs) simulatedAcceptance += prod *= a;
+    const elapsed = (this.inputs.now() - this.openedAt) / 1000;
+    return { ...log, totalSteps: this.totalSteps, plosses, accs, simulatedAcceptance, tokensPerSecond: this.tokensTrained / elapsed, checkpointed };
+  }
+
+  /** Checkpoint the current step and durably ack every sample trained since the last checkpoint. */
+  async flush(): Promise<void> {
+    const step = this.trainer.globalStep;
+    if (this.pendingAcks.length === 0 && step === this.lastCheckpoint) return;
+    const { storage, runId, gpu } = this.inputs;
+    await saveCheckpoint(storage.checkpoints, gpu, this.backend, {
+      runId,
+      globalStep: step,
+      microStep: this.core.microStep,
+      epoch: 0,
+      data: { epochBatch: step, epochSamples: 0, samplesConsumed: 0 },
+      contract: this.contract,
+      extra: { auxLayerIds: [...this.auxLayerIds] },
+    });
+    const acked = this.pendingAcks;
+    this.pendingAcks = [];
+    if (acked.length > 0) await this.lease.ack(acked, { globalStep: step, optimizerDurable: true });
+    const previous = this.lastCheckpoint;
+    this.lastCheckpoint = step;
+    await pruneCheckpoints(storage.checkpoints, runId, previous);
+    this.inputs.onEvent?.({ kind: 'checkpoint', step, acked: acked.length });
+  }
+
+  /** The draft as it stands (weights read back from the GPU), ready for speculative decoding. */
+  async currentDraft(): Promise<Eagle3DraftCheckpoint> {
+    return { config: this.draftConfig, weights: await this.currentWeights(), d2t: this.mapping.d2t, auxLayerIds: this.auxLayerIds };
+  }
+
+  /** The untrained draft (this run's initial weights). */
+  initialDraft(): Eagle3DraftCheckpoint {
+    const weights = Object.fromEntries(Object.entries(this.initialWeights).filter(([k]) => k !== EMBED_NAME));
+    return { config: this.draftConfig, weights, d2t: this.mapping.d2t, auxLayerIds: this.auxLayerIds };
+  }
+
+  /** Trained parameters by name (the frozen embedding excluded). */
+  async currentWeights(): Promise<Record<string, Float32Array>> {
+    const weights: Record<string, Float32Array> = {};
+    for (const p of this.backend.params) weights[p.name] = (await this.inputs.gpu.read(p.value)) as Float32Array;
+    return weights;
+  }
+
+  async status(): Promise<{ controller: ControllerStatus; featureStore: FeatureStoreHealth; round: number; rounds: number }> {
+    return { controller: await this.controller.status(), featureStore: this.store.health(), round: this.nextRound, rounds: this.rounds.length };
+  }
+
+  destroy(): void {
+    for (const o of this.owned) o.destroy();
+    this.owned.length = 0;
+  }
+}
+
+const SEQUENCES_FILE = 'sequences.json';
+
+/** The sequences of an earlier open of this run when their prompts match; else generated and saved. */
+async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number): Promise<TrainSequence[]> {
+  const key = JSON.stringify({ prompts, responseLength, target: target.config });
+  if (await files.exists(SEQUENCES_FILE)) {
+    const saved = JSON.parse(new TextDecoder().decode(await files.read(SEQUENCES_FILE))) as { key?: string; sequences?: TrainSequence[] };
+    if (saved.key === key && Array.isArray(saved.sequences)) return saved.sequences;
+  }
+  const sequences = await continueWithTarget(target, prompts, responseLength);
+  await files.writeAtomic(SEQUENCES_FILE, new TextEncoder().encode(JSON.stringify({ key, sequences })));
+  return sequences;
+}
