@@ -6,6 +6,7 @@ import type { Platform } from '../platform/platform.ts';
 import { generateCommand, pretrain } from './pretrain.ts';
 import { EVAL_USAGE, evalCommand } from './eval.ts';
 import { EXPORT_USAGE, exportCommand } from './export.ts';
+import { prepareCommand } from './prepare.ts';
 import { selfcheck } from './selfcheck.ts';
 import { trainCommand } from './train.ts';
 
@@ -44,9 +45,15 @@ const COMMANDS: Record<string, Command> = {
     },
   },
   train: {
-    summary: 'train an EAGLE3 draft online for a target (rollout → feature store → trainer), export it, and compare acceptance before/after',
+    summary: 'train an EAGLE3 draft online for a target (rollout → feature store → trainer), or --offline from prepared shards; export it, and compare acceptance before/after',
     run(platform, args) {
       return trainCommand(platform, args, (line) => console.log(line));
+    },
+  },
+  prepare: {
+    summary: 'run the target over prompts and write its EAGLE3 features as offline shards (for train --offline DIR)',
+    run(platform, args) {
+      return prepareCommand(platform, args, (line) => console.log(line));
     },
   },
   export: {

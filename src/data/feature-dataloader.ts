@@ -43,6 +43,12 @@ export interface FeatureDataLoaderOptions {
   prefetch?: boolean;
   /** Right-padding value per feature (default 0), e.g. `{ labels: -1 }` so padded rows are ignored. */
   padValues?: Readonly<Record<string, number>>;
+  /**
+   * Per-sample transform between `store.get` and collation (SpecForge's injected
+   * `per_sample_transform`, e.g. the EAGLE3 offline normaliser). It may pass input tensors through;
+   * tensors it creates belong to the loader, which frees them once copied into the batch.
+   */
+  transform?: (tensors: Readonly<Record<string, Tensor>>, ref: SampleRef) => Record<string, Tensor> | Promise<Record<string, Tensor>>;
 }
 
 export class HomogeneityError extends Error {
@@ -190,11 +196,19 @@ export class FeatureDataLoader {
   private async collate(refs: SampleRef[]): Promise<TrainBatch<Tensor>> {
     const samples: Record<string, Tensor>[] = [];
     const handles = [];
+    const transformed: Tensor[] = [];
     try {
       for (const ref of refs) {
         const { tensors, handle } = await this.store.get(ref);
-        samples.push(tensors);
         handles.push(handle);
+        if (!this.options.transform) {
+          samples.push(tensors);
+          continue;
+        }
+        const stored = new Set(Object.values(tensors));
+        const out = await this.options.transform(tensors, ref);
+        transformed.push(...Object.values(out).filter((t) => !stored.has(t)));
+        samples.push(out);
       }
       const names = Object.keys(samples[0]);
       const lengths = samples.map((s) => s[names[0]].shape[0]);
@@ -242,6 +256,7 @@ export class FeatureDataLoader {
     } finally {
       // Copies are encoded; the queue orders them before any later reuse of these buffers.
       for (const h of handles) this.store.release(h);
+      this.gpu.release(...transformed);
     }
   }
 }

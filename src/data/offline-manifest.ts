@@ -4,7 +4,8 @@
  * Shard format: one safetensors file per sample, `*.safetensors` anywhere under the manifest folder:
  *   input_ids         [S]        I32 or I64   tokenized conversation (unshifted)
  *   loss_mask         [S]        I32/I64/U8   1 on assistant-response tokens
- *   hidden_state      [S, Ht]    F32/BF16/F16 the target's final hidden state (input of its lm_head)
+ *   hidden_state      [S, Ht]    F32/BF16/F16 the target's final hidden state after its final norm (the
+ *                                               exact input of its lm_head, as SpecForge stores it)
  *   aux_hidden_state  [S, 3·Ht]  F32/BF16/F16 the three captured layer outputs, concatenated (low, mid, high)
  * On the GPU, floats become f32 and integers i32 (the FeatureSpec records the stored dtype).
  *

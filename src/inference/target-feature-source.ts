@@ -16,7 +16,18 @@
  *                               facts.json `loss_mask_recipe`)
  *
  * The feature loader right-pads samples and builds the attention mask from their lengths. Only the
- * `logits` target representation is produced here.
+ * `logits` target representation is produced for the online path.
+ *
+ * `captureShards` runs the same grouped forward for offline shards (reference §3.3; written by
+ * `speclab prepare`) and returns what SpecForge's `prepare_hidden_states.py` stores, UNSHIFTED:
+ *
+ *   input_ids         i32 [L]       x
+ *   loss_mask         i32 [L]       the payload's loss_mask as given (the offline normaliser zeroes the
+ *                                   last position at training time, §3.5)
+ *   hidden_state      f32 [L, H]    the target's final hidden state AFTER the final norm, i.e. the exact
+ *                                   input of its lm_head (HF hidden_states[N]); the trainer's target
+ *                                   head is then lm_head alone
+ *   aux_hidden_state  f32 [L, A·H]  as `hidden_state` above for the online path
  */
 import type { PromptTask } from '../contracts/index.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -76,11 +87,32 @@ export class TargetFeatureSource implements FeatureSource {
     const results: CapturedFeatures[] = new Array(tasks.length);
     try {
       for (const group of this.groups(parsed)) {
-        const features = await this.captureGroup(group, capture.auxLayerIds);
+        const features = await this.captureGroup(group, capture.auxLayerIds, 'online');
         group.forEach((task, i) => (results[task.index] = features[i]));
       }
     } catch (err) {
       for (const r of results) if (r) this.model.gpu.release(...Object.values(r.tensors));
+      throw err;
+    }
+    return results;
+  }
+
+  /**
+   * Offline shard features per task (layout in the file comment), from the same batched forward as
+   * `generateFeatures`. The caller owns the returned tensors.
+   */
+  async captureShards(tasks: readonly PromptTask[], auxLayerIds: readonly number[]): Promise<Record<string, Tensor>[]> {
+    const c = this.model.config;
+    this.checkAuxLayers(auxLayerIds);
+    const parsed = tasks.map((task, index) => parseTask(task, index, c.vocabSize));
+    const results: Record<string, Tensor>[] = new Array(tasks.length);
+    try {
+      for (const group of this.groups(parsed)) {
+        const features = await this.captureGroup(group, auxLayerIds, 'shard');
+        group.forEach((task, i) => (results[task.index] = features[i].tensors));
+      }
+    } catch (err) {
+      for (const r of results) if (r) this.model.gpu.release(...Object.values(r));
       throw err;
     }
     return results;
@@ -93,8 +125,13 @@ export class TargetFeatureSource implements FeatureSource {
     if (capture.targetVocabSize !== undefined && capture.targetVocabSize !== c.vocabSize) {
       throw new Error(`TargetFeatureSource: capture targetVocabSize ${capture.targetVocabSize} != the target's vocab_size ${c.vocabSize}`);
     }
-    if (capture.auxLayerIds.length === 0) throw new Error(`TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${defaultAuxLayerIds(c.numLayers)}])`);
-    for (const id of capture.auxLayerIds) {
+    this.checkAuxLayers(capture.auxLayerIds);
+  }
+
+  private checkAuxLayers(auxLayerIds: readonly number[]): void {
+    const c = this.model.config;
+    if (auxLayerIds.length === 0) throw new Error(`TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${c.numLayers >= 4 ? defaultAuxLayerIds(c.numLayers) : '1, N/2 − 1, N − 4'}])`);
+    for (const id of auxLayerIds) {
       if (!Number.isInteger(id) || id < 0 || id >= c.numLayers) throw new Error(`TargetFeatureSource: aux layer id ${id} outside 0..${c.numLayers - 1} (the output of decoder layer id)`);
     }
   }
@@ -116,10 +153,12 @@ export class TargetFeatureSource implements FeatureSource {
     return groups;
   }
 
-  private async captureGroup(group: ParsedTask[], auxLayerIds: readonly number[]): Promise<CapturedFeatures[]> {
+  /** One batched forward over a group; `layout` picks the online features or the offline shard tensors. */
+  private async captureGroup(group: ParsedTask[], auxLayerIds: readonly number[], layout: 'online' | 'shard'): Promise<CapturedFeatures[]> {
     const { model } = this;
     const gpu = model.gpu;
-    const { hiddenSize: H, vocabSize: V } = model.config;
+    const { hiddenSize: H, vocabSize: V, numLayers: N } = model.config;
+    const online = layout === 'online';
     const batch = group.length;
     const seq = group[0].ids.length;
     const ids = new Int32Array(batch * seq);
@@ -128,23 +167,32 @@ export class TargetFeatureSource implements FeatureSource {
       ids.set(task.ids, b * seq);
       mask.fill(1, b * seq, b * seq + task.ids.length);
     });
-    const hsIndices = [...new Set(auxLayerIds.map((id) => id + 1))];
-    const out = await model.forward({ inputIds: ids, batch, seqLen: seq, attentionMask: mask }, { hiddenStates: hsIndices, logits: true });
+    // Shards keep the final-normed hidden state (index N) instead of the logits it projects to.
+    const hsIndices = [...new Set([...auxLayerIds.map((id) => id + 1), ...(online ? [] : [N])])];
+    const out = await model.forward({ inputIds: ids, batch, seqLen: seq, attentionMask: mask }, { hiddenStates: hsIndices, logits: online });
     this.forwards++;
     const made: CapturedFeatures[] = [];
     try {
-      const logits = out.logits!;
       const width = auxLayerIds.length * H;
       for (let b = 0; b < batch; b++) {
         const { ids: x, lossMask } = group[b];
         const L = x.length;
         const tensors: Record<string, Tensor> = {};
         made.push({ tensors, auxLayerIds: [...auxLayerIds] });
-        tensors.hidden_state = gpu.tensor([L, width], 'f32', 'hidden_state');
+        const auxName = online ? 'hidden_state' : 'aux_hidden_state';
+        tensors[auxName] = gpu.tensor([L, width], 'f32', auxName);
         for (const [i, id] of auxLayerIds.entries()) {
           const hs = out.hiddenStates.get(id + 1)!;
-          await copyStrided(gpu, hs, tensors.hidden_state, { rows: L, width: H, srcOffset: b * seq * H, dstStride: width, dstOffset: i * H });
+          await copyStrided(gpu, hs, tensors[auxName], { rows: L, width: H, srcOffset: b * seq * H, dstStride: width, dstOffset: i * H });
         }
+        if (!online) {
+          tensors.hidden_state = gpu.tensor([L, H], 'f32', 'hidden_state');
+          await copyStrided(gpu, out.hiddenStates.get(N)!, tensors.hidden_state, { rows: L, width: H, srcOffset: b * seq * H });
+          tensors.input_ids = gpu.upload([L], 'i32', x, 'input_ids');
+          tensors.loss_mask = gpu.upload([L], 'i32', lossMask, 'loss_mask');
+          continue;
+        }
+        const logits = out.logits!;
         tensors.target = gpu.tensor([L, V], 'f32', 'target');
         const rowBytes = V * 4;
         const dst = tensors.target.part;

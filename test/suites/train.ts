@@ -1,6 +1,7 @@
-/** Suites of `speclab train`: online EAGLE3 draft training end to end on the fixtures, and resume. */
+/** Suites of `speclab train`: online EAGLE3 draft training end to end on the fixtures, and resume; offline training from prepared shards. */
 import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
 import session from '../training/eagle3-session.test.ts';
+import offline from '../training/offline-training.test.ts';
 
-export const trainSuites: readonly Suite[] = [session, trainCli];
+export const trainSuites: readonly Suite[] = [session, trainCli, offline];

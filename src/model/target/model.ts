@@ -20,7 +20,7 @@
  */
 import type { TargetCheckpoint } from '../../data/checkpoint.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import { Tensor } from '../../gpu/tensor.ts';
+import { fmtShape, Tensor } from '../../gpu/tensor.ts';
 import { attentionForward } from '../../kernels/attention.ts';
 import { decodeAttentionForward } from '../../kernels/attention-decode.ts';
 import { extendAttentionForward } from '../../kernels/attention-extend.ts';
@@ -523,6 +523,26 @@ export class TargetModel {
       throw err;
     } finally {
       this.gpu.release(normed);
+    }
+  }
+
+  /**
+   * The target head alone: logits = x·lm_headᵀ for x = the final-normed hidden state (HF
+   * hidden_states[N], what offline shards store), shape [..., H] → [..., V]. The same projection
+   * `forward` ends with, so offline training sees the logits online capture would have produced.
+   */
+  async headLogits(x: Tensor): Promise<Tensor> {
+    const { hiddenSize: H, vocabSize: V } = this.config;
+    if (x.dtype !== 'f32' || x.shape.length < 1 || x.shape[x.shape.length - 1] !== H) {
+      throw new Error(`TargetModel.headLogits: ${x.label} must be f32 [..., ${H}] (the target's hidden size), got ${x.dtype}${fmtShape(x.shape)}`);
+    }
+    const logits = this.gpu.tensor([...x.shape.slice(0, -1), V], 'f32', 'target.head_logits');
+    try {
+      await this.lmHeadInto(x, logits, x.numel / H);
+      return logits;
+    } catch (err) {
+      this.gpu.release(logits);
+      throw err;
     }
   }
 

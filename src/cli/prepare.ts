@@ -1,0 +1,214 @@
+/**
+ * `speclab prepare`: run the target over prompts once and write its EAGLE3 features as offline
+ * shards (src/data/offline-eagle3.ts), for `speclab train --offline DIR`.
+ *
+ *   speclab prepare [--target <hf dir>] [--prompts-file <json>] [--out <dir>] [flags]
+ *
+ * The data are chosen exactly as `speclab train` chooses them (same settings, same defaults): the lab
+ * corpus when the target is the lab target, a --prompts-file, or seeded random prompts; each prompt
+ * is continued greedily by the target, with the loss mask on the continuation. So `prepare` then
+ * `train --offline` trains on the samples an online `train` with the same settings would capture.
+ * The features come from TargetFeatureSource.captureShards: the batched forward of the online path.
+ */
+import { z } from 'zod';
+import { makePromptTask } from '../contracts/index.ts';
+import { loadHfCheckpoint } from '../data/checkpoint.ts';
+import { OFFLINE_FORMAT, OFFLINE_MANIFEST, OFFLINE_SHARD_DIR, offlineShardBytes, shardPath, type OfflineManifest } from '../data/offline-eagle3.ts';
+import type { GpuContext } from '../gpu/context.ts';
+import { Gpu } from '../gpu/gpu.ts';
+import { defaultAuxLayerIds, TargetFeatureSource } from '../inference/target-feature-source.ts';
+import { TargetModel } from '../model/target/model.ts';
+import type { Platform } from '../platform/platform.ts';
+import { Rng } from '../reference/random.ts';
+import { countLossTokens } from '../reference/vocab-mapping.ts';
+import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
+import { LAB_TARGET_DIR, labCorpusPrompts, parsePromptsJson, randomPrompts, validateTrainConfig } from './train.ts';
+
+const posInt = z.number().int().positive();
+const nonNegInt = z.number().int().nonnegative();
+
+/** The data settings of `speclab train` (same names and defaults), plus where to write. */
+export const prepareConfigSchema = z
+  .object({
+    target: z.string().min(1).optional(),
+    promptsFile: z.string().min(1).optional(),
+    out: z.string().min(1).default('runs/prepared'),
+    trainPrompts: posInt.default(32),
+    evalPrompts: posInt.default(4),
+    promptLength: posInt.default(8),
+    responseLength: posInt.default(48),
+    auxLayers: z.array(nonNegInt).length(3).optional(),
+    seed: nonNegInt.default(0),
+  })
+  .strict();
+
+export type PrepareConfig = z.infer<typeof prepareConfigSchema>;
+
+const FLAG_HELP: Record<keyof PrepareConfig, string> = {
+  target: 'Hugging Face target directory (default: the lab target when assets/lab-target has a model)',
+  promptsFile: 'JSON array of token-id arrays: prompts to continue with the target (last --eval-prompts held out)',
+  out: 'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors',
+  trainPrompts: 'training prompts (generated or taken from the corpus): one shard each',
+  evalPrompts: 'held-out prompts, recorded in the manifest for the acceptance measurement',
+  promptLength: 'tokens per generated/corpus prompt',
+  responseLength: 'tokens the target generates after each prompt (the loss-masked part)',
+  auxLayers: 'three target layer ids whose outputs feed the draft, e.g. 1,2,3 (default [1, N/2 − 1, N − 4])',
+  seed: 'seed of the random prompts',
+};
+
+const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+const FLAGS = new Map<string, keyof PrepareConfig>(Object.keys(FLAG_HELP).map((k) => [`--${kebab(k)}`, k as keyof PrepareConfig]));
+const STRING_KEYS = new Set<keyof PrepareConfig>(['target', 'promptsFile', 'out']);
+
+export function prepareUsage(): string {
+  const lines = [...FLAGS].map(([flag, key]) => `  ${flag.padEnd(22)} ${FLAG_HELP[key]}`);
+  return `usage: speclab prepare [options]\n\nwrites EAGLE3 training features of the target as offline shards; train on them with speclab train --offline DIR\n\noptions:\n${lines.join('\n')}\n`;
+}
+
+/** Settings from argv; errors name the flag. */
+export function parsePrepareFlags(args: readonly string[]): PrepareConfig {
+  const values: Record<string, unknown> = {};
+  for (let i = 0; i < args.length; i += 2) {
+    const flag = args[i];
+    const key = FLAGS.get(flag);
+    if (!key) throw new Error(`unknown option ${flag}\n${prepareUsage()}`);
+    const value = args[i + 1];
+    if (value === undefined) throw new Error(`${flag}: missing value`);
+    if (STRING_KEYS.has(key)) values[key] = value;
+    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => (s.trim() === '' ? Number.NaN : Number(s)));
+    else values[key] = value.trim() === '' ? Number.NaN : Number(value);
+  }
+  const parsed = prepareConfigSchema.safeParse(values);
+  if (!parsed.success) {
+    throw new Error(`prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`);
+  }
+  return parsed.data;
+}
+
+export interface PrepareSummary {
+  dir: string;
+  samples: number;
+  tokens: number;
+  seconds: number;
+}
+
+/** Runs `speclab prepare`; `gpuContext` (tests) replaces acquiring a device from the platform. */
+export async function prepareCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+  if (args.includes('--help') || args.includes('-h')) {
+    print(prepareUsage());
+    return 0;
+  }
+  await runPrepare(platform, parsePrepareFlags(args), print, gpuContext);
+  return 0;
+}
+
+export async function runPrepare(platform: Platform, config: PrepareConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<PrepareSummary> {
+  const started = performance.now();
+  const lab = platform.files(LAB_TARGET_DIR);
+  const labHasModel = (await lab.exists('config.json')) && (await lab.exists('model.safetensors'));
+  const targetDir = config.target ?? (labHasModel ? LAB_TARGET_DIR : undefined);
+  if (!targetDir) throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
+  const targetFiles = platform.files(targetDir);
+  if (!(await targetFiles.exists('config.json'))) throw new Error(`target (--target) ${targetFiles.root}: no config.json there (expected a Hugging Face model directory)`);
+
+  const out = platform.files(config.out);
+  if ((await out.exists(OFFLINE_MANIFEST)) || (await out.list(OFFLINE_SHARD_DIR)).length > 0) {
+    throw new Error(`out (--out) ${out.root} already holds a prepared feature set (${OFFLINE_MANIFEST} or ${OFFLINE_SHARD_DIR}/); choose an empty directory`);
+  }
+
+  const checkpoint = await loadHfCheckpoint(targetFiles, '');
+  const tc = checkpoint.config;
+  if (!config.auxLayers && tc.numLayers < 4) throw new Error(`auxLayers (--aux-layers): the target has ${tc.numLayers} layers, the default rule [1, N/2 − 1, N − 4] needs at least 4; pass three layer ids`);
+  const auxLayerIds = config.auxLayers ?? defaultAuxLayerIds(tc.numLayers);
+  for (const id of auxLayerIds) if (id >= tc.numLayers) throw new Error(`auxLayers (--aux-layers): layer ${id} outside 0..${tc.numLayers - 1}`);
+
+  const ctx = gpuContext ?? (await platform.acquireGpu());
+  const gpu = new Gpu(ctx);
+  const target = TargetModel.create(gpu, checkpoint);
+  try {
+    print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+    const { train, held, source } = await choosePrompts(platform, config, tc.vocabSize, targetDir === LAB_TARGET_DIR && !config.promptsFile);
+    print(`phase data: ${train.length} training prompts + ${held.length} held out from ${source}; target generates ${config.responseLength} tokens each`);
+    const sequences = await continueWithTarget(target, train, config.responseLength);
+
+    const features = new TargetFeatureSource(target);
+    const chunk = 16;
+    for (let i = 0; i < sequences.length; i += chunk) {
+      const part = sequences.slice(i, i + chunk);
+      const captured = await features.captureShards(part.map((s, j) => taskOf(s, i + j)), auxLayerIds);
+      try {
+        for (const [j, t] of captured.entries()) {
+          const sample = {
+            inputIds: (await gpu.read(t.input_ids)) as Int32Array,
+            lossMask: (await gpu.read(t.loss_mask)) as Int32Array,
+            hidden: (await gpu.read(t.hidden_state)) as Float32Array,
+            aux: (await gpu.read(t.aux_hidden_state)) as Float32Array,
+          };
+          await out.writeAtomic(shardPath(i + j), offlineShardBytes(sample, tc.hiddenSize, i + j));
+        }
+      } finally {
+        for (const t of captured) gpu.release(...Object.values(t));
+      }
+      print(`phase capture: ${Math.min(i + chunk, sequences.length)}/${sequences.length} shards`);
+    }
+
+    const tokens = sequences.reduce((a, s) => a + s.inputIds.length, 0);
+    const counts = countLossTokens(sequences.flatMap((s) => s.inputIds), sequences.flatMap((s) => s.lossMask), tc.vocabSize);
+    const manifest: OfflineManifest = {
+      format: OFFLINE_FORMAT,
+      version: 1,
+      target: targetDir,
+      numLayers: tc.numLayers,
+      hiddenSize: tc.hiddenSize,
+      vocabSize: tc.vocabSize,
+      auxLayerIds: [...auxLayerIds],
+      samples: sequences.length,
+      tokens,
+      promptSource: source,
+      responseLength: config.responseLength,
+      seed: config.seed,
+      lossTokenCounts: [...counts],
+      trainPrompts: train,
+      heldOutPrompts: held,
+    };
+    // Written last: a manifest means every shard it counts is on disk.
+    await out.writeAtomic(OFFLINE_MANIFEST, new TextEncoder().encode(`${JSON.stringify(manifest)}\n`));
+    const seconds = (performance.now() - started) / 1000;
+    print(`prepared ${sequences.length} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`);
+    return { dir: out.root, samples: sequences.length, tokens, seconds };
+  } finally {
+    target.destroy();
+    gpu.destroy();
+    if (!gpuContext) ctx.destroy();
+  }
+}
+
+function taskOf(s: TrainSequence, index: number) {
+  return makePromptTask({ taskId: `prepare-${index}`, runId: 'prepare', sourceId: 'prepare', payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length });
+}
+
+/** The prompt choice of `speclab train`: --prompts-file, else the lab corpus for the lab target, else seeded random tokens. */
+async function choosePrompts(platform: Platform, config: PrepareConfig, vocab: number, useLabCorpus: boolean): Promise<{ train: number[][]; held: number[][]; source: string }> {
+  if (config.promptsFile) {
+    const path = config.promptsFile;
+    const i = path.lastIndexOf('/');
+    const [dir, name] = i < 0 ? ['.', path] : [path.slice(0, i) || '/', path.slice(i + 1)];
+    let json: unknown;
+    try {
+      json = JSON.parse(new TextDecoder().decode(await platform.files(dir).read(name)));
+    } catch (err) {
+      throw new Error(`promptsFile (--prompts-file) ${path}: ${(err as Error).message}`, { cause: err });
+    }
+    const all = parsePromptsJson(json, vocab, path);
+    if (all.length <= config.evalPrompts) throw new Error(`${path}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
+    return { train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts), held: all.slice(all.length - config.evalPrompts), source: path };
+  }
+  if (useLabCorpus) {
+    const { train, held } = await labCorpusPrompts(platform, validateTrainConfig({ trainPrompts: config.trainPrompts, evalPrompts: config.evalPrompts, promptLength: config.promptLength }));
+    return { train, held, source: 'lab corpus (train split / held-out split)' };
+  }
+  const rng = new Rng(config.seed);
+  const train = randomPrompts(config.trainPrompts, config.promptLength, vocab, rng);
+  const held = randomPrompts(config.evalPrompts, config.promptLength, vocab, rng);
+  return { train, held, source: `random tokens (seed ${config.seed})` };
+}

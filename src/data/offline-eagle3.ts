@@ -1,0 +1,142 @@
+/**
+ * A prepared EAGLE3 feature set on disk (`speclab prepare` writes it, `speclab train --offline` reads
+ * it): one safetensors shard per sample in the format of offline-manifest.ts, plus `manifest.json`.
+ *
+ *   <dir>/manifest.json                    written last: its presence means every shard is on disk
+ *   <dir>/shards/<index:08d>.safetensors   input_ids I32 [S], loss_mask I32 [S] (unshifted),
+ *                                          hidden_state F32 [S, Ht] (the target's final hidden state
+ *                                          after its final norm = the input of its lm_head),
+ *                                          aux_hidden_state F32 [S, 3·Ht]
+ * Shards are f32, not SpecForge's bf16, so that offline training reproduces online training exactly.
+ *
+ * The manifest carries what training needs besides the shards: the target and its aux layer ids
+ * (checked against the target at load), the token counts over loss-masked positions in sample order
+ * (the input of the vocabulary mapping, so it need not open every shard), and the prompts used to
+ * evaluate the draft (held-out ones, and the training prompts).
+ *
+ * `offlineEagle3Transform` is the per-sample normaliser (reference §3.5 plus the left shift of
+ * SpecForge's TargetHead.preprocess), run by the FeatureDataLoader on the GPU after each shard is
+ * read. It turns shard tensors into the online feature layout, except that `target` stays the
+ * final hidden state (metadata target_repr 'hidden_state'; the strategy's target head projects it):
+ *   input_ids    ← input_ids shifted left once (last 0)
+ *   loss_mask    ← loss_mask with its last position zeroed
+ *   hidden_state ← aux_hidden_state
+ *   target       ← hidden_state shifted left once (last row 0)
+ */
+import { z } from 'zod';
+import type { SampleRef } from '../contracts/index.ts';
+import type { Gpu } from '../gpu/gpu.ts';
+import { fmtShape, type Tensor } from '../gpu/tensor.ts';
+import type { FileStore } from '../platform/platform.ts';
+import { OfflineManifestReader } from './offline-manifest.ts';
+import { f32Bytes, writeSafetensors } from './safetensors.ts';
+
+export const OFFLINE_MANIFEST = 'manifest.json';
+export const OFFLINE_SHARD_DIR = 'shards';
+export const OFFLINE_FORMAT = 'speclab-offline-eagle3';
+
+const tokenIds = z.array(z.array(z.number().int().nonnegative()).min(1));
+
+export const offlineManifestSchema = z
+  .object({
+    format: z.literal(OFFLINE_FORMAT),
+    version: z.literal(1),
+    /** The target's Hugging Face directory, as given to `prepare` (resolved from the working directory). */
+    target: z.string().min(1),
+    numLayers: z.number().int().positive(),
+    hiddenSize: z.number().int().positive(),
+    vocabSize: z.number().int().positive(),
+    auxLayerIds: z.array(z.number().int().nonnegative()).length(3),
+    samples: z.number().int().positive(),
+    tokens: z.number().int().positive(),
+    promptSource: z.string(),
+    responseLength: z.number().int().positive(),
+    seed: z.number().int().nonnegative(),
+    /** [token id, count] over loss-masked positions, in first-seen order over the samples (ties in the vocab mapping follow it). */
+    lossTokenCounts: z.array(z.tuple([z.number().int().nonnegative(), z.number().int().positive()])),
+    trainPrompts: tokenIds,
+    heldOutPrompts: tokenIds,
+  })
+  .strict();
+
+export type OfflineManifest = z.infer<typeof offlineManifestSchema>;
+
+export function shardPath(index: number): string {
+  return `${OFFLINE_SHARD_DIR}/${String(index).padStart(8, '0')}.safetensors`;
+}
+
+/** Shard bytes from the tensors read back from the GPU (I32 ids and mask, F32 hidden states). */
+export function offlineShardBytes(sample: { inputIds: Int32Array; lossMask: Int32Array; hidden: Float32Array; aux: Float32Array }, hiddenSize: number, index: number): Uint8Array {
+  const S = sample.inputIds.length;
+  return writeSafetensors(
+    {
+      input_ids: { dtype: 'I32', shape: [S], data: new Uint8Array(sample.inputIds.buffer, sample.inputIds.byteOffset, sample.inputIds.byteLength) },
+      loss_mask: { dtype: 'I32', shape: [S], data: new Uint8Array(sample.lossMask.buffer, sample.lossMask.byteOffset, sample.lossMask.byteLength) },
+      hidden_state: { dtype: 'F32', shape: [S, hiddenSize], data: f32Bytes(sample.hidden) },
+      aux_hidden_state: { dtype: 'F32', shape: [S, sample.aux.length / S], data: f32Bytes(sample.aux) },
+    },
+    { format: OFFLINE_FORMAT, sample: String(index) },
+  );
+}
+
+/** Reads and validates `<dir>/manifest.json`; errors name the file and the field. */
+export async function readOfflineManifest(files: FileStore): Promise<OfflineManifest> {
+  const where = `${files.root}/${OFFLINE_MANIFEST}`;
+  if (!(await files.exists(OFFLINE_MANIFEST))) throw new Error(`${where} not found: not a prepared feature set (run speclab prepare --out ${files.root})`);
+  let json: unknown;
+  try {
+    json = JSON.parse(new TextDecoder().decode(await files.read(OFFLINE_MANIFEST)));
+  } catch (err) {
+    throw new Error(`${where}: not valid JSON (${(err as Error).message})`, { cause: err });
+  }
+  const parsed = offlineManifestSchema.safeParse(json);
+  if (!parsed.success) throw new Error(`${where}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  return parsed.data;
+}
+
+/** One ref per shard (lazy: no shard is opened), checked against the manifest's sample count. */
+export async function offlineRefs(files: FileStore, manifest: OfflineManifest, tttLength: number): Promise<SampleRef[]> {
+  const reader = new OfflineManifestReader(files, OFFLINE_SHARD_DIR, { runId: 'offline', strategy: 'eagle3', tttLength });
+  const refs = await reader.read();
+  if (refs.length !== manifest.samples) throw new Error(`${files.root}/${OFFLINE_SHARD_DIR}: ${refs.length} shards, the manifest lists ${manifest.samples}`);
+  return refs;
+}
+
+/** The §3.5 normaliser as a FeatureDataLoader transform (layout in the file comment). */
+export function offlineEagle3Transform(gpu: Gpu, hiddenSize: number, auxWidth: number): (tensors: Readonly<Record<string, Tensor>>, ref: SampleRef) => Record<string, Tensor> {
+  return (t, ref) => {
+    const where = `feature file ${ref.featureStoreUri.replace(/^file:\/\//, '')} (sample ${ref.sampleId})`;
+    const ids = t.input_ids;
+    const S = ids.shape[0];
+    const expect = (name: string, shape: number[]) => {
+      const x = t[name];
+      if (x.shape.length !== shape.length || x.shape.some((d, i) => d !== shape[i])) throw new Error(`${where}: ${name} is ${fmtShape(x.shape)}, expected ${fmtShape(shape)}`);
+    };
+    expect('input_ids', [S]);
+    expect('loss_mask', [S]);
+    expect('hidden_state', [S, hiddenSize]);
+    expect('aux_hidden_state', [S, auxWidth]);
+    const made: Tensor[] = [];
+    try {
+      const inputIds = shiftedLeft(gpu, ids, 'input_ids', made);
+      const target = shiftedLeft(gpu, t.hidden_state, 'target', made);
+      const lossMask = gpu.clone(t.loss_mask, 'loss_mask');
+      made.push(lossMask);
+      gpu.batcher.clearBuffer(lossMask.part.buffer, lossMask.part.byteOffset + (S - 1) * 4, 4);
+      return { input_ids: inputIds, loss_mask: lossMask, hidden_state: t.aux_hidden_state, target };
+    } catch (err) {
+      gpu.release(...made);
+      throw err;
+    }
+  };
+}
+
+/** Rows 1.. of `src` moved to 0.., last row zero (a GPU copy, encoded into the batch). */
+function shiftedLeft(gpu: Gpu, src: Tensor, label: string, made: Tensor[]): Tensor {
+  const out = gpu.zeros(src.shape, src.dtype, label);
+  made.push(out);
+  const rows = src.shape[0];
+  const rowBytes = src.byteLength / rows;
+  if (rows > 1) gpu.batcher.copyBuffer(src.part.buffer, src.part.byteOffset + rowBytes, out.part.buffer, out.part.byteOffset, (rows - 1) * rowBytes);
+  return out;
+}
