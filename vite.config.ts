@@ -1,11 +1,24 @@
-// Vite builds the browser lab from web/ (npm run build / dev / preview). The same src/ modules run
-// here through src/platform/browser.ts; the test page (test/browser) is built by test/runners/browser.ts.
+// Vite builds the browser lab from web/ (npm run build / dev / preview): the lab page (index.html,
+// its Web Worker in web/lab/worker.ts) and the GPU self-check page. The same src/ modules run there
+// through src/platform/browser.ts. assets/ is the public folder, so the lab target is served at
+// ./lab-target/ and fetched like any Hugging Face directory. The test page (test/browser) is built
+// by test/runners/browser.ts.
+import { resolve } from 'node:path';
 import { defineConfig } from 'vite';
 
 export default defineConfig({
   root: 'web',
+  // Multi-page: a missing file is a 404, never index.html (the model loader probes optional files).
+  appType: 'mpa',
   base: './',
-  build: { outDir: '../dist/web', emptyOutDir: true, target: 'es2022' },
+  publicDir: resolve(import.meta.dirname, 'assets'),
+  build: {
+    outDir: '../dist/web',
+    emptyOutDir: true,
+    target: 'es2022',
+    rollupOptions: { input: { lab: resolve(import.meta.dirname, 'web/index.html'), selfcheck: resolve(import.meta.dirname, 'web/selfcheck.html') } },
+  },
+  worker: { format: 'es' },
   server: { host: '127.0.0.1', port: 5173 },
   preview: { host: '127.0.0.1', port: 4173 },
 });

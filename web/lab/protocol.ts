@@ -1,0 +1,83 @@
+/**
+ * Messages between the lab page (main thread: UI only) and its Web Worker (every GPU, storage and
+ * training call). Plain structured-clone data; File objects pass through as they are.
+ */
+import type { AdapterRecord } from '../../src/gpu/context.ts';
+import type { ControllerStatus } from '../../src/control/controller.ts';
+
+/** What a visitor chooses before starting a run. */
+export interface LabSettings {
+  tttLength: number;
+  draftVocabSize: number;
+  batchSize: number;
+  lr: number;
+  rolloutWorkers: number;
+  epochs: number;
+  trainPrompts: number;
+  responseLength: number;
+}
+
+export const DEFAULT_SETTINGS: LabSettings = { tttLength: 4, draftVocabSize: 1024, batchSize: 4, lr: 3e-3, rolloutWorkers: 1, epochs: 6, trainPrompts: 32, responseLength: 48 };
+
+export type Command =
+  | { type: 'init'; labTargetUrl: string }
+  | { type: 'start'; settings: LabSettings }
+  | { type: 'continue' }
+  | { type: 'pause' }
+  | { type: 'resume' }
+  | { type: 'stop' }
+  | { type: 'discard' }
+  | { type: 'load-model-url'; url: string }
+  | { type: 'load-model-files'; files: File[] }
+  | { type: 'spec-run'; prompt: number; maxNewTokens: number; numDraftTokens: number }
+  | { type: 'export' }
+  | { type: 'import'; files: File[] };
+
+export type Phase = 'idle' | 'loading' | 'data' | 'training' | 'paused' | 'stopped' | 'done' | 'error';
+
+export interface StepReport {
+  step: number;
+  total: number;
+  loss: number;
+  plosses: number[];
+  accs: number[];
+  simulatedAcceptance: number;
+  tokensPerSecond: number;
+  lr: number;
+  checkpointed: boolean;
+}
+
+export interface RunStatus {
+  controller: ControllerStatus;
+  residentBytes: number;
+  spillBytes: number;
+  round: number;
+  rounds: number;
+}
+
+export interface SpecStats {
+  acceptance: number;
+  lossless: boolean;
+  tpsDraft: number;
+  tpsTarget: number;
+  text: string;
+  targetText: string;
+  draftSource: string;
+}
+
+export type Report =
+  | { type: 'adapter'; record: AdapterRecord }
+  | { type: 'gpu-error'; message: string }
+  | { type: 'phase'; phase: Phase; detail: string }
+  | { type: 'saved-run'; step: number; total: number; settings: LabSettings; model: string; finished: boolean }
+  | { type: 'no-saved-run' }
+  | { type: 'step'; step: StepReport; status: RunStatus }
+  | { type: 'status'; status: RunStatus; step: number; total: number }
+  | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number }
+  | { type: 'prompts'; heldOut: string[] }
+  | { type: 'spec-token'; text: string; draft: boolean; first: boolean }
+  | { type: 'spec-done'; stats: SpecStats }
+  | { type: 'spec-error'; message: string }
+  | { type: 'export-files'; files: { name: string; bytes: Uint8Array }[] }
+  | { type: 'import'; state: 'ready' | 'error'; message: string }
+  | { type: 'error'; message: string };
