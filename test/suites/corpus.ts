@@ -2,5 +2,6 @@
 import type { Suite } from '../harness/suite.ts';
 import corpus from '../data/corpus.test.ts';
 import bpeTrainer from '../data/bpe-trainer.test.ts';
+import labPrompts from '../data/lab-prompts.test.ts';
 
-export const corpusSuites: readonly Suite[] = [corpus, bpeTrainer];
+export const corpusSuites: readonly Suite[] = [corpus, bpeTrainer, labPrompts];
