@@ -5,7 +5,8 @@
  */
 import type { Gpu } from '../src/gpu/gpu.ts';
 import { matmul } from '../src/kernels/matmul.ts';
-import { medianSeconds, type BenchRecord } from './record.ts';
+import { benchCopy } from './copy.ts';
+import type { BenchRecord } from './record.ts';
 
 export async function benchOverhead(gpu: Gpu): Promise<BenchRecord[]> {
   const A = gpu.upload([16], 'f32', new Float32Array(16).fill(1));
@@ -34,14 +35,6 @@ export async function benchOverhead(gpu: Gpu): Promise<BenchRecord[]> {
     { family: 'overhead', variant: 'per dispatch (batched, wall)', shape: `${dispatches} dispatches`, ms: perDispatch },
     { family: 'overhead', variant: 'per submit + wait (wall)', shape: `${submits} submits`, ms: perSubmit },
   ];
-  for (const mib of [1, 16, 64]) {
-    const bytes = mib << 20;
-    const src = gpu.tensor([bytes / 4], 'f32');
-    const dst = gpu.tensor([bytes / 4], 'f32');
-    const seconds = await medianSeconds(gpu, () => gpu.batcher.copyBuffer(src.part.buffer, 0, dst.part.buffer, 0, bytes));
-    // A copy reads and writes every byte once.
-    out.push({ family: 'copy', variant: 'copyBufferToBuffer', shape: `${mib} MiB`, ms: seconds * 1e3, gbps: (2 * bytes) / seconds / 1e9 });
-    gpu.release(src, dst);
-  }
+  out.push(...(await benchCopy(gpu)));
   return out;
 }

@@ -2,6 +2,10 @@
  * `npm run bench [-- --sizes 256,512,1024] [--only matmul,overhead]`: prints the adapter record, then one JSON
  * line per measurement, then a summary with the adapter's measured ceilings (best matmul GFLOP/s, best
  * copy GB/s) and each record's fraction of its ceiling. Runs on Node (Dawn).
+ *
+ * End-to-end benchmarks are separate scripts, each printing one JSON object: bench/target.ts (target
+ * prefill / decode, decode vs copy bandwidth), bench/train.ts (EAGLE3 training tokens/s),
+ * bench/runtime.ts, bench/dataplane.ts; bench/gpu.sh runs the first two at full size.
  */
 import { Gpu } from '../src/gpu/gpu.ts';
 import { nodePlatform } from '../src/platform/node.ts';

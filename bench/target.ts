@@ -1,38 +1,72 @@
 /**
  * Target-model throughput, end to end (wall clock, host overhead and readbacks included):
- *   prefill — batched forward over B × S tokens with logits at every position (the capture path);
+ *   forward — batched forward over B × S tokens with logits at every position (the capture path);
+ *   prefill — the generation prefill into a KV cache, logits at each prompt's last token only;
  *   decode  — KV-cache generation, one token per sequence per step, logits read back every step.
+ * Decode at batch 1 is also put against the memory-bandwidth limit: f32 weight bytes read per decoded
+ * token (every layer weight, the final norm, the whole lm_head, one embedding row; the KV cache is
+ * left out) over the copyBufferToBuffer bandwidth measured in the same run.
  *
  *   npx tsx scripts/embed-shaders.ts && npx tsx bench/target.ts [--model hf/llama-tiny] [--batch 8]
- *       [--seq 128] [--new 64]
- * The model directory is read from the fixtures folder ($SPECLAB_FIXTURES or ../shared/fixtures).
+ *       [--seq 128] [--new 64] [--reps 3]
+ *   npx tsx bench/target.ts --shape llama-3.2-1b [--layers N] --batch 1 --seq 64 --new 4 --reps 1
+ * --model reads an HF directory from the fixtures folder ($SPECLAB_FIXTURES or ../shared/fixtures);
+ * --shape builds a published shape with random weights instead (bench/target-shapes.ts), --layers
+ * overriding its layer count. The same command runs on any WebGPU device.
  */
 import { loadHfCheckpoint } from '../src/data/checkpoint.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
+import type { Tensor } from '../src/gpu/tensor.ts';
 import { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 import { Rng } from '../src/reference/random.ts';
+import { benchCopy } from './copy.ts';
+import { randomCheckpoint, shapeConfig } from './target-shapes.ts';
 
 const args = nodePlatform.args();
-const opt = (name: string, fallback: string): string => {
+const opt = (name: string, fallback?: string): string | undefined => {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : fallback;
 };
-const modelDir = opt('--model', 'hf/llama-tiny');
+const shape = opt('--shape');
+const layers = opt('--layers');
+const modelDir = opt('--model', 'hf/llama-tiny')!;
 const batch = Number(opt('--batch', '8'));
 const seq = Number(opt('--seq', '128'));
 const newTokens = Number(opt('--new', '64'));
+const reps = Number(opt('--reps', '3'));
+const promptLen = Math.min(12, seq);
 
-const fixtures = nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures';
-const checkpoint = await loadHfCheckpoint(nodePlatform.files(fixtures), modelDir);
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
+// Copy bandwidth first, while no model weights occupy memory.
+const copy = await benchCopy(gpu, [16, 64]);
+const copyGbps = Math.max(...copy.map((r) => r.gbps ?? 0));
+
+const loadStart = performance.now();
+const checkpoint = shape
+  ? randomCheckpoint(shapeConfig(shape, layers === undefined ? undefined : Number(layers)))
+  : await loadHfCheckpoint(nodePlatform.files(nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures'), modelDir);
 const model = TargetModel.create(gpu, checkpoint);
-const V = checkpoint.config.vocabSize;
+await gpu.sync();
+const loadSeconds = (performance.now() - loadStart) / 1000;
+const config = checkpoint.config;
+const V = config.vocabSize;
 const rng = new Rng(1);
 const ids = Array.from({ length: batch * seq }, () => rng.int(0, V));
 
-async function timePrefill(): Promise<number> {
+/** Weight bytes one batch-1 decode step reads: every weight but the embedding, of which it reads one row. */
+function decodeWeightBytes(): { bytes: number; params: number } {
+  const w = model.weights;
+  const all = new Set<Tensor>([w.finalNorm, w.lmHead]);
+  for (const l of w.layers) for (const t of Object.values(l)) if (t) all.add(t);
+  let bytes = config.hiddenSize * 4;
+  for (const t of all) bytes += t.byteLength;
+  const params = new Set<Tensor>([...all, w.embedTokens]);
+  return { bytes, params: [...params].reduce((n, t) => n + t.numel, 0) };
+}
+
+async function timeForward(): Promise<number> {
   const start = performance.now();
   const out = await model.forward({ inputIds: ids, batch, seqLen: seq });
   await gpu.read(out.logits!);
@@ -40,8 +74,20 @@ async function timePrefill(): Promise<number> {
   return (performance.now() - start) / 1000;
 }
 
+async function timeCachePrefill(): Promise<number> {
+  const cache = model.createKvCache(batch, seq);
+  const prompts = Array.from({ length: batch }, (_, b) => ids.slice(b * seq, (b + 1) * seq));
+  const start = performance.now();
+  const logits = await model.prefill(cache, prompts);
+  await gpu.read(logits);
+  const seconds = (performance.now() - start) / 1000;
+  gpu.release(logits);
+  cache.release(gpu);
+  return seconds;
+}
+
 /** Seconds for `steps` decode steps after a prefill of `promptLen` tokens per sequence (greedy, read back each step). */
-async function timeDecode(rows: number, promptLen: number, steps: number): Promise<number> {
+async function timeDecode(rows: number, steps: number): Promise<number> {
   const cache = model.createKvCache(rows, promptLen + steps + 1);
   const prompts = Array.from({ length: rows }, (_, b) => ids.slice(b * promptLen, (b + 1) * promptLen));
   let logits = await model.prefill(cache, prompts);
@@ -66,21 +112,44 @@ async function timeDecode(rows: number, promptLen: number, steps: number): Promi
 }
 
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const repeat = async (f: () => Promise<number>): Promise<number> => {
+  const xs: number[] = [];
+  for (let i = 0; i < reps; i++) xs.push(await f());
+  return median(xs);
+};
+const rate = (tokens: number, seconds: number) => ({ ms: +(seconds * 1e3).toFixed(1), tokensPerSecond: +(tokens / seconds).toFixed(2) });
 
-await timePrefill(); // warm-up: pipeline compilation
-const prefillSeconds = median([await timePrefill(), await timePrefill(), await timePrefill()]);
-await timeDecode(1, 12, 4); // warm-up of the decode pipelines
-const decode1 = await timeDecode(1, 12, newTokens);
-const decodeB = await timeDecode(batch, 12, newTokens);
+const forwardWarmup = await timeForward(); // includes pipeline compilation
+const forwardSeconds = await repeat(timeForward);
+await timeDecode(1, Math.min(2, newTokens)); // warm-up of the decode pipelines
+const prefillSeconds = await repeat(timeCachePrefill);
+const decode1 = await timeDecode(1, newTokens);
+const decodeB = batch > 1 ? await timeDecode(batch, newTokens) : undefined;
+
+const { bytes, params } = decodeWeightBytes();
+const perToken = decode1 / newTokens;
+const decodeGbps = bytes / perToken / 1e9;
 const result = {
   adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`,
-  model: modelDir,
-  prefill: { batch, seq, ms: +(prefillSeconds * 1e3).toFixed(2), tokensPerSecond: Math.round((batch * seq) / prefillSeconds) },
+  model: shape ? `${shape} (random weights${layers === undefined ? '' : `, ${config.numLayers} layers`})` : modelDir,
+  config: { layers: config.numLayers, hidden: config.hiddenSize, heads: `${config.numHeads}/${config.numKvHeads}`, headDim: config.headDim, intermediate: config.intermediateSize, vocab: V, tied: config.tieWordEmbeddings, rope: config.ropeScaling.type, params },
+  loadSeconds: +loadSeconds.toFixed(1),
+  copy: copy.map((r) => ({ shape: r.shape, ms: +r.ms.toFixed(3), gbps: +(r.gbps ?? 0).toFixed(2) })),
+  forward: { batch, seq, warmupMs: +(forwardWarmup * 1e3).toFixed(1), ...rate(batch * seq, forwardSeconds) },
+  prefill: { batch, seq, ...rate(batch * seq, prefillSeconds) },
   decode: [
-    { batch: 1, steps: newTokens, msPerStep: +((decode1 / newTokens) * 1e3).toFixed(2), tokensPerSecond: Math.round(newTokens / decode1) },
-    { batch, steps: newTokens, msPerStep: +((decodeB / newTokens) * 1e3).toFixed(2), tokensPerSecond: Math.round((batch * newTokens) / decodeB) },
+    { batch: 1, steps: newTokens, msPerStep: +(perToken * 1e3).toFixed(1), tokensPerSecond: +(1 / perToken).toFixed(3) },
+    ...(decodeB === undefined ? [] : [{ batch, steps: newTokens, msPerStep: +((decodeB / newTokens) * 1e3).toFixed(1), tokensPerSecond: +((batch * newTokens) / decodeB).toFixed(2) }]),
   ],
+  decodeBandwidth: {
+    weightBytesPerToken: bytes,
+    gbps: +decodeGbps.toFixed(3),
+    copyGbps: +copyGbps.toFixed(2),
+    fractionOfCopy: +(decodeGbps / copyGbps).toFixed(4),
+    boundTokensPerSecond: +((copyGbps * 1e9) / bytes).toFixed(2),
+  },
 };
 console.log(JSON.stringify(result, null, 1));
 model.destroy();
 gpu.destroy();
+await nodePlatform.exit(0);

@@ -1,0 +1,195 @@
+/**
+ * EAGLE3 draft training throughput through the real training path: Eagle3DraftModel +
+ * Eagle3TrainStrategy + AdamWBackend (SpecForge's optimizer defaults) + TrainerCore, one optimizer
+ * step per micro-batch, random weights and random features (throughput does not depend on values).
+ *
+ *   npx tsx scripts/embed-shaders.ts
+ *   npx tsx bench/train.ts --config mid --batch 1 --seq 128 [--ttt 7] [--steps 2]
+ *   npx tsx bench/train.ts --config llama-3.1-8b --batch 1 --seq 2048        (needs a big-binding GPU)
+ *
+ * Prints one JSON object: the first step (shader compilation included), the median of `--steps`
+ * further steps as tokens/s (B·S tokens per optimizer step: forward + backward through the TTT
+ * unroll + AdamW), a separately timed optimizer step, the modelled matmul FLOPs per step and the
+ * GPU memory the parameters take. Before allocating anything it checks that every tensor a matmul
+ * binds fits one storage binding (the draft's matmuls do not take row-split weights) and stops
+ * with the offending tensors and the memory it would need if not.
+ */
+import { makeTrainBatch, type TrainBatch } from '../src/contracts/index.ts';
+import { Gpu } from '../src/gpu/gpu.ts';
+import type { Tensor } from '../src/gpu/tensor.ts';
+import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/model/eagle3/config.ts';
+import { Eagle3DraftModel } from '../src/model/eagle3/model.ts';
+import { nodePlatform } from '../src/platform/node.ts';
+import { Rng } from '../src/reference/random.ts';
+import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../src/training/backend.ts';
+import { Eagle3TrainStrategy } from '../src/training/strategies/eagle3.ts';
+import { TrainerCore } from '../src/training/trainer-core.ts';
+
+/** Draft shapes of SpecForge's reference throughput runs (the target hidden size equals the draft's). */
+const CONFIGS: Readonly<Record<string, Eagle3Config>> = {
+  mid: { hiddenSize: 1024, intermediateSize: 2816, numHeads: 16, numKvHeads: 4, headDim: 64, vocabSize: 32000, draftVocabSize: 8000, targetHiddenSize: 1024, rmsNormEps: 1e-6, ropeTheta: 10000, maxPositionEmbeddings: 4096 },
+  'llama-3.1-8b': { hiddenSize: 4096, intermediateSize: 14336, numHeads: 32, numKvHeads: 8, headDim: 128, vocabSize: 128256, draftVocabSize: 32000, targetHiddenSize: 4096, rmsNormEps: 1e-5, ropeTheta: 500000, maxPositionEmbeddings: 4096 },
+};
+
+const args = nodePlatform.args();
+const opt = (name: string, fallback: string): string => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const configName = opt('--config', 'mid');
+const config = CONFIGS[configName];
+if (!config) throw new Error(`bench/train.ts: unknown --config "${configName}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+const B = Number(opt('--batch', '1'));
+const S = Number(opt('--seq', '128'));
+const L = Number(opt('--ttt', '7'));
+const steps = Number(opt('--steps', '2'));
+const R = B * S;
+
+const shapes = eagle3ParameterShapes(config);
+const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
+const trainableParams = shapes.reduce((n, [, s]) => n + numel(s), 0);
+const GB = 1e9;
+
+/**
+ * Matmul FLOPs of one step, from the shapes (2 per multiply-add): fc once; per TTT step q/k/v on the
+ * 2H-wide input, o, gate/up/down and lm_head. The backward costs two such products per weight
+ * (input and weight gradients) except fc, whose input (the target's hidden states) needs no gradient.
+ * Attention and the elementwise kernels are left out.
+ */
+function matmulFlopsPerStep(c: Eagle3Config): number {
+  const H = c.hiddenSize;
+  const q = c.numHeads * c.headDim;
+  const kv = c.numKvHeads * c.headDim;
+  const perStep = 2 * R * (2 * H * (q + 2 * kv) + q * H + 3 * H * c.intermediateSize + H * c.draftVocabSize);
+  const fc = 2 * R * 3 * c.targetHiddenSize * H;
+  return 3 * L * perStep + 2 * fc;
+}
+
+/** Bytes of the GPU tensors that live for the whole run: value, grad and two moments per trainable parameter; the frozen embedding; the batch. */
+function residentBytes(c: Eagle3Config): Record<string, number> {
+  return {
+    trainable: 16 * trainableParams,
+    embedding: 4 * c.vocabSize * c.hiddenSize,
+    hiddenStates: 4 * R * 3 * c.targetHiddenSize,
+    targetLogits: 4 * R * c.vocabSize,
+  };
+}
+
+const ctx = await nodePlatform.acquireGpu();
+const gpu = new Gpu(ctx);
+const header = {
+  adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`,
+  config: configName,
+  draft: config,
+  batch: B,
+  seq: S,
+  ttt: L,
+  trainableParams,
+  residentGB: Object.fromEntries(Object.entries(residentBytes(config)).map(([k, v]) => [k, +(v / GB).toFixed(3)])),
+  matmulGflopPerStep: +(matmulFlopsPerStep(config) / GB).toFixed(1),
+};
+
+// The draft's matmuls bind each weight whole; a weight larger than one binding is split into row
+// parts by gpu.tensor and then refused by the first matmul. Say so before generating gigabytes.
+const maxBinding = gpu.maxBindingBytes;
+const tooBig = shapes.filter(([, s]) => 4 * numel(s) > maxBinding).map(([name, s]) => `${name} [${s.join(', ')}] ${(4 * numel(s) / 2 ** 20).toFixed(0)} MiB`);
+// So are the widest matmul inputs and outputs of a step: the batch's hidden states, the MLP
+// activations and the draft logits.
+const activations: [string, number[]][] = [
+  ['hidden_state', [B, S, 3 * config.targetHiddenSize]],
+  ['MLP activations', [R, config.intermediateSize]],
+  ['draft logits', [R, config.draftVocabSize]],
+];
+for (const [name, s] of activations) if (4 * numel(s) > maxBinding) tooBig.push(`${name} [${s.join(', ')}] ${(4 * numel(s) / 2 ** 20).toFixed(0)} MiB`);
+if (tooBig.length > 0 && !args.includes('--no-precheck')) {
+  console.log(JSON.stringify({ ...header, fits: false, maxStorageBufferBindingMiB: maxBinding / 2 ** 20, tooBigForOneBinding: tooBig }, null, 1));
+  gpu.destroy();
+  await nodePlatform.exit(2);
+}
+
+// Random weights, Hugging Face init scale (std 0.02, uniform), norms 1; the vocabulary mapping keeps
+// the first D target ids (any ascending choice costs the same).
+const rng = new Rng(7);
+const std002 = 0.02 * Math.sqrt(3);
+const values: Record<string, Float32Array> = { [EMBED_NAME]: rng.floats(config.vocabSize * config.hiddenSize, std002) };
+for (const [name, shape] of shapes) values[name] = shape.length === 1 ? new Float32Array(shape[0]).fill(1) : rng.floats(numel(shape), std002);
+const t2d = new Int32Array(config.vocabSize).fill(0, config.draftVocabSize).fill(1, 0, config.draftVocabSize);
+const d2t = new Int32Array(config.draftVocabSize);
+
+const setupStart = performance.now();
+const backend = new AdamWBackend(gpu, { ...SPECFORGE_OPTIMIZER, schedule: { ...SPECFORGE_OPTIMIZER.schedule, totalSteps: 1000 } });
+const model = new Eagle3DraftModel(gpu, backend, config, values, { t2d, d2t });
+for (const name of Object.keys(values)) delete values[name]; // the GPU holds them now
+const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L }), backend, 1);
+
+function randomBatch(): TrainBatch<Tensor> {
+  const ids = Int32Array.from({ length: R }, () => rng.int(0, config.vocabSize));
+  return makeTrainBatch({
+    sampleIds: Array.from({ length: B }, (_, b) => `bench-${b}`),
+    strategy: 'eagle3',
+    tensors: {
+      input_ids: gpu.upload([B, S], 'i32', ids, 'input_ids'),
+      attention_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'attention_mask'),
+      loss_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'loss_mask'),
+      hidden_state: gpu.upload([B, S, 3 * config.targetHiddenSize], 'f32', rng.floats(R * 3 * config.targetHiddenSize, 1), 'hidden_state'),
+      target: gpu.upload([B, S, config.vocabSize], 'f32', rng.floats(R * config.vocabSize, 4), 'target'),
+    },
+    metadata: { targetRepr: 'logits', tttLength: L },
+  });
+}
+
+const batch = randomBatch();
+await gpu.sync();
+const setupSeconds = (performance.now() - setupStart) / 1000;
+
+/** Wall seconds of one optimizer step, until the GPU has finished it; also its loss. */
+async function timedStep(): Promise<{ seconds: number; loss: number; gradNorm: number }> {
+  const start = performance.now();
+  const r = await core.trainStep(batch);
+  await gpu.sync();
+  const [loss, gradNorm] = await Promise.all([r.loss, r.gradNorm!]);
+  return { seconds: (performance.now() - start) / 1000, loss, gradNorm };
+}
+
+let first: Awaited<ReturnType<typeof timedStep>>;
+const timed: Awaited<ReturnType<typeof timedStep>>[] = [];
+try {
+  first = await timedStep();
+  for (let i = 0; i < steps; i++) timed.push(await timedStep());
+} catch (err) {
+  // E.g. a weight split into row parts reaching a matmul (run with --no-precheck): report, then exit
+  // through the platform so the device is destroyed and the process ends.
+  console.log(JSON.stringify({ ...header, fits: false, setupSeconds: +setupSeconds.toFixed(1), error: (err as Error).message }, null, 1));
+  await nodePlatform.exit(1);
+  throw err;
+}
+const seconds = timed.map((t) => t.seconds).sort((a, b) => a - b);
+const median = seconds.length > 0 ? seconds[Math.floor(seconds.length / 2)] : first.seconds;
+
+// The optimizer step alone (global norm + clip + AdamW + zero grads), on the zero gradients left behind.
+const optStart = performance.now();
+await backend.optimizerStep();
+await gpu.sync();
+const optimizerSeconds = (performance.now() - optStart) / 1000;
+
+const flops = matmulFlopsPerStep(config);
+console.log(
+  JSON.stringify(
+    {
+      ...header,
+      fits: true,
+      setupSeconds: +setupSeconds.toFixed(1),
+      firstStep: { seconds: +first.seconds.toFixed(2), tokensPerSecond: +(R / first.seconds).toFixed(2), note: 'includes shader compilation' },
+      steps: timed.map((t) => ({ seconds: +t.seconds.toFixed(2), loss: +t.loss.toFixed(4), gradNorm: +t.gradNorm.toFixed(4) })),
+      step: { seconds: +median.toFixed(2), tokensPerSecond: +(R / median).toFixed(2), matmulGflops: +(flops / median / GB).toFixed(2) },
+      optimizerStep: { seconds: +optimizerSeconds.toFixed(3), fractionOfStep: +(optimizerSeconds / median).toFixed(3) },
+    },
+    null,
+    1,
+  ),
+);
+gpu.release(...Object.values(batch.tensors));
+model.destroy();
+backend.destroy();
+gpu.destroy();
+await nodePlatform.exit(0);
