@@ -27,8 +27,19 @@ export async function continueWithTarget(target: TargetModel, prompts: readonly 
 }
 
 /** Vocabulary mapping over the sequences' loss-masked tokens, and the share of those tokens it covers. */
-export function draftVocab(sequences: readonly TrainSequence[], vocab: number, draftVocabSize: number): { mapping: VocabMapping; coverage: number; distinct: number } {
-  const counts = countLossTokens(sequences.flatMap((s) => s.inputIds), sequences.flatMap((s) => s.lossMask), vocab);
+export function draftVocab(sequences: readonly TrainSequence[], vocab: number, draftVocabSize: number): DraftVocab {
+  return vocabFromCounts(countLossTokens(sequences.flatMap((s) => s.inputIds), sequences.flatMap((s) => s.lossMask), vocab), vocab, draftVocabSize);
+}
+
+export interface DraftVocab {
+  mapping: VocabMapping;
+  /** Share of the loss-masked tokens inside the draft vocabulary. */
+  coverage: number;
+  distinct: number;
+}
+
+/** The mapping from loss-token counts (in first-seen order: ties break by it), with its coverage. */
+export function vocabFromCounts(counts: ReadonlyMap<number, number>, vocab: number, draftVocabSize: number): DraftVocab {
   const mapping = buildVocabMapping(counts, vocab, draftVocabSize);
   let total = 0;
   let covered = 0;

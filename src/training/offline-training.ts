@@ -21,9 +21,9 @@ import { Eagle3DraftModel } from '../model/eagle3/model.ts';
 import type { TargetModel } from '../model/target/model.ts';
 import type { FileStore } from '../platform/platform.ts';
 import { Rng } from '../reference/random.ts';
-import { buildVocabMapping, type VocabMapping } from '../reference/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from './backend.ts';
-import { shuffledIndices } from './eagle3-data.ts';
+import type { VocabMapping } from '../reference/vocab-mapping.ts';
+import { shuffledIndices, vocabFromCounts, type DraftVocab } from './eagle3-data.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
@@ -47,16 +47,8 @@ export function offlineStream(samples: number, epochs: number, seed: number): nu
 }
 
 /** Vocabulary mapping from the manifest's loss-token counts, and the share of those tokens it covers. */
-export function offlineVocab(manifest: OfflineManifest, draftVocabSize: number): { mapping: VocabMapping; coverage: number; distinct: number } {
-  const counts = new Map(manifest.lossTokenCounts.map(([id, n]) => [id, n] as const));
-  const mapping = buildVocabMapping(counts, manifest.vocabSize, draftVocabSize);
-  let total = 0;
-  let covered = 0;
-  for (const [id, n] of counts) {
-    total += n;
-    if (mapping.t2d[id]) covered += n;
-  }
-  return { mapping, coverage: total > 0 ? covered / total : 1, distinct: counts.size };
+export function offlineVocab(manifest: OfflineManifest, draftVocabSize: number): DraftVocab {
+  return vocabFromCounts(new Map(manifest.lossTokenCounts.map(([id, n]) => [id, n] as const)), manifest.vocabSize, draftVocabSize);
 }
 
 /** Throws naming the manifest field when the feature set was prepared for another target shape. */
