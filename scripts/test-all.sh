@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every SpecLab check, in the order CI runs them: setup, static checks, the test suites in Node (Dawn),
-# Deno and Chromium, then the Dawn lifetime stress tests and the Deno soak. Prints each runner's
-# `N passed, N failed` line and a total at the end; exits non-zero if anything failed.
+# Deno and Chromium, the browser lab end to end (Playwright), then the Dawn lifetime stress tests and the
+# Deno soak. Prints each runner's `N passed, N failed` line and a total at the end; exits non-zero if
+# anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
@@ -48,6 +49,7 @@ run "crash test on Chromium (IndexedDB)" npx tsx test/runners/browser-crash.ts
 run "data plane: multi-process proof (Redis)" npx tsx test/dataplane/multiprocess.ts
 run "data plane: gateway from Chromium" npx tsx test/dataplane/browser-gateway.ts
 run "data plane: gateway from Deno" npx tsx test/dataplane/browser-gateway.ts --deno
+run "end-to-end on Chromium (Playwright)" npx playwright test
 run "stress on Node (Dawn)" node --expose-gc --import tsx test/stress/run.ts --repeats "${SPECLAB_STRESS_REPEATS:-20}" --soak-seconds "${SPECLAB_SOAK_SECONDS:-60}"
 run "soak on Deno" deno run --allow-read --allow-write --allow-env test/stress/soak-deno.ts "${SPECLAB_SOAK_SECONDS:-60}"
 

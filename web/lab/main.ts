@@ -115,7 +115,7 @@ function handle(r: Report): void {
       haveDraft ||= r.step > 0;
       writeSettings(r.settings);
       if (r.settings.tttLength !== tttLength) buildCharts(r.settings.tttLength);
-      setStatus({ step: r.step, total: r.total, resumable: String(!r.finished && phase !== 'training') });
+      setStatus({ step: r.step, total: r.total, acked: r.acked, committed: r.committed, resumable: String(!r.finished && phase !== 'training') });
       refreshButtons();
       return;
     case 'no-saved-run':

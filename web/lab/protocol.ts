@@ -69,7 +69,7 @@ export type Report =
   | { type: 'adapter'; record: AdapterRecord }
   | { type: 'gpu-error'; message: string }
   | { type: 'phase'; phase: Phase; detail: string }
-  | { type: 'saved-run'; step: number; total: number; settings: LabSettings; model: string; finished: boolean }
+  | { type: 'saved-run'; step: number; total: number; settings: LabSettings; model: string; finished: boolean; acked: number; committed: number }
   | { type: 'no-saved-run' }
   | { type: 'step'; step: StepReport; status: RunStatus }
   | { type: 'status'; status: RunStatus; step: number; total: number }

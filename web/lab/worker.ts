@@ -153,9 +153,10 @@ async function reportSavedRun(): Promise<void> {
     post({ type: 'no-saved-run' });
     return;
   }
-  const marker = await (await ledger()).durableMarker();
+  const store = await ledger();
+  const marker = await store.durableMarker();
   const step = marker.globalStep ?? 0;
-  post({ type: 'saved-run', step, total: saved.total, settings: saved.settings, model: saved.model, finished: step >= saved.total });
+  post({ type: 'saved-run', step, total: saved.total, settings: saved.settings, model: saved.model, finished: step >= saved.total, acked: marker.acked.size, committed: await store.committedCount() });
 }
 
 function sessionSettings(s: LabSettings, numLayers: number) {
