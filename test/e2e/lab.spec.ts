@@ -7,8 +7,8 @@
  * One training run is shared by the train / export / speculative tests (describe.serial, one page);
  * the reload test and the model-file tests each get a fresh browser context, hence a fresh IndexedDB.
  * Every test saves full-page screenshots under test-results/e2e/<test>/ (git-ignored); the trained lab
- * with the speculative panel filled in also goes to docs/lab.png, the README's picture (set
- * SPECLAB_E2E_DOCS=0 to leave docs/ alone).
+ * with the speculative panel filled in also goes to docs/lab.png, the README's picture, when
+ * SPECLAB_E2E_DOCS=1 (CI leaves docs/ alone).
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
@@ -150,7 +150,7 @@ async function applySettings(page: Page, settings: Settings): Promise<void> {
 async function snap(page: Page, testInfo: TestInfo, name: string, also?: string): Promise<void> {
   const path = testInfo.outputPath(`${name}.png`);
   await page.screenshot({ path, fullPage: true });
-  if (also && process.env.SPECLAB_E2E_DOCS !== '0') {
+  if (also && process.env.SPECLAB_E2E_DOCS === '1') {
     await mkdir(dirname(also), { recursive: true });
     await writeFile(also, await readFile(path));
   }
