@@ -14,23 +14,8 @@
  * downloads of every test land in test-results/e2e/ (git-ignored).
  */
 import { defineConfig } from '@playwright/test';
+import { CHROMIUM_PATH, CHROMIUM_WEBGPU_FLAGS } from './test/runners/chromium-flags.ts';
 
-/**
- * What Chromium needs for a WebGPU adapter headless, on SwiftShader, running as root in CI.
- * A copy of CHROMIUM_WEBGPU_FLAGS in test/runners/browser.ts: that module is a runner script (it builds
- * and serves a page at import time), so it cannot be imported from here. Keep the two lists in step.
- */
-export const CHROMIUM_WEBGPU_FLAGS = [
-  '--enable-unsafe-webgpu',
-  '--enable-features=Vulkan',
-  '--use-vulkan=swiftshader',
-  '--use-webgpu-adapter=swiftshader',
-  '--disable-vulkan-surface',
-  '--no-sandbox',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 const port = Number(process.env.SPECLAB_E2E_PORT ?? 4173);
 const baseURL = `http://127.0.0.1:${port}/`;
@@ -66,7 +51,7 @@ export default defineConfig({
       use: {
         browserName: 'chromium',
         launchOptions: {
-          executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+          executablePath: CHROMIUM_PATH,
           args: CHROMIUM_WEBGPU_FLAGS,
         },
       },

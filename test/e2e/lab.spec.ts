@@ -13,7 +13,8 @@
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { expect, test, type Browser, type Download, type Page, type TestInfo } from '@playwright/test';
+import { chromium, expect, test, type Browser, type Download, type Page, type TestInfo } from '@playwright/test';
+import { CHROMIUM_PATH } from '../runners/chromium-flags.ts';
 
 const LAB_TARGET = fileURLToPath(new URL('../../assets/lab-target/', import.meta.url));
 const DOCS_SCREENSHOT = fileURLToPath(new URL('../../docs/lab.png', import.meta.url));
@@ -229,6 +230,23 @@ test.describe('browser', () => {
       return facts;
     });
     expect(info.ok, info.why).toBe(true);
+  });
+});
+
+test.describe('no WebGPU', () => {
+  test('the page says so clearly when the browser has no WebGPU adapter', async ({ baseURL }, testInfo) => {
+    // Chromium without the unsafe-WebGPU flags and with the GPU disabled: no adapter on this machine.
+    const plain = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
+    try {
+      const page = await plain.newPage();
+      await page.goto(baseURL!);
+      await expect(page.locator('#gpu-error')).toBeVisible({ timeout: 30_000 });
+      await expect(page.locator('#gpu-error')).toContainText('WebGPU');
+      await expect(page.locator('#start')).toBeDisabled();
+      await page.screenshot({ path: testInfo.outputPath('no-webgpu.png'), fullPage: true });
+    } finally {
+      await plain.close();
+    }
   });
 });
 
