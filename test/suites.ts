@@ -3,6 +3,7 @@ import type { Suite } from './harness/suite.ts';
 import gpuCore from './gpu/core.test.ts';
 import matmul from './kernels/matmul.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
+import wgslInclude from './kernels/wgsl-include.test.ts';
 import { kernels_elementwiseSuites } from './suites/kernels-elementwise.ts';
 import { kernels_attentionSuites } from './suites/kernels-attention.ts';
 import { kernels_lossSuites } from './suites/kernels-loss.ts';
@@ -23,6 +24,7 @@ export const suites: readonly Suite[] = [
   gpuCore,
   matmul,
   kernelRegistry,
+  wgslInclude,
   ...kernels_elementwiseSuites,
   ...kernels_attentionSuites,
   ...kernels_lossSuites,

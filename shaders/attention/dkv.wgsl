@@ -17,28 +17,7 @@
 // result is deterministic without atomics.
 // Numerics: f32; partial dot products summed in a fixed order. HEAD_DIM ≤ 128 (override).
 
-struct Params {
-  batch: u32,
-  seq: u32,
-  heads: u32,
-  kvHeads: u32,
-  step: u32,
-  accumulate: u32,
-  scale: f32,
-  pad0: u32,
-}
-
-override HEAD_DIM: u32 = 64u;
-// ceil(HEAD_DIM / TPR), set by the host. Loops over an invocation's dims then have a constant trip
-// count and unroll, so the private arrays stay in registers with constant indices (dynamic
-// indexing made llvmpipe's JIT take tens of seconds per pipeline).
-override LANE_DIMS: u32 = 16u;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> Q: array<f32>;
-@group(0) @binding(2) var<storage, read> Kc: array<f32>;
-@group(0) @binding(3) var<storage, read> Vc: array<f32>;
-@group(0) @binding(4) var<storage, read> mask: array<i32>;
+#include "include/attention-flash.wgsl"
 @group(0) @binding(5) var<storage, read> dO: array<f32>;
 @group(0) @binding(6) var<storage, read> rowStats: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dKc: array<f32>;
@@ -57,17 +36,9 @@ var<workgroup> DPs: array<f32, 512>;  // [BK][BQ][TPR] partial v·dO
 var<workgroup> rowL: array<f32, 8>;
 var<workgroup> rowD: array<f32, 8>;
 
-fn kvOffset(j: u32, b: u32, u: u32, g: u32) -> u32 {
-  return (((j * p.batch + b) * p.seq + u) * p.kvHeads + g) * HEAD_DIM;
-}
+#include "include/attention-kv-offset.wgsl"
 
-fn sumP(i: u32) -> f32 {
-  return (Ps[i] + Ps[i + 1u]) + (Ps[i + 2u] + Ps[i + 3u]);
-}
-
-fn sumDP(i: u32) -> f32 {
-  return (DPs[i] + DPs[i + 1u]) + (DPs[i + 2u] + DPs[i + 3u]);
-}
+#include "include/attention-partial-sums.wgsl"
 
 // Store one invocation's dims of a dK / dV row (scaled), overwriting or accumulating.
 fn storeRow(base: u32, l: u32, dk: ptr<function, array<f32, DPT>>, dv: ptr<function, array<f32, DPT>>) {

@@ -13,28 +13,7 @@
 // Numerics: f32; partial dot products summed in a fixed order. Blocked keys are excluded by a flag,
 // so a row with no allowed key (L = 0 placeholder) gets dQ = 0. HEAD_DIM ≤ 128 (override).
 
-struct Params {
-  batch: u32,
-  seq: u32,
-  heads: u32,
-  kvHeads: u32,
-  step: u32,
-  accumulate: u32,
-  scale: f32,
-  pad0: u32,
-}
-
-override HEAD_DIM: u32 = 64u;
-// ceil(HEAD_DIM / TPR), set by the host. Loops over an invocation's dims then have a constant trip
-// count and unroll, so the private arrays stay in registers with constant indices (dynamic
-// indexing made llvmpipe's JIT take tens of seconds per pipeline).
-override LANE_DIMS: u32 = 16u;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> Q: array<f32>;
-@group(0) @binding(2) var<storage, read> Kc: array<f32>;
-@group(0) @binding(3) var<storage, read> Vc: array<f32>;
-@group(0) @binding(4) var<storage, read> mask: array<i32>;
+#include "include/attention-flash.wgsl"
 @group(0) @binding(5) var<storage, read> dO: array<f32>;
 @group(0) @binding(6) var<storage, read> rowStats: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dQ: array<f32>;
@@ -51,18 +30,9 @@ var<workgroup> Ps: array<f32, 512>;  // [BR][BC][TPR] partial q·k
 var<workgroup> DPs: array<f32, 512>; // [BR][BC][TPR] partial dO·v
 var<workgroup> keyOk: array<u32, 8>;
 
-fn kvOffset(j: u32, b: u32, u: u32, g: u32) -> u32 {
-  return (((j * p.batch + b) * p.seq + u) * p.kvHeads + g) * HEAD_DIM;
-}
+#include "include/attention-kv-offset.wgsl"
 
-// The TPR = 4 partials of one (row, key), always summed in this order.
-fn sumP(i: u32) -> f32 {
-  return (Ps[i] + Ps[i + 1u]) + (Ps[i + 2u] + Ps[i + 3u]);
-}
-
-fn sumDP(i: u32) -> f32 {
-  return (DPs[i] + DPs[i + 1u]) + (DPs[i + 2u] + DPs[i + 3u]);
-}
+#include "include/attention-partial-sums.wgsl"
 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {

@@ -21,28 +21,7 @@
 // (every step-0 key u ≤ t padded, only possible at step 0) writes O = 0 and L = 0, never NaN.
 // HEAD_DIM ≤ 128 (override constant, one pipeline per head size).
 
-struct Params {
-  batch: u32,
-  seq: u32,
-  heads: u32,
-  kvHeads: u32,
-  step: u32,
-  accumulate: u32,
-  scale: f32,
-  pad0: u32,
-}
-
-override HEAD_DIM: u32 = 64u;
-// ceil(HEAD_DIM / TPR), set by the host. Loops over an invocation's dims then have a constant trip
-// count and unroll, so the private arrays stay in registers with constant indices (dynamic
-// indexing made llvmpipe's JIT take tens of seconds per pipeline).
-override LANE_DIMS: u32 = 16u;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> Q: array<f32>;
-@group(0) @binding(2) var<storage, read> Kc: array<f32>;
-@group(0) @binding(3) var<storage, read> Vc: array<f32>;
-@group(0) @binding(4) var<storage, read> mask: array<i32>;
+#include "include/attention-flash.wgsl"
 @group(0) @binding(5) var<storage, read_write> O: array<f32>;
 @group(0) @binding(6) var<storage, read_write> L: array<f32>;
 
@@ -58,10 +37,7 @@ var<workgroup> Vs: array<f32, 1024>;
 var<workgroup> Ps: array<f32, 512>;  // [BR][BC][TPR] partial dot products
 var<workgroup> keyOk: array<u32, 8>;
 
-// Offset of (step j, batch b, row u, kv head g, dim 0) in Kc / Vc.
-fn kvOffset(j: u32, b: u32, u: u32, g: u32) -> u32 {
-  return (((j * p.batch + b) * p.seq + u) * p.kvHeads + g) * HEAD_DIM;
-}
+#include "include/attention-kv-offset.wgsl"
 
 @compute @workgroup_size(64, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {

@@ -7,18 +7,7 @@
 // index t·nH + h within batch b (consecutive invocations read consecutive rows of O and dO).
 // Numerics: f32 dot product over hd in increasing order. HEAD_DIM is an override constant.
 
-struct Params {
-  batch: u32,
-  seq: u32,
-  heads: u32,
-  kvHeads: u32,
-  step: u32,
-  accumulate: u32,
-  scale: f32,
-  pad0: u32,
-}
-
-override HEAD_DIM: u32 = 64u;
+#include "include/attention-params.wgsl"
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> O: array<f32>;

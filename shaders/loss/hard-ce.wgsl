@@ -42,11 +42,7 @@ override USE_COUNT: bool = false;
 @group(0) @binding(4) var<storage, read_write> L: array<f32>;
 @group(0) @binding(5) var<storage, read> CNT: array<f32>;
 
-const WG: u32 = 256u;
-const LOWEST: f32 = -3.4028234e38;
-
-var<workgroup> redMax: array<f32, 256>;
-var<workgroup> redSum: array<f32, 256>;
+#include "include/loss-row-softmax.wgsl"
 
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -42,13 +42,7 @@ struct Params {
 @group(0) @binding(6) var<storage, read> used: array<i32>;
 @group(0) @binding(7) var<storage, read_write> O: array<f32>;
 
-const WG: u32 = 256u;
-const LOWEST: f32 = -3.4028234e38;
-const NO_INDEX: u32 = 0xffffffffu;
-
-var<workgroup> redMax: array<f32, 256>;
-var<workgroup> redSum: array<f32, 256>;
-var<workgroup> redIdx: array<u32, 256>;
+#include "include/loss-row-argmax.wgsl"
 
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

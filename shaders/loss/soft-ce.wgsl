@@ -45,11 +45,7 @@ override GRAD_MODE: u32 = 0u;
 @group(0) @binding(4) var<storage, read_write> G: array<f32>;
 @group(0) @binding(5) var<storage, read_write> L: array<f32>;
 
-const WG: u32 = 256u;
-const LOWEST: f32 = -3.4028234e38;
-
-var<workgroup> redMax: array<f32, 256>;
-var<workgroup> redSum: array<f32, 256>;
+#include "include/loss-row-softmax.wgsl"
 var<workgroup> redP: array<f32, 256>;
 
 @compute @workgroup_size(256, 1, 1)

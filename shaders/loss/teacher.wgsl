@@ -46,13 +46,7 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> TOK: array<i32>;
 @group(0) @binding(8) var<storage, read_write> PM: array<i32>;
 
-const WG: u32 = 256u;
-const LOWEST: f32 = -3.4028234e38;
-const NO_INDEX: u32 = 0xffffffffu;
-
-var<workgroup> redMax: array<f32, 256>;
-var<workgroup> redSum: array<f32, 256>;
-var<workgroup> redIdx: array<u32, 256>;
+#include "include/loss-row-argmax.wgsl"
 
 // Tree-combine the per-invocation (max, sum, argmax) partials; the result lands in slot 0.
 fn reduceAll(lid: u32) {

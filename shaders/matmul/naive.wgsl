@@ -7,24 +7,7 @@
 // Dispatch: (ceil(N / 16), ceil(M / 16), batch) workgroups of 16 x 16 invocations.
 // Numerics: f32 accumulation in increasing k order; beta == 0 never reads C.
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  strideA: u32,
-  strideB: u32,
-  strideC: u32,
-  alpha: f32,
-  beta: f32,
-}
-
-override TRANS_A: bool = false;
-override TRANS_B: bool = false;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> A: array<f32>;
-@group(0) @binding(2) var<storage, read> B: array<f32>;
-@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+#include "include/matmul-common.wgsl"
 
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

@@ -16,24 +16,7 @@
 // elements load as 0, so M, N, K need not be multiples of the tile. beta == 0 never reads C
 // (C may hold NaN garbage).
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  strideA: u32,
-  strideB: u32,
-  strideC: u32,
-  alpha: f32,
-  beta: f32,
-}
-
-override TRANS_A: bool = false;
-override TRANS_B: bool = false;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> A: array<f32>;
-@group(0) @binding(2) var<storage, read> B: array<f32>;
-@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+#include "include/matmul-common.wgsl"
 
 const TILE: u32 = 64u;
 const SLAB: u32 = 16u;
@@ -41,17 +24,7 @@ const SLAB: u32 = 16u;
 var<workgroup> As: array<f32, 1024>; // As[k * 64 + m]
 var<workgroup> Bs: array<f32, 1024>; // Bs[k * 64 + n]
 
-fn loadA(base: u32, m: u32, k: u32) -> f32 {
-  if (m >= p.M || k >= p.K) { return 0.0; }
-  if (TRANS_A) { return A[base + k * p.M + m]; }
-  return A[base + m * p.K + k];
-}
-
-fn loadB(base: u32, k: u32, n: u32) -> f32 {
-  if (k >= p.K || n >= p.N) { return 0.0; }
-  if (TRANS_B) { return B[base + n * p.K + k]; }
-  return B[base + k * p.N + n];
-}
+#include "include/matmul-tile-loads.wgsl"
 
 @compute @workgroup_size(16, 16, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {

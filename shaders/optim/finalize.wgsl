@@ -20,8 +20,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> partials: array<f32>;
 @group(0) @binding(2) var<storage, read_write> result: array<f32>;
 
-const WG: u32 = 256u;
-var<workgroup> partial: array<f32, 256>;
+#include "include/tree-sum-256.wgsl"
 
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(local_invocation_id) lid: vec3<u32>) {

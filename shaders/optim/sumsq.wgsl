@@ -20,8 +20,7 @@ struct Params {
 @group(0) @binding(1) var<storage, read> g: array<f32>;
 @group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 
-const WG: u32 = 256u;
-var<workgroup> partial: array<f32, 256>;
+#include "include/tree-sum-256.wgsl"
 
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

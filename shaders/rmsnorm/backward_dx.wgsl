@@ -32,8 +32,7 @@ override ACCUMULATE: bool = false;
 @group(0) @binding(4) var<storage, read> invRms: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dx: array<f32>;
 
-const WG: u32 = 256u;
-var<workgroup> partial: array<f32, 256>;
+#include "include/tree-sum-256.wgsl"
 
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,

@@ -15,17 +15,7 @@
 //   element.
 // Numerics: f32, sigmoid as in swiglu/forward (saturates to exactly 0 or 1, no NaN).
 
-struct Params {
-  rows: u32,
-  inter: u32,
-  strideGate: u32,
-  strideUp: u32,
-  strideH: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> gate: array<f32>;
-@group(0) @binding(2) var<storage, read> up: array<f32>;
+#include "include/swiglu-common.wgsl"
 @group(0) @binding(3) var<storage, read> dh: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dgate: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dup: array<f32>;

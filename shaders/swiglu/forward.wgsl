@@ -11,17 +11,7 @@
 // Numerics: sigmoid(g) = 1 / (1 + exp(−g)) in f32; for g ≪ 0, exp(−g) overflows to +inf and the
 //   sigmoid is exactly 0, which is the right limit (no NaN).
 
-struct Params {
-  rows: u32,
-  inter: u32,
-  strideGate: u32,
-  strideUp: u32,
-  strideH: u32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> gate: array<f32>;
-@group(0) @binding(2) var<storage, read> up: array<f32>;
+#include "include/swiglu-common.wgsl"
 @group(0) @binding(3) var<storage, read_write> h: array<f32>;
 
 @compute @workgroup_size(256, 1, 1)
