@@ -20,10 +20,9 @@ import type { SampleRef } from '../contracts/records.ts';
 import { encodeFrame, JournalCorruptError, scanJournal } from './journal.ts';
 import {
   MetadataState,
+  StateBackedMetadataStore,
   validateRefs,
   validateTrainAck,
-  type DurableMarker,
-  type MetadataStore,
   type TrainAck,
 } from './metadata-store.ts';
 
@@ -51,8 +50,8 @@ type JournalRecord =
 const SNAPSHOT_FORMAT = 'speclab-metadata-snapshot/1';
 const JOURNAL_NAME = /^journal-(\d{8})\.log$/;
 
-export class FileMetadataStore implements MetadataStore {
-  private readonly state: MetadataState;
+export class FileMetadataStore extends StateBackedMetadataStore {
+  protected readonly state: MetadataState;
   private log: AppendLog;
   private generation: number;
   private recordsSinceSnapshot = 0;
@@ -71,6 +70,7 @@ export class FileMetadataStore implements MetadataStore {
     log: AppendLog,
     readonly recovery: RecoveryReport,
   ) {
+    super();
     this.state = state;
     this.generation = generation;
     this.log = log;
@@ -122,10 +122,6 @@ export class FileMetadataStore implements MetadataStore {
     return store;
   }
 
-  async commitSample(ref: SampleRef): Promise<boolean> {
-    return (await this.commitSamples([ref]))[0];
-  }
-
   async commitSamples(refs: readonly SampleRef[]): Promise<boolean[]> {
     const valid = validateRefs(refs, 'FileMetadataStore.commitSamples');
     return this.exclusive(async () => {
@@ -146,22 +142,6 @@ export class FileMetadataStore implements MetadataStore {
       await this.append(record, true);
       this.state.applyAck(record.ids, record);
     });
-  }
-
-  async isCommitted(sampleId: string): Promise<boolean> {
-    return this.state.committed.has(sampleId);
-  }
-  async getCommitted(sampleId: string): Promise<SampleRef | undefined> {
-    return this.state.committed.get(sampleId);
-  }
-  async committedCount(): Promise<number> {
-    return this.state.committed.size;
-  }
-  async allCommittedIds(): Promise<string[]> {
-    return [...this.state.committed.keys()];
-  }
-  async durableMarker(): Promise<DurableMarker> {
-    return this.state.marker();
   }
 
   /** Refuses new writes, waits for queued ones, then closes the journal. */

@@ -122,18 +122,19 @@ export function validateTrainAck(sampleIds: readonly string[], ack: TrainAck, wh
   if (typeof ack.optimizerDurable !== 'boolean') throw new TypeError(`${where}: optimizerDurable must be a boolean`);
 }
 
-/** Process-local store: nothing survives a restart (M4 behaviour; the reference for conformance). */
-export class InMemoryMetadataStore implements MetadataStore {
-  protected readonly state = new MetadataState();
+/**
+ * The read side of a store that keeps its whole state in process (memory, or the file journal replayed
+ * at open): the stores differ only in how a write becomes durable before it is applied.
+ */
+export abstract class StateBackedMetadataStore implements MetadataStore {
+  protected abstract readonly state: MetadataState;
+
+  abstract commitSamples(refs: readonly SampleRef[]): Promise<boolean[]>;
+  abstract recordTrainAck(sampleIds: readonly string[], ack: TrainAck): Promise<void>;
+  abstract close(): Promise<void>;
 
   async commitSample(ref: SampleRef): Promise<boolean> {
     return (await this.commitSamples([ref]))[0];
-  }
-  async commitSamples(refs: readonly SampleRef[]): Promise<boolean[]> {
-    const valid = validateRefs(refs, 'InMemoryMetadataStore.commitSamples');
-    const fresh = this.state.freshFlags(valid);
-    this.state.applyCommit(valid);
-    return fresh;
   }
   async isCommitted(sampleId: string): Promise<boolean> {
     return this.state.committed.has(sampleId);
@@ -147,12 +148,24 @@ export class InMemoryMetadataStore implements MetadataStore {
   async allCommittedIds(): Promise<string[]> {
     return [...this.state.committed.keys()];
   }
+  async durableMarker(): Promise<DurableMarker> {
+    return this.state.marker();
+  }
+}
+
+/** Process-local store: nothing survives a restart (M4 behaviour; the reference for conformance). */
+export class InMemoryMetadataStore extends StateBackedMetadataStore {
+  protected readonly state = new MetadataState();
+
+  async commitSamples(refs: readonly SampleRef[]): Promise<boolean[]> {
+    const valid = validateRefs(refs, 'InMemoryMetadataStore.commitSamples');
+    const fresh = this.state.freshFlags(valid);
+    this.state.applyCommit(valid);
+    return fresh;
+  }
   async recordTrainAck(sampleIds: readonly string[], ack: TrainAck): Promise<void> {
     validateTrainAck(sampleIds, ack, 'InMemoryMetadataStore.recordTrainAck');
     this.state.applyAck(sampleIds, ack);
-  }
-  async durableMarker(): Promise<DurableMarker> {
-    return this.state.marker();
   }
   async close(): Promise<void> {}
 }
