@@ -117,11 +117,22 @@ function isPickedFile(x: File | PickedFile): x is PickedFile {
 }
 
 /**
- * A read-only FileStore over picked files: a FileList from `<input type=file multiple
- * webkitdirectory>` (paths from `webkitRelativePath`, the chosen folder stripped), plain Files
- * (their names), or `{ file, path }` pairs with explicit paths.
+ * Picked files with explicit paths and the name of the folder they came from: plain data that a
+ * page can post to a worker (a File survives postMessage; a FileStore does not), where
+ * `pickedFilesStore(files, { label: folder })` makes the store.
  */
-export function pickedFilesStore(files: FileList | Iterable<File | PickedFile>, options: PickedFilesOptions = {}): FileStore {
+export interface PickedDirectory {
+  readonly files: readonly PickedFile[];
+  /** The chosen or dropped folder (stripped from the paths), when there was exactly one. */
+  readonly folder?: string;
+}
+
+/**
+ * Paths for picked files: a FileList from `<input type=file multiple webkitdirectory>` gets them
+ * from `webkitRelativePath` with the chosen folder stripped; plain Files get their names;
+ * `{ file, path }` pairs keep theirs.
+ */
+export function pickedDirectory(files: FileList | Iterable<File | PickedFile>): PickedDirectory {
   const entries: PickedFile[] = [];
   const folders = new Set<string>();
   for (const item of Array.from(files as Iterable<File | PickedFile>)) {
@@ -133,8 +144,13 @@ export function pickedFilesStore(files: FileList | Iterable<File | PickedFile>, 
     if (folder !== undefined) folders.add(folder);
     entries.push({ file: item, path });
   }
-  const label = options.label ?? (folders.size === 1 ? [...folders][0] : 'picked files');
-  return new PickedFilesStore(entries, label);
+  return { files: entries, folder: folders.size === 1 ? [...folders][0] : undefined };
+}
+
+/** A read-only FileStore over picked files, with paths as `pickedDirectory` gives them. */
+export function pickedFilesStore(files: FileList | Iterable<File | PickedFile>, options: PickedFilesOptions = {}): FileStore {
+  const dir = pickedDirectory(files);
+  return new PickedFilesStore(dir.files, options.label ?? dir.folder ?? 'picked files');
 }
 
 /** `FileSystemEntry` walking: a dropped folder arrives as entries, read in batches. */
@@ -159,29 +175,35 @@ async function walk(entry: FileSystemEntry, path: string, out: PickedFile[]): Pr
 }
 
 /**
- * A read-only FileStore over what was dropped on the page. Call it synchronously inside the `drop`
- * handler (before any `await`): the browser empties `dataTransfer` when the handler returns, so the
- * items are captured first and walked afterwards. A single dropped folder becomes the store's root
- * (its name the label), like a picked folder; dropped loose files are found by their names.
+ * What was dropped on the page, as picked files. Call it synchronously inside the `drop` handler
+ * (before any `await`): the browser empties `dataTransfer` when the handler returns, so the items
+ * are captured first and walked afterwards. A single dropped folder becomes the root (and the
+ * `folder`), like a picked folder; dropped loose files are found by their names.
  */
-export function droppedFilesStore(dataTransfer: DataTransfer, options: PickedFilesOptions = {}): Promise<FileStore> {
+export function droppedDirectory(dataTransfer: DataTransfer): Promise<PickedDirectory> {
   const captured = Array.from(dataTransfer.items)
     .filter((item) => item.kind === 'file')
     .map((item) => ({ entry: item.webkitGetAsEntry?.() ?? null, file: item.getAsFile() }));
   return (async () => {
     const top = captured.length === 1 && captured[0].entry?.isDirectory ? captured[0].entry : undefined;
-    const entries: PickedFile[] = [];
+    const files: PickedFile[] = [];
     if (top) {
-      for (const child of await readDirectory(top as FileSystemDirectoryEntry)) await walk(child, child.name, entries);
-      return pickedFilesStore(entries, { label: options.label ?? top.name });
+      for (const child of await readDirectory(top as FileSystemDirectoryEntry)) await walk(child, child.name, files);
+      return { files, folder: top.name };
     }
     for (const { entry, file } of captured) {
       // Script-made DataTransfers (and some browsers) give no entry: use the File and its name.
-      if (entry) await walk(entry, entry.name, entries);
-      else if (file) entries.push({ file, path: file.name });
+      if (entry) await walk(entry, entry.name, files);
+      else if (file) files.push({ file, path: file.name });
     }
-    return pickedFilesStore(entries, options);
+    return { files };
   })();
+}
+
+/** A read-only FileStore over what was dropped; the same synchronous-call rule as `droppedDirectory`. */
+export async function droppedFilesStore(dataTransfer: DataTransfer, options: PickedFilesOptions = {}): Promise<FileStore> {
+  const dir = await droppedDirectory(dataTransfer);
+  return pickedFilesStore(dir.files, { label: options.label ?? dir.folder });
 }
 
 // ── HTTP ────────────────────────────────────────────────────────────────────────────────────────
@@ -250,7 +272,11 @@ class UrlFileStore implements FileStore {
   ) {
     // Resolve a relative base ("/models/x") against the page; the trailing slash makes file names
     // resolve inside the directory rather than replacing its last segment.
-    this.base = new URL(baseUrl.replace(/\/*$/, '/'), globalThis.location?.href);
+    try {
+      this.base = new URL(baseUrl.replace(/\/*$/, '/'), globalThis.location?.href);
+    } catch (err) {
+      throw new Error(`urlStore: "${baseUrl}" is not a URL (a relative one needs a page to resolve against)`, { cause: err });
+    }
     this.root = this.base.href.replace(/\/$/, '');
   }
 

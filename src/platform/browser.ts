@@ -18,6 +18,20 @@ import type {
   Platform,
 } from './platform.ts';
 
+// The read-only model stores (picked or dropped files, a base URL), for the page to import from here.
+export {
+  droppedDirectory,
+  droppedFilesStore,
+  pickedDirectory,
+  pickedFilesStore,
+  urlStore,
+  type PickedDirectory,
+  type PickedFile,
+  type PickedFilesOptions,
+  type UrlFetchProgress,
+  type UrlStoreOptions,
+} from './browser-model-files.ts';
+
 const live = new Set<GpuContext>();
 const FILES = 'files';
 

@@ -81,6 +81,15 @@ async function layerParity(ctx: TestContext, name: string): Promise<void> {
 /** (b) The whole batched forward: every hidden state, the pre-norm last layer output and the logits. */
 async function forwardParity(ctx: TestContext, name: string): Promise<void> {
   const { checkpoint, ref } = await loadFixture(ctx, name);
+  await assertForwardMatchesFixture(ctx, name, checkpoint, ref);
+}
+
+/**
+ * Runs the whole batched forward of `checkpoint` on the fixture's inputs and checks every hidden
+ * state, the pre-norm last layer output and the logits against `ref` (hf/NAME/reference.safetensors).
+ * Shared with suites that load the same checkpoint another way (e.g. the browser model-file stores).
+ */
+export async function assertForwardMatchesFixture(ctx: TestContext, name: string, checkpoint: TargetCheckpoint, ref: SafetensorsFile): Promise<void> {
   const gpu = new Gpu(ctx.gpu);
   const model = TargetModel.create(gpu, checkpoint);
   try {

@@ -1,15 +1,18 @@
 /**
- * Browser runner: builds test/browser with Vite, serves it on 127.0.0.1 (fixtures under /fixtures/),
- * and drives headless Chromium (Debian's /usr/bin/chromium, or $CHROMIUM) with WebGPU on the software
- * Vulkan adapter through Playwright. Every test line from the page is relayed to stdout.
+ * Browser runner: builds test/browser with Vite, serves it on 127.0.0.1 (fixtures under /fixtures/,
+ * with HEAD and byte ranges; see MOUNTS), and drives headless Chromium (Debian's /usr/bin/chromium,
+ * or $CHROMIUM) with WebGPU on the software Vulkan adapter through Playwright. Every test line from
+ * the page is relayed to stdout.
  *
  *   tsx test/runners/browser.ts [filter]
  */
 import { createServer } from 'node:http';
-import { readFile, rm, stat } from 'node:fs/promises';
+import { createReadStream } from 'node:fs';
+import { rm, stat } from 'node:fs/promises';
 import { extname, join, normalize, resolve } from 'node:path';
 import process from 'node:process';
 import { chromium } from 'playwright-core';
+import { CHROMIUM_PATH, CHROMIUM_WEBGPU_FLAGS } from './chromium-flags.ts';
 import { build } from 'vite';
 
 const root = resolve(import.meta.dirname, '../..');
@@ -18,17 +21,6 @@ const outDir = join(root, `dist/test-browser-${process.pid}`);
 const fixturesDir = resolve(process.env.SPECLAB_FIXTURES ?? join(root, '../shared/fixtures'));
 const filter = process.argv[2];
 
-export const CHROMIUM_WEBGPU_FLAGS = [
-  '--enable-unsafe-webgpu',
-  '--enable-features=Vulkan',
-  '--use-vulkan=swiftshader',
-  '--use-webgpu-adapter=swiftshader',
-  '--disable-vulkan-surface',
-  '--no-sandbox',
-  '--disable-background-networking',
-  '--disable-component-update',
-  '--disable-sync',
-];
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
@@ -41,28 +33,76 @@ await build({
   build: { outDir, emptyOutDir: true, target: 'es2022', minify: false, sourcemap: false },
 });
 
+/**
+ * What the tiny static server serves besides the built page: the fixtures (with HEAD and single
+ * byte ranges, like a CDN or the Hugging Face hub), the same fixtures from a server that ignores
+ * Range (like `python -m http.server`), and the repository's assets/ (the lab target).
+ */
+const MOUNTS: readonly { prefix: string; dir: string; ranges: boolean }[] = [
+  { prefix: '/fixtures/', dir: fixturesDir, ranges: true },
+  { prefix: '/fixtures-no-range/', dir: fixturesDir, ranges: false },
+  { prefix: '/repo-assets/', dir: join(root, 'assets'), ranges: true }, // not /assets/: Vite's build output
+];
+
+/** One `bytes=FIRST-LAST`, `bytes=FIRST-` or `bytes=-SUFFIX` range; 'unsatisfiable', or undefined to send it all. */
+function parseRange(header: string | undefined, size: number): { start: number; end: number } | 'unsatisfiable' | undefined {
+  const m = header === undefined ? null : /^bytes=(\d*)-(\d*)$/.exec(header.trim());
+  if (!m || (m[1] === '' && m[2] === '')) return undefined; // several ranges or junk: a 200 is allowed
+  if (m[1] === '') {
+    const suffix = Number(m[2]);
+    return suffix === 0 || size === 0 ? 'unsatisfiable' : { start: Math.max(0, size - suffix), end: size - 1 };
+  }
+  const start = Number(m[1]);
+  const end = m[2] === '' ? size - 1 : Math.min(Number(m[2]), size - 1);
+  return start >= size || end < start ? 'unsatisfiable' : { start, end };
+}
+
 const server = createServer(async (req, res) => {
   const url = new URL(req.url ?? '/', 'http://localhost');
-  const base = url.pathname.startsWith('/fixtures/') ? fixturesDir : outDir;
-  const rel = url.pathname.startsWith('/fixtures/') ? url.pathname.slice('/fixtures/'.length) : url.pathname.slice(1) || 'index.html';
+  const mount = MOUNTS.find((m) => url.pathname.startsWith(m.prefix));
+  const base = mount?.dir ?? outDir;
+  const rel = mount ? url.pathname.slice(mount.prefix.length) : url.pathname.slice(1) || 'index.html';
   const path = normalize(join(base, decodeURIComponent(rel)));
   if (!path.startsWith(base)) {
     res.writeHead(403).end();
     return;
   }
+  if (req.method !== 'GET' && req.method !== 'HEAD') {
+    res.writeHead(405, { allow: 'GET, HEAD' }).end();
+    return;
+  }
+  let size: number;
   try {
-    if (!(await stat(path)).isFile()) throw new Error('not a file');
-    res.writeHead(200, { 'content-type': TYPES[extname(path)] ?? 'application/octet-stream' });
-    res.end(await readFile(path));
+    const info = await stat(path);
+    if (!info.isFile()) throw new Error('not a file');
+    size = info.size;
   } catch {
     res.writeHead(404).end();
+    return;
   }
+  const headers: Record<string, string | number> = { 'content-type': TYPES[extname(path)] ?? 'application/octet-stream' };
+  if (mount?.ranges) headers['accept-ranges'] = 'bytes';
+  const range = mount?.ranges ? parseRange(req.headers.range, size) : undefined;
+  if (range === 'unsatisfiable') {
+    res.writeHead(416, { ...headers, 'content-range': `bytes */${size}` }).end();
+    return;
+  }
+  const { start, end } = range ?? { start: 0, end: size - 1 };
+  if (range) headers['content-range'] = `bytes ${start}-${end}/${size}`;
+  res.writeHead(range ? 206 : 200, { ...headers, 'content-length': end - start + 1 });
+  if (req.method === 'HEAD' || size === 0) {
+    res.end();
+    return;
+  }
+  createReadStream(path, { start, end })
+    .on('error', () => res.destroy())
+    .pipe(res);
 });
 await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
 const port = (server.address() as { port: number }).port;
 
 const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+  executablePath: CHROMIUM_PATH,
   headless: true,
   args: CHROMIUM_WEBGPU_FLAGS,
 });

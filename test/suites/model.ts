@@ -1,9 +1,13 @@
-/** Suites of the target-model area: safetensors, configs, checkpoints, tokenizer, float64 reference. */
+/**
+ * Suites of the target-model area: safetensors, configs, checkpoints (also through the browser's
+ * picked-file and URL stores), tokenizer, float64 reference.
+ */
 import type { Suite } from '../harness/suite.ts';
 import safetensors from '../data/safetensors.test.ts';
 import hfConfig from '../model/hf-config.test.ts';
 import checkpoint from '../data/checkpoint.test.ts';
 import tokenizer from '../data/tokenizer.test.ts';
 import referenceLlama from '../reference/llama.test.ts';
+import browserModelFiles from '../platform/browser-model-files.test.ts';
 
-export const modelSuites: readonly Suite[] = [safetensors, hfConfig, checkpoint, tokenizer, referenceLlama];
+export const modelSuites: readonly Suite[] = [safetensors, hfConfig, checkpoint, tokenizer, referenceLlama, browserModelFiles];

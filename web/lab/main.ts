@@ -2,6 +2,7 @@
  * The lab page (main thread): controls, charts, panels. Every GPU, storage and training call runs in
  * the Web Worker (./worker.ts); this file only sends Commands and renders Reports (./protocol.ts).
  */
+import { droppedDirectory, pickedDirectory, type PickedDirectory } from '../../src/platform/browser-model-files.ts';
 import { LiveChart } from './charts.ts';
 import { DEFAULT_SETTINGS, type Command, type LabSettings, type Phase, type Report, type RunStatus } from './protocol.ts';
 import { renderTttVisibility } from './ttt-visibility.ts';
@@ -247,14 +248,18 @@ specRun.addEventListener('click', () => {
   specRun.disabled = true;
   send({ type: 'spec-run', prompt: Number($<HTMLSelectElement>('spec-prompt').value || 0), maxNewTokens: 32, numDraftTokens: 3 });
 });
+const loadPicked = (dir: PickedDirectory) => {
+  if (dir.files.length > 0) send({ type: 'load-model-files', files: [...dir.files], folder: dir.folder });
+};
 const pickModel = (input: HTMLInputElement) => () => {
-  if (input.files && input.files.length > 0) send({ type: 'load-model-files', files: [...input.files] });
+  if (input.files && input.files.length > 0) loadPicked(pickedDirectory(input.files));
 };
 $('model-files').addEventListener('change', pickModel($<HTMLInputElement>('model-files')));
 $('model-files-flat').addEventListener('change', pickModel($<HTMLInputElement>('model-files-flat')));
 $('model-url-load').addEventListener('click', () => {
   const url = $<HTMLInputElement>('model-url').value.trim();
-  if (url) send({ type: 'load-model-url', url });
+  // Resolved here: inside the worker a relative URL would resolve against the worker script.
+  if (url) send({ type: 'load-model-url', url: new URL(url, location.href).href });
 });
 exportButton.addEventListener('click', () => send({ type: 'export' }));
 $('import-files').addEventListener('change', () => {
@@ -264,8 +269,8 @@ $('import-files').addEventListener('change', () => {
 document.body.addEventListener('dragover', (e) => e.preventDefault());
 document.body.addEventListener('drop', (e) => {
   e.preventDefault();
-  const files = [...(e.dataTransfer?.files ?? [])];
-  if (files.length > 0) send({ type: 'load-model-files', files });
+  // The DataTransfer empties once the handler returns: read it before any await.
+  if (e.dataTransfer) droppedDirectory(e.dataTransfer).then(loadPicked, (err: Error) => handle({ type: 'model', state: 'error', message: err.message }));
 });
 
 send({ type: 'init', labTargetUrl: new URL('lab-target/', document.baseURI).href });

@@ -28,7 +28,8 @@ export type Command =
   | { type: 'stop' }
   | { type: 'discard' }
   | { type: 'load-model-url'; url: string }
-  | { type: 'load-model-files'; files: File[] }
+  /** A picked or dropped folder: each File with its path inside the folder (made on the page: a drop can only be read there). */
+  | { type: 'load-model-files'; files: { file: File; path: string }[]; folder?: string }
   | { type: 'spec-run'; prompt: number; maxNewTokens: number; numDraftTokens: number }
   | { type: 'export' }
   | { type: 'import'; files: File[] };

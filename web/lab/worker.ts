@@ -363,7 +363,7 @@ async function handle(cmd: Command): Promise<void> {
     case 'load-model-url':
       return loadModel(urlStore(cmd.url, { onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }) }), cmd.url, false);
     case 'load-model-files':
-      return loadModel(pickedFilesStore(cmd.files), `${cmd.files.length} picked files`, false);
+      return loadModel(pickedFilesStore(cmd.files, { label: cmd.folder }), cmd.folder ?? `${cmd.files.length} picked files`, false);
     case 'spec-run':
       try {
         return await specRun(cmd.prompt, cmd.maxNewTokens, cmd.numDraftTokens);
