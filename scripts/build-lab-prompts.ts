@@ -4,7 +4,7 @@
  * of the train split; held-out ones from the held-out split), as token ids and text, so a tab needs
  * neither the corpus package nor a download.
  *
- *   npx tsx scripts/build-lab-prompts.ts [--train 64] [--held-out 8] [--length 8]
+ *   npx tsx scripts/build-lab-prompts.ts [--train 256] [--held-out 8] [--length 8]
  * Deterministic: the same options give the same file (test/data/lab-prompts.test.ts checks it).
  */
 import { labCorpusPrompts, LAB_TARGET_DIR, validateTrainConfig } from '../src/cli/train.ts';
@@ -19,7 +19,7 @@ const opt = (name: string, fallback: number): number => {
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name}: expected a positive integer, got ${args[i + 1]}`);
   return value;
 };
-const config = validateTrainConfig({ trainPrompts: opt('--train', 64), evalPrompts: opt('--held-out', 8), promptLength: opt('--length', 8) });
+const config = validateTrainConfig({ trainPrompts: opt('--train', 256), evalPrompts: opt('--held-out', 8), promptLength: opt('--length', 8) });
 const { train, held } = await labCorpusPrompts(nodePlatform, config);
 const lab = nodePlatform.files(LAB_TARGET_DIR);
 const tokenizer = await ChatTokenizer.load(lab, '');
