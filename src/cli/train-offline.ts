@@ -18,8 +18,7 @@ import { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly } from '../inference/speculative.ts';
-import { EMBED_NAME } from '../model/eagle3/config.ts';
-import { readEagle3Export, writeEagle3Export } from '../model/eagle3/export.ts';
+import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
 import { initialEagle3Weights } from '../model/eagle3/parameters.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { AppendLog, Platform } from '../platform/platform.ts';
@@ -145,10 +144,7 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
     print(`phase train: ${result.steps} steps in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`);
 
     // 5. Export (the aux layers always go into eagle_config: they come from the features, not a rule).
-    await writeEagle3Export(out, 'draft', draftConfig, result.weights, { t2d: mapping.t2d, d2t: mapping.d2t });
-    const configJson = JSON.parse(new TextDecoder().decode(await out.read('draft/config.json'))) as Record<string, unknown>;
-    configJson.eagle_config = { eagle_aux_hidden_state_layer_ids: [...auxLayerIds] };
-    await out.writeAtomic('draft/config.json', new TextEncoder().encode(`${JSON.stringify(configJson, null, 2)}\n`));
+    await writeEagle3Export(out, 'draft', draftConfig, result.weights, { t2d: mapping.t2d, d2t: mapping.d2t }, { auxLayerIds });
     const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
     const exportDir = `${out.root}/draft`;
     print(`phase export: SGLang draft written to ${exportDir}`);
@@ -176,8 +172,4 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
     await logged.catch(() => undefined);
     await log?.close();
   }
-}
-
-function withoutEmbedding(values: Readonly<Record<string, Float32Array>>): Record<string, Float32Array> {
-  return Object.fromEntries(Object.entries(values).filter(([k]) => k !== EMBED_NAME));
 }

@@ -32,8 +32,7 @@ import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
-import { EMBED_NAME } from '../model/eagle3/config.ts';
-import { readEagle3Export, writeEagle3Export } from '../model/eagle3/export.ts';
+import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { AppendLog, FileStore, Platform } from '../platform/platform.ts';
 import { Rng } from '../reference/random.ts';
@@ -376,8 +375,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
     // 5. Export.
     const weights = await s.currentWeights();
-    await writeEagle3Export(out, 'draft', s.draftConfig, weights, { t2d: s.mapping.t2d, d2t: s.mapping.d2t });
-    if (config.auxLayers) await addAuxLayersToConfig(out, 'draft/config.json', auxLayerIds);
+    await writeEagle3Export(out, 'draft', s.draftConfig, weights, { t2d: s.mapping.t2d, d2t: s.mapping.d2t }, { auxLayerIds: config.auxLayers });
     const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
     const exportDir = `${out.root}/draft`;
     print(`phase export: SGLang draft written to ${exportDir}`);
@@ -442,17 +440,6 @@ async function prepareRunFolder(out: FileStore, config: TrainConfig): Promise<vo
   }
 }
 
-function withoutEmbedding(values: Readonly<Record<string, Float32Array>>): Record<string, Float32Array> {
-  return Object.fromEntries(Object.entries(values).filter(([k]) => k !== EMBED_NAME));
-}
-
 function flatEval(e: { heldOut: SpecEval; train?: SpecEval }): Record<string, unknown> {
   return { heldOut: e.heldOut, ...(e.train ? { train: e.train } : {}) };
-}
-
-/** Records custom aux layer ids in the export's config (eagle_config, as SpecForge's configs do). */
-async function addAuxLayersToConfig(store: FileStore, path: string, auxLayerIds: readonly number[]): Promise<void> {
-  const json = JSON.parse(new TextDecoder().decode(await store.read(path))) as Record<string, unknown>;
-  json.eagle_config = { eagle_aux_hidden_state_layer_ids: [...auxLayerIds] };
-  await store.writeAtomic(path, new TextEncoder().encode(`${JSON.stringify(json, null, 2)}\n`));
 }

@@ -30,7 +30,8 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { RolloutWorker } from '../inference/rollout-worker.ts';
 import { defaultAuxLayerIds, eagle3CaptureConfig, TargetFeatureSource } from '../inference/target-feature-source.ts';
-import { EMBED_NAME, type Eagle3Config } from '../model/eagle3/config.ts';
+import type { Eagle3Config } from '../model/eagle3/config.ts';
+import { withoutEmbedding } from '../model/eagle3/export.ts';
 import { Eagle3DraftModel } from '../model/eagle3/model.ts';
 import { initialEagle3Weights } from '../model/eagle3/parameters.ts';
 import type { TargetModel } from '../model/target/model.ts';
@@ -334,8 +335,7 @@ export class Eagle3TrainingSession {
 
   /** The untrained draft (this run's initial weights). */
   initialDraft(): Eagle3DraftCheckpoint {
-    const weights = Object.fromEntries(Object.entries(this.initialWeights).filter(([k]) => k !== EMBED_NAME));
-    return { config: this.draftConfig, weights, d2t: this.mapping.d2t, auxLayerIds: this.auxLayerIds };
+    return { config: this.draftConfig, weights: withoutEmbedding(this.initialWeights), d2t: this.mapping.d2t, auxLayerIds: this.auxLayerIds };
   }
 
   /** Trained parameters by name (the frozen embedding excluded). */

@@ -21,8 +21,7 @@ import type { Eagle3DraftCheckpoint } from '../../src/inference/eagle3-drafter.t
 import { evaluateDraft } from '../../src/inference/evaluate-draft.ts';
 import { timeTargetOnly } from '../../src/inference/speculative.ts';
 import { defaultAuxLayerIds } from '../../src/inference/target-feature-source.ts';
-import { EMBED_NAME } from '../../src/model/eagle3/config.ts';
-import { readEagle3Export, writeEagle3Export } from '../../src/model/eagle3/export.ts';
+import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../../src/model/eagle3/export.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { browserPlatform as platform } from '../../src/platform/browser.ts';
 import { pickedFilesStore, urlStore } from '../../src/platform/browser-model-files.ts';
@@ -330,8 +329,7 @@ async function importDraft(fileList: File[]): Promise<void> {
     if (c.hiddenSize !== t.hiddenSize || c.vocabSize !== t.vocabSize) {
       throw new Error(`the draft (hidden ${c.hiddenSize}, vocab ${c.vocabSize}) does not fit the loaded target ${m.id} (hidden ${t.hiddenSize}, vocab ${t.vocabSize})`);
     }
-    const weights = Object.fromEntries(Object.entries(draft.values).filter(([k]) => k !== EMBED_NAME));
-    imported = { draft: { config: c, weights, d2t: draft.vocab.d2t, auxLayerIds: auxLayersFor(t.numLayers) }, label: `imported draft (${fileList.map((f) => f.name).join(', ')})` };
+    imported = { draft: { config: c, weights: withoutEmbedding(draft.values), d2t: draft.vocab.d2t, auxLayerIds: auxLayersFor(t.numLayers) }, label: `imported draft (${fileList.map((f) => f.name).join(', ')})` };
     post({ type: 'import', state: 'ready', message: `imported: hidden ${c.hiddenSize}, draft vocab ${c.draftVocabSize}; the speculative panel uses it` });
   } catch (err) {
     post({ type: 'import', state: 'error', message: `import refused: ${(err as Error).message}` });

@@ -111,11 +111,26 @@ export function eagle3SglangSafetensors(c: Eagle3Config, weights: Readonly<Recor
 
 const joinPath = (dir: string, name: string): string => (dir === '' ? name : `${dir.replace(/\/$/, '')}/${name}`);
 
+export interface ExportOptions {
+  /**
+   * Target layers whose outputs feed the draft, recorded as `eagle_config.eagle_aux_hidden_state_layer_ids`
+   * (as SpecForge's configs do). Omit them to leave the serving default [1, N/2 − 1, N − 4] implied.
+   */
+  readonly auxLayerIds?: readonly number[];
+}
+
 /** Write `<dir>/model.safetensors` then `<dir>/config.json` (each atomically). */
-export async function writeEagle3Export(store: FileStore, dir: string, c: Eagle3Config, weights: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab): Promise<void> {
+export async function writeEagle3Export(store: FileStore, dir: string, c: Eagle3Config, weights: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab, options: ExportOptions = {}): Promise<void> {
   const model = eagle3SglangSafetensors(c, weights, vocab);
   await store.writeAtomic(joinPath(dir, 'model.safetensors'), model);
-  await store.writeAtomic(joinPath(dir, 'config.json'), new TextEncoder().encode(`${JSON.stringify(eagle3SglangConfig(c), null, 2)}\n`));
+  const config = eagle3SglangConfig(c);
+  if (options.auxLayerIds) config.eagle_config = { eagle_aux_hidden_state_layer_ids: [...options.auxLayerIds] };
+  await store.writeAtomic(joinPath(dir, 'config.json'), new TextEncoder().encode(`${JSON.stringify(config, null, 2)}\n`));
+}
+
+/** The trained weights of a draft: `values` without the frozen copy of the target's embedding. */
+export function withoutEmbedding(values: Readonly<Record<string, Float32Array>>): Record<string, Float32Array> {
+  return Object.fromEntries(Object.entries(values).filter(([k]) => k !== EMBED_NAME));
 }
 
 export interface ImportedEagle3 {
