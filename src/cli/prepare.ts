@@ -16,13 +16,13 @@ import { loadHfCheckpoint } from '../data/checkpoint.ts';
 import { OFFLINE_FORMAT, OFFLINE_MANIFEST, OFFLINE_SHARD_DIR, offlineShardBytes, shardPath, type OfflineManifest } from '../data/offline-eagle3.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
-import { defaultAuxLayerIds, TargetFeatureSource } from '../inference/target-feature-source.ts';
+import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from '../platform/platform.ts';
 import { Rng } from '../reference/random.ts';
 import { countLossTokens } from '../reference/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
-import { LAB_TARGET_DIR, labCorpusPrompts, parsePromptsJson, randomPrompts, validateTrainConfig } from './train.ts';
+import { LAB_TARGET_DIR, labCorpusPrompts, parsePromptsJson, randomPrompts, resolveAuxLayers, validateTrainConfig } from './train.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -118,9 +118,7 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
 
   const checkpoint = await loadHfCheckpoint(targetFiles, '');
   const tc = checkpoint.config;
-  if (!config.auxLayers && tc.numLayers < 4) throw new Error(`auxLayers (--aux-layers): the target has ${tc.numLayers} layers, the default rule [1, N/2 − 1, N − 4] needs at least 4; pass three layer ids`);
-  const auxLayerIds = config.auxLayers ?? defaultAuxLayerIds(tc.numLayers);
-  for (const id of auxLayerIds) if (id >= tc.numLayers) throw new Error(`auxLayers (--aux-layers): layer ${id} outside 0..${tc.numLayers - 1}`);
+  const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
 
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);

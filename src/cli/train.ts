@@ -176,6 +176,14 @@ export async function loadTrainConfig(platform: Platform, args: readonly string[
   return validateTrainConfig({ ...base, ...values }, configFile ? `${configFile} + flags` : 'train flags');
 }
 
+/** The aux layers of a run: the given ones, else SpecForge's rule [1, N/2 − 1, N − 4]; errors name the flag. */
+export function resolveAuxLayers(given: readonly number[] | undefined, numLayers: number): number[] {
+  if (!given && numLayers < 4) throw new Error(`auxLayers (--aux-layers): the target has ${numLayers} layers, the default rule [1, N/2 − 1, N − 4] needs at least 4; pass three layer ids`);
+  const ids = given ? [...given] : defaultAuxLayerIds(numLayers);
+  for (const id of ids) if (id >= numLayers) throw new Error(`auxLayers (--aux-layers): layer ${id} outside 0..${numLayers - 1}`);
+  return ids;
+}
+
 /** A JSON array of non-empty token-id arrays, ids inside the vocabulary. */
 export function parsePromptsJson(json: unknown, vocab: number, source: string): number[][] {
   if (!Array.isArray(json) || json.length === 0) throw new Error(`${source}: expected a non-empty JSON array of token-id arrays`);
@@ -290,8 +298,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
   try {
     log = await out.openAppendLog('metrics.jsonl');
     await record({ phase: 'config', ...config, target: targetDir });
-    const auxLayerIds = config.auxLayers ?? defaultAuxLayerIds(tc.numLayers);
-    for (const id of auxLayerIds) if (id >= tc.numLayers) throw new Error(`auxLayers (--aux-layers): layer ${id} outside 0..${tc.numLayers - 1}`);
+    const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
     const draftVocabSize = config.draftVocabSize ?? Math.min(tc.vocabSize, 32000);
     if (draftVocabSize > tc.vocabSize) throw new Error(`draftVocabSize (--draft-vocab-size) ${draftVocabSize} exceeds the target vocabulary ${tc.vocabSize}`);
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
