@@ -19,10 +19,9 @@ import { Gpu } from '../gpu/gpu.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from '../platform/platform.ts';
-import { Rng } from '../reference/random.ts';
 import { countLossTokens } from '../reference/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
-import { LAB_TARGET_DIR, labCorpusPrompts, parsePromptsJson, randomPrompts, resolveAuxLayers, validateTrainConfig } from './train.ts';
+import { choosePrompts, LAB_TARGET_DIR, resolveAuxLayers, resolveTargetDir } from './train.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -104,10 +103,7 @@ export async function prepareCommand(platform: Platform, args: readonly string[]
 
 export async function runPrepare(platform: Platform, config: PrepareConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<PrepareSummary> {
   const started = performance.now();
-  const lab = platform.files(LAB_TARGET_DIR);
-  const labHasModel = (await lab.exists('config.json')) && (await lab.exists('model.safetensors'));
-  const targetDir = config.target ?? (labHasModel ? LAB_TARGET_DIR : undefined);
-  if (!targetDir) throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
+  const targetDir = await resolveTargetDir(platform, config.target);
   const targetFiles = platform.files(targetDir);
   if (!(await targetFiles.exists('config.json'))) throw new Error(`target (--target) ${targetFiles.root}: no config.json there (expected a Hugging Face model directory)`);
 
@@ -183,30 +179,4 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
 
 function taskOf(s: TrainSequence, index: number) {
   return makePromptTask({ taskId: `prepare-${index}`, runId: 'prepare', sourceId: 'prepare', payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length });
-}
-
-/** The prompt choice of `speclab train`: --prompts-file, else the lab corpus for the lab target, else seeded random tokens. */
-async function choosePrompts(platform: Platform, config: PrepareConfig, vocab: number, useLabCorpus: boolean): Promise<{ train: number[][]; held: number[][]; source: string }> {
-  if (config.promptsFile) {
-    const path = config.promptsFile;
-    const i = path.lastIndexOf('/');
-    const [dir, name] = i < 0 ? ['.', path] : [path.slice(0, i) || '/', path.slice(i + 1)];
-    let json: unknown;
-    try {
-      json = JSON.parse(new TextDecoder().decode(await platform.files(dir).read(name)));
-    } catch (err) {
-      throw new Error(`promptsFile (--prompts-file) ${path}: ${(err as Error).message}`, { cause: err });
-    }
-    const all = parsePromptsJson(json, vocab, path);
-    if (all.length <= config.evalPrompts) throw new Error(`${path}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
-    return { train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts), held: all.slice(all.length - config.evalPrompts), source: path };
-  }
-  if (useLabCorpus) {
-    const { train, held } = await labCorpusPrompts(platform, validateTrainConfig({ trainPrompts: config.trainPrompts, evalPrompts: config.evalPrompts, promptLength: config.promptLength }));
-    return { train, held, source: 'lab corpus (train split / held-out split)' };
-  }
-  const rng = new Rng(config.seed);
-  const train = randomPrompts(config.trainPrompts, config.promptLength, vocab, rng);
-  const held = randomPrompts(config.evalPrompts, config.promptLength, vocab, rng);
-  return { train, held, source: `random tokens (seed ${config.seed})` };
 }

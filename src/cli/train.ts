@@ -219,7 +219,32 @@ export function corpusPrompts(docs: readonly CorpusDocument[], tokenizer: ChatTo
   return out;
 }
 
-export async function labCorpusPrompts(platform: Platform, config: TrainConfig): Promise<{ train: number[][]; held: number[][] }> {
+/** The settings that decide a run's prompts (shared by `speclab train` and `speclab prepare`). */
+export type PromptSettings = Pick<TrainConfig, 'promptsFile' | 'trainPrompts' | 'evalPrompts' | 'promptLength' | 'seed'>;
+
+/** --prompts-file (its last evalPrompts held out), else the lab corpus for the lab target, else seeded random tokens. */
+export async function choosePrompts(platform: Platform, config: PromptSettings, vocab: number, useLabCorpus: boolean): Promise<{ train: number[][]; held: number[][]; source: string }> {
+  if (config.promptsFile) {
+    const all = parsePromptsJson(await readJson(platform, config.promptsFile), vocab, config.promptsFile);
+    if (all.length <= config.evalPrompts) throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
+    return { train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts), held: all.slice(all.length - config.evalPrompts), source: config.promptsFile };
+  }
+  if (useLabCorpus) return { ...(await labCorpusPrompts(platform, config)), source: 'lab corpus (train split / held-out split)' };
+  const rng = new Rng(config.seed);
+  const train = randomPrompts(config.trainPrompts, config.promptLength, vocab, rng);
+  const held = randomPrompts(config.evalPrompts, config.promptLength, vocab, rng);
+  return { train, held, source: `random tokens (seed ${config.seed})` };
+}
+
+/** The target of a run: the given directory, else the lab target when it has a model. */
+export async function resolveTargetDir(platform: Platform, given: string | undefined): Promise<string> {
+  if (given) return given;
+  const lab = platform.files(LAB_TARGET_DIR);
+  if ((await lab.exists('config.json')) && (await lab.exists('model.safetensors'))) return LAB_TARGET_DIR;
+  throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
+}
+
+export async function labCorpusPrompts(platform: Platform, config: Pick<TrainConfig, 'trainPrompts' | 'evalPrompts' | 'promptLength'>): Promise<{ train: number[][]; held: number[][] }> {
   const split = (await readJson(platform, `${LAB_TARGET_DIR}/corpus-split.json`)) as { seed?: unknown; heldOutFraction?: unknown };
   if (typeof split.seed !== 'number' || typeof split.heldOutFraction !== 'number') throw new Error(`${LAB_TARGET_DIR}/corpus-split.json: expected seed and heldOutFraction`);
   const store = platform.files(LAB_CORPUS_DIR);
@@ -271,10 +296,7 @@ export async function trainCommand(platform: Platform, args: readonly string[], 
 
 export async function runTraining(platform: Platform, config: TrainConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<TrainSummary> {
   const started = performance.now();
-  const lab = platform.files(LAB_TARGET_DIR);
-  const labHasModel = (await lab.exists('config.json')) && (await lab.exists('model.safetensors'));
-  const targetDir = config.target ?? (labHasModel ? LAB_TARGET_DIR : undefined);
-  if (!targetDir) throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
+  const targetDir = await resolveTargetDir(platform, config.target);
   const useLabCorpus = targetDir === LAB_TARGET_DIR && !config.promptsFile;
 
   const out = platform.files(config.out);
@@ -304,24 +326,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
 
     // 1. Data: prompts, continued by the target (inside the session).
-    let trainPrompts: number[][];
-    let heldPrompts: number[][];
-    let promptSource: string;
-    if (config.promptsFile) {
-      const all = parsePromptsJson(await readJson(platform, config.promptsFile), tc.vocabSize, config.promptsFile);
-      if (all.length <= config.evalPrompts) throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
-      heldPrompts = all.slice(all.length - config.evalPrompts);
-      trainPrompts = all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts);
-      promptSource = config.promptsFile;
-    } else if (useLabCorpus) {
-      ({ train: trainPrompts, held: heldPrompts } = await labCorpusPrompts(platform, config));
-      promptSource = 'lab corpus (train split / held-out split)';
-    } else {
-      const rng = new Rng(config.seed);
-      trainPrompts = randomPrompts(config.trainPrompts, config.promptLength, tc.vocabSize, rng);
-      heldPrompts = randomPrompts(config.evalPrompts, config.promptLength, tc.vocabSize, rng);
-      promptSource = `random tokens (seed ${config.seed})`;
-    }
+    const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
     print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
     const now = () => performance.now();
     session = await Eagle3TrainingSession.open({
