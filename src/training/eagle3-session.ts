@@ -117,6 +117,8 @@ export class Eagle3TrainingSession {
   private pendingAcks: SampleRef[] = [];
   private lastCheckpoint = 0;
   private tokensTrained = 0;
+  /** Samples trained through the last optimizer step, over the whole stream (saved in checkpoints). */
+  private samplesConsumed = 0;
   private readonly openedAt: number;
   private readonly avgLength: number;
   resumed: ResumeReport | undefined;
@@ -228,25 +230,23 @@ export class Eagle3TrainingSession {
     if (restored) {
       this.trainer.globalStep = restored.state.globalStep;
       this.core.microStep = restored.state.microStep;
+      this.samplesConsumed = restored.state.data.samplesConsumed;
       this.lastCheckpoint = restored.state.globalStep;
       this.resumed = { step: restored.state.globalStep, requeued: report.requeued.length, released: report.released.length };
       this.inputs.onEvent?.({ kind: 'phase', phase: 'resume', detail: `step ${restored.state.globalStep}: ${report.released.length} samples already trained, ${report.requeued.length} committed samples requeued` });
     }
-    // Rounds whose every task is committed are done; a partly committed round ingests the rest.
-    while (this.nextRound < this.rounds.length && (await this.roundCommitted(this.nextRound)) === this.rounds[this.nextRound].length) this.nextRound++;
+    // Read the ledger once: rounds whose every task is committed are done, and a partly committed round
+    // keeps only the rest (rounds after it were never started, so the plan needs no further lookups).
+    const committed = new Set(await storage.metadata.allCommittedIds());
+    if (committed.size === 0) return;
+    for (const [r, round] of this.rounds.entries()) this.rounds[r] = round.filter((t) => !committed.has(onlineSampleId(runId, t.taskId)));
+    while (this.nextRound < this.rounds.length && this.rounds[this.nextRound].length === 0) this.nextRound++;
   }
 
-  private async roundCommitted(r: number): Promise<number> {
-    let n = 0;
-    for (const t of this.rounds[r]) if (await this.inputs.storage.metadata.isCommitted(onlineSampleId(this.inputs.runId, t.taskId))) n++;
-    return n;
-  }
-
-  /** Ingests round `r` (the tasks not yet committed) and lets the rollout workers capture it. */
+  /** Ingests round `r` (its tasks not committed before this open) and lets the rollout workers capture it. */
   private async rollout(r: number): Promise<void> {
     const t0 = this.inputs.now();
-    const pending = [];
-    for (const t of this.rounds[r]) if (!(await this.inputs.storage.metadata.isCommitted(onlineSampleId(this.inputs.runId, t.taskId)))) pending.push(t);
+    const pending = this.rounds[r];
     this.controller.ingestPrompts(
       pending.map((t) => {
         const s = this.sequences[t.sequence];
@@ -284,7 +284,9 @@ export class Eagle3TrainingSession {
     await this.trainer.fit(this.loader, {
       maxSteps: this.trainer.globalStep + 1,
       ackFn: async (_ids, step, batches) => {
-        this.pendingAcks.push(...batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs));
+        const refs = batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs);
+        this.pendingAcks.push(...refs);
+        this.samplesConsumed += refs.length;
         const roundEnd = this.controller.queue.depth() === 0;
         if (step % settings.checkpointEvery === 0 || roundEnd || step === this.totalSteps) {
           await this.flush();
@@ -315,7 +317,8 @@ export class Eagle3TrainingSession {
       globalStep: step,
       microStep: this.core.microStep,
       epoch: 0,
-      data: { epochBatch: step, epochSamples: 0, samplesConsumed: 0 },
+      // One stream across epochs, so the epoch fields count the whole run; resume reads its position from the ledger.
+      data: { epochBatch: step, epochSamples: this.samplesConsumed, samplesConsumed: this.samplesConsumed },
       contract: this.contract,
       extra: { auxLayerIds: [...this.auxLayerIds] },
     });
