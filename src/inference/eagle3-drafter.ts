@@ -27,6 +27,7 @@ import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../kernels/rope-table.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
 import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../model/eagle3/config.ts';
+import { eagleAuxLayerIds } from '../model/eagle3/export.ts';
 import { Eagle3Rope } from '../model/eagle3/rope.ts';
 import { argmax } from '../model/target/sampling.ts';
 
@@ -72,10 +73,7 @@ export async function loadEagle3Draft(store: FileStore, dir: string, options: { 
     const t = i + d2t[i];
     if (t < 0 || t >= config.vocabSize) throw new Error(`${reader.source}: d2t maps draft id ${i} to target id ${t}, outside [0, ${config.vocabSize})`);
   }
-  const raw = JSON.parse(configText) as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: unknown } };
-  const ids = raw.eagle_config?.eagle_aux_hidden_state_layer_ids;
-  const auxLayerIds = Array.isArray(ids) && ids.every((x) => Number.isInteger(x)) ? (ids as number[]) : undefined;
-  return { config, weights, d2t, auxLayerIds };
+  return { config, weights, d2t, auxLayerIds: eagleAuxLayerIds(JSON.parse(configText)) };
 }
 
 interface DraftGpuWeights {

@@ -85,6 +85,9 @@ export default defineSuite('model/eagle3-export', (t) => {
       assertDeepEqual(back.config, fx.config, 'config round-trips');
       assertDeepEqual([...back.vocab.t2d], Array.from(fx.inputs.t2d), 't2d exact');
       assertDeepEqual([...back.vocab.d2t], Array.from(fx.inputs.d2t), 'd2t exact');
+      assertEqual(back.auxLayerIds, undefined, 'no eagle_config unless aux layers are given');
+      await writeEagle3Export(tmp.files, 'aux', fx.config, weights, { t2d: fx.inputs.t2d, d2t: fx.inputs.d2t }, { auxLayerIds: [0, 1, 1] });
+      assertDeepEqual((await readEagle3Export(tmp.files, 'aux', fx.params[EMBED_NAME])).auxLayerIds, [0, 1, 1], 'aux layers round-trip through eagle_config');
       assert(bytesEqual(new Uint8Array(back.values[EMBED_NAME].buffer), new Uint8Array(Float32Array.from(embedding).buffer)), 'embedding is the target one');
       let worst = 0;
       for (const name of fx.trainable) {

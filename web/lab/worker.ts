@@ -314,7 +314,7 @@ async function specRun(prompt: number, maxNewTokens: number, numDraftTokens: num
 async function exportDraft(): Promise<void> {
   if (!session) throw new Error('no trained draft to export: start or continue a run first');
   const files = labFiles();
-  await writeEagle3Export(files, 'export', session.draftConfig, await session.currentWeights(), { t2d: session.mapping.t2d, d2t: session.mapping.d2t });
+  await writeEagle3Export(files, 'export', session.draftConfig, await session.currentWeights(), { t2d: session.mapping.t2d, d2t: session.mapping.d2t }, { auxLayerIds: session.auxLayerIds });
   const out = await Promise.all(['config.json', 'model.safetensors'].map(async (name) => ({ name, bytes: await files.read(`export/${name}`) })));
   post({ type: 'export-files', files: out }, out.map((f) => f.bytes.buffer as ArrayBuffer));
 }
@@ -329,7 +329,7 @@ async function importDraft(fileList: File[]): Promise<void> {
     if (c.hiddenSize !== t.hiddenSize || c.vocabSize !== t.vocabSize) {
       throw new Error(`the draft (hidden ${c.hiddenSize}, vocab ${c.vocabSize}) does not fit the loaded target ${m.id} (hidden ${t.hiddenSize}, vocab ${t.vocabSize})`);
     }
-    imported = { draft: { config: c, weights: withoutEmbedding(draft.values), d2t: draft.vocab.d2t, auxLayerIds: auxLayersFor(t.numLayers) }, label: `imported draft (${fileList.map((f) => f.name).join(', ')})` };
+    imported = { draft: { config: c, weights: withoutEmbedding(draft.values), d2t: draft.vocab.d2t, auxLayerIds: draft.auxLayerIds ?? auxLayersFor(t.numLayers) }, label: `imported draft (${fileList.map((f) => f.name).join(', ')})` };
     post({ type: 'import', state: 'ready', message: `imported: hidden ${c.hiddenSize}, draft vocab ${c.draftVocabSize}; the speculative panel uses it` });
   } catch (err) {
     post({ type: 'import', state: 'error', message: `import refused: ${(err as Error).message}` });

@@ -138,6 +138,14 @@ export interface ImportedEagle3 {
   /** Every trainable weight (f32, widened from bf16) plus `embed_tokens.weight`. */
   readonly values: Record<string, Float32Array>;
   readonly vocab: { t2d: Int32Array; d2t: Int32Array };
+  /** Aux layer ids from the config's eagle_config, when it names them. */
+  readonly auxLayerIds?: readonly number[];
+}
+
+/** `eagle_config.eagle_aux_hidden_state_layer_ids` of a parsed draft config.json, when present and integral. */
+export function eagleAuxLayerIds(configJson: unknown): number[] | undefined {
+  const ids = (configJson as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: unknown } } | null)?.eagle_config?.eagle_aux_hidden_state_layer_ids;
+  return Array.isArray(ids) && ids.every((x) => Number.isInteger(x)) ? (ids as number[]) : undefined;
 }
 
 const FLOAT_DTYPES = new Set(['BF16', 'F16', 'F32']);
@@ -197,7 +205,7 @@ export async function readEagle3Export(store: FileStore, dir: string, embedding?
   } else {
     throw new Error(`import ${modelSource}: no embedding (exports never carry ${EMBED_NAME}); pass the target model's embed_tokens`);
   }
-  return { config, values, vocab };
+  return { config, values, vocab, auxLayerIds: eagleAuxLayerIds(raw) };
 }
 
 /** Draft config JSON and vocabulary kept in an EAGLE3 training checkpoint, so it can be exported alone. */
