@@ -93,8 +93,13 @@ async function init(labTargetUrl: string): Promise<void> {
   });
   post({ type: 'adapter', record: ctx.record });
   gpu = new Gpu(ctx);
-  await loadModel(urlStore(labTargetUrl, { onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }) }), 'lab-target', true);
+  await loadModel(modelUrlStore(labTargetUrl), 'lab-target', true);
   await reportSavedRun();
+}
+
+/** A model directory over HTTP whose downloads show on the model panel. */
+function modelUrlStore(url: string): FileStore {
+  return urlStore(url, { onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }) });
 }
 
 async function loadModel(store: FileStore, id: string, lab: boolean): Promise<void> {
@@ -359,7 +364,7 @@ async function handle(cmd: Command): Promise<void> {
     case 'discard':
       return discard();
     case 'load-model-url':
-      return loadModel(urlStore(cmd.url, { onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }) }), cmd.url, false);
+      return loadModel(modelUrlStore(cmd.url), cmd.url, false);
     case 'load-model-files':
       return loadModel(pickedFilesStore(cmd.files, { label: cmd.folder }), cmd.folder ?? `${cmd.files.length} picked files`, false);
     case 'spec-run':
