@@ -37,6 +37,26 @@ function readOnly(root: string, path: string, operation: string): Promise<never>
   return Promise.reject(new Error(`${root}/${path}: cannot ${operation}: ${root} is a read-only store of model files`));
 }
 
+/** The write side shared by the picked-files and URL stores: every write is refused, naming the path. */
+abstract class ReadOnlyModelStore implements FileStore {
+  abstract readonly root: string;
+  abstract read(path: string): Promise<Uint8Array>;
+  abstract readRange(path: string, offset: number, length: number): Promise<Uint8Array>;
+  abstract size(path: string): Promise<number>;
+  abstract exists(path: string): Promise<boolean>;
+  abstract list(dir: string): Promise<string[]>;
+
+  writeAtomic(path: string): Promise<void> {
+    return readOnly(this.root, path, 'write');
+  }
+  remove(path: string): Promise<void> {
+    return readOnly(this.root, path, 'remove');
+  }
+  openAppendLog(path: string): Promise<AppendLog> {
+    return readOnly(this.root, path, 'append');
+  }
+}
+
 /**
  * Where a picked File lives inside the picked directory: `webkitRelativePath` without its first
  * segment (the folder the user chose, whose name becomes the store label), else the bare name.
@@ -48,11 +68,12 @@ function pickedPath(file: File): { path: string; folder?: string } {
   return rest.length === 0 ? { path: relative } : { path: rest.join('/'), folder };
 }
 
-class PickedFilesStore implements FileStore {
+class PickedFilesStore extends ReadOnlyModelStore {
   readonly root: string;
   private readonly byPath = new Map<string, File>();
 
   constructor(entries: readonly PickedFile[], label: string) {
+    super();
     this.root = label;
     for (const { file, path } of entries) {
       const key = segments(path, label).join('/');
@@ -99,16 +120,6 @@ class PickedFilesStore implements FileStore {
       else if (key.startsWith(`${prefix}/`)) names.add(key.slice(prefix.length + 1).split('/')[0]);
     }
     return [...names].sort();
-  }
-
-  writeAtomic(path: string): Promise<void> {
-    return readOnly(this.root, path, 'write');
-  }
-  remove(path: string): Promise<void> {
-    return readOnly(this.root, path, 'remove');
-  }
-  openAppendLog(path: string): Promise<AppendLog> {
-    return readOnly(this.root, path, 'append');
   }
 }
 
@@ -258,7 +269,7 @@ function bodyLength(response: Response): number | undefined {
   return value !== null && /^\d+$/.test(value.trim()) ? Number(value) : undefined;
 }
 
-class UrlFileStore implements FileStore {
+class UrlFileStore extends ReadOnlyModelStore {
   readonly root: string;
   private readonly base: URL;
   private fetched = 0;
@@ -270,6 +281,7 @@ class UrlFileStore implements FileStore {
     baseUrl: string,
     private readonly options: UrlStoreOptions,
   ) {
+    super();
     // Resolve a relative base ("/models/x") against the page; the trailing slash makes file names
     // resolve inside the directory rather than replacing its last segment.
     try {
@@ -440,16 +452,6 @@ class UrlFileStore implements FileStore {
     throw new Error(
       `${this.root}/${dir}: a directory cannot be listed over HTTP; read the files a model directory is known to have (config.json, model.safetensors or model.safetensors.index.json and its shards, tokenizer.json, tokenizer_config.json)`,
     );
-  }
-
-  writeAtomic(path: string): Promise<void> {
-    return readOnly(this.root, path, 'write');
-  }
-  remove(path: string): Promise<void> {
-    return readOnly(this.root, path, 'remove');
-  }
-  openAppendLog(path: string): Promise<AppendLog> {
-    return readOnly(this.root, path, 'append');
   }
 }
 
