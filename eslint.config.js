@@ -1,10 +1,17 @@
-// Lint: TypeScript rules plus the platform boundary. Only src/platform/ may touch runtime globals
-// (navigator, Deno, process) or Node built-ins; everything else gets a Platform injected.
+// Lint: TypeScript rules, the platform boundary, and the layer table.
+//  - Only src/platform/ may touch runtime globals (navigator, Deno, process) or Node built-ins;
+//    everything else gets a Platform (src/cli/platform.ts) or a port (src/ports/) injected.
+//  - A folder of src/ imports only the folders eslint.layers.js lets it (eslint-plugin-boundaries),
+//    and no import cycle exists in src/ or web/, between folders or between files (import-x).
+// test/lint/boundary.ts plants one offence of each rule and shows lint failing on it.
 import js from '@eslint/js';
+import boundaries from 'eslint-plugin-boundaries';
+import importX from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
+import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
 
 const RUNTIME_GLOBALS = ['navigator', 'Deno', 'process', 'Bun', 'require', '__dirname', '__filename'];
-const boundaryMessage = 'only src/platform/ may touch runtime globals; take a Platform (src/platform/platform.ts) instead';
+const boundaryMessage = 'only src/platform/ may touch runtime globals; take a Platform (src/cli/platform.ts) or a port (src/ports/) instead';
 
 export const platformBoundaryRules = {
   'no-restricted-globals': ['error', ...RUNTIME_GLOBALS.map((name) => ({ name, message: boundaryMessage }))],
@@ -28,6 +35,30 @@ export const platformBoundaryRules = {
   ],
 };
 
+const ENTRY_IMPORTS = [...LAYERS.map((l) => l.folder).filter((f) => f !== 'reference' && f !== 'platform')];
+
+/** One element type per folder of src/, plus web/; anything else (tests, benches, scripts) is unconstrained. */
+const elements = [
+  ...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })),
+  { type: 'web', pattern: 'web' },
+];
+
+const layerPolicies = [
+  // Packages (zod, idb, …) and Node built-ins are governed by the platform boundary above, not here.
+  { allow: { to: { module: { origin: ['external', 'core'] } } } },
+  ...LAYERS.map((l) => ({
+    from: { element: { type: l.folder } },
+    allow: { to: { element: { types: { anyOf: [l.folder, ...l.imports] } } } },
+  })),
+  { from: { file: { path: REFERENCE_USERS } }, allow: { to: { element: { type: 'reference' } } } },
+  { from: { element: { type: 'web' } }, allow: { to: { element: { types: { anyOf: ['web', 'platform', ...ENTRY_IMPORTS] } } } } },
+];
+
+export const layerRules = {
+  'boundaries/dependencies': ['error', { default: 'disallow', policies: layerPolicies }],
+  'import-x/no-cycle': ['error', { ignoreExternal: true }],
+};
+
 export default tseslint.config(
   { ignores: ['node_modules/**', 'dist/**', 'src/kernels/shaders.gen.ts', '.speclab/**'] },
   js.configs.recommended,
@@ -43,6 +74,31 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: ['src/platform/**'],
     rules: platformBoundaryRules,
+  },
+  {
+    files: ['src/**/*.ts', 'web/**/*.ts'],
+    plugins: { boundaries, 'import-x': importX },
+    settings: {
+      'boundaries/elements': elements,
+      'boundaries/include': ['src/**/*.ts', 'web/**/*.ts'],
+      'import-x/resolver': { node: { extensions: ['.ts', '.js'] } },
+      'import/resolver': { node: { extensions: ['.ts', '.js'] } },
+    },
+    rules: layerRules,
+  },
+  {
+    files: ['web/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: SERVER_ONLY_ADAPTERS.map((name) => ({
+            group: [`**/src/platform/${name}.ts`],
+            message: 'web/ runs in a browser tab: import src/platform/browser.ts or browser-model-files.ts, not a Node/Deno adapter',
+          })),
+        },
+      ],
+    },
   },
   {
     files: ['**/*.js', 'bin/**'],

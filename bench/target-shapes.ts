@@ -7,9 +7,9 @@
  * it, and nothing keeps the array afterwards, so a 1.24B-parameter model (4.9 GB of f32) never has
  * more than one tensor (at most the 1 GB embedding) in JS memory at once.
  */
-import type { LayerWeights, TargetCheckpoint, TargetWeights } from '../src/data/checkpoint.ts';
-import { parseHfConfig, type TargetModelConfig } from '../src/model/hf-config.ts';
-import { Rng } from '../src/reference/random.ts';
+import type { LayerWeights, TargetCheckpoint, TargetWeights } from '../src/formats/hf-checkpoint.ts';
+import { parseHfConfig, type TargetModelConfig } from '../src/config/hf-config.ts';
+import { Rng } from '../src/util/random.ts';
 
 /** config.json fields of the shapes the benchmarks know, as Hugging Face publishes them. */
 const SHAPES: Readonly<Record<string, Record<string, unknown>>> = {

@@ -14,12 +14,12 @@
  * --shape builds a published shape with random weights instead (bench/target-shapes.ts), --layers
  * overriding its layer count. The same command runs on any WebGPU device.
  */
-import { loadHfCheckpoint } from '../src/data/checkpoint.ts';
+import { loadHfCheckpoint } from '../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
 import { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { Rng } from '../src/reference/random.ts';
+import { Rng } from '../src/util/random.ts';
 import { benchCopy } from './copy.ts';
 import { randomCheckpoint, shapeConfig } from './target-shapes.ts';
 

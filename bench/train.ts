@@ -17,11 +17,11 @@
 import { makeTrainBatch, type TrainBatch } from '../src/contracts/index.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
-import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/model/eagle3/config.ts';
+import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../src/model/eagle3/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { Rng } from '../src/reference/random.ts';
-import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../src/training/backend.ts';
+import { Rng } from '../src/util/random.ts';
+import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../src/optim/adamw-backend.ts';
 import { Eagle3TrainStrategy } from '../src/training/strategies/eagle3.ts';
 import { TrainerCore } from '../src/training/trainer-core.ts';
 

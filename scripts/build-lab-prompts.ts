@@ -5,11 +5,11 @@
  * neither the corpus package nor a download.
  *
  *   npx tsx scripts/build-lab-prompts.ts [--train 256] [--held-out 8] [--length 8]
- * Deterministic: the same options give the same file (test/data/lab-prompts.test.ts checks it).
+ * Deterministic: the same options give the same file (test/corpus/lab-prompts.test.ts checks it).
  */
 import { labCorpusPrompts, LAB_TARGET_DIR, validateTrainConfig } from '../src/cli/train.ts';
-import { ChatTokenizer } from '../src/data/tokenizer.ts';
-import { buildLabPromptsFile, LAB_PROMPTS_FILE } from '../src/data/lab-prompts.ts';
+import { ChatTokenizer } from '../src/formats/tokenizer.ts';
+import { buildLabPromptsFile, LAB_PROMPTS_FILE } from '../src/corpus/lab-prompts.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 
 const args = nodePlatform.args();

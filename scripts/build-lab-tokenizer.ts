@@ -5,15 +5,15 @@
  *
  * Writes tokenizer.json, tokenizer_config.json and corpus-split.json (split options, sizes,
  * held-out document ids, held-out characters per token) into the output folder. Deterministic:
- * the same options give byte-identical files (test/data/bpe-trainer.test.ts checks the committed
+ * the same options give byte-identical files (test/corpus/bpe-trainer.test.ts checks the committed
  * ones). No model card or weights: the model is pretrained elsewhere.
  */
 import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
-import { buildLabTokenizer, LAB_TOKENIZER_DEFAULTS } from '../src/data/lab-tokenizer.ts';
-import { ChatTokenizer } from '../src/data/tokenizer.ts';
-import { formatJson } from '../src/data/bpe-trainer.ts';
+import { buildLabTokenizer, LAB_TOKENIZER_DEFAULTS } from '../src/corpus/lab-tokenizer.ts';
+import { ChatTokenizer } from '../src/formats/tokenizer.ts';
+import { formatJson } from '../src/corpus/bpe-trainer.ts';
 
 function parseArgs(argv: readonly string[]): { vocabSize: number; seed: number; heldOutFraction: number; out: string } {
   const options = { vocabSize: LAB_TOKENIZER_DEFAULTS.vocabSize as number, seed: LAB_TOKENIZER_DEFAULTS.seed as number, heldOutFraction: LAB_TOKENIZER_DEFAULTS.heldOutFraction as number, out: 'assets/lab-target' };

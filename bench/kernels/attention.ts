@@ -8,7 +8,7 @@
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { tttAttentionBackward, tttAttentionForward, type AttentionDims } from '../../src/kernels/attention.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** A Llama-3-8B-shaped draft layer (32 heads, 8 kv heads, hd 128) at S 1024, batch 2. */

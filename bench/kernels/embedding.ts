@@ -5,7 +5,7 @@
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { embeddingBackward, embeddingForward } from '../../src/kernels/embedding.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** [n, vocab, hidden]: a mid-size draft batch (4096 tokens, V 32000, H 1024) and 2048 tokens at H 4096. */

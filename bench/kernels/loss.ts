@@ -7,8 +7,8 @@ import type { Gpu } from '../../src/gpu/gpu.ts';
 import { hardCrossEntropy, softCrossEntropy } from '../../src/kernels/loss.ts';
 import { eagle3Metrics } from '../../src/kernels/metrics.ts';
 import { buildTeacher } from '../../src/kernels/teacher.ts';
-import { Rng } from '../../src/reference/random.ts';
-import { buildVocabMapping } from '../../src/reference/vocab-mapping.ts';
+import { Rng } from '../../src/util/random.ts';
+import { buildVocabMapping } from '../../src/model/eagle3/vocab-mapping.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 export interface LossBenchShape {

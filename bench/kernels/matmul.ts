@@ -6,7 +6,7 @@
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { availableMatmulVariants, chooseMatmulVariant, matmul, matmulDeviceFacts, type MatmulVariant } from '../../src/kernels/matmul.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** Variants that are only baselines / compile checks on CPU adapters: skip them where they would take minutes. */

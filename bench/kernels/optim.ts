@@ -4,7 +4,7 @@
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { adamwStep, globalGradNorm, gradNormWorkspaceSize } from '../../src/kernels/optim.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** Parameter element counts: a mid draft's MLP projection (1024 x 2816) and a Llama-8B one (4096 x 14336). */

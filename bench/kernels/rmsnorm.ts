@@ -1,7 +1,7 @@
 /** RMSNorm benchmark: GB/s of forward and backward (each tensor read or written counted once). */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { rmsnormBackward, rmsnormForward } from '../../src/kernels/rmsnorm.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** [rows, hidden]: the mid EAGLE3 config (4 x 1024 tokens, H 1024) and Llama-8B dims (2048 tokens, H 4096). */

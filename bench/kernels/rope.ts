@@ -1,7 +1,7 @@
 /** RoPE benchmark: GB/s of the table rotation (read x, write y; positions and table are small). */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { buildRopeTable, inverseRopeTable, ropeTableForward } from '../../src/kernels/rope-table.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** [rows, nHeads, headDim]: query heads of the mid EAGLE3 config and of Llama-8B. */

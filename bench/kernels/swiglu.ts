@@ -1,7 +1,7 @@
 /** SwiGLU benchmark: GB/s of forward (2 reads, 1 write) and backward (3 reads, 2 writes). */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { swigluBackward, swigluForward } from '../../src/kernels/swiglu.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** [rows, inter]: mid EAGLE3 config (4096 tokens, I 2816) and Llama-8B (2048 tokens, I 14336). */

@@ -11,13 +11,13 @@
  * on the same prompts, checks they produce the same tokens (exit 1 if not), and prints the acceptance
  * length (tokens per target verification, bonus included) and tokens/s with and without the draft.
  */
-import { loadHfCheckpoint } from '../data/checkpoint.ts';
+import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { Eagle3Drafter, loadEagle3Draft } from '../inference/eagle3-drafter.ts';
 import { Eagle3Proposer, timeSpeculative, timeTargetOnly } from '../inference/speculative.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { Platform } from '../platform/platform.ts';
+import type { Platform } from './platform.ts';
 
 export const EVAL_USAGE = `usage: speclab eval --target <hf dir> --draft <draft dir> (--prompt <ids> ... | --prompts-file <file>)
        [--max-new-tokens N (32)] [--num-draft-tokens K (3)] [--aux-layers a,b,c] [--eos id,...]`;

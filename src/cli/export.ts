@@ -3,13 +3,13 @@
  *
  *   speclab export --checkpoint <dir>/<run id>-step<N> --out <dir> [--draft-config <config.json>]
  *
- * The checkpoint folder is one written by src/training/checkpoint.ts (only complete ones, with a
+ * The checkpoint folder is one written by src/training/train-checkpoint.ts (only complete ones, with a
  * valid COMPLETE marker, are accepted); the draft config and t2d/d2t are read from it unless
  * --draft-config overrides the config. Writes <out>/model.safetensors (bf16, d2t int64, t2d bool,
  * no embedding) and <out>/config.json (reference §6.8).
  */
-import { exportEagle3Checkpoint } from '../model/eagle3/export.ts';
-import type { Platform } from '../platform/platform.ts';
+import { exportEagle3Checkpoint } from '../training/checkpoint-export.ts';
+import type { Platform } from './platform.ts';
 
 export const EXPORT_USAGE = 'usage: speclab export --checkpoint <dir>/<run id>-step<N> --out <dir> [--draft-config <config.json>]';
 

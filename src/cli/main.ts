@@ -2,7 +2,7 @@
  * The `speclab` command line, independent of the runtime: entry points in src/platform/*-main.ts
  * pass their Platform and arguments. Commands are an explicit table.
  */
-import type { Platform } from '../platform/platform.ts';
+import type { Platform } from './platform.ts';
 import { generateCommand, pretrain } from './pretrain.ts';
 import { EVAL_USAGE, evalCommand } from './eval.ts';
 import { EXPORT_USAGE, exportCommand } from './export.ts';

@@ -12,14 +12,14 @@
  */
 import { z } from 'zod';
 import { makePromptTask } from '../contracts/index.ts';
-import { loadHfCheckpoint } from '../data/checkpoint.ts';
+import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { OFFLINE_FORMAT, OFFLINE_MANIFEST, OFFLINE_SHARD_DIR, offlineShardBytes, shardPath, type OfflineManifest } from '../data/offline-eagle3.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { Platform } from '../platform/platform.ts';
-import { countLossTokens } from '../reference/vocab-mapping.ts';
+import type { Platform } from './platform.ts';
+import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
 import { choosePrompts, LAB_TARGET_DIR, resolveAuxLayers, resolveTargetDir } from './train.ts';
 

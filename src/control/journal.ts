@@ -9,7 +9,7 @@
  * A bad frame followed by more data is different: records after it may have been acknowledged,
  * so the scan refuses (JournalCorruptError) rather than silently lose them.
  */
-import { crc32 } from './crc32.ts';
+import { crc32 } from '../util/crc32.ts';
 
 const MAGIC = [0x53, 0x4c, 0x4a, 0x31]; // "SLJ1"
 const HEADER_BYTES = 12;

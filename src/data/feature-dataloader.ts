@@ -19,7 +19,7 @@ import { makeTrainBatch, type SampleRef, type TrainBatch } from '../contracts/in
 import type { DraftStrategyName } from '../contracts/enums.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, fmtShape, type Tensor } from '../gpu/tensor.ts';
-import { Rng } from '../reference/random.ts';
+import { Rng } from '../util/random.ts';
 import type { FeatureStore } from './feature-store.ts';
 
 /** The loader-facing queue shape (TrainLease implements it). */

@@ -36,8 +36,8 @@ import type { JsonRecord } from '../contracts/records.ts';
 import type { DraftStrategyName, TargetRepr } from '../contracts/enums.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, Tensor, type DType } from '../gpu/tensor.ts';
-import type { FileStore } from '../platform/platform.ts';
-import { SafetensorsFile, SafetensorsReader, writeSafetensors, type SafetensorsDType, type TensorToWrite } from './safetensors.ts';
+import type { FileStore } from '../ports/storage.ts';
+import { SafetensorsFile, SafetensorsReader, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../formats/safetensors.ts';
 import { pathOfFileUri } from './offline-manifest.ts';
 
 export class FeatureStoreBudgetError extends Error {

@@ -27,9 +27,9 @@ import { z } from 'zod';
 import type { SampleRef } from '../contracts/index.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
-import type { FileStore } from '../platform/platform.ts';
+import type { FileStore } from '../ports/storage.ts';
 import { OfflineManifestReader } from './offline-manifest.ts';
-import { f32Bytes, writeSafetensors } from './safetensors.ts';
+import { f32Bytes, writeSafetensors } from '../formats/safetensors.ts';
 
 export const OFFLINE_MANIFEST = 'manifest.json';
 export const OFFLINE_SHARD_DIR = 'shards';

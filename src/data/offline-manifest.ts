@@ -15,7 +15,7 @@
  */
 import { makeSampleRef, offlineSampleId, type SampleRef } from '../contracts/index.ts';
 import type { DraftStrategyName } from '../contracts/enums.ts';
-import type { FileStore } from '../platform/platform.ts';
+import type { FileStore } from '../ports/storage.ts';
 
 export const OFFLINE_FEATURE_KEYS = ['input_ids', 'loss_mask', 'hidden_state', 'aux_hidden_state'] as const;
 export const SHARD_SUFFIX = '.safetensors';

@@ -6,7 +6,7 @@
  * returns a new meta. Upstream's transforms shared tag dicts between parent and child, so a tag
  * stamped on a shard silently changed the parent; freezing makes that impossible.
  */
-import { DataPlaneError } from './types.ts';
+import { DataPlaneError } from './errors.ts';
 
 /** Tags are primitives only, so they can be filtered without fetching tensors and stored anywhere. */
 export type TagValue = string | number | boolean | null;

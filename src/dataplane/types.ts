@@ -1,5 +1,6 @@
 /**
- * The experience data plane's public contract: values, errors and the `DataPlaneClient` interface.
+ * The experience data plane's public contract: values and the `DataPlaneClient` interface (its
+ * errors are in errors.ts, re-exported here).
  *
  * This module imports nothing heavy (only type-level GPU handles), so any plane may depend on it
  * without pulling a store, a Redis client or a GPU device into its import graph.
@@ -130,58 +131,4 @@ export interface DataPlaneClient {
   close(): Promise<void>;
 }
 
-export type DataPlaneErrorCode =
-  | 'invalid_argument'
-  | 'unknown_partition'
-  | 'unknown_task'
-  | 'unknown_field'
-  | 'unknown_sample'
-  | 'field_not_produced'
-  | 'dtype_mismatch'
-  | 'conflict'
-  | 'lease_lost'
-  | 'timeout'
-  | 'closed';
-
-/** Every data-plane failure; `code` is stable across backends so callers and tests can branch on it. */
-export class DataPlaneError extends Error {
-  override name = 'DataPlaneError';
-  constructor(
-    readonly code: DataPlaneErrorCode,
-    message: string,
-  ) {
-    super(message);
-  }
-}
-
-/** A blocking claim ran out of time; the message names the lagging fields and how many rows were ready. */
-export class ClaimTimeoutError extends DataPlaneError {
-  override name = 'TimeoutError';
-  constructor(
-    message: string,
-    readonly ready: number,
-    readonly lagging: Readonly<Record<string, number>>,
-  ) {
-    super('timeout', message);
-  }
-}
-
-/** An ack/release found rows no longer held by its lease; rows still held were settled anyway. */
-export class LeaseLostError extends DataPlaneError {
-  override name = 'LeaseLostError';
-  constructor(
-    message: string,
-    readonly settled: readonly string[],
-    readonly lost: readonly string[],
-  ) {
-    super('lease_lost', message);
-  }
-}
-
-/** Max ids listed in one error message (the count is always given). */
-export const ERROR_ID_LIMIT = 8;
-
-export function listIds(ids: readonly string[]): string {
-  const shown = ids.slice(0, ERROR_ID_LIMIT).map((id) => JSON.stringify(id)).join(', ');
-  return ids.length > ERROR_ID_LIMIT ? `${shown}, … (${ids.length} in all)` : shown;
-}
+export { ClaimTimeoutError, DataPlaneError, ERROR_ID_LIMIT, LeaseLostError, listIds, type DataPlaneErrorCode } from './errors.ts';

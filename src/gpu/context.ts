@@ -13,7 +13,7 @@ import {
   GpuUnavailableError,
   toTypedError,
 } from './errors.ts';
-import type { RuntimeName } from '../platform/platform.ts';
+import type { RuntimeName } from '../ports/runtime.ts';
 
 /** Optional features SpecLab uses when the adapter has them. */
 export const OPTIONAL_FEATURES = [

@@ -15,8 +15,8 @@
  *
  * Draft ids map to target ids with d2t (target = draft + d2t[draft]); embeddings are the target's.
  */
-import type { FileStore } from '../platform/platform.ts';
-import { SafetensorsReader } from '../data/safetensors.ts';
+import type { FileStore } from '../ports/storage.ts';
+import { SafetensorsReader } from '../formats/safetensors.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { extendAttentionForward } from '../kernels/attention-extend.ts';
@@ -26,7 +26,7 @@ import { matmul } from '../kernels/matmul.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../kernels/rope-table.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
-import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../model/eagle3/config.ts';
+import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../config/eagle3-config.ts';
 import { eagleAuxLayerIds } from '../model/eagle3/export.ts';
 import { Eagle3Rope } from '../model/eagle3/rope.ts';
 import { argmax } from '../model/target/sampling.ts';

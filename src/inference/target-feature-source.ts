@@ -32,7 +32,7 @@
 import type { PromptTask } from '../contracts/index.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { copyStrided } from '../kernels/copy-strided.ts';
-import type { TargetModelConfig } from '../model/hf-config.ts';
+import type { TargetModelConfig } from '../config/hf-config.ts';
 import type { TargetModel } from '../model/target/model.ts';
 import type { CaptureConfig } from './capture.ts';
 import type { CapturedFeatures, FeatureSource } from './rollout-worker.ts';

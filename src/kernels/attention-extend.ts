@@ -14,7 +14,7 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
-import { elementView } from '../model/eagle3/gpu-views.ts';
+import { elementView } from '../gpu/tensor-views.ts';
 import { decodeAttentionForward } from './attention-decode.ts';
 
 export interface ExtendAttentionDims {

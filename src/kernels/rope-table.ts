@@ -11,7 +11,7 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { ropeInverseFrequencies, type TargetModelConfig } from '../model/hf-config.ts';
+import { ropeInverseFrequencies, type TargetModelConfig } from '../config/hf-config.ts';
 import { checkInt, checkNoAlias, checkSinglePart, linearGrid } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 

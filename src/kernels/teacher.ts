@@ -6,7 +6,7 @@
  *   p [R, D] f32         softmax over the draft columns T[r, used] (renormalised)
  *   pTilde [R, D] f32    exp(T[r, used] − logsumexp_v T[r, v]) (not renormalised)
  * Later TTT steps do not rebuild it: the loss and metric kernels read it with a row offset
- * (src/kernels/loss.ts, metrics.ts). `used` = d2t + arange(D) (src/reference/vocab-mapping.ts),
+ * (src/kernels/loss.ts, metrics.ts). `used` = d2t + arange(D) (src/model/eagle3/vocab-mapping.ts),
  * i32, strictly ascending target ids in [0, V); t2d is i32 0/1 [V].
  * T may be chunked (larger than one binding, e.g. 2048 × 128256 f32); the kernel is dispatched per
  * row segment. Only encodes work (no submit, no readback).

@@ -13,7 +13,7 @@
  * model.safetensors or model.safetensors.index.json and the shards it names, tokenizer.json,
  * tokenizer_config.json).
  */
-import type { AppendLog, FileStore } from './platform.ts';
+import type { AppendLog, FileStore } from '../ports/storage.ts';
 
 /** A picked file and its slash-separated path inside the picked directory. */
 export interface PickedFile {

@@ -15,8 +15,8 @@ import type {
   KeyValueKey,
   KeyValueSchema,
   KeyValueTransaction,
-  Platform,
-} from './platform.ts';
+} from '../ports/storage.ts';
+import type { Platform } from '../cli/platform.ts';
 
 // The read-only model stores (picked or dropped files, a base URL), for the page to import from here.
 export {

@@ -4,7 +4,8 @@
  * needs no optional feature, and features are read from the adapter, never assumed.
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import { keyValueDatabaseUnavailable, type AppendLog, type FileStore, type Platform } from './platform.ts';
+import type { Platform } from '../cli/platform.ts';
+import { keyValueDatabaseUnavailable, type AppendLog, type FileStore } from '../ports/storage.ts';
 
 const live = new Set<GpuContext>();
 

@@ -14,7 +14,8 @@ import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import { keyValueDatabaseUnavailable, type AppendLog, type FileStore, type Platform } from './platform.ts';
+import type { Platform } from '../cli/platform.ts';
+import { keyValueDatabaseUnavailable, type AppendLog, type FileStore } from '../ports/storage.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];

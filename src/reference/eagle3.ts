@@ -21,8 +21,7 @@
  * The frozen embedding gets no gradient. Built from the existing references (matmul, rmsnorm, rope,
  * swiglu, attention, loss) so each piece is the one already checked on its own.
  */
-import type { Eagle3Config } from '../model/eagle3/config.ts';
-import { EMBED_NAME, PLOSS_DECAY, eagle3ParameterShapes } from '../model/eagle3/config.ts';
+
 import { tttAttentionBackwardRef, tttAttentionRef, type TttDims } from './attention.ts';
 import { embeddingForwardRef } from './embedding.ts';
 import { eagle3StepRef, shiftRowsRef, softCrossEntropyRef, teacherRef } from './loss.ts';
@@ -30,7 +29,54 @@ import { matmulRef } from './matmul.ts';
 import { rmsnormBackwardRef, rmsnormForwardRef } from './rmsnorm.ts';
 import { ropeBackwardRef, ropeForwardRef } from './rope.ts';
 import { swigluBackwardRef, swigluForwardRef } from './swiglu.ts';
-import { usedFromD2t } from './vocab-mapping.ts';
+
+/**
+ * The draft's sizes as this oracle reads them (SpecForge's `LlamaForCausalLMEagle3` config).
+ * Declared here, like the parameter table below, so the oracle depends on nothing it checks;
+ * SpecLab's parsed `Eagle3Config` fits it structurally.
+ */
+export interface Eagle3Config {
+  readonly hiddenSize: number;
+  readonly intermediateSize: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly vocabSize: number;
+  readonly draftVocabSize: number;
+  readonly targetHiddenSize: number;
+  readonly rmsNormEps: number;
+  readonly ropeTheta: number;
+}
+
+/** The frozen target embedding's state-dict name. */
+const EMBED_NAME = 'embed_tokens.weight';
+
+/** SpecForge's per-step loss weight: total = Σ_k 0.8^k · ploss_k. */
+const PLOSS_DECAY = 0.8;
+
+/** SpecForge's trainable draft parameters, state-dict order, PyTorch [out, in] shapes. */
+function eagle3ParameterShapes(c: Eagle3Config): [string, number[]][] {
+  const { hiddenSize: h, intermediateSize: i, targetHiddenSize: ht } = c;
+  const q = c.numHeads * c.headDim;
+  const kv = c.numKvHeads * c.headDim;
+  const attn = 'midlayer.self_attn.';
+  const mlp = 'midlayer.mlp.';
+  return [
+    ['fc.weight', [h, 3 * ht]],
+    ['midlayer.hidden_norm.weight', [h]],
+    ['midlayer.input_layernorm.weight', [h]],
+    [`${attn}q_proj.weight`, [q, 2 * h]],
+    [`${attn}k_proj.weight`, [kv, 2 * h]],
+    [`${attn}v_proj.weight`, [kv, 2 * h]],
+    [`${attn}o_proj.weight`, [h, q]],
+    ['midlayer.post_attention_layernorm.weight', [h]],
+    [`${mlp}gate_proj.weight`, [i, h]],
+    [`${mlp}up_proj.weight`, [i, h]],
+    [`${mlp}down_proj.weight`, [h, i]],
+    ['norm.weight', [h]],
+    ['lm_head.weight', [c.draftVocabSize, h]],
+  ];
+}
 
 export interface Eagle3RefInputs {
   batch: number;
@@ -180,7 +226,7 @@ export function eagle3StepReference(c: Eagle3Config, params: Eagle3RefParams, x:
   const norm = (v: ArrayLike<number>, w: string) => rmsnormForwardRef(v, P(w), { rows, hidden: H, eps }).y;
 
   // Teacher (§6.5), built once from step 0; later steps read it shifted.
-  const used = usedFromD2t(x.d2t, c.vocabSize);
+  const used = Array.from(x.d2t, (offset, i) => i + offset); // SpecForge: d2t + arange(D)
   const teacher = teacherRef(x.target, x.t2d, used, x.lossMask, rows, c.vocabSize);
 
   // ---- forward ----

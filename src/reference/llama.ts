@@ -12,8 +12,79 @@
  * only hides keys. A query that can see no key (a padded position before any real token) outputs
  * zeros: such positions are padding and never compared.
  */
-import type { LayerWeights, TargetWeights } from '../data/checkpoint.ts';
-import { ropeInverseFrequencies, type TargetModelConfig } from '../model/hf-config.ts';
+
+/**
+ * The decoder's shape as this oracle reads it. Declared here rather than imported, so the oracle
+ * depends on nothing it checks; SpecLab's parsed `TargetModelConfig` fits it structurally.
+ */
+export interface TargetModelConfig {
+  readonly hiddenSize: number;
+  readonly numLayers: number;
+  readonly numHeads: number;
+  readonly numKvHeads: number;
+  readonly headDim: number;
+  readonly intermediateSize: number;
+  readonly vocabSize: number;
+  readonly rmsNormEps: number;
+  readonly ropeTheta: number;
+  readonly ropeScaling:
+    | { readonly type: 'default' }
+    | { readonly type: 'linear'; readonly factor: number }
+    | { readonly type: 'llama3'; readonly factor: number; readonly lowFreqFactor: number; readonly highFreqFactor: number; readonly originalMaxPositionEmbeddings: number };
+}
+
+/** One decoder layer's weights, row-major like PyTorch (a Linear weight is [out, in]). */
+export interface LayerWeights {
+  readonly inputNorm: ArrayLike<number>;
+  readonly qProj: ArrayLike<number>;
+  readonly kProj: ArrayLike<number>;
+  readonly vProj: ArrayLike<number>;
+  readonly oProj: ArrayLike<number>;
+  readonly qBias?: ArrayLike<number>;
+  readonly kBias?: ArrayLike<number>;
+  readonly vBias?: ArrayLike<number>;
+  readonly oBias?: ArrayLike<number>;
+  readonly qNorm?: ArrayLike<number>;
+  readonly kNorm?: ArrayLike<number>;
+  readonly postAttentionNorm: ArrayLike<number>;
+  readonly gateProj: ArrayLike<number>;
+  readonly upProj: ArrayLike<number>;
+  readonly downProj: ArrayLike<number>;
+  readonly gateBias?: ArrayLike<number>;
+  readonly upBias?: ArrayLike<number>;
+  readonly downBias?: ArrayLike<number>;
+}
+
+export interface TargetWeights {
+  readonly embedTokens: ArrayLike<number>;
+  readonly layers: readonly LayerWeights[];
+  readonly finalNorm: ArrayLike<number>;
+  readonly lmHead: ArrayLike<number>;
+}
+
+/**
+ * HF's RoPE inverse frequencies in float64: θ^(−2i/d), divided by `factor` for linear scaling, and
+ * Llama 3's wavelength-dependent blend (`_compute_llama3_parameters`).
+ */
+export function ropeInverseFrequencies(config: Pick<TargetModelConfig, 'headDim' | 'ropeTheta' | 'ropeScaling'>): Float64Array {
+  const { headDim, ropeTheta, ropeScaling: s } = config;
+  const inv = new Float64Array(headDim / 2);
+  for (let i = 0; i < inv.length; i++) inv[i] = 1 / ropeTheta ** ((2 * i) / headDim);
+  if (s.type === 'linear') for (let i = 0; i < inv.length; i++) inv[i] /= s.factor;
+  if (s.type === 'llama3') {
+    const lowFreqWavelen = s.originalMaxPositionEmbeddings / s.lowFreqFactor;
+    const highFreqWavelen = s.originalMaxPositionEmbeddings / s.highFreqFactor;
+    for (let i = 0; i < inv.length; i++) {
+      const wavelen = (2 * Math.PI) / inv[i];
+      if (wavelen > lowFreqWavelen) inv[i] /= s.factor;
+      else if (wavelen >= highFreqWavelen) {
+        const smooth = (s.originalMaxPositionEmbeddings / wavelen - s.lowFreqFactor) / (s.highFreqFactor - s.lowFreqFactor);
+        inv[i] = (1 - smooth) * (inv[i] / s.factor) + smooth * inv[i];
+      }
+    }
+  }
+  return inv;
+}
 
 export interface ReferenceModel {
   readonly config: TargetModelConfig;

@@ -4,10 +4,10 @@
  * loss-masked tokens, and the draft's shape derived from the target's. Shared by `speclab train`,
  * `speclab prepare` and the browser lab.
  */
-import { parseEagle3Config, type Eagle3Config } from '../model/eagle3/config.ts';
+import { parseEagle3Config, type Eagle3Config } from '../config/eagle3-config.ts';
 import { generate } from '../model/target/generate.ts';
 import type { TargetModel } from '../model/target/model.ts';
-import { buildVocabMapping, countLossTokens, type VocabMapping } from '../reference/vocab-mapping.ts';
+import { buildVocabMapping, countLossTokens, type VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 
 /** A training sequence: prompt + the target's continuation, loss on the continuation. */
 export interface TrainSequence {

@@ -27,10 +27,10 @@ import { matmul } from '../kernels/matmul.ts';
 import { rmsnormBackward, rmsnormForward } from '../kernels/rmsnorm.ts';
 import { buildRopeTable, inverseRopeTable, ropeTableForward } from '../kernels/rope-table.ts';
 import { swigluBackward, swigluForward } from '../kernels/swiglu.ts';
-import type { LayerWeights, TargetWeights } from '../data/checkpoint.ts';
-import type { TargetModelConfig } from '../model/hf-config.ts';
-import type { Rng } from '../reference/random.ts';
-import type { AdamWBackend, Parameter, StepReport } from './backend.ts';
+import type { LayerWeights, TargetWeights } from '../formats/hf-checkpoint.ts';
+import type { TargetModelConfig } from '../config/hf-config.ts';
+import type { Rng } from '../util/random.ts';
+import type { AdamWBackend, Parameter, StepReport } from '../optim/adamw-backend.ts';
 
 /** Trainable handles of one decoder layer. */
 export interface TrainLayer {

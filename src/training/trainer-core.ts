@@ -5,7 +5,7 @@
  */
 import type { TrainBatch } from '../contracts/index.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import type { AdamWBackend } from './backend.ts';
+import type { AdamWBackend } from '../optim/adamw-backend.ts';
 import type { DraftTrainStrategy, StepOutput } from './strategy.ts';
 
 export interface StepResult extends StepOutput {

@@ -3,10 +3,10 @@
  * encoding, and a tiny end-to-end run on a synthetic Brown-format corpus that writes a Hugging Face
  * directory, reloads it through the normal loader and generates from it.
  */
-import { loadHfCheckpoint } from '../../src/data/checkpoint.ts';
-import { buildBrownDocuments, splitCorpus } from '../../src/data/corpus.ts';
-import { f16ToF32 } from '../../src/data/safetensors.ts';
-import { ChatTokenizer } from '../../src/data/tokenizer.ts';
+import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { buildBrownDocuments, splitCorpus } from '../../src/corpus/corpus.ts';
+import { f16ToF32 } from '../../src/formats/safetensors.ts';
+import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import { f32ToF16, generateCommand, PackedWindows, parseGenerateArgs, parsePretrainArgs, pretrain, tokenStream, tokenizerVocabSize } from '../../src/cli/pretrain.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

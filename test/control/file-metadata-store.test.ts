@@ -3,8 +3,8 @@ import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
 import { InMemoryMetadataStore, type MetadataStore } from '../../src/control/metadata-store.ts';
-import type { FileStore } from '../../src/platform/platform.ts';
-import { Rng } from '../../src/reference/random.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import { Rng } from '../../src/util/random.ts';
 import { sampleRef } from '../contracts/fixtures.ts';
 import { tempFiles } from './temp-files.ts';
 

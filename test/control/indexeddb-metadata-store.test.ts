@@ -8,9 +8,10 @@ import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertRejects } from '../harness/assert.ts';
 import { IndexedDbMetadataStore, METADATA_DB_SCHEMA } from '../../src/control/indexeddb-metadata-store.ts';
 import { InMemoryMetadataStore, type MetadataStore } from '../../src/control/metadata-store.ts';
-import type { KeyValueDatabase, KeyValueTransaction, Platform } from '../../src/platform/platform.ts';
+import type { KeyValueDatabase, KeyValueTransaction } from '../../src/ports/storage.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 import type { SampleRef } from '../../src/contracts/records.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { sampleRef } from '../contracts/fixtures.ts';
 import { tempDatabase } from './temp-database.ts';
 

@@ -1,7 +1,7 @@
 /** Journal framing: checksum, torn-tail detection and refusal to drop data in the middle. */
 import { defineSuite } from '../harness/suite.ts';
 import { assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
-import { crc32 } from '../../src/control/crc32.ts';
+import { crc32 } from '../../src/util/crc32.ts';
 import { encodeFrame, scanJournal } from '../../src/control/journal.ts';
 
 function concat(parts: Uint8Array[]): Uint8Array {

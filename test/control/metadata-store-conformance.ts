@@ -7,7 +7,7 @@ import type { SuiteBuilder, TestContext } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import type { MetadataStore } from '../../src/control/metadata-store.ts';
 import type { SampleRef } from '../../src/contracts/records.ts';
-import type { RuntimeName } from '../../src/platform/platform.ts';
+import type { RuntimeName } from '../../src/ports/runtime.ts';
 import { sampleRef } from '../contracts/fixtures.ts';
 
 export type StoreFactory = (ctx: TestContext) => Promise<{ store: MetadataStore; cleanup: () => Promise<void> }>;

@@ -1,5 +1,5 @@
 /** A scratch key-value database (IndexedDB in the browser) with a unique name, deleted by `cleanup`. */
-import type { Platform } from '../../src/platform/platform.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 
 let counter = 0;
 

@@ -1,5 +1,6 @@
 /** A scratch FileStore under the git-ignored .speclab/test-tmp folder, removed by `cleanup`. */
-import type { FileStore, Platform } from '../../src/platform/platform.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 
 const TMP = '.speclab/test-tmp';
 let counter = 0;

@@ -3,10 +3,11 @@ import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import { LocalFeatureStore } from '../../src/data/feature-store.ts';
 import { epochOrder, FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { OfflineManifestReader } from '../../src/data/offline-manifest.ts';
-import { writeSafetensors } from '../../src/data/safetensors.ts';
+import { writeSafetensors } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
-import type { FileStore, Platform } from '../../src/platform/platform.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -6,7 +6,7 @@
 import type { TestContext } from '../harness/suite.ts';
 import { defineSuite, type Suite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
-import type { Platform } from '../../src/platform/platform.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { isTensor } from '../../src/dataplane/column-store.ts';
 import { KVBatchMeta } from '../../src/dataplane/meta.ts';

@@ -3,7 +3,7 @@ import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { KVBatchMeta } from '../../src/dataplane/meta.ts';
 import { shardBinPacked, shardContiguous, shardLengthBalanced, shardTokenTotals, type ShardPlan } from '../../src/dataplane/sharding.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 
 function batch(lengths: number[]): KVBatchMeta {
   return new KVBatchMeta({ partition: 'train', taskName: 'trainer', sampleIds: lengths.map((_, i) => `s${i}`), fields: ['input_ids'], sequenceLengths: lengths, extraInfo: { step: 3 } });

@@ -1,5 +1,5 @@
 /** Fixture bytes from the file system, for the Node and Deno runners (through the platform's FileStore). */
-import type { Platform } from '../../src/platform/platform.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 
 export function fileFixtures(platform: Platform): (path: string) => Promise<Uint8Array> {
   const root = platform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures';

@@ -4,7 +4,7 @@
  * If no GPU context can be had, every test that touches `ctx.gpu` fails with that error.
  */
 import type { GpuContext } from '../../src/gpu/context.ts';
-import type { Platform } from '../../src/platform/platform.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 import type { Suite, TestContext } from './suite.ts';
 
 export interface TestResult {

@@ -7,7 +7,7 @@
  * `N passed, N failed`. A test that needs the GPU fails when no adapter could be had: there is no skip.
  */
 import type { GpuContext } from '../../src/gpu/context.ts';
-import type { Platform } from '../../src/platform/platform.ts';
+import type { Platform } from '../../src/cli/platform.ts';
 
 export interface TestContext {
   /** The shared GPU context; reading it throws the acquisition error when no adapter was found. */

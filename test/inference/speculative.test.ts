@@ -12,8 +12,8 @@
  *     gives exactly k + 1, an always-wrong proposer exactly 1;
  *   - `speclab eval` on the SGLang export (bf16) prints the numbers and reports lossless.
  */
-import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/data/checkpoint.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { evalCommand, parseEvalArgs } from '../../src/cli/eval.ts';
@@ -21,11 +21,11 @@ import { Eagle3Drafter, loadEagle3Draft, type Eagle3DraftCheckpoint } from '../.
 import { Eagle3Proposer, speculativeGenerate, type DraftProposer } from '../../src/inference/speculative.ts';
 import { defaultAuxLayerIds } from '../../src/inference/target-feature-source.ts';
 import { extendAttentionForward } from '../../src/kernels/attention-extend.ts';
-import { EMBED_NAME } from '../../src/model/eagle3/config.ts';
+import { EMBED_NAME } from '../../src/config/eagle3-config.ts';
 import { generate } from '../../src/model/target/generate.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { decodeAttentionRef } from '../../src/reference/attention-decode.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';

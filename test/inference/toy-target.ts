@@ -7,7 +7,7 @@ import type { PromptTask } from '../../src/contracts/index.ts';
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import type { CaptureConfig } from '../../src/inference/capture.ts';
 import type { CapturedFeatures, FeatureSource } from '../../src/inference/rollout-worker.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 
 export class ToyEmbeddingTarget implements FeatureSource {
   readonly table: Float32Array;

@@ -7,7 +7,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import { decodeAttentionForward, type DecodeAttentionDims } from '../../src/kernels/attention-decode.ts';
 import { copyStrided } from '../../src/kernels/copy-strided.ts';
 import { decodeAttentionRef } from '../../src/reference/attention-decode.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assertDeepEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -14,7 +14,7 @@ import {
   type AttentionDims,
 } from '../../src/kernels/attention.ts';
 import { causalAttentionRef, tttAttentionBackwardRef, tttAttentionRef } from '../../src/reference/attention.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

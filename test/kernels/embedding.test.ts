@@ -2,7 +2,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import { Tensor, type TensorPart } from '../../src/gpu/tensor.ts';
 import { embeddingBackward, embeddingForward } from '../../src/kernels/embedding.ts';
 import { embeddingBackwardRef, embeddingForwardRef } from '../../src/reference/embedding.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -4,12 +4,12 @@
  * logits, against plosses, acces, acceptance_rates and total_loss.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { softCrossEntropy } from '../../src/kernels/loss.ts';
 import { eagle3Metrics, metricRatios } from '../../src/kernels/metrics.ts';
 import { buildTeacher } from '../../src/kernels/teacher.ts';
 import { eagle3StepRef, teacherRef } from '../../src/reference/loss.ts';
-import { usedFromD2t } from '../../src/reference/vocab-mapping.ts';
+import { usedFromD2t } from '../../src/model/eagle3/vocab-mapping.ts';
 import { assertDeepEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -4,8 +4,8 @@ import { hardCrossEntropy, softCrossEntropy, type GradMode } from '../../src/ker
 import { eagle3Metrics, metricRatios } from '../../src/kernels/metrics.ts';
 import { buildTeacher } from '../../src/kernels/teacher.ts';
 import { hardCrossEntropyRef, metricSumsRef, shiftRowsRef, softCrossEntropyRef, teacherRef } from '../../src/reference/loss.ts';
-import { Rng } from '../../src/reference/random.ts';
-import { buildVocabMapping } from '../../src/reference/vocab-mapping.ts';
+import { Rng } from '../../src/util/random.ts';
+import { buildVocabMapping } from '../../src/model/eagle3/vocab-mapping.ts';
 import { assert, assertDeepEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -10,7 +10,7 @@ import {
   type MatmulDeviceFacts,
 } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

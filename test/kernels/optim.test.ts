@@ -1,9 +1,9 @@
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { Tensor, type TensorPart } from '../../src/gpu/tensor.ts';
 import { adamwStep, clipGradients, globalGradNorm, gradNormWorkspaceSize, sumsqWorkgroups } from '../../src/kernels/optim.ts';
 import { adamwRef, clipCoefRef, globalNormRef } from '../../src/reference/optim.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -1,6 +1,6 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { rmsnormBackward, rmsnormForward } from '../../src/kernels/rmsnorm.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/reference/rmsnorm.ts';
 import { assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

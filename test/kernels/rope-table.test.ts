@@ -6,8 +6,8 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { buildRopeTable, inverseRopeTable, ropeTableForward } from '../../src/kernels/rope-table.ts';
 import { ropeBackwardRef, ropeForwardRef } from '../../src/reference/rope.ts';
-import { ropeInverseFrequencies, type RopeScaling } from '../../src/model/hf-config.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { ropeInverseFrequencies, type RopeScaling } from '../../src/config/hf-config.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -1,6 +1,6 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { swigluBackward, swigluForward } from '../../src/kernels/swiglu.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { swigluBackwardRef, swigluForwardRef } from '../../src/reference/swiglu.ts';
 import { assert, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

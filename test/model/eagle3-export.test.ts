@@ -8,15 +8,16 @@
  * required key, with a leftover `draft_model.` prefix, an unknown key or a wrong dtype is refused
  * naming the key.
  */
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src/data/safetensors.ts';
+import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { EMBED_NAME } from '../../src/model/eagle3/config.ts';
-import { bf16Bytes, eagle3CheckpointExtras, eagle3SglangConfig, eagle3SglangSafetensors, exportEagle3Checkpoint, readEagle3Export, writeEagle3Export } from '../../src/model/eagle3/export.ts';
+import { EMBED_NAME } from '../../src/config/eagle3-config.ts';
+import { bf16Bytes, eagle3SglangConfig, eagle3SglangSafetensors, readEagle3Export, writeEagle3Export } from '../../src/model/eagle3/export.ts';
+import { eagle3CheckpointExtras, exportEagle3Checkpoint } from '../../src/training/checkpoint-export.ts';
 import { runCli } from '../../src/cli/main.ts';
-import { draftConfigHash, saveCheckpoint } from '../../src/training/checkpoint.ts';
+import { draftConfigHash, saveCheckpoint } from '../../src/training/train-checkpoint.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
-import { AdamWBackend } from '../../src/training/backend.ts';
-import { f32ToBf16 } from '../../src/data/safetensors.ts';
+import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
+import { f32ToBf16 } from '../../src/formats/safetensors.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';

@@ -3,11 +3,11 @@
  * expected outputs for one variant (`main` = no key prefix, `strong` = `strong.`). Inputs that the
  * variants share (ids, masks, aux hidden states, vocab mapping) have no prefix in the file.
  */
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import type { Eagle3Inputs } from '../../src/model/eagle3/forward.ts';
-import type { OptimizerConfig } from '../../src/training/backend.ts';
-import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../src/model/eagle3/config.ts';
+import type { OptimizerConfig } from '../../src/optim/adamw-backend.ts';
+import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import type { Eagle3RefInputs } from '../../src/reference/eagle3.ts';
 
 export const VARIANTS = [

@@ -10,13 +10,13 @@ import { metricRatios } from '../../src/kernels/metrics.ts';
 import { clipGradients, globalGradNorm, gradNormWorkspaceSize } from '../../src/kernels/optim.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';
-import { AdamWBackend } from '../../src/training/backend.ts';
+import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { assertDeepEqual, assertEqual, assertRejects, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
-import type { Eagle3Config } from '../../src/model/eagle3/config.ts';
-import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config } from '../../src/model/eagle3/config.ts';
+import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
+import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { FIXTURE_OPTIMIZER, loadEagle3Fixture, releaseInputs, uploadFixtureInputs, VARIANTS } from './eagle3-fixture.ts';
 
 /** A random problem unlike the fixture: odd S, 3 sequences with different padding, MQA, Ht ≠ H, 3 TTT steps. */

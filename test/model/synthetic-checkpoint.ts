@@ -1,9 +1,9 @@
 /** Test helpers: copy a fixture checkpoint into a FileStore, and write random checkpoints of any config. */
-import type { FileStore } from '../../src/platform/platform.ts';
-import { Rng } from '../../src/reference/random.ts';
-import { f32ToBf16, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../../src/data/safetensors.ts';
-import { expectedTensors } from '../../src/data/checkpoint.ts';
-import { parseHfConfig } from '../../src/model/hf-config.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import { Rng } from '../../src/util/random.ts';
+import { f32ToBf16, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../../src/formats/safetensors.ts';
+import { expectedTensors } from '../../src/formats/hf-checkpoint.ts';
+import { parseHfConfig } from '../../src/config/hf-config.ts';
 
 export async function copyFixtureCheckpoint(fixture: (path: string) => Promise<Uint8Array>, name: string, store: FileStore, dir: string): Promise<void> {
   for (const file of ['config.json', 'model.safetensors']) await store.writeAtomic(`${dir}/${file}`, await fixture(`hf/${name}/${file}`));

@@ -8,13 +8,13 @@
  *   - KV-cache generation reproduces HF's greedy tokens, and cached decoding equals recomputing the
  *     whole prefix; sampling is seeded and obeys temperature / top-k / top-p.
  */
-import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/data/checkpoint.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { generate } from '../../src/model/target/generate.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { argmax, sampleToken, samplingDistribution } from '../../src/model/target/sampling.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { forwardReference, greedyGenerateReference } from '../../src/reference/llama.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';

@@ -11,9 +11,9 @@
  *   - refused input names the file: truncated safetensors, unknown architecture, missing tensor,
  *     HTTP 404 / 416, listing over HTTP, writes.
  */
-import { loadHfCheckpoint, type TargetCheckpoint, type TargetWeights } from '../../src/data/checkpoint.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
-import { ChatTokenizer } from '../../src/data/tokenizer.ts';
+import { loadHfCheckpoint, type TargetCheckpoint, type TargetWeights } from '../../src/formats/hf-checkpoint.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import { droppedDirectory, droppedFilesStore, pickedDirectory, pickedFilesStore, urlStore, type PickedFile, type UrlFetchProgress } from '../../src/platform/browser-model-files.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';

@@ -9,7 +9,7 @@ import {
   tttAttentionRef,
   type TttDims,
 } from '../../src/reference/attention.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assert, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -5,10 +5,10 @@
  * config with padding, GQA, several TTT steps and a partial draft vocabulary, which checks the
  * hand-written backward (recurrent hidden and K/V-cache paths included) independently of SpecForge.
  */
-import type { Eagle3Config } from '../../src/model/eagle3/config.ts';
-import { EMBED_NAME, eagle3ParameterShapes } from '../../src/model/eagle3/config.ts';
+import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
+import { EMBED_NAME, eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { loadEagle3Fixture, VARIANTS } from '../model/eagle3-fixture.ts';

@@ -1,5 +1,5 @@
 import { embeddingBackwardRef, embeddingForwardRef } from '../../src/reference/embedding.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { dot, numericGradient, randomF64 } from './finite-difference.ts';

@@ -3,7 +3,7 @@
  * with a random projection c of the output, L(x) = Σ c ⊙ f(x) has gradient backward(c), and
  * ∂L/∂x_i ≈ (L(x + h e_i) − L(x − h e_i)) / 2h with error O(h²).
  */
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 
 export function dot(a: ArrayLike<number>, b: ArrayLike<number>): number {
   let s = 0;

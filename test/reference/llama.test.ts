@@ -5,8 +5,8 @@
  */
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRelClose, relativeError } from '../harness/assert.ts';
-import { loadHfCheckpoint } from '../../src/data/checkpoint.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { forwardReference, greedyGenerateReference } from '../../src/reference/llama.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint, qwen3Config, writeRandomCheckpoint } from '../model/synthetic-checkpoint.ts';

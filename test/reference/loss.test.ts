@@ -1,5 +1,5 @@
 import { hardCrossEntropyRef, shiftRowsRef, softCrossEntropyRef, teacherRef } from '../../src/reference/loss.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { assertDeepEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -1,4 +1,4 @@
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { adamwRef, clipCoefRef, globalNormRef } from '../../src/reference/optim.ts';
 import { assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

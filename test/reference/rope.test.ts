@@ -1,4 +1,4 @@
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { ropeBackwardRef, ropeForwardRef } from '../../src/reference/rope.ts';
 import { assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

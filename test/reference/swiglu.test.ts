@@ -1,4 +1,4 @@
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { swigluBackwardRef, swigluForwardRef } from '../../src/reference/swiglu.ts';
 import { assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

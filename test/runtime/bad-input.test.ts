@@ -9,7 +9,7 @@ import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import { HomogeneityError, FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { FeatureNotFoundError, FeatureSpillError, FeatureStoreBudgetError, LocalFeatureStore, parseMemUri, spillPath } from '../../src/data/feature-store.ts';
 import { OfflineManifestReader } from '../../src/data/offline-manifest.ts';
-import { writeSafetensors } from '../../src/data/safetensors.ts';
+import { writeSafetensors } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { CaptureMismatchError, type CaptureConfig } from '../../src/inference/capture.ts';
 import { RolloutWorker, type CapturedFeatures, type FeatureSource } from '../../src/inference/rollout-worker.ts';

@@ -8,9 +8,9 @@
 import { DataFlowController } from '../../src/control/controller.ts';
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
 import { FeatureNotFoundError, FeatureSpillError, LocalFeatureStore, parseMemUri, spillPath } from '../../src/data/feature-store.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
-import type { FileStore } from '../../src/platform/platform.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';

@@ -7,7 +7,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { Rng } from '../../src/util/random.ts';
 import { relativeError } from '../harness/assert.ts';
 
 const SIZES = [64, 96, 256, 384, 512, 1024, 2048];

@@ -1,7 +1,7 @@
 /** Suites of the corpus and tokenizer trainer (listed explicitly; test/suites.ts concatenates the areas). */
 import type { Suite } from '../harness/suite.ts';
-import corpus from '../data/corpus.test.ts';
-import bpeTrainer from '../data/bpe-trainer.test.ts';
-import labPrompts from '../data/lab-prompts.test.ts';
+import corpus from '../corpus/corpus.test.ts';
+import bpeTrainer from '../corpus/bpe-trainer.test.ts';
+import labPrompts from '../corpus/lab-prompts.test.ts';
 
 export const corpusSuites: readonly Suite[] = [corpus, bpeTrainer, labPrompts];

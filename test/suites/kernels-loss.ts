@@ -3,6 +3,6 @@ import type { Suite } from '../harness/suite.ts';
 import lossFixture from '../kernels/loss-fixture.test.ts';
 import lossKernels from '../kernels/loss.test.ts';
 import lossReference from '../reference/loss.test.ts';
-import vocabMapping from '../reference/vocab-mapping.test.ts';
+import vocabMapping from '../model/vocab-mapping.test.ts';
 
 export const kernels_lossSuites: readonly Suite[] = [lossReference, vocabMapping, lossKernels, lossFixture];

@@ -3,10 +3,10 @@
  * picked-file and URL stores), tokenizer, float64 reference.
  */
 import type { Suite } from '../harness/suite.ts';
-import safetensors from '../data/safetensors.test.ts';
-import hfConfig from '../model/hf-config.test.ts';
-import checkpoint from '../data/checkpoint.test.ts';
-import tokenizer from '../data/tokenizer.test.ts';
+import safetensors from '../formats/safetensors.test.ts';
+import hfConfig from '../config/hf-config.test.ts';
+import checkpoint from '../formats/hf-checkpoint.test.ts';
+import tokenizer from '../formats/tokenizer.test.ts';
 import referenceLlama from '../reference/llama.test.ts';
 import browserModelFiles from '../platform/browser-model-files.test.ts';
 

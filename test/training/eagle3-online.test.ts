@@ -8,11 +8,11 @@
  */
 import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
-import { loadHfCheckpoint } from '../../src/data/checkpoint.ts';
+import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { DataPlaneFeatureStore } from '../../src/data/dataplane-feature-store.ts';
 import { FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { LocalFeatureStore, type FeatureStore } from '../../src/data/feature-store.ts';
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { createDataPlaneClient } from '../../src/dataplane/factory.ts';
 import type { DataPlaneClient } from '../../src/dataplane/types.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
@@ -20,7 +20,7 @@ import { RolloutWorker } from '../../src/inference/rollout-worker.ts';
 import { eagle3CaptureConfig, TargetFeatureSource } from '../../src/inference/target-feature-source.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
-import { AdamWBackend } from '../../src/training/backend.ts';
+import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { Eagle3TrainStrategy } from '../../src/training/strategies/eagle3.ts';
 import { TrainerController } from '../../src/training/trainer-controller.ts';
 import { TrainerCore } from '../../src/training/trainer-core.ts';

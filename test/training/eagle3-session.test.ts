@@ -7,12 +7,12 @@
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
 import { IndexedDbMetadataStore } from '../../src/control/indexeddb-metadata-store.ts';
 import type { MetadataStore } from '../../src/control/metadata-store.ts';
-import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/data/checkpoint.ts';
+import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
-import type { FileStore } from '../../src/platform/platform.ts';
-import { Rng } from '../../src/reference/random.ts';
-import { listCheckpoints } from '../../src/training/checkpoint.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import { Rng } from '../../src/util/random.ts';
+import { listCheckpoints } from '../../src/training/train-checkpoint.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema, type SessionStep } from '../../src/training/eagle3-session.ts';
 import { assert, assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';

@@ -9,7 +9,7 @@ import { makeTrainBatch, type TrainBatch } from '../../src/contracts/index.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
-import { AdamWBackend } from '../../src/training/backend.ts';
+import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { Eagle3TrainStrategy } from '../../src/training/strategies/eagle3.ts';
 import { TrainerCore } from '../../src/training/trainer-core.ts';
 import { assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';

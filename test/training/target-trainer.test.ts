@@ -6,12 +6,12 @@
  *     reference loss (a seeded sample of elements per tensor, ≤ 1e-3 relative);
  *   - a few AdamW steps on one batch reduce its loss.
  */
-import type { TargetWeights } from '../../src/data/checkpoint.ts';
+import type { TargetWeights } from '../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { parseHfConfig, type TargetModelConfig } from '../../src/model/hf-config.ts';
-import { Rng } from '../../src/reference/random.ts';
+import { parseHfConfig, type TargetModelConfig } from '../../src/config/hf-config.ts';
+import { Rng } from '../../src/util/random.ts';
 import { forwardReference } from '../../src/reference/llama.ts';
-import { AdamWBackend, type OptimizerConfig } from '../../src/training/backend.ts';
+import { AdamWBackend, type OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import { TargetTrainer, targetParameterShapes, type TargetBatch } from '../../src/training/target-trainer.ts';
 import { assert, assertRejects, assertRelClose, relativeError } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

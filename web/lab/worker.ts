@@ -12,9 +12,9 @@
  */
 /// <reference lib="webworker" />
 import { IndexedDbMetadataStore } from '../../src/control/indexeddb-metadata-store.ts';
-import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/data/checkpoint.ts';
-import { LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/data/lab-prompts.ts';
-import { ChatTokenizer } from '../../src/data/tokenizer.ts';
+import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
+import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../../src/inference/eagle3-drafter.ts';
@@ -25,8 +25,8 @@ import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../../src
 import { TargetModel } from '../../src/model/target/model.ts';
 import { browserPlatform as platform } from '../../src/platform/browser.ts';
 import { pickedFilesStore, urlStore } from '../../src/platform/browser-model-files.ts';
-import type { FileStore } from '../../src/platform/platform.ts';
-import { Rng } from '../../src/reference/random.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import { Rng } from '../../src/util/random.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/eagle3-session.ts';
 import type { Command, LabSettings, Phase, Report, RunStatus } from './protocol.ts';
 

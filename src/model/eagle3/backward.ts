@@ -10,7 +10,8 @@
  *     dKCache/dVCache slots 0..k (step L − 1, processed first, overwrites), so slot k is complete when
  *     step k is reached and flows back through RoPE⁻¹ and the k/v projections of step k.
  * The embedding is frozen: input_layernorm's dx goes to a scratch buffer, only its dw is kept.
- * The loss gradient and the lm_head backward were already done by the forward (`lmHeadBackward`):
+ * The loss gradient and the lm_head backward were already done by the forward (`lmHeadBackward`,
+ * lm-head.ts):
  * each step arrives with dF, the gradient at the final norm's output.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
@@ -22,19 +23,8 @@ import { rmsnormBackward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluBackward } from '../../kernels/swiglu.ts';
 import type { Eagle3ForwardState } from './forward.ts';
-import { canViewAt, copyElements, elementView } from './gpu-views.ts';
+import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
-
-/**
- * The lm_head part of one step's backward, run by the forward as soon as the step's loss gradient
- * exists: W_lm.grad += dLogitsᵀ · f and dF = dLogits · W_lm (logits = f · W_lmᵀ).
- */
-export async function lmHeadBackward(gpu: Gpu, params: Eagle3Parameters, dLogits: Tensor, f: Tensor, dF: Tensor, rows: number): Promise<void> {
-  const { hiddenSize: H, draftVocabSize: D } = params.config;
-  const w = params.weights.lmHead;
-  await matmul(gpu, dLogits, f, w.grad, { M: D, N: H, K: rows }, { transA: true, beta: 1 });
-  await matmul(gpu, dLogits, w.value, dF, { M: rows, N: H, K: D });
-}
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
   const c = params.config;

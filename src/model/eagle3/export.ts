@@ -15,13 +15,11 @@
  * unknown key, dtypes and shapes match the config, t2d/d2t consistent) with errors naming the file
  * and the key, and the frozen embedding comes from the target.
  *
- * `exportEagle3Checkpoint` exports a training checkpoint folder (src/training/checkpoint.ts) saved
- * with `eagle3CheckpointExtras` (draft config + t2d/d2t kept alongside the f32 masters).
+ * Exporting a training checkpoint folder is src/training/checkpoint-export.ts.
  */
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../data/safetensors.ts';
-import type { FileStore } from '../../platform/platform.ts';
-import { loadCheckpoint } from '../../training/checkpoint.ts';
-import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from './config.ts';
+import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../formats/safetensors.ts';
+import type { FileStore } from '../../ports/storage.ts';
+import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import type { Eagle3Vocab } from './parameters.ts';
 
 /** Keys SpecForge's exporter validates before writing (§6.8). */
@@ -74,7 +72,7 @@ export function bf16Bytes(values: ArrayLike<number>): Uint8Array {
   return new Uint8Array(out.buffer);
 }
 
-function checkVocab(c: Eagle3Config, vocab: Eagle3Vocab, source: string): void {
+export function checkVocab(c: Eagle3Config, vocab: Eagle3Vocab, source: string): void {
   if (vocab.t2d.length !== c.vocabSize) throw new Error(`${source}: t2d has ${vocab.t2d.length} entries, vocab_size is ${c.vocabSize}`);
   if (vocab.d2t.length !== c.draftVocabSize) throw new Error(`${source}: d2t has ${vocab.d2t.length} entries, draft_vocab_size is ${c.draftVocabSize}`);
   let marked = 0;
@@ -206,44 +204,4 @@ export async function readEagle3Export(store: FileStore, dir: string, embedding?
     throw new Error(`import ${modelSource}: no embedding (exports never carry ${EMBED_NAME}); pass the target model's embed_tokens`);
   }
   return { config, values, vocab, auxLayerIds: eagleAuxLayerIds(raw) };
-}
-
-/** Draft config JSON and vocabulary kept in an EAGLE3 training checkpoint, so it can be exported alone. */
-export function eagle3CheckpointExtras(draftConfigJson: Readonly<Record<string, unknown>>, vocab: Eagle3Vocab): { extra: Record<string, unknown>; buffers: Record<string, TensorToWrite> } {
-  const config = parseEagle3Config(draftConfigJson, 'draft config');
-  checkVocab(config, vocab, 'checkpoint vocabulary');
-  const d2t = BigInt64Array.from(Array.from(vocab.d2t, (x) => BigInt(x)));
-  return {
-    extra: { draftConfig: { ...draftConfigJson } },
-    buffers: {
-      t2d: { dtype: 'BOOL', shape: [config.vocabSize], data: Uint8Array.from(vocab.t2d, (x) => (x ? 1 : 0)) },
-      d2t: { dtype: 'I64', shape: [config.draftVocabSize], data: new Uint8Array(d2t.buffer) },
-    },
-  };
-}
-
-/**
- * Export a training checkpoint folder (`<runId>-step<N>` in `store`) for SGLang into `out`/`outDir`.
- * The draft config comes from the checkpoint (saved with `eagle3CheckpointExtras`) unless
- * `draftConfigJson` is given; t2d/d2t must be among the checkpoint's buffers.
- */
-export async function exportEagle3Checkpoint(store: FileStore, dir: string, out: FileStore, outDir: string, draftConfigJson?: Readonly<Record<string, unknown>>): Promise<{ config: Eagle3Config; step: number }> {
-  const name = dir.replace(/\/$/, '');
-  const match = /^(.+)-step(0|[1-9][0-9]*)$/.exec(name);
-  if (!match) throw new Error(`${store.root}/${dir}: not a checkpoint folder name (expected <run id>-step<N>)`);
-  const loaded = await loadCheckpoint(store, { runId: match[1], step: Number(match[2]), dir: name });
-  const where = `${store.root}/${name}`;
-  const rawConfig = draftConfigJson ?? (loaded.state.extra.draftConfig as Record<string, unknown> | undefined);
-  if (!rawConfig) throw new Error(`${where}/state.json: no extra.draftConfig (save the checkpoint with eagle3CheckpointExtras, or pass the draft config)`);
-  const config = parseEagle3Config(rawConfig, draftConfigJson ? 'draft config' : `${where}/state.json extra.draftConfig`);
-  if (loaded.state.contract.strategy !== 'eagle3') throw new Error(`${where}: the checkpoint is of strategy "${loaded.state.contract.strategy}", not eagle3`);
-  const weights: Record<string, Float32Array> = {};
-  for (const [param, shape] of eagle3ParameterShapes(config)) {
-    if (!loaded.weights.has(param)) throw new Error(`${loaded.weights.source}: missing weight "${param}" of the EAGLE3 draft`);
-    if (loaded.weights.shape(param).join() !== shape.join()) throw new Error(`${loaded.weights.source}: weight "${param}" has shape [${loaded.weights.shape(param)}], the draft config needs [${shape}]`);
-    weights[param] = loaded.weights.f32(param);
-  }
-  for (const key of ['t2d', 'd2t']) if (!loaded.weights.has(key)) throw new Error(`${loaded.weights.source}: missing buffer "${key}" (save the checkpoint with eagle3CheckpointExtras)`);
-  await writeEagle3Export(out, outDir, config, weights, { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') });
-  return { config, step: loaded.state.globalStep };
 }

@@ -16,7 +16,7 @@
  *   n, gate, up, act, h_out = h1 + act·Wdᵀ, f = norm(h_out), logits = f·W_lmᵀ
  * The per-step loss runs in the forward with its gradient written in place into the logits buffer
  * (SpecForge's fused-kernel behaviour), scaled by lossScale · 0.8ᵏ; the metrics read the logits first.
- * That gradient goes straight through lm_head (backward.ts `lmHeadBackward`), so no step keeps a
+ * That gradient goes straight through lm_head (lm-head.ts `lmHeadBackward`), so no step keeps a
  * vocabulary-sized tensor.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
@@ -31,9 +31,9 @@ import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluForward } from '../../kernels/swiglu.ts';
 import { buildTeacher } from '../../kernels/teacher.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
-import { PLOSS_DECAY, type Eagle3Config } from './config.ts';
-import { lmHeadBackward } from './backward.ts';
-import { canViewAt, copyElements, elementView, shiftRowsLeft } from './gpu-views.ts';
+import { PLOSS_DECAY, type Eagle3Config } from '../../config/eagle3-config.ts';
+import { lmHeadBackward } from './lm-head.ts';
+import { canViewAt, copyElements, elementView, shiftRowsLeft } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 /** One micro-batch, as SpecForge's OnlineEagle3Model receives it. */

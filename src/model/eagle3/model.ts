@@ -8,9 +8,9 @@
  * backward.ts, gpu-views.ts (views and copies between kernels).
  */
 import type { Gpu } from '../../gpu/gpu.ts';
-import type { AdamWBackend } from '../../training/backend.ts';
+import type { AdamWBackend } from '../../optim/adamw-backend.ts';
 import { eagle3Backward } from './backward.ts';
-import type { Eagle3Config } from './config.ts';
+import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { eagle3Forward, releaseForwardState, type Eagle3Inputs } from './forward.ts';
 import { Eagle3Parameters, type Eagle3Vocab } from './parameters.ts';
 

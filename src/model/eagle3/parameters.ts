@@ -6,10 +6,10 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import type { Rng } from '../../reference/random.ts';
-import { usedFromD2t } from '../../reference/vocab-mapping.ts';
-import type { AdamWBackend, Parameter } from '../../training/backend.ts';
-import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from './config.ts';
+import type { Rng } from '../../util/random.ts';
+import { usedFromD2t } from './vocab-mapping.ts';
+import type { AdamWBackend, Parameter } from '../../optim/adamw-backend.ts';
+import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../../config/eagle3-config.ts';
 import { Eagle3Rope } from './rope.ts';
 
 /** Short handles for the trainable weights, used by the forward and backward. */

@@ -11,7 +11,7 @@
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { buildRopeTable, inverseRopeTable } from '../../kernels/rope-table.ts';
-import type { Eagle3Config } from './config.ts';
+import type { Eagle3Config } from '../../config/eagle3-config.ts';
 
 export class Eagle3Rope {
   private forwardTable: Tensor | undefined;

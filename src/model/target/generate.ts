@@ -3,7 +3,7 @@
  * per step through the decode kernel. Greedy or sampled (temperature / top-k / top-p, seeded; see
  * sampling.ts). Each step reads back one [batch, vocab] logits tensor to choose the next tokens.
  */
-import { Rng } from '../../reference/random.ts';
+import { Rng } from '../../util/random.ts';
 import type { TargetModel } from './model.ts';
 import { checkSamplingOptions, sampleToken, type SamplingOptions } from './sampling.ts';
 

@@ -18,7 +18,7 @@
  * config parser accepts (default, linear, llama3) is supported and rounds like HF's float32. Activations are [rows, width] row-major with rows = batch·seq (or batch when decoding).
  * Every method encodes work into the batcher; tensors it returns belong to the caller (release them).
  */
-import type { TargetCheckpoint } from '../../data/checkpoint.ts';
+import type { TargetCheckpoint } from '../../formats/hf-checkpoint.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, Tensor } from '../../gpu/tensor.ts';
 import { attentionForward } from '../../kernels/attention.ts';
@@ -30,7 +30,7 @@ import { matmul } from '../../kernels/matmul.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { buildRopeTable, ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluForward } from '../../kernels/swiglu.ts';
-import type { TargetModelConfig } from '../hf-config.ts';
+import type { TargetModelConfig } from '../../config/hf-config.ts';
 import { releaseTargetWeights, uploadTargetWeights, type GpuLayerWeights, type GpuTargetWeights } from './weights.ts';
 
 export interface TargetForwardInput {

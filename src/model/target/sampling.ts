@@ -9,7 +9,7 @@
  * Probabilities are float64. Sorting is stable by (probability desc, id asc), so a seed gives the
  * same draw in every runtime.
  */
-import { Rng } from '../../reference/random.ts';
+import { Rng } from '../../util/random.ts';
 
 export interface SamplingOptions {
   /** 0 (default) = greedy. */

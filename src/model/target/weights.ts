@@ -4,10 +4,10 @@
  * binding is split into row parts by `gpu.upload`; the embedding kernel and `lmHeadInto` in
  * model.ts handle parts. Tied embeddings share one tensor.
  */
-import type { TargetWeights } from '../../data/checkpoint.ts';
+import type { TargetWeights } from '../../formats/hf-checkpoint.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import type { TargetModelConfig } from '../hf-config.ts';
+import type { TargetModelConfig } from '../../config/hf-config.ts';
 
 /** The GPU twin of `LayerWeights`: optional weights are undefined when the config has none. */
 export interface GpuLayerWeights {

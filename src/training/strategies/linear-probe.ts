@@ -11,7 +11,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { hardCrossEntropy } from '../../kernels/loss.ts';
 import { matmul } from '../../kernels/matmul.ts';
-import type { AdamWBackend, Parameter } from '../backend.ts';
+import type { AdamWBackend, Parameter } from '../../optim/adamw-backend.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
 
 export class LinearProbeStrategy implements DraftTrainStrategy {

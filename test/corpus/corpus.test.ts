@@ -4,7 +4,7 @@
  */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
-import { brownFileToText, buildBrownDocuments, corpusSize, detokenize, splitCorpus, type CorpusDocument } from '../../src/data/corpus.ts';
+import { brownFileToText, buildBrownDocuments, corpusSize, detokenize, splitCorpus, type CorpusDocument } from '../../src/corpus/corpus.ts';
 
 /** ca01, lines 1–8 and 20–27: two paragraphs, a headline inside a block, then a sentence. */
 const CA01 = [
@@ -28,7 +28,7 @@ const CG01 = [
   'but/cc there/ex is/bez a/at leavening/nn of/in liberalism/nn among/in college/nn graduates/nns ./.',
 ].join('\n');
 
-export default defineSuite('data/corpus', (t) => {
+export default defineSuite('corpus/corpus', (t) => {
   t.test('tags are stripped and tokens rejoined into readable paragraphs', () => {
     assertEqual(
       brownFileToText(CA01, 'ca01'),

@@ -8,7 +8,7 @@
  * than silently trained as something it is not.
  */
 import { z } from 'zod';
-import { parseConfigJson } from '../hf-config.ts';
+import { parseConfigJson } from './hf-config.ts';
 
 export interface Eagle3Config {
   readonly hiddenSize: number;

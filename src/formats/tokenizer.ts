@@ -11,7 +11,7 @@
  */
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
-import type { FileStore } from '../platform/platform.ts';
+import type { FileStore } from '../ports/storage.ts';
 
 export interface ChatMessage {
   readonly role: 'system' | 'user' | 'assistant';

@@ -20,12 +20,12 @@
  * optimizer state would silently train on a different stream — and when the run contract drifted
  * (strategy, TTT length, batch size, accumulation, draft config hash, optimizer/schedule settings).
  */
-import { crc32 } from '../control/crc32.ts';
+import { crc32 } from '../util/crc32.ts';
 import type { DurableMarker } from '../control/metadata-store.ts';
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../data/safetensors.ts';
+import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 import type { Gpu } from '../gpu/gpu.ts';
-import type { FileStore } from '../platform/platform.ts';
-import type { AdamWBackend, OptimizerConfig } from './backend.ts';
+import type { FileStore } from '../ports/storage.ts';
+import type { AdamWBackend, OptimizerConfig } from '../optim/adamw-backend.ts';
 
 export const CHECKPOINT_FORMAT = 'speclab-training-checkpoint';
 export const CHECKPOINT_VERSION = 1;

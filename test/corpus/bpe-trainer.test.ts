@@ -1,16 +1,16 @@
 /**
  * Byte-level BPE trainer: the written tokenizer.json / tokenizer_config.json load through
- * src/data/tokenizer.ts (`@huggingface/tokenizers` + `@huggingface/jinja`), round-trip any text,
+ * src/formats/tokenizer.ts (`@huggingface/tokenizers` + `@huggingface/jinja`), round-trip any text,
  * apply the learned merges, are deterministic, and match the committed lab tokenizer.
  */
 import fc from 'fast-check';
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
-import { buildTokenizerConfig, buildTokenizerJson, byteToUnicode, formatJson, trainByteLevelBpe, type TrainedBpe } from '../../src/data/bpe-trainer.ts';
-import { CHAT_MARKERS, ChatTokenizer } from '../../src/data/tokenizer.ts';
-import { buildLabTokenizer, LAB_TOKENIZER_DEFAULTS } from '../../src/data/lab-tokenizer.ts';
+import { buildTokenizerConfig, buildTokenizerJson, byteToUnicode, formatJson, trainByteLevelBpe, type TrainedBpe } from '../../src/corpus/bpe-trainer.ts';
+import { CHAT_MARKERS, ChatTokenizer } from '../../src/formats/tokenizer.ts';
+import { buildLabTokenizer, LAB_TOKENIZER_DEFAULTS } from '../../src/corpus/lab-tokenizer.ts';
 
-/** Paragraphs of Brown corpus text (cg01, cp01) as src/data/corpus.ts renders them. */
+/** Paragraphs of Brown corpus text (cg01, cp01) as src/corpus/corpus.ts renders them. */
 const TEXTS = [
   'Northern liberals are the chief supporters of civil rights and of integration. They have also led the nation in the direction of a welfare state. And both in their objectives of non-discrimination and of social progress they have had ranged against them the Southerners who are called Bourbons. The name presumably derives from the French royal house which never learned and never forgot; since Bourbon whiskey, though of Kentucky origin, is at least as much favored by liberals in the North as by conservatives in the South.',
   'The nature of the opposition between liberals and Bourbons is too little understood in the North. The race problem has tended to obscure other, less emotional, issues which may fundamentally be even more divisive. It is these other differences between North and South -- other, that is, than those which concern discrimination or social welfare -- which I chiefly discuss herein.',
@@ -26,7 +26,7 @@ function load(trained: TrainedBpe): ChatTokenizer {
   return new ChatTokenizer(JSON.parse(formatJson(buildTokenizerJson(trained))), JSON.parse(formatJson(buildTokenizerConfig(trained))), 'trained');
 }
 
-export default defineSuite('data/bpe-trainer', (t) => {
+export default defineSuite('corpus/bpe-trainer', (t) => {
   t.test('merges by count with deterministic tie-breaking (hand-computed)', () => {
     // Words: "ab" ×1, " ab" ×2, " cd" ×2. First a+b (3). Then Ġ+ab, Ġ+c and c+d tie at 2: smallest
     // left id wins (Ġ is byte 32), then smallest right id (c = 99 < ab = 256).

@@ -1,12 +1,12 @@
 /** config.json parsing: the fixtures, Qwen3 and transformers-4 field styles, RoPE scaling, and errors. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
-import { parseHfConfig, ropeInverseFrequencies } from '../../src/model/hf-config.ts';
-import { qwen3Config } from './synthetic-checkpoint.ts';
+import { parseHfConfig, ropeInverseFrequencies } from '../../src/config/hf-config.ts';
+import { qwen3Config } from '../model/synthetic-checkpoint.ts';
 
 const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 
-export default defineSuite('model/hf-config', (t) => {
+export default defineSuite('config/hf-config', (t) => {
   t.test('fixture configs: llama-tiny and qwen2-tiny (transformers 5 rope_parameters)', async ({ fixture }) => {
     const llama = parseHfConfig(text(await fixture('hf/llama-tiny/config.json')), 'llama-tiny/config.json');
     assertDeepEqual(llama, {

@@ -7,8 +7,8 @@
  * milliseconds with the tensor's name. Weights are then read one tensor at a time (f16/bf16/f64
  * widened or narrowed to f32), reporting progress in bytes.
  */
-import type { FileStore } from '../platform/platform.ts';
-import { parseHfConfig, type TargetModelConfig } from '../model/hf-config.ts';
+import type { FileStore } from '../ports/storage.ts';
+import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import { SafetensorsReader } from './safetensors.ts';
 
 export interface LayerWeights {

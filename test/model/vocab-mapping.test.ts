@@ -1,9 +1,9 @@
-import { SafetensorsFile } from '../../src/data/safetensors.ts';
-import { buildVocabMapping, countLossTokens, countsFromDense, usedFromD2t } from '../../src/reference/vocab-mapping.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { buildVocabMapping, countLossTokens, countsFromDense, usedFromD2t } from '../../src/model/eagle3/vocab-mapping.ts';
 import { assertDeepEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
-export default defineSuite('reference/vocab-mapping', (t) => {
+export default defineSuite('model/vocab-mapping', (t) => {
   t.test('§6.9 worked example: V 10, D 4', () => {
     const counts = new Map([[7, 50], [2, 30], [9, 30], [5, 10], [3, 1]]);
     const m = buildVocabMapping(counts, 10, 4);

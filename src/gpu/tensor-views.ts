@@ -1,6 +1,6 @@
 /**
- * Small GPU plumbing the EAGLE3 draft needs between kernels, built from buffer views and copies
- * rather than new shaders:
+ * Small GPU plumbing between kernels, built from buffer views and copies rather than new shaders
+ * (the EAGLE3 draft and the target's extend attention use it):
  *   - `elementView`: a tensor aliasing a sub-range of another (the hidden half of the 2H-wide
  *     attention input z, read and written by RMSNorm with a row stride of 2H), possible when the
  *     sub-range starts on a binding-offset boundary (`canViewAt`);
@@ -8,8 +8,8 @@
  *   - `shiftRowsLeft`: SpecForge's per-step `padding(x, left=False)` of the token ids — each
  *     sequence shifted left by k, zero-filled — as B copies and B clears, no kernel.
  */
-import type { Gpu } from '../../gpu/gpu.ts';
-import { BYTES_PER_ELEMENT, fmtShape, Tensor } from '../../gpu/tensor.ts';
+import type { Gpu } from './gpu.ts';
+import { BYTES_PER_ELEMENT, fmtShape, Tensor } from './tensor.ts';
 
 /**
  * A tensor of `numel` elements aliasing `t` from element `offset`. Storage bindings must start at a

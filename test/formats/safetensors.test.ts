@@ -17,8 +17,8 @@ import {
   type SafetensorsDType,
   type SafetensorsHeader,
   type TensorToWrite,
-} from '../../src/data/safetensors.ts';
-import { tempStore } from './temp-store.ts';
+} from '../../src/formats/safetensors.ts';
+import { tempStore } from '../data/temp-store.ts';
 
 const SOURCE = 'fuzz.safetensors';
 const DTYPES = Object.keys(SAFETENSORS_DTYPE_BYTES) as SafetensorsDType[];
@@ -105,7 +105,7 @@ const arbWeird = fc.oneof(
   fc.constantFrom(-1, 1.5, 2 ** 53, 1e300, Number.MAX_SAFE_INTEGER, 'F32', 'F8_E4M3', [0], [5, 1], [0, -8], [[1]]),
 );
 
-export default defineSuite('data/safetensors', (t) => {
+export default defineSuite('formats/safetensors', (t) => {
   t.test('round trip of every dtype, in memory and streamed through a FileStore', async ({ platform }) => {
     const f32 = new Float32Array([1.5, -2, 3.25, 0]);
     const bf16 = new Uint16Array([...f32].map(f32ToBf16));

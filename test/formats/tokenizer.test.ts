@@ -4,8 +4,8 @@
  */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
-import { CHAT_MARKERS, ChatTokenizer, type ChatMessage } from '../../src/data/tokenizer.ts';
-import { tempStore } from './temp-store.ts';
+import { CHAT_MARKERS, ChatTokenizer, type ChatMessage } from '../../src/formats/tokenizer.ts';
+import { tempStore } from '../data/temp-store.ts';
 
 /** GPT-2 byte → printable character table: printable Latin-1 maps to itself, the rest to U+0100 onwards. */
 function byteAlphabet(): string[] {
@@ -58,7 +58,7 @@ function runs(mask: Uint8Array): [number, number][] {
   return out;
 }
 
-export default defineSuite('data/tokenizer', (t) => {
+export default defineSuite('formats/tokenizer', (t) => {
   t.test('byte-level BPE encodes with merges and round-trips text', () => {
     const tok = new ChatTokenizer(tinyTokenizerJson(), CONFIG, 'tiny');
     const ids = tok.encode('hello world');

@@ -1,13 +1,9 @@
 /**
- * The boundary between SpecLab and the runtime it runs in (Node + Dawn, Deno, a browser tab).
- *
- * Everything that touches a runtime global (`navigator`, `Deno`, `process`, `node:*`) lives in
- * src/platform/ and is reached only through this interface, which the entry points inject. A lint
- * rule (eslint.config.js) fails CI when code elsewhere in src/ reaches for a runtime global.
+ * Runtime-neutral storage interfaces every plane uses: a durable file store (a directory on disk in
+ * Node/Deno, IndexedDB in the browser), append logs, and a transactional key-value database
+ * (IndexedDB). The adapters in src/platform/ implement them; nothing here touches a runtime global.
  */
-import type { GpuContext, GpuRequest } from '../gpu/context.ts';
-
-export type RuntimeName = 'node' | 'deno' | 'browser';
+import type { RuntimeName } from './runtime.ts';
 
 /**
  * Durable byte storage addressed by slash-separated relative paths: a directory on disk in
@@ -93,12 +89,8 @@ export interface KeyValueDatabase {
   close(): void;
 }
 
-export interface Platform {
-  readonly name: RuntimeName;
-  /** Acquire an adapter and device. The returned context owns every native object behind it. */
-  acquireGpu(request?: GpuRequest): Promise<GpuContext>;
-  /** A file store rooted at `root` (a directory path in Node/Deno, a database name in the browser). */
-  files(root: string): FileStore;
+/** The part of a platform that opens key-value databases (IndexedDB in the browser). */
+export interface KeyValueHost {
   /**
    * Opens (creating or upgrading it to `schema`) a transactional key-value database: IndexedDB in
    * the browser, where it backs the durable metadata store. Node and Deno reject: there the durable
@@ -107,12 +99,6 @@ export interface Platform {
   openKeyValueDatabase(name: string, schema: KeyValueSchema): Promise<KeyValueDatabase>;
   /** Deletes a key-value database (waits for open connections to close). Browser only, like open. */
   deleteKeyValueDatabase(name: string): Promise<void>;
-  /** Environment variable (Node/Deno) or URL query parameter (browser); undefined when absent. */
-  env(name: string): string | undefined;
-  /** Command-line arguments after the script (empty in the browser). */
-  args(): string[];
-  /** Destroy every live GPU device from this platform, then end the process (no-op in browser). */
-  exit(code: number): Promise<never>;
 }
 
 /** What Node and Deno answer for `openKeyValueDatabase` / `deleteKeyValueDatabase`. */

@@ -1,7 +1,7 @@
 /**
  * Byte-level BPE trainer that writes a standard Hugging Face `tokenizer.json` (model BPE, ByteLevel
  * pre-tokenizer and decoder, special tokens as added_tokens) and a `tokenizer_config.json` with a
- * ChatML chat template, loadable by `@huggingface/tokenizers` (src/data/tokenizer.ts) and by
+ * ChatML chat template, loadable by `@huggingface/tokenizers` (src/formats/tokenizer.ts) and by
  * Python `transformers`.
  *
  * Algorithm (GPT-2 style):
@@ -24,7 +24,7 @@ export const BYTE_LEVEL_PATTERN = /'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[
 
 export const DEFAULT_SPECIAL_TOKENS = ['<|endoftext|>', '<|im_start|>', '<|im_end|>'] as const;
 
-/** ChatML, rendering exactly the markers of CHAT_MARKERS.qwen in src/data/tokenizer.ts. */
+/** ChatML, rendering exactly the markers of CHAT_MARKERS.qwen in src/formats/tokenizer.ts. */
 export const CHATML_TEMPLATE =
   "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}" +
   "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";

@@ -11,7 +11,7 @@
  * `SafetensorsReader` over a FileStore, which reads the 8-byte prefix, then the header, then one
  * tensor at a time with `readRange`, so a multi-GB checkpoint is never held whole.
  */
-import type { FileStore } from '../platform/platform.ts';
+import type { FileStore } from '../ports/storage.ts';
 
 export type SafetensorsDType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 

@@ -1,5 +1,5 @@
 /**
- * Training checkpoints (src/training/checkpoint.ts) on a small random EAGLE3 draft:
+ * Training checkpoints (src/training/train-checkpoint.ts) on a small random EAGLE3 draft:
  * - resume gives the same loss curve: N + M optimizer steps in one go equal N steps → checkpoint →
  *   a fresh backend and model (other initial weights) → resume → M steps, loss by loss and weight
  *   by weight (cosine schedule with warmup and accumulation 2, so counters and moments matter);
@@ -11,13 +11,13 @@ import { makeTrainBatch, type TrainBatch } from '../../src/contracts/index.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
-import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../../src/model/eagle3/config.ts';
+import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
-import { eagle3CheckpointExtras } from '../../src/model/eagle3/export.ts';
+import { eagle3CheckpointExtras } from '../../src/training/checkpoint-export.ts';
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';
-import type { FileStore } from '../../src/platform/platform.ts';
-import { Rng } from '../../src/reference/random.ts';
-import { AdamWBackend, type OptimizerConfig } from '../../src/training/backend.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import { Rng } from '../../src/util/random.ts';
+import { AdamWBackend, type OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import {
   COMPLETE_MARKER,
   draftConfigHash,
@@ -27,7 +27,7 @@ import {
   resumeFromCheckpoint,
   saveCheckpoint,
   type RunContract,
-} from '../../src/training/checkpoint.ts';
+} from '../../src/training/train-checkpoint.ts';
 import { Eagle3TrainStrategy } from '../../src/training/strategies/eagle3.ts';
 import { TrainerController, type BatchSource } from '../../src/training/trainer-controller.ts';
 import { TrainerCore } from '../../src/training/trainer-core.ts';
@@ -152,7 +152,7 @@ async function trainWithCheckpoints(gpu: Gpu, t: Trainer, files: FileStore, meta
   return result.losses;
 }
 
-export default defineSuite('training/checkpoint', (t) => {
+export default defineSuite('training/train-checkpoint', (t) => {
   t.test('resume gives the same loss curve and the same weights as an uninterrupted run (EAGLE3, accumulation 2, cosine)', async ({ gpu: ctx, platform, note }) => {
     const gpu = new Gpu(ctx);
     const tmp = tempStore(platform, 'ckpt-resume');

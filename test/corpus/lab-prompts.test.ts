@@ -4,14 +4,14 @@
  * prompts as `speclab train`), and malformed files are refused naming the file and the field.
  */
 import { labCorpusPrompts, LAB_TARGET_DIR, validateTrainConfig } from '../../src/cli/train.ts';
-import { ChatTokenizer } from '../../src/data/tokenizer.ts';
-import { buildLabPromptsFile, LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/data/lab-prompts.ts';
+import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
+import { buildLabPromptsFile, LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
 import { assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 const encode = (value: unknown) => new TextEncoder().encode(typeof value === 'string' ? value : JSON.stringify(value));
 
-export default defineSuite('data/lab-prompts', (t) => {
+export default defineSuite('corpus/lab-prompts', (t) => {
   t.test(
     'the committed file equals a rebuild from the corpus',
     async (ctx) => {

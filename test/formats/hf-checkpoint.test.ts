@@ -1,13 +1,13 @@
 /** HF checkpoint loading from a FileStore: single file, bf16 shards with an index, tied embeddings, and bad checkpoints. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
-import { expectedTensors, loadHfCheckpoint } from '../../src/data/checkpoint.ts';
-import { SafetensorsFile, bf16ToF32, f32ToBf16, writeSafetensors, type TensorToWrite } from '../../src/data/safetensors.ts';
-import { parseHfConfig } from '../../src/model/hf-config.ts';
-import { tempStore } from './temp-store.ts';
+import { expectedTensors, loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { SafetensorsFile, bf16ToF32, f32ToBf16, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
+import { parseHfConfig } from '../../src/config/hf-config.ts';
+import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint, encodeTensor, qwen3Config, writeRandomCheckpoint } from '../model/synthetic-checkpoint.ts';
 
-export default defineSuite('data/checkpoint', (t) => {
+export default defineSuite('formats/hf-checkpoint', (t) => {
   t.test('llama-tiny loads with exact values and monotonic byte progress', async ({ platform, fixture }) => {
     const tmp = tempStore(platform, 'ckpt-llama');
     try {

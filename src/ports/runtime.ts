@@ -1,0 +1,2 @@
+/** The runtimes SpecLab runs in: Node with Dawn, Deno, and a browser tab. */
+export type RuntimeName = 'node' | 'deno' | 'browser';
