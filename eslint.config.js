@@ -6,7 +6,7 @@
 // test/lint/boundary.ts plants one offence of each rule and shows lint failing on it.
 import js from '@eslint/js';
 import boundaries from 'eslint-plugin-boundaries';
-import importX from 'eslint-plugin-import-x';
+import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
 import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
 
@@ -65,6 +65,7 @@ export default tseslint.config(
   ...tseslint.configs.recommended,
   {
     languageOptions: { ecmaVersion: 2023, sourceType: 'module' },
+    linterOptions: { reportUnusedDisableDirectives: 'error' },
     rules: {
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
       '@typescript-eslint/no-non-null-assertion': 'off',
@@ -81,10 +82,17 @@ export default tseslint.config(
     settings: {
       'boundaries/elements': elements,
       'boundaries/include': ['src/**/*.ts', 'web/**/*.ts'],
-      'import-x/resolver': { node: { extensions: ['.ts', '.js'] } },
+      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })],
+      // Imported files are parsed as TypeScript too; with the default parser a .ts dependency would
+      // fail to parse and its imports (and so any cycle through it) would be silently skipped.
+      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
       'import/resolver': { node: { extensions: ['.ts', '.js'] } },
     },
-    rules: layerRules,
+    rules: {
+      ...layerRules,
+      // A file longer than this says why on its first line (`/* eslint-disable max-lines -- reason */`).
+      'max-lines': ['error', { max: 400 }],
+    },
   },
   {
     files: ['web/**/*.ts'],

@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- longer than 400 lines: pretrain and generate share the lab target's flags, its model card and its corpus split; the card is text that reads best whole. */
 /**
  * `speclab pretrain` and `speclab generate`: the lab target, a small Llama pretrained here with the
  * GPU trainer (src/training/target-trainer.ts) on the training split of the Brown corpus, written

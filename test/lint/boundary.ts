@@ -1,10 +1,18 @@
 /**
- * Proves the platform-boundary lint rule bites: code outside src/platform/ that touches a runtime
- * global or a Node built-in fails lint, and the same code inside src/platform/ passes.
+ * Proves each lint rule of the architecture bites, by planting one offence of each kind:
+ *  - the platform boundary: code outside src/platform/ that touches a runtime global or a Node
+ *    built-in fails lint, and the same code inside src/platform/ passes;
+ *  - the layer table (eslint.layers.js): an import against it fails, value or type-only, and so
+ *    does a production import of the float64 references or a Node adapter imported from web/;
+ *  - import cycles: two files importing each other fail;
+ *  - a source file over 400 lines fails unless its first line gives the reason;
+ *  - the README's architecture table lists exactly the layers that lint enforces.
  * Node-only (it drives ESLint's API); run by scripts/test-all.sh.  `tsx test/lint/boundary.ts`
  */
 import { ESLint } from 'eslint';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import process from 'node:process';
+import { LAYERS } from '../../eslint.layers.js';
 
 const eslint = new ESLint({ cwd: new URL('../..', import.meta.url).pathname });
 
@@ -23,7 +31,7 @@ let failed = 0;
 function check(name: string, ok: boolean, detail: string): void {
   if (ok) passed++;
   else failed++;
-  console.log(`[node] ${ok ? 'ok  ' : 'FAIL'} lint/platform-boundary › ${name}${ok ? '' : `: ${detail}`}`);
+  console.log(`[node] ${ok ? 'ok  ' : 'FAIL'} lint/architecture › ${name}${ok ? '' : `: ${detail}`}`);
 }
 
 for (const [name, code] of Object.entries(OFFENDERS)) {
@@ -37,6 +45,60 @@ for (const [name, code] of Object.entries(OFFENDERS)) {
 
 const [clean] = await eslint.lintText('export const x = 1;\n', { filePath: 'src/gpu/clean.ts' });
 check('clean code outside src/platform passes', clean.errorCount === 0, JSON.stringify(clean.messages));
+
+/** Lints `code` as if it were the file `filePath`; returns the messages of rules matching `rule`. */
+async function ruleHits(code: string, filePath: string, rule: RegExp): Promise<string[]> {
+  const [result] = await eslint.lintText(code, { filePath });
+  return result.messages.filter((m) => rule.test(m.ruleId ?? '')).map((m) => `${m.ruleId}: ${m.message}`);
+}
+
+const LAYER_CASES: { name: string; file: string; code: string; fails: boolean; rule: RegExp }[] = [
+  { name: 'gpu importing training (against the table)', file: 'src/gpu/offender.ts', code: "import { Eagle3TrainingSession } from '../training/eagle3-session.ts';\nexport const x = Eagle3TrainingSession;\n", fails: true, rule: /boundaries/ },
+  { name: 'a type-only import against the table', file: 'src/kernels/offender.ts', code: "import type { DataFlowController } from '../control/controller.ts';\nexport type X = DataFlowController;\n", fails: true, rule: /boundaries/ },
+  { name: 'model importing cli (upwards)', file: 'src/model/offender.ts', code: "import { main } from '../cli/main.ts';\nexport const x = main;\n", fails: true, rule: /boundaries/ },
+  { name: 'production code importing the float64 references', file: 'src/model/offender.ts', code: "import { matmulRef } from '../reference/matmul.ts';\nexport const x = matmulRef;\n", fails: true, rule: /boundaries/ },
+  { name: 'a reference importing SpecLab code', file: 'src/reference/offender.ts', code: "import { Rng } from '../util/random.ts';\nexport const x = Rng;\n", fails: true, rule: /boundaries/ },
+  { name: 'web/ importing a Node adapter', file: 'web/lab/offender.ts', code: "import { nodePlatform } from '../../src/platform/node.ts';\nexport const x = nodePlatform;\n", fails: true, rule: /no-restricted-imports/ },
+  { name: 'model importing kernels (down the table)', file: 'src/model/fine.ts', code: "import { matmul } from '../kernels/matmul.ts';\nexport const x = matmul;\n", fails: false, rule: /boundaries|import-x/ },
+  { name: 'speclab selfcheck importing the references', file: 'src/cli/selfcheck.ts', code: "import { matmulRef } from '../reference/matmul.ts';\nexport const x = matmulRef;\n", fails: false, rule: /boundaries/ },
+];
+for (const c of LAYER_CASES) {
+  const hits = await ruleHits(c.code, c.file, c.rule);
+  check(`${c.name} ${c.fails ? 'fails' : 'passes'} lint`, c.fails ? hits.length > 0 : hits.length === 0, JSON.stringify(hits));
+}
+
+const long = Array.from({ length: 401 }, (_, i) => `export const x${i} = ${i};`).join('\n') + '\n';
+check('a source file over 400 lines fails lint', (await ruleHits(long, 'src/util/long.ts', /max-lines/)).length > 0, 'max-lines not reported');
+const reasoned = `/* eslint-disable max-lines -- longer than 400 lines: a planted example. */\n${long}`;
+check('a source file over 400 lines with its reason on the first line passes', (await ruleHits(reasoned, 'src/util/long.ts', /max-lines/)).length === 0, 'max-lines reported');
+
+// A cycle needs both files on disk, since the rule follows imports through the resolver.
+const cycleDir = new URL(`../../src/util/lint-proof-${process.pid}/`, import.meta.url).pathname;
+mkdirSync(cycleDir, { recursive: true });
+try {
+  const a = "import { b } from './b.ts';\nexport const a = (): number => b() + 1;\n";
+  const b = "import { a } from './a.ts';\nexport const b = (): number => a() - 1;\n";
+  writeFileSync(`${cycleDir}a.ts`, a);
+  writeFileSync(`${cycleDir}b.ts`, b);
+  const hits = await ruleHits(a, `${cycleDir}a.ts`, /import-x\/no-cycle/);
+  check('two files importing each other fail lint (no-cycle)', hits.length > 0, 'no cycle reported');
+} finally {
+  rmSync(cycleDir, { recursive: true, force: true });
+}
+
+// The README's table is the plan people read: its "may import" column must be the enforced one.
+const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+const documented = new Map<string, string[]>();
+for (const line of readme.split('\n')) {
+  const m = /^\| (\d+) \| `src\/([a-z]+)\/` \|.*\| ([^|]*) \|$/.exec(line);
+  if (m) documented.set(m[2], m[3] === 'nothing of SpecLab' ? [] : [...m[3].matchAll(/`([a-z]+)`/g)].map((x) => x[1]).sort());
+}
+for (const layer of LAYERS) {
+  const row = documented.get(layer.folder);
+  const want = [...layer.imports].sort();
+  check(`README table: src/${layer.folder}/ may import ${want.join(', ') || 'nothing'}`, row !== undefined && row.join() === want.join(), row ? `README says ${row.join(', ')}` : 'no README row');
+}
+check('README table has no folder that lint does not know', [...documented.keys()].every((f) => LAYERS.some((l) => l.folder === f)), [...documented.keys()].join(', '));
 
 console.log(`[node] ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);

@@ -1,3 +1,4 @@
+/* eslint-disable max-lines -- longer than 400 lines: one class, because prefill, extend and decode share the layer loop, the weights and the KV cache. */
 /**
  * The target model (Llama / Qwen2 / Qwen3 decoders) on the GPU, assembled from the kernels:
  *
