@@ -49,6 +49,7 @@ run "crash test on Chromium (IndexedDB)" npx tsx test/runners/browser-crash.ts
 run "data plane: multi-process proof (Redis)" npx tsx test/dataplane/multiprocess.ts
 run "data plane: gateway from Chromium" npx tsx test/dataplane/browser-gateway.ts
 run "data plane: gateway from Deno" npx tsx test/dataplane/browser-gateway.ts --deno
+run "data plane: gateway under hostile clients" npx tsx test/dataplane/gateway-fuzz.ts
 run "end-to-end on Chromium (Playwright)" npx playwright test
 run "stress on Node (Dawn)" node --expose-gc --import tsx test/stress/run.ts --repeats "${SPECLAB_STRESS_REPEATS:-20}" --soak-seconds "${SPECLAB_SOAK_SECONDS:-60}"
 run "soak on Deno" deno run --allow-read --allow-write --allow-env test/stress/soak-deno.ts "${SPECLAB_SOAK_SECONDS:-60}"

@@ -9,6 +9,13 @@
  * client from `openClient` (its own Redis connection), closed when the socket closes. Messages are
  * bounded (`maxMessageBytes`, default 256 MiB, both directions) and so are concurrent requests per
  * connection (`maxInFlight`, default 16); a client that breaks the framing is disconnected with a close reason.
+ *
+ * Nothing a client sends can end the process: every raw socket and every WebSocket has an 'error'
+ * listener (a reset during a refusal, or a frame the `ws` library rejects — oversized, bad opcode,
+ * invalid UTF-8, unmasked, RSV bits, bad close code — is logged and that connection dropped), the
+ * HTTP server answers malformed requests with 400, headers must arrive within
+ * `handshakeTimeoutMs`, a connection silent for `idleTimeoutMs` with no request in flight is closed,
+ * and at most `maxConnections` WebSockets are open at once (more are refused with 503).
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
@@ -74,6 +81,15 @@ export interface DataPlaneGatewayOptions {
   readonly maxInFlight?: number;
   /** When set, upgrades whose Origin header is not listed are refused (403). */
   readonly allowedOrigins?: readonly string[];
+  /** Open WebSocket connections at most (default 64); further upgrades are refused with 503. */
+  readonly maxConnections?: number;
+  /** A client must finish sending its upgrade request within this (default 10 s). */
+  readonly handshakeTimeoutMs?: number;
+  /**
+   * A connection with no message and no request in flight for this long is closed (default 10 min).
+   * A blocking claim counts as in flight, so a waiting consumer is never idle.
+   */
+  readonly idleTimeoutMs?: number;
   /** Reads back GPU rows the server-side client returns (a local GPU store). */
   readonly gpu?: Gpu;
   /** Connection-level events (refusals, protocol errors), for logs. */
@@ -100,11 +116,29 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   const maxInFlight = options.maxInFlight ?? 16;
   if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1024) throw new DataPlaneError('invalid_argument', `maxMessageBytes must be an integer >= 1024, got ${maxMessageBytes}`);
   if (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1) throw new DataPlaneError('invalid_argument', `maxInFlight must be a positive integer, got ${maxInFlight}`);
+  const maxConnections = positiveInteger(options.maxConnections ?? 64, 'maxConnections');
+  const handshakeTimeoutMs = positiveInteger(options.handshakeTimeoutMs ?? 10_000, 'handshakeTimeoutMs');
+  const idleTimeoutMs = positiveInteger(options.idleTimeoutMs ?? 600_000, 'idleTimeoutMs');
   const log = options.onLog ?? (() => {});
   const tokenDigest = digest(options.token);
 
-  const http = createServer((_req, res) => {
+  const http = createServer({ headersTimeout: handshakeTimeoutMs, requestTimeout: handshakeTimeoutMs }, (_req, res) => {
     res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' }).end('data plane gateway: WebSocket upgrade required\n');
+  });
+  // A request line or header the HTTP parser rejects, or a reset mid-request: answer if the socket
+  // can still take it, and never let the error reach the process.
+  http.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
+    log(`dropped a malformed or broken request: ${err.code ?? err.message}`);
+    if (socket.writable && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    else socket.destroy();
+  });
+  // Sockets waiting for their upgrade request; each is closed if its headers do not arrive in time.
+  http.on('connection', (socket: Duplex & { setTimeout(ms: number, cb: () => void): void }) => {
+    socket.on('error', (err: NodeJS.ErrnoException) => log(`socket error before the upgrade: ${err.code ?? err.message}`));
+    socket.setTimeout(handshakeTimeoutMs, () => {
+      log('closed a connection that sent no complete upgrade request in time');
+      socket.destroy();
+    });
   });
   const wss = new WebSocketServer({
     noServer: true,
@@ -117,6 +151,9 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   const sessions = new Set<Promise<void>>();
 
   http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+    // A reset while we answer (e.g. a refused client that sends RST) must stay this socket's problem.
+    socket.on('error', (err: NodeJS.ErrnoException) => log(`socket error during the upgrade from ${req.socket.remoteAddress}: ${err.code ?? err.message}`));
+    (socket as Duplex & { setTimeout(ms: number): void }).setTimeout(0);
     const refuse = (status: number, text: string, why: string): void => {
       log(`refused upgrade from ${req.socket.remoteAddress}: ${why}`);
       socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`);
@@ -128,7 +165,13 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     if (options.allowedOrigins && !options.allowedOrigins.includes(String(req.headers.origin))) {
       return refuse(403, 'Forbidden', `origin ${JSON.stringify(req.headers.origin ?? null)} is not allowed`);
     }
-    const ns = new URL(req.url ?? '/', 'ws://gateway').searchParams.get('ns');
+    if (sockets.size >= maxConnections) return refuse(503, 'Service Unavailable', `the gateway already holds ${maxConnections} connections`);
+    let ns: string | null;
+    try {
+      ns = new URL(req.url ?? '/', 'ws://gateway').searchParams.get('ns');
+    } catch {
+      return refuse(400, 'Bad Request', 'malformed request URL');
+    }
     if (ns !== null && !NAMESPACE_PATTERN.test(ns)) return refuse(400, 'Bad Request', 'namespace must be 1..64 characters of [A-Za-z0-9_-]');
     wss.handleUpgrade(req, socket, head, (ws) => {
       sockets.add(ws);
@@ -143,7 +186,19 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   /** One connection: open its client, say hello, answer requests until the socket closes. */
   async function serve(ws: WebSocket, info: ConnectionInfo): Promise<void> {
     ws.binaryType = 'nodebuffer';
+    // `ws` reports a frame it rejects (and a reset) as 'error', then closes: log it, keep serving others.
+    ws.on('error', (err: Error & { code?: string }) => log(`connection from ${info.remoteAddress} failed: ${err.code ?? ''} ${err.message}`.trim()));
     const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
+    let idleTimer: ReturnType<typeof setTimeout> | undefined;
+    const armIdle = (): void => {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(() => {
+        if (inFlight === 0) closeWith(CLOSE_GOING_AWAY, `idle for ${idleTimeoutMs} ms`);
+        else armIdle();
+      }, idleTimeoutMs);
+      idleTimer.unref?.();
+    };
+    void closed.then(() => clearTimeout(idleTimer));
     const assembler = new MessageAssembler<RequestHeader>(maxMessageBytes, checkRequestHeader);
     let inFlight = 0;
     let client: DataPlaneClient | null = null;
@@ -158,6 +213,8 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
       log(`closing connection from ${info.remoteAddress}: ${why}`);
       // Close reasons are limited to 123 bytes.
       ws.close(code, Buffer.from(why).subarray(0, 123).toString());
+      // A peer that does not answer the close frame loses the socket soon, not after ws's 30 s.
+      setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref?.();
     };
     const dispatch = (message: Message<RequestHeader>): void => {
       const { id } = message.header;
@@ -172,7 +229,9 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
         .finally(() => inFlight--);
     };
 
+    armIdle();
     ws.on('message', (data: RawData, isBinary: boolean) => {
+      armIdle();
       let message: Message<RequestHeader> | null;
       try {
         const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
@@ -235,6 +294,17 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     },
   };
 }
+
+function positiveInteger(value: number, name: string): number {
+  if (!Number.isSafeInteger(value) || value < 1) throw new DataPlaneError('invalid_argument', `${name} must be a positive integer, got ${value}`);
+  return value;
+}
+
+/** How long a closed connection's peer has to answer the close frame before the socket is dropped. */
+const CLOSE_GRACE_MS = 1000;
+
+/** 1001: the endpoint is going away (here: an idle connection is closed). */
+const CLOSE_GOING_AWAY = 1001;
 
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
