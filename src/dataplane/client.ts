@@ -3,7 +3,7 @@
  *
  * The client validates arguments (so every backend rejects bad input with the same message) and
  * runs the client-side claim wait: upstream learned that waiting inside the controller stalls the
- * very producer notifications the waiter needs (reference §4.2), so backends only offer a single
+ * very producer notifications the waiter needs (docs/dataplane.md §4.2), so backends only offer a single
  * atomic attempt and the client polls between attempts until its deadline.
  */
 import { BYTES_PER_ELEMENT } from '../gpu/tensor.ts';
@@ -14,6 +14,7 @@ import {
   DataPlaneError,
   LeaseLostError,
   listIds,
+  type AckOptions,
   type ClaimOptions,
   type ClearTarget,
   type Columns,
@@ -48,6 +49,9 @@ export interface ClaimRequest {
   readonly leaseId: string | null;
 }
 
+/** What settling a leased claim does: consume it, consume and clear it, or give it back. */
+export type SettleAction = 'ack' | 'ack-clear' | 'release';
+
 export type ClaimAttempt =
   | { readonly ok: true; readonly sampleIds: readonly string[]; readonly tags: readonly Readonly<Record<string, TagValue>>[] }
   /** Not enough ready rows: how many were ready, and per required field how many unclaimed rows lack it. */
@@ -59,8 +63,11 @@ export interface Backend {
   register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void>;
   put(request: PutRequest): Promise<void>;
   tryClaim(request: ClaimRequest): Promise<ClaimAttempt>;
-  /** Settle rows still held by `leaseId`; returns which were settled and which had lost the lease. */
-  settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: 'ack' | 'release'): Promise<{ settled: string[]; lost: string[] }>;
+  /**
+   * Settle rows still held by `leaseId`; returns which were settled and which had lost the lease.
+   * 'ack-clear' also drops, in the same atomic step, each acked row every consumer task has consumed.
+   */
+  settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: SettleAction): Promise<{ settled: string[]; lost: string[] }>;
   consumed(partition: string, tasks: readonly string[]): Promise<boolean>;
   get(partition: string, ids: readonly string[], fields: readonly string[]): Promise<Record<string, RowValue[]>>;
   clear(partition: string, target: readonly string[] | 'all'): Promise<number>;
@@ -140,24 +147,27 @@ export class StoreClient implements DataPlaneClient {
     }
   }
 
-  ackClaim(meta: KVBatchMeta): Promise<SettleResult> {
-    return this.settle(meta, 'ack');
+  ackClaim(meta: KVBatchMeta, options: AckOptions = {}): Promise<SettleResult> {
+    if (options === null || typeof options !== 'object') throw new DataPlaneError('invalid_argument', 'ackClaim options must be an object');
+    if (options.clear !== undefined && typeof options.clear !== 'boolean') throw new DataPlaneError('invalid_argument', `ackClaim options.clear must be a boolean, got ${JSON.stringify(options.clear)}`);
+    return this.settle(meta, options.clear ? 'ack-clear' : 'ack');
   }
 
   releaseClaim(meta: KVBatchMeta): Promise<SettleResult> {
     return this.settle(meta, 'release');
   }
 
-  private async settle(meta: KVBatchMeta, action: 'ack' | 'release'): Promise<SettleResult> {
+  private async settle(meta: KVBatchMeta, action: SettleAction): Promise<SettleResult> {
     this.live();
-    if (!(meta instanceof KVBatchMeta)) throw new DataPlaneError('invalid_argument', `${action}Claim needs a KVBatchMeta`);
+    const op = action === 'release' ? 'releaseClaim' : 'ackClaim';
+    if (!(meta instanceof KVBatchMeta)) throw new DataPlaneError('invalid_argument', `${op} needs a KVBatchMeta`);
     if (meta.leaseId === null || meta.taskName === null) {
-      throw new DataPlaneError('invalid_argument', `${action}Claim: meta of partition ${JSON.stringify(meta.partition)} is not a leased claim (claim with leaseMs to settle explicitly)`);
+      throw new DataPlaneError('invalid_argument', `${op}: meta of partition ${JSON.stringify(meta.partition)} is not a leased claim (claim with leaseMs to settle explicitly)`);
     }
     const { settled, lost } = await this.backend.settle(meta.partition, meta.taskName, meta.leaseId, [...new Set(meta.sampleIds)], action);
     if (lost.length > 0) {
       throw new LeaseLostError(
-        `${action}Claim: lease ${meta.leaseId} of task ${JSON.stringify(meta.taskName)} no longer holds ${lost.length} sample(s) (expired and reclaimed, or cleared): ${listIds(lost)}; ${settled.length} settled`,
+        `${op}: lease ${meta.leaseId} of task ${JSON.stringify(meta.taskName)} no longer holds ${lost.length} sample(s) (expired and reclaimed, or cleared): ${listIds(lost)}; ${settled.length} settled`,
         settled,
         lost,
       );

@@ -15,7 +15,9 @@ export type DataPlaneErrorCode =
   | 'conflict'
   | 'lease_lost'
   | 'timeout'
-  | 'closed';
+  | 'closed'
+  /** The store's server cannot be reached, dropped the connection, or did not answer in time. */
+  | 'unavailable';
 
 /** Every data-plane failure; `code` is stable across backends so callers and tests can branch on it. */
 export class DataPlaneError extends Error {

@@ -6,7 +6,7 @@
  * no other call can observe or interleave with half of it. The only asynchronous part of a put,
  * making the store's copies, happens before the commit and touches no shared state.
  */
-import type { Backend, ClaimAttempt, ClaimRequest, PutRequest } from './client.ts';
+import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, SettleAction } from './client.ts';
 import { rowBytes, type ColumnStore } from './column-store.ts';
 import type { TagValue } from './meta.ts';
 import { DataPlaneError, listIds, type DType, type PartitionStats, type RowValue } from './types.ts';
@@ -150,7 +150,7 @@ export class LocalBackend implements Backend {
     return { ok: true, sampleIds: ready, tags: ready.map((id) => ({ ...p.samples.get(id)!.tags })) };
   }
 
-  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: 'ack' | 'release'): Promise<{ settled: string[]; lost: string[] }> {
+  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: SettleAction): Promise<{ settled: string[]; lost: string[] }> {
     const p = this.partition(partition);
     const cursor = this.cursor(p, task);
     const settled: string[] = [];
@@ -161,9 +161,10 @@ export class LocalBackend implements Backend {
         continue;
       }
       cursor.leases.delete(id);
-      if (action === 'ack') cursor.consumed.add(id);
+      if (action !== 'release') cursor.consumed.add(id);
       settled.push(id);
     }
+    if (action === 'ack-clear') this.clearNow(p, settled.filter((id) => p.tasks.every((t) => this.cursor(p, t).consumed.has(id))));
     if (action === 'release') this.notify();
     return { settled, lost };
   }

@@ -1,5 +1,5 @@
 /**
- * Metrics middleware (reference §9): wraps any `DataPlaneClient`, emits one event per call and
+ * Metrics middleware (docs/dataplane.md §8): wraps any `DataPlaneClient`, emits one event per call and
  * keeps running totals, including the bytes this process put that are still outstanding (not yet
  * cleared). Producers use `backpressure()` / `waitForCapacity()` to stop putting when too many
  * bytes are in flight, instead of growing the store without bound.
@@ -17,6 +17,7 @@ import {
   type PutOptions,
   type RegisterPartitionOptions,
   type SettleResult,
+  type AckOptions,
 } from './types.ts';
 
 export type DataPlaneOp = 'register' | 'claim' | 'ack' | 'release' | 'getData' | 'consumption' | 'put' | 'get' | 'clear' | 'stats' | 'close';
@@ -98,8 +99,8 @@ export class MetricsDataPlaneClient implements DataPlaneClient {
     return this.record('claim', options.partition, () => this.inner.claimMeta(options), (meta) => [meta.size, 0]);
   }
 
-  ackClaim(meta: KVBatchMeta): Promise<SettleResult> {
-    return this.record('ack', meta.partition, () => this.inner.ackClaim(meta), (r) => [r.settled.length, 0]);
+  ackClaim(meta: KVBatchMeta, options?: AckOptions): Promise<SettleResult> {
+    return this.record('ack', meta.partition, () => this.inner.ackClaim(meta, options), (r) => [r.settled.length, 0]);
   }
 
   releaseClaim(meta: KVBatchMeta): Promise<SettleResult> {

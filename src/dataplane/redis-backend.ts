@@ -2,7 +2,7 @@
 /**
  * Cross-process backend on Redis. Every operation is ONE Lua script, which Redis runs atomically:
  * a claim's scan-and-mark, a put's bytes-plus-production-bits, a clear's free-then-forget can
- * never interleave with another client's call (reference §12.1: unserialized controller state was
+ * never interleave with another client's call (docs/dataplane.md §6: unserialized controller state was
  * upstream's worst bug class). Scripts validate everything before their first write because Redis
  * does not roll a script back when it fails halfway.
  *
@@ -19,7 +19,7 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { DType } from '../gpu/tensor.ts';
-import type { Backend, ClaimAttempt, ClaimRequest, PutRequest } from './client.ts';
+import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, SettleAction } from './client.ts';
 import { hostArray, toHostRow } from './column-store.ts';
 import type { TagValue } from './meta.ts';
 import { DataPlaneError, listIds, type PartitionStats, type RowValue } from './types.ts';
@@ -187,10 +187,12 @@ end
 return out
 `;
 
-// ARGV: K, P, task, leaseId, action, ids...   Reply: {settled ids, lost ids}
+// ARGV: K, P, task, leaseId, action (ack | ack-clear | release), ids...   Reply: {settled ids, lost ids}
+// ack-clear drops each acked row that every consumer task has consumed, inside this same script.
 const SETTLE = `${PRELUDE}
 need_partition()
-local task, leaseId, ack = ARGV[3], ARGV[4], ARGV[5] == 'ack'
+local task, leaseId, action = ARGV[3], ARGV[4], ARGV[5]
+local ack = action == 'ack' or action == 'ack-clear'
 need_task(task)
 local lease, lid = K .. ':lease:' .. task, K .. ':lid:' .. task
 local settled, lost = {}, {}
@@ -207,6 +209,16 @@ for i = 6, #ARGV do
     settled[#settled + 1] = id
   else
     lost[#lost + 1] = id
+  end
+end
+if action == 'ack-clear' then
+  local tasks = redis.call('SMEMBERS', K .. ':tasks')
+  for _, id in ipairs(settled) do
+    local everyone = true
+    for _, t in ipairs(tasks) do
+      if redis.call('SISMEMBER', K .. ':done:' .. t, id) == 0 then everyone = false end
+    end
+    if everyone then drop_sample(id, tasks) end
   end
 end
 return {settled, lost}
@@ -289,7 +301,7 @@ export class RedisBackend implements Backend {
 
   async register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void> {
     const names = Object.keys(fields);
-    await this.run(REGISTER, partition, [replace ? '1' : '0', names.length, ...names, ...names.map((f) => fields[f]), ...tasks]);
+    await this.run('register', REGISTER, partition, [replace ? '1' : '0', names.length, ...names, ...names.map((f) => fields[f]), ...tasks]);
   }
 
   async put(request: PutRequest): Promise<void> {
@@ -303,11 +315,11 @@ export class RedisBackend implements Backend {
         args.push(`${row.dtype}|${row.shape.join(',')}`, new Uint8Array(row.data.buffer, row.data.byteOffset, row.data.byteLength));
       }
     }
-    await this.run(PUT, request.partition, args);
+    await this.run('put', PUT, request.partition, args);
   }
 
   async tryClaim(request: ClaimRequest): Promise<ClaimAttempt> {
-    const reply = asArray(await this.run(CLAIM, request.partition, [request.task, request.batchSize, request.minBatch, request.leaseMs ?? 0, request.leaseId ?? '', ...request.requiredFields]));
+    const reply = asArray(await this.run('claim', CLAIM, request.partition, [request.task, request.batchSize, request.minBatch, request.leaseMs ?? 0, request.leaseId ?? '', ...request.requiredFields]));
     if (reply[0] === 0) {
       const missing: Record<string, number> = {};
       request.requiredFields.forEach((f, j) => (missing[f] = reply[2 + j] as number));
@@ -326,17 +338,17 @@ export class RedisBackend implements Backend {
     return { ok: true, sampleIds, tags };
   }
 
-  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: 'ack' | 'release'): Promise<{ settled: string[]; lost: string[] }> {
-    const [settled, lost] = asArray(await this.run(SETTLE, partition, [task, leaseId, action, ...ids]));
+  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: SettleAction): Promise<{ settled: string[]; lost: string[] }> {
+    const [settled, lost] = asArray(await this.run('settle', SETTLE, partition, [task, leaseId, action, ...ids]));
     return { settled: asArray(settled).map(text), lost: asArray(lost).map(text) };
   }
 
   async consumed(partition: string, tasks: readonly string[]): Promise<boolean> {
-    return (await this.run(CONSUMED, partition, tasks)) === 1;
+    return (await this.run('consumed', CONSUMED, partition, tasks)) === 1;
   }
 
   async get(partition: string, ids: readonly string[], fields: readonly string[]): Promise<Record<string, RowValue[]>> {
-    const reply = asArray(await this.run(GET, partition, [ids.length, ...ids, ...fields]));
+    const reply = asArray(await this.run('get', GET, partition, [ids.length, ...ids, ...fields]));
     if (reply[0] === 0) {
       const unknown = asArray(reply[1]).map(text);
       if (unknown.length > 0) throw new DataPlaneError('unknown_sample', `get from partition ${JSON.stringify(partition)}: ${unknown.length} unknown or cleared sample id(s): ${listIds(unknown)}`);
@@ -355,11 +367,11 @@ export class RedisBackend implements Backend {
   }
 
   async clear(partition: string, target: readonly string[] | 'all'): Promise<number> {
-    return (await this.run(CLEAR, partition, target === 'all' ? ['1'] : ['0', ...target])) as number;
+    return (await this.run('clear', CLEAR, partition, target === 'all' ? ['1'] : ['0', ...target])) as number;
   }
 
   async stats(partition: string): Promise<PartitionStats> {
-    const [samples, bytes, fieldPairs, tasks] = asArray(await this.run(STATS, partition, []));
+    const [samples, bytes, fieldPairs, tasks] = asArray(await this.run('stats', STATS, partition, []));
     const pairs = asArray(fieldPairs).map(text);
     const fields: Record<string, DType> = {};
     for (let i = 0; i < pairs.length; i += 2) fields[pairs[i]] = pairs[i + 1] as DType;
@@ -376,14 +388,20 @@ export class RedisBackend implements Backend {
     await this.link.close();
   }
 
-  private async run(script: string, partition: string, args: readonly RedisArg[]): Promise<RedisReply> {
+  /**
+   * Runs one script. Its own refusals ("DP <code> …") come back as that DataPlaneError; anything
+   * else (a lost connection, a timeout, a Redis error) as `unavailable`, naming the operation, so a
+   * caller never sees a raw client error.
+   */
+  private async run(op: string, script: string, partition: string, args: readonly RedisArg[]): Promise<RedisReply> {
     try {
       return await this.link.evalScript(script, [], [`${this.options.keyPrefix}{${partition}}`, partition, ...args]);
     } catch (err) {
+      if (err instanceof DataPlaneError) throw err;
       const message = err instanceof Error ? err.message : String(err);
       const m = /DP (\w+) ([\s\S]*?)(?: script: [\s\S]*)?$/.exec(message);
       if (m) throw new DataPlaneError(m[1] as DataPlaneError['code'], m[2]);
-      throw err;
+      throw new DataPlaneError('unavailable', `Redis ${op} on partition ${JSON.stringify(partition)} failed: ${message}`);
     }
   }
 }

@@ -5,7 +5,7 @@
  * This module imports nothing heavy (only type-level GPU handles), so any plane may depend on it
  * without pulling a store, a Redis client or a GPU device into its import graph.
  *
- * Semantics (reference experience-dataplane.md §4, with the stricter §14 proposals adopted):
+ * Semantics (docs/dataplane.md §4, with the stricter rules of §5 adopted):
  *  - completion is field production: writing (sample, field) flips its bit and unblocks claimants;
  *  - claims are atomic per task, optionally leased so a crashed consumer does not lose rows;
  *  - every read names its fields; missing ids / unproduced fields are errors, never dropped rows;
@@ -96,6 +96,15 @@ export interface SettleResult {
   readonly settled: readonly string[];
 }
 
+export interface AckOptions {
+  /**
+   * Also clear, in the same atomic step, each acked row that every consumer task has now consumed
+   * (its bytes freed, its id forgotten). A consumer that dies after acking can then strand nothing:
+   * there is no moment when a row is consumed by all but still held for a clear that never comes.
+   */
+  readonly clear?: boolean;
+}
+
 /** Store-side view of a partition (authoritative across processes). */
 export interface PartitionStats {
   readonly partition: string;
@@ -113,7 +122,7 @@ export interface DataPlaneClient {
   /** Atomically claim ready rows for a task; see `ClaimOptions`. */
   claimMeta(options: ClaimOptions): Promise<KVBatchMeta>;
   /** Settle a leased claim as consumed. Throws `lease_lost` naming ids whose lease moved to another claim. */
-  ackClaim(meta: KVBatchMeta): Promise<SettleResult>;
+  ackClaim(meta: KVBatchMeta, options?: AckOptions): Promise<SettleResult>;
   /** Give a leased claim back to its task now (graceful failure path). */
   releaseClaim(meta: KVBatchMeta): Promise<SettleResult>;
   /** Read a meta's rows; `fields` is mandatory. */

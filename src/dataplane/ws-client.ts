@@ -48,6 +48,7 @@ import {
   type PutOptions,
   type RegisterPartitionOptions,
   type SettleResult,
+  type AckOptions,
 } from './types.ts';
 
 /** The part of the standard WebSocket API this client uses. */
@@ -175,8 +176,8 @@ class GatewayDataPlaneClient implements DataPlaneClient {
     return KVBatchMeta.fromJSON(value(res));
   }
 
-  async ackClaim(meta: KVBatchMeta): Promise<SettleResult> {
-    return value(await this.call('ack', { meta: metaRecord(meta, 'ackClaim') })) as SettleResult;
+  async ackClaim(meta: KVBatchMeta, options: AckOptions = {}): Promise<SettleResult> {
+    return value(await this.call('ack', { meta: metaRecord(meta, 'ackClaim'), ...(options.clear === undefined ? {} : { clear: options.clear }) })) as SettleResult;
   }
 
   async releaseClaim(meta: KVBatchMeta): Promise<SettleResult> {

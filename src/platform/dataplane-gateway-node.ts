@@ -332,7 +332,7 @@ async function handle(client: DataPlaneClient, message: Message<RequestHeader>, 
     case 'claim':
       return done((await client.claimMeta(a as never)).toJSON());
     case 'ack':
-      return done(await client.ackClaim(KVBatchMeta.fromJSON(a.meta)));
+      return done(await client.ackClaim(KVBatchMeta.fromJSON(a.meta), a.clear === undefined ? {} : { clear: a.clear as boolean }));
     case 'release':
       return done(await client.releaseClaim(KVBatchMeta.fromJSON(a.meta)));
     case 'getData':

@@ -6,10 +6,17 @@
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
 import type { RedisArg, RedisLink, RedisReply } from '../dataplane/redis-backend.ts';
+import { DataPlaneError } from '../dataplane/types.ts';
 
 export interface RedisConnectOptions {
   /** Give up connecting after this long (default 5 s). */
   readonly connectTimeoutMs?: number;
+  /**
+   * A command the server has not answered in this long fails (default 30 s), so a frozen Redis
+   * (SIGSTOP, a stuck disk under appendfsync) surfaces as an error instead of blocking forever.
+   * Every data-plane call is a short script: claims poll rather than block in Redis.
+   */
+  readonly commandTimeoutMs?: number;
 }
 
 /** Connects to `url` (e.g. redis://127.0.0.1:6399/0) and resolves once the server answered. */
@@ -21,8 +28,19 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
     // surface an error the caller can act on, not hang.
     maxRetriesPerRequest: 1,
     enableOfflineQueue: false,
+    commandTimeout: options.commandTimeoutMs ?? 30_000,
   });
-  await client.connect();
+  // Connection trouble is reported through each failed call (as DataPlaneError 'unavailable' by the
+  // backend); without a listener ioredis would also print every reconnect attempt.
+  let lastError = '';
+  client.on('error', (err: Error) => (lastError = err.message));
+  try {
+    await client.connect();
+  } catch (err) {
+    client.disconnect();
+    const why = err instanceof Error ? err.message : String(err);
+    throw new DataPlaneError('unavailable', `Redis at ${url}: could not connect within ${options.connectTimeoutMs ?? 5000} ms: ${why || lastError}`);
+  }
   const shas = new Map<string, string>();
   let closed = false;
 

@@ -1,5 +1,5 @@
 /**
- * One behaviour suite (upstream's data-plane tests, reference §11, plus the stricter §14 rules we
+ * One behaviour suite (upstream's data-plane tests, docs/dataplane.md §10, plus the stricter §5 rules we
  * adopt) run against every adapter/backend. Each test gets a fresh environment from `open`, so
  * backends never share state between tests.
  */
@@ -300,6 +300,24 @@ export function conformanceSuite(name: string, open: OpenEnv, options: { only?: 
       await c.ackClaim(b);
       assertEqual(await c.checkConsumptionStatus('train', ['trainer']), true, 'a, b acked and c consumed at claim');
       await expectCode(() => c.ackClaim(meanwhile), 'invalid_argument', /not a leased claim/, 'a non-leased claim has nothing to ack');
+    });
+
+    test('ack with clear drops a row in the same step once every consumer task has consumed it', async (env) => {
+      const c = env.client;
+      await register(c);
+      await c.putSamples({ partition: 'train', sampleIds: ['a', 'b'], columns: { input_ids: [i32([2], [1, 2]), i32([1], [3])] } });
+      const trainer = await c.claimMeta({ partition: 'train', task: 'trainer', requiredFields: ['input_ids'], batchSize: 2, leaseMs: 10_000 });
+      assertDeepEqual((await c.ackClaim(trainer, { clear: true })).settled, ['a', 'b'], 'trainer acked both');
+      assertEqual((await c.partitionStats('train')).samples, 2, 'kept: the auditor task has not consumed them yet');
+      const auditor = await c.claimMeta({ partition: 'train', task: 'auditor', requiredFields: ['input_ids'], batchSize: 1, leaseMs: 10_000 });
+      await c.ackClaim(auditor, { clear: true });
+      const after = await c.partitionStats('train');
+      assertEqual(after.samples, 1, 'the row both tasks consumed is gone');
+      assert(after.bytesHeld > 0 && after.bytesHeld < 12, `its bytes are freed (${after.bytesHeld} left)`);
+      const rest = await c.claimMeta({ partition: 'train', task: 'auditor', requiredFields: ['input_ids'], batchSize: 1, leaseMs: 10_000 });
+      await c.ackClaim(rest);
+      assertEqual((await c.partitionStats('train')).samples, 1, 'a plain ack clears nothing');
+      await expectCode(() => c.ackClaim(rest, { clear: 'yes' as unknown as boolean }), 'invalid_argument', /options\.clear must be a boolean/, 'clear must be a boolean');
     });
 
     test('re-register: empty partition may change schema; non-empty needs replace, which wipes it', async (env) => {

@@ -13,6 +13,8 @@ import process from 'node:process';
 export interface RedisServer {
   readonly url: string;
   readonly port: number;
+  /** Sends the server a signal (SIGSTOP freezes it, SIGCONT thaws it). */
+  signal(sig: NodeJS.Signals): void;
   stop(): Promise<void>;
 }
 
@@ -51,7 +53,9 @@ export async function startRedisServer(): Promise<RedisServer> {
       return {
         url: `redis://127.0.0.1:${port}/0`,
         port,
+        signal: (sig) => void child.kill(sig),
         stop: async () => {
+          child.kill('SIGCONT');
           process.removeListener('exit', onExit);
           await stopChild(child);
           rmSync(dir, { recursive: true, force: true });
