@@ -1,8 +1,8 @@
 #!/usr/bin/env node
-// `speclab` on Node: runs the TypeScript entry point through tsx (no build step).
-import { spawnSync } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
+// `speclab` on Node: runs the TypeScript entry point through tsx (no build step), in this process,
+// so a signal sent to this pid (Ctrl-C, `kill`) reaches the command itself; a launcher child would
+// leave the command running when only the launcher is killed.
+import { register } from 'tsx/esm/api';
 
-const entry = fileURLToPath(new URL('../src/platform/node-main.ts', import.meta.url));
-const result = spawnSync(process.execPath, ['--import', 'tsx', entry, ...process.argv.slice(2)], { stdio: 'inherit' });
-process.exit(result.status ?? 1);
+register();
+await import(new URL('../src/platform/node-main.ts', import.meta.url).href);
