@@ -1,14 +1,14 @@
 /**
- * EAGLE3 draft config (reference spec §6.1): a `LlamaForCausalLMEagle3` config.json parsed into the
+ * EAGLE3 draft config (docs/eagle3.md §1): a `LlamaForCausalLMEagle3` config.json parsed into the
  * sizes the draft model, its float64 reference and its training strategy need, plus the parameter
- * table of §6.2 (names exactly as SpecForge's state dict spells them, shapes out × in).
+ * table of docs/eagle3.md §2 (names exactly as SpecForge's state dict spells them, shapes out × in).
  *
  * Only the variant SpecForge trains by default is supported: one decoder layer, SiLU, plain RoPE,
  * `norm_output` true, no `fc_norm`. Anything else is refused with an error naming the field, rather
  * than silently trained as something it is not.
  */
 import { z } from 'zod';
-import { parseConfigJson } from './hf-config.ts';
+import { CONFIG_BOUNDS, parseConfigJson } from './hf-config.ts';
 
 export interface Eagle3Config {
   readonly hiddenSize: number;
@@ -28,21 +28,23 @@ export interface Eagle3Config {
 }
 
 const posInt = z.number().int().positive();
+/** The target's bounds (CONFIG_BOUNDS) apply to the draft's declared sizes too. */
+const upTo = (field: keyof typeof CONFIG_BOUNDS) => posInt.max(CONFIG_BOUNDS[field]);
 const schema = z.object({
   architectures: z.array(z.string()).min(1).optional(),
-  hidden_size: posInt,
-  intermediate_size: posInt,
-  num_attention_heads: posInt,
-  num_key_value_heads: posInt.nullable().optional(),
-  head_dim: posInt.nullable().optional(),
-  num_hidden_layers: posInt.optional(),
-  vocab_size: posInt,
-  draft_vocab_size: posInt.nullable().optional(),
-  target_hidden_size: posInt.nullable().optional(),
-  rms_norm_eps: z.number().positive(),
-  rope_theta: z.number().positive().optional(),
+  hidden_size: upTo('hidden_size'),
+  intermediate_size: upTo('intermediate_size'),
+  num_attention_heads: upTo('num_attention_heads'),
+  num_key_value_heads: upTo('num_attention_heads').nullable().optional(),
+  head_dim: upTo('head_dim').nullable().optional(),
+  num_hidden_layers: upTo('num_hidden_layers').optional(),
+  vocab_size: upTo('vocab_size'),
+  draft_vocab_size: upTo('vocab_size').nullable().optional(),
+  target_hidden_size: upTo('hidden_size').nullable().optional(),
+  rms_norm_eps: z.number().positive().max(1),
+  rope_theta: z.number().positive().max(1e12).optional(),
   rope_scaling: z.unknown().optional(),
-  max_position_embeddings: posInt.optional(),
+  max_position_embeddings: upTo('max_position_embeddings').optional(),
   hidden_act: z.string().optional(),
   fc_norm: z.boolean().optional(),
   norm_output: z.boolean().optional(),

@@ -49,6 +49,21 @@ export interface TargetModelConfig {
 }
 
 const posInt = z.number().int().positive();
+/**
+ * Upper bounds on declared sizes, far above any released model, checked before anything is
+ * allocated: a hostile or corrupt config (num_hidden_layers 1e9) is refused at once, naming the
+ * field, instead of exhausting memory while the expected-tensor list is built.
+ */
+export const CONFIG_BOUNDS = {
+  hidden_size: 65_536,
+  num_hidden_layers: 1024,
+  num_attention_heads: 1024,
+  head_dim: 1024,
+  intermediate_size: 1_048_576,
+  vocab_size: 4_194_304,
+  max_position_embeddings: 16_777_216,
+} as const;
+const upTo = (field: keyof typeof CONFIG_BOUNDS) => posInt.max(CONFIG_BOUNDS[field]);
 const ropeScalingSchema = z
   .object({
     rope_type: z.string().optional(),
@@ -64,18 +79,18 @@ const ropeScalingSchema = z
 
 const configSchema = z.object({
   architectures: z.array(z.string()).min(1),
-  hidden_size: posInt,
-  num_hidden_layers: posInt,
-  num_attention_heads: posInt,
-  num_key_value_heads: posInt.nullable().optional(),
-  head_dim: posInt.nullable().optional(),
-  intermediate_size: posInt,
-  vocab_size: posInt,
-  rms_norm_eps: z.number().positive(),
-  rope_theta: z.number().positive().optional(),
+  hidden_size: upTo('hidden_size'),
+  num_hidden_layers: upTo('num_hidden_layers'),
+  num_attention_heads: upTo('num_attention_heads'),
+  num_key_value_heads: upTo('num_attention_heads').nullable().optional(),
+  head_dim: upTo('head_dim').nullable().optional(),
+  intermediate_size: upTo('intermediate_size'),
+  vocab_size: upTo('vocab_size'),
+  rms_norm_eps: z.number().positive().max(1),
+  rope_theta: z.number().positive().max(1e12).optional(),
   rope_scaling: ropeScalingSchema,
   rope_parameters: ropeScalingSchema,
-  max_position_embeddings: posInt.optional(),
+  max_position_embeddings: upTo('max_position_embeddings').optional(),
   tie_word_embeddings: z.boolean().optional(),
   attention_bias: z.boolean().optional(),
   mlp_bias: z.boolean().optional(),

@@ -8,6 +8,7 @@
  * widened or narrowed to f32), reporting progress in bytes.
  */
 import type { FileStore } from '../ports/storage.ts';
+import { assertFinite } from '../util/finite.ts';
 import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import { SafetensorsReader } from './safetensors.ts';
 
@@ -168,7 +169,10 @@ export async function loadHfCheckpoint(store: FileStore, dir: string, options: L
   options.onProgress?.(0, total);
   for (const t of wanted) {
     const reader = byName.get(t.name)!;
-    tensors.set(t.name, await reader.f32(t.name));
+    const values = await reader.f32(t.name);
+    // A NaN or Inf weight makes every output garbage while every shape still checks out.
+    assertFinite(values, `tensor "${t.name}"`, reader.source);
+    tensors.set(t.name, values);
     const e = reader.entry(t.name);
     done += e.end - e.begin;
     options.onProgress?.(done, total);

@@ -29,6 +29,18 @@ export default defineSuite('config/hf-config', (t) => {
     assertEqual(inv[1], 1 / 1000000 ** (2 / 12) / 4, 'linear scaling divides frequencies');
   });
 
+  t.test('hostile sizes are refused at parse time, naming the field, before anything is allocated', () => {
+    for (const layers of [1e9, 3e7, 1025]) {
+      const started = performance.now();
+      assertThrows(() => parseHfConfig(qwen3Config({ num_hidden_layers: layers }), 'big/config.json'), /big\/config\.json: invalid model config \(num_hidden_layers: Too big/, `num_hidden_layers ${layers}`);
+      assert(performance.now() - started < 100, `refused in ${(performance.now() - started).toFixed(1)} ms`);
+    }
+    assertThrows(() => parseHfConfig(qwen3Config({ vocab_size: 1e12 })), /vocab_size: Too big/, 'vocab_size');
+    assertThrows(() => parseHfConfig(qwen3Config({ hidden_size: 2 ** 20 })), /hidden_size: Too big/, 'hidden_size');
+    assertThrows(() => parseHfConfig(qwen3Config({ max_position_embeddings: 1e10 })), /max_position_embeddings: Too big/, 'max_position_embeddings');
+    assertEqual(parseHfConfig(qwen3Config({ num_hidden_layers: 1024 })).numLayers, 1024, 'the bound itself is accepted');
+  });
+
   t.test('llama3 rope scaling: high frequencies kept, low ones divided, middle blended', () => {
     const c = parseHfConfig({
       ...qwen3Config({ architectures: ['LlamaForCausalLM'], head_dim: 128, hidden_size: 512 }),

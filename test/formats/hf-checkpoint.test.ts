@@ -71,7 +71,7 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
     }
   });
 
-  t.test('missing, wrong-shaped and non-float tensors are named before weights load', async ({ platform, fixture }) => {
+  t.test('missing, wrong-shaped, non-float and non-finite tensors are refused, naming the tensor', async ({ platform, fixture }) => {
     const tmp = tempStore(platform, 'ckpt-bad');
     try {
       const file = new SafetensorsFile(await fixture('hf/llama-tiny/model.safetensors'));
@@ -92,6 +92,14 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
       await write('extra', (t) => (t['model.rotary_emb.inv_freq'] = { dtype: 'F32', shape: [8], data: new Uint8Array(32) }));
       assertDeepEqual((await loadHfCheckpoint(tmp.files, 'extra')).unused, ['model.rotary_emb.inv_freq'], 'unused reported');
       await assertRejects(() => loadHfCheckpoint(tmp.files, 'nowhere'), /config\.json/, 'no checkpoint');
+      for (const [what, value] of [['NaN', Number.NaN], ['Inf', Number.POSITIVE_INFINITY]] as const) {
+        await write(`nonfinite-${what}`, (t) => {
+          const bad = Float32Array.from(file.f32('model.layers.1.self_attn.o_proj.weight'));
+          bad[7] = value;
+          t['model.layers.1.self_attn.o_proj.weight'] = encodeTensor(bad, file.shape('model.layers.1.self_attn.o_proj.weight'), 'F32');
+        });
+        await assertRejects(() => loadHfCheckpoint(tmp.files, `nonfinite-${what}`), new RegExp(`nonfinite-${what}/model\\.safetensors: tensor "model\\.layers\\.1\\.self_attn\\.o_proj\\.weight" holds a non-finite value \\(${what === 'NaN' ? 'NaN' : 'Infinity'}\\) at element 7`), `${what} weight refused naming the tensor`);
+      }
     } finally {
       await tmp.cleanup();
     }

@@ -18,7 +18,7 @@ import { draftConfigHash, saveCheckpoint } from '../../src/training/train-checkp
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { f32ToBf16 } from '../../src/formats/safetensors.ts';
-import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { FIXTURE_OPTIMIZER, loadEagle3Fixture, type Eagle3Fixture } from './eagle3-fixture.ts';
@@ -54,6 +54,8 @@ export default defineSuite('model/eagle3-export', (t) => {
     const expectedConfig = JSON.parse(new TextDecoder().decode(await fixture('eagle3/export/config.json'))) as Record<string, unknown>;
     const vocab = { t2d: fx.inputs.t2d, d2t: fx.inputs.d2t };
     const bytes = eagle3SglangSafetensors(fx.config, exportedWeights(fx), vocab);
+    const diverged = { ...exportedWeights(fx), 'norm.weight': Float32Array.from(exportedWeights(fx)['norm.weight'], (v, i) => (i === 3 ? Number.POSITIVE_INFINITY : v)) };
+    assertThrows(() => eagle3SglangSafetensors(fx.config, diverged, vocab), /export: weight norm\.weight holds a non-finite value \(Infinity\) at element 3/, 'a diverged draft is not exported');
     const ours = new SafetensorsFile(bytes, 'our export');
     assertDeepEqual(ours.names, expected.names, 'key set and order');
     assert(!ours.names.some((n) => n.includes('embed')), 'no embedding exported');
@@ -122,7 +124,7 @@ export default defineSuite('model/eagle3-export', (t) => {
     }
   });
 
-  t.test('import refuses a missing key, a leftover draft_model. prefix, an unknown key, a wrong dtype and a missing embedding, naming them', async ({ platform, fixture }) => {
+  t.test('import refuses a missing key, a leftover draft_model. prefix, an unknown key, a wrong dtype, a NaN weight and a missing embedding, naming them', async ({ platform, fixture }) => {
     const fx = await loadEagle3Fixture(fixture, '');
     const tmp = tempStore(platform, 'eagle3-export-bad');
     try {
@@ -137,6 +139,7 @@ export default defineSuite('model/eagle3-export', (t) => {
         ['unknown', (t) => { t['midlayer.extra.weight'] = t['norm.weight']; }, /unexpected key "midlayer\.extra\.weight"/],
         ['d2t dtype', (t) => { t.d2t = { dtype: 'F32', shape: t.d2t.shape, data: new Uint8Array(t.d2t.data.byteLength / 2) }; }, /key "d2t" is F32, expected I64/],
         ['shape', (t) => { t['norm.weight'] = { dtype: 'BF16', shape: [32], data: t['norm.weight'].data.slice(0, 64) }; }, /key "norm\.weight" has shape \[32\], the config needs \[64\]/],
+        ['NaN weight', (t) => { const d = t['fc.weight'].data.slice(); d[2] = 0xc0; d[3] = 0x7f; t['fc.weight'] = { ...t['fc.weight'], data: d }; }, /weight fc\.weight holds a non-finite value \(NaN\) at element 1/],
       ];
       for (const [label, edit, pattern] of cases) {
         const dir = `bad-${label.replace(/\W/g, '-')}`;

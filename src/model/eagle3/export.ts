@@ -1,5 +1,5 @@
 /**
- * EAGLE3 draft export for SGLang and import back (reference §6.8).
+ * EAGLE3 draft export for SGLang and import back (docs/export.md).
  *
  * Export writes a Hugging Face directory SGLang's `llama_eagle3.py` loads:
  *   config.json        LlamaForCausalLMEagle3, model_type llama, draft_vocab_size, vocab_size, the
@@ -19,10 +19,11 @@
  */
 import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../formats/safetensors.ts';
 import type { FileStore } from '../../ports/storage.ts';
+import { assertFinite } from '../../util/finite.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import type { Eagle3Vocab } from './parameters.ts';
 
-/** Keys SpecForge's exporter validates before writing (§6.8). */
+/** Keys SpecForge's exporter validates before writing (docs/export.md §4). */
 export const REQUIRED_EXPORT_KEYS = ['fc.weight', 'norm.weight', 'lm_head.weight', 't2d', 'd2t'] as const;
 export const LEFTOVER_PREFIX = 'draft_model.';
 
@@ -97,6 +98,8 @@ export function eagle3SglangSafetensors(c: Eagle3Config, weights: Readonly<Recor
     if (!w) throw new Error(`export: missing weight ${name}`);
     const n = shape.reduce((a, b) => a * b, 1);
     if (w.length !== n) throw new Error(`export: ${name} has ${w.length} values, shape [${shape.join(', ')}] needs ${n}`);
+    // A diverged run must not ship: SGLang would load NaN weights without complaint.
+    assertFinite(w, `weight ${name}`, 'export');
     tensors[name] = { dtype: 'BF16', shape, data: bf16Bytes(w) };
   }
   const d2t = BigInt64Array.from(Array.from(vocab.d2t, (x) => BigInt(x)));
@@ -183,6 +186,7 @@ export async function readEagle3Export(store: FileStore, dir: string, embedding?
     if (!FLOAT_DTYPES.has(e.dtype)) throw new Error(`${modelSource}: key "${name}" is ${e.dtype}, expected a float dtype (BF16)`);
     if (e.shape.join() !== shape.join()) throw new Error(`${modelSource}: key "${name}" has shape [${e.shape}], the config needs [${shape}]`);
     values[name] = file.f32(name);
+    assertFinite(values[name], `weight ${name}`, `import ${modelSource}`);
   }
   const t2dEntry = file.entry('t2d');
   if (t2dEntry.dtype !== 'BOOL' && t2dEntry.dtype !== 'U8') throw new Error(`${modelSource}: key "t2d" is ${t2dEntry.dtype}, expected BOOL`);
