@@ -74,9 +74,16 @@ function verify(id: string, ids: HostTensor, hidden: HostTensor, tagLen: unknown
 async function consumer(url: string, name: string): Promise<void> {
   const dp = await client(url);
   let stop = false;
+  let go: () => void = () => {};
+  const started = new Promise<void>((resolve) => (go = resolve));
   process.stdin.on('data', (chunk) => {
+    if (String(chunk).includes('go')) go();
     if (String(chunk).includes('stop')) stop = true;
   });
+  // Connected: wait for the parent to start every consumer at once, so that on a loaded machine a
+  // fast-starting consumer cannot drain the task before a slow-starting one has claimed anything.
+  report({ kind: 'ready', consumer: name });
+  await started;
   let batches = 0;
   while (!stop) {
     let meta;

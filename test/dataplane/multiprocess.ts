@@ -87,10 +87,17 @@ try {
   let victimClaim: string[] = [];
   let consumers: Worker[] = [];
   let killedMidRun = false;
+  const ready = new Set<string>();
   const started = performance.now();
 
   const onReport = (r: Report, w: Worker): void => {
     if (r.kind === 'error') errors.push(`${w.name}: ${String(r.message)}`);
+    else if (r.kind === 'ready') {
+      ready.add(w.name);
+      // The replacement starts at once; the first two only when both are connected.
+      if (w.name === 'consumer2') w.child.stdin!.write('go\n');
+      else if (ready.has('consumer0') && ready.has('consumer1')) for (const c of consumers.slice(0, 2)) c.child.stdin!.write('go\n');
+    }
     else if (r.kind === 'produced') produced.push(r);
     else if (r.kind === 'lost') lost.push(...(r.ids as string[]));
     else if (r.kind === 'acked') {
