@@ -10,12 +10,15 @@
 //   O       [B, nH, hd]
 // Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read len,
 //   5 read_write O.
-// Dispatch: (nH, B) workgroups of 64 invocations. Keys stream in tiles of 64: invocation i scores
+// Dispatch: (nH, B) workgroups of WG invocations. Keys stream in tiles of WG: invocation i scores
 // key u0 + i (a full hd dot product against q held in workgroup memory), then every invocation runs
-// the same online-softmax update over the tile's 64 scores in the same order (so all agree on the
-// running max and sum) and accumulates head dims d = i and i + 64 of the output.
+// the same online-softmax update over the tile's WG scores in the same order (so all agree on the
+// running max and sum) and accumulates head dims d = i and i + WG of the output.
+// The grid does not depend on WG (internal, 64); the head-dim capacity MAX_HEAD_DIM is
+// DECODE_MAX_HEAD_DIM in src/kernels/attention-decode.ts (which refuses larger heads), appended to
+// this source as a constant.
 // Numerics: f32, online softmax (running max m, running sum ℓ, rescaled accumulator). A sequence
-// with len 0 writes O = 0. HEAD_DIM ≤ 128 (override constant, one pipeline per head size).
+// with len 0 writes O = 0. HEAD_DIM ≤ MAX_HEAD_DIM (override constant, one pipeline per head size).
 
 struct Params {
   batch: u32,
@@ -39,12 +42,14 @@ override HEAD_DIM: u32 = 64u;
 
 const WG: u32 = 64u;
 const NEG: f32 = -3.0e38; // "no score yet"; finite so that differences never make NaN
+// Each invocation accumulates two output dims (acc0, acc1).
+const_assert MAX_HEAD_DIM <= 2u * WG;
 
-var<workgroup> qs: array<f32, 128>;
-var<workgroup> scores: array<f32, 64>;
+var<workgroup> qs: array<f32, MAX_HEAD_DIM>;
+var<workgroup> scores: array<f32, WG>;
 var<workgroup> lenShared: u32;
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
   let h = wg.x;
   let b = wg.y;
@@ -56,7 +61,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let len = workgroupUniformLoad(&lenShared);
 
   var acc0 = 0.0; // head dim tid
-  var acc1 = 0.0; // head dim tid + 64
+  var acc1 = 0.0; // head dim tid + WG
   var m = NEG;
   var lsum = 0.0;
   let tiles = (len + WG - 1u) / WG;

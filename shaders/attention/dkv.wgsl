@@ -10,12 +10,14 @@
 // Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask, 5 read dO,
 //   6 read rowStats, 7 read_write dKc, 8 read_write dVc. Writes slots 0..step of dKc/dVc
 //   (Params.accumulate != 0 adds to what is there); other slots are untouched.
-// Dispatch: (ceil(S / 16), nKV, B) workgroups of 64 invocations. A workgroup owns 16 key rows of one
-// (b, g); invocation (c, l) = (index / 4, index % 4) owns key row c and head dims d ≡ l mod 4. For
-// each query head of the group in increasing order, query rows t ≥ first key stream through
-// workgroup memory 8 at a time: one workgroup sums every contribution in a fixed order, so the
-// result is deterministic without atomics.
-// Numerics: f32; partial dot products summed in a fixed order. HEAD_DIM ≤ 128 (override).
+// Dispatch: (ceil(S / BK), nKV, B) workgroups of BK·TPR invocations. A workgroup owns BK key rows
+// of one (b, g); invocation (c, l) = (index / TPR, index % TPR) owns key row c and head dims
+// d ≡ l mod TPR. For each query head of the group in increasing order, query rows t ≥ first key
+// stream through workgroup memory BQ at a time: one workgroup sums every contribution in a fixed
+// order, so the result is deterministic without atomics. BK, TPR, BQ and MAX_HD are
+// FLASH_GEOMETRY in src/kernels/attention.ts, appended to this source as constants; the host's
+// grid and workgroup-memory check use the same record.
+// Numerics: f32; partial dot products summed in a fixed order. HEAD_DIM ≤ MAX_HD (override).
 
 #include "include/attention-flash.wgsl"
 @group(0) @binding(5) var<storage, read> dO: array<f32>;
@@ -23,18 +25,16 @@
 @group(0) @binding(7) var<storage, read_write> dKc: array<f32>;
 @group(0) @binding(8) var<storage, read_write> dVc: array<f32>;
 
-const BK: u32 = 16u;  // key rows per workgroup
-const TPR: u32 = 4u;  // invocations per key row
-const BQ: u32 = 8u;   // query rows per tile
-const MAX_HD: u32 = 128u;
-const DPT: u32 = 32u;
+const WG: u32 = BK * TPR; // TPR invocations per key row
+// The first BQ invocations load the row statistics of a tile.
+const_assert WG >= BQ;
 
-var<workgroup> Qs: array<f32, 1024>;  // [BQ][MAX_HD]
-var<workgroup> Gs: array<f32, 1024>;  // [BQ][MAX_HD] dO rows
-var<workgroup> Ps: array<f32, 512>;   // [BK][BQ][TPR] partial k·q
-var<workgroup> DPs: array<f32, 512>;  // [BK][BQ][TPR] partial v·dO
-var<workgroup> rowL: array<f32, 8>;
-var<workgroup> rowD: array<f32, 8>;
+var<workgroup> Qs: array<f32, BQ * MAX_HD>;  // [BQ][MAX_HD]
+var<workgroup> Gs: array<f32, BQ * MAX_HD>;  // [BQ][MAX_HD] dO rows
+var<workgroup> Ps: array<f32, BK * BQ * TPR>;  // [BK][BQ][TPR] partial k·q
+var<workgroup> DPs: array<f32, BK * BQ * TPR>; // [BK][BQ][TPR] partial v·dO
+var<workgroup> rowL: array<f32, BQ>;
+var<workgroup> rowD: array<f32, BQ>;
 
 #include "include/attention-kv-offset.wgsl"
 
@@ -56,7 +56,7 @@ fn storeRow(base: u32, l: u32, dk: ptr<function, array<f32, DPT>>, dv: ptr<funct
   }
 }
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
   let c = tid / TPR;
   let l = tid % TPR;
@@ -91,7 +91,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     let h = g * groupSize + hh;
     for (var tile = 0u; tile < tiles; tile++) {
       let tq0 = u0 + tile * BQ;
-      for (var e = tid; e < BQ * HEAD_DIM; e += 64u) {
+      for (var e = tid; e < BQ * HEAD_DIM; e += WG) {
         let rr = e / HEAD_DIM;
         let d = e % HEAD_DIM;
         let t = tq0 + rr;

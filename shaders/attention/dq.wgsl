@@ -7,34 +7,34 @@
 //   mask [B, S] i32; rowStats [B, nH, S, 2] = (L, D) from attention/prep.
 // Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask, 5 read dO,
 //   6 read rowStats, 7 read_write dQ.
-// Dispatch: (ceil(S / 16), nH, B) workgroups of 64 invocations, the forward's geometry: 16 query
-// rows per workgroup, invocation (r, l) owns row r and head dims d ≡ l mod 4; step-0 keys stream
-// through workgroup memory 8 at a time up to the block's last row.
+// Dispatch: (ceil(S / BR), nH, B) workgroups of BR·TPR invocations, the forward's geometry: BR
+// query rows per workgroup, invocation (r, l) owns row r and head dims d ≡ l mod TPR; step-0 keys
+// stream through workgroup memory BC at a time up to the block's last row. BR, TPR, BC and MAX_HD
+// are FLASH_GEOMETRY in src/kernels/attention.ts, appended to this source as constants; the
+// host's grid and workgroup-memory check use the same record.
 // Numerics: f32; partial dot products summed in a fixed order. Blocked keys are excluded by a flag,
-// so a row with no allowed key (L = 0 placeholder) gets dQ = 0. HEAD_DIM ≤ 128 (override).
+// so a row with no allowed key (L = 0 placeholder) gets dQ = 0. HEAD_DIM ≤ MAX_HD (override).
 
 #include "include/attention-flash.wgsl"
 @group(0) @binding(5) var<storage, read> dO: array<f32>;
 @group(0) @binding(6) var<storage, read> rowStats: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dQ: array<f32>;
 
-const BR: u32 = 16u;
-const TPR: u32 = 4u;
-const BC: u32 = 8u;
-const MAX_HD: u32 = 128u;
-const DPT: u32 = 32u;
+const WG: u32 = BR * TPR; // TPR invocations per query row
+// The first BC invocations flag the keys of a tile.
+const_assert WG >= BC;
 
-var<workgroup> Ks: array<f32, 1024>; // [BC][MAX_HD]
-var<workgroup> Vs: array<f32, 1024>;
-var<workgroup> Ps: array<f32, 512>;  // [BR][BC][TPR] partial q·k
-var<workgroup> DPs: array<f32, 512>; // [BR][BC][TPR] partial dO·v
-var<workgroup> keyOk: array<u32, 8>;
+var<workgroup> Ks: array<f32, BC * MAX_HD>; // [BC][MAX_HD]
+var<workgroup> Vs: array<f32, BC * MAX_HD>;
+var<workgroup> Ps: array<f32, BR * BC * TPR>;  // [BR][BC][TPR] partial q·k
+var<workgroup> DPs: array<f32, BR * BC * TPR>; // [BR][BC][TPR] partial dO·v
+var<workgroup> keyOk: array<u32, BC>;
 
 #include "include/attention-kv-offset.wgsl"
 
 #include "include/attention-partial-sums.wgsl"
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
   let r = tid / TPR;
   let l = tid % TPR;
@@ -67,7 +67,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let tiles = (keyEnd + BC - 1u) / BC;
   for (var tile = 0u; tile < tiles; tile++) {
     let u0 = tile * BC;
-    for (var e = tid; e < BC * HEAD_DIM; e += 64u) {
+    for (var e = tid; e < BC * HEAD_DIM; e += WG) {
       let c = e / HEAD_DIM;
       let d = e % HEAD_DIM;
       let u = u0 + c;

@@ -1,5 +1,5 @@
 // attention/forward — flash-style causal attention with GQA, key padding and the EAGLE3 TTT
-// "diagonal" keys (specforge-runtime.md §6.4). Plain causal attention is the step = 0 case.
+// "diagonal" keys (docs/eagle3.md §4). Plain causal attention is the step = 0 case.
 //
 // Shapes (row-major f32 unless noted; element offsets from each binding's start):
 //   Q      [B, S, nH, hd]               (the [B·S, nH·hd] output of the q projection)
@@ -11,35 +11,37 @@
 // plus K_j[t] of every step j = 1..step (never masked). Scores are q·k · scale.
 // Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask,
 //   5 read_write O, 6 read_write L.
-// Dispatch: (ceil(S / 16), nH, B) workgroups of 64 invocations. A workgroup owns 16 query rows of
-// one (b, h); invocation (r, l) = (index / 4, index % 4) owns row r and the head dims d ≡ l mod 4.
-// Step-0 keys stream through workgroup memory 8 at a time (only up to the block's last row, so
-// the S x S score matrix never exists); partial dot products over each invocation's dims are
-// summed through workgroup memory in a fixed order, so the 4 invocations of a row agree exactly.
+// Dispatch: (ceil(S / BR), nH, B) workgroups of BR·TPR invocations. A workgroup owns BR query rows
+// of one (b, h); invocation (r, l) = (index / TPR, index % TPR) owns row r and the head dims
+// d ≡ l mod TPR. Step-0 keys stream through workgroup memory BC at a time (only up to the block's
+// last row, so the S x S score matrix never exists); partial dot products over each invocation's
+// dims are summed through workgroup memory in a fixed order, so the TPR invocations of a row agree
+// exactly. BR, TPR, BC and MAX_HD are FLASH_GEOMETRY in src/kernels/attention.ts, appended to this
+// source as constants; the host's grid and workgroup-memory check use the same record.
 // Numerics: f32 throughout, online softmax (running max m, running sum ℓ, rescaled accumulator).
 // Blocked keys are excluded by a flag, never by an infinite score: a row with no allowed key
 // (every step-0 key u ≤ t padded, only possible at step 0) writes O = 0 and L = 0, never NaN.
-// HEAD_DIM ≤ 128 (override constant, one pipeline per head size).
+// HEAD_DIM ≤ MAX_HD (override constant, one pipeline per head size).
 
 #include "include/attention-flash.wgsl"
 @group(0) @binding(5) var<storage, read_write> O: array<f32>;
 @group(0) @binding(6) var<storage, read_write> L: array<f32>;
 
-const BR: u32 = 16u;      // query rows per workgroup
-const TPR: u32 = 4u;      // invocations per row
-const BC: u32 = 8u;       // keys per tile
-const MAX_HD: u32 = 128u;
-const DPT: u32 = 32u;     // MAX_HD / TPR: dims per invocation at most
+const WG: u32 = BR * TPR;  // TPR invocations per query row
 const NEG: f32 = -3.0e38; // "no score yet"; finite so that differences never make NaN
+// The first BC invocations flag the keys of a tile.
+const_assert WG >= BC;
+// Row scores add the partials of the TPR invocations in one fixed pairwise order, written for four.
+const_assert TPR == 4u;
 
-var<workgroup> Ks: array<f32, 1024>; // [BC][MAX_HD]
-var<workgroup> Vs: array<f32, 1024>;
-var<workgroup> Ps: array<f32, 512>;  // [BR][BC][TPR] partial dot products
-var<workgroup> keyOk: array<u32, 8>;
+var<workgroup> Ks: array<f32, BC * MAX_HD>; // [BC][MAX_HD]
+var<workgroup> Vs: array<f32, BC * MAX_HD>;
+var<workgroup> Ps: array<f32, BR * BC * TPR>; // [BR][BC][TPR] partial dot products
+var<workgroup> keyOk: array<u32, BC>;
 
 #include "include/attention-kv-offset.wgsl"
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
   let r = tid / TPR;
   let l = tid % TPR;
@@ -68,7 +70,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
   let tiles = (keyEnd + BC - 1u) / BC;
   for (var tile = 0u; tile < tiles; tile++) {
     let u0 = tile * BC;
-    for (var e = tid; e < BC * HEAD_DIM; e += 64u) {
+    for (var e = tid; e < BC * HEAD_DIM; e += WG) {
       let c = e / HEAD_DIM;
       let d = e % HEAD_DIM;
       let u = u0 + c;

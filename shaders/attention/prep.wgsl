@@ -3,8 +3,10 @@
 //
 // Shapes (f32): O, dO [B, S, nH, hd]; L [B, nH, S]; rowStats [B, nH, S, 2] = (L, D).
 // Bindings (group 0): 0 uniform Params, 1 read O, 2 read dO, 3 read L, 4 read_write rowStats.
-// Dispatch: (ceil(S·nH / 64), B) workgroups of 64 invocations; one invocation per (b, t, h) row,
+// Dispatch: (ceil(S·nH / WG), B) workgroups of WG invocations; one invocation per (b, t, h) row,
 // index t·nH + h within batch b (consecutive invocations read consecutive rows of O and dO).
+// WG is FLASH_GEOMETRY.PREP_WG in src/kernels/attention.ts, appended to this source as a
+// constant; the host's grid uses the same value.
 // Numerics: f32 dot product over hd in increasing order. HEAD_DIM is an override constant.
 
 #include "include/attention-params.wgsl"
@@ -15,7 +17,7 @@
 @group(0) @binding(3) var<storage, read> L: array<f32>;
 @group(0) @binding(4) var<storage, read_write> rowStats: array<f32>;
 
-@compute @workgroup_size(64, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let b = gid.y;
   let row = gid.x;

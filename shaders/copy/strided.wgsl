@@ -8,8 +8,10 @@
 //   0 uniform Params
 //   1 storage read        src
 //   2 storage read_write  dst
-// Dispatch: ceil(rows · width / 256) workgroups of 256, folded into (x, y); one invocation per
+// Dispatch: ceil(rows · width / WG) workgroups of WG, folded into (x, y); one invocation per
 //   copied element (consecutive invocations copy consecutive columns).
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: a plain load and store, bit-exact.
 
 struct Params {
@@ -25,10 +27,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read> src: array<f32>;
 @group(0) @binding(2) var<storage, read_write> dst: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (idx >= p.rows * p.width) { return; }
   let r = idx / p.width;
   let j = idx % p.width;

@@ -7,10 +7,12 @@
 //   1 storage read        ids
 //   2 storage read        table part: rows [rowStart, rowStart + rowCount) of the table
 //   3 storage read_write  out
-// Dispatch: ceil(N * H / 256) workgroups of 256, folded into (x, y) (linear = wg.y * nwg.x + wg.x);
+// Dispatch: ceil(N * H / WG) workgroups of WG, folded into (x, y) (linear = wg.y * nwg.x + wg.x);
 //   one invocation per output element. Each dispatch writes only the rows whose id falls in its
 //   part; the dispatch with zeroInvalid = 1 also writes zeros for ids outside [0, vocab) (padding
 //   ids such as -1), so every output row is written exactly once over all parts.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: a copy; exact.
 
 struct Params {
@@ -27,10 +29,10 @@ struct Params {
 @group(0) @binding(2) var<storage, read> table: array<f32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (idx >= p.n * p.hidden) { return; }
   let n = idx / p.hidden;
   let h = idx % p.hidden;

@@ -9,9 +9,11 @@
 //   0 uniform Params
 //   1 storage read        ids
 //   2 storage read_write  links
-// Dispatch: ceil(N / 256) workgroups of 256, folded into (x, y); one invocation per position.
-//   Every workgroup streams all N ids through a 256-entry workgroup tile: O(N^2) integer
+// Dispatch: ceil(N / WG) workgroups of WG, folded into (x, y); one invocation per position.
+//   Every workgroup streams all N ids through a WG-entry workgroup tile: O(N^2) integer
 //   compares, no floats (N is the token count of one batch, a few thousand).
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: integers only; exact and deterministic.
 
 struct Params {
@@ -23,25 +25,25 @@ struct Params {
 @group(0) @binding(1) var<storage, read> ids: array<i32>;
 @group(0) @binding(2) var<storage, read_write> links: array<i32>;
 
-var<workgroup> tile: array<i32, 256>;
+var<workgroup> tile: array<i32, WG>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let n = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let n = (wg.y * nwg.x + wg.x) * WG + lid.x;
   var mine: i32 = -1;
   if (n < p.n) { mine = ids[n]; }
   let valid = n < p.n && mine >= 0 && u32(mine) < p.vocab;
   var next: i32 = -1;
   var head = valid;
   // Every invocation of the workgroup takes part in the tile loads (barriers need uniform flow).
-  let tiles = (p.n + 255u) / 256u;
+  let tiles = (p.n + WG - 1u) / WG;
   for (var t = 0u; t < tiles; t++) {
-    let j0 = t * 256u;
+    let j0 = t * WG;
     if (j0 + lid.x < p.n) { tile[lid.x] = ids[j0 + lid.x]; } else { tile[lid.x] = -1; }
     workgroupBarrier();
     if (valid) {
-      let count = min(256u, p.n - j0);
+      let count = min(WG, p.n - j0);
       for (var k = 0u; k < count; k++) {
         let j = j0 + k;
         if (tile[k] != mine) { continue; }

@@ -9,10 +9,12 @@
 //   2 storage read        links
 //   3 storage read        dOut
 //   4 storage read_write  dTable part: rows [rowStart, rowStart + rowCount)
-// Dispatch: ceil(N * H / 256) workgroups of 256, folded into (x, y); one invocation per (n, h).
+// Dispatch: ceil(N * H / WG) workgroups of WG, folded into (x, y); one invocation per (n, h).
 //   Only invocations whose n heads its id's chain (first occurrence) do work: each walks the chain
 //   in increasing n and adds the sum to dTable once. No two invocations touch the same element,
 //   so no atomics are needed and the result does not depend on scheduling.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: f32 sum in increasing position order, then one add into dTable (callers clear dTable
 //   first unless they accumulate).
 
@@ -29,10 +31,10 @@ struct Params {
 @group(0) @binding(3) var<storage, read> dOut: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dTable: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (idx >= p.n * p.hidden) { return; }
   let n = idx / p.hidden;
   let h = idx % p.hidden;

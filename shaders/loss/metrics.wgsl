@@ -1,4 +1,4 @@
-// loss/metrics — per-row EAGLE3 metric terms for TTT step k (reference spec §6.6); one row per
+// loss/metrics — per-row EAGLE3 metric terms for TTT step k (docs/eagle3.md §6); one row per
 // workgroup. Sums come later from loss/reduce (counts before ratios, never a mean of means).
 //
 // Row r = rowStart + i = b·S + t reads the step-0 teacher at row r + k when t + k < S, else the pad

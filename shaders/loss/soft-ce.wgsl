@@ -1,5 +1,5 @@
 // loss/soft-ce — EAGLE3 soft-target cross-entropy fused with log-softmax, and its gradient
-// (reference spec §6.6), for TTT step k; one row per workgroup.
+// (docs/eagle3.md §6), for TTT step k; one row per workgroup.
 //
 // Row r = rowStart + i = b·S + t. The TTT shift is a parameter: the row reads teacher row r + k
 // when t + k < S (same sequence), else the pad row. A pad row's mask is 0 (zero fill), so its

@@ -1,4 +1,4 @@
-// loss/teacher — EAGLE3 teacher from full-vocab target logits (reference spec §6.5), one row per workgroup.
+// loss/teacher — EAGLE3 teacher from full-vocab target logits (docs/eagle3.md §5), one row per workgroup.
 //
 // For every row r of the segment (global row r = rowStart + i, i < count):
 //   tok[r]  = argmax_v T[r, v]                      (ties → lowest id)

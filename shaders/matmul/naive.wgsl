@@ -4,12 +4,17 @@
 // Same contract as matmul/tiled: C_b = alpha * op(A_b) · op(B_b) + beta * C_b with TRANS_A / TRANS_B
 // storage layouts and batch strides (0 broadcasts).
 // Bindings: 0 uniform Params, 1 read A, 2 read B, 3 read_write C.
-// Dispatch: (ceil(N / 16), ceil(M / 16), batch) workgroups of 16 x 16 invocations.
+// Dispatch: (ceil(N / WG_X), ceil(M / WG_Y), batch) workgroups of WG_X x WG_Y invocations, one
+// output element each. WG_X, WG_Y (and THREAD_M = THREAD_N = 1) are MATMUL_GEOMETRY.naive in
+// src/kernels/matmul.ts, appended to this source as constants; the host's grid uses the same record.
 // Numerics: f32 accumulation in increasing k order; beta == 0 never reads C.
 
 #include "include/matmul-common.wgsl"
 
-@compute @workgroup_size(16, 16, 1)
+// One output per invocation, so the workgroup tile is the workgroup itself.
+const_assert THREAD_M == 1u && THREAD_N == 1u;
+
+@compute @workgroup_size(WG_X, WG_Y, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   let row = gid.y;
   let col = gid.x;

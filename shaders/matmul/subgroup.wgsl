@@ -6,12 +6,15 @@
 // Same contract as matmul/tiled: C_b = alpha * op(A_b) · op(B_b) + beta * C_b, TRANS_A / TRANS_B
 // storage layouts, batch strides (0 broadcasts).
 // Bindings (group 0): 0 uniform Params, 1 read A, 2 read B, 3 read_write C.
-// Dispatch: (ceil(N / 32), ceil(M / 32), batch) workgroups of 8 invocations, which must form one
-// subgroup with subgroup_invocation_id 0..7 (true when the subgroup size is at least 8; the host
-// refuses this variant otherwise). Each workgroup computes a 32 x 32 tile of C: lane l owns
-// columns col0 + l + 8j (j = 0..3, a vec4 of accumulators per row) for all 32 rows; per k it loads
-// A rows l + 8q (q = 0..3) and its four B elements, and takes row i's A value from lane i % 8.
-// (32 x 32 with two k per iteration measured best among 8..64 rows x 8..64 columns, k unroll 1..8.)
+// Dispatch: (ceil(N / TILE_N), ceil(M / TILE_M), batch) workgroups of WG_X invocations, which
+// must form one subgroup with subgroup_invocation_id 0..WG_X-1 (true when the subgroup size is at
+// least WG_X; the host refuses this variant otherwise). Each workgroup computes a TILE_M x TILE_N
+// tile of C: lane l owns columns col0 + l + WG_X·j (j < THREAD_N, a vec4 of accumulators per row)
+// for all THREAD_M rows; per k it loads A rows l + WG_X·q (q = 0..3) and its THREAD_N B elements,
+// and takes row i's A value from lane i % WG_X. The geometry is MATMUL_GEOMETRY.subgroup in
+// src/kernels/matmul.ts (where its tuning is recorded), appended to this source as constants; the
+// unrolled rank-1 update below is written for exactly 8 lanes x (32 rows, 4 columns), which the
+// const_asserts check, so a different geometry fails to compile instead of computing garbage.
 // Edges: indices are clamped into range for loading, so the K loop has no branches; only
 // in-range elements are stored. K may be any size.
 // Numerics: f32 products accumulated by fma in f32, in increasing k order (the same order as
@@ -20,11 +23,11 @@ enable subgroups;
 
 #include "include/matmul-common.wgsl"
 
-const TILE_M: u32 = 32u;
-const TILE_N: u32 = 32u;
+const_assert WG_X == 8u && WG_Y == 1u && THREAD_M == 4u * WG_X && THREAD_N == 4u;
+const_assert TILE_M == WG_Y * THREAD_M && TILE_N == WG_X * THREAD_N;
 
-// acc[i][j]: row row0 + i, column col0 + lane + 8j.
-var<private> acc: array<vec4<f32>, 32>;
+// acc[i][j]: row row0 + i, column col0 + lane + WG_X·j.
+var<private> acc: array<vec4<f32>, THREAD_M>;
 
 // One rank-1 update: a.x / a.y / a.z / a.w hold op(A)[row0 + lane + 8q, k] for q = 0..3, b the
 // lane's four op(B)[k, col] values; row 8q + i takes its A value from lane i. Lane indices of
@@ -64,7 +67,7 @@ fn rank1(a: vec4<f32>, b: vec4<f32>) {
   acc[31] = fma(vec4<f32>(subgroupBroadcast(a.w, 7u)), b, acc[31]);
 }
 
-@compute @workgroup_size(8, 1, 1)
+@compute @workgroup_size(WG_X, WG_Y, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
   let row0 = wg.y * TILE_M;
   let col0 = wg.x * TILE_N + lane;
@@ -73,14 +76,15 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
 
   // Element offsets of op(A)[row, 0] for this lane's four rows and of op(B)[0, col] for its four
   // columns, and the step per unit of k.
-  let r = min(vec4<u32>(row0 + lane) + vec4<u32>(0u, 8u, 16u, 24u), vec4<u32>(p.M - 1u));
-  let c = min(vec4<u32>(col0) + vec4<u32>(0u, 8u, 16u, 24u), vec4<u32>(p.N - 1u));
+  let spread = vec4<u32>(0u, 1u, 2u, 3u) * WG_X;
+  let r = min(vec4<u32>(row0 + lane) + spread, vec4<u32>(p.M - 1u));
+  let c = min(vec4<u32>(col0) + spread, vec4<u32>(p.N - 1u));
   var offA: vec4<u32>; var stepA: u32;
   if (TRANS_A) { offA = vec4<u32>(baseA) + r; stepA = p.M; } else { offA = vec4<u32>(baseA) + r * p.K; stepA = 1u; }
   var offB: vec4<u32>; var stepB: u32;
   if (TRANS_B) { offB = vec4<u32>(baseB) + c * p.K; stepB = 1u; } else { offB = vec4<u32>(baseB) + c; stepB = p.N; }
 
-  for (var i = 0u; i < TILE_M; i++) { acc[i] = vec4<f32>(0.0); }
+  for (var i = 0u; i < THREAD_M; i++) { acc[i] = vec4<f32>(0.0); }
 
   // Two k per iteration: all sixteen loads are issued before the 64 vec4 fmas that use them.
   var k = 0u;
@@ -101,11 +105,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
   }
 
   let baseC = wg.z * p.strideC;
-  for (var i = 0u; i < TILE_M; i++) {
+  for (var i = 0u; i < THREAD_M; i++) {
     let row = row0 + i;
     if (row >= p.M) { break; }
-    for (var j = 0u; j < 4u; j++) {
-      let col = col0 + 8u * j;
+    for (var j = 0u; j < THREAD_N; j++) {
+      let col = col0 + WG_X * j;
       if (col >= p.N) { break; }
       let idx = baseC + row * p.N + col;
       var v = p.alpha * acc[i][j];

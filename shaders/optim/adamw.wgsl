@@ -15,7 +15,9 @@
 //   3 storage read_write  param
 //   4 storage read_write  m
 //   5 storage read_write  v
-// Dispatch: ceil(n / 256) workgroups of 256, folded into (x, y); one invocation per element.
+// Dispatch: ceil(n / WG) workgroups of WG, folded into (x, y); one invocation per element.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: f32 throughout, in the operation order above.
 
 struct Params {
@@ -38,10 +40,10 @@ override USE_CLIP: bool = false;
 @group(0) @binding(4) var<storage, read_write> m: array<f32>;
 @group(0) @binding(5) var<storage, read_write> v: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let i = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let i = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (i >= p.n) { return; }
   var g = grad[i];
   if (USE_CLIP) { g = g * clip[1]; }

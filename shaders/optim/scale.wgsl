@@ -6,7 +6,9 @@
 //   0 uniform Params
 //   1 storage read        coef
 //   2 storage read_write  g
-// Dispatch: ceil(n / 256) workgroups of 256, folded into (x, y); one invocation per element.
+// Dispatch: ceil(n / WG) workgroups of WG, folded into (x, y); one invocation per element.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: one f32 multiply per element (torch multiplies by the clamped coefficient too).
 
 struct Params {
@@ -17,10 +19,10 @@ struct Params {
 @group(0) @binding(1) var<storage, read> coef: array<f32>;
 @group(0) @binding(2) var<storage, read_write> g: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let i = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let i = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (i >= p.n) { return; }
   g[i] = g[i] * coef[1];
 }

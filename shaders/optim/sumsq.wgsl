@@ -6,8 +6,10 @@
 //   0 uniform Params
 //   1 storage read        g
 //   2 storage read_write  partials
-// Dispatch: G workgroups of 256 in x (G chosen by the host, ≤ 65535). Invocation lid of workgroup
-//   w sums g[i]² for i = w·256 + lid, then i += G·256 (grid stride), in increasing i.
+// Dispatch: G workgroups of WG in x (G chosen by the host, ≤ 65535). Invocation lid of workgroup
+//   w sums g[i]² for i = w·WG + lid, then i += G·WG (grid stride), in increasing i. WG is
+//   SUMSQ_WG in src/kernels/optim.ts, appended to this source as a constant; the host derives G
+//   from n with the same value.
 // Numerics: f32 accumulation, then a fixed-shape tree in workgroup memory. With G fixed by the
 //   host from n alone, the summation order, hence the result bits, never change (deterministic).
 
@@ -20,9 +22,11 @@ struct Params {
 @group(0) @binding(1) var<storage, read> g: array<f32>;
 @group(0) @binding(2) var<storage, read_write> partials: array<f32>;
 
-#include "include/tree-sum-256.wgsl"
+// The halving tree below needs a power of two.
+const_assert 0u == (WG & (WG - 1u));
+var<workgroup> partial: array<f32, WG>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let step = nwg.x * WG;

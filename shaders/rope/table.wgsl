@@ -13,8 +13,10 @@
 //   2 storage read        table
 //   3 storage read        x
 //   4 storage read_write  y
-// Dispatch: ceil(rows · nHeads · headDim/2 / 256) workgroups of 256, folded into (x, y); one
+// Dispatch: ceil(rows · nHeads · headDim/2 / WG) workgroups of WG, folded into (x, y); one
 //   invocation per rotated pair.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: f32 products and sums, as in HF's q·cos + rotate_half(q)·sin.
 
 struct Params {
@@ -30,11 +32,11 @@ struct Params {
 @group(0) @binding(3) var<storage, read> x: array<f32>;
 @group(0) @binding(4) var<storage, read_write> y: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let half = p.headDim / 2u;
-  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (idx >= p.rows * p.nHeads * half) { return; }
   let i = idx % half;
   let rowHead = idx / half;

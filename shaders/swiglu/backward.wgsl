@@ -11,8 +11,10 @@
 //   3 storage read        dh
 //   4 storage read_write  dgate
 //   5 storage read_write  dup
-// Dispatch: ceil(rows · inter / 256) workgroups of 256, folded into (x, y); one invocation per
+// Dispatch: ceil(rows · inter / WG) workgroups of WG, folded into (x, y); one invocation per
 //   element.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: f32, sigmoid as in swiglu/forward (saturates to exactly 0 or 1, no NaN).
 
 #include "include/swiglu-common.wgsl"
@@ -20,10 +22,10 @@
 @group(0) @binding(4) var<storage, read_write> dgate: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dup: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (idx >= p.rows * p.inter) { return; }
   let row = idx / p.inter;
   let col = idx % p.inter;

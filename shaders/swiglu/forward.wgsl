@@ -6,18 +6,20 @@
 //   1 storage read        gate
 //   2 storage read        up
 //   3 storage read_write  h
-// Dispatch: ceil(rows · inter / 256) workgroups of 256, folded into (x, y); one invocation per
+// Dispatch: ceil(rows · inter / WG) workgroups of WG, folded into (x, y); one invocation per
 //   element.
+// WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
+//   constant; the host sizes the grid with the same value.
 // Numerics: sigmoid(g) = 1 / (1 + exp(−g)) in f32; for g ≪ 0, exp(−g) overflows to +inf and the
 //   sigmoid is exactly 0, which is the right limit (no NaN).
 
 #include "include/swiglu-common.wgsl"
 @group(0) @binding(3) var<storage, read_write> h: array<f32>;
 
-@compute @workgroup_size(256, 1, 1)
+@compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let idx = (wg.y * nwg.x + wg.x) * 256u + lid.x;
+  let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (idx >= p.rows * p.inter) { return; }
   let row = idx / p.inter;
   let col = idx % p.inter;

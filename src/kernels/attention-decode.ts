@@ -17,13 +17,17 @@ import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { shaderSource } from './shader-source.ts';
 
+/**
+ * The largest head dim the decode kernel takes: it sizes the shader's staged query row (the shader
+ * receives it as a WGSL constant and checks it against its per-invocation output dims).
+ */
+export const DECODE_MAX_HEAD_DIM = 128;
+
 export const DECODE_ATTENTION_KERNEL: KernelDef = {
   name: 'attention/decode',
-  source: shaderSource('attention/decode'),
+  source: shaderSource('attention/decode', { MAX_HEAD_DIM: DECODE_MAX_HEAD_DIM }),
   bindings: ['uniform', 'read', 'read', 'read', 'read', 'write'],
 };
-
-const MAX_HEAD_DIM = 128;
 
 export interface DecodeAttentionDims {
   batch: number;
@@ -56,7 +60,7 @@ export async function decodeAttentionForward(gpu: Gpu, t: DecodeAttentionTensors
   }
   const { batch: B, heads: H, kvHeads: G, headDim: D, maxLen: T } = dims;
   if (H % G !== 0) throw new Error(`decodeAttention: heads ${H} must be a multiple of kvHeads ${G} (grouped-query attention)`);
-  if (D > MAX_HEAD_DIM) throw new Error(`decodeAttention: head dim ${D} exceeds ${MAX_HEAD_DIM}`);
+  if (D > DECODE_MAX_HEAD_DIM) throw new Error(`decodeAttention: head dim ${D} exceeds ${DECODE_MAX_HEAD_DIM}`);
   const perDim = gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535;
   if (H > perDim || B > perDim) throw new Error(`decodeAttention: grid (${H}, ${B}) exceeds the device's ${perDim} workgroups per dimension`);
   check(t.q, 'q', 'f32', B * H * D, '[B, nH, hd]');

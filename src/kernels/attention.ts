@@ -1,6 +1,6 @@
 /**
  * Attention kernels: causal attention with grouped-query heads and key padding, and the EAGLE3
- * test-time-training ("cache_hidden", diagonal) attention of specforge-runtime.md §6.4, forward and
+ * test-time-training ("cache_hidden", diagonal) attention of docs/eagle3.md §4, forward and
  * backward, flash style (the B·H·S·S score matrix is never stored).
  *
  * Layouts (row-major, f32 unless noted):
@@ -39,25 +39,74 @@ import { shaderSource } from './shader-source.ts';
 
 export type AttentionVariant = 'flash';
 
+/**
+ * Launch geometry of the `flash` kernels. The only place these numbers live: each shader receives
+ * the fields it uses as WGSL constants (shaderSource), and the grids, the LANE_DIMS override and
+ * the device checks below are computed from the same record.
+ */
+export const FLASH_GEOMETRY = {
+  /** Query rows per forward / dq workgroup. */
+  BR: 16,
+  /** Key rows per dkv workgroup. */
+  BK: 16,
+  /** Invocations sharing one query (or key) row; each owns head dims d ≡ lane (mod TPR). */
+  TPR: 4,
+  /** Keys per tile that forward / dq stream through workgroup memory. */
+  BC: 8,
+  /** Query rows per tile that dkv streams through workgroup memory. */
+  BQ: 8,
+  /** Largest head dim: the row stride of the staged tiles; MAX_HD / TPR sizes the per-row registers. */
+  MAX_HD: 128,
+  /** Invocations of a prep workgroup, one per (b, t, h) row. */
+  PREP_WG: 64,
+} as const;
+
+const FG = FLASH_GEOMETRY;
+
 export const ATTENTION_KERNELS = {
-  forward: { name: 'attention/forward', source: shaderSource('attention/forward'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'] },
-  prep: { name: 'attention/prep', source: shaderSource('attention/prep'), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
-  dq: { name: 'attention/dq', source: shaderSource('attention/dq'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'] },
-  dkv: { name: 'attention/dkv', source: shaderSource('attention/dkv'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'] },
+  forward: {
+    name: 'attention/forward',
+    source: shaderSource('attention/forward', { BR: FG.BR, TPR: FG.TPR, BC: FG.BC, MAX_HD: FG.MAX_HD }),
+    bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
+  },
+  prep: { name: 'attention/prep', source: shaderSource('attention/prep', { WG: FG.PREP_WG }), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+  dq: {
+    name: 'attention/dq',
+    source: shaderSource('attention/dq', { BR: FG.BR, TPR: FG.TPR, BC: FG.BC, MAX_HD: FG.MAX_HD }),
+    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
+  },
+  dkv: {
+    name: 'attention/dkv',
+    source: shaderSource('attention/dkv', { BK: FG.BK, TPR: FG.TPR, BQ: FG.BQ, MAX_HD: FG.MAX_HD }),
+    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
+  },
 } as const satisfies Record<string, KernelDef>;
 
-/** Geometry shared with the WGSL (keep in sync with the shader constants). */
-const FLASH = {
-  /** Query rows per forward / dq workgroup. */
-  rowsPerGroup: 16,
-  /** Keys per dkv workgroup. */
-  keysPerGroup: 16,
-  maxHeadDim: 128,
-  /** Invocations sharing one query (or key) row; each owns head dims d ≡ lane (mod 4). */
-  lanesPerRow: 4,
-  /** Workgroup memory of the largest kernel (dkv): 2 x 4 KiB tiles, 2 x 2 KiB partials, 2 x 8 row stats. */
-  workgroupBytes: 2 * 4096 + 2 * 2048 + 2 * 32,
-  storageBuffers: 8,
+/** The kernels and launch geometry each variant dispatches with. */
+const VARIANTS: Readonly<Record<AttentionVariant, { kernels: typeof ATTENTION_KERNELS; geometry: typeof FLASH_GEOMETRY }>> = {
+  flash: { kernels: ATTENTION_KERNELS, geometry: FLASH_GEOMETRY },
+};
+
+/**
+ * What the flash kernels need of a device, derived from their geometry and bindings, so that
+ * chooseAttentionVariant can refuse a device with a message that names attention before any
+ * pipeline is built.
+ */
+const FLASH_NEEDS = {
+  /**
+   * Workgroup memory of the largest kernel, from the var<workgroup> declarations of each shader:
+   * forward  Ks, Vs [BC][MAX_HD], Ps [BR][BC][TPR], keyOk [BC];
+   * dq       Ks, Vs [BC][MAX_HD], Ps, DPs [BR][BC][TPR], keyOk [BC];
+   * dkv      Qs, Gs [BQ][MAX_HD], Ps, DPs [BK][BQ][TPR], rowL, rowD [BQ] (all 4-byte words).
+   */
+  workgroupBytes:
+    4 *
+    Math.max(
+      2 * FG.BC * FG.MAX_HD + FG.BR * FG.BC * FG.TPR + FG.BC,
+      2 * FG.BC * FG.MAX_HD + 2 * FG.BR * FG.BC * FG.TPR + FG.BC,
+      2 * FG.BQ * FG.MAX_HD + 2 * FG.BK * FG.BQ * FG.TPR + 2 * FG.BQ,
+    ),
+  storageBuffers: Math.max(...Object.values(ATTENTION_KERNELS).map((k) => k.bindings.filter((b) => b !== 'uniform').length)),
 };
 
 export interface AttentionDims {
@@ -85,20 +134,20 @@ export interface AttentionLimits {
  * so `features` does not change the choice yet (an f16 or subgroup variant would consult it).
  */
 export function chooseAttentionVariant(dims: AttentionDims, _features: ReadonlySet<string>, limits: AttentionLimits): AttentionVariant {
-  if (dims.headDim > FLASH.maxHeadDim) {
-    throw new Error(`attention: head dim ${dims.headDim} exceeds ${FLASH.maxHeadDim}, the largest any attention variant supports`);
+  if (dims.headDim > FG.MAX_HD) {
+    throw new Error(`attention: head dim ${dims.headDim} exceeds ${FG.MAX_HD}, the largest any attention variant supports`);
   }
   const storage = limits.maxComputeWorkgroupStorageSize ?? 16384;
-  if (storage < FLASH.workgroupBytes) {
-    throw new Error(`attention: the flash kernels need ${FLASH.workgroupBytes} bytes of workgroup memory, the device allows ${storage}`);
+  if (storage < FLASH_NEEDS.workgroupBytes) {
+    throw new Error(`attention: the flash kernels need ${FLASH_NEEDS.workgroupBytes} bytes of workgroup memory, the device allows ${storage}`);
   }
   const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (buffers < FLASH.storageBuffers) {
-    throw new Error(`attention: the flash kernels bind ${FLASH.storageBuffers} storage buffers, the device allows ${buffers}`);
+  if (buffers < FLASH_NEEDS.storageBuffers) {
+    throw new Error(`attention: the flash kernels bind ${FLASH_NEEDS.storageBuffers} storage buffers, the device allows ${buffers}`);
   }
   const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
-  // Largest grid dimension of any kernel: row blocks, heads, batch, and prep's rows / 64.
-  const grid = Math.max(Math.ceil(dims.seq / Math.min(FLASH.rowsPerGroup, FLASH.keysPerGroup)), Math.ceil((dims.seq * dims.heads) / 64), dims.heads, dims.batch);
+  // Largest grid dimension of any kernel: row blocks, heads, batch, and prep's rows / PREP_WG.
+  const grid = Math.max(Math.ceil(dims.seq / Math.min(FG.BR, FG.BK)), Math.ceil((dims.seq * dims.heads) / FG.PREP_WG), dims.heads, dims.batch);
   if (grid > perDim) {
     throw new Error(`attention: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`);
   }
@@ -164,13 +213,13 @@ export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: 
   checkDims(dims);
   const { batch: B, seq: S, heads: H } = dims;
   checkActivations(t, dims);
-  chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits);
-  const kernel = await gpu.pipelines.get(ATTENTION_KERNELS.forward, laneConstants(dims.headDim));
+  const { kernels, geometry } = VARIANTS[chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits)];
+  const kernel = await gpu.pipelines.get(kernels.forward, laneConstants(dims.headDim, geometry));
   gpu.batcher.dispatch(
     kernel,
     params(dims, false),
     [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.o.binding(), t.lse.binding()],
-    [Math.ceil(S / FLASH.rowsPerGroup), H, B],
+    [Math.ceil(S / geometry.BR), H, B],
   );
 }
 
@@ -187,38 +236,38 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
   checkTensor(t.dQ, 'dQ', 'f32', rowElems, '[B, S, nH, hd]');
   checkCache(t.dKCache, 'dKCache', dims);
   checkCache(t.dVCache, 'dVCache', dims);
-  chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits);
+  const { kernels, geometry } = VARIANTS[chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits)];
   const [prep, dq, dkv] = await Promise.all([
-    gpu.pipelines.get(ATTENTION_KERNELS.prep, { HEAD_DIM: D }),
-    gpu.pipelines.get(ATTENTION_KERNELS.dq, laneConstants(D)),
-    gpu.pipelines.get(ATTENTION_KERNELS.dkv, laneConstants(D)),
+    gpu.pipelines.get(kernels.prep, { HEAD_DIM: D }),
+    gpu.pipelines.get(kernels.dq, laneConstants(D, geometry)),
+    gpu.pipelines.get(kernels.dkv, laneConstants(D, geometry)),
   ]);
   const uniforms = params(dims, options.accumulate ?? false);
   // (L, D) per row. Released right after encoding: a buffer handed out again later is only written
   // by work queued after these dispatches, so reuse is ordered behind them.
   const stats = gpu.tensor([B, H, S, 2], 'f32', 'attention.rowStats');
-  gpu.batcher.dispatch(prep, uniforms, [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()], [Math.ceil((S * H) / 64), B]);
+  gpu.batcher.dispatch(prep, uniforms, [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()], [Math.ceil((S * H) / geometry.PREP_WG), B]);
   gpu.batcher.dispatch(
     dq,
     uniforms,
     [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding(), stats.binding(), t.dQ.binding()],
-    [Math.ceil(S / FLASH.rowsPerGroup), H, B],
+    [Math.ceil(S / geometry.BR), H, B],
   );
   gpu.batcher.dispatch(
     dkv,
     uniforms,
     [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding(), stats.binding(), t.dKCache.binding(), t.dVCache.binding()],
-    [Math.ceil(S / FLASH.keysPerGroup), G, B],
+    [Math.ceil(S / geometry.BK), G, B],
   );
   gpu.release(stats);
 }
 
 /**
- * Override constants of the tiled kernels: the head size, and how many of its dims each of the 4
+ * Override constants of the tiled kernels: the head size, and how many of its dims each of the TPR
  * invocations of a row owns (constant loop trip counts keep per-invocation arrays in registers).
  */
-function laneConstants(headDim: number): { HEAD_DIM: number; LANE_DIMS: number } {
-  return { HEAD_DIM: headDim, LANE_DIMS: Math.ceil(headDim / FLASH.lanesPerRow) };
+function laneConstants(headDim: number, geometry: typeof FLASH_GEOMETRY): { HEAD_DIM: number; LANE_DIMS: number } {
+  return { HEAD_DIM: headDim, LANE_DIMS: Math.ceil(headDim / geometry.TPR) };
 }
 
 /** Uniform block shared by every attention kernel (matches `Params` in the WGSL). */

@@ -9,10 +9,10 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkInt, checkNoAlias, checkSinglePart, linearGrid } from './elementwise-common.ts';
+import { checkInt, checkNoAlias, checkSinglePart, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
-export const COPY_STRIDED_KERNEL: KernelDef = { name: 'copy/strided', source: shaderSource('copy/strided'), bindings: ['uniform', 'read', 'write'] };
+export const COPY_STRIDED_KERNEL: KernelDef = { name: 'copy/strided', source: shaderSource('copy/strided', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] };
 
 export interface StridedCopyArgs {
   rows: number;
@@ -45,5 +45,5 @@ export async function copyStrided(gpu: Gpu, src: Tensor, dst: Tensor, args: Stri
   checkNoAlias(op, dst, [['src', src]], 'dst');
   const kernel = await gpu.pipelines.get(COPY_STRIDED_KERNEL);
   const uniforms = new UniformWriter().u32(rows).u32(width).u32(srcStride).u32(srcOffset).u32(dstStride).u32(dstOffset).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [src.binding(), dst.binding()], linearGrid(gpu, Math.ceil((rows * width) / 256)));
+  gpu.batcher.dispatch(kernel, uniforms, [src.binding(), dst.binding()], elementGrid(gpu, rows * width));
 }

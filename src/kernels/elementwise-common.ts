@@ -7,6 +7,22 @@ import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
 
 /**
+ * Invocations per workgroup of the one-invocation-per-element kernels (copy/strided,
+ * embedding/{gather,links,scatter}, rope/table, swiglu/{forward,backward}, optim/{scale,adamw}).
+ * Each shader receives it as the WGSL constant WG (ELEMENTWISE_CONSTANTS); `elementGrid` sizes
+ * their grids with it.
+ */
+export const ELEMENTWISE_WG = 256;
+
+/** The WGSL constants of an element-wise shader (see shaderSource). */
+export const ELEMENTWISE_CONSTANTS = { WG: ELEMENTWISE_WG } as const;
+
+/** The folded grid of an element-wise kernel launching one invocation per each of `elements`. */
+export function elementGrid(gpu: Gpu, elements: number): [number, number] {
+  return linearGrid(gpu, Math.ceil(elements / ELEMENTWISE_WG));
+}
+
+/**
  * Fold `workgroups` linear workgroups into an [x, y] grid within the per-dimension limit. Shaders
  * recover the linear index as `wg.y * num_workgroups.x + wg.x` and skip indices past the end
  * (the last row of the grid may overshoot by up to x - 1 workgroups).

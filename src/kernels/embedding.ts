@@ -14,13 +14,13 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkInt, checkNoAlias, checkSinglePart, checkTensor, linearGrid } from './elementwise-common.ts';
+import { checkInt, checkNoAlias, checkSinglePart, checkTensor, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const EMBEDDING_KERNELS = {
-  gather: { name: 'embedding/gather', source: shaderSource('embedding/gather'), bindings: ['uniform', 'read', 'read', 'write'] },
-  links: { name: 'embedding/links', source: shaderSource('embedding/links'), bindings: ['uniform', 'read', 'write'] },
-  scatter: { name: 'embedding/scatter', source: shaderSource('embedding/scatter'), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+  gather: { name: 'embedding/gather', source: shaderSource('embedding/gather', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'write'] },
+  links: { name: 'embedding/links', source: shaderSource('embedding/links', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
+  scatter: { name: 'embedding/scatter', source: shaderSource('embedding/scatter', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
 } as const satisfies Record<string, KernelDef>;
 
 export interface EmbeddingShape {
@@ -56,7 +56,7 @@ export async function embeddingForward(gpu: Gpu, ids: Tensor, table: Tensor, out
   checkSinglePart(op, 'out', out, 'f32', n * hidden);
   checkNoAlias(op, out, [['table', table]], 'out');
   const kernel = await gpu.pipelines.get(EMBEDDING_KERNELS.gather);
-  const grid = linearGrid(gpu, Math.ceil((n * hidden) / 256));
+  const grid = elementGrid(gpu, n * hidden);
   table.parts.forEach((part, i) => {
     const uniforms = new UniformWriter().u32(n).u32(hidden).u32(vocab).u32(part.rowStart).u32(part.rowCount).u32(i === 0 ? 1 : 0).finish();
     const tablePart = { buffer: part.buffer, offset: part.byteOffset, size: part.byteLength };
@@ -94,8 +94,8 @@ export async function embeddingBackward(
   if (!options.accumulate) for (const part of dTable.parts) gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
   if (n === 0) return;
   const [linksKernel, scatterKernel] = await Promise.all([gpu.pipelines.get(EMBEDDING_KERNELS.links), gpu.pipelines.get(EMBEDDING_KERNELS.scatter)]);
-  gpu.batcher.dispatch(linksKernel, new UniformWriter().u32(n).u32(vocab).finish(), [ids.binding(), links.binding()], linearGrid(gpu, Math.ceil(n / 256)));
-  const grid = linearGrid(gpu, Math.ceil((n * hidden) / 256));
+  gpu.batcher.dispatch(linksKernel, new UniformWriter().u32(n).u32(vocab).finish(), [ids.binding(), links.binding()], elementGrid(gpu, n));
+  const grid = elementGrid(gpu, n * hidden);
   for (const part of dTable.parts) {
     const uniforms = new UniformWriter().u32(n).u32(hidden).u32(part.rowStart).u32(part.rowCount).finish();
     const tablePart = { buffer: part.buffer, offset: part.byteOffset, size: part.byteLength };

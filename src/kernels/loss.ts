@@ -1,7 +1,7 @@
 /**
  * Cross-entropy losses with fused log-softmax and gradient (shaders/loss/soft-ce.wgsl, hard-ce.wgsl).
  *
- * softCrossEntropy — the EAGLE3 per-step loss (reference spec §6.6):
+ * softCrossEntropy — the EAGLE3 per-step loss (docs/eagle3.md §6):
  *   ploss_k = (1/(B·S)) Σ_r m_k[r] · (−Σ_v p_k[r, v] · log_softmax(z[r])_v)
  *   dlogits = m_k[r] · gradScale/(B·S) · (softmax(z[r]) − p_k[r])
  * where p_k, m_k are the step-0 teacher p and position mask under the TTT shift: row (b, t) of step

@@ -1,5 +1,5 @@
 /**
- * EAGLE3 training metrics as sums and counts (reference spec §6.6; shaders/loss/metrics.wgsl),
+ * EAGLE3 training metrics as sums and counts (docs/eagle3.md §6; shaders/loss/metrics.wgsl),
  * never a mean of means, so they add across steps, micro-batches and ranks:
  *   metricsOut[4·slot + 0] = correct_k = Σ ℓ_k[r] · 1[used[argmax z[r]] == tok_k[r]]
  *   metricsOut[4·slot + 1] = denom_k   = Σ ℓ_k[r]          (ℓ = shifted LOSS mask)

@@ -15,14 +15,17 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type Tensor, type TensorPart } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkTensor, linearGrid } from './elementwise-common.ts';
+import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkTensor, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
+/** Invocations per sumsq workgroup (the shader's WG); with ELEMENTS_PER_INVOCATION it fixes the grid. */
+const SUMSQ_WG = 256;
+
 export const OPTIM_KERNELS = {
-  sumsq: { name: 'optim/sumsq', source: shaderSource('optim/sumsq'), bindings: ['uniform', 'read', 'write'] },
+  sumsq: { name: 'optim/sumsq', source: shaderSource('optim/sumsq', { WG: SUMSQ_WG }), bindings: ['uniform', 'read', 'write'] },
   finalize: { name: 'optim/finalize', source: shaderSource('optim/finalize'), bindings: ['uniform', 'read', 'write'] },
-  scale: { name: 'optim/scale', source: shaderSource('optim/scale'), bindings: ['uniform', 'read', 'write'] },
-  adamw: { name: 'optim/adamw', source: shaderSource('optim/adamw'), bindings: ['uniform', 'read', 'read', 'write', 'write', 'write'] },
+  scale: { name: 'optim/scale', source: shaderSource('optim/scale', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
+  adamw: { name: 'optim/adamw', source: shaderSource('optim/adamw', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'write', 'write', 'write'] },
 } as const satisfies Record<string, KernelDef>;
 
 /** Each sumsq invocation handles about this many elements before the tree reduction. */
@@ -39,7 +42,7 @@ function binding(part: TensorPart): GPUBufferBinding {
 
 /** Workgroups of the sumsq pass for `n` elements: a pure function of n (keeps the sum order fixed). */
 export function sumsqWorkgroups(n: number): number {
-  return Math.min(MAX_SUMSQ_WORKGROUPS, Math.max(1, Math.ceil(n / (256 * ELEMENTS_PER_INVOCATION))));
+  return Math.min(MAX_SUMSQ_WORKGROUPS, Math.max(1, Math.ceil(n / (SUMSQ_WG * ELEMENTS_PER_INVOCATION))));
 }
 
 /** Length of the f32 `partials` workspace globalGradNorm needs for these gradients. */
@@ -95,7 +98,7 @@ export async function clipGradients(gpu: Gpu, grads: readonly Tensor[], result: 
   for (const g of grads) {
     for (const part of g.parts) {
       const n = partElements(g, part);
-      gpu.batcher.dispatch(kernel, new UniformWriter().u32(n).finish(), [result.binding(), binding(part)], linearGrid(gpu, Math.ceil(n / 256)));
+      gpu.batcher.dispatch(kernel, new UniformWriter().u32(n).finish(), [result.binding(), binding(part)], elementGrid(gpu, n));
     }
   }
 }
@@ -161,6 +164,6 @@ export async function adamwStep(gpu: Gpu, param: Tensor, grad: Tensor, m: Tensor
     const g = binding(grad.parts[i]);
     // Without clipping the shader never reads binding 2; bind the gradient there (read-only aliasing is allowed).
     const clip = options.clip ? options.clip.binding() : g;
-    gpu.batcher.dispatch(kernel, uniforms, [g, clip, binding(part), binding(m.parts[i]), binding(v.parts[i])], linearGrid(gpu, Math.ceil(n / 256)));
+    gpu.batcher.dispatch(kernel, uniforms, [g, clip, binding(part), binding(m.parts[i]), binding(v.parts[i])], elementGrid(gpu, n));
   });
 }

@@ -14,10 +14,13 @@ import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkStride, linearGrid, stridedExtent } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
+/** Columns per backward_dw workgroup (the shader's WG_X); the dw grid is ceil(hidden / this). */
+const RMSNORM_DW_COLUMNS = 64;
+
 export const RMSNORM_KERNELS = {
   forward: { name: 'rmsnorm/forward', source: shaderSource('rmsnorm/forward'), bindings: ['uniform', 'read', 'read', 'write', 'write'] },
   backwardDx: { name: 'rmsnorm/backward_dx', source: shaderSource('rmsnorm/backward_dx'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'write'] },
-  backwardDw: { name: 'rmsnorm/backward_dw', source: shaderSource('rmsnorm/backward_dw'), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+  backwardDw: { name: 'rmsnorm/backward_dw', source: shaderSource('rmsnorm/backward_dw', { WG_X: RMSNORM_DW_COLUMNS }), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
 } as const satisfies Record<string, KernelDef>;
 
 export interface RmsnormArgs {
@@ -97,5 +100,5 @@ export async function rmsnormBackward(
   if (!dw) return;
   const dwKernel = await gpu.pipelines.get(RMSNORM_KERNELS.backwardDw, { ACCUMULATE: options.accumulateDw ?? false });
   const dwUniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).finish();
-  gpu.batcher.dispatch(dwKernel, dwUniforms, [x.binding(), dy.binding(), invRms.binding(), dw.binding()], [Math.ceil(hidden / 64)]);
+  gpu.batcher.dispatch(dwKernel, dwUniforms, [x.binding(), dy.binding(), invRms.binding(), dw.binding()], [Math.ceil(hidden / RMSNORM_DW_COLUMNS)]);
 }

@@ -12,12 +12,12 @@ import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { ropeInverseFrequencies, type TargetModelConfig } from '../config/hf-config.ts';
-import { checkInt, checkNoAlias, checkSinglePart, linearGrid } from './elementwise-common.ts';
+import { checkInt, checkNoAlias, checkSinglePart, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const ROPE_TABLE_KERNEL: KernelDef = {
   name: 'rope/table',
-  source: shaderSource('rope/table'),
+  source: shaderSource('rope/table', ELEMENTWISE_CONSTANTS),
   bindings: ['uniform', 'read', 'read', 'read', 'write'],
 };
 
@@ -69,5 +69,5 @@ export async function ropeTableForward(gpu: Gpu, x: Tensor, positions: Tensor, t
   if (rows === 0) return;
   const kernel = await gpu.pipelines.get(ROPE_TABLE_KERNEL);
   const uniforms = new UniformWriter().u32(rows).u32(nHeads).u32(headDim).u32(tableRows).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [positions.binding(), table.binding(), x.binding(), y.binding()], linearGrid(gpu, Math.ceil((rows * nHeads * half) / 256)));
+  gpu.batcher.dispatch(kernel, uniforms, [positions.binding(), table.binding(), x.binding(), y.binding()], elementGrid(gpu, rows * nHeads * half));
 }

@@ -7,12 +7,12 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkInt, checkNoAlias, checkSinglePart, checkStride, linearGrid, stridedExtent } from './elementwise-common.ts';
+import { checkInt, checkNoAlias, checkSinglePart, checkStride, ELEMENTWISE_CONSTANTS, elementGrid, stridedExtent } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const SWIGLU_KERNELS = {
-  forward: { name: 'swiglu/forward', source: shaderSource('swiglu/forward'), bindings: ['uniform', 'read', 'read', 'write'] },
-  backward: { name: 'swiglu/backward', source: shaderSource('swiglu/backward'), bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'] },
+  forward: { name: 'swiglu/forward', source: shaderSource('swiglu/forward', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'write'] },
+  backward: { name: 'swiglu/backward', source: shaderSource('swiglu/backward', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'] },
 } as const satisfies Record<string, KernelDef>;
 
 export interface SwigluArgs {
@@ -48,7 +48,7 @@ export async function swigluForward(gpu: Gpu, gate: Tensor, up: Tensor, h: Tenso
   checkSinglePart(op, 'h', h, 'f32', r.hExtent);
   checkNoAlias(op, h, [['gate', gate], ['up', up]], 'h');
   const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.forward);
-  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), h.binding()], linearGrid(gpu, Math.ceil(r.elements / 256)));
+  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), h.binding()], elementGrid(gpu, r.elements));
 }
 
 /** Encode dgate and dup of h = silu(gate) ⊙ up given dh (no submit). */
@@ -63,5 +63,5 @@ export async function swigluBackward(gpu: Gpu, gate: Tensor, up: Tensor, dh: Ten
   checkNoAlias(op, dgate, [['gate', gate], ['up', up], ['dh', dh], ['dup', dup]], 'dgate');
   checkNoAlias(op, dup, [['gate', gate], ['up', up], ['dh', dh]], 'dup');
   const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.backward);
-  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), dh.binding(), dgate.binding(), dup.binding()], linearGrid(gpu, Math.ceil(r.elements / 256)));
+  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), dh.binding(), dgate.binding(), dup.binding()], elementGrid(gpu, r.elements));
 }

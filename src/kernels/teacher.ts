@@ -1,5 +1,5 @@
 /**
- * EAGLE3 teacher on the GPU (reference spec §6.5; shaders/loss/teacher.wgsl): from full-vocab target
+ * EAGLE3 teacher on the GPU (docs/eagle3.md §5; shaders/loss/teacher.wgsl): from full-vocab target
  * logits T [R, V] (R = B·S rows) build, once per batch (TTT step 0),
  *   tok [R] i32          argmax_v T (ties → lowest id)
  *   positionMask [R] i32 t2d[tok] · lossMask

@@ -73,7 +73,7 @@ function allFinite(a: ArrayLike<number>, what: string): void {
 
 /**
  * Run the TTT forward and backward at `step` with a cache of `slots` slots (unused slots hold NaN,
- * so reading them would show) and compare everything with the literal §6.4 reference.
+ * so reading them would show) and compare everything with the literal docs/eagle3.md §4 reference.
  */
 async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: number, slots: number, seed: number): Promise<number> {
   const pr = randomProblem(seed, d, step + 1);
@@ -177,7 +177,7 @@ export default defineSuite('kernels/attention', (t) => {
   }, COMPILES);
 
   for (const step of [0, 1, 3]) {
-    t.test(`TTT step ${step} forward and backward vs literal §6.4 reference (padding in row 1)`, async ({ gpu: ctx, note }) => {
+    t.test(`TTT step ${step} forward and backward vs literal docs/eagle3.md §4 reference (padding in row 1)`, async ({ gpu: ctx, note }) => {
       const gpu = new Gpu(ctx);
       // A 5-slot cache, as allocated for a TTT length of 5; slots past `step` hold NaN.
       const worst = await checkTtt(gpu, MAIN, rightPadded(MAIN, [0, 7]), step, 5, 300 + step);

@@ -5,6 +5,7 @@ import {
   matmul,
   matmulDeviceFacts,
   matmulVariantUnsupported,
+  MATMUL_GEOMETRY,
   MATMUL_TOLERANCE,
   MATMUL_VARIANTS,
   type MatmulDeviceFacts,
@@ -15,8 +16,9 @@ import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness
 import { defineSuite } from '../harness/suite.ts';
 
 /**
- * Shapes chosen to miss every tile size (16, 32, 64, 128), to include degenerate edges, odd K (the
- * subgroup kernel steps K by two) and several tiles in both directions.
+ * Shapes chosen to end in partial tiles of every variant (MATMUL_GEOMETRY; checked by a test below)
+ * as well as to fill tiles exactly, to include degenerate edges, odd K (the subgroup kernel steps K
+ * by two) and several tiles in both directions.
  */
 const SHAPES: [number, number, number][] = [
   [1, 1, 1],
@@ -39,6 +41,14 @@ const LAYOUTS = [
 ];
 
 export default defineSuite('kernels/matmul', (t) => {
+  t.test('the test shapes span several tiles of every variant and end in a partial one, in M and N', () => {
+    for (const variant of MATMUL_VARIANTS) {
+      const { TILE_M, TILE_N } = MATMUL_GEOMETRY[variant];
+      assert(SHAPES.some(([M]) => M > TILE_M && M % TILE_M !== 0), `${variant}: some M crosses a ${TILE_M}-row tile edge`);
+      assert(SHAPES.some(([, N]) => N > TILE_N && N % TILE_N !== 0), `${variant}: some N crosses a ${TILE_N}-column tile edge`);
+    }
+  });
+
   for (const variant of MATMUL_VARIANTS) {
     for (const layout of LAYOUTS) {
       t.test(`${variant} ${layout.tag} over odd shapes vs float64${toleranceTag(variant)}`, async ({ gpu: ctx, note }) => {

@@ -1,7 +1,8 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { allKernels, KERNEL_FAMILIES } from '../../src/kernels/registry.ts';
+import { shaderSource } from '../../src/kernels/shader-source.ts';
 import { SHADERS } from '../../src/kernels/shaders.gen.ts';
-import { assert, assertDeepEqual, assertRejects } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 export default defineSuite('kernels/registry', (t) => {
@@ -10,6 +11,16 @@ export default defineSuite('kernels/registry', (t) => {
     assertDeepEqual([...new Set(names)].sort(), [...names].sort(), 'kernel names are unique');
     assertDeepEqual([...names].sort(), Object.keys(SHADERS).sort(), 'registered kernels = embedded shaders');
     for (const f of KERNEL_FAMILIES) assert(f.kernels.length > 0, `family ${f.family} has kernels`);
+  });
+
+  t.test('shaderSource appends launch geometry as u32 constants after the unchanged shader text', () => {
+    const plain = shaderSource('matmul/naive');
+    const specialised = shaderSource('matmul/naive', { WG_X: 16, WG_Y: 8 });
+    assert(specialised.startsWith(plain), 'the shader text (and so every line number) is unchanged');
+    assert(/\nconst WG_X: u32 = 16u;\nconst WG_Y: u32 = 8u;\n$/.test(specialised), 'one const per entry, at the end');
+    assertThrows(() => shaderSource('matmul/naive', { TRANS_A: 1 }), /declares TRANS_A itself/, 'a name the shader declares');
+    assertThrows(() => shaderSource('matmul/naive', { WG_X: 1.5 }), /not a u32/, 'a non-integer');
+    assertThrows(() => shaderSource('matmul/naive', { wg: 1 }), /upper-case WGSL identifier/, 'a lower-case name');
   });
 
   t.test('every kernel compiles on this device; feature-gated ones are refused clearly without the feature', async ({ gpu: ctx, note }) => {
