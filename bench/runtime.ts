@@ -23,7 +23,7 @@ import { makeSampleRef, type SampleRef } from '../src/contracts/index.ts';
 import { DataFlowController } from '../src/control/controller.ts';
 import { FileMetadataStore } from '../src/control/file-metadata-store.ts';
 import { InMemoryMetadataStore, validateRefs, type MetadataStore } from '../src/control/metadata-store.ts';
-import { LocalFeatureStore } from '../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../src/data/local-feature-store.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 

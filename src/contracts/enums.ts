@@ -1,5 +1,5 @@
 /**
- * Versions and closed vocabularies shared by every plane (reference §1).
+ * Versions and closed vocabularies shared by every plane (docs/contracts.md §2).
  * Each enum is a zod schema so records validate against the same list the types come from.
  */
 import { z } from 'zod';

@@ -1,5 +1,5 @@
 /**
- * The no-tensor boundary (reference §1.6). Control-plane records carry metadata only; tensors
+ * The no-tensor boundary (docs/contracts.md §10). Control-plane records carry metadata only; tensors
  * travel through the data plane. Every control-plane entry point runs `assertNoTensors` on what
  * it accepts, so a tensor smuggled into metadata fails at the boundary with the path to it instead
  * of being copied, journaled or held by the coordinator.

@@ -1,5 +1,5 @@
 /**
- * The metadata records every plane exchanges (reference §1.1–§1.4), as zod schemas with inferred
+ * The metadata records every plane exchanges (docs/contracts.md §3–§6), as zod schemas with inferred
  * types. Records are built with `makePromptTask` / `makeFeatureSpec` / `makeSampleRef` /
  * `makeFeatureHandle`, which check the no-tensor rule, validate, copy and deep-freeze: a record a
  * caller holds can never change under the controller, the queue or the journal.

@@ -1,5 +1,5 @@
 /**
- * FeatureDataLoader (reference §3.4, with HEAD's fixes): the bridge that turns SampleRefs + the
+ * FeatureDataLoader (docs/features.md §4, with HEAD's fixes): the bridge that turns SampleRefs + the
  * feature store into collated GPU TrainBatches.
  *
  * Queue mode (online): refs are leased through a TrainLease, never a raw queue. The loader never
@@ -124,7 +124,7 @@ export class FeatureDataLoader {
   async *[Symbol.asyncIterator](): AsyncGenerator<TrainBatch<Tensor>> {
     const next = 'refs' in this.source ? this.refsBatches() : this.leaseBatches(this.source.lease);
     const prefetch = this.options.prefetch !== false;
-    let pending: Promise<(TrainBatch<Tensor> & { refs: SampleRef[] }) | undefined> | undefined = this.nextBatch(next);
+    let pending: Promise<TrainBatch<Tensor> | undefined> | undefined = this.nextBatch(next);
     try {
       for (;;) {
         const current = await pending;
@@ -149,10 +149,10 @@ export class FeatureDataLoader {
     }
   }
 
-  private async nextBatch(refBatches: AsyncIterator<SampleRef[]>): Promise<(TrainBatch<Tensor> & { refs: SampleRef[] }) | undefined> {
+  private async nextBatch(refBatches: AsyncIterator<SampleRef[]>): Promise<TrainBatch<Tensor> | undefined> {
     const r = await refBatches.next();
     if (r.done) return undefined;
-    return Object.assign(await this.materialise(r.value), { refs: r.value });
+    return this.materialise(r.value);
   }
 
   private async *refsBatches(): AsyncGenerator<SampleRef[]> {
@@ -246,6 +246,7 @@ export class FeatureDataLoader {
         sampleIds: refs.map((r) => r.sampleId),
         strategy: this.strategy,
         tensors: out,
+        refs,
         metadata: {
           targetRepr: refs[0].metadata.target_repr as TrainBatch<Tensor>['metadata']['targetRepr'],
           tttLength: refs[0].metadata.ttt_length as number | undefined,

@@ -14,7 +14,7 @@
  * (the input of the vocabulary mapping, so it need not open every shard), and the prompts used to
  * evaluate the draft (held-out ones, and the training prompts).
  *
- * `offlineEagle3Transform` is the per-sample normaliser (reference §3.5 plus the left shift of
+ * `offlineEagle3Transform` is the per-sample normaliser (docs/features.md §5 plus the left shift of
  * SpecForge's TargetHead.preprocess), run by the FeatureDataLoader on the GPU after each shard is
  * read. It turns shard tensors into the online feature layout, except that `target` stays the
  * final hidden state (metadata target_repr 'hidden_state'; the strategy's target head projects it):
@@ -102,7 +102,7 @@ export async function offlineRefs(files: FileStore, manifest: OfflineManifest, t
   return refs;
 }
 
-/** The §3.5 normaliser as a FeatureDataLoader transform (layout in the file comment). */
+/** The normaliser of docs/features.md §5 as a FeatureDataLoader transform (layout in the file comment). */
 export function offlineEagle3Transform(gpu: Gpu, hiddenSize: number, auxWidth: number): (tensors: Readonly<Record<string, Tensor>>, ref: SampleRef) => Record<string, Tensor> {
   return (t, ref) => {
     const where = `feature file ${ref.featureStoreUri.replace(/^file:\/\//, '')} (sample ${ref.sampleId})`;

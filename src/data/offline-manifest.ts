@@ -1,5 +1,5 @@
 /**
- * Offline feature shards (reference §3.3, §3.5) and the reader that turns them into SampleRefs.
+ * Offline feature shards (docs/features.md §3, §5) and the reader that turns them into SampleRefs.
  *
  * Shard format: one safetensors file per sample, `*.safetensors` anywhere under the manifest folder:
  *   input_ids         [S]        I32 or I64   tokenized conversation (unshifted)

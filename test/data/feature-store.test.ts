@@ -1,5 +1,6 @@
 import { assertNoTensors } from '../../src/contracts/index.ts';
-import { FeatureNotFoundError, FeatureStoreBudgetError, LocalFeatureStore, parseMemUri } from '../../src/data/feature-store.ts';
+import { FeatureNotFoundError, FeatureStoreBudgetError, GenerationClock, parseMemUri } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
@@ -129,6 +130,23 @@ export default defineSuite('data/feature-store', (t) => {
     const stats = gpu.pool.stats();
     assertEqual(store.health().residentBytes, 0, 'nothing resident');
     assert(stats.liveBuffers === 0 && stats.misses < 20, `pool reuses buffers: ${JSON.stringify(stats)}`);
+    gpu.destroy();
+  });
+
+  t.test('generations come from the store\'s clock; stores given one clock never reuse a generation', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const generationOf = (uri: string) => parseMemUri(uri).generation;
+    const own = new LocalFeatureStore(gpu, { storeId: 'own' });
+    assertEqual(generationOf((await own.put(sample(gpu, 1), 'x')).featureStoreUri), 1, 'a store alone starts its own sequence');
+    const clock = new GenerationClock();
+    const a = new LocalFeatureStore(gpu, { storeId: 'shared', generations: clock });
+    const b = new LocalFeatureStore(gpu, { storeId: 'shared', generations: clock });
+    const fromA = await a.put(sample(gpu, 2), 'x');
+    const fromB = await b.put(sample(gpu, 3), 'x');
+    assert(generationOf(fromB.featureStoreUri) > generationOf(fromA.featureStoreUri), 'the second store outranks the first');
+    await assertRejects(() => b.get(fromA), /stale ref for sample x/, 'a ref of the other store is stale here');
+    for (const s of [own, a, b]) s.abort('x');
+    assertEqual(gpu.pool.stats().liveBuffers, 0, 'no buffer leaked');
     gpu.destroy();
   });
 });

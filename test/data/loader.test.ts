@@ -1,6 +1,7 @@
+import { makeTrainBatch } from '../../src/contracts/index.ts';
 import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
-import { LocalFeatureStore } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { epochOrder, FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { OfflineManifestReader } from '../../src/data/offline-manifest.ts';
 import { writeSafetensors } from '../../src/formats/safetensors.ts';
@@ -8,7 +9,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
 import type { Platform } from '../../src/cli/platform.ts';
-import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 const H = 3;
@@ -158,6 +159,28 @@ export default defineSuite('data/loader', (t) => {
     store.abort('run:t4');
     store.abort('run:t5');
     store.abort('run:t6');
+    gpu.destroy();
+  });
+
+  t.test('every batch carries the refs it was collated from, in sample order', async ({ gpu: ctx, platform }) => {
+    const gpu = new Gpu(ctx);
+    const files = await writeManifest(platform, 'refs');
+    const refs = await new OfflineManifestReader(files).read();
+    const store = new LocalFeatureStore(gpu, { files });
+    const loader = new FeatureDataLoader(gpu, store, { refs }, { batchSize: 2, shuffle: true, seed: 7 });
+    let batches = 0;
+    for await (const batch of loader) {
+      assertDeepEqual(batch.refs.map((r) => r.sampleId), batch.sampleIds, 'refs follow sampleIds');
+      assert(batch.refs.every((r) => refs.includes(r)), 'the refs are the ones the loader was given');
+      gpu.release(...Object.values(batch.tensors));
+      batches++;
+    }
+    assertEqual(batches, 2, 'two full batches');
+    const hidden = gpu.tensor([1, 2, H], 'f32');
+    assertDeepEqual(makeTrainBatch({ sampleIds: ['a'], strategy: 'eagle3', tensors: { hidden } }).refs, [], 'a hand-built batch has no refs');
+    assertThrows(() => makeTrainBatch({ sampleIds: ['a', 'b'], strategy: 'eagle3', tensors: { hidden }, refs: [refs[0], refs[1]] }), /TrainBatch\.refs: refs \[.*\] do not match sampleIds \[a,b\]/, 'mismatched refs');
+    gpu.release(hidden);
+    await files.remove('');
     gpu.destroy();
   });
 });

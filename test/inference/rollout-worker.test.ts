@@ -1,6 +1,6 @@
 import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
-import { LocalFeatureStore } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { CaptureMismatchError, verifyCapture, type CaptureConfig } from '../../src/inference/capture.ts';
 import { RolloutWorker } from '../../src/inference/rollout-worker.ts';

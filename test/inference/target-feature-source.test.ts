@@ -1,5 +1,5 @@
 /**
- * TargetFeatureSource: the GPU target as the rollout FeatureSource (EAGLE3 capture, reference §4.4).
+ * TargetFeatureSource: the GPU target as the rollout FeatureSource (EAGLE3 capture, docs/features.md §8).
  *   - Capture parity on hf/llama-tiny: the aux states at default layers [1, 2, 2] equal HF
  *     hidden_states[2], [3], [3] concatenated; target = logits[1:] with a zero last row; input_ids
  *     shifted left; loss_mask unshifted with its last position zeroed (the zero target row).
@@ -11,7 +11,7 @@
 import { makePromptTask, type PromptTask } from '../../src/contracts/index.ts';
 import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
-import { LocalFeatureStore } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';

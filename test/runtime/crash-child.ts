@@ -24,7 +24,7 @@ import { onlineSampleId } from '../../src/contracts/ids.ts';
 import { DataFlowController } from '../../src/control/controller.ts';
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
 import { FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
-import { LocalFeatureStore } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { CaptureConfig } from '../../src/inference/capture.ts';
 import { RolloutWorker } from '../../src/inference/rollout-worker.ts';

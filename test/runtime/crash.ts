@@ -22,7 +22,7 @@ import { fileURLToPath } from 'node:url';
 import { onlineSampleId } from '../../src/contracts/ids.ts';
 import type { ReconcileReport } from '../../src/control/controller.ts';
 import { FileMetadataStore, type RecoveryReport } from '../../src/control/file-metadata-store.ts';
-import { spillPath } from '../../src/data/feature-store.ts';
+import { spillPath } from '../../src/data/feature-spill.ts';
 import { nodePlatform } from '../../src/platform/node.ts';
 import { assert, assertDeepEqual, assertEqual } from '../harness/assert.ts';
 import { BATCH, KILL_STEP, PROMPTS, RUN_ID, taskId, type ChildEvent, type KillAt } from './crash-protocol.ts';

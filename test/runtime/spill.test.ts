@@ -1,5 +1,5 @@
 /**
- * The spilling LocalFeatureStore (reference §2.7): features of committed, not yet durably acked
+ * The spilling LocalFeatureStore (docs/durability.md §6): features of committed, not yet durably acked
  * samples survive a crash on disk. A "crash" here is a store (and controller) thrown away without
  * any clean-up; the restart is a new store over the same spill folder. Real processes killed with
  * SIGKILL are test/runtime/crash.ts. File-backed, so Node and Deno only (the browser's FileStore is
@@ -7,7 +7,9 @@
  */
 import { DataFlowController } from '../../src/control/controller.ts';
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
-import { FeatureNotFoundError, FeatureSpillError, LocalFeatureStore, parseMemUri, spillPath } from '../../src/data/feature-store.ts';
+import { spillPath } from '../../src/data/feature-spill.ts';
+import { FeatureNotFoundError, FeatureSpillError, parseMemUri } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { FileStore } from '../../src/ports/storage.ts';

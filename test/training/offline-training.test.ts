@@ -1,7 +1,7 @@
 /**
  * Offline EAGLE3 training (`speclab prepare` → shards → `speclab train --offline`) on hf/llama-tiny:
  *   - the proof: online training (features captured live by the rollout worker) and offline training
- *     (prepared shards, the §3.5 normaliser, the target head on the GPU) fed the same samples in the
+ *     (prepared shards, the normaliser of docs/features.md §5, the target head on the GPU) fed the same samples in the
  *     same order from the same init give the same loss at every step (≤ 1e-6 relative);
  *   - the CLI end to end: prepare, train --offline, a loadable SGLang export and a metrics record per step;
  *   - loud errors: bad prepare settings, a missing target dir, an already prepared --out, a missing
@@ -14,7 +14,7 @@ import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import type { SampleRef } from '../../src/contracts/index.ts';
 import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
-import { LocalFeatureStore } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { readOfflineManifest, shardPath } from '../../src/data/offline-eagle3.ts';
 import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';

@@ -1,7 +1,7 @@
 import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import { makeTrainBatch } from '../../src/contracts/index.ts';
-import { LocalFeatureStore } from '../../src/data/feature-store.ts';
+import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { CaptureConfig } from '../../src/inference/capture.ts';
