@@ -18,6 +18,7 @@ import { Eagle3Proposer, timeSpeculative, timeTargetOnly } from '../inference/sp
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
+import { splitPath } from '../util/paths.ts';
 
 export const EVAL_USAGE = `usage: speclab eval --target <hf dir> --draft <draft dir> (--prompt <ids> ... | --prompts-file <file>)
        [--max-new-tokens N (32)] [--num-draft-tokens K (3)] [--aux-layers a,b,c] [--eos id,...]`;
@@ -74,12 +75,6 @@ export function parseEvalArgs(args: readonly string[]): EvalArgs {
   if (out.prompts.some((p) => p.length === 0)) throw new Error('--prompt: an empty prompt');
   if (out.prompts.length === 0 && !out.promptsFile) throw new Error(`give prompts with --prompt or --prompts-file\n${EVAL_USAGE}`);
   return out as EvalArgs;
-}
-
-/** Splits a path into (directory for a FileStore root, file name). */
-function splitPath(path: string): [string, string] {
-  const i = path.lastIndexOf('/');
-  return i < 0 ? ['.', path] : [path.slice(0, i) || '/', path.slice(i + 1)];
 }
 
 export async function evalCommand(platform: Platform, argv: readonly string[], print: (line: string) => void): Promise<number> {

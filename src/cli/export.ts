@@ -6,10 +6,11 @@
  * The checkpoint folder is one written by src/training/train-checkpoint.ts (only complete ones, with a
  * valid COMPLETE marker, are accepted); the draft config and t2d/d2t are read from it unless
  * --draft-config overrides the config. Writes <out>/model.safetensors (bf16, d2t int64, t2d bool,
- * no embedding) and <out>/config.json (reference §6.8).
+ * no embedding) and <out>/config.json (docs/export.md §5).
  */
 import { exportEagle3Checkpoint } from '../training/checkpoint-export.ts';
 import type { Platform } from './platform.ts';
+import { splitPath } from '../util/paths.ts';
 
 export const EXPORT_USAGE = 'usage: speclab export --checkpoint <dir>/<run id>-step<N> --out <dir> [--draft-config <config.json>]';
 
@@ -35,20 +36,12 @@ export function parseExportArgs(args: readonly string[]): ExportArgs {
   return out as ExportArgs;
 }
 
-/** Split "a/b/c" into ["a/b", "c"] ("c" → [".", "c"]), ignoring a trailing slash. */
-function splitPath(path: string): [string, string] {
-  const trimmed = path.length > 1 ? path.replace(/\/+$/, '') : path;
-  const cut = trimmed.lastIndexOf('/');
-  if (cut < 0) return ['.', trimmed];
-  return [cut === 0 ? '/' : trimmed.slice(0, cut), trimmed.slice(cut + 1)];
-}
-
 export async function exportCommand(platform: Platform, args: readonly string[], log: (line: string) => void): Promise<number> {
   const o = parseExportArgs(args);
-  const [parent, name] = splitPath(o.checkpoint);
+  const [parent, name] = splitPath(o.checkpoint, { ignoreTrailingSlash: true });
   let draftConfig: Record<string, unknown> | undefined;
   if (o.draftConfig) {
-    const [dir, file] = splitPath(o.draftConfig);
+    const [dir, file] = splitPath(o.draftConfig, { ignoreTrailingSlash: true });
     const text = new TextDecoder().decode(await platform.files(dir).read(file));
     try {
       draftConfig = JSON.parse(text) as Record<string, unknown>;

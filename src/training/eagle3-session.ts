@@ -12,7 +12,7 @@
  * and the rollout workers capture its features into the (spilling) LocalFeatureStore; then the
  * trainer leases one batch through the FeatureDataLoader and steps AdamW.
  *
- * Durability (reference §2.7): every `checkpointEvery` steps, at the end of each round and at
+ * Durability (docs/durability.md §9): every `checkpointEvery` steps, at the end of each round and at
  * `flush()`, the checkpoint of step N is written first and then the acks of every step since the last
  * one are recorded as ONE durable ack at step N. A crash between the two leaves the newer checkpoint
  * ahead of the ledger, and resume uses the previous one (two are kept). On open, a run with a durable
@@ -25,11 +25,12 @@ import { DataFlowController, type ControllerStatus } from '../control/controller
 import type { MetadataStore } from '../control/metadata-store.ts';
 import { onlineSampleId, type SampleRef } from '../contracts/index.ts';
 import { FeatureDataLoader } from '../data/feature-dataloader.ts';
-import { LocalFeatureStore, type FeatureStoreHealth } from '../data/feature-store.ts';
+import type { FeatureStoreHealth } from '../data/feature-store.ts';
+import { LocalFeatureStore } from '../data/local-feature-store.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { RolloutWorker } from '../inference/rollout-worker.ts';
-import { defaultAuxLayerIds, eagle3CaptureConfig, TargetFeatureSource } from '../inference/target-feature-source.ts';
+import { eagle3CaptureConfig, TargetFeatureSource } from '../inference/target-feature-source.ts';
 import type { Eagle3Config } from '../config/eagle3-config.ts';
 import { withoutEmbedding } from '../model/eagle3/export.ts';
 import { Eagle3DraftModel } from '../model/eagle3/model.ts';
@@ -41,6 +42,7 @@ import type { VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
 import { draftConfigHash, pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './train-checkpoint.ts';
 import { continueWithTarget, draftConfigFor, draftVocab, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
+import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
@@ -110,9 +112,26 @@ export interface ResumeReport {
   released: number;
 }
 
+/** Everything `open` builds for a session, handed to the constructor in one piece. */
+interface SessionParts extends Pick<Eagle3TrainingSession, 'sequences' | 'mapping' | 'coverage' | 'distinctTokens' | 'draftConfig' | 'auxLayerIds' | 'initialWeights' | 'totalSteps' | 'contract'> {
+  inputs: SessionInputs;
+  /** The rounds of the whole stream; `resume` trims the committed tasks out of them. */
+  rounds: { taskId: string; sequence: number }[][];
+  controller: DataFlowController;
+  store: LocalFeatureStore;
+  workers: RolloutWorker[];
+  backend: AdamWBackend;
+  core: TrainerCore;
+  trainer: TrainerController;
+  loader: FeatureDataLoader;
+  lease: ReturnType<DataFlowController['trainLease']>;
+  /** GPU objects the session destroys with itself. */
+  owned: { destroy(): void }[];
+}
+
 export class Eagle3TrainingSession {
-  private readonly owned: { destroy(): void }[] = [];
-  private readonly rounds: { taskId: string; sequence: number }[][] = [];
+  private readonly owned: { destroy(): void }[];
+  private readonly rounds: { taskId: string; sequence: number }[][];
   private nextRound = 0;
   private pendingAcks: SampleRef[] = [];
   private lastCheckpoint = 0;
@@ -122,29 +141,31 @@ export class Eagle3TrainingSession {
   private readonly openedAt: number;
   private readonly avgLength: number;
   resumed: ResumeReport | undefined;
+  private readonly inputs: SessionInputs;
+  readonly sequences: readonly TrainSequence[];
+  readonly mapping: VocabMapping;
+  readonly coverage: number;
+  readonly distinctTokens: number;
+  readonly draftConfig: Eagle3Config;
+  readonly auxLayerIds: readonly number[];
+  readonly initialWeights: Readonly<Record<string, Float32Array>>;
+  readonly totalSteps: number;
+  readonly contract: RunContract;
+  private readonly controller: DataFlowController;
+  private readonly store: LocalFeatureStore;
+  private readonly workers: RolloutWorker[];
+  private readonly backend: AdamWBackend;
+  private readonly core: TrainerCore;
+  private readonly trainer: TrainerController;
+  private readonly loader: FeatureDataLoader;
+  private readonly lease: ReturnType<DataFlowController['trainLease']>;
 
-  private constructor(
-    private readonly inputs: SessionInputs,
-    readonly sequences: readonly TrainSequence[],
-    readonly mapping: VocabMapping,
-    readonly coverage: number,
-    readonly distinctTokens: number,
-    readonly draftConfig: Eagle3Config,
-    readonly auxLayerIds: readonly number[],
-    readonly initialWeights: Readonly<Record<string, Float32Array>>,
-    readonly totalSteps: number,
-    readonly contract: RunContract,
-    private readonly controller: DataFlowController,
-    private readonly store: LocalFeatureStore,
-    private readonly workers: RolloutWorker[],
-    private readonly backend: AdamWBackend,
-    private readonly core: TrainerCore,
-    private readonly trainer: TrainerController,
-    private readonly loader: FeatureDataLoader,
-    private readonly lease: ReturnType<DataFlowController['trainLease']>,
-  ) {
-    this.openedAt = inputs.now();
-    this.avgLength = sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(sequences.length, 1);
+  private constructor(parts: SessionParts) {
+    ({ inputs: this.inputs, sequences: this.sequences, mapping: this.mapping, coverage: this.coverage, distinctTokens: this.distinctTokens, draftConfig: this.draftConfig } = parts);
+    ({ auxLayerIds: this.auxLayerIds, initialWeights: this.initialWeights, totalSteps: this.totalSteps, contract: this.contract, rounds: this.rounds, owned: this.owned } = parts);
+    ({ controller: this.controller, store: this.store, workers: this.workers, backend: this.backend, core: this.core, trainer: this.trainer, loader: this.loader, lease: this.lease } = parts);
+    this.openedAt = parts.inputs.now();
+    this.avgLength = parts.sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(parts.sequences.length, 1);
   }
 
   /** Builds the run (generating or reading its sequences) and resumes it when its ledger has acks. */
@@ -152,10 +173,8 @@ export class Eagle3TrainingSession {
     const { gpu, target, settings, storage, runId } = inputs;
     const tc = target.config;
     const emit = inputs.onEvent ?? (() => undefined);
-    const auxLayerIds = settings.auxLayers ?? defaultAuxLayerIds(tc.numLayers);
-    for (const id of auxLayerIds) if (id >= tc.numLayers) throw new Error(`auxLayers: layer ${id} outside 0..${tc.numLayers - 1} (the target has ${tc.numLayers} layers)`);
-    const draftVocabSize = settings.draftVocabSize ?? Math.min(tc.vocabSize, 32000);
-    if (draftVocabSize > tc.vocabSize) throw new Error(`draftVocabSize ${draftVocabSize} exceeds the target vocabulary ${tc.vocabSize}`);
+    const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
+    const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
     if (inputs.trainPrompts.length === 0) throw new Error('trainPrompts: no training prompts');
 
     emit({ kind: 'phase', phase: 'data', detail: `${inputs.trainPrompts.length} prompts, ${settings.responseLength} target tokens each` });
@@ -197,9 +216,10 @@ export class Eagle3TrainingSession {
       accumulationSteps: 1,
       draftConfigHash: draftConfigHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length }),
     };
-    const session = new Eagle3TrainingSession(inputs, sequences, mapping, coverage, distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, controller, store, workers, backend, core, trainer, loader, lease);
-    session.owned.push(draft, backend);
-    session.rounds.push(...rounds);
+    const session = new Eagle3TrainingSession({
+      inputs, sequences, mapping, coverage, distinctTokens: distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, rounds,
+      controller, store, workers, backend, core, trainer, loader, lease, owned: [draft, backend],
+    });
     try {
       await session.resume();
     } catch (err) {
@@ -284,7 +304,7 @@ export class Eagle3TrainingSession {
     await this.trainer.fit(this.loader, {
       maxSteps: this.trainer.globalStep + 1,
       ackFn: async (_ids, step, batches) => {
-        const refs = batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs);
+        const refs = batches.flatMap((b) => b.refs);
         this.pendingAcks.push(...refs);
         this.samplesConsumed += refs.length;
         const roundEnd = this.controller.queue.depth() === 0;

@@ -5,7 +5,8 @@
  * `readEagle3Export` loads, with the trained draft accepting more than the untrained one; an existing
  * run in --out is refused without --resume/--fresh.
  */
-import { labCorpusPrompts, loadTrainConfig, parsePromptsJson, parseTrainFlags, trainCommand, validateTrainConfig, type TrainSummary } from '../../src/cli/train.ts';
+import { loadTrainConfig, parseTrainFlags, trainCommand, validateTrainConfig, type TrainSummary } from '../../src/cli/train.ts';
+import { labCorpusPrompts, parsePromptsJson } from '../../src/training/run-plan.ts';
 import { readEagle3Export } from '../../src/model/eagle3/export.ts';
 import { assert, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

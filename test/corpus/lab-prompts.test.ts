@@ -3,7 +3,8 @@
  * exactly what scripts/build-lab-prompts.ts makes from the corpus (so the tab trains on the same
  * prompts as `speclab train`), and malformed files are refused naming the file and the field.
  */
-import { labCorpusPrompts, LAB_TARGET_DIR, validateTrainConfig } from '../../src/cli/train.ts';
+import { validateTrainConfig } from '../../src/cli/train.ts';
+import { labCorpusPrompts, LAB_TARGET_DIR } from '../../src/training/run-plan.ts';
 import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import { buildLabPromptsFile, LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
 import { assertEqual, assertThrows } from '../harness/assert.ts';

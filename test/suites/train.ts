@@ -3,5 +3,6 @@ import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
 import session from '../training/eagle3-session.test.ts';
 import offline from '../training/offline-training.test.ts';
+import runPlan from '../training/run-plan.test.ts';
 
-export const trainSuites: readonly Suite[] = [session, trainCli, offline];
+export const trainSuites: readonly Suite[] = [runPlan, session, trainCli, offline];

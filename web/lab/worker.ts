@@ -20,7 +20,6 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../../src/inference/eagle3-drafter.ts';
 import { evaluateDraft } from '../../src/inference/evaluate-draft.ts';
 import { timeTargetOnly } from '../../src/inference/speculative.ts';
-import { defaultAuxLayerIds } from '../../src/inference/target-feature-source.ts';
 import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../../src/model/eagle3/export.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { browserPlatform as platform } from '../../src/platform/browser.ts';
@@ -28,6 +27,7 @@ import { pickedFilesStore, urlStore } from '../../src/platform/browser-model-fil
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/eagle3-session.ts';
+import { resolveAuxLayers, resolveDraftVocabSize } from '../../src/training/run-plan.ts';
 import type { Command, LabSettings, Phase, Report, RunStatus } from './protocol.ts';
 
 const LAB_FILES = 'speclab-lab';
@@ -76,7 +76,7 @@ const labFiles = () => platform.files(LAB_FILES);
 
 /** Lab target layers are few: the default rule [1, N/2-1, N-4] needs N ≥ 4. */
 function auxLayersFor(numLayers: number): number[] {
-  return numLayers >= 4 ? defaultAuxLayerIds(numLayers) : [0, Math.min(1, numLayers - 1), numLayers - 1];
+  return resolveAuxLayers(undefined, numLayers, { smallTargets: 'first-second-last' });
 }
 
 async function init(labTargetUrl: string): Promise<void> {
@@ -181,7 +181,7 @@ function sessionSettings(s: LabSettings, numLayers: number) {
 
 async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession> {
   const m = model!;
-  if (settings.draftVocabSize > m.checkpoint.config.vocabSize) throw new Error(`draft vocab size ${settings.draftVocabSize} exceeds the target vocabulary ${m.checkpoint.config.vocabSize}`);
+  resolveDraftVocabSize(settings.draftVocabSize, m.checkpoint.config.vocabSize, 'draft vocab size');
   if (settings.trainPrompts > m.train.length) throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
   phase('data', `${settings.trainPrompts} prompts continued by the target (${settings.responseLength} tokens each)`);
   return Eagle3TrainingSession.open({
