@@ -1,5 +1,5 @@
 /**
- * DataFlowController (reference §2.1): the passive coordinator. It has no run loop and never calls
+ * DataFlowController (docs/control-plane.md §1): the passive coordinator. It has no run loop and never calls
  * a worker or a trainer; rollout workers and the trainer call into it, and its only outbound calls
  * go to its own SampleRefQueue and MetadataStore. Every endpoint that accepts data runs the
  * no-tensor guard, so tensors never cross the control plane.

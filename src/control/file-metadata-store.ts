@@ -1,6 +1,6 @@
 /**
- * FileMetadataStore: the durable MetadataStore for Node and Deno (reference §2.3 HEAD SQLite
- * ledger, §2.7 recovery), built on an append-only journal plus periodic snapshots.
+ * FileMetadataStore: the durable MetadataStore for Node and Deno (docs/durability.md §4, the counterpart of
+ * SpecForge's SQLite ledger; recovery §5), built on an append-only journal plus periodic snapshots.
  *
  * Layout inside `dir`:
  *   snapshot.json          full state as of generation g, replaced atomically (FileStore.writeAtomic)

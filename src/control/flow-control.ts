@@ -1,5 +1,5 @@
 /**
- * Producer flow control (reference §2.5, HEAD semantics): ref and byte watermarks with hysteresis
+ * Producer flow control (docs/control-plane.md §7, HEAD semantics): ref and byte watermarks with hysteresis
  * sharing one latch, and a per-worker prompt lease cap.
  *
  * The latch pauses when refs OR bytes reach their high watermark and resumes only when refs AND
@@ -54,7 +54,7 @@ export function resolveFlowControlLimits(input: FlowControlLimitsInput = {}): Fl
 /**
  * A producer may not start when the consumer's optimizer window (dp · batch · accumulation refs)
  * cannot fit under the watermarks: the producer would pause before the trainer can complete a
- * step, and the trainer would wait for refs forever (reference §2.5, §10.5).
+ * step, and the trainer would wait for refs forever (docs/control-plane.md §7).
  */
 export function assertWatermarksCoverQuantum(limits: FlowControlLimits, quantum: number): void {
   requireCount(quantum, 'quantum', 1);

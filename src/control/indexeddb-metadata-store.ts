@@ -1,5 +1,5 @@
 /**
- * IndexedDbMetadataStore: the durable MetadataStore for the browser (reference §2.3, §2.7), the
+ * IndexedDbMetadataStore: the durable MetadataStore for the browser (docs/durability.md §4, §5), the
  * IndexedDB counterpart of the SQLite ledger: every write is one IndexedDB transaction, committed
  * with strict durability before its promise resolves.
  *

@@ -1,5 +1,5 @@
 /**
- * MetadataStore (reference §2.3): commit dedup plus the single durable ack transaction. All
+ * MetadataStore (docs/durability.md §2): commit dedup plus the single durable ack transaction. All
  * recovery-critical state sits behind this interface, so a durable backend is a new
  * implementation injected into the controller, not a controller rewrite.
  *

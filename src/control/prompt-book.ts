@@ -1,5 +1,5 @@
 /**
- * The controller's prompt-task book (reference §2.1 prompt state, §2.8 prompt lifecycle):
+ * The controller's prompt-task book (docs/control-plane.md §3):
  *
  *   ingested → pending ──lease──▶ leased(worker) ──commit / complete──▶ done (record dropped)
  *                 ▲                    │
@@ -8,7 +8,7 @@
  *
  * Only the worker holding a lease may fail or complete it. Leases expire (injectable clock) so a
  * dead worker cannot strand prompts, and attempts are bounded so a poisoned prompt cannot pin the
- * pool (HEAD fixes adopted from day one, reference §9, §10.3–4).
+ * pool (HEAD fixes adopted from day one, docs/control-plane.md §8).
  */
 import { makePromptTask, type PromptTask } from '../contracts/records.ts';
 

@@ -1,5 +1,5 @@
 /**
- * TrainLease (reference §2.2): the loader-facing queue shape, and the trainer's only way to the
+ * TrainLease (docs/control-plane.md §5): the loader-facing queue shape, and the trainer's only way to the
  * SampleRefQueue. Every get/ack/fail goes through the controller, so an ack always records the
  * durable transaction before a lease is released, and a cross-process trainer is a drop-in
  * replacement for the controller behind this interface.

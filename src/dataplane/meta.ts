@@ -1,5 +1,5 @@
 /**
- * KVBatchMeta: the small handle that crosses processes instead of tensors (reference §3).
+ * KVBatchMeta: the small handle that crosses processes instead of tensors (docs/dataplane.md §3).
  *
  * Unlike upstream's mutable dataclass, this is an immutable value: every array and tag record is
  * frozen, and every transform (`subset`, `slice`, `drop`, `concat`, `withFields`, `stampTags`)

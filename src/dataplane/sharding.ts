@@ -1,5 +1,5 @@
 /**
- * Data-parallel sharding of a claimed batch from metadata alone (reference §7): the driver splits a
+ * Data-parallel sharding of a claimed batch from metadata alone (docs/dataplane.md §7): the driver splits a
  * meta by `sequenceLengths` and each rank then reads only its rows. Pure functions; ids are never
  * minted, only regrouped.
  *

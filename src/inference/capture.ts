@@ -1,6 +1,6 @@
 /**
  * What a rollout must capture from the target, and the loud check run before any `put`
- * (reference §4.1). A mismatch here means the draft would silently train on the wrong tensors
+ * (docs/features.md §6). A mismatch here means the draft would silently train on the wrong tensors
  * (wrong layers, wrong width, wrong vocabulary), so it fails with the sample id in the message.
  */
 import type { TargetRepr } from '../contracts/enums.ts';

@@ -1,6 +1,6 @@
 /**
- * EAGLE3 draft inference with a KV cache: the serving-time form of the TTT unroll (reference spec
- * §6.3–§6.4) for chain drafting, one sequence at a time.
+ * EAGLE3 draft inference with a KV cache: the serving-time form of the TTT unroll (docs/eagle3.md
+ * §10) for chain drafting, one sequence at a time.
  *
  * Training row t at TTT step k sees the step-0 keys of rows 0..t and its own chain at steps 1..k, with
  * RoPE at t + k. Laid out by position that is an ordinary causal KV cache:

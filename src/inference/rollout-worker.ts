@@ -1,5 +1,5 @@
 /**
- * RolloutWorker (reference §4.2): the producer loop. It leases prompts, asks its FeatureSource for
+ * RolloutWorker (docs/features.md §7): the producer loop. It leases prompts, asks its FeatureSource for
  * one feature set per task in one batched call, verifies every capture, puts tensors straight into
  * the feature store and commits only metadata refs. The controller never calls it.
  *

@@ -1,6 +1,6 @@
 /**
  * Evaluation by speculative decoding (chain drafting, greedy verification, batch 1), as SGLang serves
- * an EAGLE3 draft and as SpecForge's benchmark measures it (reference spec §7.1).
+ * an EAGLE3 draft and as SpecForge's benchmark measures it (docs/eagle3.md §9).
  *
  * Per prompt:
  *   1. The target prefills the prompt with its KV cache, returning the logits and the aux hidden
@@ -17,7 +17,7 @@
  *
  * Acceptance length = tokens produced by verification forwards / verification forwards
  * = 1 + accepted draft tokens / verifications (the bonus token counts, so a draft that always misses
- * gives 1.0, §7.1/§10.20). The first token comes from the prefill and is not counted.
+ * gives 1.0, docs/eagle3.md §9). The first token comes from the prefill and is not counted.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';

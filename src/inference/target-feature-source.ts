@@ -1,5 +1,5 @@
 /**
- * The target model as a FeatureSource (the SGLangAdapter role of specforge-runtime.md §4.3–§4.4):
+ * The target model as a FeatureSource (the SGLangAdapter role of docs/features.md §8):
  * prompts in, EAGLE3 training features out, all on the GPU.
  *
  * Tasks are sorted by length and packed into groups of at most `maxBatchTokens` padded tokens; each
@@ -18,12 +18,12 @@
  * The feature loader right-pads samples and builds the attention mask from their lengths. Only the
  * `logits` target representation is produced for the online path.
  *
- * `captureShards` runs the same grouped forward for offline shards (reference §3.3; written by
+ * `captureShards` runs the same grouped forward for offline shards (docs/features.md §3; written by
  * `speclab prepare`) and returns what SpecForge's `prepare_hidden_states.py` stores, UNSHIFTED:
  *
  *   input_ids         i32 [L]       x
  *   loss_mask         i32 [L]       the payload's loss_mask as given (the offline normaliser zeroes the
- *                                   last position at training time, §3.5)
+ *                                   last position at training time, docs/features.md §5)
  *   hidden_state      f32 [L, H]    the target's final hidden state AFTER the final norm, i.e. the exact
  *                                   input of its lm_head (HF hidden_states[N]); the trainer's target
  *                                   head is then lm_head alone

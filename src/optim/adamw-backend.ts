@@ -1,5 +1,5 @@
 /**
- * TrainingBackend (reference §5.1, §5.5): owns the trainable parameters as f32 master weights on the
+ * TrainingBackend (docs/training.md §1, §5): owns the trainable parameters as f32 master weights on the
  * GPU with their gradients and AdamW moments, and performs the optimizer step at the accumulation
  * boundary: global gradient L2 norm → clip coefficient min(1, max / (norm + 1e-6)) → fused AdamW
  * (decoupled decay, bias correction) → zero gradients. Nothing is read back inside the step; the

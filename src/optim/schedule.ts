@@ -1,5 +1,5 @@
 /**
- * Learning-rate schedules, stepped once per optimizer step (reference §5.5).
+ * Learning-rate schedules, stepped once per optimizer step (docs/training.md §6).
  * `cosineWithWarmup`: for step index e < warmup, lr = base · (e + 1) / warmup; afterwards a cosine from
  * base down to 0 over the remaining `total − warmup` steps. warmup = floor(warmupRatio · total).
  */

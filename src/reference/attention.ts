@@ -8,7 +8,7 @@
  *   lse           [B, nH, S]
  * Query head h reads kv head h / (nH / nKV).
  *
- * `tttAttentionRef` is written literally after specforge-runtime.md §6.4: for query row t at
+ * `tttAttentionRef` is written literally after docs/eagle3.md §4: for query row t at
  * step k, S step-0 scores with an additive mask (0 where u ≤ t and attention_mask[u] = 1, else
  * finfo(float32).min), then k "diagonal" scores q[t]·K_j[t]/√hd, a softmax over the S + k scores,
  * and Σ_u p_0[u] V_0[u] + Σ_j p_j V_j[t].

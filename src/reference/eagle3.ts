@@ -1,5 +1,5 @@
 /**
- * Float64 reference of one EAGLE3 training micro-step (reference spec §6.3–§6.6): the draft forward
+ * Float64 reference of one EAGLE3 training micro-step (docs/eagle3.md §3–§6): the draft forward
  * over L test-time-training (TTT) steps with the cache_hidden attention, the teacher, the per-step
  * losses and metrics, and the backward written out by hand through the whole unroll.
  *
@@ -225,7 +225,7 @@ export function eagle3StepReference(c: Eagle3Config, params: Eagle3RefParams, x:
   const attnDims = (k: number): TttDims => ({ batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k });
   const norm = (v: ArrayLike<number>, w: string) => rmsnormForwardRef(v, P(w), { rows, hidden: H, eps }).y;
 
-  // Teacher (§6.5), built once from step 0; later steps read it shifted.
+  // Teacher (docs/eagle3.md §5), built once from step 0; later steps read it shifted.
   const used = Array.from(x.d2t, (offset, i) => i + offset); // SpecForge: d2t + arange(D)
   const teacher = teacherRef(x.target, x.t2d, used, x.lossMask, rows, c.vocabSize);
 

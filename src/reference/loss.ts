@@ -1,6 +1,6 @@
 /**
  * Float64 references for the EAGLE3 teacher, the TTT shift, the soft- and hard-label cross-entropies
- * and the metric sums (reference spec §6.5–§6.6, fixtures/eagle3/facts.json). Rows are r = b·S + t.
+ * and the metric sums (docs/eagle3.md §5–§6, fixtures/eagle3/facts.json). Rows are r = b·S + t.
  * These are the oracles the GPU kernels (src/kernels/teacher.ts, loss.ts, metrics.ts) are tested
  * against; they favour clarity over speed.
  */
@@ -53,7 +53,7 @@ export function teacherRef(
 }
 
 /**
- * The TTT shift (§6.5, §6.6): step k reads row (b, t + k) of a per-row tensor, or `pad` when
+ * The TTT shift (docs/eagle3.md §5, §6): step k reads row (b, t + k) of a per-row tensor, or `pad` when
  * t + k ≥ S — within each sequence, never across batch rows. Teacher pads: p = 1/D, p̃ = 0, tok = 0;
  * masks are zero-filled.
  */

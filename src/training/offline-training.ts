@@ -1,9 +1,9 @@
 /**
  * Offline EAGLE3 training: a draft trained from a prepared feature set (src/data/offline-eagle3.ts)
- * instead of features captured live. Data path, as SpecForge's offline mode (reference §3.3–§3.5):
+ * instead of features captured live. Data path, as SpecForge's offline mode (docs/features.md §3–§5):
  *
  *   OfflineManifestReader (file:// refs, lazy) → LocalFeatureStore (reads each shard on get)
- *   → FeatureDataLoader (refs mode + the §3.5 normaliser) → TrainerController
+ *   → FeatureDataLoader (refs mode + the normaliser of docs/features.md §5) → TrainerController
  *   → Eagle3TrainStrategy with the target head (the target's frozen lm_head on the GPU)
  *
  * Sample order: `epochs` seeded permutations of the samples drawn from Rng(seed + 2), batched in
@@ -13,7 +13,7 @@
  */
 import type { FeatureStore } from '../data/feature-store.ts';
 import { FeatureDataLoader } from '../data/feature-dataloader.ts';
-import { LocalFeatureStore } from '../data/feature-store.ts';
+import { LocalFeatureStore } from '../data/local-feature-store.ts';
 import { offlineEagle3Transform, offlineRefs, type OfflineManifest } from '../data/offline-eagle3.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3Config } from '../config/eagle3-config.ts';

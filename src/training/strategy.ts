@@ -1,5 +1,5 @@
 /**
- * The seam between the branch-free trainer and a draft family (reference §5.1, §5.4).
+ * The seam between the branch-free trainer and a draft family (docs/training.md §1, §4).
  *
  * WebGPU has no autograd, so a strategy runs the forward, the loss AND the hand-written backward of
  * one micro-batch, adding its gradients (already multiplied by `lossScale`, i.e. 1/accumulation)

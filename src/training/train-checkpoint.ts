@@ -1,5 +1,5 @@
 /**
- * Training checkpoints (reference §5.5–§5.6, HEAD semantics) through a FileStore.
+ * Training checkpoints (docs/durability.md §7–§8, HEAD semantics) through a FileStore.
  *
  * Layout, one folder per optimizer step: `<runId>-step<N>/`
  *   weights.safetensors    f32 master weights of every backend parameter (+ optional frozen buffers
@@ -15,7 +15,7 @@
  * save of that step. Saving step N first deletes this run's folders for steps ≥ N (rollback: a run
  * resumed from an older step must not later "find" a checkpoint from the abandoned future).
  *
- * Resume refuses (fail closed, §2.7, §10.1) when the durable ack step in the metadata store is not
+ * Resume refuses (fail closed, docs/durability.md §8) when the durable ack step in the metadata store is not
  * the checkpoint step (a checkpoint of exactly the acked step is used when the newest one is ahead) — acks may run ahead of checkpoints, and replaying consumed refs against older
  * optimizer state would silently train on a different stream — and when the run contract drifted
  * (strategy, TTT length, batch size, accumulation, draft config hash, optimizer/schedule settings).

@@ -1,4 +1,4 @@
-/** Reference §8.1 (controller no-tensor gate, convergence, idempotent commit) and §8.2 (seam fixes, TrainLease). */
+/** docs/control-plane.md §10: controller no-tensor gate, convergence, idempotent commit, seam fixes, TrainLease. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { InMemoryMetadataStore, type TrainAck } from '../../src/control/metadata-store.ts';

@@ -1,5 +1,5 @@
 /**
- * Reference §8.7, control-plane parts of test_fault_injection and test_recovery. A "crash" is a
+ * docs/durability.md §10, control-plane parts of test_fault_injection and test_recovery. A "crash" is a
  * controller thrown away without closing anything; recovery is a new controller over the durable
  * store reopened from the same place: a FileMetadataStore on the same files (Node, Deno), or an
  * IndexedDbMetadataStore on the same database name (browser). The closed-tab version of the

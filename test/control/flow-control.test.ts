@@ -1,4 +1,4 @@
-/** Reference §8.7 test_flow_control: one latch for refs and bytes, lease cap, invalid watermarks. */
+/** docs/control-plane.md §7 (SpecForge's test_flow_control): one latch for refs and bytes, lease cap, invalid watermarks. */
 import { defineSuite } from '../harness/suite.ts';
 import { assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { ProducerFlowControl, assertWatermarksCoverQuantum, resolveFlowControlLimits } from '../../src/control/flow-control.ts';

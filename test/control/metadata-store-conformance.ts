@@ -1,5 +1,5 @@
 /**
- * One behavioural contract for every MetadataStore (reference §2.3): run against the in-memory
+ * One behavioural contract for every MetadataStore (docs/durability.md §2): run against the in-memory
  * store everywhere, the file-backed store in Node/Deno and the IndexedDB store in the browser.
  * `open` returns a fresh, empty store and a cleanup; `only` restricts the runtimes.
  */

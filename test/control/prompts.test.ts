@@ -1,4 +1,4 @@
-/** Prompt-task lifecycle (reference §2.1, §2.8) with the HEAD fixes: expiry, bounded attempts, completion, lease cap. */
+/** Prompt-task lifecycle (docs/control-plane.md §3) with the HEAD fixes: expiry, bounded attempts, completion, lease cap. */
 import { defineSuite } from '../harness/suite.ts';
 import { assertDeepEqual, assertEqual } from '../harness/assert.ts';
 import { sampleRef } from '../contracts/fixtures.ts';

@@ -1,4 +1,4 @@
-/** Reference §8.2 (test_sample_ref_queue) plus lease expiry, bounded attempts, partitions and waiting get. */
+/** docs/control-plane.md §4 (as SpecForge's test_sample_ref_queue) plus lease expiry, bounded attempts, partitions and waiting get. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { SampleRefQueue } from '../../src/control/sample-ref-queue.ts';

@@ -1,4 +1,4 @@
-/** KVBatchMeta (reference §3, upstream test_kvbatchmeta.py) with the immutable-value rules of §14. */
+/** KVBatchMeta (docs/dataplane.md §3, upstream test_kvbatchmeta.py) with the immutable-value rules of docs/dataplane.md §5. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { KVBatchMeta } from '../../src/dataplane/meta.ts';

@@ -1,4 +1,4 @@
-/** Metrics middleware (reference §9, upstream test_observability.py) and the config factory. */
+/** Metrics middleware (docs/dataplane.md §8, upstream test_observability.py) and the config factory. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { createDataPlaneClient } from '../../src/dataplane/factory.ts';

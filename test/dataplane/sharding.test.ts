@@ -1,4 +1,4 @@
-/** DP sharding from sequence lengths (reference §7): coverage, equal counts and token balance. */
+/** DP sharding from sequence lengths (docs/dataplane.md §7): coverage, equal counts and token balance. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { KVBatchMeta } from '../../src/dataplane/meta.ts';

@@ -4,7 +4,7 @@ import { assertDeepEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 export default defineSuite('model/vocab-mapping', (t) => {
-  t.test('§6.9 worked example: V 10, D 4', () => {
+  t.test('docs/eagle3.md §8 worked example: V 10, D 4', () => {
     const counts = new Map([[7, 50], [2, 30], [9, 30], [5, 10], [3, 1]]);
     const m = buildVocabMapping(counts, 10, 4);
     assertDeepEqual(Array.from(m.used), [2, 5, 7, 9], 'used');

@@ -1,7 +1,7 @@
 /**
  * Checks of the float64 attention references themselves: the analytic backward against central
- * finite differences of the forward, the literal §6.4 TTT form at step 0 against the independent
- * plain causal formulation, and the §6.9 visibility pattern.
+ * finite differences of the forward, the literal TTT form of docs/eagle3.md §4 at step 0 against the independent
+ * plain causal formulation, and the visibility pattern of docs/eagle3.md §8.
  */
 import {
   causalAttentionRef,
@@ -80,7 +80,7 @@ export default defineSuite('reference/attention', (t) => {
     }
   });
 
-  t.test('visibility follows the §6.9 table (S 4, step 2)', () => {
+  t.test('visibility follows the docs/eagle3.md §8 table (S 4, step 2)', () => {
     // One head, head dim 1, K = 0 everywhere: every allowed score is 0, so the probabilities are
     // uniform over exactly the attended keys; V marks each key by a distinct power of two.
     const d: TttDims = { batch: 1, seq: 4, heads: 1, kvHeads: 1, headDim: 1, step: 2 };

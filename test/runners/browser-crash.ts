@@ -1,5 +1,5 @@
 /**
- * Browser crash test for the IndexedDB metadata store (reference §2.3 durable ack, §2.7 recovery):
+ * Browser crash test for the IndexedDB metadata store (docs/durability.md §3 durable ack, §5 recovery):
  * builds test/browser-crash with Vite, serves it on 127.0.0.1 and drives headless Chromium (Debian's
  * /usr/bin/chromium, or $CHROMIUM) through Playwright in ONE persistent browser context.
  *

@@ -1,5 +1,5 @@
 /**
- * EAGLE3 draft forward over the TTT unroll on the GPU (reference spec §6.3–§6.6; the float64 twin is
+ * EAGLE3 draft forward over the TTT unroll on the GPU (docs/eagle3.md §3–§6; the float64 twin is
  * src/reference/eagle3.ts). Every activation the backward needs is kept in `Eagle3ForwardState`;
  * nothing is read back except what the caller asks to capture.
  *

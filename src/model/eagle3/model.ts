@@ -1,5 +1,5 @@
 /**
- * `Eagle3DraftModel`: the LlamaForCausalLMEagle3 draft on the GPU (reference spec §6.2–§6.6) as one
+ * `Eagle3DraftModel`: the LlamaForCausalLMEagle3 draft on the GPU (docs/eagle3.md §2–§6) as one
  * training operation — forward over the TTT unroll, per-step losses and metrics, and the backward,
  * with gradients (times the loss scale) added into the AdamWBackend's grad buffers. The optimizer
  * step stays with the backend, so accumulation and clipping work as for any strategy.

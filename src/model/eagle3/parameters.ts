@@ -1,5 +1,5 @@
 /**
- * The EAGLE3 draft's tensors on the GPU (reference spec §6.2): every trainable weight registered in
+ * The EAGLE3 draft's tensors on the GPU (docs/eagle3.md §2): every trainable weight registered in
  * the AdamWBackend under its SpecForge name (so gradients, moments and checkpoints use the names the
  * exporter expects), plus what is not trained — the frozen target embedding, the vocabulary
  * mapping buffers (t2d as i32 0/1 [V], `used` = d2t + arange(D) as i32 [D]) and the RoPE tables.

@@ -5,7 +5,7 @@
  * on some software adapters, e.g. Chromium's SwiftShader).
  *
  * Two tables: (cos, sin) for the forward and (cos, −sin), the rotation by −angle, for the backward
- * (R is orthogonal, so dx = Rᵀ dy = R(−a) dy). TTT step k reads row t + k (§6.4: positions + the
+ * (R is orthogonal, so dx = Rᵀ dy = R(−a) dy). TTT step k reads row t + k (docs/eagle3.md §4: positions + the
  * number of cached steps), via a per-step positions tensor. Tables grow on demand.
  */
 import type { Gpu } from '../../gpu/gpu.ts';

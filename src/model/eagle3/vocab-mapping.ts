@@ -1,5 +1,5 @@
 /**
- * Draft-vocabulary mapping (reference spec §6.7): which D of the V target tokens the draft predicts.
+ * Draft-vocabulary mapping (docs/eagle3.md §7): which D of the V target tokens the draft predicts.
  *
  * Rule, step by step:
  *  1. Token counts over loss-masked positions, in first-insertion order (a Python Counter's order).

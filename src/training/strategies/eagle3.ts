@@ -1,7 +1,7 @@
 /**
- * `Eagle3TrainStrategy` (reference spec §5.4): the EAGLE3 draft family behind the branch-free trainer.
+ * `Eagle3TrainStrategy` (docs/training.md §4): the EAGLE3 draft family behind the branch-free trainer.
  *
- * Features (what SpecForge's online capture delivers, §4.4):
+ * Features (what SpecForge's online capture delivers, docs/features.md §8):
  *   input_ids       i32 [B, S]        already shifted left once
  *   attention_mask  i32 [B, S]
  *   loss_mask       i32 [B, S] or [B, S, 1], unshifted
