@@ -19,6 +19,7 @@ import { speculativeSuites } from './suites/speculative.ts';
 import { checkpointSuites } from './suites/checkpoint.ts';
 import { pretrainSuites } from './suites/pretrain.ts';
 import { trainSuites } from './suites/train.ts';
+import sealedJson from './util/sealed-json.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -40,4 +41,5 @@ export const suites: readonly Suite[] = [
   ...checkpointSuites,
   ...pretrainSuites,
   ...trainSuites,
+  sealedJson,
 ];

@@ -25,6 +25,7 @@ import {
   validateTrainAck,
   type TrainAck,
 } from './metadata-store.ts';
+import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 
 export interface FileMetadataStoreOptions {
   /** Folder inside the FileStore; default `metadata`. */
@@ -216,17 +217,19 @@ function encodeSnapshot(generation: number, state: MetadataState): Uint8Array {
     globalStep: state.globalStep,
     optimizerDurable: state.optimizerDurable,
   };
-  return new TextEncoder().encode(JSON.stringify(snapshot));
+  // Sealed: an edited globalStep or a dropped committed id would otherwise parse into another run.
+  return sealJson(snapshot);
 }
 
 /** Fills `state` from a snapshot file and returns its generation. */
 function loadSnapshot(bytes: Uint8Array, where: string, state: MetadataState): number {
   let snap: Record<string, unknown>;
   try {
-    snap = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes));
+    snap = openSealedJson(bytes, where, 'the ledger snapshot (committed refs, acked ids, global step)') as Record<string, unknown>;
   } catch (err) {
-    throw new JournalCorruptError(`${where}: snapshot is not valid JSON (${(err as Error).message})`);
+    throw new JournalCorruptError((err as Error).message);
   }
+  if (snap === null || typeof snap !== 'object') throw new JournalCorruptError(`${where}: not a ${SNAPSHOT_FORMAT} snapshot`);
   const generation = snap.generation;
   if (snap.format !== SNAPSHOT_FORMAT || !Number.isSafeInteger(generation) || !Array.isArray(snap.committed) || !Array.isArray(snap.acked)) {
     throw new JournalCorruptError(`${where}: not a ${SNAPSHOT_FORMAT} snapshot`);

@@ -19,11 +19,13 @@ import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, type DType, type Tensor } from '../gpu/tensor.ts';
 import type { FileStore } from '../ports/storage.ts';
 import { SafetensorsFile, SafetensorsReader, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../formats/safetensors.ts';
+import { crc32 } from '../util/crc32.ts';
 import { FeatureNotFoundError, FeatureSpillError, type FeatureStoreHealth, type GenerationClock } from './feature-store.ts';
 
 /** Safetensors dtype each GPU dtype is spilled as. u32 has no safetensors name: its bits go as I32 and the file records the GPU dtype. */
 const SPILL_DTYPES: Record<DType, SafetensorsDType> = { f32: 'F32', f16: 'F16', i32: 'I32', u32: 'I32' };
-const SPILL_FORMAT = 'speclab-feature-spill/1';
+// Version 2 adds a CRC-32 per tensor: a bit flip in the tensor bytes passes every structural check.
+const SPILL_FORMAT = 'speclab-feature-spill/2';
 const SPILL_SUFFIX = '.safetensors';
 
 /** A validated spill file: raw little-endian bytes per tensor, as they were on the GPU. */
@@ -182,11 +184,13 @@ function sampleIdOfSpill(name: string): string | undefined {
 function encodeSpill(storeId: string, sampleId: string, generation: number, tensors: SpilledSample['tensors']): Uint8Array {
   const entries: Record<string, TensorToWrite> = {};
   const dtypes: Record<string, DType> = {};
+  const crcs: Record<string, number> = {};
   for (const [name, t] of Object.entries(tensors)) {
     entries[name] = { dtype: SPILL_DTYPES[t.dtype], shape: t.shape, data: t.raw };
     dtypes[name] = t.dtype;
+    crcs[name] = crc32(t.raw);
   }
-  return writeSafetensors(entries, { format: SPILL_FORMAT, sample_id: sampleId, store_id: storeId, generation: String(generation), dtypes: JSON.stringify(dtypes) });
+  return writeSafetensors(entries, { format: SPILL_FORMAT, sample_id: sampleId, store_id: storeId, generation: String(generation), dtypes: JSON.stringify(dtypes), crc32: JSON.stringify(crcs) });
 }
 
 /** Validates a spill file image against the sample it should hold; every failure names the file. */
@@ -206,10 +210,12 @@ function decodeSpill(bytes: Uint8Array, sampleId: string, source: string, what: 
   const generation = Number(meta.generation);
   if (!Number.isSafeInteger(generation) || generation < 1) damaged(`generation ${JSON.stringify(meta.generation)}`);
   let dtypes: Record<string, unknown> = {};
+  let crcs: Record<string, unknown> = {};
   try {
     dtypes = JSON.parse(meta.dtypes ?? '') as Record<string, unknown>;
+    crcs = JSON.parse(meta.crc32 ?? '') as Record<string, unknown>;
   } catch {
-    damaged('its dtype table is not JSON');
+    damaged('its dtype or CRC-32 table is not JSON');
   }
   const tensors: SpilledSample['tensors'] = {};
   let total = 0;
@@ -222,6 +228,7 @@ function decodeSpill(bytes: Uint8Array, sampleId: string, source: string, what: 
     const raw = file!.raw(name);
     const numel = entry.shape.reduce((a, d) => a * d, 1);
     if (raw.byteLength !== numel * BYTES_PER_ELEMENT[dtype as DType]) damaged(`tensor "${name}" has ${raw.byteLength} bytes for shape [${entry.shape}]`);
+    if (crc32(raw) !== crcs[name]) damaged(`tensor "${name}" has CRC-32 ${crc32(raw).toString(16)}, the file recorded ${typeof crcs[name] === 'number' ? crcs[name].toString(16) : 'none'}`);
     tensors[name] = { dtype: dtype as DType, shape: [...entry.shape], raw };
     total += raw.byteLength;
   }

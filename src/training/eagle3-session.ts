@@ -46,6 +46,7 @@ import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
+import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 
 const posInt = z.number().int().positive();
 
@@ -384,10 +385,11 @@ const SEQUENCES_FILE = 'sequences.json';
 async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number): Promise<TrainSequence[]> {
   const key = JSON.stringify({ prompts, responseLength, target: target.config });
   if (await files.exists(SEQUENCES_FILE)) {
-    const saved = JSON.parse(new TextDecoder().decode(await files.read(SEQUENCES_FILE))) as { key?: string; sequences?: TrainSequence[] };
+    // Sealed: a flipped loss-mask bit or a cut file is refused, never trained on.
+    const saved = openSealedJson(await files.read(SEQUENCES_FILE), `${files.root}/${SEQUENCES_FILE}`, 'the run\'s training sequences') as { key?: string; sequences?: TrainSequence[] };
     if (saved.key === key && Array.isArray(saved.sequences)) return saved.sequences;
   }
   const sequences = await continueWithTarget(target, prompts, responseLength);
-  await files.writeAtomic(SEQUENCES_FILE, new TextEncoder().encode(JSON.stringify({ key, sequences })));
+  await files.writeAtomic(SEQUENCES_FILE, sealJson({ key, sequences }));
   return sequences;
 }

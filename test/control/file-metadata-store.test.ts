@@ -140,6 +140,36 @@ export default defineSuite('control/file-metadata-store', (t) => {
     }
   }, FILE_JOURNAL_ONLY);
 
+  t.test('an edited, truncated or bit-flipped snapshot is refused naming the file, never loaded into another run', async ({ platform }) => {
+    const tmp = tempFiles(platform, 'damaged-snapshot');
+    try {
+      const store = await FileMetadataStore.open(tmp.files, { snapshotEvery: 2 });
+      await store.commitSamples([refs[0], refs[1]]);
+      await store.recordTrainAck([refs[0].sampleId], { globalStep: 40, optimizerDurable: true });
+      await store.commitSamples([refs[2]]);
+      await store.close();
+      const good = await tmp.files.read('metadata/snapshot.json');
+      const text = new TextDecoder().decode(good);
+      assert(text.includes('"globalStep": 40'), 'the snapshot holds step 40');
+      const cases: [string, Uint8Array, RegExp][] = [
+        ['globalStep edited 40 → 36', new TextEncoder().encode(text.replace('"globalStep": 40', '"globalStep": 36')), /CRC-32 [0-9a-f]+, the header recorded/],
+        ['a committed id dropped', new TextEncoder().encode(text.replace(refs[1].sampleId, refs[0].sampleId)), /CRC-32 [0-9a-f]+, the header recorded/],
+        ['cut short', good.slice(0, good.length - 10), /\d+ bytes after the header, which recorded/],
+        ['one bit flipped', good.map((b, i) => (i === good.length - 3 ? b ^ 4 : b)), /CRC-32/],
+      ];
+      for (const [label, bytes, pattern] of cases) {
+        await tmp.files.writeAtomic('metadata/snapshot.json', bytes);
+        await assertRejects(() => FileMetadataStore.open(tmp.files), new RegExp(`metadata/snapshot\\.json: the ledger snapshot .* is damaged \\(${pattern.source}`), label);
+      }
+      await tmp.files.writeAtomic('metadata/snapshot.json', good);
+      const reopened = await FileMetadataStore.open(tmp.files, { snapshotEvery: 2 });
+      assertEqual((await reopened.durableMarker()).globalStep, 40, 'the intact snapshot loads');
+      await reopened.close();
+    } finally {
+      await tmp.cleanup();
+    }
+  }, FILE_JOURNAL_ONLY);
+
   t.test('reopen after many acks (with snapshots) keeps every ack and the last step', async ({ platform }) => {
     const tmp = tempFiles(platform, 'many-acks');
     try {

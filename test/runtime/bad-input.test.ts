@@ -182,6 +182,26 @@ export default defineSuite('runtime/bad-input', (t) => {
     }
   }, FILES_ONLY);
 
+  t.test('a bit flip in spilled tensor bytes is refused by the per-tensor CRC, naming the file and the tensor', async ({ gpu: ctx, platform }) => {
+    const gpu = new Gpu(ctx);
+    const tmp = tempStore(platform, 'bad-spill-bits');
+    try {
+      const store = new LocalFeatureStore(gpu, { storeId: 'sp', spill: tmp.files });
+      const ref = await store.put({ input_ids: gpu.upload([3], 'i32', [1, 2, 3]), loss_mask: gpu.upload([3], 'i32', [0, 1, 1]) }, 'run:flip');
+      const restarted = new LocalFeatureStore(gpu, { storeId: 'sp', spill: tmp.files });
+      const image = await tmp.files.read(spillPath('run:flip'));
+      // The last bytes of the file are the last tensor's data: flip one bit of the loss mask.
+      const flipped = image.slice();
+      flipped[flipped.length - 4] ^= 1;
+      await tmp.files.writeAtomic(spillPath('run:flip'), flipped);
+      await assertRejects(() => restarted.get(ref), /run%3Aflip\.safetensors of sample run:flip is damaged \(tensor "loss_mask" has CRC-32 [0-9a-f]+, the file recorded [0-9a-f]+\)/, 'flipped loss-mask bit');
+      assertDeepEqual([restarted.health().residentSamples, restarted.health().activeLeases], [0, 0], 'nothing loaded');
+    } finally {
+      gpu.destroy();
+      await tmp.cleanup();
+    }
+  }, FILES_ONLY);
+
   t.test('an over-budget put with a spill: refused before any file is written; residency and caller tensors unchanged', async ({ gpu: ctx, platform }) => {
     const gpu = new Gpu(ctx);
     const tmp = tempStore(platform, 'bad-budget');
