@@ -20,6 +20,7 @@ import { checkpointSuites } from './suites/checkpoint.ts';
 import { pretrainSuites } from './suites/pretrain.ts';
 import { trainSuites } from './suites/train.ts';
 import sealedJson from './util/sealed-json.test.ts';
+import portsStorage from './ports/storage.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -42,4 +43,5 @@ export const suites: readonly Suite[] = [
   ...pretrainSuites,
   ...trainSuites,
   sealedJson,
+  portsStorage,
 ];

@@ -5,7 +5,7 @@
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, type AppendLog, type FileStore } from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileStore } from '../ports/storage.ts';
 
 const live = new Set<GpuContext>();
 
@@ -16,17 +16,22 @@ class DenoFileStore implements FileStore {
     return `${this.root}/${path}`;
   }
   async read(path: string): Promise<Uint8Array> {
-    return await Deno.readFile(this.abs(path));
+    const abs = this.abs(path);
+    return namingPath(abs, 'read', () => Deno.readFile(abs));
   }
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
-    const file = await Deno.open(this.abs(path), { read: true });
+    const abs = this.abs(path);
+    return namingPath(abs, `read of ${length} bytes at ${offset}`, () => this.readRangeAt(abs, offset, length));
+  }
+  private async readRangeAt(abs: string, offset: number, length: number): Promise<Uint8Array> {
+    const file = await Deno.open(abs, { read: true });
     try {
       await file.seek(offset, Deno.SeekMode.Start);
       const out = new Uint8Array(length);
       let filled = 0;
       while (filled < length) {
         const n = await file.read(out.subarray(filled));
-        if (n === null) throw new Error(`${this.abs(path)}: wanted ${length} bytes at offset ${offset}, file ends early`);
+        if (n === null) throw new Error(`${abs}: wanted ${length} bytes at offset ${offset}, file ends early`);
         filled += n;
       }
       return out;
@@ -35,22 +40,28 @@ class DenoFileStore implements FileStore {
     }
   }
   async size(path: string): Promise<number> {
-    return (await Deno.stat(this.abs(path))).size;
+    const abs = this.abs(path);
+    return namingPath(abs, 'stat', async () => (await Deno.stat(abs)).size);
   }
   async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
     const target = this.abs(path);
-    const dir = target.slice(0, target.lastIndexOf('/'));
-    await Deno.mkdir(dir, { recursive: true });
     const temp = `${target}.tmp-${Deno.pid}-${Date.now()}`;
-    const file = await Deno.open(temp, { write: true, create: true, truncate: true });
-    try {
-      let written = 0;
-      while (written < bytes.length) written += await file.write(bytes.subarray(written));
-      await file.sync();
-    } finally {
+    await namingPath(target, `atomic write of ${bytes.byteLength} bytes`, async () => {
+      await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
+      const file = await Deno.open(temp, { write: true, create: true, truncate: true });
+      try {
+        let written = 0;
+        while (written < bytes.length) written += await file.write(bytes.subarray(written));
+        await file.sync();
+      } catch (err) {
+        // A full disk must not leave a half-written temp file behind; the target is untouched.
+        file.close();
+        await Deno.remove(temp).catch(() => {});
+        throw err;
+      }
       file.close();
-    }
-    await Deno.rename(temp, target);
+      await Deno.rename(temp, target);
+    });
   }
   async exists(path: string): Promise<boolean> {
     try {

@@ -15,7 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, type AppendLog, type FileStore } from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileStore } from '../ports/storage.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -60,15 +60,20 @@ export class NodeFileStore implements FileStore {
     return join(this.root, path);
   }
   async read(path: string): Promise<Uint8Array> {
-    return new Uint8Array(await fs.readFile(this.abs(path)));
+    const abs = this.abs(path);
+    return namingPath(abs, 'read', async () => new Uint8Array(await fs.readFile(abs)));
   }
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
-    const handle = await fs.open(this.abs(path), 'r');
+    const abs = this.abs(path);
+    return namingPath(abs, `read of ${length} bytes at ${offset}`, () => this.readRangeAt(abs, offset, length));
+  }
+  private async readRangeAt(abs: string, offset: number, length: number): Promise<Uint8Array> {
+    const handle = await fs.open(abs, 'r');
     try {
       const out = new Uint8Array(length);
       const { bytesRead } = await handle.read(out, 0, length, offset);
       if (bytesRead !== length) {
-        throw new Error(`${this.abs(path)}: wanted ${length} bytes at offset ${offset}, file has only ${bytesRead} there`);
+        throw new Error(`${abs}: wanted ${length} bytes at offset ${offset}, file has only ${bytesRead} there`);
       }
       return out;
     } finally {
@@ -76,20 +81,27 @@ export class NodeFileStore implements FileStore {
     }
   }
   async size(path: string): Promise<number> {
-    return (await fs.stat(this.abs(path))).size;
+    const abs = this.abs(path);
+    return namingPath(abs, 'stat', async () => (await fs.stat(abs)).size);
   }
   async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
     const target = this.abs(path);
-    mkdirSync(dirname(target), { recursive: true });
     const temp = `${target}.tmp-${process.pid}-${Date.now()}`;
-    const handle = await fs.open(temp, 'w');
-    try {
-      await handle.writeFile(bytes);
-      await handle.sync();
-    } finally {
+    await namingPath(target, `atomic write of ${bytes.byteLength} bytes`, async () => {
+      mkdirSync(dirname(target), { recursive: true });
+      const handle = await fs.open(temp, 'w');
+      try {
+        await handle.writeFile(bytes);
+        await handle.sync();
+      } catch (err) {
+        // A full disk must not leave a half-written temp file behind; the target is untouched.
+        await handle.close();
+        await fs.rm(temp, { force: true });
+        throw err;
+      }
       await handle.close();
-    }
-    await fs.rename(temp, target);
+      await fs.rename(temp, target);
+    });
   }
   async exists(path: string): Promise<boolean> {
     try {
@@ -119,9 +131,11 @@ export class NodeFileStore implements FileStore {
       path: target,
       async append(bytes: Uint8Array, options: { sync?: boolean } = {}): Promise<void> {
         if (closed) throw new Error(`${target}: append after close`);
-        let written = 0;
-        while (written < bytes.length) written += (await handle.write(bytes, written, bytes.length - written)).bytesWritten;
-        if (options.sync) await handle.sync();
+        await namingPath(target, `append of ${bytes.length} bytes`, async () => {
+          let written = 0;
+          while (written < bytes.length) written += (await handle.write(bytes, written, bytes.length - written)).bytesWritten;
+          if (options.sync) await handle.sync();
+        });
       },
       async close(): Promise<void> {
         if (closed) return;

@@ -109,3 +109,19 @@ export function keyValueDatabaseUnavailable(runtime: RuntimeName, name: string):
     ),
   );
 }
+
+/**
+ * Runs one file operation and, when it fails, rethrows with the full path and the operation in the
+ * message (the runtimes' own messages for EISDIR or ENOSPC name no path). The error's `code`
+ * (ENOENT, ENOSPC, …) is kept for callers that branch on it.
+ */
+export async function namingPath<T>(path: string, op: string, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (err) {
+    const e = err as Error & { code?: string };
+    if (typeof e?.message === 'string' && e.message.startsWith(`${path}: `)) throw err;
+    const why = e?.code === 'EISDIR' || e?.name === 'IsADirectory' ? 'is a directory, not a file' : e?.code === 'ENOSPC' ? 'no space left on the device' : (e?.message ?? String(err));
+    throw Object.assign(new Error(`${path}: ${op} failed: ${why}`, { cause: err }), { code: e?.code });
+  }
+}

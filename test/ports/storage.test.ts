@@ -1,0 +1,31 @@
+/**
+ * File stores on disk (Node and Deno): a failed operation names the full path and what was tried.
+ * The runtimes' own messages do not: reading a directory gave a bare "EISDIR: illegal operation on
+ * a directory, read", and a full disk "ENOSPC: no space left on device, write".
+ */
+import { namingPath } from '../../src/ports/storage.ts';
+import { assert, assertEqual, assertRejects } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+import { tempStore } from '../data/temp-store.ts';
+
+export default defineSuite('ports/storage', (t) => {
+  t.test('a directory read as a file, a missing file and a short range are refused naming the path', async ({ platform }) => {
+    const tmp = tempStore(platform, 'ports');
+    try {
+      await tmp.files.writeAtomic('model/config.json', new TextEncoder().encode('{}'));
+      await assertRejects(() => tmp.files.read('model'), new RegExp(`${tmp.files.root}/model: read failed: is a directory, not a file`), 'a directory as a file');
+      await assertRejects(() => tmp.files.read('model/absent.json'), new RegExp(`${tmp.files.root}/model/absent\\.json: read failed: .*(ENOENT|No such file|not found)`, 'i'), 'a missing file');
+      await assertRejects(() => tmp.files.readRange('model/config.json', 0, 10), /model\/config\.json: wanted 10 bytes at offset 0/, 'a short range');
+      const err = await assertRejects(() => tmp.files.size('nothing-here'), /nothing-here: stat failed/, 'stat of a missing file');
+      assert((err as Error & { code?: string }).code === 'ENOENT' || platform.name === 'deno', 'the error code is kept (Node)');
+    } finally {
+      await tmp.cleanup();
+    }
+  }, { only: ['node', 'deno'] });
+
+  t.test('namingPath keeps the code and names a full disk in words', async () => {
+    const full = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
+    const err = await assertRejects(() => namingPath('/runs/a/spill/x.safetensors', 'atomic write of 64 bytes', () => Promise.reject(full)), /^\/runs\/a\/spill\/x\.safetensors: atomic write of 64 bytes failed: no space left on the device$/, 'ENOSPC');
+    assertEqual((err as Error & { code?: string }).code, 'ENOSPC', 'code kept');
+  });
+});
