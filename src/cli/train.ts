@@ -50,13 +50,13 @@ export const trainConfigSchema = sessionSettingsSchema
     out: z.string().min(1).default('runs/train'),
     resume: z.boolean().default(false),
     fresh: z.boolean().default(false),
-    trainPrompts: posInt.default(32),
-    evalPrompts: posInt.default(4),
-    promptLength: posInt.default(8),
-    numDraftTokens: posInt.default(3),
-    evalNewTokens: posInt.default(32),
-    evalTrainPrompts: nonNegInt.default(4),
-    logEvery: posInt.default(10),
+    trainPrompts: posInt.max(10_000_000).default(32),
+    evalPrompts: posInt.max(100_000).default(4),
+    promptLength: posInt.max(1_048_576).default(8),
+    numDraftTokens: posInt.max(64).default(3),
+    evalNewTokens: posInt.max(1_048_576).default(32),
+    evalTrainPrompts: nonNegInt.max(100_000).default(4),
+    logEvery: posInt.max(1_000_000).default(10),
   })
   .strict();
 
@@ -123,10 +123,19 @@ export function parseTrainFlags(args: readonly string[]): { configFile?: string;
     if (value === undefined) throw new Error(`${flag}: missing value`);
     i++;
     if (STRING_KEYS.has(key)) values[key] = value;
-    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => (s.trim() === '' ? Number.NaN : Number(s)));
-    else values[key] = value.trim() === '' ? Number.NaN : Number(value);
+    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => decimalNumber(flag, s.trim()));
+    else values[key] = decimalNumber(flag, value);
   }
   return { configFile, values };
+}
+
+/**
+ * A flag's number, written in decimal (an exponent is fine): `Number()` alone would also take
+ * "0x10" as 16, "0b11" as 3 and " " as 0.
+ */
+function decimalNumber(flag: string, text: string): number {
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text)) throw new Error(`${flag}: ${JSON.stringify(text)} is not a decimal number`);
+  return Number(text);
 }
 
 /** Validate settings (config file first, flags over it); errors name the field and its flag. */
@@ -212,6 +221,8 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
     // 1. Data: prompts, continued by the target (inside the session).
     const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
+    checkPositions(trainPrompts, config.responseLength, '--response-length', tc.maxPositionEmbeddings, 'training');
+    checkPositions(heldPrompts, config.evalNewTokens, '--eval-new-tokens', tc.maxPositionEmbeddings, 'held-out');
     print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
     const now = () => performance.now();
     session = await Eagle3TrainingSession.open({
@@ -322,4 +333,12 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
 function flatEval(e: { heldOut: SpecEval; train?: SpecEval }): Record<string, unknown> {
   return { heldOut: e.heldOut, ...(e.train ? { train: e.train } : {}) };
+}
+
+/** Every prompt plus the tokens generated after it must fit the target's positions; checked before any GPU work. */
+function checkPositions(prompts: readonly (readonly number[])[], newTokens: number, flag: string, maxPositions: number, which: string): void {
+  const longest = prompts.reduce((a, p) => Math.max(a, p.length), 0);
+  if (longest + newTokens > maxPositions) {
+    throw new Error(`${flag} ${newTokens}: the longest ${which} prompt (${longest} tokens) plus ${newTokens} generated tokens is ${longest + newTokens}, over the target's max_position_embeddings ${maxPositions}; lower ${flag} or use shorter prompts (--prompt-length)`);
+  }
 }

@@ -51,20 +51,22 @@ import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 const posInt = z.number().int().positive();
 
 /** Every setting that shapes a session (and so must match when it resumes). */
+// Upper bounds far beyond any useful run, so a typo (1e9 epochs, --lr 1e300) is refused at once
+// naming the field instead of running for hours or training to NaN.
 export const sessionSettingsSchema = z.object({
-  epochs: posInt.default(6),
-  roundPrompts: posInt.default(16),
-  batchSize: posInt.default(4),
-  tttLength: posInt.default(4),
-  lr: z.number().positive().default(3e-3),
+  epochs: posInt.max(10_000).default(6),
+  roundPrompts: posInt.max(1_000_000).default(16),
+  batchSize: posInt.max(65_536).default(4),
+  tttLength: posInt.max(64).default(4),
+  lr: z.number().positive().max(1).default(3e-3),
   warmupRatio: z.number().min(0).lt(1).default(0.05),
-  maxGradNorm: z.number().positive().default(SPECFORGE_OPTIMIZER.maxGradNorm),
-  draftVocabSize: posInt.optional(),
-  auxLayers: z.array(z.number().int().nonnegative()).length(3).optional(),
-  responseLength: posInt.default(48),
+  maxGradNorm: z.number().positive().max(1e6).default(SPECFORGE_OPTIMIZER.maxGradNorm),
+  draftVocabSize: posInt.max(4_194_304).optional(),
+  auxLayers: z.array(z.number().int().nonnegative().max(1023)).length(3).optional(),
+  responseLength: posInt.max(1_048_576).default(48),
   rolloutWorkers: posInt.max(8).default(1),
-  checkpointEvery: posInt.default(8),
-  seed: z.number().int().nonnegative().default(0),
+  checkpointEvery: posInt.max(1_000_000).default(8),
+  seed: z.number().int().nonnegative().max(2 ** 32 - 1).default(0),
 });
 export type SessionSettings = z.infer<typeof sessionSettingsSchema>;
 

@@ -28,6 +28,11 @@ export default defineSuite('cli/train', (t) => {
     assertThrows(() => validateTrainConfig({ bacthSize: 2 }), /bacthSize/, 'unknown config key named');
     assertThrows(() => validateTrainConfig({ auxLayers: [1, 2] }), /auxLayers/, 'three aux layers');
     assertThrows(() => parseTrainFlags(['--bach-size', '2']), /unknown option --bach-size/, 'typo flag');
+    assertThrows(() => parseTrainFlags(['--epochs', '0x10']), /--epochs: "0x10" is not a decimal number/, 'hexadecimal refused (Number() took it as 16)');
+    assertThrows(() => parseTrainFlags(['--aux-layers', '1,0b1,2']), /--aux-layers: "0b1" is not a decimal number/, 'binary refused in a list');
+    for (const [key, value] of [['epochs', 1e9], ['tttLength', 1e6], ['responseLength', 1e9], ['evalNewTokens', 1e9], ['numDraftTokens', 1e9], ['lr', 1e300]] as const) {
+      assertThrows(() => validateTrainConfig({ [key]: value }), new RegExp(`${key} \\(--[a-z-]+\\): Too big`), `${key} ${value} refused before anything runs`);
+    }
     assertThrows(() => parseTrainFlags(['--epochs']), /--epochs: missing value/, 'missing value');
     assertThrows(() => parsePromptsJson([[1, 2], [3, 999]], 384, 'p.json'), /p\.json: prompt 1\[1\] = 999/, 'id outside vocab');
     const tmp = tempStore(ctx.platform, 'train-config');
@@ -83,6 +88,9 @@ export default defineSuite('cli/train', (t) => {
         let refused = '';
         await trainCommand(ctx.platform, ['--config', `${root}/train.json`], () => undefined, ctx.gpu).catch((e: Error) => (refused = e.message));
         assert(/already holds a run .*--resume.*--fresh/.test(refused), `an existing run is not overwritten: ${refused}`);
+        let tooLong = '';
+        await trainCommand(ctx.platform, ['--config', `${root}/train.json`, '--out', `${root}/long`, '--response-length', '300'], () => undefined, ctx.gpu).catch((e: Error) => (tooLong = e.message));
+        assert(/--response-length 300: the longest training prompt \(\d+ tokens\) plus 300 generated tokens is \d+, over the target's max_position_embeddings 256/.test(tooLong), `prompt + response beyond the positions: ${tooLong}`);
         let nothing = '';
         await trainCommand(ctx.platform, ['--config', `${root}/train.json`, '--out', `${root}/empty`, '--resume'], () => undefined, ctx.gpu).catch((e: Error) => (nothing = e.message));
         assert(/--resume: .*empty holds no run to resume/.test(nothing), `resume without a run: ${nothing}`);
