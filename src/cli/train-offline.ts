@@ -26,6 +26,7 @@ import type { Platform } from './platform.ts';
 import { Rng } from '../util/random.ts';
 import { draftConfigFor } from '../training/eagle3-data.ts';
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../training/offline-training.ts';
+import { lockRunFolder, resolveDraftVocabSize } from '../training/run-plan.ts';
 
 /** The settings of `speclab train` that offline training reads (TrainConfig has them all). */
 export interface OfflineTrainConfig extends OfflineTrainSettings {
@@ -73,104 +74,108 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
   if (!(await targetFiles.exists('config.json'))) throw new Error(`target ${targetFiles.root} (from ${config.target ? '--target' : manifestPath}): no config.json there (expected a Hugging Face model directory)`);
   const checkpoint = await loadHfCheckpoint(targetFiles, '');
   const tc = checkpoint.config;
-  const draftVocabSize = config.draftVocabSize ?? Math.min(tc.vocabSize, 32000);
-  if (draftVocabSize > tc.vocabSize) throw new Error(`draftVocabSize (--draft-vocab-size) ${draftVocabSize} exceeds the target vocabulary ${tc.vocabSize}`);
+  const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
 
   const out = platform.files(config.out);
-  let log: AppendLog | undefined;
-  let logged: Promise<void> = Promise.resolve();
-  const record = (entry: Record<string, unknown>): Promise<void> => {
-    const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-    logged = logged.then(() => log?.append(line));
-    return logged;
-  };
-
-  const ctx = gpuContext ?? (await platform.acquireGpu());
-  const gpu = new Gpu(ctx);
-  const target = TargetModel.create(gpu, checkpoint);
+  const lock = await lockRunFolder(out);
   try {
-    checkManifestTarget(manifest, target, manifestPath);
-    log = await out.openAppendLog('metrics.jsonl');
-    await record({ phase: 'config', ...config, target: targetDir });
-    const auxLayerIds = manifest.auxLayerIds;
-    print(`features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+    let log: AppendLog | undefined;
+    let logged: Promise<void> = Promise.resolve();
+    const record = (entry: Record<string, unknown>): Promise<void> => {
+      const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
+      logged = logged.then(() => log?.append(line));
+      return logged;
+    };
 
-    // 2. Vocabulary mapping.
-    const { mapping, coverage, distinct } = offlineVocab(manifest, draftVocabSize);
-    print(`phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${distinct} distinct loss-masked tokens; coverage ${(coverage * 100).toFixed(2)}% of loss-masked tokens`);
-    await record({ phase: 'data', trainSequences: manifest.samples, trainTokens: manifest.tokens, heldOut: manifest.heldOutPrompts.length, draftVocabSize, distinctTokens: distinct, vocabCoverage: coverage });
+    const ctx = gpuContext ?? (await platform.acquireGpu());
+    const gpu = new Gpu(ctx);
+    const target = TargetModel.create(gpu, checkpoint);
+    try {
+      checkManifestTarget(manifest, target, manifestPath);
+      log = await out.openAppendLog('metrics.jsonl');
+      await record({ phase: 'config', ...config, target: targetDir });
+      const auxLayerIds = manifest.auxLayerIds;
+      print(`features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
 
-    // 3. Untrained draft, evaluated before training.
-    const draftConfig = draftConfigFor(target, draftVocabSize);
-    const initial = initialEagle3Weights(draftConfig, checkpoint.weights.embedTokens, new Rng(config.seed + 1));
-    const held = manifest.heldOutPrompts;
-    const trainEval = manifest.trainPrompts.slice(0, config.evalTrainPrompts);
-    const now = () => performance.now();
-    await timeTargetOnly(target, [held[0]], 2, now); // warm-up: pipeline compilation
-    const base = await timeTargetOnly(target, held, config.evalNewTokens, now);
-    const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.evalNewTokens, now) : undefined;
-    const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
-      evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.evalNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
-    const untrained: Eagle3DraftCheckpoint = { config: draftConfig, weights: withoutEmbedding(initial), d2t: mapping.d2t, auxLayerIds };
-    const before = { heldOut: await evaluateOn(untrained, held, base.tokens), train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined };
-    print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
-    await record({ phase: 'eval-before', ...before });
+      // 2. Vocabulary mapping.
+      const { mapping, coverage, distinct } = offlineVocab(manifest, draftVocabSize);
+      print(`phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${distinct} distinct loss-masked tokens; coverage ${(coverage * 100).toFixed(2)}% of loss-masked tokens`);
+      await record({ phase: 'data', trainSequences: manifest.samples, trainTokens: manifest.tokens, heldOut: manifest.heldOutPrompts.length, draftVocabSize, distinctTokens: distinct, vocabCoverage: coverage });
 
-    // 4. Offline training.
-    print(`phase train: ${config.epochs} epochs × ${manifest.samples} shards, batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`);
-    const trainStart = performance.now();
-    let tokens = 0;
-    const avgTokens = manifest.tokens / manifest.samples;
-    const result = await trainEagle3Offline({
-      gpu,
-      target,
-      files: features,
-      manifest,
-      settings: config,
-      draftConfig,
-      initialWeights: initial,
-      mapping,
-      onStep: (st, totalSteps) => {
-        tokens += st.samples * avgTokens;
-        const elapsed = (performance.now() - trainStart) / 1000;
-        const acc0 = st.metrics.correct_0 / Math.max(st.metrics.denom_0, 1e-6);
-        void record({ phase: 'train', step: st.globalStep, totalSteps, loss: st.loss, acc_0: acc0, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: tokens / elapsed, elapsedSeconds: elapsed });
-        if (st.globalStep % config.logEvery === 0 || st.globalStep === totalSteps || st.globalStep === 1) {
-          print(`phase train  step ${st.globalStep}/${totalSteps}  ${Math.round(tokens / elapsed)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${acc0.toFixed(3)}  lr ${st.lr.toExponential(2)}`);
-        }
-      },
-    });
-    const trainSeconds = (performance.now() - trainStart) / 1000;
-    const finalLoss = result.losses[result.losses.length - 1] ?? Number.NaN;
-    print(`phase train: ${result.steps} steps in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`);
+      // 3. Untrained draft, evaluated before training.
+      const draftConfig = draftConfigFor(target, draftVocabSize);
+      const initial = initialEagle3Weights(draftConfig, checkpoint.weights.embedTokens, new Rng(config.seed + 1));
+      const held = manifest.heldOutPrompts;
+      const trainEval = manifest.trainPrompts.slice(0, config.evalTrainPrompts);
+      const now = () => performance.now();
+      await timeTargetOnly(target, [held[0]], 2, now); // warm-up: pipeline compilation
+      const base = await timeTargetOnly(target, held, config.evalNewTokens, now);
+      const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.evalNewTokens, now) : undefined;
+      const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
+        evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.evalNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
+      const untrained: Eagle3DraftCheckpoint = { config: draftConfig, weights: withoutEmbedding(initial), d2t: mapping.d2t, auxLayerIds };
+      const before = { heldOut: await evaluateOn(untrained, held, base.tokens), train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined };
+      print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
+      await record({ phase: 'eval-before', ...before });
 
-    // 5. Export (the aux layers always go into eagle_config: they come from the features, not a rule).
-    await writeEagle3Export(out, 'draft', draftConfig, result.weights, { t2d: mapping.t2d, d2t: mapping.d2t }, { auxLayerIds });
-    const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
-    const exportDir = `${out.root}/draft`;
-    print(`phase export: SGLang draft written to ${exportDir}`);
+      // 4. Offline training.
+      print(`phase train: ${config.epochs} epochs × ${manifest.samples} shards, batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`);
+      const trainStart = performance.now();
+      let tokens = 0;
+      const avgTokens = manifest.tokens / manifest.samples;
+      const result = await trainEagle3Offline({
+        gpu,
+        target,
+        files: features,
+        manifest,
+        settings: config,
+        draftConfig,
+        initialWeights: initial,
+        mapping,
+        onStep: (st, totalSteps) => {
+          tokens += st.samples * avgTokens;
+          const elapsed = (performance.now() - trainStart) / 1000;
+          const acc0 = st.metrics.correct_0 / Math.max(st.metrics.denom_0, 1e-6);
+          void record({ phase: 'train', step: st.globalStep, totalSteps, loss: st.loss, acc_0: acc0, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: tokens / elapsed, elapsedSeconds: elapsed });
+          if (st.globalStep % config.logEvery === 0 || st.globalStep === totalSteps || st.globalStep === 1) {
+            print(`phase train  step ${st.globalStep}/${totalSteps}  ${Math.round(tokens / elapsed)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${acc0.toFixed(3)}  lr ${st.lr.toExponential(2)}`);
+          }
+        },
+      });
+      const trainSeconds = (performance.now() - trainStart) / 1000;
+      const finalLoss = result.losses[result.losses.length - 1] ?? Number.NaN;
+      print(`phase train: ${result.steps} steps in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`);
 
-    // 6. The trained (exported) draft, evaluated after training.
-    const trained: Eagle3DraftCheckpoint = { config: exported.config, weights: withoutEmbedding(exported.values), d2t: exported.vocab.d2t, auxLayerIds };
-    const after = { heldOut: await evaluateOn(trained, held, base.tokens), train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined };
-    await record({ phase: 'eval-after', ...after });
+      // 5. Export (the aux layers always go into eagle_config: they come from the features, not a rule).
+      await writeEagle3Export(out, 'draft', draftConfig, result.weights, { t2d: mapping.t2d, d2t: mapping.d2t }, { auxLayerIds });
+      const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
+      const exportDir = `${out.root}/draft`;
+      print(`phase export: SGLang draft written to ${exportDir}`);
 
-    const summary: OfflineTrainSummary = { features: features.root, target: targetDir, samples: manifest.samples, steps: result.steps, trainSeconds, finalLoss, vocabCoverage: coverage, before, after, exportDir };
-    await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
-    await record({ phase: 'summary', ...summary });
-    print('summary:');
-    print(`  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`);
-    if (before.train && after.train) print(`  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`);
-    const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
-    print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
-    print(`  ${result.steps} steps, final loss ${finalLoss.toFixed(4)}, total ${((performance.now() - started) / 1000).toFixed(1)}s`);
-    print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl`);
-    return summary;
+      // 6. The trained (exported) draft, evaluated after training.
+      const trained: Eagle3DraftCheckpoint = { config: exported.config, weights: withoutEmbedding(exported.values), d2t: exported.vocab.d2t, auxLayerIds };
+      const after = { heldOut: await evaluateOn(trained, held, base.tokens), train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined };
+      await record({ phase: 'eval-after', ...after });
+
+      const summary: OfflineTrainSummary = { features: features.root, target: targetDir, samples: manifest.samples, steps: result.steps, trainSeconds, finalLoss, vocabCoverage: coverage, before, after, exportDir };
+      await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
+      await record({ phase: 'summary', ...summary });
+      print('summary:');
+      print(`  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`);
+      if (before.train && after.train) print(`  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`);
+      const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
+      print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
+      print(`  ${result.steps} steps, final loss ${finalLoss.toFixed(4)}, total ${((performance.now() - started) / 1000).toFixed(1)}s`);
+      print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl`);
+      return summary;
+    } finally {
+      target.destroy();
+      gpu.destroy();
+      if (!gpuContext) ctx.destroy();
+      await logged.catch(() => undefined);
+      await log?.close();
+    }
   } finally {
-    target.destroy();
-    gpu.destroy();
-    if (!gpuContext) ctx.destroy();
-    await logged.catch(() => undefined);
-    await log?.close();
+    await lock.release();
   }
 }

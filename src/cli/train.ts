@@ -35,7 +35,7 @@ import type { AppendLog } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
-import { choosePrompts, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
+import { choosePrompts, lockRunFolder, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { offlineTrainCommand } from './train-offline.ts';
 
 const posInt = z.number().int().positive();
@@ -195,139 +195,145 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
 
   const out = platform.files(config.out);
-  await prepareRunFolder(out, config);
-  let log: AppendLog | undefined;
-  // Appends are chained so records land in order even when a step callback does not wait.
-  let logged: Promise<void> = Promise.resolve();
-  const record = (entry: Record<string, unknown>): Promise<void> => {
-    const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-    logged = logged.then(() => log?.append(line));
-    return logged;
-  };
-
-  const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
-  const tc = checkpoint.config;
-  const ctx = gpuContext ?? (await platform.acquireGpu());
-  const gpu = new Gpu(ctx);
-  const target = TargetModel.create(gpu, checkpoint);
-  const metadata = await FileMetadataStore.open(out, { dir: 'metadata' });
-  let session: Eagle3TrainingSession | undefined;
+  // Locked before anything in the folder is read or deleted; released however the run ends.
+  const lock = await lockRunFolder(out);
   try {
-    log = await out.openAppendLog('metrics.jsonl');
-    await record({ phase: 'config', ...config, target: targetDir });
-    const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
-    const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
-    print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
-
-    // 1. Data: prompts, continued by the target (inside the session).
-    const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
-    checkPositions(trainPrompts, config.responseLength, '--response-length', tc.maxPositionEmbeddings, 'training');
-    checkPositions(heldPrompts, config.evalNewTokens, '--eval-new-tokens', tc.maxPositionEmbeddings, 'held-out');
-    print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
-    const now = () => performance.now();
-    session = await Eagle3TrainingSession.open({
-      gpu,
-      target,
-      embedTokens: checkpoint.weights.embedTokens,
-      trainPrompts,
-      settings: { ...config, auxLayers: auxLayerIds, draftVocabSize },
-      storage: { checkpoints: platform.files(`${config.out}/checkpoints`), metadata, spill: platform.files(`${config.out}/spill`) },
-      runId: 'speclab-train',
-      now,
-      onEvent: (e) => {
-        if (e.kind === 'phase' && e.phase === 'resume') print(`phase resume: ${e.detail}`);
-        void record({ event: e.kind, ...e });
-      },
-    });
-    const s = session;
-    const trainTokens = s.sequences.reduce((a, q) => a + q.inputIds.length, 0);
-
-    // 2. Vocabulary mapping (built by the session from the loss-masked tokens).
-    print(`phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${s.distinctTokens} distinct loss-masked tokens; coverage ${(s.coverage * 100).toFixed(2)}% of loss-masked tokens`);
-    await record({ phase: 'data', trainSequences: s.sequences.length, trainTokens, heldOut: heldPrompts.length, draftVocabSize, distinctTokens: s.distinctTokens, vocabCoverage: s.coverage });
-
-    // 3. Untrained draft, evaluated before training.
-    const trainEval = trainPrompts.slice(0, config.evalTrainPrompts);
-    await timeTargetOnly(target, [heldPrompts[0]], 2, now); // warm-up: pipeline compilation
-    const base = await timeTargetOnly(target, heldPrompts, config.evalNewTokens, now);
-    const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.evalNewTokens, now) : undefined;
-    const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
-      evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.evalNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
-    const untrained = s.initialDraft();
-    const before = {
-      heldOut: await evaluateOn(untrained, heldPrompts, base.tokens),
-      train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined,
+    await prepareRunFolder(out, config);
+    let log: AppendLog | undefined;
+    // Appends are chained so records land in order even when a step callback does not wait.
+    let logged: Promise<void> = Promise.resolve();
+    const record = (entry: Record<string, unknown>): Promise<void> => {
+      const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
+      logged = logged.then(() => log?.append(line));
+      return logged;
     };
-    print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
-    await record({ phase: 'eval-before', ...flatEval(before) });
 
-    // 4. Online training through the runtime planes, one optimizer step at a time.
-    const startStep = s.globalStep;
-    print(`phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${config.rolloutWorkers} rollout worker(s)${startStep > 0 ? `; resuming after step ${startStep}` : ''}`);
-    const trainStart = performance.now();
-    let lastLoss = Number.NaN;
-    for (let st = await s.step(); st; st = await s.step()) {
-      lastLoss = st.loss;
-      const elapsed = (performance.now() - trainStart) / 1000;
-      void record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: elapsed });
-      if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
-        const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
-        print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(st.tokensPerSecond)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`);
+    const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
+    const tc = checkpoint.config;
+    const ctx = gpuContext ?? (await platform.acquireGpu());
+    const gpu = new Gpu(ctx);
+    const target = TargetModel.create(gpu, checkpoint);
+    const metadata = await FileMetadataStore.open(out, { dir: 'metadata' });
+    let session: Eagle3TrainingSession | undefined;
+    try {
+      log = await out.openAppendLog('metrics.jsonl');
+      await record({ phase: 'config', ...config, target: targetDir });
+      const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
+      const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
+      print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+
+      // 1. Data: prompts, continued by the target (inside the session).
+      const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
+      checkPositions(trainPrompts, config.responseLength, '--response-length', tc.maxPositionEmbeddings, 'training');
+      checkPositions(heldPrompts, config.evalNewTokens, '--eval-new-tokens', tc.maxPositionEmbeddings, 'held-out');
+      print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
+      const now = () => performance.now();
+      session = await Eagle3TrainingSession.open({
+        gpu,
+        target,
+        embedTokens: checkpoint.weights.embedTokens,
+        trainPrompts,
+        settings: { ...config, auxLayers: auxLayerIds, draftVocabSize },
+        storage: { checkpoints: platform.files(`${config.out}/checkpoints`), metadata, spill: platform.files(`${config.out}/spill`) },
+        runId: 'speclab-train',
+        now,
+        onEvent: (e) => {
+          if (e.kind === 'phase' && e.phase === 'resume') print(`phase resume: ${e.detail}`);
+          void record({ event: e.kind, ...e });
+        },
+      });
+      const s = session;
+      const trainTokens = s.sequences.reduce((a, q) => a + q.inputIds.length, 0);
+
+      // 2. Vocabulary mapping (built by the session from the loss-masked tokens).
+      print(`phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${s.distinctTokens} distinct loss-masked tokens; coverage ${(s.coverage * 100).toFixed(2)}% of loss-masked tokens`);
+      await record({ phase: 'data', trainSequences: s.sequences.length, trainTokens, heldOut: heldPrompts.length, draftVocabSize, distinctTokens: s.distinctTokens, vocabCoverage: s.coverage });
+
+      // 3. Untrained draft, evaluated before training.
+      const trainEval = trainPrompts.slice(0, config.evalTrainPrompts);
+      await timeTargetOnly(target, [heldPrompts[0]], 2, now); // warm-up: pipeline compilation
+      const base = await timeTargetOnly(target, heldPrompts, config.evalNewTokens, now);
+      const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.evalNewTokens, now) : undefined;
+      const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
+        evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.evalNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
+      const untrained = s.initialDraft();
+      const before = {
+        heldOut: await evaluateOn(untrained, heldPrompts, base.tokens),
+        train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined,
+      };
+      print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
+      await record({ phase: 'eval-before', ...flatEval(before) });
+
+      // 4. Online training through the runtime planes, one optimizer step at a time.
+      const startStep = s.globalStep;
+      print(`phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${config.rolloutWorkers} rollout worker(s)${startStep > 0 ? `; resuming after step ${startStep}` : ''}`);
+      const trainStart = performance.now();
+      let lastLoss = Number.NaN;
+      for (let st = await s.step(); st; st = await s.step()) {
+        lastLoss = st.loss;
+        const elapsed = (performance.now() - trainStart) / 1000;
+        void record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: elapsed });
+        if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
+          const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
+          print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(st.tokensPerSecond)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`);
+        }
       }
+      const status = (await s.status()).controller;
+      const expected = s.sequences.length * config.epochs;
+      if (status.durableAcked !== expected) throw new Error(`training acked ${status.durableAcked} of ${expected} samples`);
+      const trainSeconds = (performance.now() - trainStart) / 1000;
+      print(`phase train: ${s.globalStep} steps (${s.globalStep - startStep} in this process) in ${formatDuration(trainSeconds)}, final loss ${lastLoss.toFixed(4)}; ${status.durableAcked} samples durably acked`);
+
+      // 5. Export.
+      const weights = await s.currentWeights();
+      await writeEagle3Export(out, 'draft', s.draftConfig, weights, { t2d: s.mapping.t2d, d2t: s.mapping.d2t }, { auxLayerIds: config.auxLayers });
+      const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
+      const exportDir = `${out.root}/draft`;
+      print(`phase export: SGLang draft written to ${exportDir}`);
+
+      // 6. The trained (exported) draft, evaluated after training.
+      const trained: Eagle3DraftCheckpoint = { config: exported.config, weights: withoutEmbedding(exported.values), d2t: exported.vocab.d2t, auxLayerIds };
+      const after = {
+        heldOut: await evaluateOn(trained, heldPrompts, base.tokens),
+        train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined,
+      };
+      await record({ phase: 'eval-after', ...flatEval(after) });
+
+      const summary: TrainSummary = {
+        target: targetDir,
+        trainSequences: s.sequences.length,
+        steps: s.globalStep,
+        trainSeconds,
+        finalLoss: lastLoss,
+        vocabCoverage: s.coverage,
+        before,
+        after,
+        targetOnlyTokensPerSecond: base.speed.tokensPerSecond,
+        exportDir,
+      };
+      await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
+      await record({ phase: 'summary', ...summary });
+      const speedup = (e: SpecEval, sp: SpeedReport) => (e.tokensPerSecond / sp.tokensPerSecond).toFixed(2);
+      print('summary:');
+      print(`  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`);
+      if (before.train && after.train) print(`  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`);
+      print(`  decode tokens/s (held-out):          target only ${base.speed.tokensPerSecond.toFixed(2)}; with untrained draft ${before.heldOut.tokensPerSecond.toFixed(2)} (${speedup(before.heldOut, base.speed)}x); with trained draft ${after.heldOut.tokensPerSecond.toFixed(2)} (${speedup(after.heldOut, base.speed)}x)`);
+      const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
+      print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
+      print(`  vocab coverage ${(s.coverage * 100).toFixed(2)}%, ${s.globalStep} steps, final loss ${lastLoss.toFixed(4)}, total ${formatDuration((performance.now() - started) / 1000)}`);
+      print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/checkpoints`);
+      return summary;
+    } finally {
+      session?.destroy();
+      target.destroy();
+      gpu.destroy();
+      if (!gpuContext) ctx.destroy();
+      await logged.catch(() => undefined);
+      await log?.close();
+      await metadata.close();
     }
-    const status = (await s.status()).controller;
-    const expected = s.sequences.length * config.epochs;
-    if (status.durableAcked !== expected) throw new Error(`training acked ${status.durableAcked} of ${expected} samples`);
-    const trainSeconds = (performance.now() - trainStart) / 1000;
-    print(`phase train: ${s.globalStep} steps (${s.globalStep - startStep} in this process) in ${formatDuration(trainSeconds)}, final loss ${lastLoss.toFixed(4)}; ${status.durableAcked} samples durably acked`);
-
-    // 5. Export.
-    const weights = await s.currentWeights();
-    await writeEagle3Export(out, 'draft', s.draftConfig, weights, { t2d: s.mapping.t2d, d2t: s.mapping.d2t }, { auxLayerIds: config.auxLayers });
-    const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
-    const exportDir = `${out.root}/draft`;
-    print(`phase export: SGLang draft written to ${exportDir}`);
-
-    // 6. The trained (exported) draft, evaluated after training.
-    const trained: Eagle3DraftCheckpoint = { config: exported.config, weights: withoutEmbedding(exported.values), d2t: exported.vocab.d2t, auxLayerIds };
-    const after = {
-      heldOut: await evaluateOn(trained, heldPrompts, base.tokens),
-      train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined,
-    };
-    await record({ phase: 'eval-after', ...flatEval(after) });
-
-    const summary: TrainSummary = {
-      target: targetDir,
-      trainSequences: s.sequences.length,
-      steps: s.globalStep,
-      trainSeconds,
-      finalLoss: lastLoss,
-      vocabCoverage: s.coverage,
-      before,
-      after,
-      targetOnlyTokensPerSecond: base.speed.tokensPerSecond,
-      exportDir,
-    };
-    await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
-    await record({ phase: 'summary', ...summary });
-    const speedup = (e: SpecEval, sp: SpeedReport) => (e.tokensPerSecond / sp.tokensPerSecond).toFixed(2);
-    print('summary:');
-    print(`  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`);
-    if (before.train && after.train) print(`  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`);
-    print(`  decode tokens/s (held-out):          target only ${base.speed.tokensPerSecond.toFixed(2)}; with untrained draft ${before.heldOut.tokensPerSecond.toFixed(2)} (${speedup(before.heldOut, base.speed)}x); with trained draft ${after.heldOut.tokensPerSecond.toFixed(2)} (${speedup(after.heldOut, base.speed)}x)`);
-    const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
-    print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
-    print(`  vocab coverage ${(s.coverage * 100).toFixed(2)}%, ${s.globalStep} steps, final loss ${lastLoss.toFixed(4)}, total ${formatDuration((performance.now() - started) / 1000)}`);
-    print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/checkpoints`);
-    return summary;
   } finally {
-    session?.destroy();
-    target.destroy();
-    gpu.destroy();
-    if (!gpuContext) ctx.destroy();
-    await logged.catch(() => undefined);
-    await log?.close();
-    await metadata.close();
+    await lock.release();
   }
 }
 

@@ -5,7 +5,7 @@
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileStore } from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, lockHeldError, namingPath, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
 
 const live = new Set<GpuContext>();
 
@@ -83,6 +83,29 @@ class DenoFileStore implements FileStore {
   async remove(path: string): Promise<void> {
     await Deno.remove(this.abs(path), { recursive: true }).catch(() => {});
   }
+  async lockExclusive(path: string): Promise<FileLock> {
+    const target = this.abs(path);
+    await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
+    const me: LockOwner = { pid: Deno.pid, host: Deno.hostname(), since: new Date().toISOString() };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      // Written whole, then hard-linked into place: the lock appears complete or not at all.
+      const temp = `${target}.tmp-${Deno.pid}-${Date.now()}`;
+      await Deno.writeTextFile(temp, JSON.stringify(me));
+      try {
+        await Deno.link(temp, target);
+        return { path: target, release: () => Deno.remove(target).catch(() => {}) };
+      } catch (err) {
+        if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
+      } finally {
+        await Deno.remove(temp).catch(() => {});
+      }
+      const owner = await readLockOwner(target);
+      const stale = owner !== null && owner.host === me.host && (await processGone(owner.pid));
+      if (!stale) throw lockHeldError(target, owner);
+      await Deno.remove(target).catch(() => {});
+    }
+    throw lockHeldError(target, await readLockOwner(target));
+  }
   async openAppendLog(path: string): Promise<AppendLog> {
     const target = this.abs(path);
     await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
@@ -143,3 +166,30 @@ export const denoPlatform: Platform = {
     Deno.exit(code);
   },
 };
+
+async function readLockOwner(path: string): Promise<LockOwner | null> {
+  try {
+    const owner = JSON.parse(await Deno.readTextFile(path)) as LockOwner;
+    return Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' ? owner : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Whether `pid` is known to have ended. Deno has no signal-0 probe; on Linux /proc tells. Where
+ * /proc is absent nothing is known, and the lock is treated as held (refused, never stolen).
+ */
+async function processGone(pid: number): Promise<boolean> {
+  try {
+    await Deno.stat('/proc/self');
+  } catch {
+    return false;
+  }
+  try {
+    await Deno.stat(`/proc/${pid}`);
+    return false;
+  } catch {
+    return true;
+  }
+}

@@ -13,9 +13,10 @@ import { create, globals } from 'webgpu';
 import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
+import { hostname } from 'node:os';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileStore } from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, lockHeldError, namingPath, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -121,6 +122,30 @@ export class NodeFileStore implements FileStore {
   async remove(path: string): Promise<void> {
     await fs.rm(this.abs(path), { recursive: true, force: true });
   }
+  async lockExclusive(path: string): Promise<FileLock> {
+    const target = this.abs(path);
+    mkdirSync(dirname(target), { recursive: true });
+    const me: LockOwner = { pid: process.pid, host: hostname(), since: new Date().toISOString() };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      // Written whole to a temp file, then hard-linked into place: the link either creates the
+      // lock with its full contents or fails because the lock exists (no half-written lock).
+      const temp = `${target}.tmp-${process.pid}-${Date.now()}`;
+      await fs.writeFile(temp, JSON.stringify(me));
+      try {
+        await fs.link(temp, target);
+        return { path: target, release: () => fs.rm(target, { force: true }) };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      } finally {
+        await fs.rm(temp, { force: true });
+      }
+      const owner = await readLockOwner(target);
+      const stale = owner !== null && owner.host === me.host && !processAlive(owner.pid);
+      if (!stale) throw lockHeldError(target, owner);
+      await fs.rm(target, { force: true });
+    }
+    throw lockHeldError(target, await readLockOwner(target));
+  }
   async openAppendLog(path: string): Promise<AppendLog> {
     const target = this.abs(path);
     mkdirSync(dirname(target), { recursive: true });
@@ -175,3 +200,21 @@ export const nodePlatform: Platform = {
     process.exit(code);
   },
 };
+
+async function readLockOwner(path: string): Promise<LockOwner | null> {
+  try {
+    const owner = JSON.parse(await fs.readFile(path, 'utf8')) as LockOwner;
+    return Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' ? owner : null;
+  } catch {
+    return null;
+  }
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

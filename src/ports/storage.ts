@@ -28,6 +28,32 @@ export interface FileStore {
    * IndexedDB-backed design instead.
    */
   openAppendLog(path: string): Promise<AppendLog>;
+  /**
+   * Takes an exclusive lock file at `path` for this process, or fails naming the process that holds
+   * it. A lock whose owner is a process of this machine that no longer runs is stale and is taken
+   * over. Node and Deno only; a store without it cannot be locked (the browser's runs live in one
+   * tab's IndexedDB).
+   */
+  lockExclusive?(path: string): Promise<FileLock>;
+}
+
+/** A held lock file; `release` removes it (idempotent). */
+export interface FileLock {
+  readonly path: string;
+  release(): Promise<void>;
+}
+
+/** What a lock file records about its owner. */
+export interface LockOwner {
+  readonly pid: number;
+  readonly host: string;
+  readonly since: string;
+}
+
+/** The refusal when a live process holds the lock (shared by the runtimes' stores). */
+export function lockHeldError(path: string, owner: LockOwner | null): Error {
+  const who = owner ? `process ${owner.pid} on ${owner.host} (since ${owner.since})` : 'another process (the lock file is unreadable)';
+  return new Error(`${path}: this run folder is in use by ${who}; wait for it to finish, or delete the lock file if that process is gone`);
 }
 
 /** An append-only file handle. `sync` flushes the data to stable storage before resolving (fsync). */

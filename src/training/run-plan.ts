@@ -7,7 +7,7 @@
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
 import { ChatTokenizer } from '../formats/tokenizer.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
-import type { FileStore } from '../ports/storage.ts';
+import type { FileLock, FileStore } from '../ports/storage.ts';
 import { splitPath } from '../util/paths.ts';
 import { Rng } from '../util/random.ts';
 
@@ -152,6 +152,18 @@ export async function labCorpusPrompts(roots: FileRoots, config: Pick<PromptSett
 
 /** Run state of an earlier run in --out: continued with --resume, deleted with --fresh, else refused. */
 const RUN_STATE = ['metadata', 'checkpoints', 'spill'] as const;
+
+/**
+ * Locks the run folder for this process (`LOCK`; a dead owner's lock is taken over), before
+ * anything in it is read or deleted: two trainers on one folder would corrupt each other's ledger
+ * and spill. Stores that cannot lock (a browser tab's IndexedDB) return a no-op lock.
+ */
+export async function lockRunFolder(out: FileStore): Promise<FileLock> {
+  if (!out.lockExclusive) return { path: `${out.root}/${RUN_LOCK}`, release: async () => {} };
+  return out.lockExclusive(RUN_LOCK);
+}
+
+export const RUN_LOCK = 'LOCK';
 
 export async function prepareRunFolder(out: FileStore, config: { resume: boolean; fresh: boolean }): Promise<void> {
   if (config.resume && config.fresh) throw new Error('--resume and --fresh contradict each other: pick one');

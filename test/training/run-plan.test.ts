@@ -4,7 +4,7 @@
  * small-target rule of each caller, random prompts and --prompts-file prompts, and the run-folder
  * policy for an earlier run in --out. Also the path and duration helpers the commands share.
  */
-import { choosePrompts, prepareRunFolder, resolveAuxLayers, resolveDraftVocabSize, usesLabCorpus, LAB_TARGET_DIR } from '../../src/training/run-plan.ts';
+import { choosePrompts, lockRunFolder, prepareRunFolder, RUN_LOCK, resolveAuxLayers, resolveDraftVocabSize, usesLabCorpus, LAB_TARGET_DIR } from '../../src/training/run-plan.ts';
 import { formatDuration } from '../../src/util/format.ts';
 import { splitPath } from '../../src/util/paths.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
@@ -14,6 +14,27 @@ import { tempStore } from '../data/temp-store.ts';
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
 export default defineSuite('training/run-plan', (t) => {
+  t.test('the run folder lock: a second holder is refused naming the owner; a dead owner\'s lock is taken over', async ({ platform }) => {
+    const tmp = tempStore(platform, 'run-lock');
+    try {
+      const first = await lockRunFolder(tmp.files);
+      await assertRejects(() => lockRunFolder(tmp.files), new RegExp(`${RUN_LOCK}: this run folder is in use by process \\d+ on .* \\(since .*\\); wait for it to finish`), 'a second trainer on a live run');
+      await first.release();
+      const again = await lockRunFolder(tmp.files);
+      await again.release();
+      // A lock left by a killed trainer: its pid runs no more on this machine.
+      const stale = JSON.parse(new TextDecoder().decode(await (async () => { const l = await lockRunFolder(tmp.files); const b = await tmp.files.read(RUN_LOCK); await l.release(); return b; })())) as { host: string };
+      await tmp.files.writeAtomic(RUN_LOCK, encode({ pid: 2147483646, host: stale.host, since: '2026-01-01T00:00:00.000Z' }));
+      const taken = await lockRunFolder(tmp.files);
+      assert(new TextDecoder().decode(await tmp.files.read(RUN_LOCK)).includes(`"since"`) && !new TextDecoder().decode(await tmp.files.read(RUN_LOCK)).includes('2147483646'), 'the stale lock was replaced by ours');
+      await taken.release();
+      await tmp.files.writeAtomic(RUN_LOCK, encode({ pid: 1, host: 'another-machine', since: '2026-01-01T00:00:00.000Z' }));
+      await assertRejects(() => lockRunFolder(tmp.files), /in use by process 1 on another-machine/, 'a lock of another machine is never stolen');
+    } finally {
+      await tmp.cleanup();
+    }
+  }, { only: ['node', 'deno'] });
+
   t.test('aux layers: given ids, SpecForge rule, and the two small-target rules', () => {
     assertDeepEqual(resolveAuxLayers(undefined, 6), [1, 2, 2], 'SpecForge rule [1, N/2 − 1, N − 4] for 6 layers');
     assertDeepEqual(resolveAuxLayers([0, 1, 1], 2), [0, 1, 1], 'given ids kept');
