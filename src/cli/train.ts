@@ -31,7 +31,7 @@ import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
 import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { AppendLog } from '../ports/storage.ts';
+import type { AppendLog, FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
@@ -202,11 +202,12 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     let log: AppendLog | undefined;
     // Appends are chained so records land in order even when a step callback does not wait.
     let logged: Promise<void> = Promise.resolve();
-    const record = (entry: Record<string, unknown>): Promise<void> => {
+    const record = (entry: Record<string, unknown>, options?: { sync?: boolean }): Promise<void> => {
       const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-      logged = logged.then(() => log?.append(line));
+      logged = logged.then(() => log?.append(line, options));
       return logged;
     };
+    const earlier = await loggedSteps(out);
 
     const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
     const tc = checkpoint.config;
@@ -241,6 +242,12 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
           if (e.kind === 'phase' && e.phase === 'resume') print(`phase resume: ${e.detail}`);
           void record({ event: e.kind, ...e });
         },
+        // Written and fsynced before the step's durable ack; a step logged by an earlier process
+        // that a resume trains again is marked as a replay.
+        onStep: (st) => {
+          const replay = st.globalStep <= earlier.lastStep;
+          return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...(replay ? { replay: true } : {}) }, { sync: true });
+        },
       });
       const s = session;
       const trainTokens = s.sequences.reduce((a, q) => a + q.inputIds.length, 0);
@@ -268,11 +275,11 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       const startStep = s.globalStep;
       print(`phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${config.rolloutWorkers} rollout worker(s)${startStep > 0 ? `; resuming after step ${startStep}` : ''}`);
       const trainStart = performance.now();
-      let lastLoss = Number.NaN;
+      // A resumed run that has no step left keeps the loss its last step logged.
+      let lastLoss = earlier.lastLoss;
       for (let st = await s.step(); st; st = await s.step()) {
         lastLoss = st.loss;
         const elapsed = (performance.now() - trainStart) / 1000;
-        void record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: elapsed });
         if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
           const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
           print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(st.tokensPerSecond)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`);
@@ -347,4 +354,24 @@ function checkPositions(prompts: readonly (readonly number[])[], newTokens: numb
   if (longest + newTokens > maxPositions) {
     throw new Error(`${flag} ${newTokens}: the longest ${which} prompt (${longest} tokens) plus ${newTokens} generated tokens is ${longest + newTokens}, over the target's max_position_embeddings ${maxPositions}; lower ${flag} or use shorter prompts (--prompt-length)`);
   }
+}
+
+/** The last train step an earlier process of this run logged, and its loss (none: 0 and NaN). */
+async function loggedSteps(out: FileStore): Promise<{ lastStep: number; lastLoss: number }> {
+  let lastStep = 0;
+  let lastLoss = Number.NaN;
+  if (!(await out.exists('metrics.jsonl'))) return { lastStep, lastLoss };
+  for (const line of new TextDecoder().decode(await out.read('metrics.jsonl')).split('\n')) {
+    let entry: { phase?: unknown; step?: unknown; loss?: unknown };
+    try {
+      entry = JSON.parse(line) as typeof entry;
+    } catch {
+      continue; // a line cut by a kill mid-append
+    }
+    if (entry.phase === 'train' && typeof entry.step === 'number' && entry.step >= lastStep) {
+      lastStep = entry.step;
+      lastLoss = typeof entry.loss === 'number' ? entry.loss : Number.NaN;
+    }
+  }
+  return { lastStep, lastLoss };
 }

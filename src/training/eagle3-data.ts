@@ -8,6 +8,8 @@ import { parseEagle3Config, type Eagle3Config } from '../config/eagle3-config.ts
 import { generate } from '../model/target/generate.ts';
 import type { TargetModel } from '../model/target/model.ts';
 import { buildVocabMapping, countLossTokens, type VocabMapping } from '../model/eagle3/vocab-mapping.ts';
+import type { FileStore } from '../ports/storage.ts';
+import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 
 /** A training sequence: prompt + the target's continuation, loss on the continuation. */
 export interface TrainSequence {
@@ -81,4 +83,19 @@ export function shuffledIndices(n: number, rng: { int(lo: number, hi: number): n
     [a[i], a[j]] = [a[j], a[i]];
   }
   return a;
+}
+
+const SEQUENCES_FILE = 'sequences.json';
+
+/** The sequences of an earlier open of this run when their prompts match; else generated and saved. */
+export async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number): Promise<TrainSequence[]> {
+  const key = JSON.stringify({ prompts, responseLength, target: target.config });
+  if (await files.exists(SEQUENCES_FILE)) {
+    // Sealed: a flipped loss-mask bit or a cut file is refused, never trained on.
+    const saved = openSealedJson(await files.read(SEQUENCES_FILE), `${files.root}/${SEQUENCES_FILE}`, 'the run\'s training sequences') as { key?: string; sequences?: TrainSequence[] };
+    if (saved.key === key && Array.isArray(saved.sequences)) return saved.sequences;
+  }
+  const sequences = await continueWithTarget(target, prompts, responseLength);
+  await files.writeAtomic(SEQUENCES_FILE, sealJson({ key, sequences }));
+  return sequences;
 }

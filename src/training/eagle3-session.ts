@@ -41,12 +41,11 @@ import { Rng } from '../util/random.ts';
 import type { VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
 import { draftConfigHash, pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './train-checkpoint.ts';
-import { continueWithTarget, draftConfigFor, draftVocab, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
+import { draftConfigFor, draftVocab, loadOrGenerateSequences, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
-import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 
 const posInt = z.number().int().positive();
 
@@ -107,6 +106,11 @@ export interface SessionInputs {
   runId: string;
   now: () => number;
   onEvent?: (event: SessionEvent) => void;
+  /**
+   * Each optimizer step, awaited BEFORE the durable ack that covers it: a metrics log written here
+   * holds every step a resume will not replay, even when the process dies right after the ack.
+   */
+  onStep?: (step: SessionStep) => Promise<void>;
 }
 
 export interface ResumeReport {
@@ -303,26 +307,31 @@ export class Eagle3TrainingSession {
     }
     const settings = this.inputs.settings;
     let log: StepLog | undefined;
-    let checkpointed = false;
+    let result: SessionStep | undefined;
     await this.trainer.fit(this.loader, {
       maxSteps: this.trainer.globalStep + 1,
+      onStep: (s) => (log = s),
       ackFn: async (_ids, step, batches) => {
         const refs = batches.flatMap((b) => b.refs);
         this.pendingAcks.push(...refs);
         this.samplesConsumed += refs.length;
         const roundEnd = this.controller.queue.depth() === 0;
-        if (step % settings.checkpointEvery === 0 || roundEnd || step === this.totalSteps) {
-          await this.flush();
-          checkpointed = true;
-        }
+        const checkpointed = step % settings.checkpointEvery === 0 || roundEnd || step === this.totalSteps;
+        result = this.describe(log!, checkpointed);
+        await this.inputs.onStep?.(result);
+        if (checkpointed) await this.flush();
       },
-      onStep: (s) => (log = s),
     });
-    if (!log) throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${this.controller.queue.depth()} refs are queued`);
+    if (!result) throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${this.controller.queue.depth()} refs are queued`);
+    return result;
+  }
+
+  /** A trainer step as the session reports it: per-TTT-step losses and accuracies, rates. */
+  private describe(log: StepLog, checkpointed: boolean): SessionStep {
     this.tokensTrained += log.samples * this.avgLength;
-    const T = settings.tttLength;
-    const plosses = Array.from({ length: T }, (_, k) => log!.metrics[`ploss_num_${k}`] / Math.max(log!.metrics[`ploss_den_${k}`], 1e-6));
-    const accs = Array.from({ length: T }, (_, k) => log!.metrics[`correct_${k}`] / Math.max(log!.metrics[`denom_${k}`], 1e-6));
+    const T = this.inputs.settings.tttLength;
+    const plosses = Array.from({ length: T }, (_, k) => log.metrics[`ploss_num_${k}`] / Math.max(log.metrics[`ploss_den_${k}`], 1e-6));
+    const accs = Array.from({ length: T }, (_, k) => log.metrics[`correct_${k}`] / Math.max(log.metrics[`denom_${k}`], 1e-6));
     let prod = 1;
     let simulatedAcceptance = 0;
     for (const a of accs) simulatedAcceptance += prod *= a;
@@ -379,19 +388,4 @@ export class Eagle3TrainingSession {
     for (const o of this.owned) o.destroy();
     this.owned.length = 0;
   }
-}
-
-const SEQUENCES_FILE = 'sequences.json';
-
-/** The sequences of an earlier open of this run when their prompts match; else generated and saved. */
-async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number): Promise<TrainSequence[]> {
-  const key = JSON.stringify({ prompts, responseLength, target: target.config });
-  if (await files.exists(SEQUENCES_FILE)) {
-    // Sealed: a flipped loss-mask bit or a cut file is refused, never trained on.
-    const saved = openSealedJson(await files.read(SEQUENCES_FILE), `${files.root}/${SEQUENCES_FILE}`, 'the run\'s training sequences') as { key?: string; sequences?: TrainSequence[] };
-    if (saved.key === key && Array.isArray(saved.sequences)) return saved.sequences;
-  }
-  const sequences = await continueWithTarget(target, prompts, responseLength);
-  await files.writeAtomic(SEQUENCES_FILE, sealJson({ key, sequences }));
-  return sequences;
 }

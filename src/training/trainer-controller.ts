@@ -80,7 +80,8 @@ export class TrainerController {
         if (!result.optimizerStepped) continue;
         this.globalStep++;
         if (options.beforeAck) await options.beforeAck(this.globalStep);
-        if (options.ackFn) await options.ackFn(windowIds, this.globalStep, windowBatches);
+        // The step is reported before its ack makes it durable, so a log written from onStep holds
+        // every durable step even when the process dies right after the ack.
         const lossValues = await Promise.all(windowLoss);
         const loss = lossValues.reduce((a, b) => a + b, 0) / lossValues.length;
         losses.push(loss);
@@ -96,6 +97,7 @@ export class TrainerController {
           samples: windowIds.length,
           metrics,
         });
+        if (options.ackFn) await options.ackFn(windowIds, this.globalStep, windowBatches);
         for (const b of windowBatches) this.gpu.release(...Object.values(b.tensors));
         windowIds = [];
         windowBatches = [];

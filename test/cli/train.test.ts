@@ -96,6 +96,12 @@ export default defineSuite('cli/train', (t) => {
         assert(/--resume: .*empty holds no run to resume/.test(nothing), `resume without a run: ${nothing}`);
 
         const summary = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/summary.json'))) as TrainSummary;
+        // Resuming the finished run trains nothing; its summary keeps the final loss (it was rewritten as null).
+        assertEqual(await trainCommand(ctx.platform, ['--config', `${root}/train.json`, '--resume'], () => undefined, ctx.gpu), 0, 'resume of a finished run');
+        const again = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/summary.json'))) as TrainSummary;
+        assert(Number.isFinite(again.finalLoss) && again.finalLoss === summary.finalLoss, `final loss kept: ${again.finalLoss} vs ${summary.finalLoss}`);
+        const steps = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as { phase?: string }).filter((r) => r.phase === 'train');
+        assertEqual(steps.length, 36, 'no step logged twice by the resume');
         const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));
         assertEqual(imported.config.vocabSize, 384, 'export vocab');
         assertEqual(imported.config.hiddenSize, 64, 'export hidden');

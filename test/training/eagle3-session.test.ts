@@ -44,6 +44,8 @@ export default defineSuite('training/eagle3-session', (t) => {
       const target = TargetModel.create(gpu, checkpoint);
       const rng = new Rng(11);
       const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, checkpoint.config.vocabSize)));
+      // What the ledger said when each step was reported: the report must come before its ack.
+      const reports: { label: string; step: number; ackedAtReport: number; checkpointed: boolean }[] = [];
       const open = async (label: string) => {
         const root = `${tmp.files.root}/${label}`;
         const db = `${root.replaceAll('/', '_')}-ledger`;
@@ -52,6 +54,9 @@ export default defineSuite('training/eagle3-session', (t) => {
         const session = await Eagle3TrainingSession.open({
           gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
           storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
+          onStep: async (st) => {
+            reports.push({ label, step: st.globalStep, ackedAtReport: (await metadata.durableMarker()).globalStep ?? 0, checkpointed: st.checkpointed });
+          },
         });
         return { session, metadata, checkpoints: ctx.platform.files(`${root}/checkpoints`) };
       };
@@ -70,6 +75,10 @@ export default defineSuite('training/eagle3-session', (t) => {
         const wholeSteps = await runAll(whole.session);
         assertEqual(wholeSteps.length, 6, 'every step ran');
         assertEqual((await whole.session.status()).controller.durableAcked, 12, 'every sample acked');
+        const wholeReports = reports.filter((r) => r.label === 'whole');
+        assertEqual(wholeReports.map((r) => r.step).join(), '1,2,3,4,5,6', 'every step reported once');
+        assert(wholeReports.every((r) => r.ackedAtReport < r.step), `each step is reported before its durable ack: ${JSON.stringify(wholeReports)}`);
+        assert(wholeReports.some((r) => r.checkpointed), 'checkpointed steps among them');
         whole.session.destroy();
         await whole.metadata.close();
 
