@@ -222,6 +222,7 @@ export class Eagle3TrainingSession {
       batchSize: settings.batchSize,
       accumulationSteps: 1,
       draftConfigHash: draftConfigHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length }),
+      dataHash: draftConfigHash(sequences),
     };
     const session = new Eagle3TrainingSession({
       inputs, sequences, mapping, coverage, distinctTokens: distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, rounds,

@@ -41,6 +41,11 @@ export interface RunContract {
   readonly accumulationSteps: number;
   /** `draftConfigHash(config)` of the draft's config (or of any strategy-defining object). */
   readonly draftConfigHash: string;
+  /**
+   * Hash of the training data itself (every sequence's tokens and loss mask), where the run makes
+   * its own data: any setting that changes the stream (prompts, prompt or response length) changes it.
+   */
+  readonly dataHash?: string;
 }
 
 /** Where the data stream stands after the checkpointed step (HEAD's epoch_batch / epoch_samples). */
@@ -305,8 +310,9 @@ export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Prom
 
 /** Every field of `a` that differs from `b`, as "field: saved → now" lines. */
 function contractDrift(saved: RunContract, now: RunContract): string[] {
-  const keys: (keyof RunContract)[] = ['strategy', 'tttLength', 'batchSize', 'accumulationSteps', 'draftConfigHash'];
-  return keys.filter((k) => saved[k] !== now[k]).map((k) => `${k}: checkpoint ${JSON.stringify(saved[k])}, this run ${JSON.stringify(now[k])}`);
+  const keys: (keyof RunContract)[] = ['strategy', 'tttLength', 'batchSize', 'accumulationSteps', 'draftConfigHash', 'dataHash'];
+  const why: Partial<Record<keyof RunContract, string>> = { dataHash: ' (the training sequences differ: the prompts, the prompt length or the response length changed)' };
+  return keys.filter((k) => saved[k] !== now[k]).map((k) => `${k}: checkpoint ${JSON.stringify(saved[k] ?? null)}, this run ${JSON.stringify(now[k] ?? null)}${why[k] ?? ''}`);
 }
 
 function optimizerDrift(saved: OptimizerConfig, now: OptimizerConfig): string[] {

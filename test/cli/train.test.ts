@@ -102,6 +102,9 @@ export default defineSuite('cli/train', (t) => {
         assert(Number.isFinite(again.finalLoss) && again.finalLoss === summary.finalLoss, `final loss kept: ${again.finalLoss} vs ${summary.finalLoss}`);
         const steps = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as { phase?: string }).filter((r) => r.phase === 'train');
         assertEqual(steps.length, 36, 'no step logged twice by the resume');
+        let drifted = '';
+        await trainCommand(ctx.platform, ['--config', `${root}/train.json`, '--resume', '--response-length', '31'], () => undefined, ctx.gpu).catch((e: Error) => (drifted = e.message));
+        assert(/the run contract drifted \(.*dataHash: checkpoint "[0-9a-f]+", this run "[0-9a-f]+" \(the training sequences differ/.test(drifted), `a resume on another data stream is refused: ${drifted}`);
         const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));
         assertEqual(imported.config.vocabSize, 384, 'export vocab');
         assertEqual(imported.config.hiddenSize, 64, 'export hidden');
