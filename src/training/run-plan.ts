@@ -170,7 +170,9 @@ export async function prepareRunFolder(out: FileStore, config: { resume: boolean
   const present: string[] = [];
   for (const name of RUN_STATE) if ((await out.list(name)).length > 0) present.push(name);
   if (config.fresh) {
-    for (const name of [...RUN_STATE, 'metrics.jsonl', 'summary.json', 'draft']) if (await out.exists(name)) await out.remove(name);
+    // remove() takes a file or a folder; a store that has no folders (IndexedDB) says a folder does
+    // not exist, so remove unconditionally (it is a no-op for a missing name).
+    for (const name of [...RUN_STATE, 'metrics.jsonl', 'summary.json', 'draft']) await out.remove(name);
     return;
   }
   if (config.resume && present.length === 0) throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);

@@ -41,10 +41,7 @@ export interface RunContract {
   readonly accumulationSteps: number;
   /** `draftConfigHash(config)` of the draft's config (or of any strategy-defining object). */
   readonly draftConfigHash: string;
-  /**
-   * Hash of the training data itself (every sequence's tokens and loss mask), where the run makes
-   * its own data: any setting that changes the stream (prompts, prompt or response length) changes it.
-   */
+  /** Hash of the run's own training data (every sequence's tokens and mask): prompts, prompt or response length change it. */
   readonly dataHash?: string;
 }
 
