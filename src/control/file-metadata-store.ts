@@ -77,6 +77,11 @@ export class FileMetadataStore extends StateBackedMetadataStore {
     this.log = log;
   }
 
+  get repairNote(): string | undefined {
+    if (this.recovery.tornBytesDropped === 0) return undefined;
+    return `opening ${this.files.root}/${this.dir} dropped a torn tail of ${this.recovery.tornBytesDropped} bytes from the last journal (taken as a write cut short by a crash)`;
+  }
+
   /** Opens (or creates) the store in `files`, recovering whatever a previous process left. */
   static async open(files: FileStore, options: FileMetadataStoreOptions = {}): Promise<FileMetadataStore> {
     const dir = options.dir ?? 'metadata';

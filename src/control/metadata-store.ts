@@ -37,6 +37,11 @@ export interface MetadataStore {
   recordTrainAck(sampleIds: readonly string[], ack: TrainAck): Promise<void>;
   /** A snapshot of the marker (a copy: later acks do not change it). */
   durableMarker(): Promise<DurableMarker>;
+  /**
+   * What opening the store had to repair, in words (e.g. a torn journal tail dropped), or
+   * undefined; a resume that then finds state missing names it as the likely cause.
+   */
+  readonly repairNote?: string;
   close(): Promise<void>;
 }
 

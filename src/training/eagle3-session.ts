@@ -42,6 +42,7 @@ import type { VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
 import { draftConfigHash, pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './train-checkpoint.ts';
 import { draftConfigFor, draftVocab, loadOrGenerateSequences, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
+import { checkRequeuedSpills } from './resume-integrity.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
@@ -255,6 +256,7 @@ export class Eagle3TrainingSession {
     const marker = await storage.metadata.durableMarker();
     const restored = await resumeFromCheckpoint(storage.checkpoints, this.inputs.gpu, this.backend, { runId, marker, contract: this.contract });
     const report = await this.controller.reconcileOnRestart(this.store);
+    await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
     if (restored) {
       this.trainer.globalStep = restored.state.globalStep;
       this.core.microStep = restored.state.microStep;

@@ -15,10 +15,9 @@
  * save of that step. Saving step N first deletes this run's folders for steps ≥ N (rollback: a run
  * resumed from an older step must not later "find" a checkpoint from the abandoned future).
  *
- * Resume refuses (fail closed, docs/durability.md §8) when the durable ack step in the metadata store is not
- * the checkpoint step (a checkpoint of exactly the acked step is used when the newest one is ahead) — acks may run ahead of checkpoints, and replaying consumed refs against older
- * optimizer state would silently train on a different stream — and when the run contract drifted
- * (strategy, TTT length, batch size, accumulation, draft config hash, optimizer/schedule settings).
+ * Resume refuses (fail closed, docs/durability.md §8) when the durable ack step is not the checkpoint
+ * step (the checkpoint of the acked step is used when the newest is ahead): replaying consumed refs
+ * against other optimizer state would train on a different stream. Also when the contract drifted.
  */
 import { crc32 } from '../util/crc32.ts';
 import type { DurableMarker } from '../control/metadata-store.ts';
@@ -359,6 +358,8 @@ export async function resumeFromCheckpoint(store: FileStore, gpu: Gpu, backend: 
     }
     return undefined;
   }
+  const ackedFolder = ackStep !== null && ackStep > ref.step ? (await stepFolders(store, options.runId)).find((f) => f.step === ackStep) : undefined;
+  if (ackedFolder) throw new CheckpointRefusedError(`resume ${options.runId}: the ledger durably acked step ${ackStep}, whose checkpoint is written first, but ${store.root}/${ackedFolder.dir} has no valid ${COMPLETE_MARKER} marker: that checkpoint was damaged after it was written, so this run is not resumable`);
   if (ackStep !== ref.step) {
     throw new CheckpointRefusedError(
       `resume ${options.runId}: the durable ack step is ${ackStep === null ? 'unset' : ackStep} but the latest complete checkpoint (${store.root}/${ref.dir}) is step ${ref.step}; they must be equal (acks ran ahead of the checkpoint, or the checkpoint is from another ledger), so this run is not resumable`,

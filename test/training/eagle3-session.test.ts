@@ -14,7 +14,7 @@ import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
 import { listCheckpoints } from '../../src/training/train-checkpoint.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema, type SessionStep } from '../../src/training/eagle3-session.ts';
-import { assert, assertEqual, assertRelClose } from '../harness/assert.ts';
+import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
@@ -121,5 +121,57 @@ export default defineSuite('training/eagle3-session', (t) => {
       }
     },
     { timeoutMs: 300_000 },
+  );
+
+  t.test(
+    'an acknowledged ack cut from the journal is refused at resume naming the damaged journal, not the spill',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'session-torn');
+      const gpu = new Gpu(ctx.gpu);
+      await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
+      const checkpoint = await loadHfCheckpoint(tmp.files, 'target');
+      const target = TargetModel.create(gpu, checkpoint);
+      const rng = new Rng(11);
+      const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, checkpoint.config.vocabSize)));
+      const root = `${tmp.files.root}/run`;
+      const open = async () => {
+        const metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
+        const session = await Eagle3TrainingSession.open({
+          gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
+          storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
+        });
+        return { session, metadata };
+      };
+      try {
+        const first = await open();
+        for (let i = 0; i < 4; i++) await first.session.step(); // step 4 checkpoints and acks; its spills are deleted
+        assertEqual((await first.metadata.durableMarker()).globalStep, 4, 'step 4 durably acked');
+        first.session.destroy();
+        await first.metadata.close();
+        // Disk damage after the fsync: the last journal record (that ack) loses its last bytes.
+        const metaFiles = ctx.platform.files(`${root}/metadata`);
+        const journal = (await metaFiles.list('')).filter((n) => n.startsWith('journal-')).sort().at(-1)!;
+        const bytes = await metaFiles.read(journal);
+        await metaFiles.writeAtomic(journal, bytes.slice(0, bytes.length - 3));
+        const metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
+        try {
+          await assertRejects(
+            () => Eagle3TrainingSession.open({
+              gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
+              storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
+            }),
+            /resume session-test: \d+ committed but unacked sample\(s\) .* have no spill file, which is deleted only after a durable ack: the ledger lost an acknowledged record \(opening .*metadata dropped a torn tail of \d+ bytes/,
+            'refused naming the journal',
+          );
+        } finally {
+          await metadata.close();
+        }
+      } finally {
+        target.destroy();
+        gpu.destroy();
+        await tmp.cleanup();
+      }
+    },
+    { timeoutMs: 300_000, only: ['node', 'deno'] },
   );
 });

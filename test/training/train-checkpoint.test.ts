@@ -244,6 +244,11 @@ export default defineSuite('training/train-checkpoint', (t) => {
       const behind = await resumeFromCheckpoint(files, gpu, tr.backend, { runId: RUN, marker: marker(2), contract: CONTRACT });
       assertEqual(behind?.state.globalStep, 2, 'checkpoint of the acked step');
       await assertRejects(() => resumeFromCheckpoint(files, gpu, tr.backend, { runId: RUN, marker: marker(3), contract: CONTRACT }), /durable ack step is 3 but the latest complete checkpoint/, 'no checkpoint of the acked step');
+      // The acked step's COMPLETE marker deleted after the fact: named as damage, not as acks running ahead.
+      const complete4 = await files.read(`${RUN}-step4/COMPLETE`);
+      await files.remove(`${RUN}-step4/COMPLETE`);
+      await assertRejects(() => resumeFromCheckpoint(files, gpu, tr.backend, { runId: RUN, marker: marker(4), contract: CONTRACT }), new RegExp(`durably acked step 4, whose checkpoint is written first, but .*${RUN}-step4 has no valid COMPLETE marker: that checkpoint was damaged`), 'deleted COMPLETE of the acked step');
+      await files.writeAtomic(`${RUN}-step4/COMPLETE`, complete4);
       await assertRejects(
         () => resumeFromCheckpoint(files, gpu, tr.backend, { runId: RUN, marker: marker(4), contract: { ...CONTRACT, accumulationSteps: 4 } }),
         /run contract drifted \(accumulationSteps: checkpoint 2, this run 4\)/,
