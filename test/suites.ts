@@ -21,6 +21,7 @@ import { pretrainSuites } from './suites/pretrain.ts';
 import { trainSuites } from './suites/train.ts';
 import sealedJson from './util/sealed-json.test.ts';
 import portsStorage from './ports/storage.test.ts';
+import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -44,4 +45,5 @@ export const suites: readonly Suite[] = [
   ...trainSuites,
   sealedJson,
   portsStorage,
+  nonFiniteGuard,
 ];

@@ -1,5 +1,7 @@
 // optim/adamw — one fused AdamW step on f32 master weights (PyTorch AdamW, foreach=False):
-//   g  = grad · coef[1]                  (only with USE_CLIP: the clip coefficient from the GPU)
+//   g  = grad · coef[1]                  (only with USE_CLIP: the clip coefficient from the GPU;
+//                                         coef[1] < 0 is optim/finalize's skip sentinel for a
+//                                         non-finite gradient norm: nothing is written)
 //   p  = p · (1 − lr · wd)               (decoupled weight decay)
 //   m  = m + (1 − β1) · (g − m)          (torch lerp_, same as β1 m + (1 − β1) g)
 //   v  = β2 v + (1 − β2) g²
@@ -45,6 +47,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let i = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (i >= p.n) { return; }
+  if (USE_CLIP && clip[1] < 0.0) { return; }
   var g = grad[i];
   if (USE_CLIP) { g = g * clip[1]; }
   let decayed = param[i] * p.decay;

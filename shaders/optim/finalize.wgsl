@@ -9,7 +9,9 @@
 //   2 storage read_write  result
 // Dispatch: exactly one workgroup of 256.
 // Numerics: f32; invocation lid sums partials lid, lid + 256, ... in order, then a fixed tree
-//   (deterministic). maxNorm = +inf gives coef 1; a NaN/inf norm propagates (as in torch).
+//   (deterministic). maxNorm = +inf gives coef 1. A NaN or infinite norm (a diverged step) gives
+//   coef = -1, the skip sentinel: optim/adamw then leaves weights and moments untouched and
+//   optim/scale zeroes the gradients, where torch would propagate the NaN into every weight.
 
 struct Params {
   count: u32,
@@ -35,6 +37,8 @@ fn main(@builtin(local_invocation_id) lid: vec3<u32>) {
   if (lid.x == 0u) {
     let norm = sqrt(partial[0]);
     result[0] = norm;
-    result[1] = min(1.0, p.maxNorm / (norm + 1e-6));
+    // Exponent all ones: inf or NaN (a bit test, since x != x may be folded away).
+    let nonFinite = (bitcast<u32>(norm) & 0x7f800000u) == 0x7f800000u;
+    result[1] = select(min(1.0, p.maxNorm / (norm + 1e-6)), -1.0, nonFinite);
   }
 }

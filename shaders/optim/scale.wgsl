@@ -9,7 +9,8 @@
 // Dispatch: ceil(n / WG) workgroups of WG, folded into (x, y); one invocation per element.
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
-// Numerics: one f32 multiply per element (torch multiplies by the clamped coefficient too).
+// Numerics: one f32 multiply per element (torch multiplies by the clamped coefficient too); the
+//   skip sentinel coef = -1 (non-finite norm, optim/finalize) writes 0.
 
 struct Params {
   n: u32,
@@ -24,5 +25,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
         @builtin(local_invocation_id) lid: vec3<u32>) {
   let i = (wg.y * nwg.x + wg.x) * WG + lid.x;
   if (i >= p.n) { return; }
-  g[i] = g[i] * coef[1];
+  // coef < 0 is the skip sentinel of a non-finite norm: the step's gradients are dropped.
+  g[i] = select(g[i] * coef[1], 0.0, coef[1] < 0.0);
 }

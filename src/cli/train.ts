@@ -35,6 +35,7 @@ import type { AppendLog, FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
+import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
 import { choosePrompts, lockRunFolder, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { offlineTrainCommand } from './train-offline.ts';
 
@@ -57,6 +58,7 @@ export const trainConfigSchema = sessionSettingsSchema
     evalNewTokens: posInt.max(1_048_576).default(32),
     evalTrainPrompts: nonNegInt.max(100_000).default(4),
     logEvery: posInt.max(1_000_000).default(10),
+    maxNonfiniteSteps: nonNegInt.max(1_000_000).default(3),
   })
   .strict();
 
@@ -89,6 +91,7 @@ const FLAG_HELP: Record<keyof TrainConfig, string> = {
   checkpointEvery: 'checkpoint (and durably ack) every N steps, and at the end of every round',
   seed: 'seed of the prompts, the draft init and the data order',
   logEvery: 'print a progress line every N steps',
+  maxNonfiniteSteps: 'optimizer steps with a NaN/Inf loss or gradient norm (each skipped on the GPU) tolerated before the run stops',
 };
 
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -208,6 +211,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       return logged;
     };
     const earlier = await loggedSteps(out);
+    const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
 
     const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
     const tc = checkpoint.config;
@@ -245,6 +249,10 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
         // Written and fsynced before the step's durable ack; a step logged by an earlier process
         // that a resume trains again is marked as a replay.
         onStep: (st) => {
+          // A non-finite gradient norm made the GPU skip this update; past the limit the run
+          // stops before this step is acked, naming it.
+          const skipped = nonFinite.observe(st.globalStep, st.loss, st.gradNorm);
+          if (skipped) print(skipped);
           const replay = st.globalStep <= earlier.lastStep;
           return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...(replay ? { replay: true } : {}) }, { sync: true });
         },

@@ -10,8 +10,13 @@ export function globalNormRef(grads: readonly ArrayLike<number>[]): number {
   return Math.sqrt(sum);
 }
 
-/** torch clip_grad_norm_: the gradients are multiplied by min(1, maxNorm / (norm + 1e-6)). */
+/**
+ * torch clip_grad_norm_: the gradients are multiplied by min(1, maxNorm / (norm + 1e-6)). Where
+ * torch would spread a NaN or infinite norm into every weight, SpecLab returns -1, the sentinel
+ * that makes the AdamW step a no-op and the scaled gradients zero (the step is skipped).
+ */
 export function clipCoefRef(norm: number, maxNorm: number): number {
+  if (!Number.isFinite(norm)) return -1;
   return Math.min(1, maxNorm / (norm + 1e-6));
 }
 

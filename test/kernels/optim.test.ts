@@ -134,6 +134,35 @@ export default defineSuite('kernels/optim', (t) => {
     gpu.destroy();
   });
 
+  t.test('a NaN or infinite gradient norm skips the step: weights and moments untouched, scaled gradients zero', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const rng = new Rng(53);
+    const n = 300;
+    const opts = { lr: 3e-3, beta1: 0.8, beta2: 0.99, eps: 1e-6, weightDecay: 0.1, step: 2 };
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
+      const p = Float32Array.from(rng.floats(n));
+      const m = Float32Array.from(rng.floats(n, 0.01));
+      const v = Float32Array.from(rng.floats(n, 0.01), Math.abs);
+      const g = Float32Array.from(rng.floats(n, 0.1));
+      g[17] = bad;
+      const [P, M, V, G] = [p, m, v, g].map((x, i) => gpu.upload([n], 'f32', x, ['param', 'm', 'v', 'grad'][i]));
+      const partials = gpu.tensor([gradNormWorkspaceSize([G])], 'f32', 'partials');
+      const result = gpu.tensor([2], 'f32', 'result');
+      await globalGradNorm(gpu, [G], partials, result, { maxNorm: 0.5 });
+      const [norm, coef] = await gpu.read(result);
+      assert(!Number.isFinite(norm), `the norm is ${norm}`);
+      assertEqual(coef, clipCoefRef(norm, 0.5), `skip sentinel for a ${bad} gradient`);
+      await adamwStep(gpu, P, G, M, V, { ...opts, clip: result });
+      assertDeepEqual([...(await gpu.read(P))], [...p], `weights untouched (${bad})`);
+      assertDeepEqual([...(await gpu.read(M))], [...m], `first moments untouched (${bad})`);
+      assertDeepEqual([...(await gpu.read(V))], [...v], `second moments untouched (${bad})`);
+      await clipGradients(gpu, [G], result);
+      assertDeepEqual([...(await gpu.read(G))], new Array(n).fill(0), `scaled gradients are zero (${bad})`);
+      gpu.release(P, M, V, G, partials, result);
+    }
+    gpu.destroy();
+  });
+
   t.test('bad arguments name the tensor at fault', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const P = gpu.tensor([4, 3], 'f32', 'param');
