@@ -86,7 +86,7 @@ class DenoFileStore implements FileStore {
   async lockExclusive(path: string): Promise<FileLock> {
     const target = this.abs(path);
     await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
-    const me: LockOwner = { pid: Deno.pid, host: Deno.hostname(), since: new Date().toISOString() };
+    const me: LockOwner = { pid: Deno.pid, host: hostName(), since: new Date().toISOString() };
     for (let attempt = 0; attempt < 2; attempt++) {
       // Written whole, then hard-linked into place: the lock appears complete or not at all.
       const temp = `${target}.tmp-${Deno.pid}-${Date.now()}`;
@@ -177,8 +177,9 @@ async function readLockOwner(path: string): Promise<LockOwner | null> {
 }
 
 /**
- * Whether `pid` is known to have ended. Deno has no signal-0 probe; on Linux /proc tells. Where
- * /proc is absent nothing is known, and the lock is treated as held (refused, never stolen).
+ * Whether `pid` is known to have ended. Deno has no signal-0 probe; on Linux /proc tells, but Deno
+ * opens /proc only under --allow-all. Where it cannot look, nothing is known and the lock is treated
+ * as held: refused (the message says to delete it if its owner is gone), never stolen.
  */
 async function processGone(pid: number): Promise<boolean> {
   try {
@@ -191,5 +192,22 @@ async function processGone(pid: number): Promise<boolean> {
     return false;
   } catch {
     return true;
+  }
+}
+
+/**
+ * This machine's name for lock files. `Deno.hostname()` needs --allow-sys, which the CLI does not
+ * otherwise ask for; /etc/hostname is readable with --allow-read. A lock written under one name and
+ * checked under another is treated as another machine's, so it is refused, never stolen.
+ */
+function hostName(): string {
+  try {
+    return Deno.hostname();
+  } catch {
+    try {
+      return Deno.readTextFileSync('/etc/hostname').trim() || 'unknown-host';
+    } catch {
+      return 'unknown-host';
+    }
   }
 }
