@@ -19,6 +19,7 @@ import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
+import { checkPositions, decimalInt, decimalIntList, NEW_TOKENS_BOUNDS, tokenIdList, type Bounds } from './flag-values.ts';
 
 export const EVAL_USAGE = `usage: speclab eval --target <hf dir> --draft <draft dir> (--prompt <ids> ... | --prompts-file <file>)
        [--max-new-tokens N (32)] [--num-draft-tokens K (3)] [--aux-layers a,b,c] [--eos id,...]`;
@@ -34,19 +35,15 @@ export interface EvalArgs {
   eos: number[];
 }
 
-function parseIds(text: string, what: string): number[] {
-  const parts = text.split(/[\s,]+/).filter((s) => s.length > 0);
-  return parts.map((s) => {
-    const v = Number(s);
-    if (!Number.isInteger(v) || v < 0) throw new Error(`${what}: "${s}" is not a token id`);
-    return v;
-  });
-}
+/** Bounds of the numeric flags: the ones `speclab train` puts on --eval-new-tokens and --num-draft-tokens (and on aux layer ids). */
+const NUM_DRAFT_TOKENS: Bounds = { min: 1, max: 64 };
+const AUX_LAYER_ID: Bounds = { min: 0, max: 1023 };
 
-function parsePositive(text: string | undefined, flag: string): number {
-  const v = Number(text);
-  if (text === undefined || !Number.isInteger(v) || v < 1) throw new Error(`${flag} needs a positive integer, got ${text ?? 'nothing'}`);
-  return v;
+/** Three aux layer ids, checked here so a wrong count fails before the target is read. */
+function parseAuxLayers(flag: string, text: string): number[] {
+  const ids = decimalIntList(flag, text, AUX_LAYER_ID);
+  if (ids.length !== 3) throw new Error(`${flag}: EAGLE3 needs 3 aux layer ids, got ${ids.length}`);
+  return ids;
 }
 
 export function parseEvalArgs(args: readonly string[]): EvalArgs {
@@ -61,12 +58,12 @@ export function parseEvalArgs(args: readonly string[]): EvalArgs {
     switch (flag) {
       case '--target': out.target = value(); break;
       case '--draft': out.draft = value(); break;
-      case '--prompt': out.prompts.push(parseIds(value(), '--prompt')); break;
+      case '--prompt': out.prompts.push(tokenIdList(flag, value())); break;
       case '--prompts-file': out.promptsFile = value(); break;
-      case '--max-new-tokens': out.maxNewTokens = parsePositive(value(), flag); break;
-      case '--num-draft-tokens': out.numDraftTokens = parsePositive(value(), flag); break;
-      case '--aux-layers': out.auxLayers = parseIds(value(), flag); break;
-      case '--eos': out.eos = parseIds(value(), flag); break;
+      case '--max-new-tokens': out.maxNewTokens = decimalInt(flag, value(), NEW_TOKENS_BOUNDS); break;
+      case '--num-draft-tokens': out.numDraftTokens = decimalInt(flag, value(), NUM_DRAFT_TOKENS); break;
+      case '--aux-layers': out.auxLayers = parseAuxLayers(flag, value()); break;
+      case '--eos': out.eos = tokenIdList(flag, value()); break;
       default: throw new Error(`unknown option "${flag}"\n${EVAL_USAGE}`);
     }
   }
@@ -85,7 +82,7 @@ export async function evalCommand(platform: Platform, argv: readonly string[], p
     const text = new TextDecoder().decode(await platform.files(dir).read(name));
     text.split('\n').forEach((line, n) => {
       const s = line.trim();
-      if (s.length > 0 && !s.startsWith('#')) prompts.push(parseIds(s, `${args.promptsFile}:${n + 1}`));
+      if (s.length > 0 && !s.startsWith('#')) prompts.push(tokenIdList(`${args.promptsFile}:${n + 1}`, s));
     });
     if (prompts.length === 0) throw new Error(`${args.promptsFile}: no prompts`);
   }
@@ -99,6 +96,7 @@ export async function evalCommand(platform: Platform, argv: readonly string[], p
   for (const [i, p] of prompts.entries()) {
     for (const id of p) if (id >= tc.vocabSize) throw new Error(`prompt ${i}: token id ${id} outside the target vocabulary [0, ${tc.vocabSize})`);
   }
+  checkPositions(prompts, args.maxNewTokens, tc.maxPositionEmbeddings, { flag: '--max-new-tokens' });
   const auxLayerIds = args.auxLayers ?? draft.auxLayerIds ?? defaultAuxLayerIds(tc.numLayers);
   if (auxLayerIds.length !== 3) throw new Error(`EAGLE3 needs 3 aux layers, got [${auxLayerIds.join(', ')}]`);
 

@@ -22,23 +22,16 @@ import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
 import { choosePrompts, resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
+import { checkPositions, decimalNumber } from './flag-values.ts';
+import { trainConfigSchema } from './train.ts';
 
-const posInt = z.number().int().positive();
-const nonNegInt = z.number().int().nonnegative();
-
-/** The data settings of `speclab train` (same names and defaults), plus where to write. */
-export const prepareConfigSchema = z
-  .object({
-    target: z.string().min(1).optional(),
-    promptsFile: z.string().min(1).optional(),
-    out: z.string().min(1).default('runs/prepared'),
-    trainPrompts: posInt.default(32),
-    evalPrompts: posInt.default(4),
-    promptLength: posInt.default(8),
-    responseLength: posInt.default(48),
-    auxLayers: z.array(nonNegInt).length(3).optional(),
-    seed: nonNegInt.default(0),
-  })
+/**
+ * The data settings of `speclab train`, taken from its schema so names, defaults and bounds stay
+ * the same (e.g. --response-length ≤ 1048576, --train-prompts ≤ 10000000), plus where to write.
+ */
+export const prepareConfigSchema = trainConfigSchema
+  .pick({ target: true, promptsFile: true, trainPrompts: true, evalPrompts: true, promptLength: true, responseLength: true, auxLayers: true, seed: true })
+  .extend({ out: z.string().min(1).default('runs/prepared') })
   .strict();
 
 export type PrepareConfig = z.infer<typeof prepareConfigSchema>;
@@ -64,7 +57,7 @@ export function prepareUsage(): string {
   return `usage: speclab prepare [options]\n\nwrites EAGLE3 training features of the target as offline shards; train on them with speclab train --offline DIR\n\noptions:\n${lines.join('\n')}\n`;
 }
 
-/** Settings from argv; errors name the flag. */
+/** Settings from argv: decimal numbers, then the schema's bounds; errors name the flag. */
 export function parsePrepareFlags(args: readonly string[]): PrepareConfig {
   const values: Record<string, unknown> = {};
   for (let i = 0; i < args.length; i += 2) {
@@ -74,8 +67,8 @@ export function parsePrepareFlags(args: readonly string[]): PrepareConfig {
     const value = args[i + 1];
     if (value === undefined) throw new Error(`${flag}: missing value`);
     if (STRING_KEYS.has(key)) values[key] = value;
-    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => (s.trim() === '' ? Number.NaN : Number(s)));
-    else values[key] = value.trim() === '' ? Number.NaN : Number(value);
+    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => decimalNumber(flag, s.trim()));
+    else values[key] = decimalNumber(flag, value);
   }
   const parsed = prepareConfigSchema.safeParse(values);
   if (!parsed.success) {
@@ -116,12 +109,14 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
   const tc = checkpoint.config;
   const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
 
+  const { train, held, source } = await choosePrompts(platform, config, tc.vocabSize, usesLabCorpus(targetDir, config.promptsFile));
+  checkPositions(train, config.responseLength, tc.maxPositionEmbeddings, { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' });
+
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);
   const target = TargetModel.create(gpu, checkpoint);
   try {
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
-    const { train, held, source } = await choosePrompts(platform, config, tc.vocabSize, usesLabCorpus(targetDir, config.promptsFile));
     print(`phase data: ${train.length} training prompts + ${held.length} held out from ${source}; target generates ${config.responseLength} tokens each`);
     const sequences = await continueWithTarget(target, train, config.responseLength);
 

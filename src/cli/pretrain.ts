@@ -17,7 +17,7 @@ import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
-import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
+import { CONFIG_BOUNDS, parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import { generate } from '../model/target/generate.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { FileStore } from '../ports/storage.ts';
@@ -26,6 +26,7 @@ import { formatDuration } from '../util/format.ts';
 import { Rng } from '../util/random.ts';
 import { AdamWBackend } from '../optim/adamw-backend.ts';
 import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/target-trainer.ts';
+import { checkPositions, decimalFloat, decimalInt, NEW_TOKENS_BOUNDS, SEED_BOUNDS, type Bounds } from './flag-values.ts';
 
 export interface PretrainOptions {
   layers: number;
@@ -72,27 +73,37 @@ export const PRETRAIN_DEFAULTS: PretrainOptions = {
   maxMinutes: 0,
 };
 
-const FLAGS: Record<string, { key: keyof PretrainOptions; kind: 'int' | 'number' | 'string' }> = {
-  '--layers': { key: 'layers', kind: 'int' },
-  '--hidden': { key: 'hidden', kind: 'int' },
-  '--heads': { key: 'heads', kind: 'int' },
-  '--kv-heads': { key: 'kvHeads', kind: 'int' },
-  '--intermediate': { key: 'intermediate', kind: 'int' },
-  '--steps': { key: 'steps', kind: 'int' },
-  '--batch': { key: 'batch', kind: 'int' },
-  '--seq': { key: 'seq', kind: 'int' },
-  '--lr': { key: 'lr', kind: 'number' },
-  '--warmup': { key: 'warmup', kind: 'number' },
-  '--weight-decay': { key: 'weightDecay', kind: 'number' },
-  '--clip': { key: 'clip', kind: 'number' },
-  '--seed': { key: 'seed', kind: 'int' },
-  '--out': { key: 'out', kind: 'string' },
-  '--corpus': { key: 'corpus', kind: 'string' },
-  '--tokenizer': { key: 'tokenizer', kind: 'string' },
-  '--dtype': { key: 'dtype', kind: 'string' },
-  '--log-every': { key: 'logEvery', kind: 'int' },
-  '--max-minutes': { key: 'maxMinutes', kind: 'number' },
-};
+type FlagSpec = { key: keyof PretrainOptions; kind: 'string' } | { key: keyof PretrainOptions; kind: 'int' | 'number'; bounds: Bounds };
+const str = (key: keyof PretrainOptions): FlagSpec => ({ key, kind: 'string' });
+const int = (key: keyof PretrainOptions, max: number, min = 1): FlagSpec => ({ key, kind: 'int', bounds: { min, max } });
+const real = (key: keyof PretrainOptions, bounds: Bounds): FlagSpec => ({ key, kind: 'number', bounds });
+
+/**
+ * Every flag and its range: far above the lab target's values (layers 2, hidden 128, 1100 steps),
+ * the model sizes within what parseHfConfig accepts, lr/warmup/clip the ranges `speclab train` allows.
+ */
+const FLAGS = new Map<string, FlagSpec>(Object.entries({
+  '--layers': int('layers', 256),
+  '--hidden': int('hidden', CONFIG_BOUNDS.hidden_size),
+  '--heads': int('heads', CONFIG_BOUNDS.num_attention_heads),
+  '--kv-heads': int('kvHeads', CONFIG_BOUNDS.num_attention_heads),
+  '--intermediate': int('intermediate', CONFIG_BOUNDS.intermediate_size),
+  '--steps': int('steps', 10_000_000),
+  '--batch': int('batch', 65_536),
+  '--seq': int('seq', 65_536),
+  '--lr': real('lr', { min: 0, exclusiveMin: true, max: 1 }),
+  '--warmup': real('warmup', { min: 0, max: 1, exclusiveMax: true }),
+  '--weight-decay': real('weightDecay', { min: 0, max: 1 }),
+  '--clip': real('clip', { min: 0, exclusiveMin: true, max: 1e6 }),
+  '--seed': int('seed', SEED_BOUNDS.max, SEED_BOUNDS.min),
+  '--out': str('out'),
+  '--corpus': str('corpus'),
+  '--tokenizer': str('tokenizer'),
+  '--dtype': str('dtype'),
+  '--log-every': int('logEvery', 1_000_000),
+  // 30 days: a time limit, only bounded so "1e400" (Infinity) is refused like any other typo.
+  '--max-minutes': real('maxMinutes', { min: 0, max: 43_200 }),
+}));
 
 export function pretrainUsage(): string {
   const d = PRETRAIN_DEFAULTS;
@@ -105,13 +116,13 @@ export function pretrainUsage(): string {
   ].join('\n');
 }
 
-/** Parses `--flag value` pairs over the defaults; every value is checked. */
+/** Parses `--flag value` pairs over the defaults; every value is checked (numbers against FLAGS' ranges) before anything is read. */
 export function parsePretrainArgs(args: readonly string[]): PretrainOptions {
   const o: PretrainOptions = { ...PRETRAIN_DEFAULTS };
   const record = o as unknown as Record<string, number | string>;
   for (let i = 0; i < args.length; i += 2) {
     const flag = args[i];
-    const spec = FLAGS[flag];
+    const spec = FLAGS.get(flag);
     if (!spec) throw new Error(`unknown option ${flag}\n${pretrainUsage()}`);
     const value = args[i + 1];
     if (value === undefined) throw new Error(`${flag}: missing value`);
@@ -119,23 +130,13 @@ export function parsePretrainArgs(args: readonly string[]): PretrainOptions {
       record[spec.key] = value;
       continue;
     }
-    const n = Number(value);
-    if (!Number.isFinite(n) || (spec.kind === 'int' && !Number.isInteger(n))) throw new Error(`${flag}: expected ${spec.kind === 'int' ? 'an integer' : 'a number'}, got "${value}"`);
-    record[spec.key] = n;
-  }
-  for (const key of ['layers', 'hidden', 'heads', 'kvHeads', 'intermediate', 'steps', 'batch', 'seq', 'logEvery'] as const) {
-    if (o[key] < 1) throw new Error(`--${key}: must be ≥ 1, got ${o[key]}`);
+    record[spec.key] = spec.kind === 'int' ? decimalInt(flag, value, spec.bounds) : decimalFloat(flag, value, spec.bounds);
   }
   if (o.hidden % o.heads !== 0) throw new Error(`--hidden ${o.hidden} must be a multiple of --heads ${o.heads}`);
   if (o.heads % o.kvHeads !== 0) throw new Error(`--heads ${o.heads} must be a multiple of --kv-heads ${o.kvHeads}`);
+  if (o.hidden / o.heads > CONFIG_BOUNDS.head_dim) throw new Error(`head dim ${o.hidden / o.heads} (hidden / heads) is over the limit ${CONFIG_BOUNDS.head_dim}; raise --heads`);
   if ((o.hidden / o.heads) % 2 !== 0) throw new Error(`head dim ${o.hidden / o.heads} (hidden / heads) must be even for RoPE`);
-  if (!(o.lr > 0)) throw new Error(`--lr must be positive, got ${o.lr}`);
-  if (!(o.warmup >= 0 && o.warmup < 1)) throw new Error(`--warmup must be a ratio in [0, 1), got ${o.warmup}`);
-  if (!(o.weightDecay >= 0)) throw new Error(`--weight-decay must be ≥ 0, got ${o.weightDecay}`);
-  if (!(o.clip > 0)) throw new Error(`--clip must be positive, got ${o.clip}`);
-  if (o.seed < 0) throw new Error(`--seed must be ≥ 0, got ${o.seed}`);
   if (o.dtype !== 'f32' && o.dtype !== 'f16') throw new Error(`--dtype must be f32 or f16, got ${String(o.dtype)}`);
-  if (!(o.maxMinutes >= 0)) throw new Error(`--max-minutes must be ≥ 0, got ${o.maxMinutes}`);
   return o;
 }
 
@@ -497,30 +498,33 @@ export interface GenerateCliOptions {
   seed: number;
 }
 
+/**
+ * The numeric flags of `speclab generate` and their ranges. Temperature: beyond 100 sampling is as
+ * good as uniform; top-k: at most a vocabulary (0 = off); top-p in (0, 1] (1 = off).
+ */
+const GENERATE_NUMBERS = new Map<string, { key: 'maxNew' | 'temperature' | 'topP' | 'topK' | 'seed'; int: boolean; bounds: Bounds }>(Object.entries({
+  '--max-new': { key: 'maxNew', int: true, bounds: NEW_TOKENS_BOUNDS },
+  '--temperature': { key: 'temperature', int: false, bounds: { min: 0, max: 100 } },
+  '--top-p': { key: 'topP', int: false, bounds: { min: 0, exclusiveMin: true, max: 1 } },
+  '--top-k': { key: 'topK', int: true, bounds: { min: 0, max: CONFIG_BOUNDS.vocab_size } },
+  '--seed': { key: 'seed', int: true, bounds: SEED_BOUNDS },
+}));
+
 export function parseGenerateArgs(args: readonly string[]): GenerateCliOptions {
   const o: GenerateCliOptions = { prompt: '', maxNew: 40, model: 'assets/lab-target', temperature: 0, topP: 1, topK: 0, seed: 0 };
   let havePrompt = false;
   for (let i = 0; i < args.length; i += 2) {
     const [flag, value] = [args[i], args[i + 1]];
     if (value === undefined) throw new Error(`${flag}: missing value`);
-    const num = (): number => {
-      const n = Number(value);
-      if (!Number.isFinite(n)) throw new Error(`${flag}: not a number: "${value}"`);
-      return n;
-    };
+    const number = GENERATE_NUMBERS.get(flag);
     if (flag === '--prompt') {
       o.prompt = value;
       havePrompt = true;
-    } else if (flag === '--max-new') o.maxNew = num();
-    else if (flag === '--model') o.model = value;
-    else if (flag === '--temperature') o.temperature = num();
-    else if (flag === '--top-p') o.topP = num();
-    else if (flag === '--top-k') o.topK = num();
-    else if (flag === '--seed') o.seed = num();
+    } else if (flag === '--model') o.model = value;
+    else if (number) o[number.key] = number.int ? decimalInt(flag, value, number.bounds) : decimalFloat(flag, value, number.bounds);
     else throw new Error(`unknown option ${flag} (expected --prompt, --max-new, --model, --temperature, --top-p, --top-k, --seed)`);
   }
   if (!havePrompt) throw new Error('usage: speclab generate --prompt "..." [--max-new 40] [--model DIR] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0]');
-  if (!Number.isInteger(o.maxNew) || o.maxNew < 1) throw new Error(`--max-new must be a positive integer, got ${o.maxNew}`);
   return o;
 }
 
@@ -537,13 +541,10 @@ export async function sampleGenerations(
   const configJson = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as { bos_token_id?: number | null; eos_token_id?: number | number[] | null };
   const bos = typeof configJson.bos_token_id === 'number' ? [configJson.bos_token_id] : [];
   const eos = configJson.eos_token_id == null ? [] : Array.isArray(configJson.eos_token_id) ? configJson.eos_token_id : [configJson.eos_token_id];
+  const encoded = prompts.map((p) => [...bos, ...tokenizer.encode(p)]);
+  checkPositions(encoded, maxNew, checkpoint.config.maxPositionEmbeddings, { flag: '--max-new', promptFlag: '--prompt' });
   const model = TargetModel.create(gpu, checkpoint);
   try {
-    const encoded = prompts.map((p) => [...bos, ...tokenizer.encode(p)]);
-    const limit = checkpoint.config.maxPositionEmbeddings;
-    for (const ids of encoded) {
-      if (ids.length + maxNew > limit) throw new Error(`${ids.length} prompt tokens + ${maxNew} new tokens exceed the ${limit} positions the model was trained on (max_position_embeddings)`);
-    }
     const out = await generate(model, encoded, { maxNewTokens: maxNew, eosTokenIds: eos, ...sampling });
     return prompts.map((prompt, i) => ({ prompt, continuation: tokenizer.decode(out[i], { skipSpecialTokens: true }) }));
   } finally {

@@ -38,6 +38,7 @@ import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3
 import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
 import { choosePrompts, lockRunFolder, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { offlineTrainCommand } from './train-offline.ts';
+import { checkPositions, decimalNumber } from './flag-values.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -132,15 +133,6 @@ export function parseTrainFlags(args: readonly string[]): { configFile?: string;
   return { configFile, values };
 }
 
-/**
- * A flag's number, written in decimal (an exponent is fine): `Number()` alone would also take
- * "0x10" as 16, "0b11" as 3 and " " as 0.
- */
-function decimalNumber(flag: string, text: string): number {
-  if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text)) throw new Error(`${flag}: ${JSON.stringify(text)} is not a decimal number`);
-  return Number(text);
-}
-
 /** Validate settings (config file first, flags over it); errors name the field and its flag. */
 export function validateTrainConfig(input: Record<string, unknown>, source = 'train config'): TrainConfig {
   const parsed = trainConfigSchema.safeParse(input);
@@ -229,8 +221,8 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
       // 1. Data: prompts, continued by the target (inside the session).
       const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
-      checkPositions(trainPrompts, config.responseLength, '--response-length', tc.maxPositionEmbeddings, 'training');
-      checkPositions(heldPrompts, config.evalNewTokens, '--eval-new-tokens', tc.maxPositionEmbeddings, 'held-out');
+      checkPositions(trainPrompts, config.responseLength, tc.maxPositionEmbeddings, { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' });
+      checkPositions(heldPrompts, config.evalNewTokens, tc.maxPositionEmbeddings, { flag: '--eval-new-tokens', which: 'held-out', promptFlag: '--prompt-length' });
       print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
       const now = () => performance.now();
       session = await Eagle3TrainingSession.open({
@@ -354,14 +346,6 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
 function flatEval(e: { heldOut: SpecEval; train?: SpecEval }): Record<string, unknown> {
   return { heldOut: e.heldOut, ...(e.train ? { train: e.train } : {}) };
-}
-
-/** Every prompt plus the tokens generated after it must fit the target's positions; checked before any GPU work. */
-function checkPositions(prompts: readonly (readonly number[])[], newTokens: number, flag: string, maxPositions: number, which: string): void {
-  const longest = prompts.reduce((a, p) => Math.max(a, p.length), 0);
-  if (longest + newTokens > maxPositions) {
-    throw new Error(`${flag} ${newTokens}: the longest ${which} prompt (${longest} tokens) plus ${newTokens} generated tokens is ${longest + newTokens}, over the target's max_position_embeddings ${maxPositions}; lower ${flag} or use shorter prompts (--prompt-length)`);
-  }
 }
 
 /** The last train step an earlier process of this run logged, and its loss (none: 0 and NaN). */

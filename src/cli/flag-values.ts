@@ -1,0 +1,83 @@
+/**
+ * Numbers from the command line, read strictly. `Number()` alone takes "0x10" as 16, "0b11" as 3,
+ * " " (or "") as 0 and "Infinity" as a number, so a typo or a stray blank quietly becomes a
+ * setting; and an unbounded "1e9" becomes a billion-token allocation minutes later. Every numeric
+ * flag of the CLI is read here, before any file is read or anything allocated: decimal text, then a
+ * range, and any error is one line that starts with the flag.
+ */
+
+/** An inclusive range by default; `exclusiveMin`/`exclusiveMax` make that end open. */
+export interface Bounds {
+  min: number;
+  max: number;
+  exclusiveMin?: boolean;
+  exclusiveMax?: boolean;
+}
+
+/** The seed range of every command: the generators keep 32 bits (src/util/random.ts). */
+export const SEED_BOUNDS: Bounds = { min: 0, max: 2 ** 32 - 1 };
+/** Tokens generated per prompt: the bound `speclab train` puts on --eval-new-tokens and --response-length. */
+export const NEW_TOKENS_BOUNDS: Bounds = { min: 1, max: 1_048_576 };
+/** Token ids travel as Int32 on the GPU. */
+const MAX_TOKEN_ID = 2 ** 31 - 1;
+
+/** A flag's number, written in decimal (an exponent is fine); range checks are the caller's. */
+export function decimalNumber(flag: string, text: string): number {
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i.test(text)) throw new Error(`${flag}: ${JSON.stringify(text)} is not a decimal number`);
+  return Number(text);
+}
+
+/** A decimal integer within `bounds`. */
+export function decimalInt(flag: string, text: string, bounds: Bounds): number {
+  const value = decimalNumber(flag, text);
+  if (!Number.isInteger(value)) throw new Error(`${flag}: ${value} is not an integer`);
+  return inBounds(flag, value, bounds);
+}
+
+/** A decimal number within `bounds` (finite, as every bound is). */
+export function decimalFloat(flag: string, text: string, bounds: Bounds): number {
+  return inBounds(flag, decimalNumber(flag, text), bounds);
+}
+
+/** Decimal integers within `bounds`, separated by commas and/or blanks (e.g. layer ids "1,2,3"). */
+export function decimalIntList(flag: string, text: string, bounds: Bounds): number[] {
+  return listItems(text).map((item) => decimalInt(flag, item, bounds));
+}
+
+/** Token ids: plain non-negative decimal integers separated by commas and/or blanks. */
+export function tokenIdList(flag: string, text: string): number[] {
+  return listItems(text).map((item) => {
+    if (!/^\d+$/.test(item)) throw new Error(`${flag}: ${JSON.stringify(item)} is not a token id (a non-negative decimal integer)`);
+    return inBounds(flag, Number(item), { min: 0, max: MAX_TOKEN_ID });
+  });
+}
+
+function listItems(text: string): string[] {
+  return text.split(/[\s,]+/).filter((s) => s.length > 0);
+}
+
+function inBounds(flag: string, value: number, b: Bounds): number {
+  if (b.exclusiveMin ? !(value > b.min) : !(value >= b.min)) throw new Error(`${flag}: ${value} ${b.exclusiveMin ? 'must be above' : 'is under the minimum'} ${b.min}`);
+  if (b.exclusiveMax ? !(value < b.max) : !(value <= b.max)) throw new Error(`${flag}: ${value} ${b.exclusiveMax ? 'must be under' : 'is over the limit'} ${b.max}`);
+  return value;
+}
+
+/** What a positions error names: the flag of the generated length, which prompts, the flag that shortens them. */
+export interface PositionsContext {
+  flag: string;
+  which?: string;
+  promptFlag?: string;
+}
+
+/**
+ * Refuses generating `newTokens` after the longest prompt when that runs past the target's
+ * max_position_embeddings: the positions it was trained on, past which its output means nothing.
+ * Checked as soon as the prompts are known, before any generation; the error names the flag to lower.
+ */
+export function checkPositions(prompts: readonly (readonly number[])[], newTokens: number, maxPositions: number, on: PositionsContext): void {
+  const longest = prompts.reduce((a, p) => Math.max(a, p.length), 0);
+  if (longest + newTokens <= maxPositions) return;
+  const which = on.which ? `${on.which} ` : '';
+  const shorter = on.promptFlag ? ` (${on.promptFlag})` : '';
+  throw new Error(`${on.flag} ${newTokens}: the longest ${which}prompt (${longest} tokens) plus ${newTokens} generated tokens is ${longest + newTokens}, over the target's max_position_embeddings ${maxPositions}; lower ${on.flag} or use shorter prompts${shorter}`);
+}
