@@ -20,6 +20,7 @@ import { checkpointSuites } from './suites/checkpoint.ts';
 import { pretrainSuites } from './suites/pretrain.ts';
 import { trainSuites } from './suites/train.ts';
 import sealedJson from './util/sealed-json.test.ts';
+import stableHash from './util/stable-hash.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 
@@ -44,6 +45,7 @@ export const suites: readonly Suite[] = [
   ...pretrainSuites,
   ...trainSuites,
   sealedJson,
+  stableHash,
   portsStorage,
   nonFiniteGuard,
 ];

@@ -40,13 +40,14 @@ import type { FileStore } from '../ports/storage.ts';
 import { Rng } from '../util/random.ts';
 import type { VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
-import { draftConfigHash, pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './train-checkpoint.ts';
+import { pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './train-checkpoint.ts';
 import { draftConfigFor, draftVocab, loadOrGenerateSequences, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
 import { checkRequeuedSpills } from './resume-integrity.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
+import { stableHash } from '../util/stable-hash.ts';
 
 const posInt = z.number().int().positive();
 
@@ -222,8 +223,8 @@ export class Eagle3TrainingSession {
       tttLength: settings.tttLength,
       batchSize: settings.batchSize,
       accumulationSteps: 1,
-      draftConfigHash: draftConfigHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length }),
-      dataHash: draftConfigHash(sequences),
+      draftConfigHash: stableHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length }),
+      dataHash: stableHash(sequences),
     };
     const session = new Eagle3TrainingSession({
       inputs, sequences, mapping, coverage, distinctTokens: distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, rounds,

@@ -38,7 +38,7 @@ export interface RunContract {
   readonly tttLength: number | null;
   readonly batchSize: number;
   readonly accumulationSteps: number;
-  /** `draftConfigHash(config)` of the draft's config (or of any strategy-defining object). */
+  /** `stableHash(config)` of the draft's config (or of any strategy-defining object). */
   readonly draftConfigHash: string;
   /** Hash of the run's own training data (every sequence's tokens and mask): prompts, prompt or response length change it. */
   readonly dataHash?: string;
@@ -121,22 +121,6 @@ export function checkpointDirName(runId: string, step: number): string {
   checkRunId(runId);
   checkCount(step, 'step');
   return `${runId}-step${step}`;
-}
-
-/** A stable 8-hex-digit hash of a JSON value (keys sorted), for the run contract. */
-export function draftConfigHash(value: unknown): string {
-  return crc32(new TextEncoder().encode(canonicalJson(value))).toString(16).padStart(8, '0');
-}
-
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value !== null && typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>)
-      .filter(([, v]) => v !== undefined)
-      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return `{${entries.map(([k, v]) => `${JSON.stringify(k)}:${canonicalJson(v)}`).join(',')}}`;
-  }
-  return JSON.stringify(value);
 }
 
 function f32Tensor(shape: readonly number[], values: ArrayLike<number>): TensorToWrite {

@@ -14,7 +14,8 @@ import { EMBED_NAME } from '../../src/config/eagle3-config.ts';
 import { bf16Bytes, eagle3SglangConfig, eagle3SglangSafetensors, readEagle3Export, writeEagle3Export } from '../../src/model/eagle3/export.ts';
 import { eagle3CheckpointExtras, exportEagle3Checkpoint } from '../../src/training/checkpoint-export.ts';
 import { runCli } from '../../src/cli/main.ts';
-import { draftConfigHash, saveCheckpoint } from '../../src/training/train-checkpoint.ts';
+import { saveCheckpoint } from '../../src/training/train-checkpoint.ts';
+import { stableHash } from '../../src/util/stable-hash.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { f32ToBf16 } from '../../src/formats/safetensors.ts';
@@ -166,7 +167,7 @@ export default defineSuite('model/eagle3-export', (t) => {
       for (const name of fx.trainable) backend.addParameter(name, fx.file.shape(`param.${name}`), weights[name]);
       const draftConfig = JSON.parse(new TextDecoder().decode(await fixture('eagle3/draft_config.json'))) as Record<string, unknown>;
       const { extra, buffers } = eagle3CheckpointExtras(draftConfig, { t2d: fx.inputs.t2d, d2t: fx.inputs.d2t });
-      const contract = { strategy: 'eagle3', tttLength: 4, batchSize: 2, accumulationSteps: 1, draftConfigHash: draftConfigHash(draftConfig) };
+      const contract = { strategy: 'eagle3', tttLength: 4, batchSize: 2, accumulationSteps: 1, draftConfigHash: stableHash(draftConfig) };
       const ref = await saveCheckpoint(tmp.files, gpu, backend, { runId: 'fx', globalStep: 1, microStep: 1, epoch: 0, data: { epochBatch: 1, epochSamples: 2, samplesConsumed: 2 }, contract, buffers, extra });
       const expected = await fixture('eagle3/export/model.safetensors');
       await exportEagle3Checkpoint(tmp.files, ref.dir, tmp.files, 'exported');

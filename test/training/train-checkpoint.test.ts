@@ -17,10 +17,10 @@ import { eagle3CheckpointExtras } from '../../src/training/checkpoint-export.ts'
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
+import { stableHash } from '../../src/util/stable-hash.ts';
 import { AdamWBackend, type OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import {
   COMPLETE_MARKER,
-  draftConfigHash,
   latestCheckpoint,
   listCheckpoints,
   loadCheckpoint,
@@ -50,7 +50,7 @@ const OPTIMIZER: OptimizerConfig = {
   lr: 2e-3, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0.01, maxGradNorm: 0.5,
   schedule: { kind: 'cosine', totalSteps: N + M, warmupRatio: 0.34 },
 };
-const CONTRACT: RunContract = { strategy: 'eagle3', tttLength: TTT, batchSize: B, accumulationSteps: ACCUMULATION, draftConfigHash: draftConfigHash(CONFIG) };
+const CONTRACT: RunContract = { strategy: 'eagle3', tttLength: TTT, batchSize: B, accumulationSteps: ACCUMULATION, draftConfigHash: stableHash(CONFIG) };
 
 const USED = Array.from({ length: CONFIG.draftVocabSize }, (_, i) => 3 * i + 1);
 const VOCAB = {
