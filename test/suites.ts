@@ -23,6 +23,7 @@ import sealedJson from './util/sealed-json.test.ts';
 import stableHash from './util/stable-hash.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
+import adamwBackend from './optim/adamw-backend.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -48,4 +49,5 @@ export const suites: readonly Suite[] = [
   stableHash,
   portsStorage,
   nonFiniteGuard,
+  adamwBackend,
 ];

@@ -4,6 +4,11 @@
  * boundary: global gradient L2 norm → clip coefficient min(1, max / (norm + 1e-6)) → fused AdamW
  * (decoupled decay, bias correction) → zero gradients. Nothing is read back inside the step; the
  * pre-clip norm is returned as a pending read.
+ *
+ * A step whose norm is NaN or infinite is skipped on the GPU (optim/finalize's sentinel). The caller
+ * that reads the norm reports it with markSkipped(): like PyTorch, where a skipped optimizer.step()
+ * leaves AdamW's state['step'] alone while the LR scheduler moves on, the skip does not count for
+ * bias correction (`appliedUpdates`) but does for the schedule (`step`).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -48,8 +53,11 @@ export interface StepReport {
 
 export class AdamWBackend {
   readonly params: Parameter[] = [];
-  /** Optimizer steps taken so far. */
+  /** Optimizer steps taken so far, skipped ones included (drives the LR schedule). */
   step = 0;
+  /** Of those, the steps the GPU skipped for a non-finite norm (excluded from bias correction). */
+  skippedSteps = 0;
+  private lastMarked = 0;
   private partials: Tensor | undefined;
   private readonly normResult: Tensor;
 
@@ -104,12 +112,29 @@ export class AdamWBackend {
         beta2: this.config.beta2,
         eps: this.config.eps,
         weightDecay: this.config.weightDecay,
-        step: this.step,
+        step: this.appliedUpdates,
         clip: this.normResult,
       });
     }
     this.zeroGrad();
     return { gradNorm, lr, step: this.step };
+  }
+
+  /** Updates AdamW has applied, this one included: PyTorch's state['step'] for bias correction. */
+  get appliedUpdates(): number {
+    return this.step - this.skippedSteps;
+  }
+
+  /**
+   * Records that `step`, the newest one encoded, was skipped by the GPU (its norm was not finite).
+   * It must be called before the next step is encoded, or that step's bias correction would count
+   * the skipped one.
+   */
+  markSkipped(step: number): void {
+    if (step !== this.step) throw new Error(`markSkipped(${step}): the newest optimizer step is ${this.step}; a skip must be reported before the next step is encoded`);
+    if (step === this.lastMarked) throw new Error(`markSkipped(${step}): step ${step} is already marked skipped`);
+    this.lastMarked = step;
+    this.skippedSteps++;
   }
 
   destroy(): void {

@@ -62,8 +62,10 @@ export interface TrainingState {
   readonly globalStep: number;
   /** Micro-batches seen across epochs (TrainerCore.microStep). */
   readonly microStep: number;
-  /** The backend's own optimizer step counter (drives bias correction and the LR schedule). */
+  /** The backend's own optimizer step counter (drives the LR schedule). */
   readonly optimizerStep: number;
+  /** Of those, the steps skipped for a non-finite gradient norm (not counted by bias correction); absent in older checkpoints (0). */
+  readonly skippedSteps?: number;
   readonly epoch: number;
   readonly data: DataPosition;
   /** Named RNG states (e.g. a shuffle seed, an Rng's internal word), restored verbatim. */
@@ -211,6 +213,7 @@ export async function saveCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWB
     globalStep,
     microStep,
     optimizerStep: backend.step,
+    skippedSteps: backend.skippedSteps,
     epoch,
     data: { ...data },
     rng: { ...(options.rng ?? {}) },
@@ -380,5 +383,6 @@ export async function resumeFromCheckpoint(store: FileStore, gpu: Gpu, backend: 
   }
   backend.zeroGrad();
   backend.step = state.optimizerStep;
+  backend.skippedSteps = state.skippedSteps ?? 0;
   return { ref, state, buffers: loaded.weights };
 }

@@ -87,12 +87,15 @@ export class TrainerController {
         losses.push(loss);
         const metrics: Record<string, number> = {};
         for (const m of await Promise.all(windowMetrics)) for (const [k, v] of Object.entries(m)) metrics[k] = (metrics[k] ?? 0) + v;
+        const gradNorm = await (result.gradNorm ?? Promise.resolve(Number.NaN));
+        // The GPU skipped an update with a non-finite norm; bias correction must not count it.
+        if (result.gradNorm && !Number.isFinite(gradNorm)) this.core.backend.markSkipped(this.core.backend.step);
         options.onStep?.({
           epoch: this.epoch,
           globalStep: this.globalStep,
           microStep: this.core.microStep,
           loss,
-          gradNorm: await (result.gradNorm ?? Promise.resolve(Number.NaN)),
+          gradNorm,
           lr: result.lr ?? Number.NaN,
           samples: windowIds.length,
           metrics,

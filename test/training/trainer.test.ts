@@ -101,6 +101,39 @@ export default defineSuite('training/trainer', (t) => {
     gpu.destroy();
   });
 
+  t.test('a step with a NaN gradient is skipped on the GPU and reported; the next step is a normal update', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const backend = new AdamWBackend(gpu, OPT);
+    const strategy = new LinearProbeStrategy(gpu, backend, H, V, new Rng(1).floats(V * H, 0.1));
+    const core = new TrainerCore(strategy, backend, 1);
+    const hidden = [0, 1, 2].map((i) => Float32Array.from(new Rng(10 + i).floats(3 * H)));
+    hidden[1][4] = Number.NaN;
+    const weights: number[][] = [];
+    const source = {
+      async *[Symbol.asyncIterator]() {
+        for (const [i, h] of hidden.entries()) {
+          weights.push([...(await gpu.read(strategy.weight.value))]);
+          yield makeTrainBatch({ sampleIds: [`s${i}`], strategy: 'eagle3', tensors: { hidden_state: gpu.upload([1, 3, H], 'f32', h), labels: gpu.upload([1, 3], 'i32', [1, 2, 3]) } });
+        }
+        weights.push([...(await gpu.read(strategy.weight.value))]);
+      },
+    };
+    const logs: { step: number; gradNorm: number }[] = [];
+    const acked: string[] = [];
+    await new TrainerController(gpu, core).fit(source, {
+      onStep: (l) => logs.push({ step: l.globalStep, gradNorm: l.gradNorm }),
+      ackFn: async (ids) => void acked.push(...ids),
+    });
+    assertEqual(logs.map((l) => Number.isFinite(l.gradNorm)).join(), 'true,false,true', 'step 2 reports its non-finite norm');
+    assert(weights[1].join() !== weights[0].join(), 'step 1 updated the weights');
+    assertEqual(weights[2].join(), weights[1].join(), 'step 2 left the weights as they were');
+    assert(weights[3].join() !== weights[2].join(), 'step 3 updated them again');
+    assertEqual(`${backend.step}/${backend.skippedSteps}/${backend.appliedUpdates}`, '3/1/2', 'steps / skipped / applied updates');
+    assertEqual(acked.join(), 's0,s1,s2', 'every sample acked: a skipped step consumed its batch (the stop policy is the caller\'s)');
+    backend.destroy();
+    gpu.destroy();
+  });
+
   t.test('a missing feature raises naming it; a window cut by the end of the stream raises and acks nothing', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const { workers, core, loader, trainer, controller } = build(gpu, 6, 2);
