@@ -5,7 +5,7 @@
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, lockHeldError, namingPath, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, lockHeldError, namingPath, parseLockOwner, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
 
 const live = new Set<GpuContext>();
 
@@ -169,10 +169,9 @@ export const denoPlatform: Platform = {
 
 async function readLockOwner(path: string): Promise<LockOwner | null> {
   try {
-    const owner = JSON.parse(await Deno.readTextFile(path)) as LockOwner;
-    return Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' ? owner : null;
+    return parseLockOwner(await Deno.readTextFile(path));
   } catch {
-    return null;
+    return null; // unreadable, or removed meanwhile: treated as held, never stolen
   }
 }
 

@@ -16,7 +16,7 @@ import process from 'node:process';
 import { hostname } from 'node:os';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, lockHeldError, namingPath, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, lockHeldError, namingPath, parseLockOwner, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -203,10 +203,9 @@ export const nodePlatform: Platform = {
 
 async function readLockOwner(path: string): Promise<LockOwner | null> {
   try {
-    const owner = JSON.parse(await fs.readFile(path, 'utf8')) as LockOwner;
-    return Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' ? owner : null;
+    return parseLockOwner(await fs.readFile(path, 'utf8'));
   } catch {
-    return null;
+    return null; // unreadable, or removed meanwhile: treated as held, never stolen
   }
 }
 

@@ -50,6 +50,16 @@ export interface LockOwner {
   readonly since: string;
 }
 
+/** A lock file's text as its owner, or null when it is not one (half-written, edited, another format). */
+export function parseLockOwner(text: string): LockOwner | null {
+  try {
+    const owner = JSON.parse(text) as Partial<LockOwner> | null;
+    return owner && Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' && typeof owner.since === 'string' ? (owner as LockOwner) : null;
+  } catch {
+    return null;
+  }
+}
+
 /** The refusal when a live process holds the lock (shared by the runtimes' stores). */
 export function lockHeldError(path: string, owner: LockOwner | null): Error {
   const who = owner ? `process ${owner.pid} on ${owner.host} (since ${owner.since})` : 'another process (the lock file is unreadable)';

@@ -3,7 +3,7 @@
  * The runtimes' own messages do not: reading a directory gave a bare "EISDIR: illegal operation on
  * a directory, read", and a full disk "ENOSPC: no space left on device, write".
  */
-import { namingPath } from '../../src/ports/storage.ts';
+import { namingPath, parseLockOwner } from '../../src/ports/storage.ts';
 import { assert, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
@@ -27,5 +27,13 @@ export default defineSuite('ports/storage', (t) => {
     const full = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const err = await assertRejects(() => namingPath('/runs/a/spill/x.safetensors', 'atomic write of 64 bytes', () => Promise.reject(full)), /^\/runs\/a\/spill\/x\.safetensors: atomic write of 64 bytes failed: no space left on the device$/, 'ENOSPC');
     assertEqual((err as Error & { code?: string }).code, 'ENOSPC', 'code kept');
+  });
+
+  t.test('a lock file is read as its owner only when whole; anything else is null (treated as held)', () => {
+    const owner = { pid: 4242, host: 'trainer-1', since: '2026-12-01T00:00:00.000Z' };
+    assertEqual(JSON.stringify(parseLockOwner(JSON.stringify(owner))), JSON.stringify(owner), 'a whole lock');
+    for (const text of ['', '{"pid":42', 'null', '[]', '{"pid":"42","host":"h","since":"s"}', '{"pid":1.5,"host":"h","since":"s"}', '{"pid":42,"since":"s"}', '{"pid":42,"host":"h"}']) {
+      assertEqual(parseLockOwner(text), null, `not a lock owner: ${JSON.stringify(text)}`);
+    }
   });
 });
