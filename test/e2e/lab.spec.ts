@@ -15,6 +15,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, expect, test, type Browser, type Download, type Page, type TestInfo } from '@playwright/test';
 import { CHROMIUM_PATH } from '../runners/chromium-flags.ts';
+import { sealJson } from '../../src/util/sealed-json.ts';
+import { DEFAULT_SETTINGS } from '../../web/lab/protocol.ts';
 
 const LAB_TARGET = fileURLToPath(new URL('../../assets/lab-target/', import.meta.url));
 const DOCS_SCREENSHOT = fileURLToPath(new URL('../../docs/lab.png', import.meta.url));
@@ -414,6 +416,44 @@ test.describe('persistence', () => {
       expect(done.committed, 'every sample committed exactly once').toBe(samples);
       expect(done.resumable, 'a finished run is not resumable').toBe(false);
       await snap(page, testInfo, 'continued');
+    } finally {
+      await attachConsole(testInfo, log);
+    }
+  });
+
+  test('a damaged saved run is refused naming run.json; only Discard is offered, and it clears the run', async ({ page }, testInfo) => {
+    const log = watch(page);
+    try {
+      await openLab(page);
+      await discardSavedRun(page);
+      // A sealed run.json as the worker writes it, with one digit of the body changed afterwards.
+      const sealed = sealJson({ settings: { ...DEFAULT_SETTINGS }, model: 'lab-target', total: 48 });
+      const at = sealed.lastIndexOf('4'.charCodeAt(0));
+      sealed[at] = '5'.charCodeAt(0);
+      await page.evaluate(async (bytes) => {
+        const db = await new Promise<IDBDatabase>((resolve, reject) => {
+          const open = indexedDB.open('speclab-files:speclab-lab', 1);
+          open.onupgradeneeded = () => open.result.createObjectStore('files');
+          open.onsuccess = () => resolve(open.result);
+          open.onerror = () => reject(open.error ?? new Error('indexedDB.open failed'));
+        });
+        await new Promise<void>((resolve, reject) => {
+          const tx = db.transaction('files', 'readwrite');
+          tx.objectStore('files').put(new Uint8Array(bytes), 'run.json');
+          tx.oncomplete = () => resolve();
+          tx.onerror = () => reject(tx.error ?? new Error('IndexedDB write failed'));
+        });
+        db.close();
+      }, [...sealed]);
+      await page.reload();
+      await expect(page.locator('#status'), 'the damaged run is reported').toHaveAttribute('data-damaged', 'true', { timeout: 3 * MINUTE });
+      await expect(page.locator('#run-detail'), 'the message names the file and the check').toContainText(/speclab-lab\/run\.json: the saved run .* is damaged \(CRC-32/);
+      await expect(page.locator('#start'), 'nothing can continue a damaged run').toBeDisabled();
+      await expect(page.locator('#discard'), 'Discard is offered').toBeEnabled();
+      await snap(page, testInfo, 'damaged-run');
+      await page.locator('#discard').click();
+      await expect(page.locator('#status'), 'discarded').not.toHaveAttribute('data-damaged', 'true');
+      await expect(page.locator('#start'), 'a new run can start').toBeEnabled({ timeout: MINUTE });
     } finally {
       await attachConsole(testInfo, log);
     }

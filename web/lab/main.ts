@@ -65,6 +65,8 @@ buildCharts(tttLength);
 let phase: Phase = 'idle';
 let modelReady = false;
 let saved: { step: number; total: number; finished: boolean } | undefined;
+/** The saved run failed its integrity check: only Discard is offered. */
+let damagedRun = false;
 let haveDraft = false;
 
 function setStatus(attrs: Record<string, string | number>): void {
@@ -76,12 +78,12 @@ function setStatus(attrs: Record<string, string | number>): void {
 
 function refreshButtons(): void {
   const busy = phase === 'loading' || phase === 'data' || phase === 'training';
-  buttons.start.disabled = !modelReady || busy || phase === 'paused' || (saved?.finished ?? false);
+  buttons.start.disabled = !modelReady || busy || phase === 'paused' || (saved?.finished ?? false) || damagedRun;
   buttons.start.textContent = saved && !saved.finished ? `Continue (step ${saved.step} of ${saved.total})` : 'Start';
   buttons.pause.disabled = phase !== 'training';
   buttons.resume.disabled = phase !== 'paused';
   buttons.stop.disabled = !(phase === 'training' || phase === 'paused' || phase === 'data');
-  buttons.discard.disabled = busy || phase === 'paused' || !saved;
+  buttons.discard.disabled = busy || phase === 'paused' || (!saved && !damagedRun);
   specRun.disabled = !modelReady || busy || !haveDraft;
   exportButton.disabled = busy || !haveDraft || !saved;
   for (const id of Object.values(SETTING_INPUTS)) $<HTMLInputElement>(id).disabled = busy || phase === 'paused' || saved !== undefined;
@@ -113,14 +115,25 @@ function handle(r: Report): void {
       return;
     case 'saved-run':
       saved = r;
+      damagedRun = false;
       haveDraft ||= r.step > 0;
       writeSettings(r.settings);
       if (r.settings.tttLength !== tttLength) buildCharts(r.settings.tttLength);
       setStatus({ step: r.step, total: r.total, acked: r.acked, committed: r.committed, resumable: String(!r.finished && phase !== 'training') });
       refreshButtons();
       return;
+    case 'damaged-run':
+      saved = undefined;
+      damagedRun = true;
+      detail.textContent = r.message;
+      detail.dataset.state = 'error';
+      setStatus({ resumable: 'false', damaged: 'true' });
+      refreshButtons();
+      return;
     case 'no-saved-run':
       saved = undefined;
+      damagedRun = false;
+      delete status.dataset.damaged;
       setStatus({ step: 0, total: 0, resumable: 'false', acked: 0, committed: 0 });
       refreshButtons();
       return;

@@ -72,6 +72,8 @@ export type Report =
   | { type: 'phase'; phase: Phase; detail: string }
   | { type: 'saved-run'; step: number; total: number; settings: LabSettings; model: string; finished: boolean; acked: number; committed: number }
   | { type: 'no-saved-run' }
+  /** run.json failed its seal or its shape check: nothing can continue it; Discard clears it. */
+  | { type: 'damaged-run'; message: string }
   | { type: 'step'; step: StepReport; status: RunStatus }
   | { type: 'status'; status: RunStatus; step: number; total: number }
   | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number }

@@ -29,13 +29,13 @@ import { Rng } from '../../src/util/random.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/eagle3-session.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from '../../src/training/run-plan.ts';
 import type { Command, LabSettings, Phase, Report, RunStatus } from './protocol.ts';
+import { readSavedRun as readSavedRunFrom, writeSavedRun as writeSavedRunTo, type SavedRun } from './saved-run.ts';
 
 const LAB_FILES = 'speclab-lab';
 const CHECKPOINTS = 'speclab-lab-checkpoints';
 const SPILL = 'speclab-lab-spill';
 const LEDGER = 'speclab-lab-ledger';
 const RUN_ID = 'lab';
-const RUN_FILE = 'run.json';
 
 interface LoadedModel {
   id: string;
@@ -44,12 +44,6 @@ interface LoadedModel {
   tokenizer: ChatTokenizer | undefined;
   train: number[][];
   heldOut: number[][];
-}
-
-interface SavedRun {
-  settings: LabSettings;
-  model: string;
-  total: number;
 }
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -73,6 +67,8 @@ function phase(p: Phase, detail = ''): void {
 }
 
 const labFiles = () => platform.files(LAB_FILES);
+const readSavedRun = () => readSavedRunFrom(labFiles());
+const writeSavedRun = (run: SavedRun) => writeSavedRunTo(labFiles(), run);
 
 /** Lab target layers are few: the default rule [1, N/2-1, N-4] needs N ≥ 4. */
 function auxLayersFor(numLayers: number): number[] {
@@ -140,19 +136,20 @@ async function loadModel(store: FileStore, id: string, lab: boolean): Promise<vo
   }
 }
 
-async function readSavedRun(): Promise<SavedRun | undefined> {
-  const files = labFiles();
-  if (!(await files.exists(RUN_FILE))) return undefined;
-  return JSON.parse(new TextDecoder().decode(await files.read(RUN_FILE))) as SavedRun;
-}
-
 async function ledger(): Promise<IndexedDbMetadataStore> {
   metadata ??= await IndexedDbMetadataStore.open(platform, LEDGER);
   return metadata;
 }
 
 async function reportSavedRun(): Promise<void> {
-  const saved = await readSavedRun();
+  let saved: SavedRun | undefined;
+  try {
+    saved = await readSavedRun();
+  } catch (err) {
+    // Never trained on: the page offers only Discard until the run is gone.
+    post({ type: 'damaged-run', message: `${(err as Error).message}. Discard the saved run to start again.` });
+    return;
+  }
   if (!saved) {
     post({ type: 'no-saved-run' });
     return;
@@ -220,7 +217,7 @@ async function start(settings: LabSettings | undefined): Promise<void> {
       throw new Error(`the saved run trains a draft for ${saved.model}, but ${model.id} is loaded`);
     }
     session ??= await openSession(saved.settings);
-    await labFiles().writeAtomic(RUN_FILE, new TextEncoder().encode(JSON.stringify({ ...saved, total: session.totalSteps })));
+    await writeSavedRun({ ...saved, total: session.totalSteps });
     const s = session;
     if (s.resumed) phase('training', `resumed after step ${s.resumed.step}: ${s.resumed.requeued} samples requeued from the spill`);
     else phase('training', '');
