@@ -1,91 +1,63 @@
 /**
  * `speclab eval`: evaluate an EAGLE3 draft by speculative decoding against its target.
  *
- *   speclab eval --target <hf dir> --draft <sglang export dir> (--prompt <ids> … | --prompts-file <file>)
+ *   speclab eval --target <hf dir> --draft <sglang export dir> (--prompt <text|ids> … | --prompts-file <file>)
  *                [--max-new-tokens 32] [--num-draft-tokens 3] [--aux-layers 1,2,2] [--eos <ids>]
  *
- * Prompts are token ids, comma- or space-separated (`--prompt` may repeat; a prompts file has one
- * prompt per line, blank lines and `#` comments skipped). The draft directory is SpecForge's SGLang
- * export (config.json + model.safetensors with fc, midlayer.*, norm, lm_head, d2t, t2d; bf16/f16/f32);
+ * A prompt made only of digits, commas and blanks is token ids; anything else is text, encoded with
+ * the target's tokenizer after its BOS token (`--prompt` may repeat; a prompts file has one prompt
+ * per line, blank lines and `#` comments skipped). Options: command-options.ts (`speclab eval --help`).
+ * The draft directory is SpecForge's SGLang export (config.json + model.safetensors with fc, midlayer.*, norm, lm_head, d2t, t2d; bf16/f16/f32);
  * the draft's embedding is the target's. Runs target-only greedy decoding and speculative decoding
  * on the same prompts, checks they produce the same tokens (exit 1 if not), and prints the acceptance
  * length (tokens per target verification, bonus included) and tokens/s with and without the draft.
  */
 import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { ChatTokenizer } from '../formats/tokenizer.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { Eagle3Drafter, loadEagle3Draft } from '../inference/eagle3-drafter.ts';
 import { Eagle3Proposer, timeSpeculative, timeTargetOnly } from '../inference/speculative.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
+import type { FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
-import { checkPositions, decimalInt, decimalIntList, NEW_TOKENS_BOUNDS, tokenIdList, type Bounds } from './flag-values.ts';
+import { checkPositions } from './flag-values.ts';
+import { EVAL_DEF, evalArgs, parsePromptArg, type EvalArgs, type PromptArg } from './command-options.ts';
+import { settingsOrExit } from './options.ts';
 
-export const EVAL_USAGE = `usage: speclab eval --target <hf dir> --draft <draft dir> (--prompt <ids> ... | --prompts-file <file>)
-       [--max-new-tokens N (32)] [--num-draft-tokens K (3)] [--aux-layers a,b,c] [--eos id,...]`;
+export { parseEvalArgs, parsePromptArg, type EvalArgs, type PromptArg } from './command-options.ts';
 
-export interface EvalArgs {
-  target: string;
-  draft: string;
-  prompts: number[][];
-  promptsFile?: string;
-  maxNewTokens: number;
-  numDraftTokens: number;
-  auxLayers?: number[];
-  eos: number[];
-}
-
-/** Bounds of the numeric flags: the ones `speclab train` puts on --eval-new-tokens and --num-draft-tokens (and on aux layer ids). */
-const NUM_DRAFT_TOKENS: Bounds = { min: 1, max: 64 };
-const AUX_LAYER_ID: Bounds = { min: 0, max: 1023 };
-
-/** Three aux layer ids, checked here so a wrong count fails before the target is read. */
-function parseAuxLayers(flag: string, text: string): number[] {
-  const ids = decimalIntList(flag, text, AUX_LAYER_ID);
-  if (ids.length !== 3) throw new Error(`${flag}: EAGLE3 needs 3 aux layer ids, got ${ids.length}`);
-  return ids;
-}
-
-export function parseEvalArgs(args: readonly string[]): EvalArgs {
-  const out: Partial<EvalArgs> & { prompts: number[][]; eos: number[] } = { prompts: [], eos: [], maxNewTokens: 32, numDraftTokens: 3 };
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i];
-    const value = (): string => {
-      const v = args[++i];
-      if (v === undefined) throw new Error(`${flag} needs a value\n${EVAL_USAGE}`);
-      return v;
-    };
-    switch (flag) {
-      case '--target': out.target = value(); break;
-      case '--draft': out.draft = value(); break;
-      case '--prompt': out.prompts.push(tokenIdList(flag, value())); break;
-      case '--prompts-file': out.promptsFile = value(); break;
-      case '--max-new-tokens': out.maxNewTokens = decimalInt(flag, value(), NEW_TOKENS_BOUNDS); break;
-      case '--num-draft-tokens': out.numDraftTokens = decimalInt(flag, value(), NUM_DRAFT_TOKENS); break;
-      case '--aux-layers': out.auxLayers = parseAuxLayers(flag, value()); break;
-      case '--eos': out.eos = tokenIdList(flag, value()); break;
-      default: throw new Error(`unknown option "${flag}"\n${EVAL_USAGE}`);
-    }
-  }
-  if (!out.target) throw new Error(`--target is required\n${EVAL_USAGE}`);
-  if (!out.draft) throw new Error(`--draft is required\n${EVAL_USAGE}`);
-  if (out.prompts.some((p) => p.length === 0)) throw new Error('--prompt: an empty prompt');
-  if (out.prompts.length === 0 && !out.promptsFile) throw new Error(`give prompts with --prompt or --prompts-file\n${EVAL_USAGE}`);
-  return out as EvalArgs;
-}
-
+/** `speclab eval` from argv (help included). */
 export async function evalCommand(platform: Platform, argv: readonly string[], print: (line: string) => void): Promise<number> {
-  const args = parseEvalArgs(argv);
-  const prompts = [...args.prompts];
+  const p = settingsOrExit(EVAL_DEF, argv, evalArgs, print);
+  return 'exit' in p ? p.exit : runEval(platform, p.settings, print);
+}
+
+/** Token ids of the prompts: text ones encoded with the target's tokenizer after its BOS token (as `speclab generate` does). */
+export async function encodePrompts(store: FileStore, prompts: readonly PromptArg[]): Promise<number[][]> {
+  if (prompts.every((p) => typeof p !== 'string')) return prompts as number[][];
+  const tokenizer = await ChatTokenizer.load(store, '');
+  const config = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as { bos_token_id?: number | null };
+  const bos = typeof config.bos_token_id === 'number' ? [config.bos_token_id] : [];
+  return prompts.map((p) => (typeof p === 'string' ? [...bos, ...tokenizer.encode(p)] : p));
+}
+
+export async function runEval(platform: Platform, args: EvalArgs, print: (line: string) => void): Promise<number> {
+  const given = [...args.prompts];
   if (args.promptsFile) {
     const [dir, name] = splitPath(args.promptsFile);
     const text = new TextDecoder().decode(await platform.files(dir).read(name));
     text.split('\n').forEach((line, n) => {
       const s = line.trim();
-      if (s.length > 0 && !s.startsWith('#')) prompts.push(tokenIdList(`${args.promptsFile}:${n + 1}`, s));
+      if (s.length > 0 && !s.startsWith('#')) given.push(parsePromptArg(`${args.promptsFile}:${n + 1}`, s));
     });
-    if (prompts.length === 0) throw new Error(`${args.promptsFile}: no prompts`);
+    if (given.length === 0) throw new Error(`${args.promptsFile}: no prompts`);
   }
+  const prompts = await encodePrompts(platform.files(args.target), given);
+  prompts.forEach((p, i) => {
+    if (p.length === 0) throw new Error(`prompt ${i}: no tokens`);
+  });
   const checkpoint = await loadHfCheckpoint(platform.files(args.target), '');
   const draft = await loadEagle3Draft(platform.files(args.draft), '');
   const tc = checkpoint.config;

@@ -8,36 +8,22 @@
  * --draft-config overrides the config. Writes <out>/model.safetensors (bf16, d2t int64, t2d bool,
  * no embedding) and <out>/config.json (docs/export.md §5).
  */
-import { exportEagle3Checkpoint } from '../training/checkpoint-export.ts';
+import { exportRunCheckpoint } from '../training/checkpoint-export.ts';
 import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
+import { EXPORT_DEF, type ExportArgs } from './command-options.ts';
+import { settingsOrExit } from './options.ts';
 
-export const EXPORT_USAGE = 'usage: speclab export --checkpoint <dir>/<run id>-step<N> --out <dir> [--draft-config <config.json>]';
+export { parseExportArgs, type ExportArgs } from './command-options.ts';
 
-export interface ExportArgs {
-  checkpoint: string;
-  out: string;
-  draftConfig?: string;
-}
-
-export function parseExportArgs(args: readonly string[]): ExportArgs {
-  const out: Partial<ExportArgs> = {};
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i];
-    const value = args[++i];
-    if (value === undefined || value.startsWith('--')) throw new Error(`${flag} needs a value\n${EXPORT_USAGE}`);
-    if (flag === '--checkpoint') out.checkpoint = value;
-    else if (flag === '--out') out.out = value;
-    else if (flag === '--draft-config') out.draftConfig = value;
-    else throw new Error(`unknown option ${flag}\n${EXPORT_USAGE}`);
-  }
-  if (!out.checkpoint) throw new Error(`--checkpoint is required\n${EXPORT_USAGE}`);
-  if (!out.out) throw new Error(`--out is required\n${EXPORT_USAGE}`);
-  return out as ExportArgs;
-}
-
+/** `speclab export` from argv (help included). */
 export async function exportCommand(platform: Platform, args: readonly string[], log: (line: string) => void): Promise<number> {
-  const o = parseExportArgs(args);
+  const p = settingsOrExit(EXPORT_DEF, args, (parsed) => parsed.values as unknown as ExportArgs, log);
+  return 'exit' in p ? p.exit : runExport(platform, p.settings, log);
+}
+
+/** `speclab export` with parsed options (options: command-options.ts, `speclab export --help`). */
+export async function runExport(platform: Platform, o: ExportArgs, log: (line: string) => void): Promise<number> {
   const [parent, name] = splitPath(o.checkpoint, { ignoreTrailingSlash: true });
   let draftConfig: Record<string, unknown> | undefined;
   if (o.draftConfig) {
@@ -49,7 +35,7 @@ export async function exportCommand(platform: Platform, args: readonly string[],
       throw new Error(`${o.draftConfig}: not valid JSON (${(err as Error).message})`, { cause: err });
     }
   }
-  const { config, step } = await exportEagle3Checkpoint(platform.files(parent), name, platform.files(o.out), '', draftConfig);
-  log(`exported ${o.checkpoint} (step ${step}) to ${o.out}: hidden ${config.hiddenSize}, draft vocab ${config.draftVocabSize} of ${config.vocabSize}, bf16`);
+  const { config, step, checkpoint } = await exportRunCheckpoint(platform.files(parent), name, platform.files(o.out), '', draftConfig);
+  log(`exported ${checkpoint} (step ${step}) to ${o.out}: hidden ${config.hiddenSize}, draft vocab ${config.draftVocabSize} of ${config.vocabSize}, bf16`);
   return 0;
 }

@@ -2,8 +2,8 @@
  * Numbers from the command line, read strictly. `Number()` alone takes "0x10" as 16, "0b11" as 3,
  * " " (or "") as 0 and "Infinity" as a number, so a typo or a stray blank quietly becomes a
  * setting; and an unbounded "1e9" becomes a billion-token allocation minutes later. Every numeric
- * flag of the CLI is read here, before any file is read or anything allocated: decimal text, then a
- * range, and any error is one line that starts with the flag.
+ * flag of the CLI is read here (as commander argParsers, src/cli/options.ts), before any file is read
+ * or anything allocated: decimal text, then a range, and any error is one line that starts with the flag.
  */
 
 /** An inclusive range by default; `exclusiveMin`/`exclusiveMax` make that end open. */
@@ -16,7 +16,7 @@ export interface Bounds {
 
 /** The seed range of every command: the generators keep 32 bits (src/util/random.ts). */
 export const SEED_BOUNDS: Bounds = { min: 0, max: 2 ** 32 - 1 };
-/** Tokens generated per prompt: the bound `speclab train` puts on --eval-new-tokens and --response-length. */
+/** Tokens generated per prompt: the bound of --max-new-tokens (every command) and train's --response-length. */
 export const NEW_TOKENS_BOUNDS: Bounds = { min: 1, max: 1_048_576 };
 /** Token ids travel as Int32 on the GPU. */
 const MAX_TOKEN_ID = 2 ** 31 - 1;

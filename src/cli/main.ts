@@ -1,93 +1,146 @@
 /**
  * The `speclab` command line, independent of the runtime: entry points in src/platform/*-main.ts
- * pass their Platform and arguments. Commands are an explicit table.
+ * pass their Platform and arguments. Commands are an explicit table; their options are defined in
+ * options.ts, train-options.ts and command-options.ts (on `commander`), which import no GPU code:
+ * a command's module (and with it the GPU code and the embedded shaders) is imported only once its
+ * arguments parsed, so `--help` and `--version` work without a GPU and without src/kernels/shaders.gen.ts.
+ *
+ *   speclab --help | --version | help <command>
+ *   speclab <command> --help | --version | [options]     options as `--name value` or `--name=value`
+ *
+ * Exit codes:
+ *   0    success (and --help, --version)
+ *   1    the run failed (an error while running, a failed selfcheck, a lossy speculative decode)
+ *   2    usage error: unknown command or option, a bad or missing value, a missing required option,
+ *        an invalid settings file; one line on stderr naming the flag (or file and key)
+ *   130  `train` interrupted (SIGINT/SIGTERM) after writing a checkpoint
  */
 import type { Platform } from './platform.ts';
-import { generateCommand, pretrain } from './pretrain.ts';
-import { EVAL_USAGE, evalCommand } from './eval.ts';
-import { EXPORT_USAGE, exportCommand } from './export.ts';
-import { prepareCommand } from './prepare.ts';
-import { selfcheck } from './selfcheck.ts';
-import { trainCommand } from './train.ts';
+import { CliExit, parseCommand, parseRoot, UsageError, type CommandDef, type ParsedArgs } from './options.ts';
+import { EVAL_DEF, evalArgs, EXPORT_DEF, GENERATE_DEF, generateArgs, PRETRAIN_DEF, pretrainArgs, SELFCHECK_DEF, type ExportArgs } from './command-options.ts';
+import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
 
-interface Command {
-  summary: string;
-  run(platform: Platform, args: string[]): Promise<number>;
+type Print = (line: string) => void;
+
+interface Command<T> {
+  def: CommandDef;
+  /** The command's settings from its parsed arguments (cheap: no GPU code); usage errors throw here. */
+  options(parsed: ParsedArgs): T;
+  /** Runs the command; imports its module (and the GPU code) only now. */
+  run(platform: Platform, options: T, print: Print): Promise<number>;
 }
 
-const COMMANDS: Record<string, Command> = {
-  selfcheck: {
-    summary: 'print the GPU adapter record and verify matmul on the GPU against float64',
-    async run(platform) {
-      return (await selfcheck(platform, (line) => console.log(line))) ? 0 : 1;
+const command = <T>(c: Command<T>): Command<unknown> => c as Command<unknown>;
+
+const COMMANDS: Record<string, Command<unknown>> = {
+  selfcheck: command({
+    def: SELFCHECK_DEF,
+    options: () => undefined,
+    async run(platform, _options, print) {
+      const { selfcheck } = await import('./selfcheck.ts');
+      return (await selfcheck(platform, print)) ? 0 : 1;
     },
-  },
-  eval: {
-    summary: 'evaluate an EAGLE3 draft by speculative decoding: acceptance length, tokens/s with and without it',
-    async run(platform, args) {
-      if (args.includes('--help') || args.includes('-h')) {
-        console.log(EVAL_USAGE);
-        return 0;
-      }
-      return evalCommand(platform, args, (line) => console.log(line));
+  }),
+  eval: command({
+    def: EVAL_DEF,
+    options: evalArgs,
+    async run(platform, options, print) {
+      return (await import('./eval.ts')).runEval(platform, options, print);
     },
-  },
-  pretrain: {
-    summary: 'pretrain the lab target (a small Llama) on the Brown corpus and write it as a Hugging Face directory',
-    run(platform, args) {
-      return pretrain(platform, args, (line) => console.log(line));
+  }),
+  pretrain: command({
+    def: PRETRAIN_DEF,
+    options: (parsed) => ({ options: pretrainArgs(parsed), args: parsed.args }),
+    async run(platform, { options, args }, print) {
+      return (await import('./pretrain.ts')).runPretrain(platform, options, args, print);
     },
-  },
-  generate: {
-    summary: 'print a continuation of --prompt from a Hugging Face model directory (default the lab target)',
-    run(platform, args) {
-      return generateCommand(platform, args, (line) => console.log(line));
+  }),
+  generate: command({
+    def: GENERATE_DEF,
+    options: generateArgs,
+    async run(platform, options, print) {
+      return (await import('./pretrain.ts')).runGenerate(platform, options, print);
     },
-  },
-  train: {
-    summary: 'train an EAGLE3 draft online for a target (rollout → feature store → trainer), or --offline from prepared shards; export it, and compare acceptance before/after',
-    run(platform, args) {
-      return trainCommand(platform, args, (line) => console.log(line));
+  }),
+  train: command({
+    def: TRAIN_DEF,
+    options: trainArgs,
+    async run(platform, options, print) {
+      return (await import('./train.ts')).runTrainCli(platform, options, print);
     },
-  },
-  prepare: {
-    summary: 'run the target over prompts and write its EAGLE3 features as offline shards (for train --offline DIR)',
-    run(platform, args) {
-      return prepareCommand(platform, args, (line) => console.log(line));
+  }),
+  prepare: command({
+    def: PREPARE_DEF,
+    options: (parsed) => parsed.values,
+    async run(platform, values, print) {
+      return (await import('./prepare.ts')).runPrepareCli(platform, values, print);
     },
-  },
-  export: {
-    summary: 'export an EAGLE3 training checkpoint (<run>-step<N>) as an SGLang draft directory (bf16)',
-    async run(platform, args) {
-      if (args.includes('--help') || args.includes('-h')) {
-        console.log(EXPORT_USAGE);
-        return 0;
-      }
-      return exportCommand(platform, args, (line) => console.log(line));
+  }),
+  export: command({
+    def: EXPORT_DEF,
+    options: (parsed) => parsed.values as unknown as ExportArgs,
+    async run(platform, options, print) {
+      return (await import('./export.ts')).runExport(platform, options, print);
     },
-  },
+  }),
 };
 
-export function usage(): string {
-  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(12)} ${c.summary}`);
-  return `usage: speclab <command> [options]\n\ncommands:\n${lines.join('\n')}\n`;
+/** Every command's option definitions (help, tests). */
+export function commandDefs(): CommandDef[] {
+  return Object.values(COMMANDS).map((c) => c.def);
 }
 
-export async function runCli(platform: Platform, argv: string[]): Promise<number> {
-  const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h') {
-    console.log(usage());
-    return name ? 0 : 2;
-  }
-  const command = COMMANDS[name];
-  if (!command) {
-    console.error(`speclab: unknown command "${name}"\n\n${usage()}`);
-    return 2;
-  }
+const ROOT_EPILOG = [
+  'Run `speclab <command> --help` for the options of a command (each with its type, range and default).',
+  'Exit codes: 0 success, 1 the run failed, 2 usage error (unknown option, bad value, missing option), 130 train interrupted.',
+].join('\n');
+
+export function usage(): string {
   try {
-    return await command.run(platform, rest);
+    parseRoot(Object.values(COMMANDS).map((c) => c.def), ['--help'], ROOT_EPILOG);
   } catch (err) {
-    console.error(`speclab ${name}: ${(err as Error).message}`);
+    if (err instanceof CliExit) return err.output;
+    throw err;
+  }
+  return '';
+}
+
+/** Hooks of an entry point: `beforeRun` runs once the arguments parsed, before the command's module loads. */
+export interface CliHooks {
+  beforeRun?(): Promise<void>;
+}
+
+/** The module that cannot load when `npm run gen` has not run. */
+const MISSING_SHADERS = /shaders\.gen\.ts/;
+
+export async function runCli(platform: Platform, argv: readonly string[], hooks: CliHooks = {}): Promise<number> {
+  const print: Print = (line) => console.log(line);
+  let [name, ...rest] = argv;
+  if (name === 'help' && rest.length > 0) [name, rest] = [rest[0], ['--help', ...rest.slice(1)]];
+  const chosen = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
+  const who = chosen ? `speclab ${name}` : 'speclab';
+  try {
+    if (!chosen) parseRoot(Object.values(COMMANDS).map((c) => c.def), name === 'help' ? ['--help'] : argv, ROOT_EPILOG);
+    const parsed = parseCommand(chosen.def, rest);
+    for (const notice of parsed.notices) console.error(notice);
+    const options = chosen.options(parsed);
+    await hooks.beforeRun?.();
+    return await chosen.run(platform, options, print);
+  } catch (err) {
+    if (err instanceof CliExit) {
+      (err.code === 0 ? console.log : console.error)(err.output.replace(/\n$/, ''));
+      return err.code;
+    }
+    const message = err instanceof Error ? err.message : String(err);
+    if (err instanceof UsageError) {
+      console.error(`${who}: ${message}; see ${who} --help`);
+      return 2;
+    }
+    if (MISSING_SHADERS.test(message) && /Cannot find|not found|ERR_MODULE_NOT_FOUND/i.test(`${message} ${(err as { code?: string }).code ?? ''}`)) {
+      console.error(`${who}: src/kernels/shaders.gen.ts is missing; generate it with \`npm run gen\``);
+      return 1;
+    }
+    console.error(`${who}: ${message}`);
     return 1;
   }
 }

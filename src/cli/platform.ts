@@ -24,4 +24,9 @@ export interface Platform extends KeyValueHost {
   args(): string[];
   /** Destroy every live GPU device from this platform, then end the process (no-op in browser). */
   exit(code: number): Promise<never>;
+  /**
+   * Calls `handler` on each SIGINT or SIGTERM (Node, Deno) instead of ending the process; returns
+   * the function that removes it. Absent where there are no signals (a browser tab).
+   */
+  onInterrupt?(handler: (signal: 'SIGINT' | 'SIGTERM') => void): () => void;
 }

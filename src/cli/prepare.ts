@@ -2,7 +2,7 @@
  * `speclab prepare`: run the target over prompts once and write its EAGLE3 features as offline
  * shards (src/data/offline-eagle3.ts), for `speclab train --offline DIR`.
  *
- *   speclab prepare [--target <hf dir>] [--prompts-file <json>] [--out <dir>] [flags]
+ *   speclab prepare [--target <hf dir>] [--prompts-file <json>] [--out <dir>] [options]   (options: train-options.ts)
  *
  * The data are chosen exactly as `speclab train` chooses them (same settings, same defaults): the lab
  * corpus when the target is the lab target, a --prompts-file, or seeded random prompts; each prompt
@@ -22,7 +22,9 @@ import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
 import { choosePrompts, resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
-import { checkPositions, decimalNumber } from './flag-values.ts';
+import { checkPositions } from './flag-values.ts';
+import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
+import { PREPARE_DEF } from './train-options.ts';
 import { trainConfigSchema } from './train.ts';
 
 /**
@@ -36,43 +38,23 @@ export const prepareConfigSchema = trainConfigSchema
 
 export type PrepareConfig = z.infer<typeof prepareConfigSchema>;
 
-const FLAG_HELP: Record<keyof PrepareConfig, string> = {
-  target: 'Hugging Face target directory (default: the lab target when assets/lab-target has a model)',
-  promptsFile: 'JSON array of token-id arrays: prompts to continue with the target (last --eval-prompts held out)',
-  out: 'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors',
-  trainPrompts: 'training prompts (generated or taken from the corpus): one shard each',
-  evalPrompts: 'held-out prompts, recorded in the manifest for the acceptance measurement',
-  promptLength: 'tokens per generated/corpus prompt',
-  responseLength: 'tokens the target generates after each prompt (the loss-masked part)',
-  auxLayers: 'three target layer ids whose outputs feed the draft, e.g. 1,2,3 (default [1, N/2 − 1, N − 4])',
-  seed: 'seed of the random prompts',
-};
-
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-const FLAGS = new Map<string, keyof PrepareConfig>(Object.keys(FLAG_HELP).map((k) => [`--${kebab(k)}`, k as keyof PrepareConfig]));
-const STRING_KEYS = new Set<keyof PrepareConfig>(['target', 'promptsFile', 'out']);
 
+/** The help of `speclab prepare`. */
 export function prepareUsage(): string {
-  const lines = [...FLAGS].map(([flag, key]) => `  ${flag.padEnd(22)} ${FLAG_HELP[key]}`);
-  return `usage: speclab prepare [options]\n\nwrites EAGLE3 training features of the target as offline shards; train on them with speclab train --offline DIR\n\noptions:\n${lines.join('\n')}\n`;
+  return commandHelp(PREPARE_DEF);
 }
 
 /** Settings from argv: decimal numbers, then the schema's bounds; errors name the flag. */
 export function parsePrepareFlags(args: readonly string[]): PrepareConfig {
-  const values: Record<string, unknown> = {};
-  for (let i = 0; i < args.length; i += 2) {
-    const flag = args[i];
-    const key = FLAGS.get(flag);
-    if (!key) throw new Error(`unknown option ${flag}\n${prepareUsage()}`);
-    const value = args[i + 1];
-    if (value === undefined) throw new Error(`${flag}: missing value`);
-    if (STRING_KEYS.has(key)) values[key] = value;
-    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => decimalNumber(flag, s.trim()));
-    else values[key] = decimalNumber(flag, value);
-  }
+  return validatePrepareConfig(parseCommand(PREPARE_DEF, args).values);
+}
+
+/** The schema's defaults and bounds over parsed flag values. */
+export function validatePrepareConfig(values: Record<string, unknown>): PrepareConfig {
   const parsed = prepareConfigSchema.safeParse(values);
   if (!parsed.success) {
-    throw new Error(`prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`);
+    throw new UsageError(`prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`);
   }
   return parsed.data;
 }
@@ -86,11 +68,15 @@ export interface PrepareSummary {
 
 /** Runs `speclab prepare`; `gpuContext` (tests) replaces acquiring a device from the platform. */
 export async function prepareCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
-    print(prepareUsage());
-    return 0;
-  }
-  await runPrepare(platform, parsePrepareFlags(args), print, gpuContext);
+  const p = settingsOrExit(PREPARE_DEF, args, (parsed) => validatePrepareConfig(parsed.values), print);
+  if ('exit' in p) return p.exit;
+  await runPrepare(platform, p.settings, print, gpuContext);
+  return 0;
+}
+
+/** `speclab prepare` with parsed flag values (main.ts). */
+export async function runPrepareCli(platform: Platform, values: Record<string, unknown>, print: (line: string) => void): Promise<number> {
+  await runPrepare(platform, validatePrepareConfig(values), print);
   return 0;
 }
 

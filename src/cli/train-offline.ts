@@ -5,11 +5,17 @@
  *   1. load      manifest.json; the target (manifest's, or --target) is checked against it
  *   2. vocab     draft vocabulary from the manifest's loss-token counts
  *   3. before    acceptance length of the untrained draft on the manifest's held-out (and training) prompts
- *   4. train     shards → store → loader (normaliser) → trainer, the target head projecting targets
- *   5. export    SGLang directory in <out>/draft (eagle_config records the aux layers)
+ *   4. train     shards → store → loader (normaliser) → trainer, the target head projecting targets;
+ *                checkpoints in <out>/checkpoints every --checkpoint-every steps and at the end, in the
+ *                format of the online run (self-contained: `speclab export` takes them alone)
+ *   5. export    SGLang directory in <out>/draft from the final checkpoint, by the function
+ *                `speclab export` uses (eagle_config records the aux layers)
  *   6. after     the exported draft's acceptance length (lossless check)
  * Data settings (prompts, lengths, aux layers) were fixed by `prepare`; the training settings of
- * `speclab train` apply. <out>/metrics.jsonl gets one JSON record per step and phase.
+ * `speclab train` apply. As online, an existing run in --out is continued only with `--resume` (from
+ * its newest checkpoint, same losses; refused when the run contract drifted) or deleted with
+ * `--fresh`, and <out>/metrics.jsonl gets one JSON record per step (fsynced before the step's
+ * checkpoint; a step an earlier process logged and a resume trains again is marked `replay`) and phase.
  */
 import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { readOfflineManifest } from '../data/offline-eagle3.ts';
@@ -18,21 +24,26 @@ import { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly } from '../inference/speculative.ts';
-import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
+import { readEagle3Export, withoutEmbedding } from '../model/eagle3/export.ts';
 import { initialEagle3Weights } from '../model/eagle3/parameters.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { AppendLog } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { Rng } from '../util/random.ts';
 import { draftConfigFor } from '../training/eagle3-data.ts';
+import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../training/checkpoint-export.ts';
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../training/offline-training.ts';
-import { lockRunFolder, resolveDraftVocabSize } from '../training/run-plan.ts';
+import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { lockRunFolder, prepareRunFolder, resolveDraftVocabSize } from '../training/run-plan.ts';
 
 /** The settings of `speclab train` that offline training reads (TrainConfig has them all). */
 export interface OfflineTrainConfig extends OfflineTrainSettings {
   offline?: string;
   target?: string;
   out: string;
+  /** Continue the run in `out` from its newest checkpoint / delete it first (as online). */
+  resume?: boolean;
+  fresh?: boolean;
   draftVocabSize?: number;
   auxLayers?: number[];
   numDraftTokens: number;
@@ -79,13 +90,17 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
   const out = platform.files(config.out);
   const lock = await lockRunFolder(out);
   try {
+    await prepareRunFolder(out, { resume: config.resume ?? false, fresh: config.fresh ?? false });
+    if ((await out.list('metadata')).length > 0) throw new Error(`${out.root} holds an online run (metadata/ is its ledger): resume it without --offline, or pass --fresh or another --out`);
     let log: AppendLog | undefined;
+    // Appends are chained so records land in order even when a caller does not wait.
     let logged: Promise<void> = Promise.resolve();
-    const record = (entry: Record<string, unknown>): Promise<void> => {
+    const record = (entry: Record<string, unknown>, options?: { sync?: boolean }): Promise<void> => {
       const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-      logged = logged.then(() => log?.append(line));
+      logged = logged.then(() => log?.append(line, options));
       return logged;
     };
+    const earlier = await loggedTrainSteps(out);
 
     const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
@@ -118,10 +133,11 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
       print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
       await record({ phase: 'eval-before', ...before });
 
-      // 4. Offline training.
+      // 4. Offline training, checkpointed in <out>/checkpoints (resumed from there with --resume).
       print(`phase train: ${config.epochs} epochs × ${manifest.samples} shards, batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`);
       const trainStart = performance.now();
       let tokens = 0;
+      let startStep = 0;
       const avgTokens = manifest.tokens / manifest.samples;
       const result = await trainEagle3Offline({
         gpu,
@@ -132,22 +148,31 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
         draftConfig,
         initialWeights: initial,
         mapping,
-        onStep: (st, totalSteps) => {
+        checkpoints: platform.files(`${config.out}/${RUN_CHECKPOINTS_DIR}`),
+        runId: TRAIN_RUN_ID,
+        onResume: (step) => {
+          startStep = step;
+          print(`phase resume: step ${step} from ${out.root}/${RUN_CHECKPOINTS_DIR}; ${Math.ceil((manifest.samples * config.epochs) / config.batchSize) - step} steps left`);
+          void record({ event: 'phase', phase: 'resume', step });
+        },
+        // Written and fsynced before the step's checkpoint, with the fields of the online record.
+        onStep: (st) => {
           tokens += st.samples * avgTokens;
           const elapsed = (performance.now() - trainStart) / 1000;
-          const acc0 = st.metrics.correct_0 / Math.max(st.metrics.denom_0, 1e-6);
-          void record({ phase: 'train', step: st.globalStep, totalSteps, loss: st.loss, acc_0: acc0, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: tokens / elapsed, elapsedSeconds: elapsed });
-          if (st.globalStep % config.logEvery === 0 || st.globalStep === totalSteps || st.globalStep === 1) {
-            print(`phase train  step ${st.globalStep}/${totalSteps}  ${Math.round(tokens / elapsed)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${acc0.toFixed(3)}  lr ${st.lr.toExponential(2)}`);
+          if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
+            print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(tokens / elapsed)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}`);
           }
+          const replay = st.globalStep <= earlier.lastStep;
+          return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: tokens / elapsed, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...(replay ? { replay: true } : {}) }, { sync: true });
         },
       });
       const trainSeconds = (performance.now() - trainStart) / 1000;
-      const finalLoss = result.losses[result.losses.length - 1] ?? Number.NaN;
-      print(`phase train: ${result.steps} steps in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`);
+      // A resumed run that has no step left keeps the loss its last step logged.
+      const finalLoss = result.losses.at(-1) ?? earlier.lastLoss;
+      print(`phase train: ${result.steps} steps (${result.losses.length} in this process) in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`);
 
-      // 5. Export (the aux layers always go into eagle_config: they come from the features, not a rule).
-      await writeEagle3Export(out, 'draft', draftConfig, result.weights, { t2d: mapping.t2d, d2t: mapping.d2t }, { auxLayerIds });
+      // 5. Export of the final checkpoint, as `speclab export <out>` writes it.
+      await exportRunCheckpoint(out, '', out, 'draft');
       const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
       const exportDir = `${out.root}/draft`;
       print(`phase export: SGLang draft written to ${exportDir}`);
@@ -166,7 +191,7 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
       const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
       print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
       print(`  ${result.steps} steps, final loss ${finalLoss.toFixed(4)}, total ${((performance.now() - started) / 1000).toFixed(1)}s`);
-      print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl`);
+      print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/${RUN_CHECKPOINTS_DIR}`);
       return summary;
     } finally {
       target.destroy();

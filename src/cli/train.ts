@@ -3,7 +3,7 @@
  * show by speculative decoding that the trained draft beats the untrained one.
  *
  *   speclab train [--target <hf dir>] [--prompts-file <json>] [--out <dir>] [--config <json file>]
- *                 [--resume | --fresh] [flags]
+ *                 [--resume | --fresh] [options]        (options: train-options.ts, `speclab train --help`)
  *
  * Pipeline (the training itself is an Eagle3TrainingSession, src/training/eagle3-session.ts):
  *   1. data      prompts (a JSON file of token-id arrays; the lab corpus when the lab target is the
@@ -18,7 +18,8 @@
  *   5. export    SGLang directory (config.json + bf16 model.safetensors with d2t/t2d) in <out>/draft.
  *   6. after     the exported draft's acceptance length and tokens/s with and without it (lossless).
  * A killed run continues with `--resume` from its last checkpoint (same stream, same losses); an
- * existing run in --out is never overwritten silently (`--fresh` deletes it).
+ * existing run in --out is never overwritten silently (`--fresh` deletes it). Ctrl-C while training
+ * finishes the step, writes a checkpoint and exits 130 (runTrainCli).
  * Progress lines go to the terminal; <out>/metrics.jsonl gets one JSON record per step and phase.
  */
 import { z } from 'zod';
@@ -29,7 +30,8 @@ import { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
-import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../model/eagle3/export.ts';
+import { readEagle3Export, withoutEmbedding } from '../model/eagle3/export.ts';
+import { exportRunCheckpoint } from '../training/checkpoint-export.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { AppendLog, FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
@@ -38,12 +40,18 @@ import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3
 import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
 import { choosePrompts, lockRunFolder, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { offlineTrainCommand } from './train-offline.ts';
-import { checkPositions, decimalNumber } from './flag-values.ts';
+import { checkPositions } from './flag-values.ts';
+import { commandHelp, settingsOrExit, UsageError } from './options.ts';
+import { normalizeConfigKeys, parseTrainFlags, TRAIN_DEF, trainArgs, type TrainFlags } from './train-options.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
 
-/** Every setting of a run; JSON keys (and `--kebab-case` flags) as named here. */
+/**
+ * Every setting of a run; JSON keys (camelCase; snake_case and SpecForge names are mapped by
+ * train-options.ts) and `--kebab-case` flags as named here. The ranges here are the ones help
+ * shows (train-options.ts lists them; test/cli/cli.test.ts checks they agree).
+ */
 export const trainConfigSchema = sessionSettingsSchema
   .extend({
     target: z.string().min(1).optional(),
@@ -56,7 +64,7 @@ export const trainConfigSchema = sessionSettingsSchema
     evalPrompts: posInt.max(100_000).default(4),
     promptLength: posInt.max(1_048_576).default(8),
     numDraftTokens: posInt.max(64).default(3),
-    evalNewTokens: posInt.max(1_048_576).default(32),
+    maxNewTokens: posInt.max(1_048_576).default(32),
     evalTrainPrompts: nonNegInt.max(100_000).default(4),
     logEvery: posInt.max(1_000_000).default(10),
     maxNonfiniteSteps: nonNegInt.max(1_000_000).default(3),
@@ -65,72 +73,14 @@ export const trainConfigSchema = sessionSettingsSchema
 
 export type TrainConfig = z.infer<typeof trainConfigSchema>;
 
-const FLAG_HELP: Record<keyof TrainConfig, string> = {
-  target: 'Hugging Face target directory (default: the lab target when assets/lab-target has a model)',
-  promptsFile: 'JSON array of token-id arrays: prompts to continue with the target (last --eval-prompts held out)',
-  offline: 'train from a feature set written by speclab prepare (its data settings and aux layers apply; no rollout)',
-  out: 'output directory: metrics.jsonl, summary.json, draft/ (SGLang export), checkpoints/, metadata/, spill/',
-  resume: 'continue the run in --out from its last checkpoint (no value)',
-  fresh: 'delete the run state in --out (checkpoints, ledger, spill) and start over (no value)',
-  trainPrompts: 'training prompts (generated or taken from the corpus)',
-  evalPrompts: 'held-out prompts for the acceptance measurement',
-  promptLength: 'tokens per generated/corpus prompt',
-  responseLength: 'tokens the target generates after each prompt (the loss-masked part)',
-  epochs: 'passes over the training sequences (each one rolled out again through the runtime)',
-  roundPrompts: 'sequences rolled out per round before the trainer consumes them',
-  batchSize: 'sequences per optimizer step',
-  tttLength: 'EAGLE3 training-time-test unroll length',
-  lr: 'peak AdamW learning rate (cosine schedule with warmup)',
-  warmupRatio: 'fraction of steps spent warming up',
-  maxGradNorm: 'gradient clipping norm',
-  draftVocabSize: 'draft vocabulary size (default: the target vocabulary, at most 32000)',
-  auxLayers: 'three target layer ids whose outputs feed the draft, e.g. 1,2,3',
-  numDraftTokens: 'draft tokens per verification when evaluating',
-  evalNewTokens: 'tokens generated per prompt when evaluating',
-  evalTrainPrompts: 'training prompts also evaluated (0 = none)',
-  rolloutWorkers: 'rollout workers capturing target features (they share the GPU)',
-  checkpointEvery: 'checkpoint (and durably ack) every N steps, and at the end of every round',
-  seed: 'seed of the prompts, the draft init and the data order',
-  logEvery: 'print a progress line every N steps',
-  maxNonfiniteSteps: 'optimizer steps with a NaN/Inf loss or gradient norm (each skipped on the GPU) tolerated before the run stops',
-};
+export { parseTrainFlags, TRAIN_DEF } from './train-options.ts';
 
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
-const FLAGS = new Map<string, keyof TrainConfig>(Object.keys(FLAG_HELP).map((k) => [`--${kebab(k)}`, k as keyof TrainConfig]));
-const STRING_KEYS = new Set<keyof TrainConfig>(['target', 'promptsFile', 'offline', 'out']);
-const BOOLEAN_KEYS = new Set<keyof TrainConfig>(['resume', 'fresh']);
+const FLAG_OF = new Map(TRAIN_DEF.options.map((o) => [o.key, o.flag]));
 
+/** The help of `speclab train`: every setting with its type, range and default. */
 export function trainUsage(): string {
-  const lines = [...FLAGS].map(([flag, key]) => `  ${flag.padEnd(22)} ${FLAG_HELP[key]}`);
-  return `usage: speclab train [--config FILE.json] [options]\n\noptions (JSON config keys are the camelCase names):\n  --config               JSON file with any of the settings below (flags override it)\n${lines.join('\n')}\n`;
-}
-
-/** Raw values from argv: `--config` path and flag settings (numbers parsed, validation later). */
-export function parseTrainFlags(args: readonly string[]): { configFile?: string; values: Record<string, unknown> } {
-  const values: Record<string, unknown> = {};
-  let configFile: string | undefined;
-  for (let i = 0; i < args.length; i++) {
-    const flag = args[i];
-    const value = args[i + 1];
-    if (flag === '--config') {
-      if (value === undefined) throw new Error('--config: missing value');
-      configFile = value;
-      i++;
-      continue;
-    }
-    const key = FLAGS.get(flag);
-    if (!key) throw new Error(`unknown option ${flag}\n${trainUsage()}`);
-    if (BOOLEAN_KEYS.has(key)) {
-      values[key] = true;
-      continue;
-    }
-    if (value === undefined) throw new Error(`${flag}: missing value`);
-    i++;
-    if (STRING_KEYS.has(key)) values[key] = value;
-    else if (key === 'auxLayers') values[key] = value.split(',').map((s) => decimalNumber(flag, s.trim()));
-    else values[key] = decimalNumber(flag, value);
-  }
-  return { configFile, values };
+  return commandHelp(TRAIN_DEF);
 }
 
 /** Validate settings (config file first, flags over it); errors name the field and its flag. */
@@ -140,23 +90,44 @@ export function validateTrainConfig(input: Record<string, unknown>, source = 'tr
     const issues = parsed.error.issues.map((issue) => {
       const field = issue.path.length > 0 ? String(issue.path[0]) : '';
       const keys = issue.code === 'unrecognized_keys' ? issue.keys.join(', ') : field;
-      const flag = field && FLAGS.has(`--${kebab(field)}`) ? ` (--${kebab(field)})` : '';
+      const flag = field && FLAG_OF.has(field) ? ` (--${kebab(field)})` : '';
       return `${keys || '(root)'}${flag}: ${issue.message}`;
     });
-    throw new Error(`${source}: ${issues.join('; ')}`);
+    throw new UsageError(`${source}: ${issues.join('; ')}`);
   }
   return parsed.data;
 }
 
 export async function loadTrainConfig(platform: Platform, args: readonly string[]): Promise<TrainConfig> {
-  const { configFile, values } = parseTrainFlags(args);
+  return configFromFlags(platform, parseTrainFlags(args));
+}
+
+/** The settings: the `--config` file's (any accepted key form), flags over them, validated. */
+export async function configFromFlags(platform: Platform, flags: TrainFlags): Promise<TrainConfig> {
+  const { configFile, values } = flags;
   let base: Record<string, unknown> = {};
   if (configFile) {
     const json = await readJson(platform, configFile);
-    if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new Error(`${configFile}: expected a JSON object of settings`);
-    base = json as Record<string, unknown>;
+    if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new UsageError(`${configFile}: expected a JSON object of settings`);
+    const notices: string[] = [];
+    base = normalizeConfigKeys(json as Record<string, unknown>, configFile, notices);
+    for (const notice of notices) console.error(notice);
   }
   return validateTrainConfig({ ...base, ...values }, configFile ? `${configFile} + flags` : 'train flags');
+}
+
+/** Thrown by runTraining when an interrupt stopped it at a step boundary (checkpoint written). */
+export class TrainInterrupted extends Error {
+  constructor(readonly step: number) {
+    super(`interrupted at step ${step}`);
+  }
+}
+
+/** Set by the interrupt handler; runTraining stops at the next step boundary when `requested`. */
+export interface StopRequest {
+  requested: boolean;
+  /** True while optimizer steps run (an interrupt elsewhere exits at once: nothing to finish). */
+  training: boolean;
 }
 
 export interface TrainSummary {
@@ -172,19 +143,59 @@ export interface TrainSummary {
   exportDir: string;
 }
 
-/** Runs `speclab train`; `gpuContext` (tests) replaces acquiring a device from the platform. */
+/** Runs `speclab train` from argv; `gpuContext` (tests) replaces acquiring a device from the platform. */
 export async function trainCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
-  if (args.includes('--help') || args.includes('-h')) {
-    print(trainUsage());
-    return 0;
-  }
-  const config = await loadTrainConfig(platform, args);
-  if (config.offline) return offlineTrainCommand(platform, config, print, gpuContext);
-  const summary = await runTraining(platform, config, print, gpuContext);
-  return summary.after.heldOut.lossless && (summary.after.train?.lossless ?? true) && summary.before.heldOut.lossless ? 0 : 1;
+  const p = settingsOrExit(TRAIN_DEF, args, trainArgs, print);
+  return 'exit' in p ? p.exit : runTrainCli(platform, p.settings, print, gpuContext);
 }
 
-export async function runTraining(platform: Platform, config: TrainConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<TrainSummary> {
+/**
+ * `speclab train` with parsed flags. The first SIGINT/SIGTERM while optimizer steps run stops at
+ * the next step boundary: the step finishes, a checkpoint is written (its samples durably acked),
+ * and the exit code is 130 with the command that resumes. An interrupt outside the steps, or a
+ * second one, exits at once (130); what is on disk then is what a kill leaves, which resume handles.
+ */
+export async function runTrainCli(platform: Platform, flags: TrainFlags, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+  const config = await configFromFlags(platform, flags);
+  const stop: StopRequest = { requested: false, training: false };
+  const release = platform.onInterrupt?.(() => {
+    if (stop.requested || !stop.training) {
+      console.error('speclab train: interrupted; exiting now');
+      void platform.exit(130);
+      return;
+    }
+    stop.requested = true;
+    console.error('speclab train: interrupt: stopping after the current step and writing a checkpoint (interrupt again to exit at once)');
+  });
+  try {
+    if (config.offline) return await offlineTrainCommand(platform, { ...config, evalNewTokens: config.maxNewTokens }, print, gpuContext);
+    const summary = await runTraining(platform, config, print, gpuContext, stop);
+    return summary.after.heldOut.lossless && (summary.after.train?.lossless ?? true) && summary.before.heldOut.lossless ? 0 : 1;
+  } catch (err) {
+    if (!(err instanceof TrainInterrupted)) throw err;
+    print(`interrupted at step ${err.step}; resume with: ${resumeCommand(flags.args, config.out)}`);
+    return 130;
+  } finally {
+    release?.();
+  }
+}
+
+/** The command line that continues this run: the same settings, --resume instead of --fresh. */
+function resumeCommand(args: readonly string[], out: string): string {
+  const kept: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const word = args[i];
+    if (word === '--fresh' || word === '--resume' || word.startsWith('--out=')) continue;
+    if (word === '--out') {
+      i++;
+      continue;
+    }
+    kept.push(/^[\w./:=,@+-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`);
+  }
+  return ['speclab train', ...kept, '--out', out, '--resume'].join(' ');
+}
+
+export async function runTraining(platform: Platform, config: TrainConfig, print: (line: string) => void, gpuContext?: GpuContext, stop?: StopRequest): Promise<TrainSummary> {
   const started = performance.now();
   const targetDir = await resolveTargetDir(platform, config.target);
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
@@ -222,7 +233,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       // 1. Data: prompts, continued by the target (inside the session).
       const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
       checkPositions(trainPrompts, config.responseLength, tc.maxPositionEmbeddings, { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' });
-      checkPositions(heldPrompts, config.evalNewTokens, tc.maxPositionEmbeddings, { flag: '--eval-new-tokens', which: 'held-out', promptFlag: '--prompt-length' });
+      checkPositions(heldPrompts, config.maxNewTokens, tc.maxPositionEmbeddings, { flag: '--max-new-tokens', which: 'held-out', promptFlag: '--prompt-length' });
       print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
       const now = () => performance.now();
       session = await Eagle3TrainingSession.open({
@@ -259,10 +270,10 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       // 3. Untrained draft, evaluated before training.
       const trainEval = trainPrompts.slice(0, config.evalTrainPrompts);
       await timeTargetOnly(target, [heldPrompts[0]], 2, now); // warm-up: pipeline compilation
-      const base = await timeTargetOnly(target, heldPrompts, config.evalNewTokens, now);
-      const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.evalNewTokens, now) : undefined;
+      const base = await timeTargetOnly(target, heldPrompts, config.maxNewTokens, now);
+      const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.maxNewTokens, now) : undefined;
       const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
-        evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.evalNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
+        evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.maxNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
       const untrained = s.initialDraft();
       const before = {
         heldOut: await evaluateOn(untrained, heldPrompts, base.tokens),
@@ -277,6 +288,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       const trainStart = performance.now();
       // A resumed run that has no step left keeps the loss its last step logged.
       let lastLoss = earlier.lastLoss;
+      if (stop) stop.training = true;
       for (let st = await s.step(); st; st = await s.step()) {
         lastLoss = st.loss;
         const elapsed = (performance.now() - trainStart) / 1000;
@@ -284,7 +296,12 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
           const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
           print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(st.tokensPerSecond)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`);
         }
+        if (stop?.requested && st.globalStep < st.totalSteps) {
+          await s.flush(); // checkpoint + durable ack of every step so far
+          throw new TrainInterrupted(st.globalStep);
+        }
       }
+      if (stop) stop.training = false;
       const status = (await s.status()).controller;
       const expected = s.sequences.length * config.epochs;
       if (status.durableAcked !== expected) throw new Error(`training acked ${status.durableAcked} of ${expected} samples`);
@@ -292,8 +309,8 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       print(`phase train: ${s.globalStep} steps (${s.globalStep - startStep} in this process) in ${formatDuration(trainSeconds)}, final loss ${lastLoss.toFixed(4)}; ${status.durableAcked} samples durably acked`);
 
       // 5. Export.
-      const weights = await s.currentWeights();
-      await writeEagle3Export(out, 'draft', s.draftConfig, weights, { t2d: s.mapping.t2d, d2t: s.mapping.d2t }, { auxLayerIds: config.auxLayers });
+      // From the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
+      await exportRunCheckpoint(out, '', out, 'draft');
       const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
       const exportDir = `${out.root}/draft`;
       print(`phase export: SGLang draft written to ${exportDir}`);

@@ -8,6 +8,10 @@
  * including the next end-of-turn marker (or the end of the text); a span's token range is
  * [len(encode(text before span)), len(encode(text through span))) — prefix lengths rather than
  * offset mappings, which the JS tokenizer does not provide. Tokens in a span get 1, all others 0.
+ * A prefix length is a token boundary of the whole text only when the prefix tokenizes to the
+ * whole text's first tokens; when a token straddles the span edge instead (a header and a reply
+ * that merge into one token), the token counts as inside the span (SpecForge's offset rule: a
+ * token is masked when it overlaps the span).
  */
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
@@ -43,6 +47,26 @@ export interface SampleOptions {
   readonly maxLength?: number;
   /** Mask only the final assistant turn. */
   readonly onlyLastTurn?: boolean;
+  /** Render with this template instead of the tokenizer_config.json one (`--chat-template`). */
+  readonly template?: ChatTemplate;
+}
+
+/** A parsed Jinja chat template; `source` (a file, or a built-in's name) prefixes its errors. */
+export class ChatTemplate {
+  private readonly parsed: Template;
+
+  constructor(readonly text: string, readonly source: string) {
+    try {
+      this.parsed = new Template(text);
+    } catch (err) {
+      throw new Error(`${source}: chat_template does not parse (${(err as Error).message})`, { cause: err });
+    }
+  }
+
+  /** HF `apply_chat_template(tokenize=False)`: `variables` are the special tokens (bos_token, …). */
+  render(messages: readonly ChatMessage[], variables: Readonly<Record<string, unknown>>, addGenerationPrompt = false): string {
+    return this.parsed.render({ ...variables, messages, add_generation_prompt: addGenerationPrompt });
+  }
 }
 
 type Json = Record<string, unknown>;
@@ -60,7 +84,8 @@ function escapeRegExp(s: string): string {
 
 export class ChatTokenizer {
   private readonly tokenizer: Tokenizer;
-  private readonly template: Template | undefined;
+  /** tokenizer_config.json's chat_template, if it has one. */
+  readonly chatTemplate: ChatTemplate | undefined;
   private readonly specialTokens: Record<string, string>;
 
   /** `source` names the tokenizer's folder in errors. */
@@ -79,13 +104,12 @@ export class ChatTokenizer {
       if (text !== undefined) this.specialTokens[key] = text;
     }
     const templateText = ChatTokenizer.pickTemplate(config.chat_template, source);
-    if (templateText !== undefined) {
-      try {
-        this.template = new Template(templateText);
-      } catch (err) {
-        throw new Error(`${source}/tokenizer_config.json: chat_template does not parse (${(err as Error).message})`, { cause: err });
-      }
-    }
+    if (templateText !== undefined) this.chatTemplate = new ChatTemplate(templateText, `${source}/tokenizer_config.json`);
+  }
+
+  /** bos_token, eos_token, pad_token and unk_token of tokenizer_config.json, as templates see them. */
+  get templateVariables(): Readonly<Record<string, string>> {
+    return this.specialTokens;
   }
 
   /** Loads tokenizer.json and tokenizer_config.json from `dir` of a FileStore. */
@@ -127,33 +151,63 @@ export class ChatTokenizer {
     return this.tokenizer.token_to_id(token);
   }
 
-  /** Renders messages with the model's chat template (HF `apply_chat_template(tokenize=False)`). */
-  applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt?: boolean } = {}): string {
-    if (!this.template) throw new Error(`${this.source}/tokenizer_config.json: no chat_template`);
-    return this.template.render({ messages, add_generation_prompt: options.addGenerationPrompt ?? false, ...this.specialTokens });
+  /** Renders messages with the model's chat template (HF `apply_chat_template(tokenize=False)`), or with `options.template`. */
+  applyChatTemplate(messages: readonly ChatMessage[], options: { addGenerationPrompt?: boolean; template?: ChatTemplate } = {}): string {
+    const template = options.template ?? this.chatTemplate;
+    if (!template) throw new Error(`${this.source}/tokenizer_config.json: no chat_template`);
+    return template.render(messages, this.specialTokens, options.addGenerationPrompt ?? false);
   }
 
   /** Renders, tokenizes and masks one conversation (see the file comment for the mask rule). */
   buildTrainingSample(messages: readonly ChatMessage[], markers: ChatMarkers, options: SampleOptions = {}): TrainingSample {
     checkTurnOrder(messages, this.source);
-    const text = this.applyChatTemplate(messages);
+    return this.maskRenderedConversation(this.applyChatTemplate(messages, { template: options.template }), markers, options);
+  }
+
+  /** Tokenizes an already rendered conversation and masks its assistant spans (see the file comment). */
+  maskRenderedConversation(text: string, markers: ChatMarkers, options: Omit<SampleOptions, 'template'> = {}): TrainingSample {
     const ids = this.encode(text);
     const length = Math.min(ids.length, options.maxLength ?? ids.length);
     const lossMask = new Uint8Array(length);
-    // Lazy match up to and including the end-of-turn marker, or to the end for an unfinished turn.
-    const pattern = new RegExp(`${escapeRegExp(markers.assistantHeader)}([\\s\\S]*?(?:${escapeRegExp(markers.endOfTurn)}|$))`, 'g');
-    let spans = [...text.matchAll(pattern)];
+    let spans = assistantSpans(text, markers);
     if (spans.length === 0) throw new Error(`${this.source}: rendered conversation has no assistant header ${JSON.stringify(markers.assistantHeader)}; wrong chat markers?`);
     if (options.onlyLastTurn) spans = spans.slice(-1);
-    for (const m of spans) {
-      const startChar = m.index + markers.assistantHeader.length;
-      const endChar = startChar + m[1].length;
-      const start = Math.min(this.encode(text.slice(0, startChar)).length, length);
-      const end = Math.min(this.encode(text.slice(0, endChar)).length, length);
-      lossMask.fill(1, start, end);
+    for (const span of spans) {
+      const start = this.tokenBoundary(ids, text, span.start);
+      if (start.index >= length) break; // this span and every later one lie past the truncation
+      const end = this.tokenBoundary(ids, text, span.end);
+      lossMask.fill(1, start.index, Math.min(end.index + (end.straddles ? 1 : 0), length));
     }
     return { text, inputIds: Int32Array.from(ids.slice(0, length)), lossMask };
   }
+
+  /**
+   * How many tokens of `ids` (the tokens of `text`) lie wholly before character `char`, and whether
+   * the next one straddles it. Usually the prefix's own tokens are the first tokens of the whole
+   * text; otherwise BPE merged across `char` and the whole tokens are counted by decoding.
+   */
+  private tokenBoundary(ids: readonly number[], text: string, char: number): { index: number; straddles: boolean } {
+    const prefixText = text.slice(0, char);
+    const prefix = this.encode(prefixText);
+    let common = 0;
+    while (common < prefix.length && common < ids.length && prefix[common] === ids[common]) common++;
+    if (common === prefix.length) return { index: common, straddles: false };
+    while (common < ids.length && prefixText.startsWith(this.decode(ids.slice(0, common + 1)))) common++;
+    return { index: common, straddles: this.decode(ids.slice(0, common)) !== prefixText };
+  }
+}
+
+/**
+ * Character spans [start, end) of the assistant replies in a rendered conversation: from just after
+ * each assistant header through its end-of-turn marker (or the end of the text, for an unfinished turn).
+ */
+export function assistantSpans(text: string, markers: ChatMarkers): { start: number; end: number }[] {
+  // Lazy match up to and including the end-of-turn marker, or to the end for an unfinished turn.
+  const pattern = new RegExp(`${escapeRegExp(markers.assistantHeader)}([\\s\\S]*?(?:${escapeRegExp(markers.endOfTurn)}|$))`, 'g');
+  return [...text.matchAll(pattern)].map((m) => {
+    const start = m.index + markers.assistantHeader.length;
+    return { start, end: start + m[1].length };
+  });
 }
 
 /** Optional system first, then user/assistant alternating from a user turn, with at least one assistant turn. */

@@ -165,6 +165,15 @@ export const denoPlatform: Platform = {
     for (const ctx of [...live]) ctx.destroy();
     Deno.exit(code);
   },
+  onInterrupt(handler) {
+    // Windows has SIGINT (Ctrl-C) but no SIGTERM listener.
+    const signals = (Deno.build.os === 'windows' ? ['SIGINT'] : ['SIGINT', 'SIGTERM']) as ('SIGINT' | 'SIGTERM')[];
+    const listeners = signals.map((signal) => [signal, () => handler(signal)] as const);
+    for (const [signal, listener] of listeners) Deno.addSignalListener(signal, listener);
+    return () => {
+      for (const [signal, listener] of listeners) Deno.removeSignalListener(signal, listener);
+    };
+  },
 };
 
 async function readLockOwner(path: string): Promise<LockOwner | null> {

@@ -199,6 +199,16 @@ export const nodePlatform: Platform = {
     await new Promise((r) => setTimeout(r, 10));
     process.exit(code);
   },
+  onInterrupt(handler) {
+    const onInt = () => handler('SIGINT');
+    const onTerm = () => handler('SIGTERM');
+    process.on('SIGINT', onInt);
+    process.on('SIGTERM', onTerm);
+    return () => {
+      process.off('SIGINT', onInt);
+      process.off('SIGTERM', onTerm);
+    };
+  },
 };
 
 async function readLockOwner(path: string): Promise<LockOwner | null> {

@@ -18,7 +18,8 @@
  * ahead of the ledger, and resume uses the previous one (two are kept). On open, a run with a durable
  * ack restores weights, moments and counters from the checkpoint of the acked step, and
  * `reconcileOnRestart` requeues every committed but unacked sample (its features come back from the
- * spill), so no sample is lost and none is trained twice after its ack.
+ * spill), so no sample is lost and none is trained twice after its ack. Every checkpoint is
+ * self-contained (`eagle3RunExtras`: draft config, t2d/d2t, settings): it is exported alone.
  */
 import { z } from 'zod';
 import { DataFlowController, type ControllerStatus } from '../control/controller.ts';
@@ -40,7 +41,9 @@ import type { FileStore } from '../ports/storage.ts';
 import { Rng } from '../util/random.ts';
 import type { VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
-import { pruneCheckpoints, resumeFromCheckpoint, saveCheckpoint, type RunContract } from './train-checkpoint.ts';
+import { eagle3RunExtras } from './checkpoint-export.ts';
+import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint } from './run-checkpoints.ts';
+import { pruneCheckpoints, resumeFromCheckpoint, type RunContract } from './train-checkpoint.ts';
 import { draftConfigFor, draftVocab, loadOrGenerateSequences, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
 import { checkRequeuedSpills } from './resume-integrity.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
@@ -136,6 +139,8 @@ interface SessionParts extends Pick<Eagle3TrainingSession, 'sequences' | 'mappin
   lease: ReturnType<DataFlowController['trainLease']>;
   /** GPU objects the session destroys with itself. */
   owned: { destroy(): void }[];
+  /** What every checkpoint keeps so that it is exported and resumed alone (`eagle3RunExtras`). */
+  extras: ReturnType<typeof eagle3RunExtras>;
 }
 
 export class Eagle3TrainingSession {
@@ -168,10 +173,11 @@ export class Eagle3TrainingSession {
   private readonly trainer: TrainerController;
   private readonly loader: FeatureDataLoader;
   private readonly lease: ReturnType<DataFlowController['trainLease']>;
+  private readonly extras: SessionParts['extras'];
 
   private constructor(parts: SessionParts) {
     ({ inputs: this.inputs, sequences: this.sequences, mapping: this.mapping, coverage: this.coverage, distinctTokens: this.distinctTokens, draftConfig: this.draftConfig } = parts);
-    ({ auxLayerIds: this.auxLayerIds, initialWeights: this.initialWeights, totalSteps: this.totalSteps, contract: this.contract, rounds: this.rounds, owned: this.owned } = parts);
+    ({ auxLayerIds: this.auxLayerIds, initialWeights: this.initialWeights, totalSteps: this.totalSteps, contract: this.contract, rounds: this.rounds, owned: this.owned, extras: this.extras } = parts);
     ({ controller: this.controller, store: this.store, workers: this.workers, backend: this.backend, core: this.core, trainer: this.trainer, loader: this.loader, lease: this.lease } = parts);
     this.openedAt = parts.inputs.now();
     this.avgLength = parts.sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(parts.sequences.length, 1);
@@ -229,6 +235,7 @@ export class Eagle3TrainingSession {
     const session = new Eagle3TrainingSession({
       inputs, sequences, mapping, coverage, distinctTokens: distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, rounds,
       controller, store, workers, backend, core, trainer, loader, lease, owned: [draft, backend],
+      extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
     });
     try {
       await session.resume();
@@ -320,7 +327,7 @@ export class Eagle3TrainingSession {
         this.pendingAcks.push(...refs);
         this.samplesConsumed += refs.length;
         const roundEnd = this.controller.queue.depth() === 0;
-        const checkpointed = step % settings.checkpointEvery === 0 || roundEnd || step === this.totalSteps;
+        const checkpointed = checkpointDue(step, settings.checkpointEvery, this.totalSteps) || roundEnd;
         result = this.describe(log!, checkpointed);
         await this.inputs.onStep?.(result);
         if (checkpointed) await this.flush();
@@ -333,14 +340,8 @@ export class Eagle3TrainingSession {
   /** A trainer step as the session reports it: per-TTT-step losses and accuracies, rates. */
   private describe(log: StepLog, checkpointed: boolean): SessionStep {
     this.tokensTrained += log.samples * this.avgLength;
-    const T = this.inputs.settings.tttLength;
-    const plosses = Array.from({ length: T }, (_, k) => log.metrics[`ploss_num_${k}`] / Math.max(log.metrics[`ploss_den_${k}`], 1e-6));
-    const accs = Array.from({ length: T }, (_, k) => log.metrics[`correct_${k}`] / Math.max(log.metrics[`denom_${k}`], 1e-6));
-    let prod = 1;
-    let simulatedAcceptance = 0;
-    for (const a of accs) simulatedAcceptance += prod *= a;
     const elapsed = (this.inputs.now() - this.openedAt) / 1000;
-    return { ...log, totalSteps: this.totalSteps, plosses, accs, simulatedAcceptance, tokensPerSecond: this.tokensTrained / elapsed, checkpointed };
+    return { ...log, totalSteps: this.totalSteps, ...eagle3StepMetrics(log.metrics, this.inputs.settings.tttLength), tokensPerSecond: this.tokensTrained / elapsed, checkpointed };
   }
 
   /** Checkpoint the current step and durably ack every sample trained since the last checkpoint. */
@@ -348,16 +349,8 @@ export class Eagle3TrainingSession {
     const step = this.trainer.globalStep;
     if (this.pendingAcks.length === 0 && step === this.lastCheckpoint) return;
     const { storage, runId, gpu } = this.inputs;
-    await saveCheckpoint(storage.checkpoints, gpu, this.backend, {
-      runId,
-      globalStep: step,
-      microStep: this.core.microStep,
-      epoch: 0,
-      // One stream across epochs, so the epoch fields count the whole run; resume reads its position from the ledger.
-      data: { epochBatch: step, epochSamples: this.samplesConsumed, samplesConsumed: this.samplesConsumed },
-      contract: this.contract,
-      extra: { auxLayerIds: [...this.auxLayerIds] },
-    });
+    // Resume reads the data position from the ledger; the checkpoint keeps it for the record.
+    await saveRunCheckpoint(storage.checkpoints, gpu, this.backend, { runId, globalStep: step, microStep: this.core.microStep, samplesConsumed: this.samplesConsumed, contract: this.contract, extras: this.extras });
     const acked = this.pendingAcks;
     this.pendingAcks = [];
     if (acked.length > 0) await this.lease.ack(acked, { globalStep: step, optimizerDurable: true });

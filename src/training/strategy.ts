@@ -22,6 +22,13 @@ export interface DraftTrainStrategy {
   /** Throws naming the first missing or malformed feature. */
   validateBatch(batch: TrainBatch<Tensor>): void;
   forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput>;
+  /**
+   * The forward of `forwardBackward` with its loss and metrics and no backward (SpecForge's eval
+   * forward under no_grad): the same loss and metric sums for the same batch and weights, and no
+   * gradient buffer or weight is written. Optional: a strategy without it cannot be evaluated on
+   * held-out data (src/training/held-out-eval.ts).
+   */
+  evaluate?(batch: TrainBatch<Tensor>): Promise<StepOutput>;
 }
 
 export class MissingFeatureError extends Error {

@@ -25,24 +25,14 @@ import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../format
 import type { Gpu } from '../gpu/gpu.ts';
 import type { FileStore } from '../ports/storage.ts';
 import type { AdamWBackend, OptimizerConfig } from '../optim/adamw-backend.ts';
+import { contractDrift, optimizerDrift, type RunContract } from './run-contract.ts';
+
+export type { RunContract } from './run-contract.ts';
 
 export const CHECKPOINT_FORMAT = 'speclab-training-checkpoint';
 export const CHECKPOINT_VERSION = 1;
 export const COMPLETE_MARKER = 'COMPLETE';
 const FILES = ['weights.safetensors', 'optimizer.safetensors', 'state.json'] as const;
-
-/** What must not change between the run that saved a checkpoint and the run that resumes it. */
-export interface RunContract {
-  readonly strategy: string;
-  /** EAGLE3 TTT unroll length; null for strategies without one. */
-  readonly tttLength: number | null;
-  readonly batchSize: number;
-  readonly accumulationSteps: number;
-  /** `stableHash(config)` of the draft's config (or of any strategy-defining object). */
-  readonly draftConfigHash: string;
-  /** Hash of the run's own training data (every sequence's tokens and mask): prompts, prompt or response length change it. */
-  readonly dataHash?: string;
-}
 
 /** Where the data stream stands after the checkpointed step (HEAD's epoch_batch / epoch_samples). */
 export interface DataPosition {
@@ -132,18 +122,30 @@ function f32Tensor(shape: readonly number[], values: ArrayLike<number>): TensorT
 
 const encodeJson = (value: unknown): Uint8Array => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
 
-/** This run's step folders in the store (complete or not), ascending by step. */
-async function stepFolders(store: FileStore, runId: string): Promise<CheckpointRef[]> {
-  checkRunId(runId);
-  const prefix = `${runId}-step`;
+const STEP_FOLDER = /^([A-Za-z0-9._-]+)-step(0|[1-9][0-9]*)$/;
+
+/** `<runId>-step<N>` → its run id and step; undefined for any other name. */
+export function parseCheckpointDirName(name: string): { runId: string; step: number } | undefined {
+  const match = STEP_FOLDER.exec(name);
+  return match ? { runId: match[1], step: Number(match[2]) } : undefined;
+}
+
+const inFolder = (under: string, name: string): string => (under === '' ? name : `${under.replace(/\/+$/, '')}/${name}`);
+
+/** The step folders (complete or not) of every run in folder `under` of the store, ascending by run id then step. */
+async function allStepFolders(store: FileStore, under: string): Promise<CheckpointRef[]> {
   const out: CheckpointRef[] = [];
-  for (const name of await store.list('')) {
-    if (!name.startsWith(prefix)) continue;
-    const digits = name.slice(prefix.length);
-    if (!/^(0|[1-9][0-9]*)$/.test(digits)) continue;
-    out.push({ runId, step: Number(digits), dir: name });
+  for (const name of await store.list(under)) {
+    const parsed = parseCheckpointDirName(name);
+    if (parsed) out.push({ ...parsed, dir: inFolder(under, name) });
   }
-  return out.sort((a, b) => a.step - b.step);
+  return out.sort((a, b) => (a.runId === b.runId ? a.step - b.step : a.runId < b.runId ? -1 : 1));
+}
+
+/** This run's step folders in the store (complete or not), ascending by step. */
+async function stepFolders(store: FileStore, runId: string, under = ''): Promise<CheckpointRef[]> {
+  checkRunId(runId);
+  return (await allStepFolders(store, under)).filter((r) => r.runId === runId);
 }
 
 interface CompleteRecord {
@@ -164,16 +166,24 @@ async function readComplete(store: FileStore, ref: CheckpointRef): Promise<Compl
   return record;
 }
 
-/** Complete checkpoints of `runId`, ascending by step. */
-export async function listCheckpoints(store: FileStore, runId: string): Promise<CheckpointRef[]> {
+/** Complete checkpoints of `runId` (in folder `under` of the store, default its root), ascending by step. */
+export async function listCheckpoints(store: FileStore, runId: string, under = ''): Promise<CheckpointRef[]> {
   const out: CheckpointRef[] = [];
-  for (const ref of await stepFolders(store, runId)) if (await readComplete(store, ref)) out.push(ref);
+  for (const ref of await stepFolders(store, runId, under)) if (await readComplete(store, ref)) out.push(ref);
   return out;
 }
 
 /** The complete checkpoint with the highest step, or undefined. */
-export async function latestCheckpoint(store: FileStore, runId: string): Promise<CheckpointRef | undefined> {
-  return (await listCheckpoints(store, runId)).at(-1);
+export async function latestCheckpoint(store: FileStore, runId: string, under = ''): Promise<CheckpointRef | undefined> {
+  return (await listCheckpoints(store, runId, under)).at(-1);
+}
+
+/** Every `<runId>-step<N>` folder in folder `under` of the store, whatever its run, split into complete and incomplete ones. */
+export async function scanCheckpoints(store: FileStore, under = ''): Promise<{ complete: CheckpointRef[]; incomplete: CheckpointRef[] }> {
+  const complete: CheckpointRef[] = [];
+  const incomplete: CheckpointRef[] = [];
+  for (const ref of await allStepFolders(store, under)) ((await readComplete(store, ref)) ? complete : incomplete).push(ref);
+  return { complete, incomplete };
 }
 
 /**
@@ -291,28 +301,14 @@ export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Prom
   return { ref, state, weights, optimizer };
 }
 
-/** Every field of `a` that differs from `b`, as "field: saved → now" lines. */
-function contractDrift(saved: RunContract, now: RunContract): string[] {
-  const keys: (keyof RunContract)[] = ['strategy', 'tttLength', 'batchSize', 'accumulationSteps', 'draftConfigHash', 'dataHash'];
-  const why: Partial<Record<keyof RunContract, string>> = { dataHash: ' (the training sequences differ: the prompts, the prompt length or the response length changed)' };
-  return keys.filter((k) => saved[k] !== now[k]).map((k) => `${k}: checkpoint ${JSON.stringify(saved[k] ?? null)}, this run ${JSON.stringify(now[k] ?? null)}${why[k] ?? ''}`);
-}
-
-function optimizerDrift(saved: OptimizerConfig, now: OptimizerConfig): string[] {
-  const out: string[] = [];
-  for (const k of ['lr', 'beta1', 'beta2', 'eps', 'weightDecay', 'maxGradNorm'] as const) {
-    if (saved[k] !== now[k]) out.push(`optimizer.${k}: checkpoint ${saved[k]}, this run ${now[k]}`);
-  }
-  for (const k of ['kind', 'totalSteps', 'warmupRatio'] as const) {
-    if (saved.schedule[k] !== now.schedule[k]) out.push(`schedule.${k}: checkpoint ${saved.schedule[k]}, this run ${now.schedule[k]}`);
-  }
-  return out;
-}
-
 export interface ResumeOptions {
   runId: string;
-  /** The durable marker of the run's metadata store (`await store.durableMarker()`). */
-  marker: Pick<DurableMarker, 'globalStep' | 'optimizerDurable'>;
+  /**
+   * The durable marker of the run's metadata store (`await store.durableMarker()`). Omitted by a run
+   * without a ledger (offline training: its data position is in the checkpoint itself, so the
+   * checkpoint is its only durable record): then the newest complete checkpoint is used.
+   */
+  marker?: Pick<DurableMarker, 'globalStep' | 'optimizerDurable'>;
   /** The contract of the run that is resuming; must equal the saved one. */
   contract: RunContract;
 }
@@ -326,15 +322,24 @@ export interface ResumeResult {
 
 /**
  * Find the latest complete checkpoint of `options.runId` (or, when the newest one ran ahead of the
- * durable ack, the one of the acked step), check it against the durable marker and
- * the run contract, and restore weights, AdamW moments and the optimizer step into `backend` (whose
+ * durable ack, the one of the acked step; without a marker, the newest), check it against the durable
+ * marker and the run contract, and restore weights, AdamW moments and the optimizer step into `backend` (whose
  * parameters must already be registered with the saved names and shapes). Returns undefined for a
  * fresh run (no checkpoint and no durable ack). The caller restores the trainer counters, epoch,
  * data position and RNG from the returned state.
  */
 export async function resumeFromCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWBackend, options: ResumeOptions): Promise<ResumeResult | undefined> {
   const complete = await listCheckpoints(store, options.runId);
-  const ackStep = options.marker.globalStep;
+  const ref = options.marker ? await ackedCheckpoint(store, options.runId, complete, options.marker) : complete.at(-1);
+  if (!ref) return undefined;
+  const loaded = await loadCheckpoint(store, ref);
+  return restoreCheckpoint(store, gpu, backend, loaded, options);
+}
+
+/** The checkpoint the durable marker designates (undefined for a fresh run), or a refusal. */
+async function ackedCheckpoint(store: FileStore, runId: string, complete: CheckpointRef[], marker: NonNullable<ResumeOptions['marker']>): Promise<CheckpointRef | undefined> {
+  const options = { runId, marker };
+  const ackStep = marker.globalStep;
   // A crash between a save and its ack leaves the newest checkpoint one step ahead of the ledger;
   // the checkpoint of the acked step (if kept) is then the consistent one. Acks ahead of every
   // checkpoint are never papered over.
@@ -355,8 +360,12 @@ export async function resumeFromCheckpoint(store: FileStore, gpu: Gpu, backend: 
   if (!options.marker.optimizerDurable) {
     throw new CheckpointRefusedError(`resume ${options.runId}: the durable marker at step ${ackStep} was not written with optimizerDurable=true`);
   }
-  const loaded = await loadCheckpoint(store, ref);
-  const { state } = loaded;
+  return ref;
+}
+
+/** Check `loaded` against the run contract and the model, then overwrite the backend's tensors and counters with it. */
+function restoreCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWBackend, loaded: LoadedCheckpoint, options: ResumeOptions): ResumeResult {
+  const { state, ref } = loaded;
   const drift = [...contractDrift(state.contract, options.contract), ...optimizerDrift(state.optimizer, backend.config)];
   if (drift.length > 0) throw new CheckpointRefusedError(`resume ${options.runId} from ${store.root}/${ref.dir}: the run contract drifted (${drift.join('; ')})`);
 

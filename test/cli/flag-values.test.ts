@@ -1,8 +1,9 @@
 /**
- * Numeric flags of `speclab eval`, `prepare`, `pretrain` and `generate` (src/cli/flag-values.ts):
- * text `Number()` would take ("0x10" → 16, "0b11" → 3, " " → 0) and values past a flag's bound
- * ("1e9" tokens) are refused by the pure argv parsers, before any file is read, with a one-line
- * error naming the flag; decimal values in range still parse. No GPU needed.
+ * Numeric flags of `speclab eval`, `prepare`, `pretrain` and `generate` (src/cli/flag-values.ts,
+ * read as commander argParsers): text `Number()` would take ("0x10" → 16, "0b11" → 3, " " → 0) and
+ * values past a flag's bound ("1e9" tokens) are refused by the pure argv parsers, before any file is
+ * read, with a one-line error naming the flag; decimal values in range still parse, as `--flag value`
+ * or `--flag=value`. No GPU needed.
  */
 import { parseEvalArgs } from '../../src/cli/eval.ts';
 import { checkPositions, decimalFloat, decimalInt, decimalNumber, tokenIdList } from '../../src/cli/flag-values.ts';
@@ -11,6 +12,8 @@ import { parseGenerateArgs, parsePretrainArgs } from '../../src/cli/pretrain.ts'
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
+/** The argv parsers need commander: Node and Deno (a browser tab has no command line). */
+const SERVER = { only: ['node', 'deno'] as const };
 const escape = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 /** The error starts with the flag (prepare's schema errors name it as "field (--flag): ..."), on one line. */
@@ -43,7 +46,7 @@ export default defineSuite('cli/flag-values', (t) => {
   });
 
   t.test('checkPositions: prompt + generated tokens within max_position_embeddings, naming the flag', () => {
-    checkPositions([[1, 2], [1, 2, 3]], 5, 8, { flag: '--max-new' });
+    checkPositions([[1, 2], [1, 2, 3]], 5, 8, { flag: '--max-new-tokens' });
     const train = { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' };
     assertThrows(
       () => checkPositions([[1], [1, 2, 3]], 300, 256, train),
@@ -64,11 +67,13 @@ export default defineSuite('cli/flag-values', (t) => {
       for (const value of [...badValues(flag), '0', '-1', '2.5']) refuses(() => parseEvalArgs(evalArgs(flag, value)), flag, `${flag} ${JSON.stringify(value)}`);
     }
     assertThrows(() => parseEvalArgs(evalArgs('--num-draft-tokens', '65')), /^--num-draft-tokens: 65 is over the limit 64$/, 'the train bound on draft tokens');
-    for (const flag of ['--prompt', '--eos']) {
-      for (const value of ['0x10', '0b11', '1e9', '-1']) refuses(() => parseEvalArgs(evalArgs(flag, value)), flag, `${flag} ${value}`);
-    }
+    for (const value of ['0x10', '0b11', '1e9', '-1']) refuses(() => parseEvalArgs(evalArgs('--eos', value)), '--eos', `--eos ${value}`);
+    // A prompt of digits, commas and blanks is token ids, bounded like --eos; anything else is text.
+    for (const value of ['99999999999', '1, 2147483648']) refuses(() => parseEvalArgs(evalArgs('--prompt', value)), '--prompt', `--prompt ${value}`);
+    refuses(() => parseEvalArgs(evalArgs('--prompt', ' ')), '--prompt', 'a blank prompt');
+    assertDeepEqual(parseEvalArgs(evalArgs('--prompt=0x10')).prompts, [[1], '0x10'], '"0x10" is text now, not the id 16');
     for (const value of ['1,0x1,2', '1,2', '1,2,3,4', '1,2,1024', ' ']) refuses(() => parseEvalArgs(evalArgs('--aux-layers', value)), '--aux-layers', `--aux-layers ${JSON.stringify(value)}`);
-  });
+  }, SERVER);
 
   t.test('speclab prepare: numeric flags decimal and within the train bounds', () => {
     const c = parsePrepareFlags(['--train-prompts', '4', '--eval-prompts', '1', '--prompt-length', '5', '--response-length', '6', '--aux-layers', '1, 2,3', '--seed', '4294967295']);
@@ -81,32 +86,36 @@ export default defineSuite('cli/flag-values', (t) => {
       for (const value of badValues(flag)) refuses(() => parsePrepareFlags([flag, value]), flag, `${flag} ${JSON.stringify(value)}`);
     }
     for (const value of ['1,0x2,3', '1,2,1e9', '1,,3']) refuses(() => parsePrepareFlags(['--aux-layers', value]), '--aux-layers', `--aux-layers ${value}`);
-  });
+  }, SERVER);
 
   t.test('speclab pretrain: numeric flags decimal and bounded', () => {
-    const o = parsePretrainArgs(['--layers', '2', '--hidden', '128', '--heads', '4', '--kv-heads', '2', '--intermediate', '256', '--steps', '1100', '--batch', '16', '--seq', '128', '--lr', '4e-3', '--warmup', '0.03', '--weight-decay', '0.01', '--clip', '1', '--seed', '0', '--log-every', '10', '--max-minutes', '38']);
+    const o = parsePretrainArgs(['--layers', '2', '--hidden', '128', '--heads', '4', '--kv-heads', '2', '--intermediate', '256', '--steps', '1100', '--batch-size', '16', '--seq', '128', '--lr', '4e-3', '--warmup-ratio', '0.03', '--weight-decay', '0.01', '--max-grad-norm', '1', '--seed', '0', '--log-every', '10', '--max-minutes', '38']);
     assertEqual(o.steps, 1100, 'the lab target recipe parses');
     assertEqual(o.lr, 0.004, 'lr with an exponent');
     assertEqual(o.maxMinutes, 38, 'max minutes');
-    const numeric = ['--layers', '--hidden', '--heads', '--kv-heads', '--intermediate', '--steps', '--batch', '--seq', '--lr', '--warmup', '--weight-decay', '--clip', '--seed', '--log-every', '--max-minutes'];
+    assertDeepEqual([o.batch, o.warmup, o.clip], [16, 0.03, 1], 'batch, warmup, clip under the names train uses');
+    const old = parsePretrainArgs(['--batch', '16', '--warmup', '0.03', '--clip', '2']);
+    assertDeepEqual([old.batch, old.warmup, old.clip], [16, 0.03, 2], 'the old names still work (deprecated)');
+    const numeric = ['--layers', '--hidden', '--heads', '--kv-heads', '--intermediate', '--steps', '--batch-size', '--seq', '--lr', '--warmup-ratio', '--weight-decay', '--max-grad-norm', '--seed', '--log-every', '--max-minutes'];
     for (const flag of numeric) {
       for (const value of [...badValues(flag), '-1']) refuses(() => parsePretrainArgs([flag, value]), flag, `${flag} ${JSON.stringify(value)}`);
     }
-    for (const [flag, value] of [['--layers', '0'], ['--layers', '257'], ['--steps', '1.5'], ['--lr', '0'], ['--warmup', '1'], ['--clip', '0'], ['--seed', '4294967296']]) {
+    for (const [flag, value] of [['--layers', '0'], ['--layers', '257'], ['--steps', '1.5'], ['--lr', '0'], ['--warmup-ratio', '1'], ['--max-grad-norm', '0'], ['--seed', '4294967296']]) {
       refuses(() => parsePretrainArgs([flag, value]), flag, `${flag} ${value}`);
     }
     assertThrows(() => parsePretrainArgs(['--hidden', '65536', '--heads', '2', '--kv-heads', '1']), /head dim 32768 .* over the limit 1024/, 'head dim beyond what the HF config allows');
-  });
+  }, SERVER);
 
   t.test('speclab generate: numeric flags decimal and bounded', () => {
-    const o = parseGenerateArgs(['--prompt', 'Hi', '--max-new', '5', '--temperature', '0.7', '--top-p', '0.9', '--top-k', '40', '--seed', '4294967295']);
-    assertDeepEqual([o.maxNew, o.temperature, o.topP, o.topK, o.seed], [5, 0.7, 0.9, 40, 2 ** 32 - 1], 'sampling settings');
+    const o = parseGenerateArgs(['--prompt', 'Hi', '--max-new-tokens', '5', '--temperature', '0.7', '--top-p', '0.9', '--top-k', '40', '--seed', '4294967295']);
+    assertDeepEqual([o.maxNewTokens, o.temperature, o.topP, o.topK, o.seed], [5, 0.7, 0.9, 40, 2 ** 32 - 1], 'sampling settings');
+    assertEqual(parseGenerateArgs(['--prompt=Hi', '--max-new=7']).maxNewTokens, 7, 'the old --max-new still works (deprecated)');
     assertEqual(parseGenerateArgs(['--prompt', 'Hi', '--top-p', '1', '--temperature', '0', '--top-k', '0']).topP, 1, 'the bounds themselves');
-    for (const flag of ['--max-new', '--temperature', '--top-p', '--top-k', '--seed']) {
+    for (const flag of ['--max-new-tokens', '--temperature', '--top-p', '--top-k', '--seed']) {
       for (const value of [...badValues(flag), '-1']) refuses(() => parseGenerateArgs(['--prompt', 'Hi', flag, value]), flag, `${flag} ${JSON.stringify(value)}`);
     }
-    for (const [flag, value] of [['--max-new', '0'], ['--max-new', '2.5'], ['--top-p', '0'], ['--top-p', '1.01'], ['--top-k', '1.5'], ['--seed', '4294967296']]) {
+    for (const [flag, value] of [['--max-new-tokens', '0'], ['--max-new-tokens', '2.5'], ['--max-new', '0'], ['--top-p', '0'], ['--top-p', '1.01'], ['--top-k', '1.5'], ['--seed', '4294967296']]) {
       refuses(() => parseGenerateArgs(['--prompt', 'Hi', flag, value]), flag, `${flag} ${value}`);
     }
-  });
+  }, SERVER);
 });

@@ -12,6 +12,8 @@ import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/a
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 
+/** The argv parsers need commander: Node and Deno (a browser tab has no command line). */
+const SERVER = { only: ['node', 'deno'] as const };
 const WORDS = ['The/at', 'jury/nn', 'said/vbd', 'that/cs', 'the/at', 'city/nn', 'was/bedz', 'well/rb', 'run/vbn', 'and/cc', 'a/at', 'new/jj', 'law/nn', 'came/vbd'];
 
 /** A Brown-format sample file: paragraphs of tagged sentences. */
@@ -37,9 +39,11 @@ export default defineSuite('cli/pretrain', (t) => {
     assertThrows(() => parsePretrainArgs(['--heads', '4', '--kv-heads', '3', '--hidden', '128']), /multiple of --kv-heads/, 'GQA groups');
     assertThrows(() => parsePretrainArgs(['--dtype', 'bf16']), /f32 or f16/, 'dtype');
     assertThrows(() => parsePretrainArgs(['--seq']), /missing value/, 'missing value');
-    assertThrows(() => parseGenerateArgs(['--max-new', '5']), /usage: speclab generate/, 'generate needs a prompt');
-    assertEqual(parseGenerateArgs(['--prompt', 'Hi']).maxNew, 40, 'generate default --max-new');
-  });
+    assertThrows(() => parseGenerateArgs(['--max-new-tokens', '5']), /^--prompt is required$/, 'generate needs a prompt');
+    assertEqual(parseGenerateArgs(['--prompt', 'Hi']).maxNewTokens, 40, 'generate default --max-new-tokens');
+    assertEqual(parsePretrainArgs([]).out, 'runs/pretrained-lab-target', 'the default --out is not the bundled target');
+    assertEqual(parsePretrainArgs(['--out', 'assets/lab-target']).out, 'assets/lab-target', 'the bundled target only when asked');
+  }, SERVER);
 
   t.test('packed windows give next-token labels with stride seq', () => {
     const stream = Int32Array.from({ length: 11 }, (_, i) => 100 + i);
@@ -76,7 +80,7 @@ export default defineSuite('cli/pretrain', (t) => {
         await tmp.files.writeAtomic('tok/corpus-split.json', new TextEncoder().encode(JSON.stringify(report)));
 
         const lines: string[] = [];
-        const args = ['--layers', '1', '--hidden', '16', '--heads', '2', '--kv-heads', '1', '--intermediate', '32', '--steps', '4', '--batch', '2', '--seq', '16', '--log-every', '2', '--dtype', 'f16'];
+        const args = ['--layers', '1', '--hidden', '16', '--heads', '2', '--kv-heads', '1', '--intermediate', '32', '--steps', '4', '--batch-size', '2', '--seq', '16', '--log-every', '2', '--dtype', 'f16'];
         const code = await pretrain(ctx.platform, [...args, '--corpus', `${root}/corpus`, '--tokenizer', `${root}/tok`, '--out', `${root}/out`], (l) => lines.push(l), ctx.gpu);
         assertEqual(code, 0, 'exit code');
         assert(lines.some((l) => /^step 4\/4 .*loss \d+\.\d+ .*tokens\/s .*ETA/.test(l)), `progress lines: ${lines.join('\n')}`);
@@ -97,7 +101,7 @@ export default defineSuite('cli/pretrain', (t) => {
         }
 
         const printed: string[] = [];
-        assertEqual(await generateCommand(ctx.platform, ['--prompt', 'The jury', '--max-new', '5', '--model', `${root}/out`], (l) => printed.push(l), ctx.gpu), 0, 'generate exit code');
+        assertEqual(await generateCommand(ctx.platform, ['--prompt', 'The jury', '--max-new-tokens', '5', '--model', `${root}/out`], (l) => printed.push(l), ctx.gpu), 0, 'generate exit code');
         assertEqual(printed.length, 1, 'one line printed');
         assert(printed[0].startsWith('The jury'), `generate prints prompt + continuation: ${printed[0]}`);
         assert(tokenizerVocabSize(JSON.parse(new TextDecoder().decode(await out.read('out/tokenizer.json'))), 'tokenizer.json') === 2048, 'vocab size from tokenizer.json');

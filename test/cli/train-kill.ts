@@ -22,7 +22,7 @@ const repo = fileURLToPath(new URL('../..', import.meta.url));
 const target = resolve(repo, process.env.SPECLAB_FIXTURES ?? '../shared/fixtures', 'hf/llama-tiny');
 const root = mkdtempSync(join(tmpdir(), 'speclab-train-kill-'));
 const TOTAL_STEPS = 12;
-const FLAGS = ['--target', target, '--train-prompts', '8', '--eval-prompts', '1', '--response-length', '16', '--epochs', '3', '--round-prompts', '8', '--batch-size', '2', '--eval-new-tokens', '8', '--eval-train-prompts', '0', '--checkpoint-every', '2', '--log-every', '1'];
+const FLAGS = ['--target', target, '--train-prompts', '8', '--eval-prompts', '1', '--response-length', '16', '--epochs', '3', '--round-prompts', '8', '--batch-size', '2', '--max-new-tokens', '8', '--eval-train-prompts', '0', '--checkpoint-every', '2', '--log-every', '1'];
 
 let passed = 0;
 let failed = 0;

@@ -13,6 +13,8 @@ import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
 
+/** The argv parsers need commander: Node and Deno (a browser tab has no command line). */
+const SERVER = { only: ['node', 'deno'] as const };
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 
 export default defineSuite('cli/train', (t) => {
@@ -30,7 +32,7 @@ export default defineSuite('cli/train', (t) => {
     assertThrows(() => parseTrainFlags(['--bach-size', '2']), /unknown option --bach-size/, 'typo flag');
     assertThrows(() => parseTrainFlags(['--epochs', '0x10']), /--epochs: "0x10" is not a decimal number/, 'hexadecimal refused (Number() took it as 16)');
     assertThrows(() => parseTrainFlags(['--aux-layers', '1,0b1,2']), /--aux-layers: "0b1" is not a decimal number/, 'binary refused in a list');
-    for (const [key, value] of [['epochs', 1e9], ['tttLength', 1e6], ['responseLength', 1e9], ['evalNewTokens', 1e9], ['numDraftTokens', 1e9], ['lr', 1e300]] as const) {
+    for (const [key, value] of [['epochs', 1e9], ['tttLength', 1e6], ['responseLength', 1e9], ['maxNewTokens', 1e9], ['numDraftTokens', 1e9], ['lr', 1e300]] as const) {
       assertThrows(() => validateTrainConfig({ [key]: value }), new RegExp(`${key} \\(--[a-z-]+\\): Too big`), `${key} ${value} refused before anything runs`);
     }
     assertThrows(() => parseTrainFlags(['--epochs']), /--epochs: missing value/, 'missing value');
@@ -48,7 +50,7 @@ export default defineSuite('cli/train', (t) => {
     } finally {
       await tmp.cleanup();
     }
-  });
+  }, SERVER);
 
   t.test(
     'lab corpus prompts: training prompts from the train split, held-out ones from the held-out split',
@@ -73,7 +75,7 @@ export default defineSuite('cli/train', (t) => {
       const root = tmp.files.root;
       try {
         await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
-        const settings = { target: `${root}/target`, out: `${root}/run`, trainPrompts: 12, evalPrompts: 2, responseLength: 32, epochs: 12, roundPrompts: 12, batchSize: 4, lr: 1e-2, evalNewTokens: 24, evalTrainPrompts: 4, logEvery: 12, seed: 0 };
+        const settings = { target: `${root}/target`, out: `${root}/run`, trainPrompts: 12, evalPrompts: 2, responseLength: 32, epochs: 12, roundPrompts: 12, batchSize: 4, lr: 1e-2, maxNewTokens: 24, evalTrainPrompts: 4, logEvery: 12, seed: 0 };
         await tmp.files.writeAtomic('train.json', encode(settings));
         const lines: string[] = [];
         const code = await trainCommand(ctx.platform, ['--config', `${root}/train.json`], (l) => lines.push(l), ctx.gpu);

@@ -334,7 +334,8 @@ export default defineSuite('inference/speculative', (t) => {
       await tmp.cleanup();
     }
     assertThrows(() => parseEvalArgs(['--target', 'x']), /--draft is required/, 'missing --draft');
-    assertThrows(() => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '1,a']), /not a token id/, 'bad prompt');
+    assertThrows(() => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '']), /--prompt: an empty prompt/, 'an empty prompt');
+    assertThrows(() => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '1,2,99999999999']), /--prompt: 99999999999 is over the limit/, 'a token id past int32');
     await assertRejects(() => evalCommand(ctx.platform, ['--target', `${root}/hf/llama-tiny`, '--draft', `${root}/hf/llama-tiny`, '--prompt', '1'], () => {}), /missing draft tensor "fc.weight"|invalid EAGLE3|not LlamaForCausalLMEagle3/, 'a target dir as draft');
   }, { only: ['node', 'deno'], timeoutMs: 300_000 });
 });

@@ -179,7 +179,7 @@ export default defineSuite('model/eagle3-export', (t) => {
         assert(bytesEqual(await tmp.files.read('cli-out/model.safetensors'), expected), 'speclab export == SpecForge export, byte for byte');
         const config = JSON.parse(new TextDecoder().decode(await tmp.files.read('cli-out/config.json'))) as Record<string, unknown>;
         assertEqual(config.draft_vocab_size, 96, 'config written');
-        assertEqual(await runCli(platform, ['export', '--checkpoint', `${tmp.files.root}/${ref.dir}`]), 1, 'missing --out is an error');
+        assertEqual(await runCli(platform, ['export', '--checkpoint', `${tmp.files.root}/${ref.dir}`]), 2, 'missing --out is a usage error (exit 2)');
       }
     } finally {
       backend.destroy();

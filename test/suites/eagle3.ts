@@ -1,7 +1,9 @@
-/** Suites of the EAGLE3 draft area: float64 reference, GPU model, training strategy (listed explicitly). */
+/** Suites of the EAGLE3 draft area: float64 reference, GPU model, training strategy, held-out evaluation and SpecForge's metric keys (listed explicitly). */
 import type { Suite } from '../harness/suite.ts';
 import referenceEagle3 from '../reference/eagle3.test.ts';
 import modelEagle3 from '../model/eagle3.test.ts';
 import eagle3Strategy from '../training/eagle3-strategy.test.ts';
+import heldOutEval from '../training/held-out-eval.test.ts';
+import metricKeys from '../training/metric-keys.test.ts';
 
-export const eagle3Suites: readonly Suite[] = [referenceEagle3, modelEagle3, eagle3Strategy];
+export const eagle3Suites: readonly Suite[] = [referenceEagle3, modelEagle3, eagle3Strategy, heldOutEval, metricKeys];

@@ -1,9 +1,11 @@
-/** Suites of `speclab train`: online EAGLE3 draft training end to end on the fixtures, and resume; offline training from prepared shards; the numeric flags of every command. */
+/** Suites of `speclab train`: online EAGLE3 draft training end to end on the fixtures, and resume; exports of its checkpoints; offline training from prepared shards; the numeric flags of every command. */
 import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
+import cli from '../cli/cli.test.ts';
 import flagValues from '../cli/flag-values.test.ts';
 import session from '../training/eagle3-session.test.ts';
 import offline from '../training/offline-training.test.ts';
+import runExport from '../training/run-export.test.ts';
 import runPlan from '../training/run-plan.test.ts';
 
-export const trainSuites: readonly Suite[] = [runPlan, session, trainCli, flagValues, offline];
+export const trainSuites: readonly Suite[] = [runPlan, session, runExport, trainCli, cli, flagValues, offline];

@@ -3,7 +3,11 @@
  *   - the proof: online training (features captured live by the rollout worker) and offline training
  *     (prepared shards, the normaliser of docs/features.md §5, the target head on the GPU) fed the same samples in the
  *     same order from the same init give the same loss at every step (≤ 1e-6 relative);
- *   - the CLI end to end: prepare, train --offline, a loadable SGLang export and a metrics record per step;
+ *   - checkpoints and resume: a run stopped after step 3 and reopened on its checkpoints resumes from
+ *     step 2 and gives the losses, weights and export bytes of an uninterrupted run; a resume whose
+ *     settings drifted is refused naming the field;
+ *   - the CLI end to end: prepare, train --offline, a loadable SGLang export (the bytes `speclab export`
+ *     writes from the run folder), a metrics record per step, --resume after a kill and of a finished run;
  *   - loud errors: bad prepare settings, a missing target dir, an already prepared --out, a missing
  *     manifest, and a shard without one of its tensors (the message names the file).
  */
@@ -20,14 +24,17 @@ import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { RolloutWorker } from '../../src/inference/rollout-worker.ts';
 import { defaultAuxLayerIds, eagle3CaptureConfig, TargetFeatureSource } from '../../src/inference/target-feature-source.ts';
-import { readEagle3Export } from '../../src/model/eagle3/export.ts';
+import { readEagle3Export, writeEagle3Export } from '../../src/model/eagle3/export.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { Rng } from '../../src/util/random.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../src/optim/adamw-backend.ts';
 import { continueWithTarget, draftConfigFor, draftVocab } from '../../src/training/eagle3-data.ts';
+import { exportRunCheckpoint } from '../../src/training/checkpoint-export.ts';
 import { offlineStream, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../../src/training/offline-training.ts';
+import { listCheckpoints, loadCheckpoint } from '../../src/training/train-checkpoint.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
 import { Eagle3TrainStrategy } from '../../src/training/strategies/eagle3.ts';
 import { TrainerController } from '../../src/training/trainer-controller.ts';
 import { TrainerCore } from '../../src/training/trainer-core.ts';
@@ -38,6 +45,15 @@ import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
 
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 const quiet = () => undefined;
+
+/** Throws naming the first file of an SGLang export that differs between folders `a` and `b`. */
+async function assertSameExport(files: FileStore, a: string, b: string, what: string): Promise<void> {
+  for (const name of ['config.json', 'model.safetensors']) {
+    const x = await files.read(`${a}/${name}`);
+    const y = await files.read(`${b}/${name}`);
+    assert(x.length === y.length && x.every((v, i) => v === y[i]), `${what}: ${a}/${name} (${x.length} bytes) differs from ${b}/${name} (${y.length} bytes)`);
+  }
+}
 
 /** Prompts of different lengths (so captures and batches are padded), ids inside llama-tiny's 384. */
 function prompts(count: number, rng: Rng): number[][] {
@@ -142,6 +158,83 @@ export default defineSuite('training/offline', (t) => {
   );
 
   t.test(
+    'checkpoints and resume: stopped after step 3, reopened: the losses, weights and export of an uninterrupted run; drift refused',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'offline-resume');
+      const files = tmp.files;
+      const root = files.root;
+      const gpu = new Gpu(ctx.gpu);
+      let target: TargetModel | undefined;
+      try {
+        await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', files, 'target');
+        await files.writeAtomic('prompts.json', encode(prompts(5, new Rng(9))));
+        await runPrepare(ctx.platform, parsePrepareFlags(['--target', `${root}/target`, '--prompts-file', `${root}/prompts.json`, '--eval-prompts', '1', '--response-length', '6', '--out', `${root}/features`]), quiet, ctx.gpu);
+        const checkpoint = await loadHfCheckpoint(files, 'target');
+        target = TargetModel.create(gpu, checkpoint);
+        const features = ctx.platform.files(`${root}/features`);
+        const manifest = await readOfflineManifest(features);
+        const settings: OfflineTrainSettings = { epochs: 3, batchSize: 2, tttLength: 2, lr: 1e-2, warmupRatio: 0.1, maxGradNorm: SPECFORGE_OPTIMIZER.maxGradNorm, seed: 4, checkpointEvery: 2 };
+        const draftConfig = draftConfigFor(target, 96);
+        const mapping = offlineVocab(manifest, 96).mapping;
+        const initialWeights = initialEagle3Weights(draftConfig, checkpoint.weights.embedTokens, new Rng(settings.seed + 1));
+        const t = target;
+        const train = (run: string, over: Partial<OfflineTrainSettings> = {}, onStep?: (step: number, loss: number, checkpointed: boolean) => void) =>
+          trainEagle3Offline({ gpu, target: t, files: features, manifest, settings: { ...settings, ...over }, draftConfig, initialWeights, mapping, checkpoints: ctx.platform.files(`${root}/${run}/checkpoints`), onStep: (st) => onStep?.(st.globalStep, st.loss, st.checkpointed) });
+
+        const wholeReports: boolean[] = [];
+        const whole = await train('whole', {}, (_s, _l, c) => wholeReports.push(c));
+        assertEqual(whole.totalSteps, 6, 'three epochs of four shards, batch 2');
+        assertEqual(whole.resumedFrom, undefined, 'a fresh run');
+        assertDeepEqual(wholeReports, [false, true, false, true, false, true], 'checkpointed every 2 steps and at the last');
+
+        // "Killed" during step 3: after it was reported, before any checkpoint of it.
+        const firstLosses: number[] = [];
+        await assertRejects(
+          () => train('killed', {}, (step, loss) => {
+            firstLosses.push(loss);
+            if (step === 3) throw new Error('killed at step 3');
+          }),
+          /killed at step 3/,
+          'the stop',
+        );
+        const killedCheckpoints = ctx.platform.files(`${root}/killed/checkpoints`);
+        assertDeepEqual((await listCheckpoints(killedCheckpoints, 'speclab-train')).map((r) => r.step), [2], 'the checkpoint of step 2 survives');
+        const resumed = await train('killed');
+        assertEqual(resumed.resumedFrom, 2, 'resumed from step 2');
+        assertEqual(resumed.steps, 6, 'to the end');
+        assertDeepEqual([...firstLosses.slice(0, 2), ...resumed.losses], whole.losses, 'the losses of the uninterrupted run, step for step');
+        for (const [name, w] of Object.entries(whole.weights)) assertDeepEqual([...resumed.weights[name]], [...w], `final ${name}`);
+        assertDeepEqual((await listCheckpoints(killedCheckpoints, 'speclab-train')).map((r) => r.step), [4, 6], 'the newest two checkpoints are kept');
+
+        // Self-contained checkpoints, exported alone: the same bytes for both runs and as the final weights export.
+        await exportRunCheckpoint(files, 'whole', files, 'whole-draft');
+        await exportRunCheckpoint(files, 'killed', files, 'killed-draft');
+        await writeEagle3Export(files, 'weights-draft', draftConfig, whole.weights, mapping, { auxLayerIds: manifest.auxLayerIds });
+        await assertSameExport(files, 'killed-draft', 'whole-draft', 'stopped-and-resumed vs uninterrupted export');
+        await assertSameExport(files, 'whole-draft', 'weights-draft', 'checkpoint export vs the trained weights');
+        const state = (await loadCheckpoint(killedCheckpoints, { runId: 'speclab-train', step: 6, dir: 'speclab-train-step6' })).state;
+        assertEqual(state.extra.mode, 'offline', 'mode');
+        assertDeepEqual(state.extra.settings, settings, 'the settings');
+        assertDeepEqual(state.data, { epochBatch: 6, epochSamples: 12, samplesConsumed: 12 }, 'data position');
+
+        // A finished run reopened trains nothing; a drifted resume is refused naming the field.
+        const again = await train('killed');
+        assertEqual(again.resumedFrom, 6, 'reopened at its last step');
+        assertEqual(again.losses.length, 0, 'nothing left to train');
+        await assertRejects(() => train('killed', { lr: 2e-2 }), /resume speclab-train from .*killed\/checkpoints\/speclab-train-step6: the run contract drifted \(optimizer\.lr: checkpoint 0\.01, this run 0\.02\)/, 'another lr');
+        await assertRejects(() => train('killed', { batchSize: 4 }), /the run contract drifted \(batchSize: checkpoint 2, this run 4.*schedule\.totalSteps: checkpoint 6, this run 3/, 'another batch size');
+        await assertRejects(() => train('killed', { seed: 5 }), /the run contract drifted \(draftConfigHash/, 'another seed (another stream)');
+        ctx.note('losses', whole.losses.map((l) => l.toFixed(6)).join(' '));
+      } finally {
+        target?.destroy();
+        gpu.destroy();
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node', 'deno'], timeoutMs: 300_000 },
+  );
+
+  t.test(
     'speclab prepare + train --offline: SGLang export, a metrics record per step; clear errors',
     async (ctx) => {
       const tmp = tempStore(ctx.platform, 'offline-cli');
@@ -153,7 +246,7 @@ export default defineSuite('training/offline', (t) => {
         assertEqual(await prepareCommand(ctx.platform, prepareArgs, (l) => lines.push(l), ctx.gpu), 0, 'prepare exit code');
         assert(lines.some((l) => /^prepared 4 shards \(44 tokens\)/.test(l)), `prepare summary line:\n${lines.join('\n')}`);
 
-        const code = await trainCommand(ctx.platform, ['--offline', `${root}/features`, '--out', `${root}/run`, '--epochs', '2', '--batch-size', '2', '--eval-new-tokens', '6', '--eval-train-prompts', '1'], (l) => lines.push(l), ctx.gpu);
+        const code = await trainCommand(ctx.platform, ['--offline', `${root}/features`, '--out', `${root}/run`, '--epochs', '2', '--batch-size', '2', '--max-new-tokens', '6', '--eval-train-prompts', '1'], (l) => lines.push(l), ctx.gpu);
         assertEqual(code, 0, `train --offline exit code (lossless)\n${lines.join('\n')}`);
         const log = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
         assertEqual(log.filter((r) => r.phase === 'train').length, 4, 'one metrics record per step (2 epochs × 4 shards / batch 2)');
@@ -161,6 +254,30 @@ export default defineSuite('training/offline', (t) => {
         assertEqual(imported.config.vocabSize, 384, 'export vocab');
         const exportedConfig = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/draft/config.json'))) as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: number[] } };
         assertDeepEqual(exportedConfig.eagle_config?.eagle_aux_hidden_state_layer_ids, [1, 2, 2], 'export records the aux layers of the features');
+        const trainRecords = log.filter((r) => r.phase === 'train');
+        assert(trainRecords.every((r) => Array.isArray(r.plosses) && Array.isArray(r.accs) && typeof r.checkpointed === 'boolean' && typeof r.simulatedAcceptance === 'number'), 'train records have the online fields');
+        assertEqual(trainRecords.at(-1)?.checkpointed, true, 'the last step is checkpointed');
+        await exportRunCheckpoint(tmp.files, 'run', tmp.files, 'run-export');
+        await assertSameExport(tmp.files, 'run-export', 'run/draft', 'exporting the run folder vs the run\'s own export');
+
+        // The run folder is not overwritten; --resume of the finished run trains nothing and keeps the export.
+        const trainArgs = ['--offline', `${root}/features`, '--epochs', '2', '--batch-size', '2', '--max-new-tokens', '6', '--eval-train-prompts', '1'];
+        await assertRejects(() => trainCommand(ctx.platform, [...trainArgs, '--out', `${root}/run`], quiet, ctx.gpu), /already holds a run .*--resume.*--fresh/, 'an existing run is refused');
+        assertEqual(await trainCommand(ctx.platform, [...trainArgs, '--out', `${root}/run`, '--resume'], quiet, ctx.gpu), 0, 'resume of a finished run');
+        const relog = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+        assertEqual(relog.filter((r) => r.phase === 'train').length, 4, 'no step trained again');
+        await assertSameExport(tmp.files, 'run-export', 'run/draft', 'the export after the resume');
+
+        // Killed in step 3 (checkpoints every step), then resumed: the export of the uninterrupted run.
+        const killArgs = [...trainArgs, '--out', `${root}/killed`, '--checkpoint-every', '1', '--log-every', '1'];
+        await assertRejects(() => trainCommand(ctx.platform, killArgs, (l) => { if (/^phase train {2}step 3\//.test(l)) throw new Error('killed in step 3'); }, ctx.gpu), /killed in step 3/, 'the kill');
+        const resumeLines: string[] = [];
+        assertEqual(await trainCommand(ctx.platform, [...killArgs, '--resume'], (l) => resumeLines.push(l), ctx.gpu), 0, `resume after the kill\n${resumeLines.join('\n')}`);
+        assert(resumeLines.some((l) => /^phase resume: step 2 /.test(l)), `resumed from step 2:\n${resumeLines.join('\n')}`);
+        await assertSameExport(tmp.files, 'killed/draft', 'run/draft', 'killed-and-resumed vs uninterrupted export');
+        const killedLog = new TextDecoder().decode(await tmp.files.read('killed/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+        assertDeepEqual(killedLog.filter((r) => r.phase === 'train').map((r) => r.step), [1, 2, 3, 4], 'each step logged once');
+        assertDeepEqual(killedLog.filter((r) => r.phase === 'train').map((r) => r.loss), trainRecords.map((r) => r.loss), 'the losses of the uninterrupted run');
 
         // Bad input to prepare.
         assertThrows(() => parsePrepareFlags(['--train-prompts', '0']), /trainPrompts \(--train-prompts\)/, 'non-positive count names the flag');
@@ -182,7 +299,7 @@ export default defineSuite('training/offline', (t) => {
         }
         await tmp.files.writeAtomic(`features/${bad}`, writeSafetensors(kept));
         const err = await assertRejects(
-          () => trainCommand(ctx.platform, ['--offline', `${root}/features`, '--out', `${root}/run3`, '--epochs', '1', '--batch-size', '2', '--eval-new-tokens', '2', '--eval-train-prompts', '0'], quiet, ctx.gpu),
+          () => trainCommand(ctx.platform, ['--offline', `${root}/features`, '--out', `${root}/run3`, '--epochs', '1', '--batch-size', '2', '--max-new-tokens', '2', '--eval-train-prompts', '0'], quiet, ctx.gpu),
           /has no tensor "hidden_state"/,
           'missing key',
         );

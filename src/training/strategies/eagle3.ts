@@ -12,11 +12,15 @@
  * head (the target's frozen lm_head, SpecForge's TargetHead) turns it into the logits above on the
  * GPU, one projection per micro-batch, freed once the step is encoded.
  * One forwardBackward = the draft's forward over the TTT unroll + backward, gradients × lossScale
- * added into the backend. Losses and metrics come back as pending reads; metrics are sums and
- * counts so the trainer can add them across micro-batches (HEAD's numerator/denominator reduction):
+ * added into the backend. `evaluate` = the same forward, losses and metrics with no gradient at all
+ * (SpecForge's eval forward under no_grad; eagle3-eval-forward below). Losses and metrics come back
+ * as pending reads; metrics are sums and counts so the trainer can add them across micro-batches
+ * (HEAD's numerator/denominator reduction):
  *   ploss_k, ploss_num_k = ploss_k · n, ploss_den_k = n (n = B·S, SpecForge's per-step denominator),
  *   correct_k, denom_k        (acc_k = Σcorrect / max(Σdenom, 1e-6)),
- *   accept_sum_k, accept_count_k (acceptance_rate_k = Σsum / max(Σcount, 1e-8)).
+ *   accept_sum_k, accept_count_k (acceptance_rate_k = Σsum / max(Σcount, 1e-8) within one batch),
+ *   accept_rate_num_k = acceptance_rate_k · n (across batches SpecForge weights each batch's rate by
+ *                        its n: Σ accept_rate_num_k / Σ ploss_den_k, controller.py _reduce_eagle3_metrics).
  */
 import type { TrainBatch } from '../../contracts/index.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
@@ -24,6 +28,7 @@ import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/forward.ts';
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
+import { eagle3EvalForward } from './eagle3-eval-forward.ts';
 
 export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hidden_state', 'target'] as const;
 
@@ -38,6 +43,24 @@ export interface Eagle3StrategyOptions {
   tttLength: number;
   /** Projects batches whose target is the target's hidden state; without it such batches are refused. */
   targetHead?: TargetHead;
+  /** The draft's Gpu; needed by `evaluate` only (the model keeps its own private). */
+  gpu?: Gpu;
+}
+
+/** The strategy's metric record from one batch's read-back losses [L + 1] and sums [4·L]. */
+export function eagle3StepMetrics(losses: ArrayLike<number>, sums: ArrayLike<number>, n: number, L: number): Record<string, number> {
+  const m: Record<string, number> = {};
+  for (let k = 0; k < L; k++) {
+    m[`ploss_${k}`] = losses[k];
+    m[`ploss_num_${k}`] = losses[k] * n;
+    m[`ploss_den_${k}`] = n;
+    m[`correct_${k}`] = sums[4 * k];
+    m[`denom_${k}`] = sums[4 * k + 1];
+    m[`accept_sum_${k}`] = sums[4 * k + 2];
+    m[`accept_count_${k}`] = sums[4 * k + 3];
+    m[`accept_rate_num_${k}`] = (sums[4 * k + 2] / Math.max(sums[4 * k + 3], 1e-8)) * n;
+  }
+  return m;
 }
 
 export class Eagle3TrainStrategy implements DraftTrainStrategy {
@@ -45,11 +68,13 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   readonly requiredFeatures = EAGLE3_FEATURES;
   readonly tttLength: number;
   private readonly targetHead?: TargetHead;
+  private readonly gpu?: Gpu;
 
   constructor(readonly model: Eagle3DraftModel, options: Eagle3StrategyOptions) {
     if (!Number.isInteger(options.tttLength) || options.tttLength < 1) throw new RangeError(`${this.name}: tttLength must be a positive integer, got ${options.tttLength}`);
     this.tttLength = options.tttLength;
     this.targetHead = options.targetHead;
+    this.gpu = options.gpu ?? options.targetHead?.gpu;
   }
 
   validateBatch(batch: TrainBatch<Tensor>): void {
@@ -71,29 +96,34 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
 
   async forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput> {
     const L = this.tttLength;
+    const out = await this.withTargetLogits(batch, (inputs) => this.model.trainStep(inputs, { tttLength: L, lossScale }));
+    const n = out.lossDenominator;
+    const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => eagle3StepMetrics(losses, sums, n, L));
+    return { loss: out.losses.then((l) => l[L]), metrics };
+  }
+
+  /**
+   * The forward of `forwardBackward` over the TTT unroll with its loss and metric kernels, and no
+   * backward: no gradient is computed or written, the weights are only read. Same loss and metrics.
+   */
+  async evaluate(batch: TrainBatch<Tensor>): Promise<StepOutput> {
+    const gpu = this.gpu;
+    if (!gpu) throw new Error(`${this.name}: evaluate needs the draft's Gpu (pass { gpu } to the strategy)`);
+    const L = this.tttLength;
+    const out = await this.withTargetLogits(batch, (inputs) => eagle3EvalForward(gpu, this.model.params, inputs, L));
+    const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => eagle3StepMetrics(losses, sums, out.lossDenominator, L));
+    return { loss: out.losses.then((l) => l[L]), metrics };
+  }
+
+  /** Runs `fn` on the batch's inputs, with the projected logits as target for a hidden-state target. */
+  private async withTargetLogits<T>(batch: TrainBatch<Tensor>, fn: (inputs: Eagle3Inputs) => Promise<T>): Promise<T> {
     const logits = this.needsHead(batch) ? await this.targetHead!.headLogits(batch.tensors.target) : undefined;
-    let out;
     try {
-      out = await this.model.trainStep({ ...this.inputsOf(batch), ...(logits ? { target: logits } : {}) }, { tttLength: L, lossScale });
+      return await fn({ ...this.inputsOf(batch), ...(logits ? { target: logits } : {}) });
     } finally {
       // The step's dispatches are encoded; later reuse of this buffer is ordered after them.
       if (logits) this.targetHead!.gpu.release(logits);
     }
-    const n = out.lossDenominator;
-    const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => {
-      const m: Record<string, number> = {};
-      for (let k = 0; k < L; k++) {
-        m[`ploss_${k}`] = losses[k];
-        m[`ploss_num_${k}`] = losses[k] * n;
-        m[`ploss_den_${k}`] = n;
-        m[`correct_${k}`] = sums[4 * k];
-        m[`denom_${k}`] = sums[4 * k + 1];
-        m[`accept_sum_${k}`] = sums[4 * k + 2];
-        m[`accept_count_${k}`] = sums[4 * k + 3];
-      }
-      return m;
-    });
-    return { loss: out.losses.then((l) => l[L]), metrics };
   }
 
   /** True for a hidden-state target; throws naming the batch when no head is configured for it. */
