@@ -39,9 +39,15 @@ import type { CapturedFeatures, FeatureSource } from './rollout-worker.ts';
 
 export const EAGLE3_FEATURE_NAMES = ['input_ids', 'hidden_state', 'target', 'loss_mask'] as const;
 
-/** SpecForge's default capture layers `[1, N/2 − 1, N − 4]` (outputs of those decoder layers). */
+/**
+ * The default capture layers, SpecLab's one rule for every command, the lab and export: SpecForge's
+ * `[1, N/2 − 1, N − 4]` (outputs of those decoder layers) from 4 layers on; below that, where
+ * SpecForge's rule has no answer, `[0, min(1, N − 1), N − 1]` (first, second, last), so small
+ * targets such as the bundled 2-layer lab target train with no flag.
+ */
 export function defaultAuxLayerIds(numLayers: number): number[] {
-  if (!Number.isInteger(numLayers) || numLayers < 4) throw new Error(`defaultAuxLayerIds: the [1, N/2 − 1, N − 4] rule needs at least 4 layers, got ${numLayers}`);
+  if (!Number.isInteger(numLayers) || numLayers < 1) throw new Error(`defaultAuxLayerIds: a target needs at least one layer, got ${numLayers}`);
+  if (numLayers < 4) return [0, Math.min(1, numLayers - 1), numLayers - 1];
   return [1, Math.floor(numLayers / 2) - 1, numLayers - 4];
 }
 
@@ -130,7 +136,7 @@ export class TargetFeatureSource implements FeatureSource {
 
   private checkAuxLayers(auxLayerIds: readonly number[]): void {
     const c = this.model.config;
-    if (auxLayerIds.length === 0) throw new Error(`TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${c.numLayers >= 4 ? defaultAuxLayerIds(c.numLayers) : '1, N/2 − 1, N − 4'}])`);
+    if (auxLayerIds.length === 0) throw new Error(`TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${defaultAuxLayerIds(c.numLayers).join(', ')}])`);
     for (const id of auxLayerIds) {
       if (!Number.isInteger(id) || id < 0 || id >= c.numLayers) throw new Error(`TargetFeatureSource: aux layer id ${id} outside 0..${c.numLayers - 1} (the output of decoder layer id)`);
     }

@@ -44,27 +44,14 @@ export function usesLabCorpus(targetDir: string, promptsFile: string | undefined
   return targetDir === LAB_TARGET_DIR && !promptsFile;
 }
 
-/**
- * What a target with fewer than 4 layers gets when no aux layers are given, where SpecForge's rule
- * [1, N/2 − 1, N − 4] has no answer. `speclab train`/`prepare` refuse ('refuse': the user can pass
- * three ids); the browser lab has no aux-layer setting and trains small targets, so it takes
- * [0, min(1, N − 1), N − 1] ('first-second-last').
- */
-export type SmallTargetAuxLayers = 'refuse' | 'first-second-last';
-
 export interface AuxLayerOptions {
   /** The setting as errors name it, e.g. `auxLayers (--aux-layers)`. */
   field?: string;
-  smallTargets?: SmallTargetAuxLayers;
 }
 
-/** The aux layers of a run: the given ones, else SpecForge's rule [1, N/2 − 1, N − 4]; errors name the flag. */
+/** The aux layers of a run: the given ones, else the default rule (defaultAuxLayerIds); errors name the flag. */
 export function resolveAuxLayers(given: readonly number[] | undefined, numLayers: number, options: AuxLayerOptions = {}): number[] {
   const field = options.field ?? 'auxLayers (--aux-layers)';
-  if (!given && numLayers < 4) {
-    if (options.smallTargets === 'first-second-last') return [0, Math.min(1, numLayers - 1), numLayers - 1];
-    throw new Error(`${field}: the target has ${numLayers} layers, the default rule [1, N/2 − 1, N − 4] needs at least 4; pass three layer ids`);
-  }
   const ids = given ? [...given] : defaultAuxLayerIds(numLayers);
   for (const id of ids) if (id >= numLayers) throw new Error(`${field}: layer ${id} outside 0..${numLayers - 1}`);
   return ids;
@@ -165,6 +152,9 @@ export async function lockRunFolder(out: FileStore): Promise<FileLock> {
 
 export const RUN_LOCK = 'LOCK';
 
+/** The run's settings, sealed (src/util/sealed-json.ts): written at start, read by `--resume` (src/cli/run-settings.ts). */
+export const RUN_SETTINGS = 'settings.json';
+
 export async function prepareRunFolder(out: FileStore, config: { resume: boolean; fresh: boolean }): Promise<void> {
   if (config.resume && config.fresh) throw new Error('--resume and --fresh contradict each other: pick one');
   const present: string[] = [];
@@ -172,7 +162,7 @@ export async function prepareRunFolder(out: FileStore, config: { resume: boolean
   if (config.fresh) {
     // remove() takes a file or a folder; a store that has no folders (IndexedDB) says a folder does
     // not exist, so remove unconditionally (it is a no-op for a missing name).
-    for (const name of [...RUN_STATE, 'metrics.jsonl', 'summary.json', 'draft']) await out.remove(name);
+    for (const name of [...RUN_STATE, RUN_SETTINGS, 'metrics.jsonl', 'summary.json', 'draft']) await out.remove(name);
     return;
   }
   if (config.resume && present.length === 0) throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);

@@ -191,12 +191,13 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const capture = eagle3CaptureConfig(model.config);
       const ok = [task('ok', [1, 2, 3])];
       await assertRejects(() => source.generateFeatures(ok, { ...capture, targetRepr: 'hidden_state' }), /"hidden_state" is not produced/, 'repr');
-      await assertRejects(() => source.generateFeatures(ok, { ...capture, auxLayerIds: [] }), /auxLayerIds is empty \(the EAGLE3 default for this target is \[1,2,2\]\)/, 'empty ids');
+      await assertRejects(() => source.generateFeatures(ok, { ...capture, auxLayerIds: [] }), /auxLayerIds is empty \(the EAGLE3 default for this target is \[1, 2, 2\]\)/, 'empty ids');
       await assertRejects(() => source.generateFeatures(ok, { ...capture, auxLayerIds: [1, 2, 6] }), /aux layer id 6 outside 0..5/, 'layer range');
       await assertRejects(() => source.generateFeatures(ok, { ...capture, targetHiddenSize: 32 }), /targetHiddenSize 32/, 'hidden size');
       await assertRejects(() => source.generateFeatures([task('bad', [1, 384])], capture), /task bad: payload.input_ids\[1\] = 384 is not a token id/, 'token id');
       await assertRejects(() => source.generateFeatures([task('short', [1, 2], [1])], capture), /task short: payload.loss_mask must be an array of 2 values/, 'mask length');
-      assertThrows(() => defaultAuxLayerIds(3), /at least 4 layers/, 'tiny target');
+      assertDeepEqual(defaultAuxLayerIds(3), [0, 1, 2], 'a 3-layer target: first, second, last');
+      assertThrows(() => defaultAuxLayerIds(0), /at least one layer/, 'no layers');
       assertDeepEqual(defaultAuxLayerIds(32), [1, 15, 28], 'Llama-3.1-8B layers');
     } finally {
       model.destroy();

@@ -43,15 +43,15 @@ export default defineSuite('training/run-plan', (t) => {
     }
   }, { only: ['node', 'deno'] });
 
-  t.test('aux layers: given ids, SpecForge rule, and the two small-target rules', () => {
+  t.test('aux layers: given ids, SpecForge rule from 4 layers, first-second-last below', () => {
     assertDeepEqual(resolveAuxLayers(undefined, 6), [1, 2, 2], 'SpecForge rule [1, N/2 − 1, N − 4] for 6 layers');
     assertDeepEqual(resolveAuxLayers([0, 1, 1], 2), [0, 1, 1], 'given ids kept');
-    assertThrows(() => resolveAuxLayers(undefined, 3), /^auxLayers \(--aux-layers\): the target has 3 layers, .*needs at least 4; pass three layer ids$/, 'commands refuse small targets');
+    assertDeepEqual(resolveAuxLayers(undefined, 3), [0, 1, 2], 'a 3-layer target: first, second, last');
     assertThrows(() => resolveAuxLayers([1, 2, 9], 6), /^auxLayers \(--aux-layers\): layer 9 outside 0\.\.5$/, 'out of range, flag named');
     assertThrows(() => resolveAuxLayers([1, 2, 9], 6, { field: 'auxLayers' }), /^auxLayers: layer 9 outside 0\.\.5$/, 'session field name');
-    assertDeepEqual(resolveAuxLayers(undefined, 2, { smallTargets: 'first-second-last' }), [0, 1, 1], 'lab rule, 2 layers');
-    assertDeepEqual(resolveAuxLayers(undefined, 1, { smallTargets: 'first-second-last' }), [0, 0, 0], 'lab rule, 1 layer');
-    assertDeepEqual(resolveAuxLayers(undefined, 8, { smallTargets: 'first-second-last' }), [1, 3, 4], 'lab rule is SpecForge from 4 layers on');
+    assertDeepEqual(resolveAuxLayers(undefined, 2), [0, 1, 1], 'the bundled 2-layer target: [0, 1, 1]');
+    assertDeepEqual(resolveAuxLayers(undefined, 1), [0, 0, 0], '1 layer');
+    assertDeepEqual(resolveAuxLayers(undefined, 8), [1, 3, 4], 'SpecForge from 4 layers on');
   });
 
   t.test('draft vocabulary: default capped at 32000, never above the target', () => {

@@ -70,9 +70,9 @@ const labFiles = () => platform.files(LAB_FILES);
 const readSavedRun = () => readSavedRunFrom(labFiles());
 const writeSavedRun = (run: SavedRun) => writeSavedRunTo(labFiles(), run);
 
-/** Lab target layers are few: the default rule [1, N/2-1, N-4] needs N ≥ 4. */
+/** The one default rule of every command (defaultAuxLayerIds), small targets included. */
 function auxLayersFor(numLayers: number): number[] {
-  return resolveAuxLayers(undefined, numLayers, { smallTargets: 'first-second-last' });
+  return resolveAuxLayers(undefined, numLayers);
 }
 
 async function init(labTargetUrl: string): Promise<void> {
