@@ -21,6 +21,7 @@ import { pretrainSuites } from './suites/pretrain.ts';
 import { trainSuites } from './suites/train.ts';
 import sealedJson from './util/sealed-json.test.ts';
 import stableHash from './util/stable-hash.test.ts';
+import formatUtil from './util/format.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
@@ -47,6 +48,7 @@ export const suites: readonly Suite[] = [
   ...trainSuites,
   sealedJson,
   stableHash,
+  formatUtil,
   portsStorage,
   nonFiniteGuard,
   adamwBackend,

@@ -14,7 +14,9 @@ export function formatDuration(seconds: number, style: 'compact' | 'clock' = 'co
     const r = s % 60;
     return h ? `${h}h${String(m).padStart(2, '0')}m` : `${m}m${String(r).padStart(2, '0')}s`;
   }
-  if (seconds < 60) return `${seconds.toFixed(1)}s`;
-  const m = Math.floor(seconds / 60);
-  return m < 60 ? `${m}m${Math.round(seconds - m * 60)}s` : `${Math.floor(m / 60)}h${m % 60}m`;
+  if (seconds < 59.95) return `${seconds.toFixed(1)}s`;
+  // Rounded to whole seconds first, so 299.7 s is "5m0s", not "4m60s".
+  const whole = Math.round(seconds);
+  const m = Math.floor(whole / 60);
+  return m < 60 ? `${m}m${whole - m * 60}s` : `${Math.floor(m / 60)}h${m % 60}m`;
 }
