@@ -42,6 +42,19 @@ const RESPONSE_LENGTH = int('responseLength', 1, 1_048_576, 48, 'tokens the targ
 export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   { flag: '--config', key: 'config', placeholder: 'file', help: 'JSON file of settings (keys below in camelCase or snake_case, or SpecForge names); flags override it', parse: parsers.text },
   TARGET,
+  {
+    flag: '--data',
+    key: 'data',
+    placeholder: 'file',
+    help: 'chat dataset: JSONL, JSON or Parquet rows with "conversations" or "messages" (role/content or ShareGPT from/value), optional "system"; repeat for more files',
+    type: 'file (repeatable)',
+    parse: (_flag, text, previous) => [...((previous as string[] | undefined) ?? []), text],
+  },
+  path('evalData', 'file', 'held-out conversations for the acceptance measurement', 'the last --eval-prompts rows of --data'),
+  textSpec('--chat-template', 'chatTemplate', 'name|file', 'chat template: llama3, qwen, speclab, or a Jinja file', "the target's tokenizer_config.json chat_template"),
+  int('maxLength', 1, 1_048_576, 2048, 'tokens per conversation; longer ones are truncated (SpecForge max_length)'),
+  { flag: '--regenerate', key: 'regenerate', help: "the target writes each conversation's first reply itself (up to --response-length tokens) instead of training on the dataset's" },
+  numeric('temperature', 'number', { min: 0, max: 100 }, '0', 'sampling temperature of --regenerate (0: greedy)'),
   PROMPTS_FILE,
   path('offline', 'dir', 'train from a feature set written by speclab prepare (its data settings and aux layers apply; no rollout)'),
   path('out', 'dir', 'output directory: metrics.jsonl, summary.json, draft/ (SGLang export), checkpoints/, metadata/, spill/', 'runs/train'),
@@ -63,6 +76,7 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   int('numDraftTokens', 1, 64, 3, 'draft tokens per verification when evaluating'),
   { ...int('maxNewTokens', 1, 1_048_576, 32, 'tokens generated per prompt when evaluating (before and after training)'), deprecated: ['--eval-new-tokens'] },
   int('evalTrainPrompts', 0, 100_000, 4, 'training prompts also evaluated (0 = none)'),
+  int('evalEvery', 0, 1_000_000, 50, 'score the draft on the held-out data every N optimizer steps and at the last (forward only; 0 = never)'),
   int('rolloutWorkers', 1, 8, 1, 'rollout workers capturing target features (they share the GPU)'),
   int('checkpointEvery', 1, 1_000_000, 8, 'checkpoint (and durably ack) every N steps, and at the end of every round'),
   SEED,
@@ -73,6 +87,8 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
 /** SpecForge's names (scripts/train_eagle3.py flags, config/schema.py TrainingConfig) for SpecLab's settings. */
 export const SPECFORGE_KEYS: Readonly<Record<string, string>> = {
   target_model_path: 'target',
+  train_data_path: 'data',
+  eval_data_path: 'evalData',
   output_dir: 'out',
   num_epochs: 'epochs',
   batch_size: 'batchSize',
@@ -85,6 +101,7 @@ export const SPECFORGE_KEYS: Readonly<Record<string, string>> = {
   aux_hidden_state_layer_ids: 'auxLayers',
   save_interval: 'checkpointEvery',
   log_interval: 'logEvery',
+  eval_interval: 'evalEvery',
   seed: 'seed',
 };
 

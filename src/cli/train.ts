@@ -38,9 +38,12 @@ import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
 import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
-import { choosePrompts, lockRunFolder, prepareRunFolder, readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
+import { readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
+import { openRunFolder, resumeCommand, withStoredSettings } from './run-settings.ts';
 import { offlineTrainCommand } from './train-offline.ts';
-import { checkPositions } from './flag-values.ts';
+import { trainingData } from './train-data.ts';
+import { continueWithTarget } from '../training/eagle3-data.ts';
+import { reduceTrainMetrics, specForgeMetrics } from '../training/metric-keys.ts';
 import { commandHelp, settingsOrExit, UsageError } from './options.ts';
 import { normalizeConfigKeys, parseTrainFlags, TRAIN_DEF, trainArgs, type TrainFlags } from './train-options.ts';
 
@@ -56,6 +59,13 @@ export const trainConfigSchema = sessionSettingsSchema
   .extend({
     target: z.string().min(1).optional(),
     promptsFile: z.string().min(1).optional(),
+    data: z.union([z.string().min(1).transform((file) => [file]), z.array(z.string().min(1)).min(1)]).optional(),
+    evalData: z.string().min(1).optional(),
+    chatTemplate: z.string().min(1).optional(),
+    maxLength: posInt.max(1_048_576).default(2048),
+    regenerate: z.boolean().default(false),
+    evalEvery: nonNegInt.max(1_000_000).default(50),
+    temperature: z.number().min(0).max(100).default(0),
     offline: z.string().min(1).optional(),
     out: z.string().min(1).default('runs/train'),
     resume: z.boolean().default(false),
@@ -156,7 +166,8 @@ export async function trainCommand(platform: Platform, args: readonly string[], 
  * second one, exits at once (130); what is on disk then is what a kill leaves, which resume handles.
  */
 export async function runTrainCli(platform: Platform, flags: TrainFlags, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
-  const config = await configFromFlags(platform, flags);
+  // --resume takes the run's stored settings; a given one that contradicts them is refused (run-settings.ts).
+  const config = await withStoredSettings(platform, flags, await configFromFlags(platform, flags), validateTrainConfig, print);
   const stop: StopRequest = { requested: false, training: false };
   const release = platform.onInterrupt?.(() => {
     if (stop.requested || !stop.training) {
@@ -173,38 +184,31 @@ export async function runTrainCli(platform: Platform, flags: TrainFlags, print: 
     return summary.after.heldOut.lossless && (summary.after.train?.lossless ?? true) && summary.before.heldOut.lossless ? 0 : 1;
   } catch (err) {
     if (!(err instanceof TrainInterrupted)) throw err;
-    print(`interrupted at step ${err.step}; resume with: ${resumeCommand(flags.args, config.out)}`);
+    print(`interrupted at step ${err.step}; resume with: ${resumeCommand(config.out)}`);
     return 130;
   } finally {
     release?.();
   }
 }
 
-/** The command line that continues this run: the same settings, --resume instead of --fresh. */
-function resumeCommand(args: readonly string[], out: string): string {
-  const kept: string[] = [];
-  for (let i = 0; i < args.length; i++) {
-    const word = args[i];
-    if (word === '--fresh' || word === '--resume' || word.startsWith('--out=')) continue;
-    if (word === '--out') {
-      i++;
-      continue;
-    }
-    kept.push(/^[\w./:=,@+-]+$/.test(word) ? word : `'${word.replace(/'/g, "'\\''")}'`);
-  }
-  return ['speclab train', ...kept, '--out', out, '--resume'].join(' ');
-}
-
 export async function runTraining(platform: Platform, config: TrainConfig, print: (line: string) => void, gpuContext?: GpuContext, stop?: StopRequest): Promise<TrainSummary> {
   const started = performance.now();
   const targetDir = await resolveTargetDir(platform, config.target);
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
+  // Everything that can be refused without training is checked before the run folder is touched:
+  // a refused start leaves --out as it was.
+  const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
+  const tc = checkpoint.config;
+  const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
+  const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
+  const data = await trainingData(platform, config, targetDir, tc, useLabCorpus);
+  const heldPrompts = data.heldPrompts;
 
   const out = platform.files(config.out);
-  // Locked before anything in the folder is read or deleted; released however the run ends.
-  const lock = await lockRunFolder(out);
+  // Locked and prepared before anything in the folder is read or deleted; released however the run
+  // ends. A start that fails before its first step takes back what it created (run-settings.ts).
+  const run = await openRunFolder(platform, config);
   try {
-    await prepareRunFolder(out, config);
     let log: AppendLog | undefined;
     // Appends are chained so records land in order even when a step callback does not wait.
     let logged: Promise<void> = Promise.resolve();
@@ -216,8 +220,6 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     const earlier = await loggedSteps(out);
     const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
 
-    const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
-    const tc = checkpoint.config;
     const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
     const target = TargetModel.create(gpu, checkpoint);
@@ -226,21 +228,21 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     try {
       log = await out.openAppendLog('metrics.jsonl');
       await record({ phase: 'config', ...config, target: targetDir });
-      const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
-      const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
       print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
 
-      // 1. Data: prompts, continued by the target (inside the session).
-      const { train: trainPrompts, held: heldPrompts, source: promptSource } = await choosePrompts(platform, config, tc.vocabSize, useLabCorpus);
-      checkPositions(trainPrompts, config.responseLength, tc.maxPositionEmbeddings, { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' });
-      checkPositions(heldPrompts, config.maxNewTokens, tc.maxPositionEmbeddings, { flag: '--max-new-tokens', which: 'held-out', promptFlag: '--prompt-length' });
-      print(`phase data: ${trainPrompts.length} training prompts + ${heldPrompts.length} held out from ${promptSource}; target generates ${config.responseLength} tokens each`);
+      // 1. Data (read above): a chat dataset's sequences, or prompts the target continues (inside the session).
+      print(`phase data: ${data.lines[0]}`);
+      for (const line of data.lines.slice(1)) print(`  ${line}`);
       const now = () => performance.now();
       session = await Eagle3TrainingSession.open({
         gpu,
         target,
         embedTokens: checkpoint.weights.embedTokens,
-        trainPrompts,
+        trainPrompts: data.trainPrompts,
+        continuation: data.continuation,
+        trainSequences: data.trainSequences,
+        // Held-out conversations with their own replies, else the target's continuations of the held-out prompts.
+        evaluation: config.evalEvery > 0 ? { every: config.evalEvery, sequences: data.heldSequences ?? (await continueWithTarget(target, heldPrompts, config.responseLength, 16, data.continuation)) } : undefined,
         settings: { ...config, auxLayers: auxLayerIds, draftVocabSize },
         storage: { checkpoints: platform.files(`${config.out}/checkpoints`), metadata, spill: platform.files(`${config.out}/spill`) },
         runId: 'speclab-train',
@@ -257,7 +259,11 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
           const skipped = nonFinite.observe(st.globalStep, st.loss, st.gradNorm);
           if (skipped) print(skipped);
           const replay = st.globalStep <= earlier.lastStep;
-          return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...(replay ? { replay: true } : {}) }, { sync: true });
+          if (st.eval) {
+            print(`eval   step ${st.globalStep}: loss ${st.eval.loss.toFixed(4)}  acc_0 ${st.eval.accs[0].toFixed(3)}  simulated acceptance length ${st.eval.simulatedAcceptance.toFixed(3)} (${st.eval.lossTokens} held-out tokens)`);
+            void record({ phase: 'eval', step: st.globalStep, ...specForgeMetrics('eval', st.eval), ...(replay ? { replay: true } : {}) });
+          }
+          return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...specForgeMetrics('train', { ...reduceTrainMetrics(st.metrics, config.tttLength), lr: st.lr, gradNorm: st.gradNorm }), ...(replay ? { replay: true } : {}) }, { sync: true });
         },
       });
       const s = session;
@@ -268,7 +274,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       await record({ phase: 'data', trainSequences: s.sequences.length, trainTokens, heldOut: heldPrompts.length, draftVocabSize, distinctTokens: s.distinctTokens, vocabCoverage: s.coverage });
 
       // 3. Untrained draft, evaluated before training.
-      const trainEval = trainPrompts.slice(0, config.evalTrainPrompts);
+      const trainEval = data.evalTrainPrompts.slice(0, config.evalTrainPrompts);
       await timeTargetOnly(target, [heldPrompts[0]], 2, now); // warm-up: pipeline compilation
       const base = await timeTargetOnly(target, heldPrompts, config.maxNewTokens, now);
       const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.maxNewTokens, now) : undefined;
@@ -356,8 +362,11 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       await log?.close();
       await metadata.close();
     }
+  } catch (err) {
+    await run.abandon();
+    throw err;
   } finally {
-    await lock.release();
+    await run.release();
   }
 }
 

@@ -17,12 +17,19 @@ export interface TrainSequence {
   lossMask: number[];
 }
 
-/** Greedy continuations of `prompts` by the target, `chunk` prompts per batched generation. */
-export async function continueWithTarget(target: TargetModel, prompts: readonly number[][], responseLength: number, chunk = 16): Promise<TrainSequence[]> {
+/** How the target continues prompts: greedy (temperature 0, the default) or sampled; stopping at an end-of-turn id. */
+export interface Continuation {
+  readonly temperature?: number;
+  readonly seed?: number;
+  readonly eosTokenIds?: readonly number[];
+}
+
+/** Continuations of `prompts` by the target (greedy unless sampled), `chunk` prompts per batched generation. */
+export async function continueWithTarget(target: TargetModel, prompts: readonly number[][], responseLength: number, chunk = 16, how: Continuation = {}): Promise<TrainSequence[]> {
   const out: TrainSequence[] = [];
   for (let i = 0; i < prompts.length; i += chunk) {
     const part = prompts.slice(i, i + chunk);
-    const responses = await generate(target, part, { maxNewTokens: responseLength });
+    const responses = await generate(target, part, { maxNewTokens: responseLength, temperature: how.temperature, seed: (how.seed ?? 0) + i, eosTokenIds: how.eosTokenIds });
     part.forEach((p, j) => out.push({ inputIds: [...p, ...responses[j]], lossMask: [...p.map(() => 0), ...responses[j].map(() => 1)] }));
   }
   return out;
@@ -88,14 +95,36 @@ export function shuffledIndices(n: number, rng: { int(lo: number, hi: number): n
 const SEQUENCES_FILE = 'sequences.json';
 
 /** The sequences of an earlier open of this run when their prompts match; else generated and saved. */
-export async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number): Promise<TrainSequence[]> {
-  const key = JSON.stringify({ prompts, responseLength, target: target.config });
+export async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number, how: Continuation = {}): Promise<TrainSequence[]> {
+  // Greedy runs keep the key they always had, so their sequences.json still matches.
+  const key = JSON.stringify({ prompts, responseLength, target: target.config, ...(Object.keys(how).length > 0 ? { how } : {}) });
   if (await files.exists(SEQUENCES_FILE)) {
     // Sealed: a flipped loss-mask bit or a cut file is refused, never trained on.
     const saved = openSealedJson(await files.read(SEQUENCES_FILE), `${files.root}/${SEQUENCES_FILE}`, 'the run\'s training sequences') as { key?: string; sequences?: TrainSequence[] };
     if (saved.key === key && Array.isArray(saved.sequences)) return saved.sequences;
   }
-  const sequences = await continueWithTarget(target, prompts, responseLength);
+  const sequences = await continueWithTarget(target, prompts, responseLength, 16, how);
   await files.writeAtomic(SEQUENCES_FILE, sealJson({ key, sequences }));
   return sequences;
 }
+
+/** Where a session's sequences come from: prompts the target continues, or ready sequences (exactly one). */
+export interface SequenceSource {
+  trainPrompts?: readonly number[][];
+  continuation?: Continuation;
+  trainSequences?: readonly TrainSequence[];
+}
+
+/** A session's training sequences: copies of the given ones, or the prompts continued (cached in sequences.json). */
+export async function sessionSequences(files: FileStore, target: TargetModel, from: SequenceSource, responseLength: number, say: (detail: string) => void): Promise<TrainSequence[]> {
+  if ((from.trainPrompts === undefined) === (from.trainSequences === undefined)) throw new Error('training data: give trainPrompts or trainSequences, not both or neither');
+  if (from.trainSequences) {
+    if (from.trainSequences.length === 0) throw new Error('trainSequences: no training data');
+    say(`${from.trainSequences.length} sequences from the dataset`);
+    return from.trainSequences.map((s) => ({ inputIds: [...s.inputIds], lossMask: [...s.lossMask] }));
+  }
+  if (from.trainPrompts!.length === 0) throw new Error('trainPrompts: no training data');
+  say(`${from.trainPrompts!.length} prompts, ${responseLength} target tokens each`);
+  return loadOrGenerateSequences(files, target, from.trainPrompts!, responseLength, from.continuation);
+}
+

@@ -44,7 +44,9 @@ import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
 import { eagle3RunExtras } from './checkpoint-export.ts';
 import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint } from './run-checkpoints.ts';
 import { pruneCheckpoints, resumeFromCheckpoint, type RunContract } from './train-checkpoint.ts';
-import { draftConfigFor, draftVocab, loadOrGenerateSequences, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
+import { draftConfigFor, draftVocab, sessionSequences, shuffledIndices, type SequenceSource, type TrainSequence } from './eagle3-data.ts';
+import type { EvalMetrics } from './held-out-eval.ts';
+import { PeriodicEvaluation, type PeriodicEvalSettings } from './periodic-eval.ts';
 import { checkRequeuedSpills } from './resume-integrity.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
@@ -93,6 +95,8 @@ export interface SessionStep extends StepLog {
   /** Training tokens per second since the session opened (rollout included). */
   tokensPerSecond: number;
   checkpointed: boolean;
+  /** Held-out metrics, on the steps the evaluation is due. */
+  eval?: EvalMetrics;
 }
 
 export type SessionEvent =
@@ -100,12 +104,14 @@ export type SessionEvent =
   | { kind: 'rollout'; round: number; samples: number; seconds: number }
   | { kind: 'checkpoint'; step: number; acked: number };
 
-export interface SessionInputs {
+/** Training data: prompts the target continues (`settings.responseLength` tokens), or a dataset's own sequences. */
+export interface SessionInputs extends SequenceSource {
   gpu: Gpu;
   target: TargetModel;
   /** The target's input embedding on the host (the draft's frozen copy is made from it). */
   embedTokens: Float32Array;
-  trainPrompts: readonly number[][];
+  /** Held-out sequences scored every N steps (SessionStep.eval); none without it. */
+  evaluation?: PeriodicEvalSettings;
   settings: SessionSettings;
   storage: SessionStorage;
   runId: string;
@@ -127,6 +133,7 @@ export interface ResumeReport {
 /** Everything `open` builds for a session, handed to the constructor in one piece. */
 interface SessionParts extends Pick<Eagle3TrainingSession, 'sequences' | 'mapping' | 'coverage' | 'distinctTokens' | 'draftConfig' | 'auxLayerIds' | 'initialWeights' | 'totalSteps' | 'contract'> {
   inputs: SessionInputs;
+  evaluation?: PeriodicEvaluation;
   /** The rounds of the whole stream; `resume` trims the committed tasks out of them. */
   rounds: { taskId: string; sequence: number }[][];
   controller: DataFlowController;
@@ -145,6 +152,7 @@ interface SessionParts extends Pick<Eagle3TrainingSession, 'sequences' | 'mappin
 
 export class Eagle3TrainingSession {
   private readonly owned: { destroy(): void }[];
+  private readonly evaluation?: PeriodicEvaluation;
   private readonly rounds: { taskId: string; sequence: number }[][];
   private nextRound = 0;
   private pendingAcks: SampleRef[] = [];
@@ -178,7 +186,7 @@ export class Eagle3TrainingSession {
   private constructor(parts: SessionParts) {
     ({ inputs: this.inputs, sequences: this.sequences, mapping: this.mapping, coverage: this.coverage, distinctTokens: this.distinctTokens, draftConfig: this.draftConfig } = parts);
     ({ auxLayerIds: this.auxLayerIds, initialWeights: this.initialWeights, totalSteps: this.totalSteps, contract: this.contract, rounds: this.rounds, owned: this.owned, extras: this.extras } = parts);
-    ({ controller: this.controller, store: this.store, workers: this.workers, backend: this.backend, core: this.core, trainer: this.trainer, loader: this.loader, lease: this.lease } = parts);
+    ({ controller: this.controller, store: this.store, workers: this.workers, backend: this.backend, core: this.core, trainer: this.trainer, loader: this.loader, lease: this.lease, evaluation: this.evaluation } = parts);
     this.openedAt = parts.inputs.now();
     this.avgLength = parts.sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(parts.sequences.length, 1);
   }
@@ -190,10 +198,7 @@ export class Eagle3TrainingSession {
     const emit = inputs.onEvent ?? (() => undefined);
     const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
     const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
-    if (inputs.trainPrompts.length === 0) throw new Error('trainPrompts: no training prompts');
-
-    emit({ kind: 'phase', phase: 'data', detail: `${inputs.trainPrompts.length} prompts, ${settings.responseLength} target tokens each` });
-    const sequences = await loadOrGenerateSequences(storage.checkpoints, target, inputs.trainPrompts, settings.responseLength);
+    const sequences = await sessionSequences(storage.checkpoints, target, inputs, settings.responseLength, (detail) => emit({ kind: 'phase', phase: 'data', detail }));
     const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
     const draftConfig = draftConfigFor(target, draftVocabSize);
     const initialWeights = initialEagle3Weights(draftConfig, inputs.embedTokens, new Rng(settings.seed + 1));
@@ -219,7 +224,9 @@ export class Eagle3TrainingSession {
       schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
     });
     const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initialWeights, { t2d: mapping.t2d, d2t: mapping.d2t });
-    const core = new TrainerCore(new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength }), backend, 1);
+    const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu });
+    const core = new TrainerCore(strategy, backend, 1);
+    const evaluation = inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation));
     const trainer = new TrainerController(gpu, core);
     const lease = controller.trainLease(controller.registerTrainer({ trainerId: 'trainer-0' }));
     // No prefetch: a step that ends the fit must not leave a leased batch behind (pause, stop).
@@ -234,7 +241,7 @@ export class Eagle3TrainingSession {
     };
     const session = new Eagle3TrainingSession({
       inputs, sequences, mapping, coverage, distinctTokens: distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, rounds,
-      controller, store, workers, backend, core, trainer, loader, lease, owned: [draft, backend],
+      controller, store, workers, backend, core, trainer, loader, lease, owned: [...(evaluation ? [evaluation] : []), draft, backend], evaluation,
       extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
     });
     try {
@@ -328,7 +335,7 @@ export class Eagle3TrainingSession {
         this.samplesConsumed += refs.length;
         const roundEnd = this.controller.queue.depth() === 0;
         const checkpointed = checkpointDue(step, settings.checkpointEvery, this.totalSteps) || roundEnd;
-        result = this.describe(log!, checkpointed);
+        result = { ...this.describe(log!, checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
         await this.inputs.onStep?.(result);
         if (checkpointed) await this.flush();
       },

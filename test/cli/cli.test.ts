@@ -213,7 +213,7 @@ export default defineSuite('cli/cli', (t) => {
         assertEqual(exited, undefined, 'the first interrupt does not exit at once');
         assertEqual(handler, undefined, 'the handler is removed after the run');
         const last = lines[lines.length - 1];
-        assert(/^interrupted at step 1; resume with: speclab train --target \S+ --train-prompts 4 .* --out \S+\/run --resume$/.test(last), `resume hint: ${last}`);
+        assert(/^interrupted at step 1; resume with: speclab train --out \S+\/run --resume$/.test(last), `resume hint (the settings are stored): ${last}`);
         assert(!lines.some((l) => /step 2\//.test(l)), 'no step after the interrupted one');
         assert(await tmp.files.exists('run/checkpoints/speclab-train-step1'), `checkpoint of step 1: ${(await tmp.files.list('run/checkpoints')).join(', ')}`);
 

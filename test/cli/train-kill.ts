@@ -9,6 +9,8 @@
  *   - the line of a durable step (4) appears: the kill lands inside that step's ack;
  *   - the journal grows after that line: the ack of step 4 is durable, nothing is replayed;
  *   - the line of a non-durable step (5) appears: step 5 is trained again and marked a replay.
+ * After each resume, the run's own export and `speclab export --checkpoint RUN_DIR` are byte-identical
+ * to the uninterrupted run's export.
  * Node-only; run by scripts/test-all.sh.  `tsx test/cli/train-kill.ts`
  */
 import { spawn, spawnSync } from 'node:child_process';
@@ -111,6 +113,13 @@ try {
     check(`${name}: replays are exactly the logged steps past the durable one [${expectReplayed}]`, replays.map((r) => r.step).join(',') === expectReplayed, `replay records for steps ${replays.map((r) => r.step).join(',')}`);
     if (point.kind === 'ack') check(`${name}: the step is durable and not replayed`, durable >= point.step && !replays.some((r) => r.step === point.step), `durable ${durable}`);
     if (point.kind === 'line' && point.step === 5) check(`${name}: the step is replayed, marked`, durable === 4 && replays.some((r) => r.step === 5), `durable ${durable}`);
+    const draftFiles = ['config.json', 'model.safetensors'];
+    const sameExport = draftFiles.every((f) => Buffer.compare(readFileSync(join(out, 'draft', f)), readFileSync(join(whole, 'draft', f))) === 0);
+    check(`${name}: the resumed run's export is byte-identical to the uninterrupted run's`, sameExport, 'draft/ differs');
+    const exported = join(out, 'exported');
+    const ex = spawnSync(process.execPath, ['bin/speclab.mjs', 'export', '--checkpoint', out, '--out', exported], { cwd: repo, encoding: 'utf8', timeout: 120_000 });
+    const sameAsExport = ex.status === 0 && draftFiles.every((f) => Buffer.compare(readFileSync(join(exported, f)), readFileSync(join(whole, 'draft', f))) === 0);
+    check(`${name}: speclab export --checkpoint RUN_DIR gives the same bytes`, sameAsExport, `exit ${ex.status}\n${ex.stdout}${ex.stderr}`);
     const lossesEqual = plain.every((r, i) => r.loss === reference[i]?.loss) && replays.every((r) => r.loss === plain.find((p) => p.step === r.step)?.loss);
     check(`${name}: losses equal the uninterrupted run's, replays included`, lossesEqual, plain.map((r, i) => `${r.step}: ${r.loss} vs ${reference[i]?.loss}`).join('; '));
   }

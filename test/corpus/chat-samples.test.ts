@@ -35,7 +35,7 @@ function runs(mask: readonly number[]): [number, number][] {
 const isPrefix = (prefix: readonly number[], of: readonly number[]): boolean => prefix.length <= of.length && prefix.every((id, i) => of[i] === id);
 
 /** The loss mask from the template's own prefixes, independently of the markers (see the file comment). */
-function templateMask(tokenizer: ChatTokenizer, chat: ResolvedChatTemplate, messages: readonly ChatMessage[]): number[] {
+export function templateMask(tokenizer: ChatTokenizer, chat: ResolvedChatTemplate, messages: readonly ChatMessage[]): number[] {
   const render = (upTo: number, prompt = false) => chat.template.render(messages.slice(0, upTo), tokenizer.templateVariables, prompt);
   const whole = render(messages.length);
   const ids = tokenizer.encode(whole);

@@ -2,10 +2,12 @@
 import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
 import cli from '../cli/cli.test.ts';
+import trainData from '../cli/train-data.test.ts';
+import runSettings from '../cli/run-settings.test.ts';
 import flagValues from '../cli/flag-values.test.ts';
 import session from '../training/eagle3-session.test.ts';
 import offline from '../training/offline-training.test.ts';
 import runExport from '../training/run-export.test.ts';
 import runPlan from '../training/run-plan.test.ts';
 
-export const trainSuites: readonly Suite[] = [runPlan, session, runExport, trainCli, cli, flagValues, offline];
+export const trainSuites: readonly Suite[] = [runPlan, session, runExport, trainCli, trainData, runSettings, cli, flagValues, offline];
