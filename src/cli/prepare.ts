@@ -1,13 +1,14 @@
 /**
- * `speclab prepare`: run the target over prompts once and write its EAGLE3 features as offline
- * shards (src/data/offline-eagle3.ts), for `speclab train --offline DIR`.
+ * `speclab prepare`: run the target over a chat dataset or prompts once and write its EAGLE3 features
+ * as offline shards (src/data/offline-eagle3.ts), for `speclab train --offline DIR`.
  *
- *   speclab prepare [--target <hf dir>] [--prompts-file <json>] [--out <dir>] [options]   (options: train-options.ts)
+ *   speclab prepare [--target <hf dir>] [--data <file>… | --prompts-file <json>] [--out <dir>] [options]   (options: train-options.ts)
  *
- * The data are chosen exactly as `speclab train` chooses them (same settings, same defaults): the lab
- * corpus when the target is the lab target, a --prompts-file, or seeded random prompts; each prompt
- * is continued greedily by the target, with the loss mask on the continuation. So `prepare` then
- * `train --offline` trains on the samples an online `train` with the same settings would capture.
+ * The data are chosen exactly as `speclab train` chooses them (same settings, same defaults,
+ * src/cli/train-data.ts): a chat dataset's own replies or `--regenerate`d ones, the lab corpus when
+ * the target is the lab target, a --prompts-file, or seeded random prompts continued greedily by the
+ * target. So `prepare` then `train --offline` trains on the samples an online `train` with the same
+ * settings would capture.
  * The features come from TargetFeatureSource.captureShards: the batched forward of the online path.
  */
 import { z } from 'zod';
@@ -21,8 +22,8 @@ import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
-import { choosePrompts, resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
-import { checkPositions } from './flag-values.ts';
+import { resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
+import { trainingData } from './train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
 import { trainConfigSchema } from './train.ts';
@@ -32,7 +33,7 @@ import { trainConfigSchema } from './train.ts';
  * the same (e.g. --response-length ≤ 1048576, --train-prompts ≤ 10000000), plus where to write.
  */
 export const prepareConfigSchema = trainConfigSchema
-  .pick({ target: true, promptsFile: true, trainPrompts: true, evalPrompts: true, promptLength: true, responseLength: true, auxLayers: true, seed: true })
+  .pick({ target: true, data: true, evalData: true, chatTemplate: true, maxLength: true, regenerate: true, temperature: true, promptsFile: true, trainPrompts: true, evalPrompts: true, promptLength: true, responseLength: true, auxLayers: true, seed: true })
   .extend({ out: z.string().min(1).default('runs/prepared') })
   .strict();
 
@@ -95,16 +96,18 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
   const tc = checkpoint.config;
   const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
 
-  const { train, held, source } = await choosePrompts(platform, config, tc.vocabSize, usesLabCorpus(targetDir, config.promptsFile));
-  checkPositions(train, config.responseLength, tc.maxPositionEmbeddings, { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' });
+  // A chat dataset (its own replies, or --regenerate) or prompts, checked before the GPU is taken.
+  const data = await trainingData(platform, { ...config, maxNewTokens: 1 }, targetDir, tc, usesLabCorpus(targetDir, config.promptsFile));
+  const source = data.lines[0];
 
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);
   const target = TargetModel.create(gpu, checkpoint);
   try {
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
-    print(`phase data: ${train.length} training prompts + ${held.length} held out from ${source}; target generates ${config.responseLength} tokens each`);
-    const sequences = await continueWithTarget(target, train, config.responseLength);
+    print(`phase data: ${source}`);
+    for (const line of data.lines.slice(1)) print(`  ${line}`);
+    const sequences = data.trainSequences ?? (await continueWithTarget(target, data.trainPrompts ?? [], config.responseLength, 16, data.continuation));
 
     const features = new TargetFeatureSource(target);
     const chunk = 16;
@@ -143,8 +146,8 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
       responseLength: config.responseLength,
       seed: config.seed,
       lossTokenCounts: [...counts],
-      trainPrompts: train,
-      heldOutPrompts: held,
+      trainPrompts: data.evalTrainPrompts,
+      heldOutPrompts: data.heldPrompts,
     };
     // Written last: a manifest means every shard it counts is on disk.
     await out.writeAtomic(OFFLINE_MANIFEST, new TextEncoder().encode(`${JSON.stringify(manifest)}\n`));

@@ -38,10 +38,8 @@ const EVAL_PROMPTS = int('evalPrompts', 1, 100_000, 4, 'held-out prompts for the
 const PROMPT_LENGTH = int('promptLength', 1, 1_048_576, 8, 'tokens per generated/corpus prompt');
 const RESPONSE_LENGTH = int('responseLength', 1, 1_048_576, 48, 'tokens the target generates after each prompt (the loss-masked part)');
 
-/** Every setting of `speclab train`, in help order; keys are TrainConfig's. */
-export const TRAIN_OPTIONS: readonly OptionSpec[] = [
-  { flag: '--config', key: 'config', placeholder: 'file', help: 'JSON file of settings (keys below in camelCase or snake_case, or SpecForge names); flags override it', parse: parsers.text },
-  TARGET,
+/** The chat-dataset settings of train and prepare. */
+const DATA_OPTIONS: readonly OptionSpec[] = [
   {
     flag: '--data',
     key: 'data',
@@ -55,6 +53,13 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   int('maxLength', 1, 1_048_576, 2048, 'tokens per conversation; longer ones are truncated (SpecForge max_length)'),
   { flag: '--regenerate', key: 'regenerate', help: "the target writes each conversation's first reply itself (up to --response-length tokens) instead of training on the dataset's" },
   numeric('temperature', 'number', { min: 0, max: 100 }, '0', 'sampling temperature of --regenerate (0: greedy)'),
+];
+
+/** Every setting of `speclab train`, in help order; keys are TrainConfig's. */
+export const TRAIN_OPTIONS: readonly OptionSpec[] = [
+  { flag: '--config', key: 'config', placeholder: 'file', help: 'JSON file of settings (keys below in camelCase or snake_case, or SpecForge names); flags override it', parse: parsers.text },
+  TARGET,
+  ...DATA_OPTIONS,
   PROMPTS_FILE,
   path('offline', 'dir', 'train from a feature set written by speclab prepare (its data settings and aux layers apply; no rollout)'),
   path('out', 'dir', 'output directory: metrics.jsonl, summary.json, draft/ (SGLang export), checkpoints/, metadata/, spill/', 'runs/train'),
@@ -150,10 +155,11 @@ export const TRAIN_DEF: CommandDef = {
 /** The data settings of train, plus where to write (same names, defaults and ranges). */
 export const PREPARE_DEF: CommandDef = {
   name: 'prepare',
-  summary: 'run the target over prompts and write its EAGLE3 features as offline shards (for train --offline DIR)',
+  summary: 'run the target over a chat dataset or prompts and write its EAGLE3 features as offline shards (for train --offline DIR)',
   epilog: 'Train on the shards with: speclab train --offline DIR\nexit codes: 0 success, 1 the run failed, 2 usage error',
   options: [
     TARGET,
+    ...DATA_OPTIONS,
     PROMPTS_FILE,
     path('out', 'dir', 'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors', 'runs/prepared'),
     { ...TRAIN_PROMPTS, help: 'training prompts (generated or taken from the corpus): one shard each' },

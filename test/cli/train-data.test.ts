@@ -6,6 +6,9 @@
  */
 import { trainCommand } from '../../src/cli/train.ts';
 import { trainingData } from '../../src/cli/train-data.ts';
+import { prepareCommand } from '../../src/cli/prepare.ts';
+import { readOfflineManifest, shardPath } from '../../src/data/offline-eagle3.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import { resolveChatTemplate } from '../../src/corpus/chat-templates.ts';
 import { readConversations } from '../../src/corpus/conversations.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
@@ -44,6 +47,16 @@ export default defineSuite('cli/train-data', (t) => {
 
     const tmp = tempStore(ctx.platform, 'train-data');
     try {
+      // speclab prepare --data writes the same sequences as offline shards (their loss masks included).
+      assertEqual(await prepareCommand(ctx.platform, ['--data', SAMPLE, '--chat-template', 'speclab', '--max-length', '64', '--eval-prompts', '2', '--out', `${tmp.files.root}/prepared`], () => undefined, ctx.gpu), 0, 'prepare --data');
+      const manifest = await readOfflineManifest(ctx.platform.files(`${tmp.files.root}/prepared`));
+      assertEqual(manifest.samples, 8, 'one shard per training conversation');
+      assertEqual(manifest.heldOutPrompts.length, 2, 'held-out prompts recorded');
+      for (const [i, s] of data.trainSequences!.entries()) {
+        const shard = new SafetensorsFile(await ctx.platform.files(`${tmp.files.root}/prepared`).read(shardPath(i)), shardPath(i));
+        assertDeepEqual([...shard.i32('loss_mask')], s.lossMask, `shard ${i}: the conversation's loss mask`);
+      }
+
       const lines: string[] = [];
       const code = await trainCommand(ctx.platform, ['--data', SAMPLE, '--chat-template', 'speclab', '--max-length', '64', '--out', `${tmp.files.root}/run`, ...TINY], (l) => lines.push(l), ctx.gpu);
       assertEqual(code, 0, `exit code\n${lines.join('\n')}`);
