@@ -303,6 +303,22 @@ test.describe.serial('one training run', () => {
     for (const table of await tables.all()) await expect(table, '.chart-numbers shows numbers').toContainText(/\d/);
     await expect(page.locator('#ttt-visibility .visible').first(), '#ttt-visibility shows visible cells').toBeVisible();
 
+    // Evaluation while training: the held-out prompts are scored every few steps and at the last.
+    const evalStatus = page.locator('#eval-status');
+    await expect(evalStatus, '#eval-status reports a held-out evaluation').toHaveAttribute('data-state', 'done');
+    const ev = await evalStatus.evaluate((el: HTMLElement) => ({ ...el.dataset }) as Record<string, string>);
+    const evStep = Number(ev.step);
+    const accLen = Number(ev.accLen);
+    const acc0 = Number(ev.acc0);
+    expect(evStep, 'the last step is always evaluated (#eval-status data-step)').toBe(done.total);
+    expect(Number.isFinite(accLen) && accLen >= 0 && accLen <= SMALL['ttt-length'], `held-out data-acc-len is in [0, ttt length] (got ${ev.accLen})`).toBe(true);
+    expect(Number.isFinite(acc0) && acc0 >= 0 && acc0 <= 1, `held-out data-acc0 is in [0, 1] (got ${ev.acc0})`).toBe(true);
+    expect(Number(ev.tokens), 'held-out tokens were scored').toBeGreaterThan(0);
+    await expect(evalStatus, '#eval-status says it in words').toContainText('simulated acceptance length');
+    await expect(page.locator('#chart-eval canvas').first(), '#chart-eval has a uPlot canvas').toBeVisible();
+    await expect(page.locator('.chart-numbers[data-for="chart-acceptance"]'), 'the acceptance table has a held-out row').toContainText('held-out');
+    console.log(`[lab] held-out after step ${evStep}: simulated acceptance length ${accLen}, acc_0 ${acc0}, loss ${ev.loss}`);
+
     trained = true;
     console.log(`[lab] trained ${done.step} steps: loss ${done.firstLoss} → ${done.loss}; ${done.committed} samples committed, ${done.acked} acked`);
     await snap(page, testInfo, 'trained', DOCS_SCREENSHOT);

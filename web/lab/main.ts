@@ -4,7 +4,7 @@
  */
 import { droppedDirectory, pickedDirectory, type PickedDirectory } from '../../src/platform/browser-model-files.ts';
 import { LiveChart } from './charts.ts';
-import { DEFAULT_SETTINGS, type Command, type LabSettings, type Phase, type Report, type RunStatus } from './protocol.ts';
+import { DEFAULT_SETTINGS, type Command, type EvalReport, type LabSettings, type Phase, type Report, type RunStatus } from './protocol.ts';
 import { renderTttVisibility } from './ttt-visibility.ts';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -12,6 +12,7 @@ const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'modu
 const send = (cmd: Command) => worker.postMessage(cmd);
 
 const status = $('status');
+const evalStatus = $('eval-status');
 const detail = $('run-detail');
 const buttons = { start: $<HTMLButtonElement>('start'), pause: $<HTMLButtonElement>('pause'), resume: $<HTMLButtonElement>('resume'), stop: $<HTMLButtonElement>('stop'), discard: $<HTMLButtonElement>('discard') };
 const specRun = $<HTMLButtonElement>('spec-run');
@@ -47,12 +48,13 @@ let tttLength = DEFAULT_SETTINGS.tttLength;
 let charts: Record<string, LiveChart> = {};
 function buildCharts(ttt: number): void {
   tttLength = ttt;
-  for (const id of ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-throughput', 'chart-queue', 'chart-lifecycle']) $(id).innerHTML = '';
+  for (const id of ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-eval', 'chart-throughput', 'chart-queue', 'chart-lifecycle']) $(id).innerHTML = '';
   const steps = Array.from({ length: ttt }, (_, k) => `k=${k}`);
   charts = {
     loss: chart('chart-loss', steps.map((s) => `ploss ${s}`)),
     acc: chart('chart-acc', steps.map((s) => `acc ${s}`), (v) => v.toFixed(3)),
-    acceptance: chart('chart-acceptance', ['simulated'], (v) => v.toFixed(3)),
+    acceptance: chart('chart-acceptance', ['training batch', 'held-out'], (v) => v.toFixed(3)),
+    eval: chart('chart-eval', steps.map((s) => `held-out acc ${s}`), (v) => v.toFixed(3)),
     throughput: chart('chart-throughput', ['tokens/s'], (v) => v.toFixed(1)),
     queue: chart('chart-queue', ['queue depth', 'in flight', 'resident MB', 'spilled MB'], (v) => v.toFixed(2)),
     lifecycle: chart('chart-lifecycle', ['prompts pending', 'prompts leased', 'prompts done', 'samples committed', 'samples acked', 'train backlog'], (v) => v.toFixed(0)),
@@ -74,6 +76,18 @@ function setStatus(attrs: Record<string, string | number>): void {
   const d = status.dataset;
   const loss = d.loss ? `, loss ${Number(d.loss).toFixed(4)}` : '';
   status.textContent = `${d.phase}: step ${d.step}/${d.total}${loss}; samples committed ${d.committed}, durably acked ${d.acked}${d.resumable === 'true' ? ' — a saved run can be continued' : ''}`;
+}
+
+/** The latest held-out evaluation as text and data attributes (data-step, data-acc-len, data-acc0, data-loss). */
+function showEval(e: EvalReport | undefined): void {
+  for (const k of Object.keys(evalStatus.dataset)) delete evalStatus.dataset[k];
+  if (!e) {
+    evalStatus.dataset.state = 'idle';
+    evalStatus.textContent = 'Held-out evaluation: not run yet (it runs every few steps and at the last).';
+    return;
+  }
+  Object.assign(evalStatus.dataset, { state: 'done', step: String(e.step), accLen: String(e.simulatedAcceptance), acc0: String(e.accs[0] ?? Number.NaN), loss: String(e.loss), every: String(e.every), sequences: String(e.sequences), tokens: String(e.lossTokens) });
+  evalStatus.textContent = `Held-out evaluation after step ${e.step} (${e.sequences} prompts, ${e.lossTokens} tokens, every ${e.every} steps): simulated acceptance length ${e.simulatedAcceptance.toFixed(3)}, acc k=0 ${(e.accs[0] ?? Number.NaN).toFixed(3)}, loss ${e.loss.toFixed(4)}`;
 }
 
 function refreshButtons(): void {
@@ -145,7 +159,11 @@ function handle(r: Report): void {
       const c = r.status.controller;
       charts.loss.push(s.step, s.plosses);
       charts.acc.push(s.step, s.accs);
-      charts.acceptance.push(s.step, [s.simulatedAcceptance]);
+      charts.acceptance.push(s.step, [s.simulatedAcceptance, r.eval?.simulatedAcceptance]);
+      if (r.eval) {
+        charts.eval.push(s.step, r.eval.accs);
+        showEval(r.eval);
+      }
       charts.throughput.push(s.step, [s.tokensPerSecond]);
       charts.queue.push(s.step, [c.queueDepth, c.queueInFlight, r.status.residentBytes / 1e6, r.status.spillBytes / 1e6]);
       charts.lifecycle.push(s.step, [c.promptsPending, c.promptsLeased, c.promptsCompleted, c.samplesCommitted, c.durableAcked, c.trainBacklog]);
@@ -238,6 +256,7 @@ buttons.start.addEventListener('click', () => {
     const settings = readSettings();
     if (settings.tttLength !== tttLength) buildCharts(settings.tttLength);
     for (const c of Object.values(charts)) c.reset();
+    showEval(undefined);
     delete status.dataset.firstLoss;
     send({ type: 'start', settings });
   } catch (err) {
@@ -251,6 +270,7 @@ buttons.stop.addEventListener('click', () => send({ type: 'stop' }));
 buttons.discard.addEventListener('click', () => {
   haveDraft = false;
   for (const c of Object.values(charts)) c.reset();
+  showEval(undefined);
   send({ type: 'discard' });
 });
 specRun.addEventListener('click', () => {

@@ -48,6 +48,22 @@ export interface StepReport {
   checkpointed: boolean;
 }
 
+/** The draft scored on the held-out prompts (continued by the target), on the steps it is due. */
+export interface EvalReport {
+  step: number;
+  /** Evaluated every this many optimizer steps, and at the last. */
+  every: number;
+  /** Held-out sequences and the loss-masked tokens scored at TTT position 0. */
+  sequences: number;
+  lossTokens: number;
+  loss: number;
+  plosses: number[];
+  accs: number[];
+  acceptanceRates: number[];
+  /** Σ_k Π_{j≤k} acc_j over the held-out set (no bonus token), as the training chart's. */
+  simulatedAcceptance: number;
+}
+
 export interface RunStatus {
   controller: ControllerStatus;
   residentBytes: number;
@@ -74,7 +90,8 @@ export type Report =
   | { type: 'no-saved-run' }
   /** run.json failed its seal or its shape check: nothing can continue it; Discard clears it. */
   | { type: 'damaged-run'; message: string }
-  | { type: 'step'; step: StepReport; status: RunStatus }
+  /** `eval` on the steps the held-out evaluation ran. */
+  | { type: 'step'; step: StepReport; status: RunStatus; eval?: EvalReport }
   | { type: 'status'; status: RunStatus; step: number; total: number }
   | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number }
   | { type: 'prompts'; heldOut: string[] }

@@ -9,6 +9,7 @@
  *   speclab-lab-ledger       the IndexedDB metadata store: commits and the durable ack
  * A reloaded tab finds run.json and the ledger, reports the saved run, and `continue` reopens the
  * session, which resumes from the checkpoint of the acked step.
+ * The session also scores the draft on the held-out prompts every few steps (./evaluation.ts).
  */
 /// <reference lib="webworker" />
 import { IndexedDbMetadataStore } from '../../src/control/indexeddb-metadata-store.ts';
@@ -27,7 +28,9 @@ import { pickedFilesStore, urlStore } from '../../src/platform/browser-model-fil
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/eagle3-session.ts';
+import type { PeriodicEvalSettings } from '../../src/training/periodic-eval.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from '../../src/training/run-plan.ts';
+import { evalReport, labEvaluation } from './evaluation.ts';
 import type { Command, LabSettings, Phase, Report, RunStatus } from './protocol.ts';
 import { readSavedRun as readSavedRunFrom, writeSavedRun as writeSavedRunTo, type SavedRun } from './saved-run.ts';
 
@@ -51,6 +54,8 @@ let ctx: GpuContext | undefined;
 let gpu: Gpu | undefined;
 let model: LoadedModel | undefined;
 let session: Eagle3TrainingSession | undefined;
+/** The open session's held-out evaluation (its steps carry `eval` when it is due). */
+let evaluation: PeriodicEvalSettings | undefined;
 let metadata: IndexedDbMetadataStore | undefined;
 let imported: { draft: Eagle3DraftCheckpoint; label: string } | undefined;
 let running = false;
@@ -180,12 +185,15 @@ async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession
   const m = model!;
   resolveDraftVocabSize(settings.draftVocabSize, m.checkpoint.config.vocabSize, 'draft vocab size');
   if (settings.trainPrompts > m.train.length) throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
+  phase('data', `${m.heldOut.length} held-out prompts continued by the target for evaluation (${settings.responseLength} tokens each)`);
+  evaluation = await labEvaluation(m.target, m.heldOut, settings);
   phase('data', `${settings.trainPrompts} prompts continued by the target (${settings.responseLength} tokens each)`);
   return Eagle3TrainingSession.open({
     gpu: gpu!,
     target: m.target,
     embedTokens: m.checkpoint.weights.embedTokens,
     trainPrompts: m.train.slice(0, settings.trainPrompts),
+    evaluation,
     settings: sessionSettings(settings, m.checkpoint.config.numLayers),
     storage: { checkpoints: platform.files(CHECKPOINTS), metadata: await ledger(), spill: platform.files(SPILL) },
     runId: RUN_ID,
@@ -248,6 +256,7 @@ async function start(settings: LabSettings | undefined): Promise<void> {
         type: 'step',
         step: { step: st.globalStep, total: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, tokensPerSecond: st.tokensPerSecond, lr: st.lr, checkpointed: st.checkpointed },
         status: await runStatus(s),
+        eval: st.eval && evaluation ? evalReport(st.globalStep, evaluation, st.eval) : undefined,
       });
     }
   } finally {
@@ -258,6 +267,7 @@ async function start(settings: LabSettings | undefined): Promise<void> {
 function closeSession(): void {
   session?.destroy();
   session = undefined;
+  evaluation = undefined;
 }
 
 async function clearStore(files: FileStore): Promise<void> {
