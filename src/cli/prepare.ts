@@ -22,6 +22,7 @@ import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
+import { regenerateReplies } from '../training/regenerate.ts';
 import { resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { trainingData } from './train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
@@ -107,7 +108,7 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
     print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
     print(`phase data: ${source}`);
     for (const line of data.lines.slice(1)) print(`  ${line}`);
-    const sequences = data.trainSequences ?? (await continueWithTarget(target, data.trainPrompts ?? [], config.responseLength, 16, data.continuation));
+    const sequences = data.trainSequences ?? (data.regenerate ? await regenerateReplies(target, data.regenerate, config.responseLength, data.continuation) : await continueWithTarget(target, data.trainPrompts ?? [], config.responseLength, 16, data.continuation));
 
     const features = new TargetFeatureSource(target);
     const chunk = 16;

@@ -28,8 +28,10 @@ export interface TrainDataSettings {
 }
 
 export interface TrainData {
-  /** Prompts the target continues (prompt modes and --regenerate)… */
+  /** Prompts the target continues (prompt modes)… */
   readonly trainPrompts?: number[][];
+  /** …or a dataset's rows whose replies the target rewrites (--regenerate)… */
+  readonly regenerate?: TrainSequence[];
   readonly continuation?: Continuation;
   /** …or the dataset's own sequences. */
   readonly trainSequences?: TrainSequence[];
@@ -55,9 +57,14 @@ export async function trainingData(roots: FileRoots, config: TrainDataSettings, 
       for (const [i, s] of d.train.entries()) if (s.inputIds.length > positions) throw new Error(`--data: training conversation ${i + 1} has ${s.inputIds.length} tokens, over the target's max_position_embeddings ${positions}; lower --max-length`);
       return { trainSequences: d.train, evalTrainPrompts: d.trainPrompts, heldPrompts: d.heldPrompts, heldSequences: d.held, lines };
     }
-    checkPositions(d.trainPrompts, config.responseLength, positions, { flag: '--response-length', which: 'training' });
+    // A regenerated row is at most its context plus --response-length tokens per reply.
+    for (const [i, s] of d.train.entries()) {
+      const replies = s.lossMask.filter((v, j) => v === 1 && (j === 0 || s.lossMask[j - 1] === 0)).length;
+      const context = s.lossMask.filter((v) => v === 0).length;
+      if (context + replies * config.responseLength > positions) throw new Error(`--response-length ${config.responseLength}: training conversation ${i + 1} (${context} context tokens, ${replies} replies) could reach ${context + replies * config.responseLength} tokens, over the target's max_position_embeddings ${positions}`);
+    }
     const continuation: Continuation = { ...(config.temperature > 0 ? { temperature: config.temperature, seed: config.seed } : {}), ...(d.endOfTurnIds.length > 0 ? { eosTokenIds: d.endOfTurnIds } : {}) };
-    return { trainPrompts: d.trainPrompts, continuation, evalTrainPrompts: d.trainPrompts, heldPrompts: d.heldPrompts, lines };
+    return { regenerate: d.train, continuation, evalTrainPrompts: d.trainPrompts, heldPrompts: d.heldPrompts, lines };
   }
   if (config.evalData || config.chatTemplate || config.regenerate) throw new Error('--eval-data, --chat-template and --regenerate need --data (a conversation file)');
   const { train, held, source } = await choosePrompts(roots, config, tc.vocabSize, useLabCorpus);

@@ -51,7 +51,7 @@ const DATA_OPTIONS: readonly OptionSpec[] = [
   path('evalData', 'file', 'held-out conversations for the acceptance measurement', 'the last --eval-prompts rows of --data'),
   textSpec('--chat-template', 'chatTemplate', 'name|file', 'chat template: llama3, qwen, speclab, or a Jinja file', "the target's tokenizer_config.json chat_template"),
   int('maxLength', 1, 1_048_576, 2048, 'tokens per conversation; longer ones are truncated (SpecForge max_length)'),
-  { flag: '--regenerate', key: 'regenerate', help: "the target writes each conversation's first reply itself (up to --response-length tokens) instead of training on the dataset's" },
+  { flag: '--regenerate', key: 'regenerate', help: "the target rewrites every reply of each conversation, turn by turn (up to --response-length tokens each), instead of training on the dataset's" },
   numeric('temperature', 'number', { min: 0, max: 100 }, '0', 'sampling temperature of --regenerate (0: greedy)'),
 ];
 

@@ -239,6 +239,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
         target,
         embedTokens: checkpoint.weights.embedTokens,
         trainPrompts: data.trainPrompts,
+        regenerate: data.regenerate,
         continuation: data.continuation,
         trainSequences: data.trainSequences,
         // Held-out conversations with their own replies, else the target's continuations of the held-out prompts.

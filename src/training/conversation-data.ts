@@ -6,8 +6,7 @@
  * Two modes, as SpecForge has them:
  *   - the dataset's own replies are the training targets (the default);
  *   - `--regenerate`: the target writes the replies itself (its own distribution, which is what the
- *     draft must predict). The prompt of a row is everything before its first reply, so the target
- *     regenerates the first reply; later turns of a multi-turn row are not regenerated.
+ *     draft must predict), turn by turn (src/training/regenerate.ts).
  * The held-out rows give the acceptance measurement its prompts: the same prefix, continued by the
  * target and the draft.
  *
@@ -46,7 +45,7 @@ export interface FileSummary {
 export interface ConversationData {
   /** The dataset's rows as training sequences (their own replies masked). */
   readonly train: TrainSequence[];
-  /** Each training row's prompt: its tokens before the first reply (for --regenerate and evaluation). */
+  /** Each training row's prompt: its tokens before the first reply (for evaluation). */
   readonly trainPrompts: number[][];
   readonly heldPrompts: number[][];
   /** The held-out rows with their own replies (scored while training). */

@@ -9,5 +9,6 @@ import session from '../training/eagle3-session.test.ts';
 import offline from '../training/offline-training.test.ts';
 import runExport from '../training/run-export.test.ts';
 import runPlan from '../training/run-plan.test.ts';
+import regenerate from '../training/regenerate.test.ts';
 
-export const trainSuites: readonly Suite[] = [runPlan, session, runExport, trainCli, trainData, runSettings, cli, flagValues, offline];
+export const trainSuites: readonly Suite[] = [runPlan, regenerate, session, runExport, trainCli, trainData, runSettings, cli, flagValues, offline];

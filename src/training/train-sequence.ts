@@ -1,0 +1,14 @@
+/** The unit of EAGLE3 training data, and how the target writes one (shared by data preparation and regeneration). */
+
+/** A training sequence: token ids, and 1 on the tokens the draft learns to predict (a reply), 0 elsewhere. */
+export interface TrainSequence {
+  inputIds: number[];
+  lossMask: number[];
+}
+
+/** How the target continues prompts: greedy (temperature 0, the default) or sampled; stopping at an end-of-turn id. */
+export interface Continuation {
+  readonly temperature?: number;
+  readonly seed?: number;
+  readonly eosTokenIds?: readonly number[];
+}
