@@ -234,10 +234,10 @@ export interface ExportArgs {
 
 export const EXPORT_DEF: CommandDef = {
   name: 'export',
-  summary: 'export an EAGLE3 training checkpoint (<run>-step<N>) as an SGLang draft directory (bf16)',
+  summary: 'export an EAGLE3 training checkpoint (the latest of a run folder, or one step folder) as an SGLang draft directory (bf16)',
   epilog: 'Only complete checkpoints (a valid COMPLETE marker) are accepted. Writes <out>/model.safetensors and <out>/config.json.\nexit codes: 0 success, 1 the export failed, 2 usage error',
   options: [
-    textSpec('--checkpoint', 'checkpoint', 'dir', 'checkpoint folder <dir>/<run id>-step<N>', undefined, true),
+    textSpec('--checkpoint', 'checkpoint', 'dir', 'a run folder (train --out) or its checkpoints/ folder: the latest complete step; or one <run id>-step<N> folder', undefined, true),
     textSpec('--out', 'out', 'dir', 'output SGLang draft directory', undefined, true),
     textSpec('--draft-config', 'draftConfig', 'file', "a draft config.json to use instead of the checkpoint's"),
   ],

@@ -1,10 +1,10 @@
 /**
  * `speclab export`: turn an EAGLE3 training checkpoint into the directory SGLang loads.
  *
- *   speclab export --checkpoint <dir>/<run id>-step<N> --out <dir> [--draft-config <config.json>]
+ *   speclab export --checkpoint <run dir | checkpoints dir | <run id>-step<N> dir> --out <dir> [--draft-config <config.json>]
  *
- * The checkpoint folder is one written by src/training/train-checkpoint.ts (only complete ones, with a
- * valid COMPLETE marker, are accepted); the draft config and t2d/d2t are read from it unless
+ * A run folder or a checkpoints folder exports its latest complete step; a step folder that step
+ * (exportRunCheckpoint: only complete checkpoints, with a valid COMPLETE marker, are accepted); the draft config and t2d/d2t are read from it unless
  * --draft-config overrides the config. Writes <out>/model.safetensors (bf16, d2t int64, t2d bool,
  * no embedding) and <out>/config.json (docs/export.md §5).
  */
