@@ -1,7 +1,10 @@
 /** Benchmarks of the kernel families beyond matmul, as an explicit list of [family, run]. */
+import { benchMatmulGemv } from './kernels/matmul.ts';
 import type { Gpu } from '../src/gpu/gpu.ts';
 import { benchAttention } from './kernels/attention.ts';
+import { benchCast } from './kernels/cast.ts';
 import { benchEmbedding } from './kernels/embedding.ts';
+import { benchLinear, LINEAR_CPU_SHAPES } from './kernels/linear.ts';
 import { benchLoss } from './kernels/loss.ts';
 import { benchOptim } from './kernels/optim.ts';
 import { benchRmsnorm } from './kernels/rmsnorm.ts';
@@ -12,6 +15,8 @@ import type { BenchRecord } from './record.ts';
 const CPU_ATTENTION_SHAPE = { batch: 1, seq: 256, heads: 8, kvHeads: 2, headDim: 64 };
 
 export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<BenchRecord[]>])[] = [
+  // Decode-step projections (M = 1): N 2048..8192 at K 2048.
+  ['gemv', (gpu) => benchMatmulGemv(gpu, [[2048, 2048], [8192, 2048]])],
   ['embedding', (gpu) => benchEmbedding(gpu)],
   ['rmsnorm', (gpu) => benchRmsnorm(gpu)],
   ['rope', (gpu) => benchRope(gpu)],
@@ -19,6 +24,9 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   // The Llama-8B-shaped attention takes many minutes on a software adapter (pipeline compile
   // included); there it runs at a small shape with the same kernels.
   ['attention', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchAttention(gpu, CPU_ATTENTION_SHAPE, 3) : benchAttention(gpu))],
+  ['linear', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchLinear(gpu, LINEAR_CPU_SHAPES) : benchLinear(gpu))],
   ['loss', (gpu) => benchLoss(gpu)],
   ['optim', (gpu) => benchOptim(gpu)],
+  // Feature-sized casts move ~150 MB per call; a software adapter measures them at a quarter of the rows.
+  ['cast', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchCast(gpu, [[512, 12288], [128, 32000]]) : benchCast(gpu))],
 ];

@@ -5,22 +5,24 @@
  *
  *   npx tsx scripts/embed-shaders.ts
  *   npx tsx bench/train.ts --config mid --batch 1 --seq 128 [--ttt 7] [--steps 2]
- *   npx tsx bench/train.ts --config llama-3.1-8b --batch 1 --seq 2048        (needs a big-binding GPU)
+ *   npx tsx bench/train.ts --config llama-3.1-8b --batch 1 --seq 32 --ttt 7 --steps 1   (about 9 GB of device memory)
  *
- * Prints one JSON object: the first step (shader compilation included), the median of `--steps`
+ * Prints one JSON line: the first step (shader compilation included), the median of `--steps`
  * further steps as tokens/s (B·S tokens per optimizer step: forward + backward through the TTT
  * unroll + AdamW), a separately timed optimizer step, the modelled matmul FLOPs per step and the
- * GPU memory the parameters take. Before allocating anything it checks that every tensor a matmul
- * binds fits one storage binding (the draft's matmuls do not take row-split weights) and stops
- * with the offending tensors and the memory it would need if not.
+ * GPU memory the parameters take, which tensors exceed one storage binding (they are split into
+ * row parts, and the draft's linear layers take them split: src/kernels/linear.ts), and the GPU
+ * bytes the device held: after setup, and the peak over the first step and over the timed steps
+ * (gpu.memoryStats: every buffer, pooled free ones included).
  */
 import { makeTrainBatch, type TrainBatch } from '../src/contracts/index.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
-import type { Tensor } from '../src/gpu/tensor.ts';
+import { planRowChunks, type Tensor } from '../src/gpu/tensor.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../src/model/eagle3/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 import { Rng } from '../src/util/random.ts';
+import { castF32ToF16Ref } from '../src/reference/cast.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../src/optim/adamw-backend.ts';
 import { Eagle3TrainStrategy } from '../src/training/strategies/eagle3.ts';
 import { TrainerCore } from '../src/training/trainer-core.ts';
@@ -37,8 +39,28 @@ const opt = (name: string, fallback: string): string => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const configName = opt('--config', 'mid');
-const config = CONFIGS[configName];
-if (!config) throw new Error(`bench/train.ts: unknown --config "${configName}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+const fullConfig = CONFIGS[configName];
+if (!fullConfig) throw new Error(`bench/train.ts: unknown --config "${configName}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+// --shrink K divides the widths (hidden, intermediate, heads, vocabularies) by K, head_dim kept: the
+// same code path at a size a CPU adapter finishes in seconds (bench/gpu.sh --small).
+const shrink = Number(opt('--shrink', '1'));
+if (!Number.isInteger(shrink) || shrink < 1) throw new Error(`bench/train.ts: --shrink must be a positive integer, got ${opt('--shrink', '1')}`);
+const narrow = (n: number) => Math.max(1, Math.floor(n / shrink));
+const config: Eagle3Config = shrink === 1 ? fullConfig : {
+  ...fullConfig,
+  numHeads: narrow(fullConfig.numHeads),
+  numKvHeads: Math.max(1, Math.floor(fullConfig.numKvHeads / shrink)),
+  hiddenSize: narrow(fullConfig.numHeads) * fullConfig.headDim,
+  targetHiddenSize: narrow(fullConfig.numHeads) * fullConfig.headDim,
+  intermediateSize: narrow(fullConfig.intermediateSize),
+  vocabSize: narrow(fullConfig.vocabSize),
+  draftVocabSize: narrow(fullConfig.draftVocabSize),
+};
+if (config.numHeads % config.numKvHeads !== 0) throw new Error(`bench/train.ts: --shrink ${shrink} leaves ${config.numHeads} heads for ${config.numKvHeads} KV heads`);
+// Features as the feature store would hold them: f32, or f16 (--feature-precision f16), widened to
+// f32 on the GPU by the strategy right before the draft forward.
+const featurePrecision = opt('--feature-precision', 'f32');
+if (featurePrecision !== 'f32' && featurePrecision !== 'f16') throw new Error(`bench/train.ts: --feature-precision must be f32 or f16, got ${featurePrecision}`);
 const B = Number(opt('--batch', '1'));
 const S = Number(opt('--seq', '128'));
 const L = Number(opt('--ttt', '7'));
@@ -75,11 +97,28 @@ function residentBytes(c: Eagle3Config): Record<string, number> {
   };
 }
 
+/**
+ * SpecForge's measured throughput at its reference shapes (one H200, bf16; ../shared/fixtures/README.md),
+ * reported beside ours when this run has the same config and shape.
+ */
+const SPECFORGE_TOKENS_PER_SECOND: Readonly<Record<string, { batch: number; seq: number; ttt: number; tokensPerSecond: number }>> = {
+  mid: { batch: 4, seq: 1024, ttt: 7, tokensPerSecond: 47023 },
+  'llama-3.1-8b': { batch: 1, seq: 2048, ttt: 7, tokensPerSecond: 17357 },
+};
+
+function specForgeComparison(tokensPerSecond: number): Record<string, number> {
+  const ref = SPECFORGE_TOKENS_PER_SECOND[configName];
+  if (!ref || shrink !== 1 || ref.batch !== B || ref.seq !== S || ref.ttt !== L) return {};
+  return { specForgeTokensPerSecond: ref.tokensPerSecond, ratioToSpecForge: +(tokensPerSecond / ref.tokensPerSecond).toFixed(4) };
+}
+
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
-const header = {
+const header: Record<string, unknown> = {
   adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`,
   config: configName,
+  ...(shrink > 1 ? { shrink } : {}),
+  featurePrecision,
   draft: config,
   batch: B,
   seq: S,
@@ -89,23 +128,25 @@ const header = {
   matmulGflopPerStep: +(matmulFlopsPerStep(config) / GB).toFixed(1),
 };
 
-// The draft's matmuls bind each weight whole; a weight larger than one binding is split into row
-// parts by gpu.tensor and then refused by the first matmul. Say so before generating gigabytes.
+// Tensors larger than one binding are split into row parts by gpu.tensor (weights, their grads and
+// both AdamW moments alike); the draft's linear layers take them split. Listed so a run says what
+// it split and into how many parts.
 const maxBinding = gpu.maxBindingBytes;
-const tooBig = shapes.filter(([, s]) => 4 * numel(s) > maxBinding).map(([name, s]) => `${name} [${s.join(', ')}] ${(4 * numel(s) / 2 ** 20).toFixed(0)} MiB`);
-// So are the widest matmul inputs and outputs of a step: the batch's hidden states, the MLP
-// activations and the draft logits.
 const activations: [string, number[]][] = [
   ['hidden_state', [B, S, 3 * config.targetHiddenSize]],
+  ['target', [B, S, config.vocabSize]],
   ['MLP activations', [R, config.intermediateSize]],
   ['draft logits', [R, config.draftVocabSize]],
 ];
-for (const [name, s] of activations) if (4 * numel(s) > maxBinding) tooBig.push(`${name} [${s.join(', ')}] ${(4 * numel(s) / 2 ** 20).toFixed(0)} MiB`);
-if (tooBig.length > 0 && !args.includes('--no-precheck')) {
-  console.log(JSON.stringify({ ...header, fits: false, maxStorageBufferBindingMiB: maxBinding / 2 ** 20, tooBigForOneBinding: tooBig }, null, 1));
-  gpu.destroy();
-  await nodePlatform.exit(2);
-}
+const splitTensors = [[EMBED_NAME, [config.vocabSize, config.hiddenSize]] as [string, number[]], ...shapes.map(([n, s]) => [n, [...s]] as [string, number[]]), ...activations]
+  .filter(([, s]) => 4 * numel(s) > maxBinding)
+  .map(([name, s]) => `${name} [${s.join(', ')}] ${(4 * numel(s) / 2 ** 20).toFixed(0)} MiB in ${planRowChunks(s, 'f32', maxBinding).length} parts`);
+const MiB = 2 ** 20;
+const memoryMiB = () => {
+  const m = gpu.memoryStats();
+  return { liveMiB: Math.round(m.liveBytes / MiB), peakMiB: Math.round(m.peakBytes / MiB), peakBytes: m.peakBytes };
+};
+Object.assign(header, { maxStorageBufferBindingMiB: maxBinding / MiB, splitTensors });
 
 // Random weights, Hugging Face init scale (std 0.02, uniform), norms 1; the vocabulary mapping keeps
 // the first D target ids (any ascending choice costs the same).
@@ -120,7 +161,14 @@ const setupStart = performance.now();
 const backend = new AdamWBackend(gpu, { ...SPECFORGE_OPTIMIZER, schedule: { ...SPECFORGE_OPTIMIZER.schedule, totalSteps: 1000 } });
 const model = new Eagle3DraftModel(gpu, backend, config, values, { t2d, d2t });
 for (const name of Object.keys(values)) delete values[name]; // the GPU holds them now
-const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L }), backend, 1);
+const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L, gpu }), backend, 1);
+
+/** A random feature tensor in the chosen storage precision. */
+function feature(shape: number[], scale: number, label: string): Tensor {
+  const values = rng.floats(numel(shape), scale);
+  if (featurePrecision === 'f32') return gpu.upload(shape, 'f32', values, label);
+  return gpu.upload(shape, 'f16', castF32ToF16Ref(values).bits, label);
+}
 
 function randomBatch(): TrainBatch<Tensor> {
   const ids = Int32Array.from({ length: R }, () => rng.int(0, config.vocabSize));
@@ -131,8 +179,8 @@ function randomBatch(): TrainBatch<Tensor> {
       input_ids: gpu.upload([B, S], 'i32', ids, 'input_ids'),
       attention_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'attention_mask'),
       loss_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'loss_mask'),
-      hidden_state: gpu.upload([B, S, 3 * config.targetHiddenSize], 'f32', rng.floats(R * 3 * config.targetHiddenSize, 1), 'hidden_state'),
-      target: gpu.upload([B, S, config.vocabSize], 'f32', rng.floats(R * config.vocabSize, 4), 'target'),
+      hidden_state: feature([B, S, 3 * config.targetHiddenSize], 1, 'hidden_state'),
+      target: feature([B, S, config.vocabSize], 4, 'target'),
     },
     metadata: { targetRepr: 'logits', tttLength: L },
   });
@@ -141,6 +189,7 @@ function randomBatch(): TrainBatch<Tensor> {
 const batch = randomBatch();
 await gpu.sync();
 const setupSeconds = (performance.now() - setupStart) / 1000;
+const afterSetup = memoryMiB();
 
 /** Wall seconds of one optimizer step, until the GPU has finished it; also its loss. */
 async function timedStep(): Promise<{ seconds: number; loss: number; gradNorm: number }> {
@@ -153,13 +202,19 @@ async function timedStep(): Promise<{ seconds: number; loss: number; gradNorm: n
 
 let first: Awaited<ReturnType<typeof timedStep>>;
 const timed: Awaited<ReturnType<typeof timedStep>>[] = [];
+let firstStepMemory: ReturnType<typeof memoryMiB>;
+let stepsMemory: ReturnType<typeof memoryMiB> | undefined;
 try {
+  gpu.resetMemoryPeak();
   first = await timedStep();
+  firstStepMemory = memoryMiB();
+  gpu.resetMemoryPeak();
   for (let i = 0; i < steps; i++) timed.push(await timedStep());
+  if (steps > 0) stepsMemory = memoryMiB();
 } catch (err) {
-  // E.g. a weight split into row parts reaching a matmul (run with --no-precheck): report, then exit
-  // through the platform so the device is destroyed and the process ends.
-  console.log(JSON.stringify({ ...header, fits: false, setupSeconds: +setupSeconds.toFixed(1), error: (err as Error).message }, null, 1));
+  // E.g. running out of device memory: report, then exit through the platform so the device is
+  // destroyed and the process ends.
+  console.log(JSON.stringify({ ...header, fits: false, setupSeconds: +setupSeconds.toFixed(1), error: (err as Error).message }));
   await nodePlatform.exit(1);
   throw err;
 }
@@ -179,13 +234,14 @@ console.log(
       ...header,
       fits: true,
       setupSeconds: +setupSeconds.toFixed(1),
-      firstStep: { seconds: +first.seconds.toFixed(2), tokensPerSecond: +(R / first.seconds).toFixed(2), note: 'includes shader compilation' },
+      firstStep: { seconds: +first.seconds.toFixed(2), tokensPerSecond: +(R / first.seconds).toFixed(2), loss: +first.loss.toFixed(4), gradNorm: +first.gradNorm.toFixed(4), note: 'includes shader compilation' },
       steps: timed.map((t) => ({ seconds: +t.seconds.toFixed(2), loss: +t.loss.toFixed(4), gradNorm: +t.gradNorm.toFixed(4) })),
       step: { seconds: +median.toFixed(2), tokensPerSecond: +(R / median).toFixed(2), matmulGflops: +(flops / median / GB).toFixed(2) },
       optimizerStep: { seconds: +optimizerSeconds.toFixed(3), fractionOfStep: +(optimizerSeconds / median).toFixed(3) },
+      gpuMemory: { afterSetup, firstStep: firstStepMemory, timedSteps: stepsMemory },
+      lossesFinite: [first, ...timed].every((t) => Number.isFinite(t.loss) && Number.isFinite(t.gradNorm)),
+      ...specForgeComparison(R / median),
     },
-    null,
-    1,
   ),
 );
 gpu.release(...Object.values(batch.tensors));

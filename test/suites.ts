@@ -1,7 +1,9 @@
 /** Every test suite, in the order runners execute them. Explicit lists: no discovery magic. */
 import type { Suite } from './harness/suite.ts';
 import gpuCore from './gpu/core.test.ts';
+import gpuBufferPool from './gpu/buffer-pool.test.ts';
 import matmul from './kernels/matmul.test.ts';
+import linear from './kernels/linear.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
 import wgslInclude from './kernels/wgsl-include.test.ts';
 import { kernels_elementwiseSuites } from './suites/kernels-elementwise.ts';
@@ -22,13 +24,16 @@ import { trainSuites } from './suites/train.ts';
 import sealedJson from './util/sealed-json.test.ts';
 import stableHash from './util/stable-hash.test.ts';
 import formatUtil from './util/format.test.ts';
+import bytesUtil from './util/bytes.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
+  gpuBufferPool,
   matmul,
+  linear,
   kernelRegistry,
   wgslInclude,
   ...kernels_elementwiseSuites,
@@ -49,6 +54,7 @@ export const suites: readonly Suite[] = [
   sealedJson,
   stableHash,
   formatUtil,
+  bytesUtil,
   portsStorage,
   nonFiniteGuard,
   adamwBackend,

@@ -1,49 +1,141 @@
 /**
  * Attention benchmark: GFLOP/s of the flash forward and backward, plain causal (step 0) and at a
- * TTT step with diagonal keys.
+ * TTT step with diagonal keys, with the geometry the policy picks; and benchAttentionGeometries,
+ * which times several geometries interleaved (round-robin, one call each per round) so that load
+ * on a shared machine hits them alike and their ratios mean something.
  *
  * Useful work counted per visible (query, key) pair and head: forward 4·hd (q·k and p·v), backward
  * 10·hd (q·k recomputed, dO·v, dQ, dK, dV) — the usual FlashAttention convention of backward =
  * 2.5 x forward. Causal pairs per (b, h): S(S+1)/2 (padding-free inputs), plus S·step diagonal ones.
+ *
+ * bench/attention-geometry.ts runs the comparison from the command line.
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import { tttAttentionBackward, tttAttentionForward, type AttentionDims } from '../../src/kernels/attention.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
+import {
+  chooseAttentionGeometry,
+  tttAttentionBackward,
+  tttAttentionForward,
+  type AttentionDims,
+  type FlashGeometry,
+  type GeometryChoice,
+} from '../../src/kernels/attention.ts';
 import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
 /** A Llama-3-8B-shaped draft layer (32 heads, 8 kv heads, hd 128) at S 1024, batch 2. */
 export const ATTENTION_BENCH_SHAPE: AttentionDims = { batch: 2, seq: 1024, heads: 32, kvHeads: 8, headDim: 128 };
 
-export async function benchAttention(gpu: Gpu, shape: AttentionDims = ATTENTION_BENCH_SHAPE, reps = 5, tttStep = 3): Promise<BenchRecord[]> {
+/** Shapes of the EAGLE3 drafts SpecLab trains, with the TTT step the benchmark adds (length − 1). */
+export const DRAFT_ATTENTION_SHAPES: Readonly<Record<string, { dims: AttentionDims; tttStep: number }>> = {
+  /** The lab target's draft (assets/lab-target: 4/2 heads, hd 32) at batch 4 × 56, TTT 4. */
+  lab: { dims: { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 }, tttStep: 3 },
+  /** The SpecForge fixture (fixtures/eagle3: 4/2 heads, hd 16) at its batch 2 × 40, TTT 4. */
+  fixture: { dims: { batch: 2, seq: 40, heads: 4, kvHeads: 2, headDim: 16 }, tttStep: 3 },
+  /** bench/train.ts's `mid` draft (16/4 heads, hd 64) at batch 1 × 128, TTT 7. */
+  mid: { dims: { batch: 1, seq: 128, heads: 16, kvHeads: 4, headDim: 64 }, tttStep: 6 },
+};
+
+interface Operands {
+  fwd: { q: Tensor; kCache: Tensor; vCache: Tensor; mask: Tensor; o: Tensor; lse: Tensor };
+  bwd: Operands['fwd'] & { dO: Tensor; dQ: Tensor; dKCache: Tensor; dVCache: Tensor };
+  release(): void;
+}
+
+function operands(gpu: Gpu, shape: AttentionDims, tttStep: number): Operands {
   const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D } = shape;
   const rng = new Rng(31);
   const slots = tttStep + 1;
   const nq = B * S * H * D;
   const nkv = B * S * G * D;
-  const q = gpu.upload([B * S, H * D], 'f32', rng.floats(nq), 'q');
-  const kCache = gpu.upload([slots, B, S, G, D], 'f32', rng.floats(slots * nkv), 'kCache');
-  const vCache = gpu.upload([slots, B, S, G, D], 'f32', rng.floats(slots * nkv), 'vCache');
-  const mask = gpu.upload([B, S], 'i32', new Int32Array(B * S).fill(1), 'mask');
-  const dO = gpu.upload([B * S, H * D], 'f32', rng.floats(nq), 'dO');
-  const o = gpu.tensor([B * S, H * D], 'f32', 'o');
-  const lse = gpu.tensor([B, H, S], 'f32', 'lse');
-  const dQ = gpu.tensor([B * S, H * D], 'f32', 'dQ');
-  const dKCache = gpu.tensor([slots, B, S, G, D], 'f32', 'dKCache');
-  const dVCache = gpu.tensor([slots, B, S, G, D], 'f32', 'dVCache');
-  const fwdT = { q, kCache, vCache, mask, o, lse };
-  const bwdT = { ...fwdT, dO, dQ, dKCache, dVCache };
-  const label = `B${B} S${S} H${H}/${G} hd${D}`;
+  const fwd = {
+    q: gpu.upload([B * S, H * D], 'f32', rng.floats(nq), 'q'),
+    kCache: gpu.upload([slots, B, S, G, D], 'f32', rng.floats(slots * nkv), 'kCache'),
+    vCache: gpu.upload([slots, B, S, G, D], 'f32', rng.floats(slots * nkv), 'vCache'),
+    mask: gpu.upload([B, S], 'i32', new Int32Array(B * S).fill(1), 'mask'),
+    o: gpu.tensor([B * S, H * D], 'f32', 'o'),
+    lse: gpu.tensor([B, H, S], 'f32', 'lse'),
+  };
+  const bwd = {
+    ...fwd,
+    dO: gpu.upload([B * S, H * D], 'f32', rng.floats(nq), 'dO'),
+    dQ: gpu.tensor([B * S, H * D], 'f32', 'dQ'),
+    dKCache: gpu.tensor([slots, B, S, G, D], 'f32', 'dKCache'),
+    dVCache: gpu.tensor([slots, B, S, G, D], 'f32', 'dVCache'),
+  };
+  return { fwd, bwd, release: () => gpu.release(...Object.values(bwd)) };
+}
+
+const pairsOf = (d: AttentionDims, step: number) => d.batch * d.heads * ((d.seq * (d.seq + 1)) / 2 + d.seq * step);
+const labelOf = (d: AttentionDims) => `B${d.batch} S${d.seq} H${d.heads}/${d.kvHeads} hd${d.headDim}`;
+
+export async function benchAttention(gpu: Gpu, shape: AttentionDims = ATTENTION_BENCH_SHAPE, reps = 5, tttStep = 3, geometry?: GeometryChoice): Promise<BenchRecord[]> {
+  const ops = operands(gpu, shape, tttStep);
+  const options = { geometry };
   const out: BenchRecord[] = [];
   for (const step of [0, tttStep]) {
     const dims = { ...shape, step };
-    const pairs = B * H * ((S * (S + 1)) / 2 + S * step);
+    const pairs = pairsOf(shape, step);
     const tag = step === 0 ? '' : `ttt${step}-`;
-    const fwd = await medianSeconds(gpu, () => tttAttentionForward(gpu, fwdT, dims), reps);
-    out.push({ family: 'attention', variant: `${tag}fwd`, shape: label, ms: fwd * 1e3, gflops: (4 * D * pairs) / fwd / 1e9 });
+    const fwd = await medianSeconds(gpu, () => tttAttentionForward(gpu, ops.fwd, dims, options), reps);
+    out.push({ family: 'attention', variant: `${tag}fwd`, shape: labelOf(shape), ms: fwd * 1e3, gflops: (4 * shape.headDim * pairs) / fwd / 1e9 });
     // The backward needs this step's lse; the forward above left it in place.
-    const bwd = await medianSeconds(gpu, () => tttAttentionBackward(gpu, bwdT, dims), reps);
-    out.push({ family: 'attention', variant: `${tag}bwd`, shape: label, ms: bwd * 1e3, gflops: (10 * D * pairs) / bwd / 1e9 });
+    const bwd = await medianSeconds(gpu, () => tttAttentionBackward(gpu, ops.bwd, dims, options), reps);
+    out.push({ family: 'attention', variant: `${tag}bwd`, shape: labelOf(shape), ms: bwd * 1e3, gflops: (10 * shape.headDim * pairs) / bwd / 1e9 });
   }
-  gpu.release(q, kCache, vCache, mask, dO, o, lse, dQ, dKCache, dVCache);
+  ops.release();
   return out;
+}
+
+/** One geometry's median forward and backward at one shape and TTT step, from an interleaved run. */
+export interface GeometryTiming {
+  geometry: string;
+  /** Wall milliseconds of the first forward + backward: pipeline compilation, mostly. */
+  firstCallMs: number;
+  shape: string;
+  step: number;
+  fwdMs: number;
+  bwdMs: number;
+  fwdGflops: number;
+  bwdGflops: number;
+}
+
+/**
+ * Time each of `geometries` (a name, or `policy` for chooseAttentionGeometry's pick) on `shape` at
+ * TTT step `step`: one warm-up call each (compiles), then `reps` rounds that time every geometry's
+ * forward and backward once, in turn. Medians per geometry.
+ */
+export async function benchAttentionGeometries(gpu: Gpu, shape: AttentionDims, step: number, geometries: readonly (string | FlashGeometry)[], reps = 5): Promise<GeometryTiming[]> {
+  const ops = operands(gpu, shape, step);
+  const dims = { ...shape, step };
+  const resolve = (g: string | FlashGeometry): GeometryChoice => (g === 'policy' ? chooseAttentionGeometry(shape, gpu.ctx.limits) : (g as GeometryChoice));
+  const nameOf = (g: string | FlashGeometry) =>
+    typeof g !== 'string' ? Object.entries(g).map(([k, v]) => `${k}=${v}`).join(' ') : g === 'policy' ? `policy (${chooseAttentionGeometry(shape, gpu.ctx.limits)})` : g;
+  const samples = geometries.map(() => ({ fwd: [] as number[], bwd: [] as number[] }));
+  const fwd = (g: string | FlashGeometry) => tttAttentionForward(gpu, ops.fwd, dims, { geometry: resolve(g) });
+  const bwd = (g: string | FlashGeometry) => tttAttentionBackward(gpu, ops.bwd, dims, { geometry: resolve(g) });
+  // The first calls compile the geometry's four pipelines (llvmpipe JIT-compiles on first use).
+  const firstMs: number[] = [];
+  for (const g of geometries) {
+    const start = performance.now();
+    await fwd(g);
+    await bwd(g);
+    await gpu.sync();
+    firstMs.push(performance.now() - start);
+  }
+  for (let r = 0; r < reps; r++) {
+    for (const [i, g] of geometries.entries()) {
+      samples[i].fwd.push((await gpu.timer.time(() => fwd(g))).seconds);
+      // Each geometry's backward reads the lse its own forward just wrote.
+      samples[i].bwd.push((await gpu.timer.time(() => bwd(g))).seconds);
+    }
+  }
+  ops.release();
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const pairs = pairsOf(shape, step);
+  return geometries.map((g, i) => {
+    const f = median(samples[i].fwd);
+    const b = median(samples[i].bwd);
+    return { geometry: nameOf(g), firstCallMs: firstMs[i], shape: labelOf(shape), step, fwdMs: f * 1e3, bwdMs: b * 1e3, fwdGflops: (4 * shape.headDim * pairs) / f / 1e9, bwdGflops: (10 * shape.headDim * pairs) / b / 1e9 };
+  });
 }

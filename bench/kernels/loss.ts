@@ -1,15 +1,20 @@
 /**
  * Loss-family benchmark: GB/s of the teacher, the fused soft cross-entropy (in-place gradient), the
- * metric terms and the hard-label cross-entropy. These kernels are memory-bound; bytes count what
- * each kernel streams (a row re-read by a later pass counts again, as it does on the GPU).
+ * metric terms and the hard-label cross-entropy, for every row layout this device runs
+ * (src/kernels/row-variant.ts), timed interleaved; `vsWide` is the `wide` (original) variant's time
+ * over this one's. These kernels are memory-bound; bytes count what each kernel streams (a row
+ * re-read by a later pass counts again, as it does on the GPU).
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { hardCrossEntropy, softCrossEntropy } from '../../src/kernels/loss.ts';
+import { LOSS_ROW_GEOMETRY } from '../../src/kernels/loss-rows.ts';
 import { eagle3Metrics } from '../../src/kernels/metrics.ts';
+import { availableRowVariants, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
 import { buildTeacher } from '../../src/kernels/teacher.ts';
 import { Rng } from '../../src/util/random.ts';
 import { buildVocabMapping } from '../../src/model/eagle3/vocab-mapping.ts';
-import { medianSeconds, type BenchRecord } from '../record.ts';
+import { interleavedMedians } from './interleave.ts';
+import type { RowBenchRecord } from './rmsnorm.ts';
 
 export interface LossBenchShape {
   /** B·S rows; one sequence of `rows` positions. */
@@ -18,7 +23,13 @@ export interface LossBenchShape {
   draftVocab: number;
 }
 
-export async function benchLoss(gpu: Gpu, shape: LossBenchShape = { rows: 2048, vocab: 8000, draftVocab: 2000 }, reps = 5): Promise<BenchRecord[]> {
+/** The lab config (4 x 56 tokens, V = D = 2048) and a mid-sized one. */
+export const LOSS_BENCH_SHAPES: readonly LossBenchShape[] = [
+  { rows: 224, vocab: 2048, draftVocab: 2048 },
+  { rows: 2048, vocab: 8000, draftVocab: 2000 },
+];
+
+export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHAPES[1], reps = 5): Promise<RowBenchRecord[]> {
   const { rows: R, vocab: V, draftVocab: D } = shape;
   const rng = new Rng(9);
   const counts = new Map<number, number>();
@@ -38,18 +49,25 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = { rows: 2048, 
   const lossOut = gpu.zeros([4], 'f32', 'lossOut');
   const metricsOut = gpu.zeros([4], 'f32', 'metricsOut');
   const tag = `R${R} V${V} D${D}`;
-  const out: BenchRecord[] = [];
-  const record = (variant: string, seconds: number, bytes: number): void => {
-    out.push({ family: 'loss', variant, shape: tag, ms: seconds * 1e3, gbps: bytes / seconds / 1e9 });
-  };
+  const out: RowBenchRecord[] = [];
+  const variants = availableRowVariants('loss', LOSS_ROW_GEOMETRY, gpu.ctx.features, rowDeviceFacts(gpu.ctx));
 
   const teacher = { logits: T, t2d: t2dT, used: usedT, lossMask, p, pTilde, tok, positionMask };
-  record('teacher', await medianSeconds(gpu, () => buildTeacher(gpu, teacher, shape), reps), 4 * (R * V + 4 * R * D));
   const steps = { rows: R, draftVocab: D, seqLen: R, step: 0, slot: 0 };
-  record('metrics', await medianSeconds(gpu, () => eagle3Metrics(gpu, { logits: z, pTilde, tok, lossMask, positionMask, used: usedT, metricsOut }, steps), reps), 4 * 3 * R * D);
-  // In place: the gradient overwrites the logits each run, which keeps the byte count honest.
-  record('soft-ce fwd+bwd', await medianSeconds(gpu, () => softCrossEntropy(gpu, { logits: z, p, positionMask, lossOut }, { ...steps, grad: 'in-place' }), reps), 4 * 5 * R * D);
-  record('hard-ce fwd+bwd', await medianSeconds(gpu, () => hardCrossEntropy(gpu, { logits: T, labels, dlogits: dT, lossOut }, { rows: R, vocab: V, grad: 'separate', slot: 0 }), reps), 4 * 3 * R * V);
+  const kernels: { name: string; bytes: number; run: (variant: RowVariant) => Promise<void> }[] = [
+    { name: 'teacher', bytes: 4 * (R * V + 4 * R * D), run: (variant) => buildTeacher(gpu, teacher, shape, { variant }) },
+    { name: 'metrics', bytes: 4 * 3 * R * D, run: (variant) => eagle3Metrics(gpu, { logits: z, pTilde, tok, lossMask, positionMask, used: usedT, metricsOut }, { ...steps, variant }) },
+    // In place: the gradient overwrites the logits each run, which keeps the byte count honest.
+    { name: 'soft-ce fwd+bwd', bytes: 4 * 5 * R * D, run: (variant) => softCrossEntropy(gpu, { logits: z, p, positionMask, lossOut }, { ...steps, grad: 'in-place', variant }) },
+    { name: 'hard-ce fwd+bwd', bytes: 4 * 3 * R * V, run: (variant) => hardCrossEntropy(gpu, { logits: T, labels, dlogits: dT, lossOut }, { rows: R, vocab: V, grad: 'separate', slot: 0, variant }) },
+  ];
+  for (const k of kernels) {
+    const ms = await interleavedMedians(gpu, new Map(variants.map((v) => [v, () => k.run(v)])), reps);
+    for (const v of variants) {
+      const s = ms.get(v)!;
+      out.push({ family: 'loss', variant: `${k.name} ${v}`, shape: tag, ms: s * 1e3, gbps: k.bytes / s / 1e9, vsWide: ms.get('wide')! / s });
+    }
+  }
   gpu.release(T, t2dT, usedT, lossMask, p, pTilde, tok, positionMask, z, labels, dT, lossOut, metricsOut);
   return out;
 }

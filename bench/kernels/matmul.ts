@@ -3,9 +3,14 @@
  * each square size, for the NN and NT (X·Wᵀ) layouts. Variants are measured in the same run so
  * their ratios are comparable on a shared machine. The variant the policy picks for the shape is
  * marked `*` in the record's variant field.
+ *
+ * `benchMatmulGemv`: single-row products (M = 1, a decode step's X·Wᵀ) at N x K weight shapes,
+ * naive vs gemv with f32 and with f16 weights, the four interleaved rep by rep so that their ratios
+ * hold on a loaded machine (`npm run bench -- --only gemv`).
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { availableMatmulVariants, chooseMatmulVariant, matmul, matmulDeviceFacts, type MatmulVariant } from '../../src/kernels/matmul.ts';
+import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
 import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
@@ -31,6 +36,37 @@ export async function benchMatmul(gpu: Gpu, sizes: readonly number[], variants?:
       }
     }
     gpu.release(A, B, C);
+  }
+  return out;
+}
+
+/** M = 1 against [N, K]ᵀ weights: naive vs gemv, f32 and f16 weights, interleaved; records carry gemv's speedup. */
+export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [number, number])[], reps = 5): Promise<BenchRecord[]> {
+  const out: BenchRecord[] = [];
+  const rng = new Rng(6);
+  for (const [N, K] of shapes) {
+    const w = rng.floats(N * K);
+    const A = gpu.upload([K], 'f32', rng.floats(K), 'x');
+    const weights = { f32: gpu.upload([N, K], 'f32', w, 'w32'), f16: gpu.upload([N, K], 'f16', f32ToF16Bits(w, 'w16'), 'w16') };
+    const C = gpu.tensor([N], 'f32', 'y');
+    const cases = (['f32', 'f16'] as const).flatMap((weight) => (['naive', 'gemv'] as const).map((variant) => ({ weight, variant })));
+    const run = (c: (typeof cases)[number]) => matmul(gpu, A, weights[c.weight], C, { M: 1, N, K }, { transB: true, variant: c.variant });
+    for (const c of cases) {
+      await run(c); // compile and warm up
+      await gpu.sync();
+    }
+    const samples = cases.map((): number[] => []);
+    for (let r = 0; r < reps; r++) {
+      for (const [i, c] of cases.entries()) samples[i].push((await gpu.timer.time(() => run(c))).seconds);
+    }
+    const med = samples.map((xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
+    for (const [i, c] of cases.entries()) {
+      const naive = med[cases.findIndex((d) => d.weight === c.weight && d.variant === 'naive')];
+      // Memory-bound: the weight bytes read per call over the time.
+      const bytes = N * K * (c.weight === 'f16' ? 2 : 4);
+      out.push({ family: 'gemv', variant: `${c.variant} ${c.weight} weights (${(naive / med[i]).toFixed(2)}x naive)`, shape: `1x${N}x${K}`, ms: med[i] * 1e3, gflops: (2 * N * K) / med[i] / 1e9, gbps: bytes / med[i] / 1e9 });
+    }
+    gpu.release(A, weights.f32, weights.f16, C);
   }
   return out;
 }

@@ -15,7 +15,8 @@
 // d ≡ l mod TPR. For each query head of the group in increasing order, query rows t ≥ first key
 // stream through workgroup memory BQ at a time: one workgroup sums every contribution in a fixed
 // order, so the result is deterministic without atomics. BK, TPR, BQ and MAX_HD are
-// FLASH_GEOMETRY in src/kernels/attention.ts, appended to this source as constants; the host's
+// one FlashGeometry record of src/kernels/attention.ts (ATTENTION_GEOMETRIES, picked per head dim
+// by chooseAttentionGeometry; TPR ∈ {1, 2, 4, 8}), appended to this source as constants; the host's
 // grid and workgroup-memory check use the same record.
 // Numerics: f32; partial dot products summed in a fixed order. HEAD_DIM ≤ MAX_HD (override).
 

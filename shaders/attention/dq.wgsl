@@ -10,7 +10,8 @@
 // Dispatch: (ceil(S / BR), nH, B) workgroups of BR·TPR invocations, the forward's geometry: BR
 // query rows per workgroup, invocation (r, l) owns row r and head dims d ≡ l mod TPR; step-0 keys
 // stream through workgroup memory BC at a time up to the block's last row. BR, TPR, BC and MAX_HD
-// are FLASH_GEOMETRY in src/kernels/attention.ts, appended to this source as constants; the
+// are one FlashGeometry record of src/kernels/attention.ts (ATTENTION_GEOMETRIES, picked per head
+// dim by chooseAttentionGeometry; TPR ∈ {1, 2, 4, 8}), appended to this source as constants; the
 // host's grid and workgroup-memory check use the same record.
 // Numerics: f32; partial dot products summed in a fixed order. Blocked keys are excluded by a flag,
 // so a row with no allowed key (L = 0 placeholder) gets dQ = 0. HEAD_DIM ≤ MAX_HD (override).

@@ -16,8 +16,11 @@
 // d ≡ l mod TPR. Step-0 keys stream through workgroup memory BC at a time (only up to the block's
 // last row, so the S x S score matrix never exists); partial dot products over each invocation's
 // dims are summed through workgroup memory in a fixed order, so the TPR invocations of a row agree
-// exactly. BR, TPR, BC and MAX_HD are FLASH_GEOMETRY in src/kernels/attention.ts, appended to this
-// source as constants; the host's grid and workgroup-memory check use the same record.
+// exactly. BR, TPR, BC and MAX_HD are one FlashGeometry record of src/kernels/attention.ts
+// (ATTENTION_GEOMETRIES, picked per head dim by chooseAttentionGeometry; TPR ∈ {1, 2, 4, 8}),
+// appended to this source as constants; the host's grid and workgroup-memory check use the same
+// record. BC sets the online-softmax grouping, so geometries with different BC differ in the last
+// bits of O and L; each is deterministic.
 // Numerics: f32 throughout, online softmax (running max m, running sum ℓ, rescaled accumulator).
 // Blocked keys are excluded by a flag, never by an infinite score: a row with no allowed key
 // (every step-0 key u ≤ t padded, only possible at step 0) writes O = 0 and L = 0, never NaN.
@@ -31,8 +34,9 @@ const WG: u32 = BR * TPR;  // TPR invocations per query row
 const NEG: f32 = -3.0e38; // "no score yet"; finite so that differences never make NaN
 // The first BC invocations flag the keys of a tile.
 const_assert WG >= BC;
-// Row scores add the partials of the TPR invocations in one fixed pairwise order, written for four.
-const_assert TPR == 4u;
+// Row scores add the partials of the TPR invocations in one fixed pairwise order per TPR (the
+// same trees as include/attention-partial-sums, which also needs DPs, so it is not included here).
+const_assert TPR == 1u || TPR == 2u || TPR == 4u || TPR == 8u;
 
 var<workgroup> Ks: array<f32, BC * MAX_HD>; // [BC][MAX_HD]
 var<workgroup> Vs: array<f32, BC * MAX_HD>;
@@ -40,6 +44,13 @@ var<workgroup> Ps: array<f32, BR * BC * TPR>; // [BR][BC][TPR] partial dot produ
 var<workgroup> keyOk: array<u32, BC>;
 
 #include "include/attention-kv-offset.wgsl"
+
+fn sumP(i: u32) -> f32 {
+  if (TPR == 1u) { return Ps[i]; }
+  if (TPR == 2u) { return Ps[i] + Ps[i + 1u]; }
+  if (TPR == 4u) { return (Ps[i] + Ps[i + 1u]) + (Ps[i + 2u] + Ps[i + 3u]); }
+  return ((Ps[i] + Ps[i + 1u]) + (Ps[i + 2u] + Ps[i + 3u])) + ((Ps[i + 4u] + Ps[i + 5u]) + (Ps[i + 6u] + Ps[i + 7u]));
+}
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) tid: u32) {
@@ -105,8 +116,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     var allowed: array<bool, BC>;
     var tileMax = NEG;
     for (var c = 0u; c < BC; c++) {
-      let pi = (r * BC + c) * TPR;
-      let s = ((Ps[pi] + Ps[pi + 1u]) + (Ps[pi + 2u] + Ps[pi + 3u])) * p.scale;
+      let s = sumP((r * BC + c) * TPR) * p.scale;
       let ok = keyOk[c] == 1u && u0 + c <= t;
       allowed[c] = ok;
       sc[c] = s;
@@ -143,8 +153,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t
     }
     Ps[r * TPR + l] = s;
     workgroupBarrier();
-    let pi = r * TPR;
-    let sj = ((Ps[pi] + Ps[pi + 1u]) + (Ps[pi + 2u] + Ps[pi + 3u])) * p.scale;
+    let sj = sumP(r * TPR) * p.scale;
     workgroupBarrier();
     let mNew = max(m, sj);
     let alpha = exp(m - mNew);

@@ -5,7 +5,7 @@
 // Bindings (group 0): 0 uniform Params, 1 read O, 2 read dO, 3 read L, 4 read_write rowStats.
 // Dispatch: (ceil(S·nH / WG), B) workgroups of WG invocations; one invocation per (b, t, h) row,
 // index t·nH + h within batch b (consecutive invocations read consecutive rows of O and dO).
-// WG is FLASH_GEOMETRY.PREP_WG in src/kernels/attention.ts, appended to this source as a
+// WG is the PREP_WG of the geometry record in src/kernels/attention.ts, appended to this source as a
 // constant; the host's grid uses the same value.
 // Numerics: f32 dot product over hd in increasing order. HEAD_DIM is an override constant.
 

@@ -13,7 +13,11 @@
 //   ids such as -1), so every output row is written exactly once over all parts.
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
-// Numerics: a copy; exact.
+// Table element type: the constant TABLE_F16 (appended by src/kernels/embedding.ts). The table is
+//   bound as 32-bit words either way: f32 elements are bitcast back (exact), f16 ones (TABLE_F16 =
+//   1, embedding/gather_f16) unpacked from the word holding their pair by the core builtin
+//   unpack2x16float, so f16 tables need no shader-f16 feature.
+// Numerics: a copy; exact (f16 elements widen exactly to f32).
 
 struct Params {
   n: u32,
@@ -26,7 +30,7 @@ struct Params {
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> ids: array<i32>;
-@group(0) @binding(2) var<storage, read> table: array<f32>;
+@group(0) @binding(2) var<storage, read> table: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 @compute @workgroup_size(WG, 1, 1)
@@ -43,5 +47,6 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   }
   let row = u32(id);
   if (row < p.rowStart || row >= p.rowStart + p.rowCount) { return; }
-  out[idx] = table[(row - p.rowStart) * p.hidden + h];
+  let e = (row - p.rowStart) * p.hidden + h;
+  if (TABLE_F16 != 0u) { out[idx] = unpack2x16float(table[e >> 1u])[e & 1u]; } else { out[idx] = bitcast<f32>(table[e]); }
 }

@@ -1,7 +1,7 @@
 // include/attention-flash — the common head of the flash-style attention kernels: Params and
 // HEAD_DIM (include/attention-params), the LANE_DIMS override, DPT and bindings 0..4 (0 uniform
 // Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask); each kernel declares its own bindings from
-// 5 on. TPR, MAX_HD and the row / key block sizes are FLASH_GEOMETRY in src/kernels/attention.ts,
+// 5 on. TPR, MAX_HD and the row / key block sizes are a FlashGeometry record of src/kernels/attention.ts,
 // appended to each kernel's source as constants. Included by attention/{forward,dq,dkv}.
 
 #include "include/attention-params.wgsl"

@@ -10,6 +10,6 @@ fn loadA(base: u32, m: u32, k: u32) -> f32 {
 
 fn loadB(base: u32, k: u32, n: u32) -> f32 {
   if (k >= p.K || n >= p.N) { return 0.0; }
-  if (TRANS_B) { return B[base + n * p.K + k]; }
-  return B[base + k * p.N + n];
+  if (TRANS_B) { return bAt(base + n * p.K + k); }
+  return bAt(base + k * p.N + n);
 }

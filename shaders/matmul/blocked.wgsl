@@ -60,7 +60,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var i = 0u; i < THREAD_M; i++) { a[i] = A[offA[i] + k * stepA]; }
     for (var j = 0u; j < VEC_N; j++) {
       let kb = k * stepB;
-      b[j] = vec4<f32>(B[offB[4u * j] + kb], B[offB[4u * j + 1u] + kb], B[offB[4u * j + 2u] + kb], B[offB[4u * j + 3u] + kb]);
+      b[j] = vec4<f32>(bAt(offB[4u * j] + kb), bAt(offB[4u * j + 1u] + kb), bAt(offB[4u * j + 2u] + kb), bAt(offB[4u * j + 3u] + kb));
     }
     for (var i = 0u; i < THREAD_M; i++) {
       for (var j = 0u; j < VEC_N; j++) { acc[i][j] = fma(vec4<f32>(a[i]), b[j], acc[i][j]); }

@@ -25,7 +25,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
   for (var k = 0u; k < p.K; k++) {
     var a: f32; var b: f32;
     if (TRANS_A) { a = A[baseA + k * p.M + row]; } else { a = A[baseA + row * p.K + k]; }
-    if (TRANS_B) { b = B[baseB + col * p.K + k]; } else { b = B[baseB + k * p.N + col]; }
+    if (TRANS_B) { b = bAt(baseB + col * p.K + k); } else { b = bAt(baseB + k * p.N + col); }
     acc = fma(a, b, acc);
   }
   let idx = gid.z * p.strideC + row * p.N + col;

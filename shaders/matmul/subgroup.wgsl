@@ -92,16 +92,16 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
     let oa = offA + vec4<u32>(k * stepA);
     let ob = offB + vec4<u32>(k * stepB);
     let a0 = vec4<f32>(A[oa.x], A[oa.y], A[oa.z], A[oa.w]);
-    let b0 = vec4<f32>(B[ob.x], B[ob.y], B[ob.z], B[ob.w]);
+    let b0 = vec4<f32>(bAt(ob.x), bAt(ob.y), bAt(ob.z), bAt(ob.w));
     let a1 = vec4<f32>(A[oa.x + stepA], A[oa.y + stepA], A[oa.z + stepA], A[oa.w + stepA]);
-    let b1 = vec4<f32>(B[ob.x + stepB], B[ob.y + stepB], B[ob.z + stepB], B[ob.w + stepB]);
+    let b1 = vec4<f32>(bAt(ob.x + stepB), bAt(ob.y + stepB), bAt(ob.z + stepB), bAt(ob.w + stepB));
     rank1(a0, b0);
     rank1(a1, b1);
   }
   if (k < p.K) {
     let oa = offA + vec4<u32>(k * stepA);
     let ob = offB + vec4<u32>(k * stepB);
-    rank1(vec4<f32>(A[oa.x], A[oa.y], A[oa.z], A[oa.w]), vec4<f32>(B[ob.x], B[ob.y], B[ob.z], B[ob.w]));
+    rank1(vec4<f32>(A[oa.x], A[oa.y], A[oa.z], A[oa.w]), vec4<f32>(bAt(ob.x), bAt(ob.y), bAt(ob.z), bAt(ob.w)));
   }
 
   let baseC = wg.z * p.strideC;

@@ -6,6 +6,8 @@
 import { CONFIG_BOUNDS } from '../config/hf-config.ts';
 import { NEW_TOKENS_BOUNDS, SEED_BOUNDS, tokenIdList, decimalIntList, type Bounds } from './flag-values.ts';
 import { floatSpec, intSpec, parseCommand, parsers, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
+import type { WeightPrecision } from '../formats/hf-checkpoint.ts';
+import { TARGET_PRECISION } from './train-options.ts';
 
 /** Tokens to generate: one name in every command (`--max-new-tokens`). */
 const maxNewTokens = (defaultValue: number, help: string, deprecated?: readonly `--${string}`[]): OptionSpec => ({
@@ -36,6 +38,8 @@ export interface EvalArgs {
   numDraftTokens: number;
   auxLayers?: number[];
   eos: number[];
+  /** Storage of the target's weight matrices (--target-precision). */
+  targetPrecision: WeightPrecision;
 }
 
 /** Bounds: the ones `speclab train` puts on --num-draft-tokens (and on aux layer ids). */
@@ -66,6 +70,7 @@ export const EVAL_DEF: CommandDef = {
     intSpec('--num-draft-tokens', 'numDraftTokens', NUM_DRAFT_TOKENS, 'draft tokens per verification', 3, 'k'),
     { flag: '--aux-layers', key: 'auxLayers', placeholder: 'a,b,c', help: 'the target layers the draft reads', type: 'three integers in [0, 1023]', defaultText: "the draft's eagle_config, else [1, N/2 − 1, N − 4]", parse: parseAuxLayers },
     { flag: '--eos', key: 'eos', placeholder: 'ids', help: 'token ids that end a generation', type: 'token ids', defaultText: 'none', parse: tokenIdList },
+    TARGET_PRECISION,
   ],
 };
 
@@ -85,6 +90,7 @@ export function evalArgs({ values }: ParsedArgs): EvalArgs {
     numDraftTokens: (values.numDraftTokens as number | undefined) ?? 3,
     auxLayers: values.auxLayers as number[] | undefined,
     eos: (values.eos as number[] | undefined) ?? [],
+    targetPrecision: (values.targetPrecision as WeightPrecision | undefined) ?? 'f32',
   };
 }
 
@@ -98,9 +104,11 @@ export interface GenerateCliOptions {
   topP: number;
   topK: number;
   seed: number;
+  /** Storage of the model's weight matrices (--target-precision). */
+  targetPrecision: WeightPrecision;
 }
 
-export const GENERATE_DEFAULTS: Omit<GenerateCliOptions, 'prompt'> = { maxNewTokens: 40, model: 'assets/lab-target', temperature: 0, topP: 1, topK: 0, seed: 0 };
+export const GENERATE_DEFAULTS: Omit<GenerateCliOptions, 'prompt'> = { maxNewTokens: 40, model: 'assets/lab-target', temperature: 0, topP: 1, topK: 0, seed: 0, targetPrecision: 'f32' };
 
 /** Temperature: beyond 100 sampling is as good as uniform; top-k: at most a vocabulary (0 = off); top-p in (0, 1] (1 = off). */
 export const GENERATE_DEF: CommandDef = {
@@ -115,6 +123,7 @@ export const GENERATE_DEF: CommandDef = {
     floatSpec('--top-p', 'topP', { min: 0, exclusiveMin: true, max: 1 }, 'nucleus sampling mass (1 = off)', 1, 'p'),
     intSpec('--top-k', 'topK', { min: 0, max: CONFIG_BOUNDS.vocab_size }, 'sample among the k most likely tokens (0 = off)', 0, 'k'),
     intSpec('--seed', 'seed', SEED_BOUNDS, 'sampling seed', 0),
+    TARGET_PRECISION,
   ],
 };
 

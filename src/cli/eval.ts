@@ -58,7 +58,7 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
   prompts.forEach((p, i) => {
     if (p.length === 0) throw new Error(`prompt ${i}: no tokens`);
   });
-  const checkpoint = await loadHfCheckpoint(platform.files(args.target), '');
+  const checkpoint = await loadHfCheckpoint(platform.files(args.target), '', { weightPrecision: args.targetPrecision });
   const draft = await loadEagle3Draft(platform.files(args.draft), '');
   const tc = checkpoint.config;
   const dc = draft.config;

@@ -10,6 +10,8 @@
  * target. So `prepare` then `train --offline` trains on the samples an online `train` with the same
  * settings would capture.
  * The features come from TargetFeatureSource.captureShards: the batched forward of the online path.
+ * With --feature-precision f16 the hidden states are cast to f16 on the GPU exactly as the online
+ * capture casts them (a value beyond ±65504 refuses the sample, naming it) and written as F16.
  */
 import { z } from 'zod';
 import { makePromptTask } from '../contracts/index.ts';
@@ -17,6 +19,7 @@ import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
 import { OFFLINE_FORMAT, OFFLINE_MANIFEST, OFFLINE_SHARD_DIR, offlineShardBytes, shardPath, type OfflineManifest } from '../data/offline-eagle3.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
+import { toFeaturePrecision } from '../inference/capture.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
@@ -34,7 +37,7 @@ import { trainConfigSchema } from './train.ts';
  * the same (e.g. --response-length ≤ 1048576, --train-prompts ≤ 10000000), plus where to write.
  */
 export const prepareConfigSchema = trainConfigSchema
-  .pick({ target: true, data: true, evalData: true, chatTemplate: true, maxLength: true, regenerate: true, temperature: true, promptsFile: true, trainPrompts: true, evalPrompts: true, promptLength: true, responseLength: true, auxLayers: true, seed: true })
+  .pick({ target: true, data: true, evalData: true, chatTemplate: true, maxLength: true, regenerate: true, temperature: true, promptsFile: true, trainPrompts: true, evalPrompts: true, promptLength: true, responseLength: true, auxLayers: true, seed: true, featurePrecision: true })
   .extend({ out: z.string().min(1).default('runs/prepared') })
   .strict();
 
@@ -116,12 +119,15 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
       const part = sequences.slice(i, i + chunk);
       const captured = await features.captureShards(part.map((s, j) => taskOf(s, i + j)), auxLayerIds);
       try {
-        for (const [j, t] of captured.entries()) {
+        for (const [j, shard] of captured.entries()) {
+          const t = config.featurePrecision === 'f32' ? shard : await toFeaturePrecision(gpu, shard, config.featurePrecision, `prepare-${i + j}`);
+          // The f32 originals are released by the cast; the finally below frees what is left.
+          captured[j] = t;
           const sample = {
             inputIds: (await gpu.read(t.input_ids)) as Int32Array,
             lossMask: (await gpu.read(t.loss_mask)) as Int32Array,
-            hidden: (await gpu.read(t.hidden_state)) as Float32Array,
-            aux: (await gpu.read(t.aux_hidden_state)) as Float32Array,
+            hidden: (await gpu.read(t.hidden_state)) as Float32Array | Uint16Array,
+            aux: (await gpu.read(t.aux_hidden_state)) as Float32Array | Uint16Array,
           };
           await out.writeAtomic(shardPath(i + j), offlineShardBytes(sample, tc.hiddenSize, i + j));
         }
@@ -149,11 +155,12 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
       lossTokenCounts: [...counts],
       trainPrompts: data.evalTrainPrompts,
       heldOutPrompts: data.heldPrompts,
+      ...(config.featurePrecision === 'f16' ? { featurePrecision: 'f16' as const } : {}),
     };
     // Written last: a manifest means every shard it counts is on disk.
     await out.writeAtomic(OFFLINE_MANIFEST, new TextEncoder().encode(`${JSON.stringify(manifest)}\n`));
     const seconds = (performance.now() - started) / 1000;
-    print(`prepared ${sequences.length} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`);
+    print(`prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`);
     return { dir: out.root, samples: sequences.length, tokens, seconds };
   } finally {
     target.destroy();

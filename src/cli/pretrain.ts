@@ -13,7 +13,7 @@
  */
 import { ChatTokenizer } from '../formats/tokenizer.ts';
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
-import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { loadHfCheckpoint, type WeightPrecision } from '../formats/hf-checkpoint.ts';
 import { writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
@@ -398,8 +398,9 @@ export async function sampleGenerations(
   prompts: readonly string[],
   maxNew: number,
   sampling: { temperature?: number; topP?: number; topK?: number; seed?: number } = {},
+  weightPrecision: WeightPrecision = 'f32',
 ): Promise<{ prompt: string; continuation: string }[]> {
-  const checkpoint = await loadHfCheckpoint(store, '');
+  const checkpoint = await loadHfCheckpoint(store, '', { weightPrecision });
   const tokenizer = await ChatTokenizer.load(store, '');
   const configJson = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as { bos_token_id?: number | null; eos_token_id?: number | number[] | null };
   const bos = typeof configJson.bos_token_id === 'number' ? [configJson.bos_token_id] : [];
@@ -432,7 +433,7 @@ export async function generateCommand(platform: Platform, args: readonly string[
 export async function runGenerate(platform: Platform, o: GenerateCliOptions, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
   const gpu = new Gpu(gpuContext ?? (await platform.acquireGpu()));
   try {
-    const [result] = await sampleGenerations(gpu, platform.files(o.model), [o.prompt], o.maxNewTokens, { temperature: o.temperature, topP: o.topP, topK: o.topK, seed: o.seed });
+    const [result] = await sampleGenerations(gpu, platform.files(o.model), [o.prompt], o.maxNewTokens, { temperature: o.temperature, topP: o.topP, topK: o.topK, seed: o.seed }, o.targetPrecision);
     print(`${result.prompt}${result.continuation}`);
     return 0;
   } finally {

@@ -9,7 +9,8 @@
  *   - overridable (they neither shape the data stream nor the model, so a resume may change them;
  *     `OVERRIDABLE`): --out (where the run is, not what it is), --log-every, --max-nonfinite-steps,
  *     --checkpoint-every (how often the same stream is made durable), and the evaluation-only
- *     --num-draft-tokens, --max-new-tokens, --eval-train-prompts and --eval-every; the dataset flags (--data, --eval-data, --chat-template, --max-length, --regenerate, --temperature) shape the data and are refused;
+ *     --num-draft-tokens, --max-new-tokens, --eval-train-prompts and --eval-every, and --gpu-memory-budget
+ *     (a limit of this machine, not of the run); the dataset flags (--data, --eval-data, --chat-template, --max-length, --regenerate, --temperature) shape the data and are refused;
  *   - every other setting shapes the run and must agree with the stored one or is refused, naming
  *     each differing setting with both values: --target, --prompts-file, --offline, --train-prompts,
  *     --prompt-length, --response-length, --epochs, --round-prompts, --batch-size, --ttt-length,
@@ -38,7 +39,7 @@ import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 import { normalizeConfigKeys, TRAIN_OPTIONS, type TrainFlags } from './train-options.ts';
 
 /** Settings a resume may change: they shape neither the data stream nor the model (see above). */
-export const OVERRIDABLE: ReadonlySet<string> = new Set(['out', 'resume', 'fresh', 'logEvery', 'maxNonfiniteSteps', 'checkpointEvery', 'numDraftTokens', 'maxNewTokens', 'evalTrainPrompts', 'evalEvery']);
+export const OVERRIDABLE: ReadonlySet<string> = new Set(['out', 'resume', 'fresh', 'logEvery', 'maxNonfiniteSteps', 'checkpointEvery', 'numDraftTokens', 'maxNewTokens', 'evalTrainPrompts', 'evalEvery', 'gpuMemoryBudget']);
 
 /** What a run folder's handling needs of a run's settings (TrainConfig has it). */
 export interface RunFolderConfig {

@@ -10,6 +10,7 @@
  * checks that they equal the schema's.
  */
 import type { Bounds } from './flag-values.ts';
+import { parseByteSize } from '../util/bytes.ts';
 import { describeBounds, parsers, parseCommand, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
 
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -37,6 +38,25 @@ const TRAIN_PROMPTS = int('trainPrompts', 1, 10_000_000, 32, 'training prompts (
 const EVAL_PROMPTS = int('evalPrompts', 1, 100_000, 4, 'held-out prompts for the acceptance measurement');
 const PROMPT_LENGTH = int('promptLength', 1, 1_048_576, 8, 'tokens per generated/corpus prompt');
 const RESPONSE_LENGTH = int('responseLength', 1, 1_048_576, 48, 'tokens the target generates after each prompt (the loss-masked part)');
+// Stored features (feature store, spill, offline shards) in f16 halve their bytes; the draft still trains in f32.
+const FEATURE_PRECISION: OptionSpec = {
+  flag: '--feature-precision',
+  key: 'featurePrecision',
+  placeholder: 'f32|f16',
+  help: 'precision of the stored target features (the draft trains in f32 either way); f16 refuses a sample with a value beyond ±65504',
+  defaultText: 'f32',
+  parse: parsers.choice(['f32', 'f16']),
+};
+
+// The frozen target's matrices stored as f16 on the GPU halve its bytes; arithmetic stays f32.
+export const TARGET_PRECISION: OptionSpec = {
+  flag: '--target-precision',
+  key: 'targetPrecision',
+  placeholder: 'f32|f16',
+  help: "storage of the target's weight matrices on the GPU (f16 halves them; arithmetic stays f32); f16 refuses a weight beyond ±65504",
+  defaultText: 'f32',
+  parse: parsers.choice(['f32', 'f16']),
+};
 
 /** The chat-dataset settings of train and prepare. */
 const DATA_OPTIONS: readonly OptionSpec[] = [
@@ -85,8 +105,19 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   int('rolloutWorkers', 1, 8, 1, 'rollout workers capturing target features (they share the GPU)'),
   int('checkpointEvery', 1, 1_000_000, 8, 'checkpoint (and durably ack) every N steps, and at the end of every round'),
   SEED,
+  FEATURE_PRECISION,
+  TARGET_PRECISION,
   int('logEvery', 1, 1_000_000, 10, 'print a progress line every N steps'),
   int('maxNonfiniteSteps', 0, 1_000_000, 3, 'optimizer steps with a NaN/Inf loss or gradient norm (each skipped on the GPU) tolerated before the run stops'),
+  {
+    flag: '--gpu-memory-budget',
+    key: 'gpuMemoryBudget',
+    placeholder: 'bytes',
+    help: 'refuse (exit 2) a run whose GPU memory plan, printed before anything is allocated, needs more (WebGPU reports no total memory)',
+    type: 'bytes, e.g. 8GB, 7.5GiB, 512MiB',
+    defaultText: "none: only the adapter's buffer limits are checked",
+    parse: (flag, text) => parseByteSize(text, flag),
+  },
 ];
 
 /** SpecForge's names (scripts/train_eagle3.py flags, config/schema.py TrainingConfig) for SpecLab's settings. */
@@ -168,6 +199,7 @@ export const PREPARE_DEF: CommandDef = {
     RESPONSE_LENGTH,
     AUX_LAYERS,
     { ...SEED, help: 'seed of the random prompts' },
+    FEATURE_PRECISION,
   ],
 };
 

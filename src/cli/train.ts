@@ -24,7 +24,7 @@
  */
 import { z } from 'zod';
 import { FileMetadataStore } from '../control/file-metadata-store.ts';
-import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { loadHfCheckpoint, matrixF32 } from '../formats/hf-checkpoint.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
@@ -33,9 +33,11 @@ import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
 import { readEagle3Export, withoutEmbedding } from '../model/eagle3/export.ts';
 import { exportRunCheckpoint } from '../training/checkpoint-export.ts';
 import { TargetModel } from '../model/target/model.ts';
-import type { AppendLog, FileStore } from '../ports/storage.ts';
+import type { AppendLog } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
+import { adapterLimits, checkTrainMemory, gpuMemoryBudgetSchema, trainMemoryPlan } from './train-memory.ts';
+import { loggedSteps } from './train-log.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
 import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
 import { readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
@@ -78,6 +80,9 @@ export const trainConfigSchema = sessionSettingsSchema
     evalTrainPrompts: nonNegInt.max(100_000).default(4),
     logEvery: posInt.max(1_000_000).default(10),
     maxNonfiniteSteps: nonNegInt.max(1_000_000).default(3),
+    gpuMemoryBudget: gpuMemoryBudgetSchema,
+    // Storage of the frozen target's matrices; shapes the captured features, so a resume keeps it.
+    targetPrecision: z.enum(['f32', 'f16']).default('f32'),
   })
   .strict();
 
@@ -197,7 +202,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
   // Everything that can be refused without training is checked before the run folder is touched:
   // a refused start leaves --out as it was.
-  const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '');
+  const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '', { weightPrecision: config.targetPrecision });
   const tc = checkpoint.config;
   const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
   const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
@@ -205,9 +210,19 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
   const heldPrompts = data.heldPrompts;
 
   const out = platform.files(config.out);
-  // Locked and prepared before anything in the folder is read or deleted; released however the run
-  // ends. A start that fails before its first step takes back what it created (run-settings.ts).
-  const run = await openRunFolder(platform, config);
+  // The device (for its limits), then the memory plan: a run that cannot fit is refused before any
+  // GPU buffer exists and before the run folder is touched (train-memory.ts).
+  const ctx = gpuContext ?? (await platform.acquireGpu());
+  let run: Awaited<ReturnType<typeof openRunFolder>>;
+  try {
+    checkTrainMemory(trainMemoryPlan(config, tc, draftVocabSize, data, adapterLimits(ctx.limits)), print);
+    // Locked and prepared before anything in the folder is read or deleted; released however the run
+    // ends. A start that fails before its first step takes back what it created (run-settings.ts).
+    run = await openRunFolder(platform, config);
+  } catch (err) {
+    if (!gpuContext) ctx.destroy();
+    throw err;
+  }
   try {
     let log: AppendLog | undefined;
     // Appends are chained so records land in order even when a step callback does not wait.
@@ -220,7 +235,6 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     const earlier = await loggedSteps(out);
     const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
 
-    const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
     const target = TargetModel.create(gpu, checkpoint);
     const metadata = await FileMetadataStore.open(out, { dir: 'metadata' });
@@ -237,7 +251,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       session = await Eagle3TrainingSession.open({
         gpu,
         target,
-        embedTokens: checkpoint.weights.embedTokens,
+        embedTokens: matrixF32(checkpoint.weights.embedTokens),
         trainPrompts: data.trainPrompts,
         regenerate: data.regenerate,
         continuation: data.continuation,
@@ -318,7 +332,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       // 5. Export.
       // From the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
       await exportRunCheckpoint(out, '', out, 'draft');
-      const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
+      const exported = await readEagle3Export(out, 'draft', matrixF32(checkpoint.weights.embedTokens));
       const exportDir = `${out.root}/draft`;
       print(`phase export: SGLang draft written to ${exportDir}`);
 
@@ -364,6 +378,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       await metadata.close();
     }
   } catch (err) {
+    if (!gpuContext && !ctx.isDestroyed) ctx.destroy();
     await run.abandon();
     throw err;
   } finally {
@@ -373,24 +388,4 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
 function flatEval(e: { heldOut: SpecEval; train?: SpecEval }): Record<string, unknown> {
   return { heldOut: e.heldOut, ...(e.train ? { train: e.train } : {}) };
-}
-
-/** The last train step an earlier process of this run logged, and its loss (none: 0 and NaN). */
-async function loggedSteps(out: FileStore): Promise<{ lastStep: number; lastLoss: number }> {
-  let lastStep = 0;
-  let lastLoss = Number.NaN;
-  if (!(await out.exists('metrics.jsonl'))) return { lastStep, lastLoss };
-  for (const line of new TextDecoder().decode(await out.read('metrics.jsonl')).split('\n')) {
-    let entry: { phase?: unknown; step?: unknown; loss?: unknown };
-    try {
-      entry = JSON.parse(line) as typeof entry;
-    } catch {
-      continue; // a line cut by a kill mid-append
-    }
-    if (entry.phase === 'train' && typeof entry.step === 'number' && entry.step >= lastStep) {
-      lastStep = entry.step;
-      lastLoss = typeof entry.loss === 'number' ? entry.loss : Number.NaN;
-    }
-  }
-  return { lastStep, lastLoss };
 }

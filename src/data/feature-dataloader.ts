@@ -13,12 +13,14 @@
  * Per batch: homogeneity validation (strategy, schema version, target representation, feature
  * names, dtypes and ranks) → for each ref: store.get → GPU copy into the batch tensor → release
  * right after the copy is encoded (prefetch can never race a release) → right-padding with zeros and
- * an `attention_mask`. The next batch is materialised while the trainer works on the current one.
+ * an `attention_mask`. f16 features (stored with --feature-precision f16) are collated as f16; a
+ * batch mixing f16 and f32 samples of a feature is refused by the homogeneity check. The next batch is materialised while the trainer works on the current one.
  */
 import { makeTrainBatch, type SampleRef, type TrainBatch } from '../contracts/index.ts';
 import type { DraftStrategyName } from '../contracts/enums.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, fmtShape, type Tensor } from '../gpu/tensor.ts';
+import { f16ToF32 } from '../formats/safetensors.ts';
 import { Rng } from '../util/random.ts';
 import type { FeatureStore } from './feature-store.ts';
 
@@ -49,6 +51,22 @@ export interface FeatureDataLoaderOptions {
    * tensors it creates belong to the loader, which frees them once copied into the batch.
    */
   transform?: (tensors: Readonly<Record<string, Tensor>>, ref: SampleRef) => Record<string, Tensor> | Promise<Record<string, Tensor>>;
+}
+
+/** The f16 bits of `value`, which must be exactly an f16 (a pad value is never rounded silently). */
+export function f16BitsOf(value: number, what: string): number {
+  const sign = value < 0 || Object.is(value, -0) ? 0x8000 : 0;
+  const a = Math.abs(value);
+  let bits = Number.NaN;
+  if (a === 0) bits = sign;
+  else if (a === Infinity) bits = sign | 0x7c00;
+  else if (a < 2 ** -14) bits = sign | (a / 2 ** -24); // subnormal: a multiple of 2^-24
+  else if (Number.isFinite(a)) {
+    const e = Math.min(15, Math.floor(Math.log2(a)));
+    bits = sign | ((e + 15) << 10) | ((a / 2 ** e - 1) * 1024);
+  }
+  if (!Number.isInteger(bits) || !Object.is(f16ToF32(bits), value)) throw new RangeError(`${what} = ${value} is not exactly an f16 value; an f16 feature is padded with an exact f16`);
+  return bits;
 }
 
 export class HomogeneityError extends Error {
@@ -228,7 +246,9 @@ export class FeatureDataLoader {
         }
         const shape = [samples.length, maxLen, ...inner];
         const pad = this.options.padValues?.[name] ?? 0;
-        const batch = pad === 0 ? this.gpu.zeros(shape, first.dtype, name) : this.gpu.upload(shape, first.dtype, new Float64Array(shape.reduce((a, d) => a * d, 1)).fill(pad), name);
+        // An f16 tensor is uploaded as its bits, so a pad value goes as the bits of its f16.
+        const padded = first.dtype === 'f16' ? f16BitsOf(pad, `padValues.${name}`) : pad;
+        const batch = pad === 0 ? this.gpu.zeros(shape, first.dtype, name) : this.gpu.upload(shape, first.dtype, new Float64Array(shape.reduce((a, d) => a * d, 1)).fill(padded), name);
         const rowBytes = (first.numel / first.shape[0]) * BYTES_PER_ELEMENT[first.dtype];
         samples.forEach((s, i) => this.gpu.copyInto(s[name], batch, i * maxLen * rowBytes));
         out[name] = batch;

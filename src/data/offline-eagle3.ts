@@ -7,7 +7,11 @@
  *                                          hidden_state F32 [S, Ht] (the target's final hidden state
  *                                          after its final norm = the input of its lm_head),
  *                                          aux_hidden_state F32 [S, 3·Ht]
- * Shards are f32, not SpecForge's bf16, so that offline training reproduces online training exactly.
+ * Shards are f32 by default, not SpecForge's bf16, so that offline training reproduces online
+ * training exactly. `prepare --feature-precision f16` writes both hidden states as F16 (half the
+ * bytes; the manifest records `featurePrecision: "f16"`): they are read back as f16 tensors and
+ * widened to f32 by the trainer right before the draft's forward, so such a set trains exactly like
+ * online training with --feature-precision f16.
  *
  * The manifest carries what training needs besides the shards: the target and its aux layer ids
  * (checked against the target at load), the token counts over loss-masked positions in sample order
@@ -29,7 +33,7 @@ import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import type { FileStore } from '../ports/storage.ts';
 import { OfflineManifestReader } from './offline-manifest.ts';
-import { f32Bytes, writeSafetensors } from '../formats/safetensors.ts';
+import { f32Bytes, writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 
 export const OFFLINE_MANIFEST = 'manifest.json';
 export const OFFLINE_SHARD_DIR = 'shards';
@@ -56,6 +60,8 @@ export const offlineManifestSchema = z
     lossTokenCounts: z.array(z.tuple([z.number().int().nonnegative(), z.number().int().positive()])),
     trainPrompts: tokenIds,
     heldOutPrompts: tokenIds,
+    /** Absent: f32 (sets written before the setting existed, and every f32 set). */
+    featurePrecision: z.literal('f16').optional(),
   })
   .strict();
 
@@ -65,15 +71,23 @@ export function shardPath(index: number): string {
   return `${OFFLINE_SHARD_DIR}/${String(index).padStart(8, '0')}.safetensors`;
 }
 
-/** Shard bytes from the tensors read back from the GPU (I32 ids and mask, F32 hidden states). */
-export function offlineShardBytes(sample: { inputIds: Int32Array; lossMask: Int32Array; hidden: Float32Array; aux: Float32Array }, hiddenSize: number, index: number): Uint8Array {
+/** A hidden state read back from the GPU: f32 values, or the bits of an f16 tensor. */
+type HiddenData = Float32Array | Uint16Array;
+
+function hiddenEntry(data: HiddenData, shape: number[]): TensorToWrite {
+  if (data instanceof Float32Array) return { dtype: 'F32', shape, data: f32Bytes(data) };
+  return { dtype: 'F16', shape, data: new Uint8Array(data.buffer, data.byteOffset, data.byteLength) };
+}
+
+/** Shard bytes from the tensors read back from the GPU (I32 ids and mask, F32 or F16 hidden states). */
+export function offlineShardBytes(sample: { inputIds: Int32Array; lossMask: Int32Array; hidden: HiddenData; aux: HiddenData }, hiddenSize: number, index: number): Uint8Array {
   const S = sample.inputIds.length;
   return writeSafetensors(
     {
       input_ids: { dtype: 'I32', shape: [S], data: new Uint8Array(sample.inputIds.buffer, sample.inputIds.byteOffset, sample.inputIds.byteLength) },
       loss_mask: { dtype: 'I32', shape: [S], data: new Uint8Array(sample.lossMask.buffer, sample.lossMask.byteOffset, sample.lossMask.byteLength) },
-      hidden_state: { dtype: 'F32', shape: [S, hiddenSize], data: f32Bytes(sample.hidden) },
-      aux_hidden_state: { dtype: 'F32', shape: [S, sample.aux.length / S], data: f32Bytes(sample.aux) },
+      hidden_state: hiddenEntry(sample.hidden, [S, hiddenSize]),
+      aux_hidden_state: hiddenEntry(sample.aux, [S, sample.aux.length / S]),
     },
     { format: OFFLINE_FORMAT, sample: String(index) },
   );
@@ -137,6 +151,8 @@ function shiftedLeft(gpu: Gpu, src: Tensor, label: string, made: Tensor[]): Tens
   made.push(out);
   const rows = src.shape[0];
   const rowBytes = src.byteLength / rows;
+  // GPU buffer copies move 4-byte multiples: an f16 row of odd width cannot be shifted this way.
+  if (rowBytes % 4 !== 0) throw new Error(`${label}: rows of ${src.label} ${src.dtype}${fmtShape(src.shape)} are ${rowBytes} bytes; shifting needs a multiple of 4 (an even width for f16)`);
   if (rows > 1) gpu.batcher.copyBuffer(src.part.buffer, src.part.byteOffset + rowBytes, out.part.buffer, out.part.byteOffset, (rows - 1) * rowBytes);
   return out;
 }

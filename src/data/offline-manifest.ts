@@ -7,7 +7,7 @@
  *   hidden_state      [S, Ht]    F32/BF16/F16 the target's final hidden state after its final norm (the
  *                                               exact input of its lm_head, as SpecForge stores it)
  *   aux_hidden_state  [S, 3·Ht]  F32/BF16/F16 the three captured layer outputs, concatenated (low, mid, high)
- * On the GPU, floats become f32 and integers i32 (the FeatureSpec records the stored dtype).
+ * On the GPU, F16 stays f16, other floats become f32 and integers i32 (the FeatureSpec records the stored dtype).
  *
  * The reader lists files lazily and opens none of them: a missing key or a bad file surfaces on first
  * access (`LocalFeatureStore.get` of the `file://` ref), with the file path in the message. Eager

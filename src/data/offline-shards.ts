@@ -4,7 +4,8 @@
  *
  * Such a sample is never resident: offline refs are re-iterable every epoch, so the shard is read
  * and uploaded on every get and the uploaded tensors belong to that one lease, freed by its
- * release. Kept out of the resident store because none of its budget, generation or spill rules
+ * release. F16 tensors are uploaded as f16 (half the bytes; the EAGLE3 strategy widens them on the
+ * GPU), every other float as f32 and integers as i32. Kept out of the resident store because none of its budget, generation or spill rules
  * apply here (a shard lease always has generation 0).
  */
 import { makeFeatureHandle, type FeatureHandle, type SampleRef } from '../contracts/index.ts';
@@ -14,6 +15,12 @@ import type { FileStore } from '../ports/storage.ts';
 import { SafetensorsFile } from '../formats/safetensors.ts';
 import { FeatureNotFoundError } from './feature-store.ts';
 import { pathOfFileUri } from './offline-manifest.ts';
+
+/** The little-endian f16 bits of a raw tensor (copied when unaligned). */
+function f16Bits(raw: Uint8Array): Uint16Array {
+  const aligned = raw.byteOffset % 2 === 0 ? raw : raw.slice();
+  return new Uint16Array(aligned.buffer, aligned.byteOffset, aligned.byteLength / 2);
+}
 
 /** Whether a ref names an offline shard rather than a resident sample. */
 export function isShardRef(ref: SampleRef): boolean {
@@ -55,9 +62,11 @@ export class OfflineShards {
         const key = ref.featureKeys[name] ?? name;
         if (!shard.has(key)) throw new FeatureNotFoundError(`feature file ${files.root}/${path} (sample ${ref.sampleId}) has no tensor "${key}" (has ${shard.names.join(', ')})`);
         const entry = shard.entry(key);
-        const isFloat = entry.dtype === 'F32' || entry.dtype === 'F16' || entry.dtype === 'BF16' || entry.dtype === 'F64';
+        const isFloat = entry.dtype === 'F32' || entry.dtype === 'BF16' || entry.dtype === 'F64';
         const shape = entry.shape.length === 0 ? [1] : [...entry.shape];
-        tensors[name] = isFloat ? this.gpu.upload(shape, 'f32', shard.f32(key), name) : this.gpu.upload(shape, 'i32', shard.i32(key), name);
+        // F16 stays f16 on the GPU (its raw bits; the trainer widens it before the forward).
+        if (entry.dtype === 'F16') tensors[name] = this.gpu.upload(shape, 'f16', f16Bits(shard.raw(key)), name);
+        else tensors[name] = isFloat ? this.gpu.upload(shape, 'f32', shard.f32(key), name) : this.gpu.upload(shape, 'i32', shard.i32(key), name);
       }
     } catch (err) {
       this.gpu.release(...Object.values(tensors));

@@ -6,18 +6,32 @@
  * alone, before any weight bytes are read, so a wrong or incomplete checkpoint fails in
  * milliseconds with the tensor's name. Weights are then read one tensor at a time (f16/bf16/f64
  * widened or narrowed to f32), reporting progress in bytes.
+ *
+ * With `weightPrecision: 'f16'` the matrices (embedding, attention and MLP projections, lm_head)
+ * are read as IEEE binary16 bits instead (Uint16Array), for f16 storage on the GPU: F16 tensors are
+ * their raw bits, BF16 / F32 are converted bits to bits (round to nearest even), and a value beyond
+ * the f16 range is refused naming the tensor. No Float32Array of a matrix is ever made. Norm
+ * weights and biases (small vectors) stay f32.
  */
 import type { FileStore } from '../ports/storage.ts';
 import { assertFinite } from '../util/finite.ts';
 import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
-import { SafetensorsReader } from './safetensors.ts';
+import { f16ToF32, SafetensorsReader } from './safetensors.ts';
 
-export interface LayerWeights {
+/** How the target's matrices are held: f32 values, or f16 bits for f16 storage on the GPU. */
+export type WeightPrecision = 'f32' | 'f16';
+export const WEIGHT_PRECISIONS: readonly WeightPrecision[] = ['f32', 'f16'];
+
+/** A weight matrix on the host: f32 values, or IEEE binary16 bits (Uint16Array) under f16 precision. */
+export type MatrixWeight = Float32Array | Uint16Array;
+
+/** `W` is the host type of the matrices; vectors (norms, biases) are always f32. */
+export interface LayerWeights<W extends MatrixWeight = Float32Array> {
   readonly inputNorm: Float32Array;
-  readonly qProj: Float32Array;
-  readonly kProj: Float32Array;
-  readonly vProj: Float32Array;
-  readonly oProj: Float32Array;
+  readonly qProj: W;
+  readonly kProj: W;
+  readonly vProj: W;
+  readonly oProj: W;
   readonly qBias?: Float32Array;
   readonly kBias?: Float32Array;
   readonly vBias?: Float32Array;
@@ -25,32 +39,45 @@ export interface LayerWeights {
   readonly qNorm?: Float32Array;
   readonly kNorm?: Float32Array;
   readonly postAttentionNorm: Float32Array;
-  readonly gateProj: Float32Array;
-  readonly upProj: Float32Array;
-  readonly downProj: Float32Array;
+  readonly gateProj: W;
+  readonly upProj: W;
+  readonly downProj: W;
   readonly gateBias?: Float32Array;
   readonly upBias?: Float32Array;
   readonly downBias?: Float32Array;
 }
 
 /** Row-major like PyTorch: a Linear weight is [out, in]. */
-export interface TargetWeights {
-  readonly embedTokens: Float32Array;
-  readonly layers: readonly LayerWeights[];
+export interface TargetWeights<W extends MatrixWeight = Float32Array> {
+  readonly embedTokens: W;
+  readonly layers: readonly LayerWeights<W>[];
   readonly finalNorm: Float32Array;
   /** The same array as `embedTokens` when the config ties them. */
-  readonly lmHead: Float32Array;
+  readonly lmHead: W;
 }
 
-export interface TargetCheckpoint {
+export interface TargetCheckpoint<W extends MatrixWeight = Float32Array> {
   readonly config: TargetModelConfig;
-  readonly weights: TargetWeights;
+  readonly weights: TargetWeights<W>;
   /** Tensors in the files that the model does not use (e.g. a stale rotary inv_freq). */
   readonly unused: readonly string[];
 }
 
 export interface LoadOptions {
   onProgress?(bytesDone: number, bytesTotal: number): void;
+  /** 'f16' reads the matrices as f16 bits (see the file comment). Default 'f32'. */
+  weightPrecision?: WeightPrecision;
+}
+
+/** Whether `name` is one of the matrices f16 precision stores as f16 (the rest are vectors). */
+export function isMatrixWeight(name: string): boolean {
+  return name === 'model.embed_tokens.weight' || name === 'lm_head.weight' || /\.(self_attn|mlp)\.[a-z]+_proj\.weight$/.test(name);
+}
+
+/** An f16-bits matrix widened to f32 (for host consumers that need values, e.g. the draft's embedding). */
+export function matrixF32(w: MatrixWeight): Float32Array {
+  if (w instanceof Float32Array) return w;
+  return Float32Array.from(w, f16ToF32);
 }
 
 export interface ExpectedTensor {
@@ -137,7 +164,12 @@ async function openShards(store: FileStore, dir: string): Promise<Map<string, Sa
 }
 
 /** Loads and validates an HF checkpoint directory (`dir` relative to the store; '' for its root). */
-export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions = {}): Promise<TargetCheckpoint> {
+export async function loadHfCheckpoint(store: FileStore, dir: string, options?: LoadOptions & { weightPrecision?: 'f32' }): Promise<TargetCheckpoint>;
+export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions & { weightPrecision: 'f16' }): Promise<TargetCheckpoint<Uint16Array>>;
+export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions): Promise<TargetCheckpoint<MatrixWeight>>;
+export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions = {}): Promise<TargetCheckpoint<MatrixWeight>> {
+  const precision = options.weightPrecision ?? 'f32';
+  if (!WEIGHT_PRECISIONS.includes(precision)) throw new Error(`loadHfCheckpoint: weightPrecision must be one of ${WEIGHT_PRECISIONS.join(', ')}, got ${JSON.stringify(precision)}`);
   const configPath = join(dir, 'config.json');
   const config = parseHfConfig(new TextDecoder().decode(await store.read(configPath)), `${store.root}/${configPath}`);
   const byName = await openShards(store, dir);
@@ -164,11 +196,19 @@ export async function loadHfCheckpoint(store: FileStore, dir: string, options: L
   if (config.tieWordEmbeddings) used.add('lm_head.weight');
   const unused = [...byName.keys()].filter((n) => !used.has(n));
 
-  const tensors = new Map<string, Float32Array>();
+  const tensors = new Map<string, MatrixWeight>();
   let done = 0;
   options.onProgress?.(0, total);
   for (const t of wanted) {
     const reader = byName.get(t.name)!;
+    if (precision === 'f16' && isMatrixWeight(t.name)) {
+      // Refuses non-finite and out-of-range values itself, naming the tensor.
+      tensors.set(t.name, await reader.f16Bits(t.name));
+      const e = reader.entry(t.name);
+      done += e.end - e.begin;
+      options.onProgress?.(done, total);
+      continue;
+    }
     const values = await reader.f32(t.name);
     // A NaN or Inf weight makes every output garbage while every shape still checks out.
     assertFinite(values, `tensor "${t.name}"`, reader.source);
@@ -180,14 +220,15 @@ export async function loadHfCheckpoint(store: FileStore, dir: string, options: L
   return { config, weights: assemble(config, tensors), unused };
 }
 
-function assemble(c: TargetModelConfig, t: Map<string, Float32Array>): TargetWeights {
-  const get = (name: string): Float32Array => t.get(name)!;
-  const opt = (name: string): Float32Array | undefined => t.get(name);
-  const layers: LayerWeights[] = [];
+function assemble(c: TargetModelConfig, t: Map<string, MatrixWeight>): TargetWeights<MatrixWeight> {
+  const get = (name: string): MatrixWeight => t.get(name)!;
+  const vec = (name: string): Float32Array => t.get(name) as Float32Array;
+  const opt = (name: string): Float32Array | undefined => t.get(name) as Float32Array | undefined;
+  const layers: LayerWeights<MatrixWeight>[] = [];
   for (let i = 0; i < c.numLayers; i++) {
     const p = `model.layers.${i}`;
     layers.push({
-      inputNorm: get(`${p}.input_layernorm.weight`),
+      inputNorm: vec(`${p}.input_layernorm.weight`),
       qProj: get(`${p}.self_attn.q_proj.weight`),
       kProj: get(`${p}.self_attn.k_proj.weight`),
       vProj: get(`${p}.self_attn.v_proj.weight`),
@@ -198,7 +239,7 @@ function assemble(c: TargetModelConfig, t: Map<string, Float32Array>): TargetWei
       oBias: opt(`${p}.self_attn.o_proj.bias`),
       qNorm: opt(`${p}.self_attn.q_norm.weight`),
       kNorm: opt(`${p}.self_attn.k_norm.weight`),
-      postAttentionNorm: get(`${p}.post_attention_layernorm.weight`),
+      postAttentionNorm: vec(`${p}.post_attention_layernorm.weight`),
       gateProj: get(`${p}.mlp.gate_proj.weight`),
       upProj: get(`${p}.mlp.up_proj.weight`),
       downProj: get(`${p}.mlp.down_proj.weight`),
@@ -208,5 +249,5 @@ function assemble(c: TargetModelConfig, t: Map<string, Float32Array>): TargetWei
     });
   }
   const embedTokens = get('model.embed_tokens.weight');
-  return { embedTokens, layers, finalNorm: get('model.norm.weight'), lmHead: c.tieWordEmbeddings ? embedTokens : get('lm_head.weight') };
+  return { embedTokens, layers, finalNorm: vec('model.norm.weight'), lmHead: c.tieWordEmbeddings ? embedTokens : get('lm_head.weight') };
 }

@@ -12,6 +12,7 @@
  * tensor at a time with `readRange`, so a multi-GB checkpoint is never held whole.
  */
 import type { FileStore } from '../ports/storage.ts';
+import { bf16BitsToF16, checkF16Finite, f32BitsToF16, f32ToF16Bits } from './f16-bits.ts';
 
 export type SafetensorsDType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
@@ -147,6 +148,28 @@ export function decodeF32(entry: SafetensorsEntry, raw: Uint8Array, source: stri
   }
 }
 
+/**
+ * A float tensor as IEEE binary16 bits, for f16 storage on the GPU without an f32 copy: F16 is a
+ * view of its raw bits (checked finite), BF16 and F32 are converted bits to bits rounding to
+ * nearest even (f16-bits.ts), F64 through f32. Non-finite values and finite ones beyond ±65504 are
+ * refused, naming the tensor.
+ */
+export function decodeF16Bits(entry: SafetensorsEntry, raw: Uint8Array, source: string): Uint16Array {
+  const what = `${source}: tensor "${entry.name}"`;
+  switch (entry.dtype) {
+    case 'F16':
+      return checkF16Finite(view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)), what);
+    case 'BF16':
+      return bf16BitsToF16(view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)), what);
+    case 'F32':
+      return f32BitsToF16(view(raw, 4, (b, o, n) => new Uint32Array(b, o, n)), what);
+    case 'F64':
+      return f32ToF16Bits(Float32Array.from(view(raw, 8, (b, o, n) => new Float64Array(b, o, n))), what);
+    default:
+      throw new Error(`${what} is ${entry.dtype}, not a float tensor`);
+  }
+}
+
 /** Any integer or bool dtype as Int32Array (I64 values must fit in i32). For aligned I32 input, a view of `raw`. */
 export function decodeI32(entry: SafetensorsEntry, raw: Uint8Array, source: string): Int32Array {
   switch (entry.dtype) {
@@ -261,6 +284,11 @@ export class SafetensorsReader {
 
   async i32(name: string): Promise<Int32Array> {
     return decodeI32(this.entry(name), await this.raw(name), this.source);
+  }
+
+  /** One float tensor as f16 bits (decodeF16Bits). */
+  async f16Bits(name: string): Promise<Uint16Array> {
+    return decodeF16Bits(this.entry(name), await this.raw(name), this.source);
   }
 }
 

@@ -19,6 +19,40 @@ export function sizeClass(bytes: number): number {
   return pow * 2;
 }
 
+/** Bytes of GPU buffers that exist now, and the most that existed at once. */
+export interface MemoryStats {
+  liveBytes: number;
+  peakBytes: number;
+}
+
+/**
+ * Counts the bytes of every GPUBuffer a Gpu creates (pooled tensors, pooled-but-free buffers,
+ * staging, the uniform arena, timer buffers): what the device holds, not what tensors are leased,
+ * because the memory plan is checked against what the device must really hold at the peak.
+ */
+export class MemoryCounter {
+  private live = 0;
+  private peak = 0;
+
+  created(bytes: number): void {
+    this.live += bytes;
+    if (this.live > this.peak) this.peak = this.live;
+  }
+
+  destroyed(bytes: number): void {
+    this.live -= bytes;
+  }
+
+  /** Start a new peak window at the bytes live now (e.g. right before the step being measured). */
+  resetPeak(): void {
+    this.peak = this.live;
+  }
+
+  stats(): MemoryStats {
+    return { liveBytes: this.live, peakBytes: this.peak };
+  }
+}
+
 export interface PoolStats {
   liveBuffers: number;
   liveBytes: number;
@@ -35,7 +69,7 @@ export class BufferPool {
   private hits = 0;
   private misses = 0;
 
-  constructor(private readonly device: GPUDevice) {}
+  constructor(private readonly device: GPUDevice, private readonly counter = new MemoryCounter()) {}
 
   acquire(bytes: number, usage: number = STORAGE_USAGE, label = 'pooled'): GPUBuffer {
     const size = sizeClass(bytes);
@@ -49,6 +83,7 @@ export class BufferPool {
     }
     this.misses++;
     const buffer = this.device.createBuffer({ size, usage, label });
+    this.counter.created(size);
     this.owned.set(buffer, key);
     this.leased.add(buffer);
     return buffer;
@@ -69,6 +104,7 @@ export class BufferPool {
     for (const list of this.free.values()) {
       for (const buffer of list) {
         freed += buffer.size;
+        this.counter.destroyed(buffer.size);
         this.owned.delete(buffer);
         buffer.destroy();
       }
@@ -91,7 +127,10 @@ export class BufferPool {
 
   destroy(): void {
     this.trim();
-    for (const b of this.leased) b.destroy();
+    for (const b of this.leased) {
+      this.counter.destroyed(b.size);
+      b.destroy();
+    }
     this.leased.clear();
     this.owned.clear();
   }

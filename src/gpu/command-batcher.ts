@@ -35,6 +35,11 @@ export class CommandBatcher {
     this.arena = new UniformArena(ctx.device);
   }
 
+  /** Bytes of the uniform arena's buffer (created with the batcher, destroyed with it). */
+  get uniformBytes(): number {
+    return this.arena.buffer.size;
+  }
+
   private ensureEncoder(): GPUCommandEncoder {
     this.encoder ??= this.ctx.device.createCommandEncoder({ label: 'speclab-batch' });
     return this.encoder;

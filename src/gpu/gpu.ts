@@ -3,7 +3,7 @@
  * cache, the command batcher with its uniform arena, the staging ring and the timer, and it makes
  * and moves tensors.
  */
-import { BufferPool, STORAGE_USAGE } from './buffer-pool.ts';
+import { BufferPool, MemoryCounter, STORAGE_USAGE, type MemoryStats } from './buffer-pool.ts';
 import { CommandBatcher } from './command-batcher.ts';
 import type { GpuContext } from './context.ts';
 import { PipelineCache } from './pipeline-cache.ts';
@@ -32,13 +32,29 @@ export class Gpu {
   readonly batcher: CommandBatcher;
   readonly staging: StagingRing;
   readonly timer: GpuTimer;
+  private readonly memory = new MemoryCounter();
 
   constructor(readonly ctx: GpuContext, options: { maxDispatchesPerSubmit?: number } = {}) {
-    this.pool = new BufferPool(ctx.device);
+    this.pool = new BufferPool(ctx.device, this.memory);
     this.pipelines = new PipelineCache(ctx);
     this.batcher = new CommandBatcher(ctx, this.pipelines, options.maxDispatchesPerSubmit ?? 64);
-    this.staging = new StagingRing(ctx.device, this.batcher);
+    this.staging = new StagingRing(ctx.device, this.batcher, this.memory);
     this.timer = new GpuTimer(ctx, this.batcher);
+    // The arena and timer buffers are fixed-size and live as long as this Gpu.
+    this.memory.created(this.batcher.uniformBytes + this.timer.bufferBytes);
+  }
+
+  /**
+   * Bytes of every GPU buffer this Gpu holds now (tensors, pooled free buffers, staging, uniforms,
+   * timer) and the peak since creation or the last `resetMemoryPeak()`.
+   */
+  memoryStats(): MemoryStats {
+    return this.memory.stats();
+  }
+
+  /** Start a new peak window at the bytes live now. */
+  resetMemoryPeak(): void {
+    this.memory.resetPeak();
   }
 
   get device(): GPUDevice {
@@ -174,6 +190,7 @@ export class Gpu {
     const free = () => {
       this.staging.destroy();
       this.timer.destroy();
+      this.memory.destroyed(this.batcher.uniformBytes + this.timer.bufferBytes);
       this.pool.destroy();
     };
     if (this.staging.pendingReads === 0) free();

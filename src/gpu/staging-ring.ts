@@ -7,7 +7,7 @@
  * the ring after unmapping.
  */
 import type { CommandBatcher } from './command-batcher.ts';
-import { sizeClass } from './buffer-pool.ts';
+import { MemoryCounter, sizeClass } from './buffer-pool.ts';
 
 export class StagingRing {
   private readonly free = new Map<number, GPUBuffer[]>();
@@ -16,7 +16,7 @@ export class StagingRing {
   /** Buffers ever created (a steady-state loop should stop growing this). */
   created = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly batcher: CommandBatcher) {}
+  constructor(private readonly device: GPUDevice, private readonly batcher: CommandBatcher, private readonly counter = new MemoryCounter()) {}
 
   get pendingReads(): number {
     return this.inFlight;
@@ -27,6 +27,7 @@ export class StagingRing {
     const reused = this.free.get(size)?.pop();
     if (reused) return reused;
     this.created++;
+    this.counter.created(size);
     return this.device.createBuffer({ label: 'staging', size, usage: 0x01 /* MAP_READ */ | 0x08 /* COPY_DST */ });
   }
 
@@ -73,7 +74,12 @@ export class StagingRing {
   }
 
   destroy(): void {
-    for (const list of this.free.values()) for (const b of list) b.destroy();
+    for (const list of this.free.values()) {
+      for (const b of list) {
+        this.counter.destroyed(b.size);
+        b.destroy();
+      }
+    }
     this.free.clear();
   }
 }

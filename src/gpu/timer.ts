@@ -25,6 +25,11 @@ export class GpuTimer {
     }
   }
 
+  /** Bytes of the query resolve and readback buffers (zero without timestamp queries). */
+  get bufferBytes(): number {
+    return (this.resolveBuffer?.size ?? 0) + (this.readBuffer?.size ?? 0);
+  }
+
   get usesTimestamps(): boolean {
     return this.querySet !== undefined;
   }

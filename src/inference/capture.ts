@@ -2,9 +2,20 @@
  * What a rollout must capture from the target, and the loud check run before any `put`
  * (docs/features.md §6). A mismatch here means the draft would silently train on the wrong tensors
  * (wrong layers, wrong width, wrong vocabulary), so it fails with the sample id in the message.
+ *
+ * Feature precision: with `featurePrecision: 'f16'` the float features are cast to f16 on the GPU
+ * before they enter the store (half the bytes in the store, the spill and the shards; SpecForge
+ * keeps bf16, which WGSL lacks). A value f16 cannot hold (|x| > 65504, inf, NaN) refuses the
+ * sample rather than storing inf: the draft would train on it silently.
  */
 import type { TargetRepr } from '../contracts/enums.ts';
+import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
+import { toF16 } from '../kernels/cast.ts';
+
+/** How captured float features are stored: f32 (the default, as captured) or f16. */
+export type FeaturePrecision = 'f32' | 'f16';
+export const FEATURE_PRECISIONS: readonly FeaturePrecision[] = ['f32', 'f16'];
 
 export interface CaptureConfig {
   readonly featureNames: readonly string[];
@@ -16,6 +27,8 @@ export interface CaptureConfig {
   readonly draftVocabSize?: number;
   readonly vocabMapVersion?: string;
   readonly extra?: Readonly<Record<string, string | number | boolean>>;
+  /** Float features stored as f32 (default) or f16 (see the file comment). */
+  readonly featurePrecision?: FeaturePrecision;
 }
 
 export class CaptureMismatchError extends Error {
@@ -63,4 +76,50 @@ export function verifyCapture(
     if (want !== undefined && dim !== want) fail(`target (${capture.targetRepr}) last dim ${dim} != expected ${want}`);
     if (capture.targetRepr === 'pruned_logits' && !capture.vocabMapVersion) fail('pruned_logits targets need a vocabMapVersion');
   }
+}
+
+/** A captured value f16 cannot hold: the sample is refused (terminally, like a capture mismatch). */
+export class FeatureOverflowError extends CaptureMismatchError {
+  override name = 'FeatureOverflowError';
+}
+
+/**
+ * The features in `precision`: for 'f16', every f32 tensor cast to f16 on the GPU (others as they
+ * are), the f32 originals released. Reads one overflow counter per feature back (a sync per sample:
+ * the refusal must come before the put). On overflow nothing is released but the f16 copies, and
+ * the caller still owns `tensors`. For 'f32' the record is returned as is.
+ */
+export async function toFeaturePrecision(gpu: Gpu, tensors: Readonly<Record<string, Tensor>>, precision: FeaturePrecision, sampleId: string): Promise<Record<string, Tensor>> {
+  if (precision === 'f32') return { ...tensors };
+  if (precision !== 'f16') throw new Error(`sample ${sampleId}: featurePrecision must be f32 or f16, got ${JSON.stringify(precision)}`);
+  const out: Record<string, Tensor> = {};
+  const made: Tensor[] = [];
+  const counters: [string, Tensor][] = [];
+  try {
+    for (const [name, t] of Object.entries(tensors)) {
+      if (t.dtype !== 'f32') {
+        out[name] = t;
+        continue;
+      }
+      const counter = gpu.zeros([1], 'u32', `${name}-overflow`);
+      counters.push([name, counter]);
+      const half = await toF16(gpu, t, counter, name);
+      made.push(half);
+      out[name] = half;
+    }
+    const counts = counters.map(([, c]) => gpu.readLater(c));
+    gpu.batcher.flush();
+    const values = await Promise.all(counts);
+    for (const [i, [name]] of counters.entries()) {
+      const n = values[i][0];
+      if (n > 0) throw new FeatureOverflowError(`sample ${sampleId}: feature "${name}" has ${n} value${n === 1 ? '' : 's'} outside the f16 range (|x| > 65504, inf or NaN); refusing to store it as f16 (train with --feature-precision f32)`);
+    }
+  } catch (err) {
+    gpu.release(...made);
+    throw err;
+  } finally {
+    gpu.release(...counters.map(([, c]) => c));
+  }
+  gpu.release(...Object.entries(tensors).filter(([name, t]) => out[name] !== t).map(([, t]) => t));
+  return out;
 }

@@ -7,7 +7,8 @@
  *  - the source throws            → all tasks failed retryable (requeued, attempt + 1), rethrow;
  *  - the source returns n ≠ tasks → all failed terminally, ValueError-like RangeError;
  *  - a capture mismatch           → that task failed terminally; the good ones are still committed,
- *                                   then the first mismatch is rethrown;
+ *    (or, with f16 features, a     then the first mismatch is rethrown;
+ *    value f16 cannot hold)
  *  - a put throws                 → abort the sample, fail the task retryable, continue.
  * Sample ids are deterministic (`<run_id>:<task_id>`), so a retried prompt re-puts the same id and a
  * duplicate commit is a no-op.
@@ -17,7 +18,7 @@ import type { DataFlowController } from '../control/controller.ts';
 import type { FeatureStore } from '../data/feature-store.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
-import { CaptureMismatchError, verifyCapture, type CaptureConfig } from './capture.ts';
+import { CaptureMismatchError, toFeaturePrecision, verifyCapture, type CaptureConfig } from './capture.ts';
 
 /** One task's captured features, plus the aux layer ids the source actually captured. */
 export interface CapturedFeatures {
@@ -73,10 +74,14 @@ export class RolloutWorker {
     let firstMismatch: CaptureMismatchError | undefined;
     for (let i = 0; i < tasks.length; i++) {
       const task = tasks[i];
-      const { tensors, auxLayerIds } = captured[i];
+      const { auxLayerIds } = captured[i];
+      let tensors = captured[i].tensors;
       const sampleId = onlineSampleId(this.controller.runId, task.taskId);
       try {
         verifyCapture(tensors, this.capture, { sampleId, recordedAuxLayerIds: auxLayerIds });
+        // f16 features are cast (and an overflow refused, terminally) before the put.
+        const precision = this.capture.featurePrecision ?? 'f32';
+        if (precision !== 'f32') tensors = await toFeaturePrecision(this.gpu, tensors, precision, sampleId);
       } catch (err) {
         if (!(err instanceof CaptureMismatchError)) throw err;
         this.gpu.release(...Object.values(tensors));

@@ -30,128 +30,58 @@
  *   dq        — dQ, recomputing P = exp(s − L) tile by tile.
  *   dkv       — dK_0/dV_0 (summed over the query heads of each kv group inside one workgroup, in a
  *               fixed order: deterministic, no atomics) and the diagonal dK_j/dV_j, j = 1..k.
+ * Their launch geometry (tiles, invocations per row) is a record chosen per head dim by
+ * chooseAttentionGeometry (src/kernels/attention-geometry.ts); `{ geometry: 'flash' }` selects the
+ * original one. dQ / dK / dV do not depend on the key / query tile sizes; O and L depend on BC in
+ * their last bits (online-softmax grouping), and TPR sets the dot products' summation order.
  */
 import type { Gpu } from '../gpu/gpu.ts';
-import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { shaderSource } from './shader-source.ts';
+import {
+  chooseAttentionGeometry,
+  kernelsFor,
+  resolveGeometry,
+  type AttentionDims,
+  type AttentionLimits,
+  type FlashGeometry,
+  type GeometryChoice,
+  type TttAttentionDims,
+} from './attention-geometry.ts';
+
+export {
+  ATTENTION_GEOMETRIES,
+  ATTENTION_KERNELS,
+  FLASH_GEOMETRY,
+  checkGeometry,
+  chooseAttentionGeometry,
+  flashKernels,
+  flashWorkgroupBytes,
+  type AttentionDims,
+  type AttentionGeometryName,
+  type AttentionLimits,
+  type FlashGeometry,
+  type FlashKernels,
+  type GeometryChoice,
+  type TttAttentionDims,
+} from './attention-geometry.ts';
 
 export type AttentionVariant = 'flash';
 
 /**
- * Launch geometry of the `flash` kernels. The only place these numbers live: each shader receives
- * the fields it uses as WGSL constants (shaderSource), and the grids, the LANE_DIMS override and
- * the device checks below are computed from the same record.
- */
-export const FLASH_GEOMETRY = {
-  /** Query rows per forward / dq workgroup. */
-  BR: 16,
-  /** Key rows per dkv workgroup. */
-  BK: 16,
-  /** Invocations sharing one query (or key) row; each owns head dims d ≡ lane (mod TPR). */
-  TPR: 4,
-  /** Keys per tile that forward / dq stream through workgroup memory. */
-  BC: 8,
-  /** Query rows per tile that dkv streams through workgroup memory. */
-  BQ: 8,
-  /** Largest head dim: the row stride of the staged tiles; MAX_HD / TPR sizes the per-row registers. */
-  MAX_HD: 128,
-  /** Invocations of a prep workgroup, one per (b, t, h) row. */
-  PREP_WG: 64,
-} as const;
-
-const FG = FLASH_GEOMETRY;
-
-export const ATTENTION_KERNELS = {
-  forward: {
-    name: 'attention/forward',
-    source: shaderSource('attention/forward', { BR: FG.BR, TPR: FG.TPR, BC: FG.BC, MAX_HD: FG.MAX_HD }),
-    bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
-  },
-  prep: { name: 'attention/prep', source: shaderSource('attention/prep', { WG: FG.PREP_WG }), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
-  dq: {
-    name: 'attention/dq',
-    source: shaderSource('attention/dq', { BR: FG.BR, TPR: FG.TPR, BC: FG.BC, MAX_HD: FG.MAX_HD }),
-    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
-  },
-  dkv: {
-    name: 'attention/dkv',
-    source: shaderSource('attention/dkv', { BK: FG.BK, TPR: FG.TPR, BQ: FG.BQ, MAX_HD: FG.MAX_HD }),
-    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
-  },
-} as const satisfies Record<string, KernelDef>;
-
-/** The kernels and launch geometry each variant dispatches with. */
-const VARIANTS: Readonly<Record<AttentionVariant, { kernels: typeof ATTENTION_KERNELS; geometry: typeof FLASH_GEOMETRY }>> = {
-  flash: { kernels: ATTENTION_KERNELS, geometry: FLASH_GEOMETRY },
-};
-
-/**
- * What the flash kernels need of a device, derived from their geometry and bindings, so that
- * chooseAttentionVariant can refuse a device with a message that names attention before any
- * pipeline is built.
- */
-const FLASH_NEEDS = {
-  /**
-   * Workgroup memory of the largest kernel, from the var<workgroup> declarations of each shader:
-   * forward  Ks, Vs [BC][MAX_HD], Ps [BR][BC][TPR], keyOk [BC];
-   * dq       Ks, Vs [BC][MAX_HD], Ps, DPs [BR][BC][TPR], keyOk [BC];
-   * dkv      Qs, Gs [BQ][MAX_HD], Ps, DPs [BK][BQ][TPR], rowL, rowD [BQ] (all 4-byte words).
-   */
-  workgroupBytes:
-    4 *
-    Math.max(
-      2 * FG.BC * FG.MAX_HD + FG.BR * FG.BC * FG.TPR + FG.BC,
-      2 * FG.BC * FG.MAX_HD + 2 * FG.BR * FG.BC * FG.TPR + FG.BC,
-      2 * FG.BQ * FG.MAX_HD + 2 * FG.BK * FG.BQ * FG.TPR + 2 * FG.BQ,
-    ),
-  storageBuffers: Math.max(...Object.values(ATTENTION_KERNELS).map((k) => k.bindings.filter((b) => b !== 'uniform').length)),
-};
-
-export interface AttentionDims {
-  batch: number;
-  seq: number;
-  heads: number;
-  kvHeads: number;
-  headDim: number;
-}
-
-export interface TttAttentionDims extends AttentionDims {
-  /** TTT unroll step k (0-based); uses cache slots 0..k. */
-  step: number;
-}
-
-export interface AttentionLimits {
-  maxComputeWorkgroupStorageSize?: number;
-  maxStorageBuffersPerShaderStage?: number;
-  maxComputeWorkgroupsPerDimension?: number;
-}
-
-/**
  * Pick the attention variant for a shape on a device, or explain why none fits. Pure: the same
- * inputs give the same answer. Only the f32 `flash` baseline exists; it needs no optional feature,
- * so `features` does not change the choice yet (an f16 or subgroup variant would consult it).
+ * inputs give the same answer. Only the f32 `flash` kernels exist; they need no optional feature,
+ * so `features` does not change the choice yet (an f16 or subgroup variant would consult it). The
+ * geometry they run with is chooseAttentionGeometry's, whose device checks this applies.
  */
 export function chooseAttentionVariant(dims: AttentionDims, _features: ReadonlySet<string>, limits: AttentionLimits): AttentionVariant {
-  if (dims.headDim > FG.MAX_HD) {
-    throw new Error(`attention: head dim ${dims.headDim} exceeds ${FG.MAX_HD}, the largest any attention variant supports`);
-  }
-  const storage = limits.maxComputeWorkgroupStorageSize ?? 16384;
-  if (storage < FLASH_NEEDS.workgroupBytes) {
-    throw new Error(`attention: the flash kernels need ${FLASH_NEEDS.workgroupBytes} bytes of workgroup memory, the device allows ${storage}`);
-  }
-  const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (buffers < FLASH_NEEDS.storageBuffers) {
-    throw new Error(`attention: the flash kernels bind ${FLASH_NEEDS.storageBuffers} storage buffers, the device allows ${buffers}`);
-  }
-  const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
-  // Largest grid dimension of any kernel: row blocks, heads, batch, and prep's rows / PREP_WG.
-  const grid = Math.max(Math.ceil(dims.seq / Math.min(FG.BR, FG.BK)), Math.ceil((dims.seq * dims.heads) / FG.PREP_WG), dims.heads, dims.batch);
-  if (grid > perDim) {
-    throw new Error(`attention: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`);
-  }
+  chooseAttentionGeometry(dims, limits);
   return 'flash';
+}
+
+export interface AttentionForwardOptions {
+  /** The launch geometry; default chooseAttentionGeometry's. `flash` is the original one. */
+  geometry?: GeometryChoice;
 }
 
 export interface AttentionForwardTensors {
@@ -186,7 +116,7 @@ export interface TttBackwardTensors extends TttForwardTensors {
   dVCache: Tensor;
 }
 
-export interface TttBackwardOptions {
+export interface TttBackwardOptions extends AttentionForwardOptions {
   /**
    * Add into dKCache/dVCache slots 0..step instead of overwriting them. K_j receives gradient from
    * every step ≥ j, so a TTT backward that walks the steps in reverse accumulates.
@@ -195,25 +125,27 @@ export interface TttBackwardOptions {
 }
 
 /** Encode causal GQA attention with key padding (no submit): writes o and lse. */
-export async function attentionForward(gpu: Gpu, t: AttentionForwardTensors, dims: AttentionDims): Promise<void> {
-  await tttAttentionForward(gpu, { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse }, { ...dims, step: 0 });
+export async function attentionForward(gpu: Gpu, t: AttentionForwardTensors, dims: AttentionDims, options: AttentionForwardOptions = {}): Promise<void> {
+  await tttAttentionForward(gpu, { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse }, { ...dims, step: 0 }, options);
 }
 
 /** Encode the backward of attentionForward (no submit): writes dQ, dK, dV. */
-export async function attentionBackward(gpu: Gpu, t: AttentionBackwardTensors, dims: AttentionDims): Promise<void> {
+export async function attentionBackward(gpu: Gpu, t: AttentionBackwardTensors, dims: AttentionDims, options: AttentionForwardOptions = {}): Promise<void> {
   await tttAttentionBackward(
     gpu,
     { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse, dO: t.dO, dQ: t.dQ, dKCache: t.dK, dVCache: t.dV },
     { ...dims, step: 0 },
+    options,
   );
 }
 
 /** Encode the TTT attention forward at `dims.step` (no submit): writes o and lse. */
-export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: TttAttentionDims): Promise<void> {
+export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: TttAttentionDims, options: AttentionForwardOptions = {}): Promise<void> {
   checkDims(dims);
   const { batch: B, seq: S, heads: H } = dims;
   checkActivations(t, dims);
-  const { kernels, geometry } = VARIANTS[chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits)];
+  const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
+  const kernels = kernelsFor(geometry);
   const kernel = await gpu.pipelines.get(kernels.forward, laneConstants(dims.headDim, geometry));
   gpu.batcher.dispatch(
     kernel,
@@ -236,7 +168,8 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
   checkTensor(t.dQ, 'dQ', 'f32', rowElems, '[B, S, nH, hd]');
   checkCache(t.dKCache, 'dKCache', dims);
   checkCache(t.dVCache, 'dVCache', dims);
-  const { kernels, geometry } = VARIANTS[chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits)];
+  const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
+  const kernels = kernelsFor(geometry);
   const [prep, dq, dkv] = await Promise.all([
     gpu.pipelines.get(kernels.prep, { HEAD_DIM: D }),
     gpu.pipelines.get(kernels.dq, laneConstants(D, geometry)),
@@ -266,7 +199,7 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
  * Override constants of the tiled kernels: the head size, and how many of its dims each of the TPR
  * invocations of a row owns (constant loop trip counts keep per-invocation arrays in registers).
  */
-function laneConstants(headDim: number, geometry: typeof FLASH_GEOMETRY): { HEAD_DIM: number; LANE_DIMS: number } {
+function laneConstants(headDim: number, geometry: FlashGeometry): { HEAD_DIM: number; LANE_DIMS: number } {
   return { HEAD_DIM: headDim, LANE_DIMS: Math.ceil(headDim / geometry.TPR) };
 }
 

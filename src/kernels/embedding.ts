@@ -9,6 +9,8 @@
  * The table (and dTable) may be split into row parts (a vocab-sized table can exceed one binding):
  * both directions dispatch once per part, and each part only handles ids it holds.
  * Ids outside [0, vocab) read as a zero row and receive no gradient (padding ids such as -1).
+ * The forward also reads an f16 table (embedding/gather_f16: f16 storage of a frozen target's
+ * embedding, widened exactly to f32 output); the backward is f32 only (trained tables are f32).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -18,7 +20,8 @@ import { checkInt, checkNoAlias, checkSinglePart, checkTensor, ELEMENTWISE_CONST
 import { shaderSource } from './shader-source.ts';
 
 export const EMBEDDING_KERNELS = {
-  gather: { name: 'embedding/gather', source: shaderSource('embedding/gather', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'write'] },
+  gather: { name: 'embedding/gather', source: shaderSource('embedding/gather', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 0 }), bindings: ['uniform', 'read', 'read', 'write'] },
+  gatherF16: { name: 'embedding/gather_f16', source: shaderSource('embedding/gather_f16', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 1 }), bindings: ['uniform', 'read', 'read', 'write'] },
   links: { name: 'embedding/links', source: shaderSource('embedding/links', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
   scatter: { name: 'embedding/scatter', source: shaderSource('embedding/scatter', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
 } as const satisfies Record<string, KernelDef>;
@@ -39,8 +42,8 @@ function checkShape(op: string, shape: EmbeddingShape): void {
 }
 
 /** Checks that a table-like tensor has exactly `vocab` rows of `hidden` (row parts must hold whole rows). */
-function checkTable(op: string, name: string, t: Tensor, shape: EmbeddingShape): void {
-  checkTensor(op, name, t, 'f32', shape.vocab * shape.hidden);
+function checkTable(op: string, name: string, t: Tensor, shape: EmbeddingShape, dtype: 'f32' | 'f16' = 'f32'): void {
+  checkTensor(op, name, t, dtype, shape.vocab * shape.hidden);
   if (t.shape[0] !== shape.vocab || t.rowElements !== shape.hidden) {
     throw new Error(`${op}: ${name} (${t.label}) must have shape [${shape.vocab}, ${shape.hidden}], got [${t.shape.join(', ')}]`);
   }
@@ -52,10 +55,10 @@ export async function embeddingForward(gpu: Gpu, ids: Tensor, table: Tensor, out
   checkShape(op, shape);
   const { n, vocab, hidden } = shape;
   checkSinglePart(op, 'ids', ids, 'i32', n);
-  checkTable(op, 'table', table, shape);
+  checkTable(op, 'table', table, shape, table.dtype === 'f16' ? 'f16' : 'f32');
   checkSinglePart(op, 'out', out, 'f32', n * hidden);
   checkNoAlias(op, out, [['table', table]], 'out');
-  const kernel = await gpu.pipelines.get(EMBEDDING_KERNELS.gather);
+  const kernel = await gpu.pipelines.get(table.dtype === 'f16' ? EMBEDDING_KERNELS.gatherF16 : EMBEDDING_KERNELS.gather);
   const grid = elementGrid(gpu, n * hidden);
   table.parts.forEach((part, i) => {
     const uniforms = new UniformWriter().u32(n).u32(hidden).u32(vocab).u32(part.rowStart).u32(part.rowCount).u32(i === 0 ? 1 : 0).finish();

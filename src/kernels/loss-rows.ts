@@ -1,7 +1,9 @@
 /**
  * Shared plumbing of the row-wise loss kernels (teacher, soft/hard cross-entropy, metrics):
- * shape/dtype validation, row segmentation over chunked tensors, the row-per-workgroup grid, and
- * the deterministic column-sum reduction (shaders/loss/reduce.wgsl).
+ * shape/dtype validation, row segmentation over chunked tensors, the row layouts (each kernel in
+ * the `wide`, `rows` and `subgroup` variants of src/kernels/row-variant.ts, sized by
+ * LOSS_ROW_GEOMETRY) with their grids, and the deterministic column-sum reduction
+ * (shaders/loss/reduce.wgsl).
  *
  * Row tensors: every per-row tensor is viewed as [rows, width] (a [B, S, W] or [B, S] tensor
  * qualifies when B·S = rows). A tensor larger than one binding is split into parts of whole outer
@@ -14,7 +16,46 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type DType, type Tensor, type TensorPart } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { checkRowGeometries, resolveRowVariant, rowLayoutGrid, type RowGeometries, type RowVariant } from './row-variant.ts';
 import { shaderSource } from './shader-source.ts';
+
+/**
+ * The sized row layouts of the loss kernels (LANES lanes per row, ROWS rows per workgroup). LANES 8
+ * is the subgroup width of llvmpipe (one AVX vector); ROWS rows share a workgroup to spread its launch cost (not tuned further;
+ * bench/row-variants.ts times the variants, bench/RESULTS.md "Row kernels" has the numbers).
+ */
+export const LOSS_ROW_GEOMETRY: RowGeometries = checkRowGeometries('loss', {
+  rows: { LANES: 8, ROWS: 8 },
+  subgroup: { LANES: 8, ROWS: 4 },
+});
+
+/** Options every row-wise loss kernel takes. */
+export interface RowKernelOptions {
+  /** Row layout (tests, benchmarks); default chooseRowVariant's choice for this device. */
+  variant?: RowVariant;
+}
+
+/**
+ * The three layouts of one loss kernel: `wide` is its original shaders/<shader>.wgsl, the others
+ * shaders/<shader>-rows.wgsl and -subgroup.wgsl with the same bindings and overrides.
+ */
+export function lossRowKernels(wide: KernelDef): Readonly<Record<RowVariant, KernelDef>> {
+  return {
+    wide,
+    rows: { ...wide, name: `${wide.name}-rows`, source: shaderSource(`${wide.name}-rows`, LOSS_ROW_GEOMETRY.rows) },
+    subgroup: { ...wide, name: `${wide.name}-subgroup`, source: shaderSource(`${wide.name}-subgroup`, LOSS_ROW_GEOMETRY.subgroup), requires: ['subgroups'] },
+  };
+}
+
+/** The layout a loss kernel runs in: `override` if given (refused with its reason when unsupported), else the policy's. */
+export function lossRowVariant(gpu: Gpu, op: string, width: number, rows: number, override?: RowVariant): RowVariant {
+  return resolveRowVariant(op, 'loss', gpu.ctx, { width, rows }, LOSS_ROW_GEOMETRY, override);
+}
+
+/** The grid of one segment of `count` rows in `variant`'s layout (`wide`: one workgroup per row, as rowGrid). */
+export function lossRowGrid(gpu: Gpu, count: number, variant: RowVariant): [number, number, number] {
+  return variant === 'wide' ? rowGrid(gpu, count) : rowLayoutGrid(gpu.ctx, count, variant, LOSS_ROW_GEOMETRY);
+}
 
 /** Fail unless `t` can be viewed as [rows, width] of `dtype`; errors name the op and the tensor. */
 export function checkRowTensor(op: string, name: string, t: Tensor, dtype: DType, rows: number, width: number): void {

@@ -17,13 +17,14 @@
  * Gradient modes: 'none' (loss only), 'in-place' (the logits buffer receives the gradient, as
  * SpecForge's fused kernel does — run the metrics first, they read the logits), 'separate' (into
  * dlogits). Reductions are deterministic (loss/reduce: one workgroup, fixed order; no atomics).
- * These functions only encode work.
+ * Each kernel runs in the row layout chooseRowVariant picks for the device (wide / rows /
+ * subgroup, src/kernels/row-variant.ts); the `variant` option overrides it. Only encodes work.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkDistinct, checkPositiveInt, checkRowTensor, placeholder, reduceColumns, rowGrid, rowSegments } from './loss-rows.ts';
+import { checkDistinct, checkPositiveInt, checkRowTensor, lossRowGrid, lossRowKernels, lossRowVariant, placeholder, reduceColumns, rowSegments, type RowKernelOptions } from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
 export type GradMode = 'none' | 'in-place' | 'separate';
@@ -42,6 +43,10 @@ export const HARD_CE_KERNEL: KernelDef = {
   bindings: ['uniform', 'write', 'read', 'write', 'write', 'read'],
 };
 
+/** Each kernel in the three row layouts (src/kernels/row-variant.ts); `wide` is the kernel above. */
+export const SOFT_CE_KERNELS = lossRowKernels(SOFT_CE_KERNEL);
+export const HARD_CE_KERNELS = lossRowKernels(HARD_CE_KERNEL);
+
 export interface SoftCrossEntropyTensors {
   /** Draft logits of step k, f32 [R, D]. */
   logits: Tensor;
@@ -55,7 +60,7 @@ export interface SoftCrossEntropyTensors {
   lossOut: Tensor;
 }
 
-export interface SoftCrossEntropyOptions {
+export interface SoftCrossEntropyOptions extends RowKernelOptions {
   rows: number;
   draftVocab: number;
   /** S: rows are B sequences of S positions; the TTT shift stays inside each. */
@@ -108,7 +113,8 @@ export async function softCrossEntropy(gpu: Gpu, x: SoftCrossEntropyTensors, o: 
   checkDistinct(op, { logits: x.logits, dlogits: x.dlogits, lossOut: x.lossOut }, { p: x.p, positionMask: x.positionMask });
 
   const rowLoss = gpu.tensor([rows], 'f32', 'soft-ce-row-loss');
-  const kernel = await gpu.pipelines.get(SOFT_CE_KERNEL, { GRAD_MODE: GRAD_MODE[grad] });
+  const variant = lossRowVariant(gpu, op, D, rows, o.variant);
+  const kernel = await gpu.pipelines.get(SOFT_CE_KERNELS[variant], { GRAD_MODE: GRAD_MODE[grad] });
   const gradOut = x.dlogits ?? placeholder(gpu);
   const operands = [{ tensor: x.logits }, { tensor: x.p, shift: k }, { tensor: x.positionMask, shift: k }, { tensor: rowLoss }];
   if (x.dlogits) operands.push({ tensor: x.dlogits });
@@ -119,7 +125,7 @@ export async function softCrossEntropy(gpu: Gpu, x: SoftCrossEntropyTensors, o: 
       .u32(z.partRow).u32(p.partRow).u32(m.partRow).u32(g?.partRow ?? 0).u32(l.partRow)
       .f32((o.gradScale ?? 1) / denominator)
       .finish();
-    gpu.batcher.dispatch(kernel, uniforms, [z.binding, p.binding, m.binding, g?.binding ?? gradOut.binding(), l.binding], rowGrid(gpu, seg.count));
+    gpu.batcher.dispatch(kernel, uniforms, [z.binding, p.binding, m.binding, g?.binding ?? gradOut.binding(), l.binding], lossRowGrid(gpu, seg.count, variant));
   }
   await reduceColumns(gpu, rowLoss, x.lossOut, { rows, cols: 1, outOffset: o.slot, scale: 1 / denominator });
   if (o.total) {
@@ -139,7 +145,7 @@ export interface HardCrossEntropyTensors {
   lossOut: Tensor;
 }
 
-export interface HardCrossEntropyOptions {
+export interface HardCrossEntropyOptions extends RowKernelOptions {
   rows: number;
   vocab: number;
   grad: GradMode;
@@ -166,7 +172,8 @@ export async function hardCrossEntropy(gpu: Gpu, x: HardCrossEntropyTensors, o: 
   await reduceColumns(gpu, x.labels, x.lossOut, { rows, cols: 1, outOffset: o.slot + 1, mode: 'count-nonnegative' });
   const rowLoss = gpu.tensor([rows], 'f32', 'hard-ce-row-loss');
   const useCount = o.denominator === undefined;
-  const kernel = await gpu.pipelines.get(HARD_CE_KERNEL, { GRAD_MODE: GRAD_MODE[grad], USE_COUNT: useCount });
+  const variant = lossRowVariant(gpu, op, V, rows, o.variant);
+  const kernel = await gpu.pipelines.get(HARD_CE_KERNELS[variant], { GRAD_MODE: GRAD_MODE[grad], USE_COUNT: useCount });
   const gradOut = x.dlogits ?? placeholder(gpu);
   const operands = [{ tensor: x.logits }, { tensor: x.labels }, { tensor: rowLoss }];
   if (x.dlogits) operands.push({ tensor: x.dlogits });
@@ -177,7 +184,7 @@ export async function hardCrossEntropy(gpu: Gpu, x: HardCrossEntropyTensors, o: 
       .u32(lx.partRow).u32(lab.partRow).u32(g?.partRow ?? 0).u32(l.partRow).u32(o.slot + 1)
       .f32(o.gradScale ?? 1).f32(useCount ? 1 : 1 / (o.denominator as number))
       .finish();
-    gpu.batcher.dispatch(kernel, uniforms, [lx.binding, lab.binding, g?.binding ?? gradOut.binding(), l.binding, x.lossOut.binding()], rowGrid(gpu, seg.count));
+    gpu.batcher.dispatch(kernel, uniforms, [lx.binding, lab.binding, g?.binding ?? gradOut.binding(), l.binding, x.lossOut.binding()], lossRowGrid(gpu, seg.count, variant));
   }
   await reduceColumns(gpu, rowLoss, x.lossOut, { rows, cols: 1, outOffset: o.slot });
   gpu.release(rowLoss);

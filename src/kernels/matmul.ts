@@ -12,6 +12,14 @@
  *               as the workgroup).
  *   tiled-f16 — `tiled` with operands rounded to f16 in workgroup memory, f32 accumulation
  *               (`shader-f16`); about 1e-3 relative error, so only used on request.
+ *   gemv      — the single-row product (M = 1) against a transposed weight (TRANS_B): lanes split
+ *               K, a tree in workgroup memory sums them (not in MATMUL_VARIANTS, which lists the
+ *               general variants: it takes only M = 1).
+ * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): naive, tiled,
+ * blocked, subgroup and gemv also exist as *_f16w kernels, the same shader text compiled with
+ * B_F16 = 1, which reads B as packed f16 pairs through the core builtin unpack2x16float (so it
+ * runs on every adapter, `shader-f16` or not) and computes in f32: the result is the f32 variant's
+ * on the f16-rounded weights.
  * Tile and workgroup sizes are MATMUL_GEOMETRY's, passed to each shader as WGSL constants.
  * `chooseMatmulVariant` is the policy, a pure function of shape, features and device facts.
  */
@@ -22,10 +30,17 @@ import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { shaderSource } from './shader-source.ts';
 
-export type MatmulVariant = 'naive' | 'tiled' | 'blocked' | 'subgroup' | 'tiled-f16';
+export type MatmulVariant = 'naive' | 'tiled' | 'blocked' | 'subgroup' | 'tiled-f16' | 'gemv';
 
-/** Every variant, baseline first (the order tests and benchmarks use). */
+/** Storage type of B: f32, or f16 (f16 storage, f32 arithmetic). A and C are always f32. */
+export type MatmulWeightDType = 'f32' | 'f16';
+
+/** Every general variant (any M), baseline first (the order tests and benchmarks use). gemv is apart: M = 1 only. */
 export const MATMUL_VARIANTS: readonly MatmulVariant[] = ['naive', 'tiled', 'blocked', 'subgroup', 'tiled-f16'];
+
+/** The variants that also read an f16 B (every one but tiled-f16, whose point is f16 operands in workgroup memory). */
+export const MATMUL_F16W_VARIANTS = ['naive', 'tiled', 'blocked', 'subgroup', 'gemv'] as const satisfies readonly MatmulVariant[];
+export type MatmulF16wVariant = (typeof MATMUL_F16W_VARIANTS)[number];
 
 const BINDINGS = ['uniform', 'read', 'read', 'write'] as const;
 
@@ -54,11 +69,14 @@ export const MATMUL_GEOMETRY: Readonly<Record<MatmulVariant, MatmulGeometry>> = 
   // shader's rank-1 update is unrolled for exactly this shape and const_asserts it.
   subgroup: geometry(8, 1, 32, 4),
   'tiled-f16': geometry(16, 16, 4, 4),
+  // One row: WG_X lanes split K (in pairs of k), each lane covering THREAD_N = TILE_N weight rows
+  // so an A pair is loaded once for all of them; WG_Y, THREAD_M and TILE_M are 1 by definition.
+  gemv: { WG_X: 64, WG_Y: 1, THREAD_M: 1, THREAD_N: 4, TILE_M: 1, TILE_N: 4 },
 };
 
-const matmulKernel = (variant: MatmulVariant, shader: string, requires?: readonly string[]): KernelDef => ({
+const matmulKernel = (variant: MatmulVariant, shader: string, requires?: readonly string[], bF16 = false): KernelDef => ({
   name: `matmul/${shader}`,
-  source: shaderSource(`matmul/${shader}`, MATMUL_GEOMETRY[variant]),
+  source: shaderSource(`matmul/${shader}`, { ...MATMUL_GEOMETRY[variant], B_F16: bF16 ? 1 : 0 }),
   bindings: BINDINGS,
   ...(requires ? { requires } : {}),
 });
@@ -69,7 +87,25 @@ export const MATMUL_KERNELS: Readonly<Record<MatmulVariant, KernelDef>> = {
   blocked: matmulKernel('blocked', 'blocked'),
   subgroup: matmulKernel('subgroup', 'subgroup', ['subgroups']),
   'tiled-f16': matmulKernel('tiled-f16', 'tiled_f16', ['shader-f16']),
+  gemv: matmulKernel('gemv', 'gemv'),
 };
+
+/** The f16-weight kernels: same shader text and geometry as the f32 variant, B_F16 = 1. */
+export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>> = {
+  naive: matmulKernel('naive', 'naive_f16w', undefined, true),
+  tiled: matmulKernel('tiled', 'tiled_f16w', undefined, true),
+  blocked: matmulKernel('blocked', 'blocked_f16w', undefined, true),
+  subgroup: matmulKernel('subgroup', 'subgroup_f16w', ['subgroups'], true),
+  gemv: matmulKernel('gemv', 'gemv_f16w', undefined, true),
+};
+
+const isF16wVariant = (v: MatmulVariant): v is MatmulF16wVariant => (MATMUL_F16W_VARIANTS as readonly MatmulVariant[]).includes(v);
+
+/** The kernel of `variant` for a B of `bDType`, or why there is none. */
+export function matmulKernelFor(variant: MatmulVariant, bDType: MatmulWeightDType): KernelDef | string {
+  if (bDType === 'f32') return MATMUL_KERNELS[variant];
+  return isF16wVariant(variant) ? MATMUL_F16W_KERNELS[variant] : `matmul variant ${variant} has no f16-weight version (f16 B works with ${MATMUL_F16W_VARIANTS.join(', ')})`;
+}
 
 /** Relative error (‖C − C_ref‖₂ / ‖C_ref‖₂) a variant is held to against the float64 reference. */
 export const MATMUL_TOLERANCE: Readonly<Record<MatmulVariant, number>> = {
@@ -78,6 +114,7 @@ export const MATMUL_TOLERANCE: Readonly<Record<MatmulVariant, number>> = {
   blocked: 1e-5,
   subgroup: 1e-5,
   'tiled-f16': 2e-3,
+  gemv: 1e-5,
 };
 
 export interface MatmulShape {
@@ -85,6 +122,10 @@ export interface MatmulShape {
   N: number;
   K: number;
   batch?: number;
+  /** B stored [N, K] (a Linear weight); only gemv's choice depends on it. Default false. */
+  transB?: boolean;
+  /** B's storage type; default 'f32'. */
+  bDType?: MatmulWeightDType;
 }
 
 /** What the policy knows about the device besides its features (from the adapter record). */
@@ -104,8 +145,10 @@ export function matmulDeviceFacts(ctx: GpuContext): MatmulDeviceFacts {
 }
 
 /** Why `variant` cannot run on this device, or undefined when it can. */
-export function matmulVariantUnsupported(variant: MatmulVariant, features: ReadonlySet<string>, facts: MatmulDeviceFacts): string | undefined {
-  for (const feature of MATMUL_KERNELS[variant].requires ?? []) {
+export function matmulVariantUnsupported(variant: MatmulVariant, features: ReadonlySet<string>, facts: MatmulDeviceFacts, bDType: MatmulWeightDType = 'f32'): string | undefined {
+  const kernel = matmulKernelFor(variant, bDType);
+  if (typeof kernel === 'string') return kernel;
+  for (const feature of kernel.requires ?? []) {
     if (!features.has(feature)) return `matmul variant ${variant} needs the WebGPU feature "${feature}"`;
   }
   // The shader assumes its whole workgroup is one subgroup with lanes 0..WG_X-1.
@@ -130,9 +173,15 @@ export function availableMatmulVariants(features: ReadonlySet<string>, facts: Ma
  *   barriers, which cost more than they save on a CPU.
  * - GPUs: naive for tiny outputs (fewer than 1024 elements), else tiled (workgroup-memory tiling
  *   is what GPUs are built for).
+ * - f16 weights (bDType 'f16'), any adapter: gemv for a single row against a transposed weight
+ *   with even K (a decode step's projections; measured faster than naive on llvmpipe, see
+ *   `npm run bench -- --only gemv`), else the rule above, whose every pick has an f16-weight kernel.
+ *   f32 weights keep the rule above even at M = 1: gemv sums in another order, and the f32 path
+ *   stays bit for bit what it was.
  */
 export function chooseMatmulVariant(shape: MatmulShape, features: ReadonlySet<string> = new Set(), facts: MatmulDeviceFacts = {}): MatmulVariant {
   const { M, N } = shape;
+  if (shape.bDType === 'f16' && M === 1 && shape.transB && shape.K % 2 === 0) return 'gemv';
   if (facts.fallbackAdapter) {
     if (matmulVariantUnsupported('subgroup', features, facts) === undefined) return M === 1 ? 'naive' : 'subgroup';
     return Math.min(M, N) < 16 ? 'naive' : 'blocked';
@@ -170,14 +219,18 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
     [b, strideB * (batch - 1) + K * N, 'B'],
     [c, strideC * (batch - 1) + M * N, 'C'],
   ] as const) {
-    if (t.dtype !== 'f32') throw new Error(`matmul: ${name} (${t.label}) must be f32, got ${t.dtype}`);
+    if (t.dtype !== 'f32' && !(name === 'B' && t.dtype === 'f16')) throw new Error(`matmul: ${name} (${t.label}) must be f32${name === 'B' ? ' or f16' : ''}, got ${t.dtype}`);
     if (t.numel < need) throw new Error(`matmul: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements, M=${M} N=${N} K=${K} batch=${batch} needs ${need}`);
   }
   const facts = matmulDeviceFacts(gpu.ctx);
-  const variant = options.variant ?? chooseMatmulVariant({ M, N, K, batch }, gpu.ctx.features, facts);
-  const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts);
+  const bDType: MatmulWeightDType = b.dtype === 'f16' ? 'f16' : 'f32';
+  const transB = options.transB ?? false;
+  const variant = options.variant ?? chooseMatmulVariant({ M, N, K, batch, transB, bDType }, gpu.ctx.features, facts);
+  const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts, bDType);
   if (unsupported) throw new Error(`matmul: ${unsupported}`);
-  const kernel = await gpu.pipelines.get(MATMUL_KERNELS[variant], {
+  if (variant === 'gemv') checkGemv(b, { M, K, transB, strideB, batch });
+  const def = matmulKernelFor(variant, bDType) as KernelDef;
+  const kernel = await gpu.pipelines.get(def, {
     TRANS_A: options.transA ?? false,
     TRANS_B: options.transB ?? false,
   });
@@ -188,4 +241,13 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
     .finish();
   const { TILE_M, TILE_N } = MATMUL_GEOMETRY[variant];
   gpu.batcher.dispatch(kernel, uniforms, [a.binding(), b.binding(), c.binding()], [Math.ceil(N / TILE_N), Math.ceil(M / TILE_M), batch]);
+}
+
+/** gemv's own limits: one row, a transposed weight, and f16 rows that start on a word. */
+function checkGemv(b: Tensor, s: { M: number; K: number; transB: boolean; strideB: number; batch: number }): void {
+  if (s.M !== 1) throw new Error(`matmul: variant gemv computes one row (M = 1), got M=${s.M}`);
+  if (!s.transB) throw new Error(`matmul: variant gemv needs transB (B (${b.label}) stored [N, K])`);
+  if (b.dtype === 'f16' && (s.K % 2 !== 0 || (s.batch > 1 && s.strideB % 2 !== 0))) {
+    throw new Error(`matmul: variant gemv reads f16 B (${b.label}) in (k, k+1) pairs and needs an even K and batch stride, got K=${s.K} strideB=${s.strideB}`);
+  }
 }

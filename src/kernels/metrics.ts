@@ -8,13 +8,14 @@
  * with the same TTT shift as the loss (row (b, t) reads teacher row (b, t + k), pad beyond S).
  * acc_k = correct/max(denom, 1e-6) and acceptance_rate_k = accept/max(count, 1e-8) are formed only
  * when read (`metricRatios`). Run before an in-place softCrossEntropy, which overwrites the logits.
- * With accumulate, the sums are added to what metricsOut holds. Only encodes work.
+ * With accumulate, the sums are added to what metricsOut holds. The row layout is chooseRowVariant's
+ * (src/kernels/row-variant.ts; `variant` overrides). Only encodes work.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, reduceColumns, rowGrid, rowSegments } from './loss-rows.ts';
+import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, lossRowGrid, lossRowKernels, lossRowVariant, reduceColumns, rowSegments, type RowKernelOptions } from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const METRICS_KERNEL: KernelDef = {
@@ -22,6 +23,9 @@ export const METRICS_KERNEL: KernelDef = {
   source: shaderSource('loss/metrics'),
   bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
 };
+
+/** The metric kernel in the three row layouts (src/kernels/row-variant.ts); `wide` is METRICS_KERNEL. */
+export const METRICS_KERNELS = lossRowKernels(METRICS_KERNEL);
 
 export const METRIC_FIELDS = ['correct', 'denom', 'acceptSum', 'acceptCount'] as const;
 
@@ -42,7 +46,7 @@ export interface MetricTensors {
   metricsOut: Tensor;
 }
 
-export interface MetricOptions {
+export interface MetricOptions extends RowKernelOptions {
   rows: number;
   draftVocab: number;
   seqLen: number;
@@ -72,7 +76,8 @@ export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions
   checkDistinct(op, { metricsOut: x.metricsOut }, { logits: x.logits, pTilde: x.pTilde, tok: x.tok, lossMask: x.lossMask, positionMask: x.positionMask, used: x.used });
 
   const rowStats = gpu.tensor([rows, 4], 'f32', 'metric-row-terms');
-  const kernel = await gpu.pipelines.get(METRICS_KERNEL);
+  const variant = lossRowVariant(gpu, op, D, rows, o.variant);
+  const kernel = await gpu.pipelines.get(METRICS_KERNELS[variant]);
   const operands = [
     { tensor: x.logits },
     { tensor: x.pTilde, shift: k },
@@ -87,7 +92,7 @@ export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions
       .u32(seg.count).u32(seg.start).u32(D).u32(S).u32(k)
       .u32(z.partRow).u32(q.partRow).u32(tok.partRow).u32(lm.partRow).u32(pm.partRow).u32(out.partRow)
       .finish();
-    gpu.batcher.dispatch(kernel, uniforms, [z.binding, q.binding, tok.binding, lm.binding, pm.binding, x.used.binding(), out.binding], rowGrid(gpu, seg.count));
+    gpu.batcher.dispatch(kernel, uniforms, [z.binding, q.binding, tok.binding, lm.binding, pm.binding, x.used.binding(), out.binding], lossRowGrid(gpu, seg.count, variant));
   }
   await reduceColumns(gpu, rowStats, x.metricsOut, { rows, cols: 4, outOffset: 4 * o.slot, accumulate: o.accumulate ?? false });
   gpu.release(rowStats);

@@ -6,17 +6,18 @@
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { ATTENTION_KERNELS } from './attention.ts';
 import { DECODE_ATTENTION_KERNEL } from './attention-decode.ts';
+import { CAST_KERNELS } from './cast.ts';
 import { COPY_STRIDED_KERNEL } from './copy-strided.ts';
 import { EMBEDDING_KERNELS } from './embedding.ts';
-import { HARD_CE_KERNEL, SOFT_CE_KERNEL } from './loss.ts';
+import { HARD_CE_KERNELS, SOFT_CE_KERNELS } from './loss.ts';
 import { REDUCE_KERNEL } from './loss-rows.ts';
-import { MATMUL_KERNELS } from './matmul.ts';
-import { METRICS_KERNEL } from './metrics.ts';
+import { MATMUL_F16W_KERNELS, MATMUL_KERNELS } from './matmul.ts';
+import { METRICS_KERNELS } from './metrics.ts';
 import { OPTIM_KERNELS } from './optim.ts';
 import { RMSNORM_KERNELS } from './rmsnorm.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
-import { TEACHER_KERNEL } from './teacher.ts';
+import { TEACHER_KERNELS } from './teacher.ts';
 
 export interface KernelFamily {
   readonly family: string;
@@ -24,15 +25,15 @@ export interface KernelFamily {
 }
 
 export const KERNEL_FAMILIES: readonly KernelFamily[] = [
-  { family: 'matmul', kernels: Object.values(MATMUL_KERNELS) },
+  { family: 'matmul', kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS)] },
   { family: 'embedding', kernels: Object.values(EMBEDDING_KERNELS) },
   { family: 'rmsnorm', kernels: Object.values(RMSNORM_KERNELS) },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL] },
   { family: 'swiglu', kernels: Object.values(SWIGLU_KERNELS) },
   { family: 'attention', kernels: [...Object.values(ATTENTION_KERNELS), DECODE_ATTENTION_KERNEL] },
-  { family: 'loss', kernels: [TEACHER_KERNEL, SOFT_CE_KERNEL, HARD_CE_KERNEL, METRICS_KERNEL, REDUCE_KERNEL] },
+  { family: 'loss', kernels: [...[TEACHER_KERNELS, SOFT_CE_KERNELS, HARD_CE_KERNELS, METRICS_KERNELS].flatMap((k) => Object.values(k)), REDUCE_KERNEL] },
   { family: 'optim', kernels: Object.values(OPTIM_KERNELS) },
-  { family: 'copy', kernels: [COPY_STRIDED_KERNEL] },
+  { family: 'copy', kernels: [COPY_STRIDED_KERNEL, ...Object.values(CAST_KERNELS)] },
 ];
 
 export function allKernels(): KernelDef[] {

@@ -2,26 +2,68 @@
  * RMSNorm (LlamaRMSNorm): y = w ⊙ x / sqrt(mean(x²) + eps) per row, statistics in f32.
  *
  * Kernels (shaders/rmsnorm/*.wgsl):
- *   forward     — one workgroup per row; writes y and saves 1/rms per row for the backward.
- *   backward_dx — one workgroup per row; dx from dy, x, w and the saved 1/rms.
+ *   forward     — writes y and saves 1/rms per row for the backward.
+ *   backward_dx — dx from dy, x, w and the saved 1/rms.
  *   backward_dw — column blocks looping over rows: the deterministic row reduction for dw.
+ * forward and backward_dx come in the row layouts of src/kernels/row-variant.ts: `wide` (the
+ * original 256-lane workgroup per row, forward.wgsl / backward_dx.wgsl), `rows` (*_rows.wgsl) and
+ * `subgroup` (*_subgroup.wgsl), sized by RMSNORM_ROW_GEOMETRY; with the sized layouts dw runs as
+ * backward_dw_columns (one lane per column, no barrier). chooseRowVariant picks; `variant` overrides.
  * Rows may be padded (row strides ≥ hidden), e.g. a norm over a slice of a wider activation.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkStride, linearGrid, stridedExtent } from './elementwise-common.ts';
+import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkStride, stridedExtent } from './elementwise-common.ts';
+import { checkRowGeometries, resolveRowVariant, rowLayoutGrid, type RowGeometries, type RowVariant } from './row-variant.ts';
 import { shaderSource } from './shader-source.ts';
 
 /** Columns per backward_dw workgroup (the shader's WG_X); the dw grid is ceil(hidden / this). */
 const RMSNORM_DW_COLUMNS = 64;
 
+/**
+ * Lanes per backward_dw_columns workgroup (its WG_X): one CPU SIMD vector on llvmpipe, so H = 128
+ * still makes 16 workgroups to spread over threads.
+ */
+export const RMSNORM_DW_COLUMNS_LANES = 8;
+
+/**
+ * The sized row layouts (LANES lanes per row, ROWS rows per workgroup). LANES 8 is the subgroup
+ * width of llvmpipe (one AVX vector); ROWS rows share a workgroup to spread its launch cost (not tuned further;
+ * bench/row-variants.ts times the variants, bench/RESULTS.md "Row kernels" has the numbers).
+ */
+export const RMSNORM_ROW_GEOMETRY: RowGeometries = checkRowGeometries('rmsnorm', {
+  rows: { LANES: 8, ROWS: 8 },
+  subgroup: { LANES: 8, ROWS: 4 },
+});
+
+const FWD_BINDINGS = ['uniform', 'read', 'read', 'write', 'write'] as const;
+const DX_BINDINGS = ['uniform', 'read', 'read', 'read', 'read', 'write'] as const;
+const DW_BINDINGS = ['uniform', 'read', 'read', 'read', 'write'] as const;
+const SUBGROUPS = ['subgroups'] as const;
+
 export const RMSNORM_KERNELS = {
-  forward: { name: 'rmsnorm/forward', source: shaderSource('rmsnorm/forward'), bindings: ['uniform', 'read', 'read', 'write', 'write'] },
-  backwardDx: { name: 'rmsnorm/backward_dx', source: shaderSource('rmsnorm/backward_dx'), bindings: ['uniform', 'read', 'read', 'read', 'read', 'write'] },
-  backwardDw: { name: 'rmsnorm/backward_dw', source: shaderSource('rmsnorm/backward_dw', { WG_X: RMSNORM_DW_COLUMNS }), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+  forward: { name: 'rmsnorm/forward', source: shaderSource('rmsnorm/forward'), bindings: FWD_BINDINGS },
+  backwardDx: { name: 'rmsnorm/backward_dx', source: shaderSource('rmsnorm/backward_dx'), bindings: DX_BINDINGS },
+  backwardDw: { name: 'rmsnorm/backward_dw', source: shaderSource('rmsnorm/backward_dw', { WG_X: RMSNORM_DW_COLUMNS }), bindings: DW_BINDINGS },
+  forwardRows: { name: 'rmsnorm/forward_rows', source: shaderSource('rmsnorm/forward_rows', RMSNORM_ROW_GEOMETRY.rows), bindings: FWD_BINDINGS },
+  backwardDxRows: { name: 'rmsnorm/backward_dx_rows', source: shaderSource('rmsnorm/backward_dx_rows', RMSNORM_ROW_GEOMETRY.rows), bindings: DX_BINDINGS },
+  forwardSubgroup: { name: 'rmsnorm/forward_subgroup', source: shaderSource('rmsnorm/forward_subgroup', RMSNORM_ROW_GEOMETRY.subgroup), bindings: FWD_BINDINGS, requires: SUBGROUPS },
+  backwardDxSubgroup: { name: 'rmsnorm/backward_dx_subgroup', source: shaderSource('rmsnorm/backward_dx_subgroup', RMSNORM_ROW_GEOMETRY.subgroup), bindings: DX_BINDINGS, requires: SUBGROUPS },
+  backwardDwColumns: { name: 'rmsnorm/backward_dw_columns', source: shaderSource('rmsnorm/backward_dw_columns', { WG_X: RMSNORM_DW_COLUMNS_LANES }), bindings: DW_BINDINGS },
 } as const satisfies Record<string, KernelDef>;
+
+const FORWARD_BY_VARIANT: Readonly<Record<RowVariant, KernelDef>> = {
+  wide: RMSNORM_KERNELS.forward,
+  rows: RMSNORM_KERNELS.forwardRows,
+  subgroup: RMSNORM_KERNELS.forwardSubgroup,
+};
+const DX_BY_VARIANT: Readonly<Record<RowVariant, KernelDef>> = {
+  wide: RMSNORM_KERNELS.backwardDx,
+  rows: RMSNORM_KERNELS.backwardDxRows,
+  subgroup: RMSNORM_KERNELS.backwardDxSubgroup,
+};
 
 export interface RmsnormArgs {
   rows: number;
@@ -31,6 +73,8 @@ export interface RmsnormArgs {
   strideX?: number;
   /** Elements between consecutive rows of y (and dy in the backward); default hidden. */
   strideY?: number;
+  /** Row layout (tests, benchmarks); default chooseRowVariant's choice for this device. */
+  variant?: RowVariant;
 }
 
 function resolve(op: string, args: Omit<RmsnormArgs, 'eps'>): { rows: number; hidden: number; strideX: number; strideY: number } {
@@ -55,9 +99,10 @@ export async function rmsnormForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, 
   checkSinglePart(op, 'invRms', invRms, 'f32', rows);
   checkNoAlias(op, y, [['x', x], ['w', w], ['invRms', invRms]], 'y');
   checkNoAlias(op, invRms, [['x', x], ['w', w]], 'invRms');
-  const kernel = await gpu.pipelines.get(RMSNORM_KERNELS.forward);
+  const variant = resolveRowVariant(op, 'rmsnorm', gpu.ctx, { width: hidden, rows }, RMSNORM_ROW_GEOMETRY, args.variant);
+  const kernel = await gpu.pipelines.get(FORWARD_BY_VARIANT[variant]);
   const uniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).f32(args.eps).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [x.binding(), w.binding(), y.binding(), invRms.binding()], linearGrid(gpu, rows));
+  gpu.batcher.dispatch(kernel, uniforms, [x.binding(), w.binding(), y.binding(), invRms.binding()], rowLayoutGrid(gpu.ctx, rows, variant, RMSNORM_ROW_GEOMETRY));
 }
 
 export interface RmsnormBackwardOptions {
@@ -94,11 +139,14 @@ export async function rmsnormBackward(
     checkSinglePart(op, 'dw', dw, 'f32', hidden);
     checkNoAlias(op, dw, [['x', x], ['dy', dy], ['invRms', invRms], ['dx', dx]], 'dw');
   }
-  const dxKernel = await gpu.pipelines.get(RMSNORM_KERNELS.backwardDx, { ACCUMULATE: options.accumulateDx ?? false });
+  const variant = resolveRowVariant(op, 'rmsnorm', gpu.ctx, { width: hidden, rows }, RMSNORM_ROW_GEOMETRY, args.variant);
+  const dxKernel = await gpu.pipelines.get(DX_BY_VARIANT[variant], { ACCUMULATE: options.accumulateDx ?? false });
   const dxUniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).u32(strideX).finish();
-  gpu.batcher.dispatch(dxKernel, dxUniforms, [x.binding(), w.binding(), dy.binding(), invRms.binding(), dx.binding()], linearGrid(gpu, rows));
+  gpu.batcher.dispatch(dxKernel, dxUniforms, [x.binding(), w.binding(), dy.binding(), invRms.binding(), dx.binding()], rowLayoutGrid(gpu.ctx, rows, variant, RMSNORM_ROW_GEOMETRY));
   if (!dw) return;
-  const dwKernel = await gpu.pipelines.get(RMSNORM_KERNELS.backwardDw, { ACCUMULATE: options.accumulateDw ?? false });
+  const wide = variant === 'wide';
+  const dwKernel = await gpu.pipelines.get(wide ? RMSNORM_KERNELS.backwardDw : RMSNORM_KERNELS.backwardDwColumns, { ACCUMULATE: options.accumulateDw ?? false });
   const dwUniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).finish();
-  gpu.batcher.dispatch(dwKernel, dwUniforms, [x.binding(), dy.binding(), invRms.binding(), dw.binding()], [Math.ceil(hidden / RMSNORM_DW_COLUMNS)]);
+  const columns = wide ? RMSNORM_DW_COLUMNS : RMSNORM_DW_COLUMNS_LANES;
+  gpu.batcher.dispatch(dwKernel, dwUniforms, [x.binding(), dy.binding(), invRms.binding(), dw.binding()], [Math.ceil(hidden / columns)]);
 }

@@ -9,13 +9,14 @@
  * (src/kernels/loss.ts, metrics.ts). `used` = d2t + arange(D) (src/model/eagle3/vocab-mapping.ts),
  * i32, strictly ascending target ids in [0, V); t2d is i32 0/1 [V].
  * T may be chunked (larger than one binding, e.g. 2048 × 128256 f32); the kernel is dispatched per
- * row segment. Only encodes work (no submit, no readback).
+ * row segment, in the row layout chooseRowVariant picks (src/kernels/row-variant.ts; `variant`
+ * overrides). Only encodes work (no submit, no readback).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, rowGrid, rowSegments } from './loss-rows.ts';
+import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, lossRowGrid, lossRowKernels, lossRowVariant, rowSegments, type RowKernelOptions } from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const TEACHER_KERNEL: KernelDef = {
@@ -23,6 +24,9 @@ export const TEACHER_KERNEL: KernelDef = {
   source: shaderSource('loss/teacher'),
   bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write', 'write', 'write'],
 };
+
+/** The teacher in the three row layouts (src/kernels/row-variant.ts); `wide` is TEACHER_KERNEL. */
+export const TEACHER_KERNELS = lossRowKernels(TEACHER_KERNEL);
 
 export interface TeacherTensors {
   /** Full-vocab target logits, f32 [R, V] (or [B, S, V]). */
@@ -46,7 +50,7 @@ export interface TeacherShape {
   draftVocab: number;
 }
 
-export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherShape): Promise<void> {
+export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherShape, options: RowKernelOptions = {}): Promise<void> {
   const op = 'buildTeacher';
   const { rows, vocab, draftVocab } = shape;
   checkPositiveInt(op, 'rows', rows);
@@ -67,7 +71,8 @@ export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherSh
     { logits: x.logits, t2d: x.t2d, used: x.used, lossMask: x.lossMask },
   );
 
-  const kernel = await gpu.pipelines.get(TEACHER_KERNEL);
+  const variant = lossRowVariant(gpu, op, vocab, rows, options.variant);
+  const kernel = await gpu.pipelines.get(TEACHER_KERNELS[variant]);
   const segments = rowSegments(rows, [x.logits, x.lossMask, x.p, x.pTilde, x.tok, x.positionMask].map((tensor) => ({ tensor })));
   for (const seg of segments) {
     const [T, lm, p, q, tok, pm] = seg.operands;
@@ -79,7 +84,7 @@ export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherSh
       kernel,
       uniforms,
       [T.binding, x.t2d.binding(), x.used.binding(), lm.binding, p.binding, q.binding, tok.binding, pm.binding],
-      rowGrid(gpu, seg.count),
+      lossRowGrid(gpu, seg.count, variant),
     );
   }
 }

@@ -52,7 +52,7 @@ export function vocabFromCounts(counts: ReadonlyMap<number, number>, vocab: numb
 }
 
 /** The draft's config from the target's sizes (one decoder layer of the target's shape). */
-export function draftConfigFor(target: TargetModel, draftVocabSize: number): Eagle3Config {
+export function draftConfigFor(target: Pick<TargetModel, 'config'>, draftVocabSize: number): Eagle3Config {
   const t = target.config;
   return parseEagle3Config(
     {

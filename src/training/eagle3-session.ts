@@ -50,6 +50,7 @@ import { PeriodicEvaluation, type PeriodicEvalSettings } from './periodic-eval.t
 import { checkRequeuedSpills } from './resume-integrity.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
+import { FEATURE_PRECISIONS, precisionContract } from './feature-precision.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
 import { stableHash } from '../util/stable-hash.ts';
@@ -73,6 +74,7 @@ export const sessionSettingsSchema = z.object({
   rolloutWorkers: posInt.max(8).default(1),
   checkpointEvery: posInt.max(1_000_000).default(8),
   seed: z.number().int().nonnegative().max(2 ** 32 - 1).default(0),
+  featurePrecision: z.enum(FEATURE_PRECISIONS as ['f32', 'f16']).default('f32'),
 });
 export type SessionSettings = z.infer<typeof sessionSettingsSchema>;
 
@@ -214,7 +216,7 @@ export class Eagle3TrainingSession {
 
     const store = new LocalFeatureStore(gpu, { spill: storage.spill });
     const controller = new DataFlowController({ runId, store: storage.metadata, featureStore: store });
-    const capture = { ...eagle3CaptureConfig(tc, auxLayerIds), extra: { ttt_length: settings.tttLength } };
+    const capture = { ...eagle3CaptureConfig(tc, auxLayerIds), extra: { ttt_length: settings.tttLength }, featurePrecision: settings.featurePrecision };
     const source = new TargetFeatureSource(target);
     const workers = Array.from({ length: settings.rolloutWorkers }, (_, i) => new RolloutWorker(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
     const backend = new AdamWBackend(gpu, {
@@ -236,7 +238,7 @@ export class Eagle3TrainingSession {
       tttLength: settings.tttLength,
       batchSize: settings.batchSize,
       accumulationSteps: 1,
-      draftConfigHash: stableHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length }),
+      draftConfigHash: stableHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length, ...precisionContract(settings.featurePrecision) }),
       dataHash: stableHash(sequences),
     };
     const session = new Eagle3TrainingSession({

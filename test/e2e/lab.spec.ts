@@ -282,6 +282,17 @@ test.describe.serial('one training run', () => {
     await expect(page.locator('#adapter'), '#adapter shows the adapter facts').not.toBeEmpty();
     await discardSavedRun(page);
     await applySettings(page, SMALL);
+    // The GPU memory plan is on the page before Start, and follows the settings.
+    const plan = page.locator('#memory-plan');
+    await expect(plan, '#memory-plan shows before Start').toBeVisible();
+    await expect(plan, '#memory-plan fits the adapter').toHaveAttribute('data-state', 'fits');
+    await expect(plan).toContainText(/GPU memory plan: \S+ \S+ in all, largest .*fits this adapter/);
+    await expect(plan.locator('table.memory-plan tr', { hasText: 'draft weights' })).toBeVisible();
+    const planned = Number(await plan.getAttribute('data-total'));
+    await page.locator('#batch-size').fill(String(2 * SMALL['batch-size']));
+    await expect.poll(async () => Number(await plan.getAttribute('data-total')), 'a larger batch needs more memory').toBeGreaterThan(planned);
+    await page.locator('#batch-size').fill(String(SMALL['batch-size']));
+    await expect(plan).toHaveAttribute('data-total', String(planned));
     await snap(page, testInfo, 'settings');
 
     await page.locator('#start').click();

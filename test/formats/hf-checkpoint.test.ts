@@ -1,7 +1,11 @@
-/** HF checkpoint loading from a FileStore: single file, bf16 shards with an index, tied embeddings, and bad checkpoints. */
+/**
+ * HF checkpoint loading from a FileStore: single file, bf16 shards with an index, tied embeddings,
+ * bad checkpoints, and f16 weight precision (matrices as f16 bits from F16, BF16 and F32 files).
+ */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
-import { expectedTensors, loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { expectedTensors, isMatrixWeight, loadHfCheckpoint, type MatrixWeight, type TargetWeights } from '../../src/formats/hf-checkpoint.ts';
+import { f32ToF16Ref } from '../../src/reference/cast.ts';
 import { SafetensorsFile, bf16ToF32, f32ToBf16, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
 import { tempStore } from '../data/temp-store.ts';
@@ -100,6 +104,91 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
         });
         await assertRejects(() => loadHfCheckpoint(tmp.files, `nonfinite-${what}`), new RegExp(`nonfinite-${what}/model\\.safetensors: tensor "model\\.layers\\.1\\.self_attn\\.o_proj\\.weight" holds a non-finite value \\(${what === 'NaN' ? 'NaN' : 'Infinity'}\\) at element 7`), `${what} weight refused naming the tensor`);
       }
+    } finally {
+      await tmp.cleanup();
+    }
+  });
+
+  /** Every array of `w` by tensor name (a tied lm_head is the embedding). */
+  const byName = (w: TargetWeights<MatrixWeight>): Map<string, MatrixWeight> => {
+    const m = new Map<string, MatrixWeight>([['model.embed_tokens.weight', w.embedTokens], ['model.norm.weight', w.finalNorm], ['lm_head.weight', w.lmHead]]);
+    const keys: Record<string, string> = {
+      inputNorm: 'input_layernorm.weight', qProj: 'self_attn.q_proj.weight', kProj: 'self_attn.k_proj.weight', vProj: 'self_attn.v_proj.weight',
+      oProj: 'self_attn.o_proj.weight', qNorm: 'self_attn.q_norm.weight', kNorm: 'self_attn.k_norm.weight', postAttentionNorm: 'post_attention_layernorm.weight',
+      gateProj: 'mlp.gate_proj.weight', upProj: 'mlp.up_proj.weight', downProj: 'mlp.down_proj.weight',
+    };
+    w.layers.forEach((l, i) => {
+      for (const [k, v] of Object.entries(l) as [string, MatrixWeight | undefined][]) if (v) m.set(`model.layers.${i}.${keys[k]}`, v);
+    });
+    return m;
+  };
+
+  for (const dtype of ['F16', 'BF16', 'F32'] as const) {
+    t.test(`weightPrecision f16 reads ${dtype} matrices as f16 bits (round to nearest even), vectors as f32`, async ({ platform }) => {
+      const tmp = tempStore(platform, `ckpt-f16-${dtype}`);
+      try {
+        const config = qwen3Config({ tie_word_embeddings: false });
+        await writeRandomCheckpoint(tmp.files, 'f32', config, 11);
+        const f32 = await loadHfCheckpoint(tmp.files, 'f32');
+        // The same values written as `dtype`; the expected bits come from the value-level reference.
+        const tensors: Record<string, TensorToWrite> = {};
+        const want = new Map<string, number[]>();
+        for (const [name, values] of byName(f32.weights)) {
+          const v = values as Float32Array;
+          const shape = expectedTensors(f32.config).find((e) => e.name === name)!.shape;
+          if (dtype === 'F16') {
+            const bits = Uint16Array.from(v, f32ToF16Ref);
+            tensors[name] = { dtype, shape, data: new Uint8Array(bits.buffer) };
+            want.set(name, [...bits]);
+          } else {
+            tensors[name] = encodeTensor(v, shape, dtype);
+            want.set(name, Array.from(v, (x) => f32ToF16Ref(dtype === 'BF16' ? bf16ToF32(f32ToBf16(x)) : x)));
+          }
+        }
+        await tmp.files.writeAtomic('m/config.json', new TextEncoder().encode(JSON.stringify(config)));
+        await tmp.files.writeAtomic('m/model.safetensors', writeSafetensors(tensors));
+        const ckpt = await loadHfCheckpoint(tmp.files, 'm', { weightPrecision: 'f16' });
+        const ref = await loadHfCheckpoint(tmp.files, 'm');
+        const got = byName(ckpt.weights);
+        const refs = byName(ref.weights);
+        for (const [name, values] of got) {
+          if (isMatrixWeight(name)) {
+            assert(values instanceof Uint16Array, `${name} is f16 bits`);
+            assertDeepEqual([...values], want.get(name)!, `${name} bits`);
+          } else {
+            assert(values instanceof Float32Array, `${name} stays f32`);
+            assertDeepEqual([...values], [...refs.get(name)!], `${name} values as the f32 load`);
+          }
+        }
+        assertEqual([...got.keys()].filter(isMatrixWeight).length, 2 + 7 * f32.config.numLayers, 'embedding, lm_head and 7 matrices per layer');
+      } finally {
+        await tmp.cleanup();
+      }
+    });
+  }
+
+  t.test('weightPrecision f16 refuses a value beyond ±65504 naming the tensor; tied embeddings stay one array', async ({ platform }) => {
+    const tmp = tempStore(platform, 'ckpt-f16-range');
+    try {
+      const config = qwen3Config();
+      await writeRandomCheckpoint(tmp.files, 'ok', config, 12, 'BF16');
+      const ok = await loadHfCheckpoint(tmp.files, 'ok', { weightPrecision: 'f16' });
+      assert(ok.weights.lmHead === ok.weights.embedTokens, 'tied lm_head is the embedding array');
+      for (const dtype of ['BF16', 'F32'] as const) {
+        const file = new SafetensorsFile(await tmp.files.read('ok/model.safetensors'));
+        const tensors: Record<string, TensorToWrite> = {};
+        for (const name of file.names) {
+          const v = Float32Array.from(file.f32(name));
+          if (name === 'model.layers.1.mlp.up_proj.weight') v[5] = -70000;
+          tensors[name] = encodeTensor(v, file.shape(name), dtype);
+        }
+        await tmp.files.writeAtomic(`big-${dtype}/config.json`, new TextEncoder().encode(JSON.stringify(config)));
+        await tmp.files.writeAtomic(`big-${dtype}/model.safetensors`, writeSafetensors(tensors));
+        await assertRejects(() => loadHfCheckpoint(tmp.files, `big-${dtype}`, { weightPrecision: 'f16' }), /tensor "model\.layers\.1\.mlp\.up_proj\.weight": value -70\d+ at index 5 is outside the f16 range/, `${dtype} out of range`);
+        const wide = await loadHfCheckpoint(tmp.files, `big-${dtype}`);
+        assertEqual(Math.round(wide.weights.layers[1].upProj[5]), dtype === 'BF16' ? -70144 : -70000, `${dtype} loads at f32 precision`);
+      }
+      await assertRejects(() => loadHfCheckpoint(tmp.files, 'ok', { weightPrecision: 'f8' as 'f16' }), /weightPrecision must be one of f32, f16, got "f8"/, 'unknown precision');
     } finally {
       await tmp.cleanup();
     }

@@ -8,10 +8,13 @@ import type { Tensor } from '../../src/gpu/tensor.ts';
 import {
   attentionBackward,
   attentionForward,
+  ATTENTION_GEOMETRIES,
+  chooseAttentionGeometry,
   chooseAttentionVariant,
   tttAttentionBackward,
   tttAttentionForward,
   type AttentionDims,
+  type GeometryChoice,
 } from '../../src/kernels/attention.ts';
 import { causalAttentionRef, tttAttentionBackwardRef, tttAttentionRef } from '../../src/reference/attention.ts';
 import { Rng } from '../../src/util/random.ts';
@@ -75,7 +78,7 @@ function allFinite(a: ArrayLike<number>, what: string): void {
  * Run the TTT forward and backward at `step` with a cache of `slots` slots (unused slots hold NaN,
  * so reading them would show) and compare everything with the literal docs/eagle3.md §4 reference.
  */
-async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: number, slots: number, seed: number): Promise<number> {
+async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: number, slots: number, seed: number, geometry?: GeometryChoice): Promise<number> {
   const pr = randomProblem(seed, d, step + 1);
   const dims = { ...d, step };
   const nq = pr.q.length;
@@ -99,8 +102,8 @@ async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: numb
   const dQ = gpu.tensor([d.batch * d.seq, d.heads * d.headDim], 'f32', 'dQ');
   T.push(o, lse, dQ);
 
-  await tttAttentionForward(gpu, { q, kCache, vCache, mask: m, o, lse }, dims);
-  await tttAttentionBackward(gpu, { q, kCache, vCache, mask: m, o, lse, dO, dQ, dKCache, dVCache }, dims);
+  await tttAttentionForward(gpu, { q, kCache, vCache, mask: m, o, lse }, dims, { geometry });
+  await tttAttentionBackward(gpu, { q, kCache, vCache, mask: m, o, lse, dO, dQ, dKCache, dVCache }, dims, { geometry });
   const [gotO, gotL, gotDQ, gotDK, gotDV] = await Promise.all([o, lse, dQ, dKCache, dVCache].map((t) => gpu.read(t)));
 
   const ref = tttAttentionRef(pr.q, pr.ks, pr.vs, mask, dims);
@@ -184,6 +187,26 @@ export default defineSuite('kernels/attention', (t) => {
       note('worstRelErr', worst);
       gpu.destroy();
     });
+  }
+
+  // Each geometry (the policy's pick per head dim, and the original `flash`) at the head dims the
+  // drafts use, forward and backward at a TTT step, with padding and a row block the tiles miss.
+  const GEOMETRY_CASES: [GeometryChoice, number][] = [
+    [undefined, 32],
+    [undefined, 64],
+    [undefined, 128],
+    ['flash', 16],
+    ['flash', 32],
+    ['flash', 64],
+  ];
+  for (const [geometry, headDim] of GEOMETRY_CASES) {
+    const d: AttentionDims = { batch: 2, seq: 19, heads: 2, kvHeads: 1, headDim };
+    const name = geometry ?? chooseAttentionGeometry(d, {});
+    t.test(`geometry ${name}${geometry ? '' : ' (policy)'} at hd ${headDim}: TTT step 2 forward and backward vs float64`, async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      note('worstRelErr', await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 500 + headDim, geometry));
+      gpu.destroy();
+    }, COMPILES);
   }
 
   t.test('TTT step 0 equals plain causal attention exactly', async ({ gpu: ctx }) => {
@@ -317,5 +340,32 @@ export default defineSuite('kernels/attention', (t) => {
     assertThrows(() => chooseAttentionVariant(d, none, { maxComputeWorkgroupStorageSize: 8192 }), /workgroup memory/, 'small workgroup memory');
     assertThrows(() => chooseAttentionVariant(d, none, { maxStorageBuffersPerShaderStage: 4 }), /storage buffers/, 'few storage buffers');
     assertThrows(() => chooseAttentionVariant({ ...d, seq: 16 * 70000 }, none, {}), /exceeds the device's 65535/, 'grid too large');
+  });
+
+  t.test('geometry policy sizes the tiles to the head dim; bad geometries are refused', async ({ gpu: ctx }) => {
+    const d: AttentionDims = { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 };
+    assertDeepEqual([5, 16, 32, 33, 64, 65, 128].map((headDim) => chooseAttentionGeometry({ ...d, headDim }, {})), ['hd32', 'hd32', 'hd32', 'hd64', 'hd64', 'hd128', 'hd128'], 'by head dim');
+    assertEqual(chooseAttentionGeometry({ ...d, seq: 4096, batch: 1 }, {}), 'hd32', 'sequence length within the grid limit');
+    for (const [name, g] of Object.entries(ATTENTION_GEOMETRIES)) {
+      assert(g.MAX_HD % g.TPR === 0 && g.BR * g.TPR >= g.BC && g.BK * g.TPR >= g.BQ, `${name}: the shaders' const_asserts hold`);
+    }
+    // hd32 fits 8 KiB of workgroup memory; the 128-wide tiles do not.
+    assertEqual(chooseAttentionGeometry(d, { maxComputeWorkgroupStorageSize: 8192 }), 'hd32', 'small workgroup memory, small head');
+    assertThrows(() => chooseAttentionGeometry({ ...d, headDim: 128 }, { maxComputeWorkgroupStorageSize: 8192 }), /geometry hd128\) need 12352 bytes/, 'small memory, big head');
+    const gpu = new Gpu(ctx);
+    const q = gpu.zeros([4, 64], 'f32', 'q');
+    const k = gpu.zeros([4, 32], 'f32', 'k');
+    const mask = gpu.zeros([1, 4], 'i32', 'mask');
+    const lse = gpu.zeros([1, 2, 4], 'f32', 'lse');
+    const t4 = { q, k, v: k, mask, o: q, lse };
+    const small: AttentionDims = { batch: 1, seq: 4, heads: 2, kvHeads: 1, headDim: 32 };
+    await assertRejects(() => attentionForward(gpu, t4, { ...small, headDim: 32 }, { geometry: 'hd16' as never }), /unknown geometry "hd16"/, 'unknown name');
+    await assertRejects(() => attentionForward(gpu, t4, small, { geometry: { ...ATTENTION_GEOMETRIES.hd32, TPR: 3 } }), /geometry field TPR must be 1, 2, 4 or 8, got 3/, 'TPR 3');
+    await assertRejects(() => attentionForward(gpu, t4, small, { geometry: { ...ATTENTION_GEOMETRIES.hd32, BC: 0 } }), /geometry field BC must be a positive integer/, 'BC 0');
+    const q2 = gpu.zeros([4, 128], 'f32', 'q2');
+    const k2 = gpu.zeros([4, 64], 'f32', 'k2');
+    await assertRejects(() => attentionForward(gpu, { ...t4, q: q2, k: k2, v: k2, o: q2 }, { ...small, headDim: 64 }, { geometry: 'hd32' }), /head dim 64 exceeds 32, the largest geometry hd32 serves/, 'head too wide');
+    gpu.release(q, k, mask, lse, q2, k2);
+    gpu.destroy();
   });
 });

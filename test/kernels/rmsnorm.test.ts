@@ -1,8 +1,9 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { rmsnormBackward, rmsnormForward } from '../../src/kernels/rmsnorm.ts';
+import { RMSNORM_ROW_GEOMETRY, rmsnormBackward, rmsnormForward } from '../../src/kernels/rmsnorm.ts';
+import { availableRowVariants, ROW_VARIANTS, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
 import { Rng } from '../../src/util/random.ts';
 import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/reference/rmsnorm.ts';
-import { assertRejects, assertRelClose } from '../harness/assert.ts';
+import { assert, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { padRows, unpadRows } from './strided.ts';
 
@@ -14,6 +15,8 @@ const CASES: [number, number, number, number][] = [
   [9, 300, 0, 0],
   [130, 64, 1, 0],
   [5, 1000, 7, 2],
+  [224, 128, 0, 0], // the lab config's draft norms
+  [11, 1024, 0, 3],
 ];
 const EPS = 1e-6;
 
@@ -28,13 +31,15 @@ function makeX(rng: Rng, rows: number, hidden: number): Float32Array {
 }
 
 export default defineSuite('kernels/rmsnorm', (t) => {
-  t.test('forward and backward vs float64 on odd and padded shapes', async ({ gpu: ctx, note }) => {
+  t.test('forward and backward vs float64 on odd and padded shapes, every row variant of this device', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
     const rng = new Rng(21);
     let worstFwd = 0;
     let worstBwd = 0;
-    for (const [rows, hidden, padX, padY] of CASES) {
-      const tag = `${rows}x${hidden} pad ${padX}/${padY}`;
+    const variants = availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx));
+    note('variants', variants.join(' '));
+    for (const [[rows, hidden, padX, padY], variant] of CASES.flatMap((c) => variants.map((v) => [c, v] as const))) {
+      const tag = `${variant} ${rows}x${hidden} pad ${padX}/${padY}`;
       const sx = hidden + padX;
       const sy = hidden + padY;
       const x = makeX(rng, rows, hidden);
@@ -44,7 +49,7 @@ export default defineSuite('kernels/rmsnorm', (t) => {
       const W = gpu.upload([hidden], 'f32', w, 'w');
       const Y = gpu.upload([rows * sy], 'f32', padRows(new Float32Array(rows * hidden).fill(Number.NaN), rows, hidden, sy), 'y');
       const InvRms = gpu.tensor([rows], 'f32', 'invRms');
-      const args = { rows, hidden, eps: EPS, strideX: sx, strideY: sy };
+      const args = { rows, hidden, eps: EPS, strideX: sx, strideY: sy, variant };
       await rmsnormForward(gpu, X, W, Y, InvRms, args);
       const want = rmsnormForwardRef(x, w, { rows, hidden, eps: EPS });
       const y = unpadRows(await gpu.read(Y), rows, hidden, sy, `y ${tag}`);
@@ -72,25 +77,67 @@ export default defineSuite('kernels/rmsnorm', (t) => {
     gpu.destroy();
   });
 
-  t.test('many rows fold into a 2-D grid; frozen weight skips dw', async ({ gpu: ctx, note }) => {
+  // One test per variant: a software adapter takes tens of seconds for each at these row counts.
+  for (const variant of ROW_VARIANTS) {
+    t.test(`many rows fold into a 2-D grid (${variant}); frozen weight skips dw`, async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const rng = new Rng(22);
+      const hidden = 3;
+      // Past the 65535-workgroup limit of one dimension in this variant's layout.
+      const rows = 65535 * (variant === 'wide' ? 1 : RMSNORM_ROW_GEOMETRY[variant].ROWS) + 37;
+      const x = makeX(rng, rows, hidden);
+      const w = rng.floats(hidden);
+      const dy = rng.floats(rows * hidden);
+      const X = gpu.upload([rows, hidden], 'f32', x, 'x');
+      const W = gpu.upload([hidden], 'f32', w, 'w');
+      const Y = gpu.tensor([rows, hidden], 'f32', 'y');
+      const InvRms = gpu.tensor([rows], 'f32', 'invRms');
+      const DY = gpu.upload([rows, hidden], 'f32', dy, 'dy');
+      const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
+      if (!availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes(variant)) {
+        await assertRejects(() => rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant }), /rmsnormForward: rmsnorm variant subgroup needs/, 'refusal');
+        note('checked', 'refused');
+      } else {
+        await rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant });
+        let worst = assertRelClose(await gpu.read(Y), rmsnormForwardRef(x, w, { rows, hidden, eps: 1e-5 }).y, 1e-5, `${variant} y`);
+        await rmsnormBackward(gpu, X, W, InvRms, DY, DX, undefined, { rows, hidden, variant });
+        worst = Math.max(worst, assertRelClose(await gpu.read(DX), rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 }).dx, 1e-5, `${variant} dx`));
+        note('worstRelErr', worst);
+      }
+      gpu.release(X, W, Y, InvRms, DY, DX);
+      gpu.destroy();
+    }, { timeoutMs: 300_000 });
+  }
+
+  t.test('subgroup variant: bit-identical to rows where the device has subgroups, else refused with the reason', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
-    const rng = new Rng(22);
-    const [rows, hidden] = [65536 + 37, 3]; // past the 65535-workgroup limit of one dimension
+    const rng = new Rng(23);
+    const [rows, hidden] = [37, 300];
     const x = makeX(rng, rows, hidden);
-    const w = rng.floats(hidden);
-    const dy = rng.floats(rows * hidden);
     const X = gpu.upload([rows, hidden], 'f32', x, 'x');
-    const W = gpu.upload([hidden], 'f32', w, 'w');
-    const Y = gpu.tensor([rows, hidden], 'f32', 'y');
-    const InvRms = gpu.tensor([rows], 'f32', 'invRms');
-    await rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5 });
-    let worst = assertRelClose(await gpu.read(Y), rmsnormForwardRef(x, w, { rows, hidden, eps: 1e-5 }).y, 1e-5, 'y');
-    const DY = gpu.upload([rows, hidden], 'f32', dy, 'dy');
-    const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
-    await rmsnormBackward(gpu, X, W, InvRms, DY, DX, undefined, { rows, hidden });
-    worst = Math.max(worst, assertRelClose(await gpu.read(DX), rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 }).dx, 1e-5, 'dx'));
-    note('worstRelErr', worst);
-    gpu.release(X, W, Y, InvRms, DY, DX);
+    const W = gpu.upload([hidden], 'f32', rng.floats(hidden), 'w');
+    const DY = gpu.upload([rows, hidden], 'f32', rng.floats(rows * hidden), 'dy');
+    const run = async (variant: RowVariant): Promise<ArrayLike<number>[]> => {
+      const Y = gpu.tensor([rows, hidden], 'f32', 'y');
+      const R = gpu.tensor([rows], 'f32', 'invRms');
+      const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
+      const DW = gpu.tensor([hidden], 'f32', 'dw');
+      await rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: EPS, variant });
+      await rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant });
+      const out = [await gpu.read(Y), await gpu.read(R), await gpu.read(DX)];
+      gpu.release(Y, R, DX, DW);
+      return out;
+    };
+    if (availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes('subgroup')) {
+      const [a, b] = [await run('rows'), await run('subgroup')];
+      a.forEach((t, i) => assert(Array.from(t).every((v, j) => Object.is(v, b[i][j])), `output ${i}: rows and subgroup differ`));
+      note('checked', 'bit-identical');
+    } else {
+      const args = { rows, hidden, eps: EPS, variant: 'subgroup' as const };
+      await assertRejects(() => rmsnormForward(gpu, X, W, DY, gpu.tensor([rows], 'f32', 'r'), args), /rmsnormForward: rmsnorm variant subgroup needs (the WebGPU feature "subgroups"|subgroups of at least)/, 'refusal');
+      note('checked', 'refused');
+    }
+    gpu.release(X, W, DY);
     gpu.destroy();
   });
 

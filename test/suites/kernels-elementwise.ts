@@ -1,5 +1,6 @@
 /** Suites of the kernels-elementwise area (listed explicitly; test/suites.ts concatenates the areas). */
 import type { Suite } from '../harness/suite.ts';
+import cast from '../kernels/cast.test.ts';
 import embedding from '../kernels/embedding.test.ts';
 import optim from '../kernels/optim.test.ts';
 import rmsnorm from '../kernels/rmsnorm.test.ts';
@@ -20,4 +21,5 @@ export const kernels_elementwiseSuites: readonly Suite[] = [
   rmsnorm,
   swiglu,
   optim,
+  cast,
 ];

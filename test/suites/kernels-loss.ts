@@ -2,7 +2,9 @@
 import type { Suite } from '../harness/suite.ts';
 import lossFixture from '../kernels/loss-fixture.test.ts';
 import lossKernels from '../kernels/loss.test.ts';
+import lossRows from '../kernels/loss-rows.test.ts';
+import rowVariant from '../kernels/row-variant.test.ts';
 import lossReference from '../reference/loss.test.ts';
 import vocabMapping from '../model/vocab-mapping.test.ts';
 
-export const kernels_lossSuites: readonly Suite[] = [lossReference, vocabMapping, lossKernels, lossFixture];
+export const kernels_lossSuites: readonly Suite[] = [lossReference, vocabMapping, rowVariant, lossKernels, lossRows, lossFixture];

@@ -3,6 +3,7 @@ import type { Suite } from '../harness/suite.ts';
 import attentionDecode from '../kernels/attention-decode.test.ts';
 import ropeTable from '../kernels/rope-table.test.ts';
 import targetModel from '../model/target.test.ts';
+import targetModelF16 from '../model/target-f16.test.ts';
 import targetFeatureSource from '../inference/target-feature-source.test.ts';
 
-export const targetSuites: readonly Suite[] = [attentionDecode, ropeTable, targetModel, targetFeatureSource];
+export const targetSuites: readonly Suite[] = [attentionDecode, ropeTable, targetModel, targetModelF16, targetFeatureSource];

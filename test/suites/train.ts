@@ -1,6 +1,7 @@
 /** Suites of `speclab train`: online EAGLE3 draft training end to end on the fixtures, and resume; exports of its checkpoints; offline training from prepared shards; the numeric flags of every command. */
 import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
+import trainMemory from '../cli/train-memory.test.ts';
 import cli from '../cli/cli.test.ts';
 import trainData from '../cli/train-data.test.ts';
 import runSettings from '../cli/run-settings.test.ts';
@@ -10,5 +11,6 @@ import offline from '../training/offline-training.test.ts';
 import runExport from '../training/run-export.test.ts';
 import runPlan from '../training/run-plan.test.ts';
 import regenerate from '../training/regenerate.test.ts';
+import memoryPlan from '../training/memory-plan.test.ts';
 
-export const trainSuites: readonly Suite[] = [runPlan, regenerate, session, runExport, trainCli, trainData, runSettings, cli, flagValues, offline];
+export const trainSuites: readonly Suite[] = [memoryPlan, runPlan, regenerate, session, runExport, trainCli, trainMemory, trainData, runSettings, cli, flagValues, offline];

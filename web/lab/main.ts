@@ -6,6 +6,7 @@ import { droppedDirectory, pickedDirectory, type PickedDirectory } from '../../s
 import { LiveChart } from './charts.ts';
 import { DEFAULT_SETTINGS, type Command, type EvalReport, type LabSettings, type Phase, type Report, type RunStatus } from './protocol.ts';
 import { renderTttVisibility } from './ttt-visibility.ts';
+import { renderMemoryPlan, type MemoryBasis } from './memory-plan-view.ts';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
 const worker = new Worker(new URL('./worker.ts', import.meta.url), { type: 'module' });
@@ -38,7 +39,20 @@ function readSettings(): LabSettings {
 
 function writeSettings(s: LabSettings): void {
   for (const [key, id] of Object.entries(SETTING_INPUTS) as [keyof LabSettings, string][]) $<HTMLInputElement>(id).value = String(s[key]);
+  showMemoryPlan();
 }
+
+// ── GPU memory plan (memory-plan-view.ts): under the settings, redrawn when they or the model change ──
+const memoryPlan = document.createElement('div');
+memoryPlan.id = 'memory-plan';
+memoryPlan.setAttribute('aria-live', 'polite');
+$('settings').after(memoryPlan);
+let memoryBasis: MemoryBasis | undefined;
+function showMemoryPlan(): void {
+  renderMemoryPlan(memoryPlan, memoryBasis, readSettings);
+}
+$('settings').addEventListener('input', showMemoryPlan);
+showMemoryPlan();
 
 // ── charts ──────────────────────────────────────────────────────────────────────────────────────
 function chart(id: string, names: string[], format?: (v: number) => string): LiveChart {
@@ -191,6 +205,10 @@ function handle(r: Report): void {
       refreshButtons();
       return;
     }
+    case 'memory-basis':
+      memoryBasis = r;
+      showMemoryPlan();
+      return;
     case 'prompts': {
       const select = $<HTMLSelectElement>('spec-prompt');
       select.innerHTML = r.heldOut.map((text, i) => `<option value="${i}"></option>`).join('');

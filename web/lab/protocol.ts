@@ -4,6 +4,8 @@
  */
 import type { AdapterRecord } from '../../src/gpu/context.ts';
 import type { ControllerStatus } from '../../src/control/controller.ts';
+import type { TargetModelConfig } from '../../src/config/hf-config.ts';
+import type { AdapterLimits } from '../../src/training/memory-plan.ts';
 
 /** What a visitor chooses before starting a run. */
 export interface LabSettings {
@@ -15,6 +17,14 @@ export interface LabSettings {
   epochs: number;
   trainPrompts: number;
   responseLength: number;
+}
+
+/** Sequences rolled out per round (the feature store holds one round). */
+export const LAB_ROUND_PROMPTS = 16;
+
+/** The adapter's two buffer limits from a GpuContext limit record (the plan checks them). */
+export function adapterLimitsOf(limits: Readonly<Record<string, number>>): AdapterLimits {
+  return { maxBufferSize: limits.maxBufferSize, maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize };
 }
 
 export const DEFAULT_SETTINGS: LabSettings = { tttLength: 4, draftVocabSize: 1024, batchSize: 4, lr: 3e-3, rolloutWorkers: 1, epochs: 6, trainPrompts: 32, responseLength: 48 };
@@ -95,6 +105,8 @@ export type Report =
   | { type: 'status'; status: RunStatus; step: number; total: number }
   | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number }
   | { type: 'prompts'; heldOut: string[] }
+  /** The loaded target and the adapter, for the page's GPU memory plan (memory-plan.ts). */
+  | { type: 'memory-basis'; target: TargetModelConfig; trainPromptLengths: number[]; heldOut: number; roundPrompts: number; limits: AdapterLimits }
   | { type: 'spec-token'; text: string; draft: boolean; first: boolean }
   | { type: 'spec-done'; stats: SpecStats }
   | { type: 'spec-error'; message: string }

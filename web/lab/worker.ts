@@ -31,7 +31,7 @@ import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training
 import type { PeriodicEvalSettings } from '../../src/training/periodic-eval.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from '../../src/training/run-plan.ts';
 import { evalReport, labEvaluation } from './evaluation.ts';
-import type { Command, LabSettings, Phase, Report, RunStatus } from './protocol.ts';
+import { adapterLimitsOf, LAB_ROUND_PROMPTS, type Command, type LabSettings, type Phase, type Report, type RunStatus } from './protocol.ts';
 import { readSavedRun as readSavedRunFrom, writeSavedRun as writeSavedRunTo, type SavedRun } from './saved-run.ts';
 
 const LAB_FILES = 'speclab-lab';
@@ -136,6 +136,8 @@ async function loadModel(store: FileStore, id: string, lab: boolean): Promise<vo
     const c = checkpoint.config;
     post({ type: 'model', state: 'ready', message: `${id}: ${c.architecture}, ${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}` });
     post({ type: 'prompts', heldOut: heldText });
+    // What the page's memory plan needs (it is computed there, on every settings change).
+    post({ type: 'memory-basis', target: c, trainPromptLengths: train.map((p) => p.length), heldOut: heldOut.length, roundPrompts: LAB_ROUND_PROMPTS, limits: adapterLimitsOf(gpu!.ctx.limits) });
   } catch (err) {
     post({ type: 'model', state: 'error', message: `refused ${id}: ${(err as Error).message}` });
   }
@@ -168,7 +170,7 @@ async function reportSavedRun(): Promise<void> {
 function sessionSettings(s: LabSettings, numLayers: number) {
   return sessionSettingsSchema.parse({
     epochs: s.epochs,
-    roundPrompts: Math.min(16, s.trainPrompts),
+    roundPrompts: Math.min(LAB_ROUND_PROMPTS, s.trainPrompts),
     batchSize: s.batchSize,
     tttLength: s.tttLength,
     lr: s.lr,

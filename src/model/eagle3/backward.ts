@@ -18,7 +18,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { tttAttentionBackward } from '../../kernels/attention.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
-import { matmul } from '../../kernels/matmul.ts';
+import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { rmsnormBackward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluBackward } from '../../kernels/swiglu.ts';
@@ -35,12 +35,13 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const qDim = c.numHeads * c.headDim;
   const kvDim = c.numKvHeads * c.headDim;
   const norm = { rows: R, hidden: H };
+  // Weights, their grads and activations may be split into row parts (linear.ts); unsplit, each is one matmul.
   /** dX (+)= dY · W for y = x · Wᵀ. */
   const dInput = (dy: Tensor, weight: Tensor, dx: Tensor, outDim: number, inDim: number, beta = 0) =>
-    matmul(gpu, dy, weight, dx, { M: R, N: inDim, K: outDim }, { beta });
+    linearInputGrad(gpu, dy, weight, dx, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
   /** dW += dYᵀ · X. */
   const dWeight = (dy: Tensor, x: Tensor, dw: Tensor, outDim: number, inDim: number) =>
-    matmul(gpu, dy, x, dw, { M: outDim, N: inDim, K: R }, { transA: true, beta: 1 });
+    linearWeightGrad(gpu, dy, x, dw, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta: 1 });
 
   const dKCache = gpu.tensor(s.kCache.shape, 'f32', 'eagle3.dKCache');
   const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');

@@ -24,7 +24,7 @@ import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import { tttAttentionForward } from '../../kernels/attention.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { softCrossEntropy } from '../../kernels/loss.ts';
-import { matmul } from '../../kernels/matmul.ts';
+import { linearForward } from '../../kernels/linear.ts';
 import { eagle3Metrics } from '../../kernels/metrics.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
@@ -126,7 +126,9 @@ export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: nu
   expect('loss_mask', x.lossMask, 'i32', [[B, S], [B, S, 1]]);
   expect('hidden_state', x.hiddenStates, 'f32', [[B, S, 3 * c.targetHiddenSize]]);
   expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);
-  for (const [name, t] of [['input_ids', ids], ['attention_mask', x.attentionMask], ['hidden_state', x.hiddenStates]] as const) {
+  // hidden_state and target may be split into row parts: fc (linear.ts) and the teacher kernel take
+  // split tensors. The ids and the mask are bound whole by the embedding and attention kernels.
+  for (const [name, t] of [['input_ids', ids], ['attention_mask', x.attentionMask]] as const) {
     if (t.isChunked) throw new Error(`eagle3: ${name} (${t.label}) is split into ${t.parts.length} parts; it must fit one binding`);
   }
   return { batch: B, seqLen: S };
@@ -147,8 +149,9 @@ export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: 
   const kvDim = c.numKvHeads * c.headDim;
   const eps = c.rmsNormEps;
   const dims: Eagle3Dims = { batch: B, seqLen: S, rows: R, tttLength: L };
+  // Weights and activations may be split into row parts (linear.ts); unsplit, this is one matmul.
   const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
-    matmul(gpu, x, weight, y, { M: R, N: outDim, K: inDim }, { transB: true, beta });
+    linearForward(gpu, x, weight, y, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
 
   // Step k rotates row t by position t + k: one positions tensor per step, one pair of tables.
   const positions = params.rope.stepPositions(B, S, L);

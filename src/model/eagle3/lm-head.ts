@@ -4,7 +4,7 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { matmul } from '../../kernels/matmul.ts';
+import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 /**
@@ -14,6 +14,8 @@ import type { Eagle3Parameters } from './parameters.ts';
 export async function lmHeadBackward(gpu: Gpu, params: Eagle3Parameters, dLogits: Tensor, f: Tensor, dF: Tensor, rows: number): Promise<void> {
   const { hiddenSize: H, draftVocabSize: D } = params.config;
   const w = params.weights.lmHead;
-  await matmul(gpu, dLogits, f, w.grad, { M: D, N: H, K: rows }, { transA: true, beta: 1 });
-  await matmul(gpu, dLogits, w.value, dF, { M: rows, N: H, K: D });
+  // lm_head [D, H] is 500 MiB at the Llama-3 draft dims: linear.ts takes it (and its grad) split.
+  const shape = { rows, inFeatures: H, outFeatures: D };
+  await linearWeightGrad(gpu, dLogits, f, w.grad, shape, { beta: 1 });
+  await linearInputGrad(gpu, dLogits, w.value, dF, shape);
 }

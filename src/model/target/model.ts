@@ -18,8 +18,11 @@
  * keys. RoPE reads a host-built (cos, sin) table (kernels/rope-table.ts), so every RoPE scaling the
  * config parser accepts (default, linear, llama3) is supported and rounds like HF's float32. Activations are [rows, width] row-major with rows = batch·seq (or batch when decoding).
  * Every method encodes work into the batcher; tensors it returns belong to the caller (release them).
+ * Weight precision (`TargetModelOptions.weightPrecision`): 'f32', or 'f16' storage of the matrices
+ * (weights.ts) with unchanged f32 activations and arithmetic — the matmul and embedding kernels
+ * take the f16 weight tensors directly (and single-row products take matmul's gemv).
  */
-import type { TargetCheckpoint } from '../../formats/hf-checkpoint.ts';
+import type { MatrixWeight, TargetCheckpoint, WeightPrecision } from '../../formats/hf-checkpoint.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, Tensor } from '../../gpu/tensor.ts';
 import { attentionForward } from '../../kernels/attention.ts';
@@ -32,7 +35,15 @@ import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { buildRopeTable, ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluForward } from '../../kernels/swiglu.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
-import { releaseTargetWeights, uploadTargetWeights, type GpuLayerWeights, type GpuTargetWeights } from './weights.ts';
+import { releaseTargetWeights, targetWeightBytes, uploadTargetWeights, type GpuLayerWeights, type GpuTargetWeights } from './weights.ts';
+
+export interface TargetModelOptions {
+  /**
+   * 'f16' stores the matrices as f16 on the GPU (half the bytes; f32 arithmetic). Default: 'f16'
+   * when the checkpoint was loaded with f16 bits (hf-checkpoint weightPrecision 'f16'), else 'f32'.
+   */
+  readonly weightPrecision?: WeightPrecision;
+}
 
 export interface TargetForwardInput {
   /** Token ids, row-major [batch, seqLen]. */
@@ -102,12 +113,19 @@ export class TargetModel {
     readonly gpu: Gpu,
     readonly config: TargetModelConfig,
     readonly weights: GpuTargetWeights,
+    readonly weightPrecision: WeightPrecision,
   ) {}
 
-  /** Uploads a loaded checkpoint's weights. */
-  static create(gpu: Gpu, checkpoint: Pick<TargetCheckpoint, 'config' | 'weights'>): TargetModel {
+  /** Uploads a loaded checkpoint's weights (f32 values or f16 bits) at the requested precision. */
+  static create(gpu: Gpu, checkpoint: Pick<TargetCheckpoint<MatrixWeight>, 'config' | 'weights'>, options: TargetModelOptions = {}): TargetModel {
     const c = checkpoint.config;
-    return new TargetModel(gpu, c, uploadTargetWeights(gpu, c, checkpoint.weights));
+    const precision = options.weightPrecision ?? (checkpoint.weights.embedTokens instanceof Uint16Array ? 'f16' : 'f32');
+    return new TargetModel(gpu, c, uploadTargetWeights(gpu, c, checkpoint.weights, precision), precision);
+  }
+
+  /** Bytes the weights occupy on the GPU (a tied lm_head counted once). */
+  get weightBytes(): number {
+    return targetWeightBytes(this.weights);
   }
 
   destroy(): void {
@@ -556,7 +574,7 @@ export class TargetModel {
       return;
     }
     for (const part of head.parts) {
-      const slice = new Tensor([part.rowCount, H], 'f32', [{ ...part, rowStart: 0 }], `${head.label}[${part.rowStart}:]`);
+      const slice = new Tensor([part.rowCount, H], head.dtype, [{ ...part, rowStart: 0 }], `${head.label}[${part.rowStart}:]`);
       const scratch = this.gpu.tensor([rows, part.rowCount], 'f32', 'lm_head.slice');
       try {
         await matmul(this.gpu, x, slice, scratch, { M: rows, N: part.rowCount, K: H }, { transB: true });

@@ -18,7 +18,7 @@ import { tttAttentionForward } from '../../kernels/attention.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { softCrossEntropy } from '../../kernels/loss.ts';
-import { matmul } from '../../kernels/matmul.ts';
+import { linearForward } from '../../kernels/linear.ts';
 import { eagle3Metrics } from '../../kernels/metrics.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
@@ -53,7 +53,7 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
   const kvDim = c.numKvHeads * c.headDim;
   const eps = c.rmsNormEps;
   const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
-    matmul(gpu, x, weight, y, { M: R, N: outDim, K: inDim }, { transB: true, beta });
+    linearForward(gpu, x, weight, y, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
 
   const positions = params.rope.stepPositions(B, S, L);
   const ropeTables = params.rope.tables(S + L - 1);

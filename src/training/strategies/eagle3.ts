@@ -11,6 +11,9 @@
  * target's final-normed hidden state f32 [B, S, Ht], shifted left once (see offline-eagle3.ts); the
  * head (the target's frozen lm_head, SpecForge's TargetHead) turns it into the logits above on the
  * GPU, one projection per micro-batch, freed once the step is encoded.
+ * `hidden_state` and `target` may also arrive as f16 (features stored with --feature-precision f16):
+ * they are widened to f32 on the GPU right before the head and the forward (feature-precision.ts),
+ * and the widened copies are freed once the step is encoded.
  * One forwardBackward = the draft's forward over the TTT unroll + backward, gradients × lossScale
  * added into the backend. `evaluate` = the same forward, losses and metrics with no gradient at all
  * (SpecForge's eval forward under no_grad; eagle3-eval-forward below). Losses and metrics come back
@@ -27,6 +30,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/forward.ts';
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
+import { asWidened, widenF16Features, WIDENED_FEATURES } from '../feature-precision.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
 import { eagle3EvalForward } from './eagle3-eval-forward.ts';
 
@@ -85,13 +89,19 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
       const target = batch.tensors.target;
       const Ht = this.model.config.targetHiddenSize;
       const [B, S] = batch.tensors.input_ids.shape;
-      if (target.dtype !== 'f32' || target.shape.length !== 3 || target.shape[0] !== B || target.shape[1] !== S || target.shape[2] !== Ht) {
-        throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] target (the target's hidden state) must be f32 [${B}, ${S}, ${Ht}], got ${target.dtype}${fmtShape(target.shape)}`);
+      if ((target.dtype !== 'f32' && target.dtype !== 'f16') || target.shape.length !== 3 || target.shape[0] !== B || target.shape[1] !== S || target.shape[2] !== Ht) {
+        throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] target (the target's hidden state) must be f32 or f16 [${B}, ${S}, ${Ht}], got ${target.dtype}${fmtShape(target.shape)}`);
       }
       // The other inputs are checked with the projected logits by the draft's forward.
       return;
     }
-    checkEagle3Inputs(this.model.config, this.inputsOf(batch));
+    // f16 features are checked as the f32 tensors they are widened to before the forward.
+    for (const name of WIDENED_FEATURES) {
+      const t = batch.tensors[name];
+      if (t.dtype !== 'f32' && t.dtype !== 'f16') throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] ${name} must be f32 or f16, got ${t.dtype}`);
+    }
+    const x = this.inputsOf(batch);
+    checkEagle3Inputs(this.model.config, { ...x, hiddenStates: asWidened(x.hiddenStates), target: asWidened(x.target) });
   }
 
   async forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput> {
@@ -117,12 +127,16 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
 
   /** Runs `fn` on the batch's inputs, with the projected logits as target for a hidden-state target. */
   private async withTargetLogits<T>(batch: TrainBatch<Tensor>, fn: (inputs: Eagle3Inputs) => Promise<T>): Promise<T> {
-    const logits = this.needsHead(batch) ? await this.targetHead!.headLogits(batch.tensors.target) : undefined;
+    const needsHead = this.needsHead(batch);
+    const wide = await widenF16Features(this.gpu, batch.tensors, WIDENED_FEATURES, `${this.name}: batch [${batch.sampleIds.join(', ')}]`);
+    let logits: Tensor | undefined;
     try {
-      return await fn({ ...this.inputsOf(batch), ...(logits ? { target: logits } : {}) });
+      logits = needsHead ? await this.targetHead!.headLogits(wide.tensors.target) : undefined;
+      return await fn({ ...this.inputsOf({ ...batch, tensors: wide.tensors }), ...(logits ? { target: logits } : {}) });
     } finally {
-      // The step's dispatches are encoded; later reuse of this buffer is ordered after them.
+      // The step's dispatches are encoded; later reuse of these buffers is ordered after them.
       if (logits) this.targetHead!.gpu.release(logits);
+      if (wide.made.length > 0) this.gpu!.release(...wide.made);
     }
   }
 

@@ -1,0 +1,199 @@
+/**
+ * How far an EAGLE3 training step is from its matmul roofline, per draft config:
+ *
+ *   npx tsx scripts/embed-shaders.ts
+ *   npx tsx bench/step-roofline.ts [--quick] [--configs mid,lab,fixture] [--steps N] [--reps N]
+ *
+ * For each config it times full training steps through the real path (bench/train-rig.ts: forward
+ * + backward through the TTT unroll + AdamW; median of --steps after one warm-up step that also
+ * compiles), records every matmul dispatch of one step (M, N, K, batch, transposes: read from the
+ * dispatch's uniforms and pipeline constants, checked against the variant's grid), then times each
+ * distinct matmul shape alone with the variant the policy picks. It prints:
+ *   stepMs           median wall time of a step
+ *   matmulGflop      the step's matmul FLOPs (2·M·N·K·batch summed over its matmul dispatches)
+ *   bestMatmulGflops the best rate measured on those shapes in this run
+ *   rooflineMs       matmulGflop / bestMatmulGflops: the step if it were nothing but matmuls at the best rate
+ *   ratio            stepMs / rooflineMs
+ *   matmulMs         Σ over the step's matmuls of each one's time measured alone (where the matmuls go)
+ *   dispatches       per step (CommandBatcher stats), and the matmul share of them
+ * --quick uses small token counts (and fewer repetitions) so all three configs finish in about a
+ * minute on a software adapter. Only APIs that predate this script are used, so it also runs,
+ * unchanged, in an older checkout (for before / after comparisons).
+ */
+import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
+import { parseHfConfig } from '../src/config/hf-config.ts';
+import { SafetensorsFile } from '../src/formats/safetensors.ts';
+import { Gpu } from '../src/gpu/gpu.ts';
+import { MATMUL_GEOMETRY, MATMUL_KERNELS, matmul, type MatmulVariant } from '../src/kernels/matmul.ts';
+import type { TargetModel } from '../src/model/target/model.ts';
+import { nodePlatform } from '../src/platform/node.ts';
+import { draftConfigFor } from '../src/training/eagle3-data.ts';
+import { resolveDraftVocabSize } from '../src/training/run-plan.ts';
+import { Rng } from '../src/util/random.ts';
+import { medianSeconds } from './record.ts';
+import { buildTrainRig, type StepShape } from './train-rig.ts';
+
+const args = nodePlatform.args();
+const opt = (name: string, fallback: string): string => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const quick = args.includes('--quick');
+const wanted = opt('--configs', 'mid,lab,fixture').split(',');
+const steps = Number(opt('--steps', quick ? '2' : '3'));
+const reps = Number(opt('--reps', quick ? '2' : '3'));
+
+interface BenchConfig {
+  config: Eagle3Config;
+  shape: StepShape;
+}
+
+/** bench/train.ts's `mid` draft (SpecForge's reference throughput shape) at batch 1 × 128, TTT 7. */
+async function midConfig(): Promise<BenchConfig> {
+  const config: Eagle3Config = { hiddenSize: 1024, intermediateSize: 2816, numHeads: 16, numKvHeads: 4, headDim: 64, vocabSize: 32000, draftVocabSize: 8000, targetHiddenSize: 1024, rmsNormEps: 1e-6, ropeTheta: 10000, maxPositionEmbeddings: 4096 };
+  return { config, shape: quick ? { batch: 1, seq: 32, ttt: 2 } : { batch: 1, seq: 128, ttt: 7 } };
+}
+
+/**
+ * The draft `speclab train` builds for the lab target (assets/lab-target): draftConfigFor with the
+ * default draft vocabulary (resolveDraftVocabSize), at the lab's batch 4 × 56, TTT 4.
+ */
+async function labConfig(): Promise<BenchConfig> {
+  const target = parseHfConfig(new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')), 'assets/lab-target/config.json');
+  // draftConfigFor reads only the target's config.
+  const config = draftConfigFor({ config: target } as unknown as TargetModel, resolveDraftVocabSize(undefined, target.vocabSize));
+  return { config, shape: quick ? { batch: 1, seq: 56, ttt: 2 } : { batch: 4, seq: 56, ttt: 4 } };
+}
+
+/** The SpecForge fixture's draft (fixtures/eagle3) at the fixture's own batch, length and TTT. */
+async function fixtureConfig(): Promise<BenchConfig> {
+  const files = nodePlatform.files(nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures');
+  const config = parseEagle3Config(new TextDecoder().decode(await files.read('eagle3/draft_config.json')), 'eagle3/draft_config.json');
+  const ref = new SafetensorsFile(await files.read('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
+  const [batch, seq] = ref.shape('input_ids') as [number, number];
+  const ttt = Number(ref.header.metadata.ttt_length);
+  if (!Number.isInteger(ttt) || ttt < 1) throw new Error(`bench/step-roofline.ts: eagle3_reference metadata ttt_length ${ref.header.metadata.ttt_length} is not a positive integer`);
+  return { config, shape: { batch, seq, ttt } };
+}
+
+const CONFIGS: Readonly<Record<string, () => Promise<BenchConfig>>> = { mid: midConfig, lab: labConfig, fixture: fixtureConfig };
+for (const name of wanted) if (!CONFIGS[name]) throw new Error(`bench/step-roofline.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+
+/** One matmul dispatch as the step encoded it. */
+interface MatmulCall {
+  M: number;
+  N: number;
+  K: number;
+  batch: number;
+  transA: boolean;
+  transB: boolean;
+  variant: MatmulVariant;
+}
+
+const keyOf = (c: MatmulCall) => `${c.M}x${c.N}x${c.K} b${c.batch}${c.transA ? ' tA' : ''}${c.transB ? ' tB' : ''}`;
+const flopsOf = (c: MatmulCall) => 2 * c.M * c.N * c.K * c.batch;
+
+/**
+ * Watch gpu.pipelines.get and gpu.batcher.dispatch (instance methods, wrapped for this benchmark
+ * only) and return the matmul dispatches encoded while `recording` is on. The uniforms start with
+ * M, N, K (src/kernels/matmul.ts); the grid is checked against the variant's tiles, so a changed
+ * uniform layout stops the benchmark instead of yielding wrong FLOPs.
+ */
+function watchMatmuls(gpu: Gpu): { calls: MatmulCall[]; recording: boolean } {
+  const state = { calls: [] as MatmulCall[], recording: false };
+  const variantByName = new Map(Object.entries(MATMUL_KERNELS).map(([v, def]) => [def.name, v as MatmulVariant]));
+  const constantsOf = new WeakMap<object, Record<string, unknown>>();
+  const get = gpu.pipelines.get.bind(gpu.pipelines);
+  gpu.pipelines.get = async (def, constants = {}) => {
+    const kernel = await get(def, constants);
+    constantsOf.set(kernel, constants);
+    return kernel;
+  };
+  const dispatch = gpu.batcher.dispatch.bind(gpu.batcher);
+  gpu.batcher.dispatch = (kernel, uniforms, resources, workgroups) => {
+    const variant = variantByName.get(kernel.def.name);
+    if (state.recording && variant !== undefined && uniforms) {
+      const u = new DataView(uniforms.buffer, uniforms.byteOffset, uniforms.byteLength);
+      const [M, N, K] = [u.getUint32(0, true), u.getUint32(4, true), u.getUint32(8, true)];
+      const { TILE_M, TILE_N } = MATMUL_GEOMETRY[variant];
+      const [x, y = 1, batch = 1] = workgroups;
+      if (x !== Math.ceil(N / TILE_N) || y !== Math.ceil(M / TILE_M)) {
+        throw new Error(`bench/step-roofline.ts: ${kernel.def.name} dispatch [${workgroups.join(', ')}] does not match M=${M} N=${N} K=${K}; has the matmul uniform layout changed?`);
+      }
+      const c = constantsOf.get(kernel) ?? {};
+      state.calls.push({ M, N, K, batch, transA: Boolean(c.TRANS_A), transB: Boolean(c.TRANS_B), variant });
+    }
+    dispatch(kernel, uniforms, resources, workgroups);
+  };
+  return state;
+}
+
+/** Median seconds of one matmul of `shape` alone, with the variant the policy picks. */
+async function timeMatmul(gpu: Gpu, c: MatmulCall, rng: Rng): Promise<number> {
+  const a = gpu.upload([c.batch * c.M * c.K], 'f32', rng.floats(c.batch * c.M * c.K), 'roofline.A');
+  const b = gpu.upload([c.batch * c.K * c.N], 'f32', rng.floats(c.batch * c.K * c.N), 'roofline.B');
+  const out = gpu.tensor([c.batch * c.M * c.N], 'f32', 'roofline.C');
+  const seconds = await medianSeconds(gpu, () => matmul(gpu, a, b, out, { M: c.M, N: c.N, K: c.K }, { batch: c.batch, transA: c.transA, transB: c.transB }), reps);
+  gpu.release(a, b, out);
+  return seconds;
+}
+
+const ctx = await nodePlatform.acquireGpu();
+const gpu = new Gpu(ctx);
+const watch = watchMatmuls(gpu);
+console.log(JSON.stringify({ adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`, timer: gpu.timer.usesTimestamps ? 'timestamp-query' : 'wall-clock', quick, steps, reps }));
+const summary: Record<string, unknown>[] = [];
+for (const name of wanted) {
+  const { config, shape } = await CONFIGS[name]();
+  const rig = await buildTrainRig(gpu, config, shape);
+  const warm = await rig.step();
+  watch.calls.length = 0;
+  watch.recording = true;
+  const recorded = await rig.step();
+  watch.recording = false;
+  const calls = [...watch.calls];
+  const timed = [recorded];
+  for (let i = 1; i < steps; i++) timed.push(await rig.step());
+  rig.destroy();
+  const stepSeconds = timed.map((t) => t.seconds).sort((x, y) => x - y)[Math.floor(timed.length / 2)];
+
+  // Distinct shapes, each timed alone once per run.
+  const byShape = new Map<string, { call: MatmulCall; count: number; seconds: number }>();
+  for (const c of calls) {
+    const e = byShape.get(keyOf(c));
+    if (e) e.count++;
+    else byShape.set(keyOf(c), { call: c, count: 1, seconds: 0 });
+  }
+  const rng = new Rng(11);
+  for (const e of byShape.values()) e.seconds = await timeMatmul(gpu, e.call, rng);
+  const flops = calls.reduce((s, c) => s + flopsOf(c), 0);
+  const best = Math.max(...[...byShape.values()].map((e) => flopsOf(e.call) / e.seconds));
+  const matmulSeconds = [...byShape.values()].reduce((s, e) => s + e.count * e.seconds, 0);
+  const rooflineSeconds = flops / best;
+  const row = {
+    config: name,
+    draft: `H ${config.hiddenSize} I ${config.intermediateSize} heads ${config.numHeads}/${config.numKvHeads} hd ${config.headDim} V ${config.vocabSize} D ${config.draftVocabSize}`,
+    tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`,
+    firstStepMs: +(warm.seconds * 1e3).toFixed(1),
+    stepMs: +(stepSeconds * 1e3).toFixed(1),
+    stepsMs: timed.map((t) => +(t.seconds * 1e3).toFixed(1)),
+    matmulGflop: +(flops / 1e9).toFixed(4),
+    bestMatmulGflops: +(best / 1e9).toFixed(2),
+    rooflineMs: +(rooflineSeconds * 1e3).toFixed(2),
+    ratio: +(stepSeconds / rooflineSeconds).toFixed(1),
+    matmulMs: +(matmulSeconds * 1e3).toFixed(1),
+    matmulShareOfStep: +(matmulSeconds / stepSeconds).toFixed(3),
+    dispatches: recorded.dispatches,
+    matmulDispatches: calls.length,
+    loss: +recorded.loss.toFixed(4),
+  };
+  summary.push(row);
+  console.log(JSON.stringify(row));
+  const shapes = [...byShape.entries()]
+    .sort(([, x], [, y]) => y.count * y.seconds - x.count * x.seconds)
+    .map(([key, e]) => ({ shape: key, variant: e.call.variant, count: e.count, ms: +(e.seconds * 1e3).toFixed(3), gflops: +(flopsOf(e.call) / e.seconds / 1e9).toFixed(2) }));
+  console.log(JSON.stringify({ config: name, matmulShapes: shapes }));
+}
+console.log(JSON.stringify({ summary: summary.map((r) => ({ config: r.config, stepMs: r.stepMs, rooflineMs: r.rooflineMs, ratio: r.ratio, bestMatmulGflops: r.bestMatmulGflops, dispatches: r.dispatches })) }));
+gpu.destroy();
+await nodePlatform.exit(0);

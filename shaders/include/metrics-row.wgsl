@@ -1,0 +1,89 @@
+// include/metrics-row — the row body of loss/metrics_{rows,subgroup}: same contract, Params and
+// bindings as loss/metrics (per-row terms O[r] = (c, ℓ, m·α, m) for TTT step k), written as
+// processRow for include/row-reduce-{tree,subgroup}, which supply LANES, rowSum, rowMax, rowMinU32
+// and main.
+// Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …; row
+// max by rowMax, argmax = lowest index among lanes holding it (rowMinU32: ties → lowest draft id),
+// sums rescaled to the row max and added by rowSum; α's partials by rowSum. Rows with ℓ = m = 0
+// skip the passes. Deterministic.
+
+struct Params {
+  count: u32,
+  rowStart: u32,
+  D: u32,
+  S: u32,
+  k: u32,
+  zPart: u32,
+  qPart: u32,
+  tokPart: u32,
+  lmPart: u32,
+  pmPart: u32,
+  oPart: u32,
+}
+
+@group(0) @binding(0) var<uniform> u: Params;
+@group(0) @binding(1) var<storage, read> Z: array<f32>;
+@group(0) @binding(2) var<storage, read> Q: array<f32>;
+@group(0) @binding(3) var<storage, read> TOK: array<i32>;
+@group(0) @binding(4) var<storage, read> LM: array<i32>;
+@group(0) @binding(5) var<storage, read> PM: array<i32>;
+@group(0) @binding(6) var<storage, read> used: array<i32>;
+@group(0) @binding(7) var<storage, read_write> O: array<f32>;
+
+const LOWEST: f32 = -3.4028234e38;
+const NO_INDEX: u32 = 0xffffffffu;
+
+fn rowCount() -> u32 { return u.count; }
+
+fn processRow(i: u32, lane: u32, slot: u32) {
+  let live = i < u.count;
+  let r = u.rowStart + i;
+  let inSeq = (r % u.S) + u.k < u.S;
+  let rs = r + u.k;
+  var lm = 0;
+  var pm = 0;
+  var tok = 0;
+  if (live && inSeq) {
+    lm = LM[rs - u.lmPart];
+    pm = PM[rs - u.pmPart];
+    tok = TOK[rs - u.tokPart];
+  }
+  let n = select(0u, u.D, lm != 0 || pm != 0);
+  let zBase = (r - u.zPart) * u.D;
+
+  // Pass 1: max, Σexp and argmax of z.
+  var m = LOWEST;
+  var s = 0.0;
+  var idx = NO_INDEX;
+  for (var v = lane; v < n; v += LANES) {
+    let x = Z[zBase + v];
+    if (x > m) {
+      s = s * exp(m - x) + 1.0;
+      m = x;
+      idx = v;
+    } else {
+      s += exp(x - m);
+    }
+  }
+  let zMax = rowMax(m, lane, slot);
+  let zInv = 1.0 / rowSum(s * exp(m - zMax), lane, slot);
+  let pred = rowMinU32(select(NO_INDEX, idx, m == zMax), lane, slot);
+
+  // Pass 2: α = Σ min(p̃, softmax(z)), only where the position mask counts it.
+  let n2 = select(0u, u.D, pm != 0);
+  let qBase = (rs - u.qPart) * u.D;
+  var a = 0.0;
+  for (var v = lane; v < n2; v += LANES) {
+    a += min(Q[qBase + v], exp(Z[zBase + v] - zMax) * zInv);
+  }
+  let alpha = rowSum(a, lane, slot);
+  if (live && lane == 0u) {
+    var hit = 0.0;
+    if (n != 0u && used[pred] == tok) { hit = f32(lm); }
+    let o = (r - u.oPart) * 4u;
+    O[o] = hit;
+    O[o + 1u] = f32(lm);
+    O[o + 2u] = f32(pm) * alpha;
+    O[o + 3u] = f32(pm);
+  }
+}

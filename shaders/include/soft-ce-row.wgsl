@@ -1,0 +1,81 @@
+// include/soft-ce-row — the row body of loss/soft-ce_{rows,subgroup}: same contract, Params,
+// bindings and GRAD_MODE override as loss/soft-ce (EAGLE3 soft-target cross-entropy under the TTT
+// shift k, its gradient, rowLoss[r] = m · CE[r]), written as processRow for
+// include/row-reduce-{tree,subgroup}, which supply LANES, rowSum, rowMax and main.
+// Numerics: pass 1 keeps an online (max, Σexp) per lane and Σp over columns lane, lane + LANES, …;
+// the row max is rowMax, the lanes' sums are rescaled to it and added by rowSum. Pass 2
+// accumulates p·(lse − z) and writes the gradient. Rows with m = 0 never read z. Deterministic.
+
+struct Params {
+  count: u32,
+  rowStart: u32,
+  D: u32,
+  S: u32,
+  k: u32,
+  zPart: u32,
+  pPart: u32,
+  mPart: u32,
+  gPart: u32,
+  lPart: u32,
+  gradScale: f32,
+}
+
+override GRAD_MODE: u32 = 0u;
+
+@group(0) @binding(0) var<uniform> u: Params;
+@group(0) @binding(1) var<storage, read_write> Z: array<f32>;
+@group(0) @binding(2) var<storage, read> P: array<f32>;
+@group(0) @binding(3) var<storage, read> M: array<i32>;
+@group(0) @binding(4) var<storage, read_write> G: array<f32>;
+@group(0) @binding(5) var<storage, read_write> L: array<f32>;
+
+const LOWEST: f32 = -3.4028234e38;
+
+fn rowCount() -> u32 { return u.count; }
+
+fn processRow(i: u32, lane: u32, slot: u32) {
+  let live = i < u.count;
+  let r = u.rowStart + i;
+  let inSeq = (r % u.S) + u.k < u.S;
+  var mask = 0;
+  if (live && inSeq) { mask = M[r + u.k - u.mPart]; }
+  let n = select(0u, u.D, mask != 0);
+  let zBase = (r - u.zPart) * u.D;
+  let pBase = (r + u.k - u.pPart) * u.D;
+
+  // Pass 1: max and Σexp of z, and Σp.
+  var m = LOWEST;
+  var s = 0.0;
+  var sp = 0.0;
+  for (var v = lane; v < n; v += LANES) {
+    let x = Z[zBase + v];
+    if (x > m) {
+      s = s * exp(m - x) + 1.0;
+      m = x;
+    } else {
+      s += exp(x - m);
+    }
+    sp += P[pBase + v];
+  }
+  let rowMaxZ = rowMax(m, lane, slot);
+  let lse = rowMaxZ + log(rowSum(s * exp(m - rowMaxZ), lane, slot));
+  let pSum = rowSum(sp, lane, slot);
+
+  // Pass 2: CE partials and the gradient (zeros for masked rows, nothing for rows past the end).
+  let g = f32(mask) * u.gradScale;
+  let width = select(0u, u.D, live);
+  var ce = 0.0;
+  for (var v = lane; v < width; v += LANES) {
+    var grad = 0.0;
+    if (v < n) {
+      let x = Z[zBase + v];
+      let pv = P[pBase + v];
+      ce += pv * (lse - x);
+      grad = g * (pSum * exp(x - lse) - pv);
+    }
+    if (GRAD_MODE == 1u) { Z[zBase + v] = grad; }
+    if (GRAD_MODE == 2u) { G[(r - u.gPart) * u.D + v] = grad; }
+  }
+  let rowCe = rowSum(ce, lane, slot);
+  if (live && lane == 0u) { L[r - u.lPart] = f32(mask) * rowCe; }
+}

@@ -1,0 +1,45 @@
+// rmsnorm/backward_dw_columns — rmsnorm/backward_dw (dw_j = Σ_rows dy_j · x_j · r_row, the
+// weight gradient of y = w ⊙ x · r) for the sized row layouts (src/kernels/row-variant.ts): one
+// invocation per column summing every row itself, so there is no workgroup memory and no barrier,
+// and narrow rows still spread over ceil(hidden / WG_X) workgroups.
+//
+// Shapes: x at row stride strideX, dy at strideDy (each ≥ hidden); invRms f32 [rows];
+//   dw f32 [hidden].
+// Bindings (group 0):
+//   0 uniform Params
+//   1 storage read        x
+//   2 storage read        dy
+//   3 storage read        invRms
+//   4 storage read_write  dw
+// Override ACCUMULATE: false writes dw, true adds into it.
+// Dispatch: ceil(hidden / WG_X) workgroups of WG_X; invocation lx owns column wg.x · WG_X + lx
+//   (neighbouring lanes read neighbouring addresses). WG_X is RMSNORM_DW_COLUMNS_LANES in
+//   src/kernels/rmsnorm.ts, appended as a constant; the host's grid uses the same value.
+// Numerics: f32 fma in increasing row order (one sequential sum per column; deterministic).
+
+struct Params {
+  rows: u32,
+  hidden: u32,
+  strideX: u32,
+  strideDy: u32,
+}
+
+override ACCUMULATE: bool = false;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> dy: array<f32>;
+@group(0) @binding(3) var<storage, read> invRms: array<f32>;
+@group(0) @binding(4) var<storage, read_write> dw: array<f32>;
+
+@compute @workgroup_size(WG_X, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let col = wg.x * WG_X + lid.x;
+  if (col >= p.hidden) { return; }
+  var g = 0.0;
+  for (var r = 0u; r < p.rows; r++) {
+    g = fma(dy[r * p.strideDy + col], x[r * p.strideX + col] * invRms[r], g);
+  }
+  if (ACCUMULATE) { g += dw[col]; }
+  dw[col] = g;
+}
