@@ -87,13 +87,15 @@ function matmulFlopsPerStep(c: Eagle3Config): number {
   return 3 * L * perStep + 2 * fc;
 }
 
+const featureBytes = featurePrecision === 'f16' ? 2 : 4;
+
 /** Bytes of the GPU tensors that live for the whole run: value, grad and two moments per trainable parameter; the frozen embedding; the batch. */
 function residentBytes(c: Eagle3Config): Record<string, number> {
   return {
     trainable: 16 * trainableParams,
     embedding: 4 * c.vocabSize * c.hiddenSize,
-    hiddenStates: 4 * R * 3 * c.targetHiddenSize,
-    targetLogits: 4 * R * c.vocabSize,
+    hiddenStates: featureBytes * R * 3 * c.targetHiddenSize,
+    targetLogits: featureBytes * R * c.vocabSize,
   };
 }
 

@@ -134,13 +134,18 @@ export interface AttentionLimits {
 }
 
 /**
- * The geometry for a shape on a device: the one sized to the head dim (hd ≤ 32, ≤ 64, ≤ 128), or
- * an error naming attention when the shape or device cannot take it. Pure. Sequence length enters
- * through the device checks only: every geometry tiles rows by 16, a block the lab's S 56 fills
- * nearly whole (other row blocks are not measured yet: bench/attention-geometry.ts --geometries).
+ * The geometry for a shape on a device. Pure. `flash` by default; the geometry sized to the head dim
+ * (hd ≤ 32, ≤ 64, ≤ 128) only where the device's workgroup memory cannot hold flash's 128-wide
+ * tiles. Why not the sized ones everywhere: they run the lab's TTT forward 6.9x faster on llvmpipe
+ * (backward 1.24x; bench/attention-geometry.ts), but each lane keeps head_dim / TPR values in
+ * registers (32 for hd32 at head dim 32, against flash's 8), and compiling them cold on llvmpipe
+ * took minutes, long enough to time out a first training step. Sequence length enters through the
+ * device checks only. An error names attention when neither geometry can run the shape.
  */
 export function chooseAttentionGeometry(dims: AttentionDims, limits: AttentionLimits): AttentionGeometryName {
-  const name: AttentionGeometryName = dims.headDim <= 32 ? 'hd32' : dims.headDim <= 64 ? 'hd64' : 'hd128';
+  const sized: AttentionGeometryName = dims.headDim <= 32 ? 'hd32' : dims.headDim <= 64 ? 'hd64' : 'hd128';
+  const storage = limits.maxComputeWorkgroupStorageSize ?? 16384;
+  const name: AttentionGeometryName = flashWorkgroupBytes(ATTENTION_GEOMETRIES.flash) <= storage ? 'flash' : sized;
   checkGeometry(ATTENTION_GEOMETRIES[name], name, dims, limits);
   return name;
 }
