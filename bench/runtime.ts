@@ -58,9 +58,9 @@ function refsFor(prefix: string, count: number): SampleRef[] {
 /** Refs per second through commit → lease → ack, in batches of 64; refs are built before timing. */
 async function controlPlane(name: string, store: MetadataStore, batches: number, options: { prevalidated?: boolean } = {}): Promise<number> {
   const controller = new DataFlowController({ runId: 'bench', store });
-  const worker = controller.registerRolloutWorker({ workerId: 'w' });
-  const trainer = controller.registerTrainer({ trainerId: 't' });
-  const lease = controller.trainLease(trainer);
+  const worker = await controller.registerRolloutWorker({ workerId: 'w' });
+  const trainer = await controller.registerTrainer({ trainerId: 't' });
+  const lease = await controller.trainLease(trainer);
   const warm = refsFor(`${name}-warm`, BATCH);
   await controller.commitSamples(worker, warm);
   await lease.ack(await lease.get(BATCH), { globalStep: 0, optimizerDurable: true });

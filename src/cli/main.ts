@@ -13,12 +13,13 @@
  *   1    the run failed (an error while running, a failed selfcheck, a lossy speculative decode)
  *   2    usage error: unknown command or option, a bad or missing value, a missing required option,
  *        an invalid settings file; one line on stderr naming the flag (or file and key)
- *   130  `train` interrupted (SIGINT/SIGTERM) after writing a checkpoint
+ *   130  `train` interrupted (SIGINT/SIGTERM) after writing a checkpoint; `rollout` interrupted after its capture
  */
 import type { Platform } from './platform.ts';
 import { CliExit, parseCommand, parseRoot, UsageError, type CommandDef, type ParsedArgs } from './options.ts';
 import { EVAL_DEF, evalArgs, EXPORT_DEF, GENERATE_DEF, generateArgs, PRETRAIN_DEF, pretrainArgs, SELFCHECK_DEF, type ExportArgs } from './command-options.ts';
 import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
+import { ROLLOUT_DEF, rolloutArgs, STATUS_DEF, statusArgs } from './cluster-options.ts';
 
 type Print = (line: string) => void;
 
@@ -83,6 +84,20 @@ const COMMANDS: Record<string, Command<unknown>> = {
       return (await import('./export.ts')).runExport(platform, options, print);
     },
   }),
+  rollout: command({
+    def: ROLLOUT_DEF,
+    options: rolloutArgs,
+    async run(platform, options, print) {
+      return (await import('./rollout.ts')).runRollout(platform, options, print);
+    },
+  }),
+  status: command({
+    def: STATUS_DEF,
+    options: statusArgs,
+    async run(platform, options, print) {
+      return (await import('./status.ts')).runStatus(platform, options, print);
+    },
+  }),
 };
 
 /** Every command's option definitions (help, tests). */
@@ -92,7 +107,7 @@ export function commandDefs(): CommandDef[] {
 
 const ROOT_EPILOG = [
   'Run `speclab <command> --help` for the options of a command (each with its type, range and default).',
-  'Exit codes: 0 success, 1 the run failed, 2 usage error (unknown option, bad value, missing option), 130 train interrupted.',
+  'Exit codes: 0 success, 1 the run failed, 2 usage error (unknown option, bad value, missing option), 130 train or rollout interrupted.',
 ].join('\n');
 
 export function usage(): string {

@@ -9,6 +9,7 @@
  * (`FileStore`, key-value databases) are in src/ports/.
  */
 import type { GpuContext, GpuRequest } from '../gpu/context.ts';
+import type { RedisLink } from '../ports/redis-link.ts';
 import type { FileStore, KeyValueHost } from '../ports/storage.ts';
 import type { RuntimeName } from '../ports/runtime.ts';
 
@@ -29,4 +30,6 @@ export interface Platform extends KeyValueHost {
    * the function that removes it. Absent where there are no signals (a browser tab).
    */
   onInterrupt?(handler: (signal: 'SIGINT' | 'SIGTERM') => void): () => void;
+  /** Opens a Redis connection (`redis://host:port/db`), resolving once the server answered. Absent where there are no sockets (a browser tab). */
+  connectRedis?(url: string): Promise<RedisLink>;
 }

@@ -12,6 +12,7 @@
 import type { Bounds } from './flag-values.ts';
 import { parseByteSize } from '../util/bytes.ts';
 import { describeBounds, parsers, parseCommand, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
+import { checkClusterSettings, TARGET_PRECISION, TRAIN_CLUSTER_OPTIONS } from './cluster-options.ts';
 
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
 const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
@@ -48,15 +49,8 @@ const FEATURE_PRECISION: OptionSpec = {
   parse: parsers.choice(['f32', 'f16']),
 };
 
-// The frozen target's matrices stored as f16 on the GPU halve its bytes; arithmetic stays f32.
-export const TARGET_PRECISION: OptionSpec = {
-  flag: '--target-precision',
-  key: 'targetPrecision',
-  placeholder: 'f32|f16',
-  help: "storage of the target's weight matrices on the GPU (f16 halves them; arithmetic stays f32); f16 refuses a weight beyond ±65504",
-  defaultText: 'f32',
-  parse: parsers.choice(['f32', 'f16']),
-};
+// --target-precision: defined with the cluster options (speclab rollout reads it too).
+export { checkClusterSettings, TARGET_PRECISION };
 
 /** The chat-dataset settings of train and prepare. */
 const DATA_OPTIONS: readonly OptionSpec[] = [
@@ -85,6 +79,7 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   path('out', 'dir', 'output directory: metrics.jsonl, summary.json, draft/ (SGLang export), checkpoints/, metadata/, spill/', 'runs/train'),
   { flag: '--resume', key: 'resume', help: 'continue the run in --out from its last checkpoint' },
   { flag: '--fresh', key: 'fresh', help: 'delete the run state in --out (checkpoints, ledger, spill) and start over' },
+  ...TRAIN_CLUSTER_OPTIONS,
   TRAIN_PROMPTS,
   EVAL_PROMPTS,
   PROMPT_LENGTH,
@@ -102,7 +97,7 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   { ...int('maxNewTokens', 1, 1_048_576, 32, 'tokens generated per prompt when evaluating (before and after training)'), deprecated: ['--eval-new-tokens'] },
   int('evalTrainPrompts', 0, 100_000, 4, 'training prompts also evaluated (0 = none)'),
   int('evalEvery', 0, 1_000_000, 50, 'score the draft on the held-out data every N optimizer steps and at the last (forward only; 0 = never)'),
-  int('rolloutWorkers', 1, 8, 1, 'rollout workers capturing target features (they share the GPU)'),
+  int('rolloutWorkers', 1, 8, 1, 'rollout workers capturing target features (they share the GPU); not with --cluster, whose rollout runs in speclab rollout processes'),
   int('checkpointEvery', 1, 1_000_000, 8, 'checkpoint (and durably ack) every N steps, and at the end of every round'),
   SEED,
   FEATURE_PRECISION,
@@ -171,6 +166,7 @@ export function normalizeConfigKeys(json: Record<string, unknown>, file: string,
 const TRAIN_EPILOG = [
   'Numbers are decimal (0x10, 1_000 or Infinity are refused); a value outside its range is refused before anything runs.',
   'A killed or interrupted run continues with --resume (same settings); an existing run in --out is never overwritten without --fresh.',
+  'With --cluster URL --run NAME this process is the trainer of a cluster run: rollout runs in `speclab rollout --cluster URL --run NAME --target DIR` processes (Node), the ledger is in Redis; --out keeps checkpoints, metrics and sequences.',
   'Ctrl-C (SIGINT/SIGTERM) while training finishes the current step, writes a checkpoint and exits 130; a second one exits at once.',
   `SpecForge config names: ${Object.entries(SPECFORGE_KEYS).map(([k, v]) => `${k} → ${v}`).join(', ')}.`,
   'exit codes: 0 success (speculative decoding lossless), 1 the run failed, 2 usage error, 130 interrupted',
@@ -220,5 +216,6 @@ export function parseTrainFlags(args: readonly string[]): TrainFlags {
 
 export function trainArgs({ values, notices, args }: ParsedArgs): TrainFlags {
   const { config, ...settings } = values;
+  checkClusterSettings(settings);
   return { configFile: config as string | undefined, values: settings, notices, args };
 }

@@ -38,7 +38,8 @@ import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { adapterLimits, checkTrainMemory, gpuMemoryBudgetSchema, trainMemoryPlan } from './train-memory.ts';
 import { loggedSteps } from './train-log.ts';
-import { Eagle3TrainingSession, sessionSettingsSchema } from '../training/eagle3-session.ts';
+import { Eagle3TrainingSession, sessionCapture, sessionSettingsSchema } from '../training/eagle3-session.ts';
+import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
 import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
 import { readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
 import { openRunFolder, resumeCommand, withStoredSettings } from './run-settings.ts';
@@ -47,7 +48,7 @@ import { trainingData } from './train-data.ts';
 import { continueWithTarget } from '../training/eagle3-data.ts';
 import { reduceTrainMetrics, specForgeMetrics } from '../training/metric-keys.ts';
 import { commandHelp, settingsOrExit, UsageError } from './options.ts';
-import { normalizeConfigKeys, parseTrainFlags, TRAIN_DEF, trainArgs, type TrainFlags } from './train-options.ts';
+import { checkClusterSettings, normalizeConfigKeys, parseTrainFlags, TRAIN_DEF, trainArgs, type TrainFlags } from './train-options.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -83,6 +84,8 @@ export const trainConfigSchema = sessionSettingsSchema
     gpuMemoryBudget: gpuMemoryBudgetSchema,
     // Storage of the frozen target's matrices; shapes the captured features, so a resume keeps it.
     targetPrecision: z.enum(['f32', 'f16']).default('f32'),
+    cluster: z.string().min(1).optional(), // the trainer of a cluster run (cluster-options.ts, cluster-run.ts)
+    run: z.string().min(1).optional(), promptLeaseMs: z.number().int().min(100).max(86_400_000).optional(),
   })
   .strict();
 
@@ -128,7 +131,8 @@ export async function configFromFlags(platform: Platform, flags: TrainFlags): Pr
     base = normalizeConfigKeys(json as Record<string, unknown>, configFile, notices);
     for (const notice of notices) console.error(notice);
   }
-  return validateTrainConfig({ ...base, ...values }, configFile ? `${configFile} + flags` : 'train flags');
+  const source = configFile ? `${configFile} + flags` : 'train flags';
+  return validateTrainConfig(checkClusterSettings({ ...base, ...values }, source), source);
 }
 
 /** Thrown by runTraining when an interrupt stopped it at a step boundary (checkpoint written). */
@@ -172,7 +176,7 @@ export async function trainCommand(platform: Platform, args: readonly string[], 
  */
 export async function runTrainCli(platform: Platform, flags: TrainFlags, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
   // --resume takes the run's stored settings; a given one that contradicts them is refused (run-settings.ts).
-  const config = await withStoredSettings(platform, flags, await configFromFlags(platform, flags), validateTrainConfig, print);
+  const config = clusterRuntime(platform, await withStoredSettings(platform, flags, await configFromFlags(platform, flags), validateTrainConfig, print));
   const stop: StopRequest = { requested: false, training: false };
   const release = platform.onInterrupt?.(() => {
     if (stop.requested || !stop.training) {
@@ -237,7 +241,9 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
     const gpu = new Gpu(ctx);
     const target = TargetModel.create(gpu, checkpoint);
-    const metadata = await FileMetadataStore.open(out, { dir: 'metadata' });
+    // A cluster run's ledger is in Redis, shared with its rollout processes (cluster-run.ts).
+    const role = config.cluster && config.run ? await openClusterTrainer(platform, { ...config, cluster: config.cluster, run: config.run }, gpu, sessionCapture(tc, auxLayerIds, config), tc, print) : undefined;
+    const metadata = role?.stores.metadata ?? (await FileMetadataStore.open(out, { dir: 'metadata' }));
     let session: Eagle3TrainingSession | undefined;
     try {
       log = await out.openAppendLog('metrics.jsonl');
@@ -260,7 +266,8 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
         evaluation: config.evalEvery > 0 ? { every: config.evalEvery, sequences: data.heldSequences ?? (await continueWithTarget(target, heldPrompts, config.responseLength, 16, data.continuation)) } : undefined,
         settings: { ...config, auxLayers: auxLayerIds, draftVocabSize },
         storage: { checkpoints: platform.files(`${config.out}/checkpoints`), metadata, spill: platform.files(`${config.out}/spill`) },
-        runId: 'speclab-train',
+        runId: config.run ?? 'speclab-train', // sample ids are `<runId>:<task>`: a cluster run's are its rollout processes'
+        cluster: role?.cluster,
         now,
         onEvent: (e) => {
           if (e.kind === 'phase' && e.phase === 'resume') print(`phase resume: ${e.detail}`);
@@ -305,7 +312,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
 
       // 4. Online training through the runtime planes, one optimizer step at a time.
       const startStep = s.globalStep;
-      print(`phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${config.rolloutWorkers} rollout worker(s)${startStep > 0 ? `; resuming after step ${startStep}` : ''}`);
+      print(`phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${role ? `rollout by the speclab rollout processes of run ${config.run}` : `${config.rolloutWorkers} rollout worker(s)`}${startStep > 0 ? `; resuming after step ${startStep}` : ''}`);
       const trainStart = performance.now();
       // A resumed run that has no step left keeps the loss its last step logged.
       let lastLoss = earlier.lastLoss;
@@ -326,6 +333,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       const status = (await s.status()).controller;
       const expected = s.sequences.length * config.epochs;
       if (status.durableAcked !== expected) throw new Error(`training acked ${status.durableAcked} of ${expected} samples`);
+      await role?.finish(); // the rollout processes exit
       const trainSeconds = (performance.now() - trainStart) / 1000;
       print(`phase train: ${s.globalStep} steps (${s.globalStep - startStep} in this process) in ${formatDuration(trainSeconds)}, final loss ${lastLoss.toFixed(4)}; ${status.durableAcked} samples durably acked`);
 
@@ -376,6 +384,7 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       await logged.catch(() => undefined);
       await log?.close();
       await metadata.close();
+      await role?.close();
     }
   } catch (err) {
     if (!gpuContext && !ctx.isDestroyed) ctx.destroy();

@@ -10,9 +10,11 @@
  */
 import { assertNoTensors } from '../contracts/no-tensors.ts';
 import { makeJsonRecord, makePromptTask, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
+import type { ControlStores, FailOutcome, MemberKind, MemberRegistry, PromptFailOutcome, PromptFailure, PromptLedger, RefQueue } from './control-stores.ts';
+import { InMemoryMemberRegistry } from './member-registry.ts';
 import { validateRefs, type MetadataStore } from './metadata-store.ts';
-import { PromptBook, type PromptFailOutcome, type PromptFailure } from './prompt-book.ts';
-import { SampleRefQueue, type FailOutcome } from './sample-ref-queue.ts';
+import { PromptBook } from './prompt-book.ts';
+import { SampleRefQueue } from './sample-ref-queue.ts';
 import { TrainLease } from './train-lease.ts';
 
 /** An ack or fail named a sample id this controller's metadata store never committed. */
@@ -20,11 +22,19 @@ export class UnknownSampleError extends Error {
   override name = 'UnknownSampleError';
 }
 
+/**
+ * What the controller is built over (src/control/control-stores.ts). `store` is required; the queue,
+ * the prompt ledger and the member registry default to in-memory ones (one process). Give shared
+ * ones (src/control/redis/) and every process's controller sees the same run.
+ */
 export interface ControllerOptions {
   runId: string;
   store: MetadataStore;
-  queue?: SampleRefQueue;
-  /** Milliseconds, monotonic; drives prompt-lease expiry. */
+  queue?: RefQueue;
+  /** When given, the prompt options below are the ledger's own business and must not be given here. */
+  prompts?: PromptLedger;
+  members?: MemberRegistry;
+  /** Milliseconds, monotonic; drives prompt-lease expiry of the default in-memory ledger. */
   clock?: () => number;
   promptLeaseTimeoutMs?: number | null;
   maxPromptAttempts?: number | null;
@@ -86,11 +96,10 @@ export interface ReleasableFeatureStore {
 
 export class DataFlowController {
   readonly runId: string;
-  readonly queue: SampleRefQueue;
+  readonly queue: RefQueue;
   private readonly store: MetadataStore;
-  private readonly prompts: PromptBook;
-  private readonly workers = new Map<string, Readonly<JsonRecord>>();
-  private readonly trainers = new Map<string, Readonly<JsonRecord>>();
+  private readonly prompts: PromptLedger;
+  private readonly members: MemberRegistry;
   private readonly randomHex: (digits: number) => string;
   private readonly featureStore: ReleasableFeatureStore | undefined;
 
@@ -99,59 +108,70 @@ export class DataFlowController {
     this.runId = options.runId;
     this.store = options.store;
     this.queue = options.queue ?? new SampleRefQueue();
+    this.members = options.members ?? new InMemoryMemberRegistry();
     this.randomHex = options.randomHex ?? cryptoHex;
     this.featureStore = options.featureStore;
-    this.prompts = new PromptBook({
+    const promptOptions = {
       clock: options.clock ?? (() => performance.now()),
       leaseTimeoutMs: positiveIntOrNull(options.promptLeaseTimeoutMs, 'promptLeaseTimeoutMs'),
       maxAttempts: positiveIntOrNull(options.maxPromptAttempts, 'maxPromptAttempts'),
       maxLeasePerWorker: positiveIntOrNull(options.maxPromptLeasePerWorker, 'maxPromptLeasePerWorker'),
-    });
+    };
+    if (options.prompts) {
+      const given = (['clock', 'promptLeaseTimeoutMs', 'maxPromptAttempts', 'maxPromptLeasePerWorker'] as const).filter((k) => options[k] !== undefined);
+      if (given.length > 0) throw new TypeError(`DataFlowController: ${given.join(', ')} configure the default prompt ledger; set them on the given prompts ledger instead`);
+    }
+    this.prompts = options.prompts ?? new PromptBook(promptOptions);
+  }
+
+  /** A controller over shared stores (e.g. src/control/redis/): one per process, all seeing one run. */
+  static over(runId: string, stores: ControlStores, options: Omit<ControllerOptions, 'runId' | 'store' | 'queue' | 'prompts' | 'members'> = {}): DataFlowController {
+    return new DataFlowController({ ...options, runId, store: stores.metadata, queue: stores.queue, prompts: stores.prompts, members: stores.members });
   }
 
   // ── registration ────────────────────────────────────────────────────────────────────────────
 
-  registerRolloutWorker(info: Record<string, unknown> = {}): string {
-    return this.register(this.workers, info, 'workerId', 'rollout', 'registerRolloutWorker');
+  registerRolloutWorker(info: Record<string, unknown> = {}): Promise<string> {
+    return this.register('rollout', info, 'workerId', 'registerRolloutWorker');
   }
 
-  registerTrainer(info: Record<string, unknown> = {}): string {
-    return this.register(this.trainers, info, 'trainerId', 'trainer', 'registerTrainer');
+  registerTrainer(info: Record<string, unknown> = {}): Promise<string> {
+    return this.register('trainer', info, 'trainerId', 'registerTrainer');
   }
 
   /** The trainer's only way to the queue; registers a trainer when no id is given. */
-  trainLease(trainerId?: string, options: { partitionKey?: string } = {}): TrainLease {
-    const id = trainerId ?? this.registerTrainer();
-    this.requireKnown(this.trainers, id, 'trainer', 'registerTrainer', 'trainLease');
+  async trainLease(trainerId?: string, options: { partitionKey?: string } = {}): Promise<TrainLease> {
+    const id = trainerId ?? (await this.registerTrainer());
+    await this.requireKnown('trainer', id, 'trainLease');
     return new TrainLease(this, id, options.partitionKey);
   }
 
   // ── prompts (producer side) ─────────────────────────────────────────────────────────────────
 
   /** Builds one PromptTask per input (all validated before any is queued) and returns their ids. */
-  ingestPrompts(prompts: readonly PromptInput[]): string[] {
+  async ingestPrompts(prompts: readonly PromptInput[]): Promise<string[]> {
     if (!Array.isArray(prompts)) throw new TypeError('ingestPrompts: prompts must be an array');
     const tasks = prompts.map((p, i) => this.buildTask(p, `ingestPrompts prompts[${i}]`));
-    this.prompts.add(tasks);
+    await this.prompts.add(tasks);
     return tasks.map((task) => task.taskId);
   }
 
-  leasePromptTasks(workerId: string, maxTasks: number): PromptTask[] {
-    this.requireKnown(this.workers, workerId, 'rollout worker', 'registerRolloutWorker', 'leasePromptTasks');
+  async leasePromptTasks(workerId: string, maxTasks: number): Promise<PromptTask[]> {
+    await this.requireKnown('rollout', workerId, 'leasePromptTasks');
     requireCount(maxTasks, 'leasePromptTasks: maxTasks');
     return this.prompts.lease(workerId, maxTasks);
   }
 
   /** Releases failed prompt leases: retryable → back to pending with attempt + 1; else terminal. */
-  failPromptTasks(workerId: string, taskIds: readonly string[], reason: string, retryable: boolean): PromptFailOutcome {
-    this.requireKnown(this.workers, workerId, 'rollout worker', 'registerRolloutWorker', 'failPromptTasks');
+  async failPromptTasks(workerId: string, taskIds: readonly string[], reason: string, retryable: boolean): Promise<PromptFailOutcome> {
+    await this.requireKnown('rollout', workerId, 'failPromptTasks');
     requireIds(taskIds, 'failPromptTasks: taskIds');
     requireReason(reason, retryable, 'failPromptTasks');
     return this.prompts.fail(workerId, taskIds, reason, retryable);
   }
 
-  completePromptTasks(workerId: string, taskIds: readonly string[]): string[] {
-    this.requireKnown(this.workers, workerId, 'rollout worker', 'registerRolloutWorker', 'completePromptTasks');
+  async completePromptTasks(workerId: string, taskIds: readonly string[]): Promise<string[]> {
+    await this.requireKnown('rollout', workerId, 'completePromptTasks');
     requireIds(taskIds, 'completePromptTasks: taskIds');
     return this.prompts.complete(workerId, taskIds);
   }
@@ -162,14 +182,13 @@ export class DataFlowController {
    * are dropped silently: producers deliver at least once.
    */
   async commitSamples(workerId: string, refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
-    this.requireKnown(this.workers, workerId, 'rollout worker', 'registerRolloutWorker', 'commitSamples');
+    await this.requireKnown('rollout', workerId, 'commitSamples');
     const valid = validateRefBatch(refs, 'commitSamples');
     const flags = await this.commitFlags(valid, 'commitSamples');
-    valid.forEach((ref, i) => {
-      if (ref.sourceTaskId !== null) this.prompts.committed(workerId, ref.sourceTaskId, flags[i]);
-    });
+    const tasks = valid.flatMap((ref, i) => (ref.sourceTaskId === null ? [] : [{ taskId: ref.sourceTaskId, fresh: flags[i] }]));
+    await this.prompts.committed(workerId, tasks);
     const fresh = valid.filter((_, i) => flags[i]);
-    this.queue.put(fresh, options);
+    await this.queue.put(fresh, options);
     return fresh;
   }
 
@@ -178,14 +197,14 @@ export class DataFlowController {
     const valid = validateRefBatch(refs, 'enqueueOfflineRefs');
     const flags = await this.commitFlags(valid, 'enqueueOfflineRefs');
     const fresh = valid.filter((_, i) => flags[i]);
-    this.queue.put(fresh, options);
+    await this.queue.put(fresh, options);
     return fresh;
   }
 
   // ── train refs (consumer side, reached through TrainLease) ──────────────────────────────────
 
-  leaseTrainRefs(trainerId: string, maxRefs: number, timeoutMs?: number, options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
-    this.requireKnown(this.trainers, trainerId, 'trainer', 'registerTrainer', 'leaseTrainRefs');
+  async leaseTrainRefs(trainerId: string, maxRefs: number, timeoutMs?: number, options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
+    await this.requireKnown('trainer', trainerId, 'leaseTrainRefs');
     return this.queue.get(maxRefs, timeoutMs, options);
   }
 
@@ -195,21 +214,21 @@ export class DataFlowController {
    * is derived from the marker alone).
    */
   async ackTrainRefs(trainerId: string, sampleIds: readonly string[], ack: { globalStep?: number | null; optimizerDurable?: boolean } = {}): Promise<{ released: number }> {
-    this.requireKnown(this.trainers, trainerId, 'trainer', 'registerTrainer', 'ackTrainRefs');
+    await this.requireKnown('trainer', trainerId, 'ackTrainRefs');
     assertNoTensors(ack, 'ackTrainRefs.ack');
     requireIds(sampleIds, 'ackTrainRefs: sampleIds');
     // An id never committed is a caller bug (a typo, another run's id): recording it would put a
     // sample in the durable marker that no restart can account for, so nothing is recorded at all.
     const refs = await this.resolveKnown(sampleIds, 'ackTrainRefs', 'nothing was acked');
     await this.store.recordTrainAck(sampleIds, { globalStep: ack.globalStep ?? null, optimizerDurable: ack.optimizerDurable ?? false });
-    const released = this.queue.ack(refs);
+    const released = await this.queue.ack(refs);
     // Only after the durable record: a crash before it requeues these samples, which then still need their features.
     if (ack.optimizerDurable && this.featureStore) for (const id of sampleIds) await this.featureStore.abort(id);
     return { released };
   }
 
   async failRefs(ownerId: string, sampleIds: readonly string[], reason: string, retryable: boolean): Promise<FailOutcome> {
-    this.requireKnown(this.trainers, ownerId, 'trainer', 'registerTrainer', 'failRefs');
+    await this.requireKnown('trainer', ownerId, 'failRefs');
     requireIds(sampleIds, 'failRefs: sampleIds');
     requireReason(reason, retryable, 'failRefs');
     return this.queue.fail(await this.resolveKnown(sampleIds, 'failRefs', 'nothing was failed'), reason, retryable);
@@ -218,7 +237,7 @@ export class DataFlowController {
   // ── observation and recovery ────────────────────────────────────────────────────────────────
 
   async status(): Promise<ControllerStatus> {
-    const p = this.prompts.counts();
+    const p = await this.prompts.counts();
     const committed = await this.store.committedCount();
     const marker = await this.store.durableMarker();
     return {
@@ -229,11 +248,11 @@ export class DataFlowController {
       promptsFailed: p.failed,
       promptsCompleted: p.completed,
       samplesCommitted: committed,
-      queueDepth: this.queue.depth(),
-      queueInFlight: this.queue.inFlight(),
-      queueTerminal: this.queue.terminalFailures().length,
-      rolloutWorkers: this.workers.size,
-      trainers: this.trainers.size,
+      queueDepth: await this.queue.depth(),
+      queueInFlight: await this.queue.inFlight(),
+      queueTerminal: (await this.queue.terminalFailures()).length,
+      rolloutWorkers: await this.members.count('rollout'),
+      trainers: await this.members.count('trainer'),
       durableGlobalStep: marker.globalStep,
       durableAcked: marker.acked.size,
       optimizerDurable: marker.optimizerDurable,
@@ -242,11 +261,11 @@ export class DataFlowController {
   }
 
   /** Terminal prompt failures (tensor-free records). */
-  promptFailures(): PromptFailure[] {
+  promptFailures(): Promise<PromptFailure[]> {
     return this.prompts.failuresList();
   }
 
-  promptTask(taskId: string): PromptTask | undefined {
+  promptTask(taskId: string): Promise<PromptTask | undefined> {
     return this.prompts.task(taskId);
   }
 
@@ -261,8 +280,10 @@ export class DataFlowController {
     const marker = await this.store.durableMarker();
     const toQueue: SampleRef[] = [];
     const released: string[] = [];
-    for (const id of await this.store.allCommittedIds()) {
-      const ref = (await this.store.getCommitted(id))!;
+    const ids = await this.store.allCommittedIds();
+    const refs = await this.store.getCommittedMany(ids);
+    for (const [i, id] of ids.entries()) {
+      const ref = refs[i]!;
       if (marker.optimizerDurable && marker.acked.has(id)) {
         released.push(id);
         if (featureStore) {
@@ -273,7 +294,7 @@ export class DataFlowController {
         toQueue.push(ref);
       }
     }
-    const requeued = this.queue.put(toQueue);
+    const requeued = await this.queue.put(toQueue);
     const committed = new Set(await this.store.allCommittedIds());
     const droppedUncommitted = (await featureStore?.dropUncommittedSpills?.(committed)) ?? [];
     return { requeued, released, droppedUncommitted, globalStep: marker.globalStep, optimizerDurable: marker.optimizerDurable };
@@ -281,17 +302,19 @@ export class DataFlowController {
 
   // ── helpers ─────────────────────────────────────────────────────────────────────────────────
 
-  private register(book: Map<string, Readonly<JsonRecord>>, info: Record<string, unknown>, idField: string, prefix: string, where: string): string {
-    const record = makeJsonRecord(info, `${where}.info`);
+  private async register(kind: MemberKind, info: Record<string, unknown>, idField: string, where: string): Promise<string> {
+    const record: Readonly<JsonRecord> = makeJsonRecord(info, `${where}.info`);
     const given = record[idField];
     if (given !== undefined && (typeof given !== 'string' || given.length === 0)) throw new TypeError(`${where}: info.${idField} must be a non-empty string`);
-    const id = (given as string | undefined) ?? `${prefix}-${this.randomHex(8)}`;
-    book.set(id, record);
+    const id = (given as string | undefined) ?? `${kind}-${this.randomHex(8)}`;
+    await this.members.register(kind, id, record);
     return id;
   }
 
-  private requireKnown(book: Map<string, unknown>, id: string, kind: string, register: string, where: string): void {
-    if (!book.has(id)) throw new Error(`${where}: unknown ${kind} ${JSON.stringify(id)}; call ${register} first`);
+  private async requireKnown(kind: MemberKind, id: string, where: string): Promise<void> {
+    if (await this.members.has(kind, id)) return;
+    const [what, register] = kind === 'rollout' ? ['rollout worker', 'registerRolloutWorker'] : ['trainer', 'registerTrainer'];
+    throw new Error(`${where}: unknown ${what} ${JSON.stringify(id)}; call ${register} first`);
   }
 
   private buildTask(input: PromptInput, where: string): PromptTask {
@@ -330,8 +353,9 @@ export class DataFlowController {
   private async resolveKnown(sampleIds: readonly string[], where: string, consequence: string): Promise<SampleRef[]> {
     const refs: SampleRef[] = [];
     const unknown: string[] = [];
-    for (const id of sampleIds) {
-      const ref = await this.store.getCommitted(id);
+    const found = await this.store.getCommittedMany(sampleIds);
+    for (const [i, id] of sampleIds.entries()) {
+      const ref = found[i];
       if (ref !== undefined) refs.push(ref);
       else unknown.push(id);
     }

@@ -122,6 +122,16 @@ export class IndexedDbMetadataStore implements MetadataStore {
     return row === undefined ? undefined : this.readRow(row).ref;
   }
 
+  async getCommittedMany(sampleIds: readonly string[]): Promise<(SampleRef | undefined)[]> {
+    return this.run('read', [COMMITTED], 'readonly', async (tx) =>
+      Promise.all(sampleIds.map(async (id) => {
+        if (typeof id !== 'string') return undefined;
+        const row = await tx.getByIndex(COMMITTED, BY_SAMPLE_ID, id);
+        return row === undefined ? undefined : this.readRow(row).ref;
+      })),
+    );
+  }
+
   async committedCount(): Promise<number> {
     return this.run('read', [COMMITTED], 'readonly', (tx) => tx.count(COMMITTED));
   }

@@ -30,6 +30,8 @@ export interface MetadataStore {
   commitSamples(refs: readonly SampleRef[]): Promise<boolean[]>;
   isCommitted(sampleId: string): Promise<boolean>;
   getCommitted(sampleId: string): Promise<SampleRef | undefined>;
+  /** getCommitted of each id, in order, in one read (one round trip for a remote store). */
+  getCommittedMany(sampleIds: readonly string[]): Promise<(SampleRef | undefined)[]>;
   committedCount(): Promise<number>;
   /** Committed ids in commit order. */
   allCommittedIds(): Promise<string[]>;
@@ -146,6 +148,9 @@ export abstract class StateBackedMetadataStore implements MetadataStore {
   }
   async getCommitted(sampleId: string): Promise<SampleRef | undefined> {
     return this.state.committed.get(sampleId);
+  }
+  async getCommittedMany(sampleIds: readonly string[]): Promise<(SampleRef | undefined)[]> {
+    return sampleIds.map((id) => this.state.committed.get(id));
   }
   async committedCount(): Promise<number> {
     return this.state.committed.size;

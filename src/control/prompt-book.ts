@@ -11,6 +11,9 @@
  * pool (HEAD fixes adopted from day one, docs/control-plane.md §8).
  */
 import { makePromptTask, type PromptTask } from '../contracts/records.ts';
+import type { CommittedTask, PromptCounts, PromptFailOutcome, PromptFailure, PromptLedger } from './control-stores.ts';
+
+export type { PromptFailOutcome, PromptFailure };
 
 export interface PromptBookOptions {
   clock: () => number;
@@ -22,26 +25,13 @@ export interface PromptBookOptions {
   maxLeasePerWorker: number | null;
 }
 
-export interface PromptFailure {
-  readonly taskId: string;
-  readonly reason: string;
-  /** The attempt number that failed (0-based). */
-  readonly attempt: number;
-}
-
-export interface PromptFailOutcome {
-  readonly requeued: readonly string[];
-  readonly failed: readonly string[];
-  /** Unknown ids and ids leased by someone else (ownership check). */
-  readonly skipped: readonly string[];
-}
-
 interface PromptLease {
   readonly workerId: string;
   readonly leasedAt: number;
 }
 
-export class PromptBook {
+/** The in-memory PromptLedger: one process's prompt book (the single-process run, and tests). */
+export class PromptBook implements PromptLedger {
   private readonly tasks = new Map<string, PromptTask>();
   /** Insertion-ordered set used as a FIFO of task ids. */
   private readonly pending = new Set<string>();
@@ -52,7 +42,7 @@ export class PromptBook {
   constructor(private readonly options: PromptBookOptions) {}
 
   /** Adds tasks to the tail. A task id already pending or leased is left as it is (idempotent ingest). */
-  add(tasks: readonly PromptTask[]): void {
+  async add(tasks: readonly PromptTask[]): Promise<void> {
     for (const task of tasks) {
       if (this.pending.has(task.taskId) || this.leases.has(task.taskId)) continue;
       this.failures.delete(task.taskId);
@@ -61,7 +51,7 @@ export class PromptBook {
     }
   }
 
-  lease(workerId: string, maxTasks: number): PromptTask[] {
+  async lease(workerId: string, maxTasks: number): Promise<PromptTask[]> {
     this.reclaimExpired();
     let n = maxTasks;
     if (this.options.maxLeasePerWorker !== null) n = Math.min(n, this.options.maxLeasePerWorker - this.heldBy(workerId));
@@ -76,7 +66,7 @@ export class PromptBook {
     return out;
   }
 
-  fail(workerId: string, taskIds: readonly string[], reason: string, retryable: boolean): PromptFailOutcome {
+  async fail(workerId: string, taskIds: readonly string[], reason: string, retryable: boolean): Promise<PromptFailOutcome> {
     const requeued: string[] = [];
     const failed: string[] = [];
     const skipped: string[] = [];
@@ -92,7 +82,7 @@ export class PromptBook {
   }
 
   /** Retires leased tasks that finished without a ref of their own (e.g. a peer TP rank's capture). */
-  complete(workerId: string, taskIds: readonly string[]): string[] {
+  async complete(workerId: string, taskIds: readonly string[]): Promise<string[]> {
     return taskIds.filter((id) => this.leases.get(id)?.workerId === workerId && this.retire(id));
   }
 
@@ -100,20 +90,22 @@ export class PromptBook {
    * A ref for the task was committed. A fresh ref finishes the task whoever holds it (even after its
    * lease expired and it went back to pending); a duplicate only ends the committing worker's lease.
    */
-  committed(workerId: string, taskId: string, fresh: boolean): void {
-    if (!this.tasks.has(taskId)) return;
-    if (fresh || this.leases.get(taskId)?.workerId === workerId) this.retire(taskId);
+  async committed(workerId: string, tasks: readonly CommittedTask[]): Promise<void> {
+    for (const { taskId, fresh } of tasks) {
+      if (!this.tasks.has(taskId)) continue;
+      if (fresh || this.leases.get(taskId)?.workerId === workerId) this.retire(taskId);
+    }
   }
 
-  failuresList(): PromptFailure[] {
+  async failuresList(): Promise<PromptFailure[]> {
     return [...this.failures.values()];
   }
 
-  counts(): { prompts: number; pending: number; leased: number; failed: number; completed: number } {
+  async counts(): Promise<PromptCounts> {
     return { prompts: this.tasks.size, pending: this.pending.size, leased: this.leases.size, failed: this.failures.size, completed: this.completed };
   }
 
-  task(taskId: string): PromptTask | undefined {
+  async task(taskId: string): Promise<PromptTask | undefined> {
     return this.tasks.get(taskId);
   }
 

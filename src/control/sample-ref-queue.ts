@@ -9,6 +9,9 @@
  */
 import { assertNoTensors } from '../contracts/no-tensors.ts';
 import type { SampleRef } from '../contracts/records.ts';
+import type { FailOutcome, RefQueue, TerminalFailure } from './control-stores.ts';
+
+export type { FailOutcome, TerminalFailure };
 
 export interface SampleRefQueueOptions {
   /** A lease older than this goes back to the tail of its partition; null = leases never expire. */
@@ -19,17 +22,6 @@ export interface SampleRefQueueOptions {
   clock?: () => number;
 }
 
-export interface TerminalFailure {
-  readonly sampleId: string;
-  readonly reason: string;
-  readonly attempts: number;
-}
-
-export interface FailOutcome {
-  readonly requeued: readonly string[];
-  readonly terminal: readonly string[];
-}
-
 interface Lease {
   readonly ref: SampleRef;
   readonly partition: string;
@@ -38,7 +30,8 @@ interface Lease {
 
 const DEFAULT_PARTITION = '';
 
-export class SampleRefQueue {
+/** The in-memory RefQueue: one process's queue (the single-process run, and tests). */
+export class SampleRefQueue implements RefQueue {
   private readonly partitions = new Map<string, Map<string, SampleRef>>();
   private readonly leased = new Map<string, Lease>();
   /** Deliveries so far per id; forgotten on ack and terminal failure. */
@@ -62,7 +55,7 @@ export class SampleRefQueue {
    * Appends refs to the partition's FIFO, skipping ids already pending or leased anywhere
    * (at-least-once producers may deliver twice). Returns the ids actually enqueued.
    */
-  put(refs: readonly SampleRef[], options: { partitionKey?: string } = {}): string[] {
+  async put(refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<string[]> {
     refs.forEach((ref, i) => assertNoTensors(ref, `SampleRefQueue.put refs[${i}]`));
     const partition = options.partitionKey ?? DEFAULT_PARTITION;
     const added: string[] = [];
@@ -97,7 +90,7 @@ export class SampleRefQueue {
   }
 
   /** Releases leases for good (the caller recorded the durable ack first). Unknown ids are a no-op. */
-  ack(refs: readonly SampleRef[]): number {
+  async ack(refs: readonly SampleRef[]): Promise<number> {
     let released = 0;
     for (const ref of refs) {
       if (this.leased.delete(ref.sampleId)) {
@@ -112,7 +105,7 @@ export class SampleRefQueue {
    * Ends leases that failed. Retryable → tail of the ref's partition, unless its deliveries are
    * exhausted; terminal → recorded with the reason. Refs not currently leased are ignored.
    */
-  fail(refs: readonly SampleRef[], reason: string, retryable: boolean): FailOutcome {
+  async fail(refs: readonly SampleRef[], reason: string, retryable: boolean): Promise<FailOutcome> {
     if (typeof reason !== 'string') throw new TypeError('SampleRefQueue.fail: reason must be a string');
     const requeued: string[] = [];
     const terminal: string[] = [];
@@ -127,7 +120,7 @@ export class SampleRefQueue {
   }
 
   /** Pending refs: in one partition, or in all when no key is given. */
-  depth(partitionKey?: string): number {
+  async depth(partitionKey?: string): Promise<number> {
     if (partitionKey !== undefined) return this.partitions.get(partitionKey)?.size ?? 0;
     let n = 0;
     for (const fifo of this.partitions.values()) n += fifo.size;
@@ -135,20 +128,26 @@ export class SampleRefQueue {
   }
 
   /** Leased refs: in one partition, or in all when no key is given. */
-  inFlight(partitionKey?: string): number {
+  async inFlight(partitionKey?: string): Promise<number> {
     if (partitionKey === undefined) return this.leased.size;
     let n = 0;
     for (const lease of this.leased.values()) if (lease.partition === partitionKey) n++;
     return n;
   }
 
-  isLeased(sampleId: string): boolean {
+  async isLeased(sampleId: string): Promise<boolean> {
     return this.leased.has(sampleId);
   }
 
   /** Terminal failures in the order they happened (tensor-free: id, reason, deliveries). */
-  terminalFailures(): TerminalFailure[] {
+  async terminalFailures(): Promise<TerminalFailure[]> {
     return [...this.terminal.values()];
+  }
+
+  async clear(): Promise<void> {
+    this.partitions.clear();
+    this.leased.clear();
+    this.attempts.clear();
   }
 
   private leaseFrom(partition: string, maxRefs: number): SampleRef[] {

@@ -5,7 +5,8 @@ import { GpuColumnStore, HostColumnStore, PassthroughColumnStore, type ColumnSto
 import { parseDataPlaneConfig } from './config.ts';
 import { LocalBackend } from './local-backend.ts';
 import { MetricsDataPlaneClient, type DataPlaneEvent } from './observability.ts';
-import { RedisBackend, type RedisLink } from './redis-backend.ts';
+import type { RedisLink } from '../ports/redis-link.ts';
+import { RedisBackend } from './redis-backend.ts';
 import { DataPlaneError, type DataPlaneClient } from './types.ts';
 
 export interface DataPlaneDeps {

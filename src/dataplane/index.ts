@@ -14,7 +14,7 @@ export { LocalBackend } from './local-backend.ts';
 export { HostColumnStore, GpuColumnStore, PassthroughColumnStore, isTensor, rowBytes, checkRow, toHostRow } from './column-store.ts';
 export type { ColumnStore } from './column-store.ts';
 export { RedisBackend } from './redis-backend.ts';
-export type { RedisLink, RedisArg, RedisReply } from './redis-backend.ts';
+export type { RedisLink, RedisArg, RedisReply } from '../ports/redis-link.ts';
 export { MetricsDataPlaneClient, columnBytes } from './observability.ts';
 export type { DataPlaneEvent, DataPlaneTotals, Backpressure, DataPlaneOp } from './observability.ts';
 export { connectDataPlaneGateway } from './ws-client.ts';

@@ -23,17 +23,8 @@ import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, SettleAction } fr
 import { hostArray, toHostRow } from './column-store.ts';
 import type { TagValue } from './meta.ts';
 import { DataPlaneError, listIds, type PartitionStats, type RowValue } from './types.ts';
+import type { RedisArg, RedisLink, RedisReply } from '../ports/redis-link.ts';
 
-export type RedisArg = string | number | Uint8Array;
-/** Bulk strings arrive as bytes; Lua numbers as integers; Lua tables as arrays. */
-export type RedisReply = null | number | Uint8Array | RedisReply[];
-
-/** The one capability this backend needs from a Redis client (implemented in src/platform/). */
-export interface RedisLink {
-  /** Run `script` atomically (EVALSHA, falling back to EVAL when the server lacks it). */
-  evalScript(script: string, keys: readonly string[], args: readonly RedisArg[]): Promise<RedisReply>;
-  close(): Promise<void>;
-}
 
 // Errors raised inside scripts start with "DP <code> " so the client can rebuild a DataPlaneError.
 const PRELUDE = `

@@ -34,23 +34,33 @@ export interface FeatureSource {
 export type WorkerState = 'starting' | 'ready' | 'paused' | 'draining' | 'unhealthy' | 'stopped';
 
 export class RolloutWorker {
-  readonly workerId: string;
   state: WorkerState = 'starting';
 
-  constructor(
+  private constructor(
     private readonly controller: DataFlowController,
     private readonly source: FeatureSource,
     private readonly store: FeatureStore,
     private readonly gpu: Gpu,
     private readonly capture: CaptureConfig,
+    readonly workerId: string,
+  ) {}
+
+  /** Registers the worker with the controller (its member registry may be shared, hence async) and returns it. */
+  static async create(
+    controller: DataFlowController,
+    source: FeatureSource,
+    store: FeatureStore,
+    gpu: Gpu,
+    capture: CaptureConfig,
     options: { workerId?: string; strategy?: string } = {},
-  ) {
-    this.workerId = controller.registerRolloutWorker({ workerId: options.workerId, strategy: options.strategy ?? 'eagle3', role: 'rollout' });
+  ): Promise<RolloutWorker> {
+    const workerId = await controller.registerRolloutWorker({ workerId: options.workerId, strategy: options.strategy ?? 'eagle3', role: 'rollout' });
+    return new RolloutWorker(controller, source, store, gpu, capture, workerId);
   }
 
   async runOnce(maxTasks: number): Promise<SampleRef[]> {
     if (this.state === 'stopped' || this.state === 'draining' || this.state === 'paused') return [];
-    const tasks = this.controller.leasePromptTasks(this.workerId, maxTasks);
+    const tasks = await this.controller.leasePromptTasks(this.workerId, maxTasks);
     if (tasks.length === 0) return [];
     this.state = 'ready';
     const ids = tasks.map((t) => t.taskId);
@@ -59,13 +69,13 @@ export class RolloutWorker {
     try {
       captured = await this.source.generateFeatures(tasks, this.capture);
     } catch (err) {
-      this.controller.failPromptTasks(this.workerId, ids, `feature source failed: ${(err as Error).message}`, true);
+      await this.controller.failPromptTasks(this.workerId, ids, `feature source failed: ${(err as Error).message}`, true);
       this.state = 'unhealthy';
       throw err;
     }
     if (captured.length !== tasks.length) {
       for (const c of captured) this.gpu.release(...Object.values(c.tensors));
-      this.controller.failPromptTasks(this.workerId, ids, `feature source returned ${captured.length} results for ${tasks.length} tasks`, false);
+      await this.controller.failPromptTasks(this.workerId, ids, `feature source returned ${captured.length} results for ${tasks.length} tasks`, false);
       this.state = 'unhealthy';
       throw new RangeError(`feature source returned ${captured.length} results for ${tasks.length} tasks`);
     }
@@ -85,7 +95,7 @@ export class RolloutWorker {
       } catch (err) {
         if (!(err instanceof CaptureMismatchError)) throw err;
         this.gpu.release(...Object.values(tensors));
-        this.controller.failPromptTasks(this.workerId, [task.taskId], err.message, false);
+        await this.controller.failPromptTasks(this.workerId, [task.taskId], err.message, false);
         firstMismatch ??= err;
         continue;
       }
@@ -105,7 +115,7 @@ export class RolloutWorker {
       } catch (err) {
         this.store.abort(sampleId);
         this.gpu.release(...Object.values(tensors));
-        this.controller.failPromptTasks(this.workerId, [task.taskId], `put failed: ${(err as Error).message}`, true);
+        await this.controller.failPromptTasks(this.workerId, [task.taskId], `put failed: ${(err as Error).message}`, true);
       }
     }
     if (refs.length > 0) await this.controller.commitSamples(this.workerId, refs);

@@ -199,6 +199,8 @@ export const nodePlatform: Platform = {
     await new Promise((r) => setTimeout(r, 10));
     process.exit(code);
   },
+  // Loaded on first use, so commands that never reach Redis do not load its client.
+  connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
   onInterrupt(handler) {
     const onInt = () => handler('SIGINT');
     const onTerm = () => handler('SIGTERM');

@@ -5,7 +5,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Redis } from 'ioredis';
-import type { RedisArg, RedisLink, RedisReply } from '../dataplane/redis-backend.ts';
+import type { RedisArg, RedisLink, RedisReply } from '../ports/redis-link.ts';
 import { DataPlaneError } from '../dataplane/types.ts';
 
 export interface RedisConnectOptions {
@@ -61,6 +61,9 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
         if (!(err instanceof Error) || !err.message.startsWith('NOSCRIPT')) throw err;
         return (await client.callBuffer('EVAL', [script, ...wire])) as RedisReply;
       }
+    },
+    async call(command: string, args: readonly RedisArg[]): Promise<RedisReply> {
+      return (await client.callBuffer(command, args.map(toWire))) as RedisReply;
     },
     async close(): Promise<void> {
       if (closed) return;

@@ -21,115 +21,56 @@
  * spill), so no sample is lost and none is trained twice after its ack. Every checkpoint is
  * self-contained (`eagle3RunExtras`: draft config, t2d/d2t, settings): it is exported alone.
  */
-import { z } from 'zod';
 import { DataFlowController, type ControllerStatus } from '../control/controller.ts';
-import type { MetadataStore } from '../control/metadata-store.ts';
+import type { ReleasableFeatureStore } from '../control/controller.ts';
+import type { TrainLease } from '../control/train-lease.ts';
 import { onlineSampleId, type SampleRef } from '../contracts/index.ts';
-import { FeatureDataLoader } from '../data/feature-dataloader.ts';
-import type { FeatureStoreHealth } from '../data/feature-store.ts';
+import { FeatureDataLoader, type RefLease } from '../data/feature-dataloader.ts';
+import type { FeatureStore, FeatureStoreHealth } from '../data/feature-store.ts';
 import { LocalFeatureStore } from '../data/local-feature-store.ts';
-import type { Gpu } from '../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { RolloutWorker } from '../inference/rollout-worker.ts';
 import { eagle3CaptureConfig, TargetFeatureSource } from '../inference/target-feature-source.ts';
+import type { CaptureConfig } from '../inference/capture.ts';
+import type { DType } from '../gpu/tensor.ts';
+import type { TargetModel } from '../model/target/model.ts';
 import type { Eagle3Config } from '../config/eagle3-config.ts';
 import { withoutEmbedding } from '../model/eagle3/export.ts';
 import { Eagle3DraftModel } from '../model/eagle3/model.ts';
 import { initialEagle3Weights } from '../model/eagle3/parameters.ts';
-import type { TargetModel } from '../model/target/model.ts';
-import type { FileStore } from '../ports/storage.ts';
 import { Rng } from '../util/random.ts';
 import type { VocabMapping } from '../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../optim/adamw-backend.ts';
 import { eagle3RunExtras } from './checkpoint-export.ts';
 import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint } from './run-checkpoints.ts';
 import { pruneCheckpoints, resumeFromCheckpoint, type RunContract } from './train-checkpoint.ts';
-import { draftConfigFor, draftVocab, sessionSequences, shuffledIndices, type SequenceSource, type TrainSequence } from './eagle3-data.ts';
-import type { EvalMetrics } from './held-out-eval.ts';
-import { PeriodicEvaluation, type PeriodicEvalSettings } from './periodic-eval.ts';
+import { draftConfigFor, draftVocab, sessionSequences, shuffledIndices, type TrainSequence } from './eagle3-data.ts';
+import { PeriodicEvaluation } from './periodic-eval.ts';
 import { checkRequeuedSpills } from './resume-integrity.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from './run-plan.ts';
 import { Eagle3TrainStrategy } from './strategies/eagle3.ts';
-import { FEATURE_PRECISIONS, precisionContract } from './feature-precision.ts';
+import { precisionContract } from './feature-precision.ts';
 import { TrainerController, type StepLog } from './trainer-controller.ts';
 import { TrainerCore } from './trainer-core.ts';
+import { waitForRoundCommits } from './cluster-round.ts';
+import { StreamOrderLease } from './stream-order-lease.ts';
 import { stableHash } from '../util/stable-hash.ts';
 
-const posInt = z.number().int().positive();
+import { sessionSettingsSchema, type ResumeReport, type SessionCluster, type SessionEvent, type SessionInputs, type SessionSettings, type SessionStep, type SessionStorage } from './session-types.ts';
 
-/** Every setting that shapes a session (and so must match when it resumes). */
-// Upper bounds far beyond any useful run, so a typo (1e9 epochs, --lr 1e300) is refused at once
-// naming the field instead of running for hours or training to NaN.
-export const sessionSettingsSchema = z.object({
-  epochs: posInt.max(10_000).default(6),
-  roundPrompts: posInt.max(1_000_000).default(16),
-  batchSize: posInt.max(65_536).default(4),
-  tttLength: posInt.max(64).default(4),
-  lr: z.number().positive().max(1).default(3e-3),
-  warmupRatio: z.number().min(0).lt(1).default(0.05),
-  maxGradNorm: z.number().positive().max(1e6).default(SPECFORGE_OPTIMIZER.maxGradNorm),
-  draftVocabSize: posInt.max(4_194_304).optional(),
-  auxLayers: z.array(z.number().int().nonnegative().max(1023)).length(3).optional(),
-  responseLength: posInt.max(1_048_576).default(48),
-  rolloutWorkers: posInt.max(8).default(1),
-  checkpointEvery: posInt.max(1_000_000).default(8),
-  seed: z.number().int().nonnegative().max(2 ** 32 - 1).default(0),
-  featurePrecision: z.enum(FEATURE_PRECISIONS as ['f32', 'f16']).default('f32'),
-});
-export type SessionSettings = z.infer<typeof sessionSettingsSchema>;
+export { sessionSettingsSchema, type ResumeReport, type SessionCluster, type SessionEvent, type SessionInputs, type SessionSettings, type SessionStep, type SessionStorage };
 
-export interface SessionStorage {
-  /** Checkpoints (`<runId>-step<N>/`) and `sequences.json`. */
-  readonly checkpoints: FileStore;
-  /** The durable ledger: file journal in Node/Deno, IndexedDB in a tab. */
-  readonly metadata: MetadataStore;
-  /** Feature spill: committed features survive a crash until their ack. */
-  readonly spill?: FileStore;
+type SessionLease = RefLease & Pick<TrainLease, 'ack'>;
+
+/** What the rollout of a session captures per sample; a rollout process of a cluster run must capture the same. */
+export function sessionCapture(target: TargetModel['config'], auxLayerIds: readonly number[], settings: Pick<SessionSettings, 'tttLength' | 'featurePrecision'>): CaptureConfig {
+  return { ...eagle3CaptureConfig(target, auxLayerIds), extra: { ttt_length: settings.tttLength }, featurePrecision: settings.featurePrecision };
 }
 
-export interface SessionStep extends StepLog {
-  totalSteps: number;
-  /** Per TTT step k: SpecForge's ploss_k and acc_k over this step's micro-batches. */
-  plosses: number[];
-  accs: number[];
-  /** Simulated acceptance length Σ_k Π_{j≤k} acc_j. */
-  simulatedAcceptance: number;
-  /** Training tokens per second since the session opened (rollout included). */
-  tokensPerSecond: number;
-  checkpointed: boolean;
-  /** Held-out metrics, on the steps the evaluation is due. */
-  eval?: EvalMetrics;
-}
-
-export type SessionEvent =
-  | { kind: 'phase'; phase: string; detail: string }
-  | { kind: 'rollout'; round: number; samples: number; seconds: number }
-  | { kind: 'checkpoint'; step: number; acked: number };
-
-/** Training data: prompts the target continues (`settings.responseLength` tokens), or a dataset's own sequences. */
-export interface SessionInputs extends SequenceSource {
-  gpu: Gpu;
-  target: TargetModel;
-  /** The target's input embedding on the host (the draft's frozen copy is made from it). */
-  embedTokens: Float32Array;
-  /** Held-out sequences scored every N steps (SessionStep.eval); none without it. */
-  evaluation?: PeriodicEvalSettings;
-  settings: SessionSettings;
-  storage: SessionStorage;
-  runId: string;
-  now: () => number;
-  onEvent?: (event: SessionEvent) => void;
-  /**
-   * Each optimizer step, awaited BEFORE the durable ack that covers it: a metrics log written here
-   * holds every step a resume will not replay, even when the process dies right after the ack.
-   */
-  onStep?: (step: SessionStep) => Promise<void>;
-}
-
-export interface ResumeReport {
-  step: number;
-  requeued: number;
-  released: number;
+/** The feature-store columns of that capture: token ids and masks i32, hidden states and logits at the feature precision. */
+export function sessionFeatureFields(capture: CaptureConfig): Record<string, DType> {
+  const float: DType = capture.featurePrecision === 'f16' ? 'f16' : 'f32';
+  return Object.fromEntries(capture.featureNames.map((n) => [n, n === 'input_ids' || n === 'loss_mask' ? 'i32' : float]));
 }
 
 /** Everything `open` builds for a session, handed to the constructor in one piece. */
@@ -139,13 +80,13 @@ interface SessionParts extends Pick<Eagle3TrainingSession, 'sequences' | 'mappin
   /** The rounds of the whole stream; `resume` trims the committed tasks out of them. */
   rounds: { taskId: string; sequence: number }[][];
   controller: DataFlowController;
-  store: LocalFeatureStore;
+  store: FeatureStore & ReleasableFeatureStore;
   workers: RolloutWorker[];
   backend: AdamWBackend;
   core: TrainerCore;
   trainer: TrainerController;
   loader: FeatureDataLoader;
-  lease: ReturnType<DataFlowController['trainLease']>;
+  lease: SessionLease;
   /** GPU objects the session destroys with itself. */
   owned: { destroy(): void }[];
   /** What every checkpoint keeps so that it is exported and resumed alone (`eagle3RunExtras`). */
@@ -176,13 +117,13 @@ export class Eagle3TrainingSession {
   readonly totalSteps: number;
   readonly contract: RunContract;
   private readonly controller: DataFlowController;
-  private readonly store: LocalFeatureStore;
+  private readonly store: FeatureStore & ReleasableFeatureStore;
   private readonly workers: RolloutWorker[];
   private readonly backend: AdamWBackend;
   private readonly core: TrainerCore;
   private readonly trainer: TrainerController;
   private readonly loader: FeatureDataLoader;
-  private readonly lease: ReturnType<DataFlowController['trainLease']>;
+  private readonly lease: SessionLease;
   private readonly extras: SessionParts['extras'];
 
   private constructor(parts: SessionParts) {
@@ -214,11 +155,14 @@ export class Eagle3TrainingSession {
     }
     const totalSteps = rounds.reduce((a, r) => a + Math.ceil(r.length / settings.batchSize), 0);
 
-    const store = new LocalFeatureStore(gpu, { spill: storage.spill });
-    const controller = new DataFlowController({ runId, store: storage.metadata, featureStore: store });
-    const capture = { ...eagle3CaptureConfig(tc, auxLayerIds), extra: { ttt_length: settings.tttLength }, featurePrecision: settings.featurePrecision };
+    const cluster = inputs.cluster;
+    if (cluster && cluster.stores.metadata !== storage.metadata) throw new Error('Eagle3TrainingSession: in cluster mode storage.metadata must be cluster.stores.metadata (the shared ledger)');
+    const store = cluster ? cluster.features : new LocalFeatureStore(gpu, { spill: storage.spill });
+    const controller = cluster ? DataFlowController.over(runId, cluster.stores, { featureStore: store }) : new DataFlowController({ runId, store: storage.metadata, featureStore: store });
+    const capture = sessionCapture(tc, auxLayerIds, settings);
     const source = new TargetFeatureSource(target);
-    const workers = Array.from({ length: settings.rolloutWorkers }, (_, i) => new RolloutWorker(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
+    const workers: RolloutWorker[] = [];
+    for (let i = 0; i < (cluster ? 0 : settings.rolloutWorkers); i++) workers.push(await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
     const backend = new AdamWBackend(gpu, {
       ...SPECFORGE_OPTIMIZER,
       lr: settings.lr,
@@ -230,7 +174,9 @@ export class Eagle3TrainingSession {
     const core = new TrainerCore(strategy, backend, 1);
     const evaluation = inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation));
     const trainer = new TrainerController(gpu, core);
-    const lease = controller.trainLease(controller.registerTrainer({ trainerId: 'trainer-0' }));
+    const trainLease = await controller.trainLease(await controller.registerTrainer({ trainerId: 'trainer-0' }));
+    const streamRank = new Map(rounds.flat().map((t, i) => [onlineSampleId(runId, t.taskId), i]));
+    const lease: SessionLease = cluster ? new StreamOrderLease(trainLease, controller.queue, streamRank) : trainLease;
     // No prefetch: a step that ends the fit must not leave a leased batch behind (pause, stop).
     const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: settings.batchSize, dropLast: false, prefetch: false });
     const contract: RunContract = {
@@ -272,8 +218,12 @@ export class Eagle3TrainingSession {
     const { storage, runId } = this.inputs;
     const marker = await storage.metadata.durableMarker();
     const restored = await resumeFromCheckpoint(storage.checkpoints, this.inputs.gpu, this.backend, { runId, marker, contract: this.contract });
+    // A shared queue outlives this trainer: leases a dead predecessor held would keep its refs out of
+    // the requeue, so the queue is rebuilt from the ledger (one trainer per run).
+    if (this.inputs.cluster) await this.controller.queue.clear();
     const report = await this.controller.reconcileOnRestart(this.store);
-    await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
+    // A shared (data-plane) store keeps requeued features itself; only a spilling local store is checked here.
+    if (this.store instanceof LocalFeatureStore) await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
     if (restored) {
       this.trainer.globalStep = restored.state.globalStep;
       this.core.microStep = restored.state.microStep;
@@ -294,12 +244,19 @@ export class Eagle3TrainingSession {
   private async rollout(r: number): Promise<void> {
     const t0 = this.inputs.now();
     const pending = this.rounds[r];
-    this.controller.ingestPrompts(
+    await this.controller.ingestPrompts(
       pending.map((t) => {
         const s = this.sequences[t.sequence];
         return { taskId: t.taskId, payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length };
       }),
     );
+    if (this.inputs.cluster) {
+      const sampleIds = pending.map((t) => onlineSampleId(this.inputs.runId, t.taskId));
+      const onProgress = (done: number, total: number) => this.inputs.onEvent?.({ kind: 'phase', phase: 'rollout', detail: `round ${r}: ${done} of ${total} samples committed by rollout workers` });
+      await waitForRoundCommits(r, sampleIds, pending.map((t) => t.taskId), this.controller, this.inputs.storage.metadata, { ...this.inputs.cluster, now: this.inputs.now, onProgress });
+      this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: pending.length, seconds: (this.inputs.now() - t0) / 1000 });
+      return;
+    }
     // Workers lease in turn (one command stream: their GPU work is serialised anyway), so the commit
     // order, and with it the batch order, does not depend on timing.
     const share = Math.ceil(pending.length / this.workers.length);
@@ -312,13 +269,13 @@ export class Eagle3TrainingSession {
         progress ||= refs.length > 0;
       }
     }
-    if (committed !== pending.length) throw new Error(`round ${r}: ${committed} of ${pending.length} samples committed (${this.controller.promptFailures().map((f) => f.reason).join('; ')})`);
+    if (committed !== pending.length) throw new Error(`round ${r}: ${committed} of ${pending.length} samples committed (${(await this.controller.promptFailures()).map((f) => f.reason).join('; ')})`);
     this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: committed, seconds: (this.inputs.now() - t0) / 1000 });
   }
 
   /** One optimizer step (rolling out the next round first when the queue is empty); undefined when the run is complete. */
   async step(): Promise<SessionStep | undefined> {
-    while (this.controller.queue.depth() === 0) {
+    while ((await this.queued()) === 0) {
       if (this.nextRound >= this.rounds.length) {
         await this.flush();
         return undefined;
@@ -335,15 +292,20 @@ export class Eagle3TrainingSession {
         const refs = batches.flatMap((b) => b.refs);
         this.pendingAcks.push(...refs);
         this.samplesConsumed += refs.length;
-        const roundEnd = this.controller.queue.depth() === 0;
+        const roundEnd = (await this.queued()) === 0;
         const checkpointed = checkpointDue(step, settings.checkpointEvery, this.totalSteps) || roundEnd;
         result = { ...this.describe(log!, checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
         await this.inputs.onStep?.(result);
         if (checkpointed) await this.flush();
       },
     });
-    if (!result) throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${this.controller.queue.depth()} refs are queued`);
+    if (!result) throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
     return result;
+  }
+
+  /** Refs waiting to be trained: in the queue, or leased by the stream-order lease and not yet handed out. */
+  private async queued(): Promise<number> {
+    return (await this.controller.queue.depth()) + (this.lease instanceof StreamOrderLease ? this.lease.held : 0);
   }
 
   /** A trainer step as the session reports it: per-TTT-step losses and accuracies, rates. */

@@ -70,13 +70,13 @@ function log(line: string): void {
 async function train(): Promise<void> {
   const store = await IndexedDbMetadataStore.open(browserPlatform, db);
   const controller = new DataFlowController({ runId: RUN_ID, store });
-  const worker = controller.registerRolloutWorker({ workerId: 'rollout-0' });
-  const trainer = controller.registerTrainer({ trainerId: 'trainer-0' });
-  const lease = controller.trainLease(trainer);
+  const worker = await controller.registerRolloutWorker({ workerId: 'rollout-0' });
+  const trainer = await controller.registerTrainer({ trainerId: 'trainer-0' });
+  const lease = await controller.trainLease(trainer);
 
-  controller.ingestPrompts(taskIds.map((taskId) => ({ taskId, payload: { input_ids: [1, 2, 3], loss_mask: [0, 1, 1] } })));
+  await controller.ingestPrompts(taskIds.map((taskId) => ({ taskId, payload: { input_ids: [1, 2, 3], loss_mask: [0, 1, 1] } })));
   for (;;) {
-    const tasks = controller.leasePromptTasks(worker, batch);
+    const tasks = await controller.leasePromptTasks(worker, batch);
     if (tasks.length === 0) break;
     await controller.commitSamples(worker, tasks.map((task) => sampleRef(task.taskId)));
   }
@@ -165,7 +165,7 @@ async function recover(): Promise<void> {
   await check('nothing acked is requeued; the requeued refs are the ones leasable again', async () => {
     assertDeepEqual(report.requeued.filter((id) => marker.acked.has(id)), [], 'acked ids among the requeued');
     assertDeepEqual(report.requeued, plannedIds.slice(landedIds.length), 'requeued = everything not durably acked, in commit order');
-    const trainer = controller.registerTrainer({ trainerId: 'trainer-after-crash' });
+    const trainer = await controller.registerTrainer({ trainerId: 'trainer-after-crash' });
     const leased = await controller.leaseTrainRefs(trainer, n + 1);
     assertDeepEqual(leased.map((r) => r.sampleId), report.requeued, 'leasable after the restart');
   });

@@ -15,15 +15,15 @@ export interface Rig {
   trainer: string;
 }
 
-export function rig(options: Partial<ControllerOptions> = {}): Rig {
+export async function rig(options: Partial<ControllerOptions> = {}): Promise<Rig> {
   const store = options.store ?? new InMemoryMetadataStore();
   const controller = new DataFlowController({ runId: RUN_ID, store, randomHex: counterHex(), ...options });
-  const worker = controller.registerRolloutWorker({ workerId: 'rollout-a', host: 'local' });
-  const trainer = controller.registerTrainer({ trainerId: 'trainer-0' });
+  const worker = await controller.registerRolloutWorker({ workerId: 'rollout-a', host: 'local' });
+  const trainer = await controller.registerTrainer({ trainerId: 'trainer-0' });
   return { controller, store, worker, trainer };
 }
 
 /** Ingests prompts `t<i>` with a token payload; returns their task ids. */
-export function ingest(controller: DataFlowController, ...taskIds: string[]): string[] {
-  return controller.ingestPrompts(taskIds.map((taskId) => ({ taskId, payload: { input_ids: [1, 2, 3], loss_mask: [0, 1, 1] } })));
+export async function ingest(controller: DataFlowController, ...taskIds: string[]): Promise<string[]> {
+  return await controller.ingestPrompts(taskIds.map((taskId) => ({ taskId, payload: { input_ids: [1, 2, 3], loss_mask: [0, 1, 1] } })));
 }

@@ -6,7 +6,7 @@
  * browser crash is test/runners/browser-crash.ts.
  */
 import { defineSuite, type SuiteBuilder } from '../harness/suite.ts';
-import { assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
+import { assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { DataFlowController } from '../../src/control/controller.ts';
 import { FileMetadataStore } from '../../src/control/file-metadata-store.ts';
 import { IndexedDbMetadataStore } from '../../src/control/indexeddb-metadata-store.ts';
@@ -36,10 +36,10 @@ class ResidentFeatures {
 
 /** Commits s0, s1, s2 through a rollout worker and leases all three to the trainer. */
 async function produceAndLease(controller: DataFlowController): Promise<SampleRef[]> {
-  const worker = controller.registerRolloutWorker({ workerId: 'rollout-a' });
-  const trainer = controller.registerTrainer({ trainerId: 'trainer-0' });
-  ingest(controller, 's0', 's1', 's2');
-  controller.leasePromptTasks(worker, 3);
+  const worker = await controller.registerRolloutWorker({ workerId: 'rollout-a' });
+  const trainer = await controller.registerTrainer({ trainerId: 'trainer-0' });
+  await ingest(controller, 's0', 's1', 's2');
+  await controller.leasePromptTasks(worker, 3);
   await controller.commitSamples(worker, ['s0', 's1', 's2'].map((id) => sampleRef(id)));
   return controller.leaseTrainRefs(trainer, 3);
 }
@@ -107,9 +107,9 @@ function recoveryTests(t: SuiteBuilder, backend: DurableBackend): void {
       const report = await after.reconcileOnRestart(features);
       assertDeepEqual(report.requeued, ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id)), 'requeued in commit order');
       assertDeepEqual(report.released, [], 'none released');
-      assertEqual(after.queue.depth(), 3, 'queue depth');
+      assertEqual(await after.queue.depth(), 3, 'queue depth');
       assertDeepEqual((await after.reconcileOnRestart(features)).requeued, [], 'reconcile is idempotent');
-      assertEqual(after.queue.depth(), 3, 'no duplicates after a second reconcile');
+      assertEqual(await after.queue.depth(), 3, 'no duplicates after a second reconcile');
     });
   }, only);
 
@@ -141,34 +141,34 @@ function recoveryTests(t: SuiteBuilder, backend: DurableBackend): void {
 }
 
 export default defineSuite('control/fault-injection', (t) => {
-  t.test('rollout dies before writing features: prompt requeued with attempt 1, another worker takes it', () => {
-    const { controller, worker } = rig();
-    const other = controller.registerRolloutWorker({ workerId: 'rollout-b' });
-    ingest(controller, 't0');
-    controller.leasePromptTasks(worker, 1);
-    controller.failPromptTasks(worker, ['t0'], 'generate_features raised', true);
-    const [task] = controller.leasePromptTasks(other, 1);
+  t.test('rollout dies before writing features: prompt requeued with attempt 1, another worker takes it', async () => {
+    const { controller, worker } = await rig();
+    const other = await controller.registerRolloutWorker({ workerId: 'rollout-b' });
+    await ingest(controller, 't0');
+    await controller.leasePromptTasks(worker, 1);
+    await controller.failPromptTasks(worker, ['t0'], 'generate_features raised', true);
+    const [task] = await controller.leasePromptTasks(other, 1);
     assertDeepEqual([task.taskId, task.attempt], ['t0', 1], 'requeued task');
   });
 
   t.test('terminal failure is visible in status and not requeued', async () => {
-    const { controller, worker } = rig();
-    ingest(controller, 't0', 't1');
-    controller.leasePromptTasks(worker, 2);
-    controller.failPromptTasks(worker, ['t0'], 'capture mismatch: layers [10,15,20] vs [10,15,21]', false);
+    const { controller, worker } = await rig();
+    await ingest(controller, 't0', 't1');
+    await controller.leasePromptTasks(worker, 2);
+    await controller.failPromptTasks(worker, ['t0'], 'capture mismatch: layers [10,15,20] vs [10,15,21]', false);
     const s = await controller.status();
     assertDeepEqual([s.promptsFailed, s.promptsPending, s.promptsLeased], [1, 0, 1], 'failed / pending / leased');
-    assertDeepEqual(controller.leasePromptTasks(worker, 5), [], 'not requeued');
-    assertEqual(controller.promptFailures()[0].reason, 'capture mismatch: layers [10,15,20] vs [10,15,21]', 'reason kept');
+    assertDeepEqual(await controller.leasePromptTasks(worker, 5), [], 'not requeued');
+    assertEqual((await controller.promptFailures())[0].reason, 'capture mismatch: layers [10,15,20] vs [10,15,21]', 'reason kept');
   });
 
   t.test('dies after write, before commit: the retry reuses the id and the duplicate commit leaves 1 committed, depth 1', async () => {
-    const { controller, worker } = rig();
-    const other = controller.registerRolloutWorker({ workerId: 'rollout-b' });
-    ingest(controller, 't0');
-    controller.leasePromptTasks(worker, 1);
-    controller.failPromptTasks(worker, ['t0'], 'worker lost after put', true);
-    const [task] = controller.leasePromptTasks(other, 1);
+    const { controller, worker } = await rig();
+    const other = await controller.registerRolloutWorker({ workerId: 'rollout-b' });
+    await ingest(controller, 't0');
+    await controller.leasePromptTasks(worker, 1);
+    await controller.failPromptTasks(worker, ['t0'], 'worker lost after put', true);
+    const [task] = await controller.leasePromptTasks(other, 1);
     const retried = sampleRef(task.taskId);
     assertEqual(retried.sampleId, onlineSampleId(RUN_ID, 't0'), 'deterministic id');
     await controller.commitSamples(other, [retried]);
@@ -178,23 +178,23 @@ export default defineSuite('control/fault-injection', (t) => {
   });
 
   t.test('a tensor in commit metadata is rejected and nothing is committed', async () => {
-    const { controller, worker } = rig();
+    const { controller, worker } = await rig();
     const ref = { ...sampleRef('t0'), metadata: { target_repr: 'hidden_state', smuggled: { dtype: 'bf16', shape: [8], device: 'cuda' } } } as unknown as SampleRef;
     await assertRejects(() => controller.commitSamples(worker, [ref]), /commitSamples refs\[0\]\.metadata\.smuggled is a tensor-like value/, 'rejected');
     assertEqual((await controller.status()).samplesCommitted, 0, 'nothing committed');
   });
 
   t.test('failure records are tensor-free', async () => {
-    const { controller, worker, trainer } = rig({ maxPromptAttempts: 1 });
-    ingest(controller, 't0', 't1');
-    controller.leasePromptTasks(worker, 2);
-    controller.failPromptTasks(worker, ['t0'], 'oom', true);
+    const { controller, worker, trainer } = await rig({ maxPromptAttempts: 1 });
+    await ingest(controller, 't0', 't1');
+    await controller.leasePromptTasks(worker, 2);
+    await controller.failPromptTasks(worker, ['t0'], 'oom', true);
     await controller.commitSamples(worker, [sampleRef('t1')]);
     const [ref] = await controller.leaseTrainRefs(trainer, 1);
     await controller.failRefs(trainer, [ref.sampleId], 'feature evicted', false);
-    assertNoTensors({ prompts: controller.promptFailures(), refs: controller.queue.terminalFailures(), status: await controller.status() }, 'failures');
-    assertDeepEqual(controller.queue.terminalFailures(), [{ sampleId: ref.sampleId, reason: 'feature evicted', attempts: 1 }], 'ref failure record');
-    assertThrows(() => controller.failPromptTasks(worker, ['t1'], { error: new Float32Array(1) } as unknown as string, false), /reason must be a string/, 'a tensor cannot ride in a reason');
+    assertNoTensors({ prompts: await controller.promptFailures(), refs: await controller.queue.terminalFailures(), status: await controller.status() }, 'failures');
+    assertDeepEqual(await controller.queue.terminalFailures(), [{ sampleId: ref.sampleId, reason: 'feature evicted', attempts: 1 }], 'ref failure record');
+    await assertRejects(() => controller.failPromptTasks(worker, ['t1'], { error: new Float32Array(1) } as unknown as string, false), /reason must be a string/, 'a tensor cannot ride in a reason');
   });
 
   for (const backend of [FILE_JOURNAL, INDEXEDDB]) recoveryTests(t, backend);

@@ -33,6 +33,8 @@ export function metadataStoreConformance(t: SuiteBuilder, label: string, open: S
     assertEqual(await store.isCommitted('nope'), false, 'isCommitted unknown');
     assertDeepEqual(await store.getCommitted(s0.sampleId), s0, 'getCommitted returns the ref');
     assertEqual(await store.getCommitted('nope'), undefined, 'getCommitted unknown');
+    assertDeepEqual(await store.getCommittedMany(['nope', s0.sampleId, s0.sampleId]), [undefined, s0, s0], 'getCommittedMany keeps order and unknowns');
+    assertDeepEqual(await store.getCommittedMany([]), [], 'getCommittedMany of nothing');
     assertEqual(await store.committedCount(), 1, 'committedCount');
   });
 

@@ -75,12 +75,12 @@ export default defineSuite('data/feature-precision', (t) => {
     };
     const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
     const store = new LocalFeatureStore(gpu);
-    const worker = new RolloutWorker(controller, source, store, gpu, capture, { workerId: 'w' });
-    controller.ingestPrompts(['t0', 't1', 't2'].map((taskId) => ({ taskId, payload: {}, maxLength: 8 })));
+    const worker = await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: 'w' });
+    await controller.ingestPrompts(['t0', 't1', 't2'].map((taskId) => ({ taskId, payload: {}, maxLength: 8 })));
     await assertRejects(() => worker.runOnce(3), /sample run:t1: feature "hidden_state" has 1 value outside the f16 range/, 'the first refusal is rethrown');
-    assertEqual(controller.promptFailures().length, 1, 'one task failed');
-    assert(/outside the f16 range/.test(controller.promptFailures()[0].reason), 'the failure names the overflow');
-    const refs = await controller.trainLease().get(8, 0);
+    assertEqual((await controller.promptFailures()).length, 1, 'one task failed');
+    assert(/outside the f16 range/.test((await controller.promptFailures())[0].reason), 'the failure names the overflow');
+    const refs = await (await controller.trainLease()).get(8, 0);
     assertDeepEqual(refs.map((r) => r.sampleId).sort(), ['run:t0', 'run:t2'], 'the good tasks are committed');
     assertEqual(refs[0].featureSpecs.hidden_state.dtype, 'float16', 'spec dtype');
     assertEqual(refs[0].estimatedBytes, L * 4 + L * W * 2, 'bytes: i32 ids + f16 hidden');

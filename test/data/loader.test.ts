@@ -121,7 +121,7 @@ export default defineSuite('data/loader', (t) => {
   t.test('queue mode through TrainLease: no acks by the loader, short tail settled, mixed batches rejected', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
-    const worker = controller.registerRolloutWorker({ workerId: 'w0' });
+    const worker = await controller.registerRolloutWorker({ workerId: 'w0' });
     const store = new LocalFeatureStore(gpu);
     const refs = await Promise.all([0, 1, 2, 3, 4].map((i) =>
       store.put(
@@ -131,7 +131,7 @@ export default defineSuite('data/loader', (t) => {
       ),
     ));
     await controller.commitSamples(worker, refs.slice(0, 4));
-    const lease = controller.trainLease();
+    const lease = await controller.trainLease();
     const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 3 });
     const batches: string[][] = [];
     for await (const batch of loader) {

@@ -10,12 +10,12 @@ import { bigramPrompts, ToyEmbeddingTarget } from './toy-target.ts';
 
 const CAPTURE: CaptureConfig = { featureNames: ['input_ids', 'hidden_state', 'labels'], auxLayerIds: [], targetRepr: 'hidden_state', targetHiddenSize: 8 };
 
-function setup(gpu: Gpu, prompts = 2, options: { maxResidentBytes?: number } = {}) {
+async function setup(gpu: Gpu, prompts = 2, options: { maxResidentBytes?: number } = {}) {
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
   const store = new LocalFeatureStore(gpu, options);
   const target = new ToyEmbeddingTarget(gpu, 16, 8);
-  const worker = new RolloutWorker(controller, target, store, gpu, CAPTURE, { workerId: 'w0' });
-  controller.ingestPrompts(bigramPrompts(prompts, 16).map((p, i) => ({ taskId: `t${i}`, payload: p, maxLength: 64 })));
+  const worker = await RolloutWorker.create(controller, target, store, gpu, CAPTURE, { workerId: 'w0' });
+  await controller.ingestPrompts(bigramPrompts(prompts, 16).map((p, i) => ({ taskId: `t${i}`, payload: p, maxLength: 64 })));
   return { controller, store, target, worker };
 }
 
@@ -38,7 +38,7 @@ export default defineSuite('inference/rollout-worker', (t) => {
 
   t.test('runOnce commits one ref per task; features are retrievable; no tasks → []', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const { controller, store, worker } = setup(gpu);
+    const { controller, store, worker } = await setup(gpu);
     const refs = await worker.runOnce(8);
     assertEqual(refs.length, 2, 'refs');
     assertEqual(refs[0].sampleId, 'run:t0', 'deterministic id');
@@ -54,21 +54,21 @@ export default defineSuite('inference/rollout-worker', (t) => {
 
   t.test('a feature-source failure requeues the prompts for another worker (attempt 1)', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const { controller, store, target, worker } = setup(gpu);
+    const { controller, store, target, worker } = await setup(gpu);
     target.failNext = true;
     await assertRejects(() => worker.runOnce(8), /toy target crashed/, 'rethrown');
     assertEqual(worker.state, 'unhealthy', 'state');
-    const other = new RolloutWorker(controller, target, store, gpu, CAPTURE, { workerId: 'w1' });
+    const other = await RolloutWorker.create(controller, target, store, gpu, CAPTURE, { workerId: 'w1' });
     const refs = await other.runOnce(8);
     assertEqual(refs.length, 2, 'another worker leased and committed them');
-    assertEqual(controller.promptTask('t0')?.attempt ?? -1, -1, 'completed tasks are retired');
+    assertEqual((await controller.promptTask('t0'))?.attempt ?? -1, -1, 'completed tasks are retired');
     for (const r of refs) store.abort(r.sampleId);
     gpu.destroy();
   });
 
   t.test('a wrong result count fails every task terminally', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const { controller, target, worker } = setup(gpu);
+    const { controller, target, worker } = await setup(gpu);
     target.dropOne = true;
     await assertRejects(() => worker.runOnce(8), /returned 1 results for 2 tasks/, 'count mismatch');
     const s = await controller.status();
@@ -80,9 +80,9 @@ export default defineSuite('inference/rollout-worker', (t) => {
 
   t.test('a capture mismatch fails only that task; the good one is committed first', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const { controller, target, worker, store } = setup(gpu);
+    const { controller, target, worker, store } = await setup(gpu);
     const capture = { ...CAPTURE, auxLayerIds: [5] };
-    const w = new RolloutWorker(controller, target, store, gpu, capture, { workerId: 'w2' });
+    const w = await RolloutWorker.create(controller, target, store, gpu, capture, { workerId: 'w2' });
     target.wrongLayersFor = 1;
     // The toy target records the requested layer ids, except for task 1 (shifted by one).
     await assertRejects(() => w.runOnce(8), /sample run:t1: aux layers captured \[6\] differ from the requested \[5\]/, 'mismatch raised after commit');
@@ -97,7 +97,7 @@ export default defineSuite('inference/rollout-worker', (t) => {
 
   t.test('a failed put aborts the sample and requeues the task (retryable)', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const { controller, worker, store } = setup(gpu, 2, { maxResidentBytes: 200 });
+    const { controller, worker, store } = await setup(gpu, 2, { maxResidentBytes: 200 });
     const refs = await worker.runOnce(8);
     const s = await controller.status();
     assertEqual(refs.length + s.promptsPending, 2, 'every task committed or back in pending');

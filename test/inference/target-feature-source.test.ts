@@ -163,10 +163,10 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const store = new LocalFeatureStore(gpu);
       const source = new TargetFeatureSource(model);
       const capture = eagle3CaptureConfig(model.config);
-      const worker = new RolloutWorker(controller, source, store, gpu, capture, { workerId: 'w0' });
+      const worker = await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: 'w0' });
       const ids = [...ref.i32('gen.prompt_ids')];
       const lengths = [12, 7, 9];
-      controller.ingestPrompts(lengths.map((n, i) => ({ taskId: `p${i}`, payload: { input_ids: ids.slice(0, n), loss_mask: ids.slice(0, n).map((_, t) => (t < 3 ? 0 : 1)) }, maxLength: 64 })));
+      await controller.ingestPrompts(lengths.map((n, i) => ({ taskId: `p${i}`, payload: { input_ids: ids.slice(0, n), loss_mask: ids.slice(0, n).map((_, t) => (t < 3 ? 0 : 1)) }, maxLength: 64 })));
       const refs = await worker.runOnce(8);
       assertDeepEqual(refs.map((r) => r.sampleId), ['run:p0', 'run:p1', 'run:p2'], 'one ref per prompt, in order');
       assertEqual(source.forwards, 1, 'one batched forward');

@@ -38,12 +38,12 @@ class DamagingSource implements FeatureSource {
   }
 }
 
-function rig(gpu: Gpu, capture: CaptureConfig, source: (target: ToyEmbeddingTarget) => FeatureSource, prompts = 3) {
+async function rig(gpu: Gpu, capture: CaptureConfig, source: (target: ToyEmbeddingTarget) => FeatureSource, prompts = 3) {
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
   const store = new LocalFeatureStore(gpu);
   const target = new ToyEmbeddingTarget(gpu, V, H);
-  const worker = new RolloutWorker(controller, source(target), store, gpu, capture, { workerId: 'w0' });
-  controller.ingestPrompts(bigramPrompts(prompts, V).map((p, i) => ({ taskId: `t${i}`, payload: p, maxLength: 64 })));
+  const worker = await RolloutWorker.create(controller, source(target), store, gpu, capture, { workerId: 'w0' });
+  await controller.ingestPrompts(bigramPrompts(prompts, V).map((p, i) => ({ taskId: `t${i}`, payload: p, maxLength: 64 })));
   return { controller, store, worker };
 }
 
@@ -67,7 +67,7 @@ export default defineSuite('runtime/bad-input', (t) => {
     const gpu = new Gpu(ctx);
     // One aux layer of width H: the draft input must be exactly H wide.
     const capture: CaptureConfig = { featureNames: ['input_ids', 'hidden_state', 'labels'], auxLayerIds: [0], targetRepr: 'hidden_state', targetHiddenSize: H };
-    const { controller, store, worker } = rig(gpu, capture, (target) =>
+    const { controller, store, worker } = await rig(gpu, capture, (target) =>
       new DamagingSource(gpu, target, 1, (g, f) => {
         const len = f.tensors.hidden_state.shape[0];
         g.release(f.tensors.hidden_state);
@@ -81,7 +81,7 @@ export default defineSuite('runtime/bad-input', (t) => {
     assertDeepEqual([before.committed, after.committed, after.depth, after.resident], [0, 2, 2, 2], 'the two good samples committed, queued and resident');
     const status = await controller.status();
     assertDeepEqual([status.promptsFailed, status.promptsLeased, status.promptsPending], [1, 0, 0], 'the bad task is terminal, no lease stranded');
-    assertEqual(controller.promptFailures()[0]?.reason.includes('aux hidden width 9'), true, 'the terminal failure records why');
+    assertEqual((await controller.promptFailures())[0]?.reason.includes('aux hidden width 9'), true, 'the terminal failure records why');
     for (const id of ['run:t0', 'run:t2']) store.abort(id);
     assertEqual(gpu.pool.stats().liveBuffers, 0, 'the rejected capture was released');
     gpu.destroy();
@@ -92,7 +92,7 @@ export default defineSuite('runtime/bad-input', (t) => {
     const capture: CaptureConfig = { featureNames: ['input_ids', 'hidden_state', 'labels'], auxLayerIds: [], targetRepr: 'hidden_state', targetHiddenSize: H };
     // Labels as f32 instead of i32: verifyCapture checks names and widths, not dtypes; the ref's
     // FeatureSpec records the dtype, and the loader refuses to collate it with i32 labels.
-    const { controller, store, worker } = rig(gpu, capture, (target) =>
+    const { controller, store, worker } = await rig(gpu, capture, (target) =>
       new DamagingSource(gpu, target, 1, (g, f) => {
         const labels = f.tensors.labels;
         const asFloat = g.zeros([...labels.shape], 'f32', 'labels');
@@ -101,7 +101,7 @@ export default defineSuite('runtime/bad-input', (t) => {
       }),
     2);
     await worker.runOnce(8);
-    const lease = controller.trainLease();
+    const lease = await controller.trainLease();
     const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 2, padValues: { labels: -1 } });
     const err = await assertRejects(async () => {
       for await (const b of loader) gpu.release(...Object.values(b.tensors));
@@ -109,7 +109,7 @@ export default defineSuite('runtime/bad-input', (t) => {
     assert(err instanceof HomogeneityError, err.name);
     const after = await counts(controller, store);
     assertDeepEqual([after.committed, after.acked, after.inFlight, after.leases], [2, 0, 0, 0], 'committed, unacked, no lease or store lease left');
-    assertDeepEqual(controller.queue.terminalFailures().map((f) => f.sampleId).sort(), ['run:t0', 'run:t1'], 'the batch is failed terminally (visible, not silently dropped)');
+    assertDeepEqual((await controller.queue.terminalFailures()).map((f) => f.sampleId).sort(), ['run:t0', 'run:t1'], 'the batch is failed terminally (visible, not silently dropped)');
     for (const id of ['run:t0', 'run:t1']) store.abort(id);
     assertEqual(gpu.pool.stats().liveBuffers, 0, 'no buffer leaked');
     gpu.destroy();
@@ -136,7 +136,7 @@ export default defineSuite('runtime/bad-input', (t) => {
       // Queue mode: the good batch trains; the bad one is failed terminally; every ref stays committed.
       const controller = new DataFlowController({ runId: 'off', store: new InMemoryMetadataStore() });
       await controller.enqueueOfflineRefs(refs);
-      const lease = controller.trainLease();
+      const lease = await controller.trainLease();
       const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 1, prefetch: false });
       const trained: string[] = [];
       await assertRejects(async () => {
@@ -148,7 +148,7 @@ export default defineSuite('runtime/bad-input', (t) => {
       assertDeepEqual(trained, ['off:00000000'], 'the good shard trained first');
       const s = await controller.status();
       assertDeepEqual([s.samplesCommitted, s.queueInFlight, s.queueTerminal, s.queueDepth], [3, 1, 1, 1], 'committed 3; good leased (awaiting its ack); bad terminal; corrupt still pending');
-      assertEqual(controller.queue.terminalFailures()[0].reason.includes('b_truncated.safetensors'), true, 'the terminal failure names the file');
+      assertEqual((await controller.queue.terminalFailures())[0].reason.includes('b_truncated.safetensors'), true, 'the terminal failure names the file');
     } finally {
       gpu.destroy();
       await tmp.cleanup();
@@ -226,8 +226,8 @@ export default defineSuite('runtime/bad-input', (t) => {
 
   t.test('ack or fail of a sample id never committed: UnknownSampleError naming it; nothing recorded; leases kept', async () => {
     const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
-    const worker = controller.registerRolloutWorker({ workerId: 'w' });
-    const trainer = controller.registerTrainer({ trainerId: 'tr' });
+    const worker = await controller.registerRolloutWorker({ workerId: 'w' });
+    const trainer = await controller.registerTrainer({ trainerId: 'tr' });
     const refs: SampleRef[] = ['run:a', 'run:b'].map((sampleId) => ({
       sampleId, runId: 'run', sourceTaskId: null, featureStoreUri: `mem://x/${sampleId}?generation=1`, featureKeys: {}, featureSpecs: {}, strategy: 'eagle3',
       schemaVersion: 1, targetModelVersion: 'unknown', tokenizerVersion: 'unknown', draftWeightVersion: null, numTokens: 0, estimatedBytes: 0, metadata: {},

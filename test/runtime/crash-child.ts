@@ -121,12 +121,12 @@ const pending: { taskId: string; payload: { input_ids: number[] }; maxLength: nu
 for (let i = 0; i < PROMPTS; i++) {
   if (!(await metadata.isCommitted(onlineSampleId(RUN_ID, taskId(i))))) pending.push({ taskId: taskId(i), payload: prompts[i], maxLength: 64 });
 }
-controller.ingestPrompts(pending);
+await controller.ingestPrompts(pending);
 
 const target = new ToyEmbeddingTarget(gpu, V, H);
-const worker = new RolloutWorker(controller, target, store, gpu, CAPTURE, { workerId: 'rollout-0' });
+const worker = await RolloutWorker.create(controller, target, store, gpu, CAPTURE, { workerId: 'rollout-0' });
 const core = new TrainerCore(strategy, backend, 1);
-const lease = controller.trainLease();
+const lease = await controller.trainLease();
 const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: BATCH, padValues: { labels: -1 }, dropLast: false });
 const trainer = new TrainerController(gpu, core);
 trainer.globalStep = restoredStep;

@@ -96,8 +96,8 @@ export default defineSuite('runtime/spill', (t) => {
       const metadata = await FileMetadataStore.open(tmp.files);
       const store = new LocalFeatureStore(gpu, { storeId: 'sp', spill });
       const controller = new DataFlowController({ runId: 'run', store: metadata, featureStore: store });
-      const worker = controller.registerRolloutWorker({ workerId: 'w' });
-      const trainer = controller.registerTrainer({ trainerId: 'tr' });
+      const worker = await controller.registerRolloutWorker({ workerId: 'w' });
+      const trainer = await controller.registerTrainer({ trainerId: 'tr' });
       const refs = [];
       for (const id of ['run:s0', 'run:s1', 'run:s2']) refs.push(await store.put(sample(gpu, refs.length), id, { runId: 'run' }));
       await controller.commitSamples(worker, refs);
@@ -115,7 +115,7 @@ export default defineSuite('runtime/spill', (t) => {
       assertDeepEqual([report.released, report.requeued, report.droppedUncommitted], [['run:s0', 'run:s1'], ['run:s2'], ['run:orphan']], 'released / requeued / dropped');
       assertDeepEqual(await restarted.spilledSampleIds(), ['run:s2'], 'released (adopted, then aborted) and uncommitted spills are gone');
       assertEqual(restarted.health().residentSamples, 0, 'nothing loaded before a trainer asks');
-      const [ref] = await after.leaseTrainRefs(after.registerTrainer({ trainerId: 'tr2' }), 3);
+      const [ref] = await after.leaseTrainRefs(await after.registerTrainer({ trainerId: 'tr2' }), 3);
       assertEqual(ref.featureStoreUri, refs[2].featureStoreUri, 'the requeued ref is the committed one, unchanged');
       const { tensors, handle } = await restarted.get(ref);
       assertDeepEqual((await values(gpu, tensors)).input_ids, [2, 3, 4, -2], 'requeued features come from the spill');

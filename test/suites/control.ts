@@ -7,19 +7,27 @@ import journal from '../control/journal.test.ts';
 import metadataStore from '../control/metadata-store.test.ts';
 import fileMetadataStore from '../control/file-metadata-store.test.ts';
 import indexedDbMetadataStore from '../control/indexeddb-metadata-store.test.ts';
+import redisMetadataStore from '../control/redis-metadata-store.test.ts';
+import redisControlStores from '../control/redis-control-stores.test.ts';
 import flowControl from '../control/flow-control.test.ts';
 import controller from '../control/controller.test.ts';
 import prompts from '../control/prompts.test.ts';
 import faultInjection from '../control/fault-injection.test.ts';
+import memoryControlStores from '../control/memory-control-stores.test.ts';
+import redisRunRecord from '../control/redis-run-record.test.ts';
 
 export const controlSuites: readonly Suite[] = [
   contractsRecords,
   contractsNoTensors,
   sampleRefQueue,
+  memoryControlStores,
   journal,
   metadataStore,
   fileMetadataStore,
   indexedDbMetadataStore,
+  redisMetadataStore,
+  redisControlStores,
+  redisRunRecord,
   flowControl,
   controller,
   prompts,

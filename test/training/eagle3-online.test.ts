@@ -58,16 +58,16 @@ async function onlineRun(ctx: TestContext, gpu: Gpu, target: TargetModel, store:
     prompts.push({ taskId: `p${b}`, payload: { input_ids: [...ids.subarray(b * S, b * S + len)], loss_mask: [...lossMask.subarray(b * S, b * S + len)] }, maxLength: S });
   }
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
-  controller.ingestPrompts(prompts);
+  await controller.ingestPrompts(prompts);
   const capture = { ...eagle3CaptureConfig(target.config), extra: { ttt_length: TTT } };
-  const worker = new RolloutWorker(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: 'w0' });
+  const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: 'w0' });
   while ((await worker.runOnce(8)).length > 0);
 
   const fx = await loadEagle3Fixture(ctx.fixture, '');
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const draft = new Eagle3DraftModel(gpu, backend, fx.config, fx.params, { t2d: fx.inputs.t2d, d2t: fx.inputs.d2t });
   const core = new TrainerCore(new Eagle3TrainStrategy(draft, { tttLength: TTT }), backend, 1);
-  const lease = controller.trainLease();
+  const lease = await controller.trainLease();
   const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 2 });
   const result = await new TrainerController(gpu, core).fit(loader, {
     ackFn: async (_ids, step, batches) => {

@@ -32,12 +32,12 @@ const CAPTURE: CaptureConfig = { featureNames: Object.keys(FIELDS), auxLayerIds:
 /** Roll out 24 prompts with one worker, train the probe for one epoch, return the per-step losses. */
 async function trainThrough(gpu: Gpu, store: FeatureStore): Promise<{ losses: number[]; acked: number }> {
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
-  const worker = new RolloutWorker(controller, new ToyEmbeddingTarget(gpu, V, H), store, gpu, CAPTURE, { workerId: 'w0' });
-  controller.ingestPrompts(bigramPrompts(24, V).map((p, i) => ({ taskId: `t${String(i).padStart(3, '0')}`, payload: p, maxLength: 64 })));
+  const worker = await RolloutWorker.create(controller, new ToyEmbeddingTarget(gpu, V, H), store, gpu, CAPTURE, { workerId: 'w0' });
+  await controller.ingestPrompts(bigramPrompts(24, V).map((p, i) => ({ taskId: `t${String(i).padStart(3, '0')}`, payload: p, maxLength: 64 })));
   while ((await worker.runOnce(6)).length > 0);
   const backend = new AdamWBackend(gpu, { lr: 0.05, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'constant', totalSteps: 100, warmupRatio: 0 } });
   const core = new TrainerCore(new LinearProbeStrategy(gpu, backend, H, V, new Rng(9).floats(V * H, 0.1)), backend, 1);
-  const lease = controller.trainLease();
+  const lease = await controller.trainLease();
   const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 3, padValues: { labels: -1 } });
   const result = await new TrainerController(gpu, core).fit(loader, {
     ackFn: async (_ids, step, batches) => {

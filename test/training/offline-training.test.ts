@@ -109,17 +109,17 @@ export default defineSuite('training/offline', (t) => {
           const auxLayerIds = defaultAuxLayerIds(tc.numLayers);
           assertDeepEqual(manifest.auxLayerIds, auxLayerIds, 'prepare used the default aux layers');
           const capture = { ...eagle3CaptureConfig(tc, auxLayerIds), extra: { ttt_length: settings.tttLength } };
-          const worker = new RolloutWorker(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: 'rollout-0' });
+          const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: 'rollout-0' });
           const backend = new AdamWBackend(gpu, { ...SPECFORGE_OPTIMIZER, lr: settings.lr, maxGradNorm: settings.maxGradNorm, schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio } });
           const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initial, { t2d: online.t2d, d2t: online.d2t });
           owned.unshift(backend);
           owned.unshift(draft);
           const trainer = new TrainerController(gpu, new TrainerCore(new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength }), backend, 1));
-          const lease = controller.trainLease();
+          const lease = await controller.trainLease();
           const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: settings.batchSize, dropLast: false });
           for (let r = 0; r * 4 < stream.length; r++) {
             const round = stream.slice(r * 4, r * 4 + 4);
-            controller.ingestPrompts(round.map((s, i) => ({ taskId: `r${r}-${i}-s${s}`, payload: { input_ids: sequences[s].inputIds, loss_mask: sequences[s].lossMask }, maxLength: sequences[s].inputIds.length })));
+            await controller.ingestPrompts(round.map((s, i) => ({ taskId: `r${r}-${i}-s${s}`, payload: { input_ids: sequences[s].inputIds, loss_mask: sequences[s].lossMask }, maxLength: sequences[s].inputIds.length })));
             while ((await worker.runOnce(4)).length > 0);
             await trainer.fit(loader, {
               ackFn: async (_ids, step, batches) => {

@@ -21,16 +21,16 @@ const H = 8;
 const CAPTURE: CaptureConfig = { featureNames: ['input_ids', 'hidden_state', 'labels'], auxLayerIds: [], targetRepr: 'hidden_state', targetHiddenSize: H };
 const OPT: OptimizerConfig = { lr: 0.05, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'constant', totalSteps: 1000, warmupRatio: 0 } };
 
-function build(gpu: Gpu, prompts: number, accumulation: number) {
+async function build(gpu: Gpu, prompts: number, accumulation: number) {
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
   const store = new LocalFeatureStore(gpu);
   const target = new ToyEmbeddingTarget(gpu, V, H);
-  const workers = [0, 1].map((i) => new RolloutWorker(controller, target, store, gpu, CAPTURE, { workerId: `w${i}` }));
-  controller.ingestPrompts(bigramPrompts(prompts, V).map((p, i) => ({ taskId: `t${String(i).padStart(3, '0')}`, payload: p, maxLength: 64 })));
+  const workers = await Promise.all([0, 1].map((i) => RolloutWorker.create(controller, target, store, gpu, CAPTURE, { workerId: `w${i}` })));
+  await controller.ingestPrompts(bigramPrompts(prompts, V).map((p, i) => ({ taskId: `t${String(i).padStart(3, '0')}`, payload: p, maxLength: 64 })));
   const backend = new AdamWBackend(gpu, OPT);
   const strategy = new LinearProbeStrategy(gpu, backend, H, V, new Rng(9).floats(V * H, 0.1));
   const core = new TrainerCore(strategy, backend, accumulation);
-  const lease = controller.trainLease();
+  const lease = await controller.trainLease();
   const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 2, padValues: { labels: -1 } });
   return { controller, store, workers, backend, core, lease, loader, trainer: new TrainerController(gpu, core) };
 }
@@ -46,7 +46,7 @@ export default defineSuite('training/trainer', (t) => {
 
   t.test('online rollout → store → loader → probe: loss falls, every sample acked once at optimizer boundaries', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
-    const { controller, store, workers, backend, core, lease, loader, trainer } = build(gpu, 48, 2);
+    const { controller, store, workers, backend, core, lease, loader, trainer } = await build(gpu, 48, 2);
     while ((await Promise.all(workers.map((w) => w.runOnce(4)))).some((r) => r.length > 0));
     const acked: string[] = [];
     const steps: number[] = [];
@@ -136,7 +136,7 @@ export default defineSuite('training/trainer', (t) => {
 
   t.test('a missing feature raises naming it; a window cut by the end of the stream raises and acks nothing', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const { workers, core, loader, trainer, controller } = build(gpu, 6, 2);
+    const { workers, core, loader, trainer, controller } = await build(gpu, 6, 2);
     await assertRejects(
       () => core.trainStep(makeTrainBatch({ sampleIds: ['x'], strategy: 'eagle3', tensors: { hidden_state: gpu.tensor([1, 2, H], 'f32') } })),
       /lacks feature "labels"/,

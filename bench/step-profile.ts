@@ -1,0 +1,132 @@
+/**
+ * Where a training step's GPU time goes, kernel by kernel:
+ *
+ *   npx tsx scripts/embed-shaders.ts
+ *   npx tsx bench/step-profile.ts [--configs lab,fixture,mid] [--top N]
+ *
+ * Builds the same rigs as bench/step-roofline.ts (bench/train-rig.ts: forward + backward through the
+ * TTT unroll + AdamW), runs one warm-up step (it compiles), then profiles one step: every dispatch
+ * is bracketed by a timestamp written from an empty compute pass, so dispatch i takes
+ * t[i + 1] − t[i] of GPU time. The bracketing passes add their own small cost, so the sum is a
+ * little above an unbracketed step; read the shares, not the absolute sum. Needs `timestamp-query`.
+ * Prints, per config, the kernels by total time (calls, ms, share) as JSON lines.
+ */
+import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
+import { parseHfConfig } from '../src/config/hf-config.ts';
+import { SafetensorsFile } from '../src/formats/safetensors.ts';
+import { Gpu } from '../src/gpu/gpu.ts';
+import type { CompiledKernel } from '../src/gpu/pipeline-cache.ts';
+import { MATMUL_KERNELS } from '../src/kernels/matmul.ts';
+import type { TargetModel } from '../src/model/target/model.ts';
+import { nodePlatform } from '../src/platform/node.ts';
+import { draftConfigFor } from '../src/training/eagle3-data.ts';
+import { resolveDraftVocabSize } from '../src/training/run-plan.ts';
+import { buildTrainRig, type StepShape } from './train-rig.ts';
+
+const args = nodePlatform.args();
+const opt = (name: string, fallback: string): string => {
+  const i = args.indexOf(name);
+  return i >= 0 ? args[i + 1] : fallback;
+};
+const wanted = opt('--configs', 'lab,fixture').split(',');
+const top = Number(opt('--top', '25'));
+
+const CONFIGS: Readonly<Record<string, () => Promise<{ config: Eagle3Config; shape: StepShape }>>> = {
+  mid: async () => ({
+    config: { hiddenSize: 1024, intermediateSize: 2816, numHeads: 16, numKvHeads: 4, headDim: 64, vocabSize: 32000, draftVocabSize: 8000, targetHiddenSize: 1024, rmsNormEps: 1e-6, ropeTheta: 10000, maxPositionEmbeddings: 4096 },
+    shape: { batch: 1, seq: 128, ttt: 7 },
+  }),
+  lab: async () => {
+    const target = parseHfConfig(new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')), 'assets/lab-target/config.json');
+    const config = draftConfigFor({ config: target } as unknown as TargetModel, resolveDraftVocabSize(undefined, target.vocabSize));
+    return { config, shape: { batch: 4, seq: 56, ttt: 4 } };
+  },
+  fixture: async () => {
+    const files = nodePlatform.files(nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures');
+    const config = parseEagle3Config(new TextDecoder().decode(await files.read('eagle3/draft_config.json')), 'eagle3/draft_config.json');
+    const ref = new SafetensorsFile(await files.read('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
+    const [batch, seq] = ref.shape('input_ids') as [number, number];
+    return { config, shape: { batch, seq, ttt: Number(ref.header.metadata.ttt_length) } };
+  },
+};
+for (const name of wanted) if (!CONFIGS[name]) throw new Error(`bench/step-profile.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+
+const MAX_QUERIES = 4096;
+
+const ctx = await nodePlatform.acquireGpu();
+if (!ctx.hasFeature('timestamp-query')) throw new Error('bench/step-profile.ts: the adapter has no timestamp-query; a per-dispatch profile needs it');
+const gpu = new Gpu(ctx);
+const querySet = ctx.device.createQuerySet({ type: 'timestamp', count: MAX_QUERIES });
+const resolve = ctx.device.createBuffer({ size: MAX_QUERIES * 8, usage: 0x200 | 0x04 });
+const readback = ctx.device.createBuffer({ size: MAX_QUERIES * 8, usage: 0x01 | 0x08 });
+
+const state = { recording: false, names: [] as string[] };
+// Matmuls are split by shape (M×N×K, batch, transposes from the uniforms and pipeline constants,
+// as bench/step-roofline.ts reads them), since their rate depends on it.
+const matmulNames = new Set(Object.values(MATMUL_KERNELS).map((def) => def.name));
+const constantsOf = new WeakMap<object, Record<string, unknown>>();
+const get = gpu.pipelines.get.bind(gpu.pipelines);
+gpu.pipelines.get = async (def, constants = {}) => {
+  const kernel = await get(def, constants);
+  constantsOf.set(kernel, constants);
+  return kernel;
+};
+const labelOf = (kernel: CompiledKernel, uniforms: ArrayBufferView | undefined, workgroups: readonly [number, number?, number?]): string => {
+  if (!matmulNames.has(kernel.def.name) || !uniforms) return kernel.def.name;
+  const u = new DataView(uniforms.buffer, uniforms.byteOffset, uniforms.byteLength);
+  const c = constantsOf.get(kernel) ?? {};
+  return `${kernel.def.name} ${u.getUint32(0, true)}x${u.getUint32(4, true)}x${u.getUint32(8, true)} b${workgroups[2] ?? 1}${c.TRANS_A ? ' tA' : ''}${c.TRANS_B ? ' tB' : ''}`;
+};
+const mark = () => {
+  const index = state.names.length;
+  if (index >= MAX_QUERIES - 1) throw new Error(`bench/step-profile.ts: more than ${MAX_QUERIES - 1} dispatches in one step`);
+  gpu.batcher.rawEncoder().beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } }).end();
+};
+const dispatch = gpu.batcher.dispatch.bind(gpu.batcher);
+gpu.batcher.dispatch = (kernel, uniforms, resources, workgroups) => {
+  if (state.recording) {
+    mark();
+    state.names.push(labelOf(kernel, uniforms, workgroups));
+  }
+  dispatch(kernel, uniforms, resources, workgroups);
+};
+
+console.log(JSON.stringify({ adapter: ctx.record.description || ctx.record.vendor }));
+for (const name of wanted) {
+  const { config, shape } = await CONFIGS[name]();
+  const rig = await buildTrainRig(gpu, config, shape);
+  await rig.step();
+  const plain = await rig.step();
+  state.names = [];
+  state.recording = true;
+  await rig.step();
+  state.recording = false;
+  mark();
+  const n = state.names.length;
+  const encoder = gpu.batcher.rawEncoder();
+  encoder.resolveQuerySet(querySet, 0, n + 1, resolve, 0);
+  encoder.copyBufferToBuffer(resolve, 0, readback, 0, (n + 1) * 8);
+  await gpu.batcher.finish();
+  await readback.mapAsync(0x0001);
+  const t = new BigUint64Array(readback.getMappedRange().slice(0, (n + 1) * 8));
+  readback.unmap();
+  rig.destroy();
+  const byKernel = new Map<string, { calls: number; ns: number }>();
+  let total = 0;
+  for (let i = 0; i < n; i++) {
+    const ns = Number(t[i + 1] - t[i]);
+    total += ns;
+    const e = byKernel.get(state.names[i]) ?? { calls: 0, ns: 0 };
+    e.calls++;
+    e.ns += ns;
+    byKernel.set(state.names[i], e);
+  }
+  console.log(JSON.stringify({ config: name, tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`, plainStepMs: +(plain.seconds * 1e3).toFixed(1), profiledGpuMs: +(total / 1e6).toFixed(1), dispatches: n }));
+  const rows = [...byKernel.entries()].sort(([, a], [, b]) => b.ns - a.ns).slice(0, top);
+  for (const [kernel, e] of rows) console.log(JSON.stringify({ config: name, kernel, calls: e.calls, ms: +(e.ns / 1e6).toFixed(2), share: +(e.ns / total).toFixed(3) }));
+}
+querySet.destroy();
+resolve.destroy();
+readback.destroy();
+gpu.destroy();
+await nodePlatform.exit(0);
