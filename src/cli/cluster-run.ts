@@ -13,7 +13,7 @@ import { openRedisControlStores, type RedisControlStores } from '../control/redi
 import { RedisRunRecord } from '../control/redis/redis-run-record.ts';
 import { DataPlaneFeatureStore } from '../data/dataplane-feature-store.ts';
 import { createDataPlaneClient } from '../dataplane/factory.ts';
-import type { DataPlaneClient } from '../dataplane/types.ts';
+import type { ClearTarget, DataPlaneClient } from '../dataplane/types.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { CaptureConfig } from '../inference/capture.ts';
 import type { RedisLink } from '../ports/redis-link.ts';
@@ -58,6 +58,36 @@ export function featureClient(connect: (url: string) => Promise<RedisLink>, url:
   return createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs }, { gpu, connectRedis: connect });
 }
 
+/**
+ * The feature store clears a sample once the loader copied it (consume-once), before the step that
+ * trains it is durably acked. In a cluster run the features live in Redis beyond this trainer: a
+ * trainer killed (or a Redis that died) between that read and the ack leaves a committed, unacked
+ * ref that the resume requeues, and its features must still be there. So the clears of the run's
+ * partition wait for the durable ack of their samples (recordTrainAck), then go out.
+ */
+function keepUntilAcked(client: DataPlaneClient, run: string, stores: RedisControlStores): DataPlaneClient {
+  const read = new Set<string>();
+  const metadata = stores.metadata;
+  const ack = metadata.recordTrainAck.bind(metadata);
+  metadata.recordTrainAck = async (sampleIds, trainAck) => {
+    await ack(sampleIds, trainAck);
+    const done = sampleIds.filter((id) => read.delete(id));
+    if (done.length > 0) await client.clearSamples(run, done);
+  };
+  const clearSamples = (partition: string, target: ClearTarget): Promise<number> => {
+    if (partition !== run || !Array.isArray(target)) return client.clearSamples(partition, target);
+    for (const id of target as readonly string[]) read.add(id);
+    return Promise.resolve(0);
+  };
+  return new Proxy(client, {
+    get(t, key) {
+      if (key === 'clearSamples') return clearSamples;
+      const value: unknown = Reflect.get(t, key, t);
+      return typeof value === 'function' ? (value as (...a: unknown[]) => unknown).bind(t) : value;
+    },
+  });
+}
+
 /** The trainer's side of a cluster run, open: what Eagle3TrainingSession.open takes, and the end of the run. */
 export interface ClusterTrainer {
   readonly stores: RedisControlStores;
@@ -98,7 +128,8 @@ export async function openClusterTrainer(platform: Platform, settings: ClusterTr
       }
     }
     client = await featureClient(connect, url, gpu);
-    const features = settings.resume ? new DataPlaneFeatureStore(gpu, client, run) : await DataPlaneFeatureStore.open(gpu, client, run, sessionFeatureFields(capture));
+    const kept = keepUntilAcked(client, run, stores);
+    const features = settings.resume ? new DataPlaneFeatureStore(gpu, kept, run) : await DataPlaneFeatureStore.open(gpu, kept, run, sessionFeatureFields(capture));
     const record = new RedisRunRecord(link, run);
     await record.publish(runManifest(run, capture, targetDescription(targetConfig, settings.targetPrecision), settings.promptLeaseMs ?? PROMPT_LEASE_MS));
     print(`cluster: trainer of run ${run} on ${url}; waiting for rollout workers: speclab rollout --cluster ${url} --run ${run} --target <this target>${settings.targetPrecision === 'f16' ? ' --target-precision f16' : ''}`);

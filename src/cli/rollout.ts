@@ -124,7 +124,7 @@ export async function runRollout(platform: Platform, args: RolloutArgs, print: (
     cleanup.push(() => client.close());
     // Attach: the trainer registered the partition (a worker must never wipe it).
     const store = new DataPlaneFeatureStore(gpu, client, args.run);
-    const worker = await RolloutWorker.create(DataFlowController.over(args.run, stores), new TargetFeatureSource(target), store, gpu, capture, { workerId: args.workerId });
+    const worker = await RolloutWorker.create(DataFlowController.over(args.run, stores, { enqueueCommits: false }), new TargetFeatureSource(target), store, gpu, capture, { workerId: args.workerId });
     const id = worker.workerId;
     print(`rollout ${id}: joined run ${args.run} on ${args.cluster} (target ${targetDir}, aux layers [${capture.auxLayerIds.join(', ')}], features ${wanted.featurePrecision}); batch ${args.batch}`);
     let total = 0;

@@ -48,6 +48,8 @@ export interface ControllerOptions {
    * files there: they are never needed again), as HEAD's DP ack does after the durable marker.
    */
   featureStore?: ReleasableFeatureStore;
+  /** false: commits are not enqueued (a cluster run's rollout: its trainer enqueues each whole round from the ledger, so a late enqueue cannot race an ack). */
+  enqueueCommits?: boolean;
 }
 
 /** A prompt to ingest: known task fields, or arbitrary prompt data that becomes the payload. */
@@ -102,6 +104,7 @@ export class DataFlowController {
   private readonly members: MemberRegistry;
   private readonly randomHex: (digits: number) => string;
   private readonly featureStore: ReleasableFeatureStore | undefined;
+  private readonly enqueueCommits: boolean;
 
   constructor(options: ControllerOptions) {
     if (typeof options.runId !== 'string' || options.runId.length === 0) throw new TypeError('DataFlowController: runId must be a non-empty string');
@@ -111,6 +114,7 @@ export class DataFlowController {
     this.members = options.members ?? new InMemoryMemberRegistry();
     this.randomHex = options.randomHex ?? cryptoHex;
     this.featureStore = options.featureStore;
+    this.enqueueCommits = options.enqueueCommits ?? true;
     const promptOptions = {
       clock: options.clock ?? (() => performance.now()),
       leaseTimeoutMs: positiveIntOrNull(options.promptLeaseTimeoutMs, 'promptLeaseTimeoutMs'),
@@ -183,18 +187,18 @@ export class DataFlowController {
    */
   async commitSamples(workerId: string, refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
     await this.requireKnown('rollout', workerId, 'commitSamples');
-    const valid = validateRefBatch(refs, 'commitSamples');
+    const valid = validateRefs(refs, 'commitSamples');
     const flags = await this.commitFlags(valid, 'commitSamples');
     const tasks = valid.flatMap((ref, i) => (ref.sourceTaskId === null ? [] : [{ taskId: ref.sourceTaskId, fresh: flags[i] }]));
     await this.prompts.committed(workerId, tasks);
     const fresh = valid.filter((_, i) => flags[i]);
-    await this.queue.put(fresh, options);
+    if (this.enqueueCommits) await this.queue.put(fresh, options);
     return fresh;
   }
 
   /** Offline ingest: the same dedup and the same queue as online commits (the planes converge here). */
   async enqueueOfflineRefs(refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
-    const valid = validateRefBatch(refs, 'enqueueOfflineRefs');
+    const valid = validateRefs(refs, 'enqueueOfflineRefs');
     const flags = await this.commitFlags(valid, 'enqueueOfflineRefs');
     const fresh = valid.filter((_, i) => flags[i]);
     await this.queue.put(fresh, options);
@@ -365,10 +369,6 @@ export class DataFlowController {
     }
     return refs;
   }
-}
-
-function validateRefBatch(refs: readonly SampleRef[], where: string): SampleRef[] {
-  return validateRefs(refs, where);
 }
 
 function requireIds(ids: readonly string[], where: string): void {

@@ -254,6 +254,10 @@ export class Eagle3TrainingSession {
       const sampleIds = pending.map((t) => onlineSampleId(this.inputs.runId, t.taskId));
       const onProgress = (done: number, total: number) => this.inputs.onEvent?.({ kind: 'phase', phase: 'rollout', detail: `round ${r}: ${done} of ${total} samples committed by rollout workers` });
       await waitForRoundCommits(r, sampleIds, pending.map((t) => t.taskId), this.controller, this.inputs.storage.metadata, { ...this.inputs.cluster, now: this.inputs.now, onProgress });
+      // Rollout workers only commit (enqueueCommits false): the round is enqueued here, from the ledger,
+      // once all of it is committed, so it is complete before training and a late enqueue cannot race an ack.
+      const refs = await this.inputs.storage.metadata.getCommittedMany(sampleIds);
+      await this.controller.queue.put(refs.filter((ref) => ref !== undefined));
       this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: pending.length, seconds: (this.inputs.now() - t0) / 1000 });
       return;
     }

@@ -60,6 +60,9 @@ export default defineSuite('training/cluster-session', (t) => {
         return link;
       };
       const closers: (() => Promise<void>)[] = [];
+      // Rollout loops stop (and are awaited) before their connections close, whatever failed.
+      let stopLoops = false;
+      let loops: Promise<number>[] = [];
       try {
         await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
         const checkpoint = await loadHfCheckpoint(tmp.files, 'target');
@@ -92,15 +95,17 @@ export default defineSuite('training/cluster-session', (t) => {
         await record.publish({ run: RUN, capture });
 
         // Each rollout worker: its own connections, controller and feature store, as a separate process has.
+        // Workers only commit (enqueueCommits false): the trainer enqueues each round from the ledger
+        // once all of it is committed, so a slow worker's enqueue can never race the trainer's acks.
         const rollout = async (i: number): Promise<number> => {
           const link = await connect();
-          const controller = DataFlowController.over(RUN, await openRedisControlStores(link, RUN, { url: server.url }));
+          const controller = DataFlowController.over(RUN, await openRedisControlStores(link, RUN, { url: server.url }), { enqueueCommits: false });
           const store = new DataPlaneFeatureStore(gpu, await dataPlane(), RUN);
           const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: `rollout-proc-${i}` });
           const theirs = new RedisRunRecord(link, RUN);
-          return runRolloutLoop(worker, { batch: 2, pollMs: 5, finished: () => theirs.finished() });
+          return runRolloutLoop(worker, { batch: 2, pollMs: 5, finished: () => theirs.finished(), stopped: () => stopLoops });
         };
-        const loops = [rollout(0), rollout(1)];
+        loops = [rollout(0), rollout(1)];
         const clusterSteps = await runAll(session);
         await record.finish();
         const committedBy = await Promise.all(loops);
@@ -122,6 +127,8 @@ export default defineSuite('training/cluster-session', (t) => {
         assertEqual(status.rolloutWorkers, 2, 'both workers registered');
         session.destroy();
       } finally {
+        stopLoops = true;
+        await Promise.allSettled(loops);
         for (const close of closers.reverse()) await close().catch(() => undefined);
         for (const link of links) await link.close();
         gpu.destroy();
