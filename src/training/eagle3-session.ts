@@ -221,6 +221,10 @@ export class Eagle3TrainingSession {
     // A shared queue outlives this trainer: leases a dead predecessor held would keep its refs out of
     // the requeue, so the queue is rebuilt from the ledger (one trainer per run).
     if (this.inputs.cluster) await this.controller.queue.clear();
+    // Read BEFORE the requeue: in a cluster run workers may commit meanwhile, and a sample committed
+    // between the two reads must stay in the plan (its task is redone and deduplicated), never be
+    // counted as committed without having been requeued.
+    const committed = new Set(await storage.metadata.allCommittedIds());
     const report = await this.controller.reconcileOnRestart(this.store);
     // A shared (data-plane) store keeps requeued features itself; only a spilling local store is checked here.
     if (this.store instanceof LocalFeatureStore) await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
@@ -234,7 +238,6 @@ export class Eagle3TrainingSession {
     }
     // Read the ledger once: rounds whose every task is committed are done, and a partly committed round
     // keeps only the rest (rounds after it were never started, so the plan needs no further lookups).
-    const committed = new Set(await storage.metadata.allCommittedIds());
     if (committed.size === 0) return;
     for (const [r, round] of this.rounds.entries()) this.rounds[r] = round.filter((t) => !committed.has(onlineSampleId(runId, t.taskId)));
     while (this.nextRound < this.rounds.length && this.rounds[this.nextRound].length === 0) this.nextRound++;
@@ -256,7 +259,9 @@ export class Eagle3TrainingSession {
       await waitForRoundCommits(r, sampleIds, pending.map((t) => t.taskId), this.controller, this.inputs.storage.metadata, { ...this.inputs.cluster, now: this.inputs.now, onProgress });
       // Rollout workers only commit (enqueueCommits false): the round is enqueued here, from the ledger,
       // once all of it is committed, so it is complete before training and a late enqueue cannot race an ack.
-      const refs = await this.inputs.storage.metadata.getCommittedMany(sampleIds);
+      // Minus what was trained already (a resumed run may have trained a ref of this round from the requeue).
+      const trained = new Set([...(await this.inputs.storage.metadata.durableMarker()).acked, ...this.pendingAcks.map((ref) => ref.sampleId)]);
+      const refs = await this.inputs.storage.metadata.getCommittedMany(sampleIds.filter((id) => !trained.has(id)));
       await this.controller.queue.put(refs.filter((ref) => ref !== undefined));
       this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: pending.length, seconds: (this.inputs.now() - t0) / 1000 });
       return;
