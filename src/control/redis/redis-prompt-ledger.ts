@@ -21,7 +21,7 @@ import { makePromptTask, type PromptTask } from '../../contracts/records.ts';
 import type { RedisLink, RedisReply } from '../../ports/redis-link.ts';
 import type { CommittedTask, PromptCounts, PromptFailOutcome, PromptFailure, PromptLedger } from '../control-stores.ts';
 import { controlKeys } from './redis-keys.ts';
-import { asArray, asNumber, asText, clockArg, LUA_PRELUDE, nullableArg, positiveOrNull, ScriptRunner } from './redis-script.ts';
+import { asArray, asNumber, asText, clockArg, LUA_PRELUDE, nullableArg, positiveOrNull, ScriptRunner, parseJsonReply } from './redis-script.ts';
 
 export interface RedisPromptLedgerOptions {
   /** null = prompt leases never expire. */
@@ -238,7 +238,7 @@ export class RedisPromptLedger implements PromptLedger {
     const out: PromptFailure[] = [];
     for (let i = 0; i < reply.length; i += 2) {
       const taskId = asText(reply[i], 'failuresList');
-      const record = this.parseJson(reply[i + 1], `failure record of task "${taskId}"`) as { reason?: unknown; attempt?: unknown };
+      const record = parseJsonReply(this.scripts, reply[i + 1], `failure record of task "${taskId}"`) as { reason?: unknown; attempt?: unknown };
       if (typeof record.reason !== 'string' || typeof record.attempt !== 'number') throw new Error(`${this.scripts.where}: failure record of task "${taskId}" is damaged (want {reason, attempt})`);
       out.push(Object.freeze({ taskId, reason: record.reason, attempt: record.attempt }));
     }
@@ -259,7 +259,7 @@ export class RedisPromptLedger implements PromptLedger {
   /** Rebuilds a stored task; anything that is not a valid PromptTask is refused, naming the task. */
   private parseTask(taskId: string, json: RedisReply, attempt: RedisReply): PromptTask {
     const where = `${this.scripts.where}: task "${taskId}" in prompt:tasks`;
-    const fields = this.parseJson(json, `task "${taskId}" in prompt:tasks`);
+    const fields = parseJsonReply(this.scripts, json, `task "${taskId}" in prompt:tasks`);
     if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) throw new Error(`${where} is damaged (not a JSON object)`);
     const a = attempt instanceof Uint8Array ? Number(asText(attempt, 'attempt')) : NaN;
     if (!Number.isInteger(a) || a < 0) throw new Error(`${this.scripts.where}: task "${taskId}" has a damaged attempt in prompt:attempt (${attempt === null ? 'missing' : asText(attempt, 'attempt')})`);
@@ -268,14 +268,6 @@ export class RedisPromptLedger implements PromptLedger {
     return task;
   }
 
-  private parseJson(reply: RedisReply, what: string): unknown {
-    if (!(reply instanceof Uint8Array)) throw new Error(`${this.scripts.where}: ${what} is missing`);
-    try {
-      return JSON.parse(asText(reply, what));
-    } catch (err) {
-      throw new Error(`${this.scripts.where}: ${what} is damaged (not JSON: ${(err as Error).message})`, { cause: err });
-    }
-  }
 }
 
 function requireWorker(workerId: string, op: string): void {

@@ -18,7 +18,7 @@ import { makeSampleRef, type SampleRef } from '../../contracts/records.ts';
 import type { RedisLink, RedisReply } from '../../ports/redis-link.ts';
 import type { FailOutcome, RefQueue, TerminalFailure } from '../control-stores.ts';
 import { controlKeys } from './redis-keys.ts';
-import { asArray, asNumber, asText, clockArg, LUA_PRELUDE, nullableArg, positiveOrNull, ScriptRunner } from './redis-script.ts';
+import { asArray, asNumber, asText, clockArg, LUA_PRELUDE, nullableArg, positiveOrNull, ScriptRunner, parseJsonReply } from './redis-script.ts';
 
 export interface RedisRefQueueOptions {
   /** A lease older than this goes back to the tail of its partition; null = leases never expire. */
@@ -259,7 +259,7 @@ export class RedisRefQueue implements RefQueue {
     const out: TerminalFailure[] = [];
     for (let i = 0; i < reply.length; i += 2) {
       const sampleId = asText(reply[i], 'terminalFailures');
-      const record = this.parse(reply[i + 1], `terminal record of "${sampleId}"`) as { reason?: unknown; attempts?: unknown };
+      const record = parseJsonReply(this.scripts, reply[i + 1], `terminal record of "${sampleId}"`) as { reason?: unknown; attempts?: unknown };
       if (typeof record.reason !== 'string' || typeof record.attempts !== 'number') throw new Error(`${this.scripts.where}: terminal record of "${sampleId}" is damaged (want {reason, attempts})`);
       out.push(Object.freeze({ sampleId, reason: record.reason, attempts: record.attempts }));
     }
@@ -281,19 +281,11 @@ export class RedisRefQueue implements RefQueue {
   /** A leased ref read back: refused with an error naming the id if Redis holds something that is not a valid ref. */
   private parseRef(id: string, json: RedisReply): SampleRef {
     const where = `${this.scripts.where}: ref "${id}" in queue:refs`;
-    const ref = makeSampleRef(this.parse(json, `ref "${id}" in queue:refs`) as SampleRef, where);
+    const ref = makeSampleRef(parseJsonReply(this.scripts, json, `ref "${id}" in queue:refs`) as SampleRef, where);
     if (ref.sampleId !== id) throw new Error(`${where} is damaged: it holds sampleId ${JSON.stringify(ref.sampleId)}`);
     return ref;
   }
 
-  private parse(reply: RedisReply, what: string): unknown {
-    if (!(reply instanceof Uint8Array)) throw new Error(`${this.scripts.where}: ${what} is missing`);
-    try {
-      return JSON.parse(asText(reply, what));
-    } catch (err) {
-      throw new Error(`${this.scripts.where}: ${what} is damaged (not JSON: ${(err as Error).message})`, { cause: err });
-    }
-  }
 }
 
 function partitionOf(key: string | undefined, op: string): string {

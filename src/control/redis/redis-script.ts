@@ -67,6 +67,16 @@ export class ScriptRunner {
   }
 }
 
+/** A JSON record read back by `runner`'s store: missing or unparsable is refused, naming `what` as damaged. */
+export function parseJsonReply(runner: ScriptRunner, reply: RedisReply, what: string): unknown {
+  if (!(reply instanceof Uint8Array)) throw new Error(`${runner.where}: ${what} is missing`);
+  try {
+    return JSON.parse(asText(reply, what));
+  } catch (err) {
+    throw new Error(`${runner.where}: ${what} is damaged (not JSON: ${(err as Error).message})`, { cause: err });
+  }
+}
+
 export function asArray(reply: RedisReply, what: string): RedisReply[] {
   if (!Array.isArray(reply)) throw new Error(`${what}: unexpected Redis reply ${String(reply)} (expected an array)`);
   return reply;
