@@ -28,3 +28,18 @@ export async function medianSeconds(gpu: Gpu, encode: () => Promise<void> | void
   samples.sort((a, b) => a - b);
   return samples[Math.floor(samples.length / 2)];
 }
+
+/**
+ * Wraps gpu.pipelines.get (an instance method, for a benchmark only) so the override constants each
+ * compiled kernel was built with can be looked up by the kernel (matmul transposes live there).
+ */
+export function watchPipelineConstants(gpu: Gpu): WeakMap<object, Record<string, unknown>> {
+  const constantsOf = new WeakMap<object, Record<string, unknown>>();
+  const get = gpu.pipelines.get.bind(gpu.pipelines);
+  gpu.pipelines.get = async (def, constants = {}) => {
+    const kernel = await get(def, constants);
+    constantsOf.set(kernel, constants);
+    return kernel;
+  };
+  return constantsOf;
+}

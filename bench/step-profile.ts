@@ -21,6 +21,7 @@ import type { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 import { draftConfigFor } from '../src/training/eagle3-data.ts';
 import { resolveDraftVocabSize } from '../src/training/run-plan.ts';
+import { watchPipelineConstants } from './record.ts';
 import { buildTrainRig, type StepShape } from './train-rig.ts';
 
 const args = nodePlatform.args();
@@ -64,13 +65,7 @@ const state = { recording: false, names: [] as string[] };
 // Matmuls are split by shape (M×N×K, batch, transposes from the uniforms and pipeline constants,
 // as bench/step-roofline.ts reads them), since their rate depends on it.
 const matmulNames = new Set(Object.values(MATMUL_KERNELS).map((def) => def.name));
-const constantsOf = new WeakMap<object, Record<string, unknown>>();
-const get = gpu.pipelines.get.bind(gpu.pipelines);
-gpu.pipelines.get = async (def, constants = {}) => {
-  const kernel = await get(def, constants);
-  constantsOf.set(kernel, constants);
-  return kernel;
-};
+const constantsOf = watchPipelineConstants(gpu);
 const labelOf = (kernel: CompiledKernel, uniforms: ArrayBufferView | undefined, workgroups: readonly [number, number?, number?]): string => {
   if (!matmulNames.has(kernel.def.name) || !uniforms) return kernel.def.name;
   const u = new DataView(uniforms.buffer, uniforms.byteOffset, uniforms.byteLength);
