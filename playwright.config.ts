@@ -19,6 +19,9 @@ import { CHROMIUM_PATH, CHROMIUM_WEBGPU_FLAGS } from './test/runners/chromium-fl
 
 const port = Number(process.env.SPECLAB_E2E_PORT ?? 4173);
 const baseURL = `http://127.0.0.1:${port}/`;
+// A run on another port builds into its own folder, so two runs never serve each other's build.
+const webOut = port === 4173 ? undefined : `../dist/web-${port}`;
+const buildEnv = webOut ? `SPECLAB_WEB_OUT=${webOut} ` : '';
 
 export default defineConfig({
   testDir: 'test/e2e',
@@ -58,7 +61,7 @@ export default defineConfig({
     },
   ],
   webServer: {
-    command: `npm run build && npx vite preview --port ${port} --strictPort`,
+    command: `${buildEnv}npm run build && ${buildEnv}npx vite preview --port ${port} --strictPort`,
     url: baseURL,
     reuseExistingServer: false,
     // The build (shader embedding + Vite) on a loaded 2-core machine.

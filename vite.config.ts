@@ -13,7 +13,8 @@ export default defineConfig({
   base: './',
   publicDir: resolve(import.meta.dirname, 'assets'),
   build: {
-    outDir: '../dist/web',
+    // SPECLAB_WEB_OUT lets two builds (two e2e runs on different ports) not overwrite each other.
+    outDir: process.env.SPECLAB_WEB_OUT ?? '../dist/web',
     emptyOutDir: true,
     target: 'es2022',
     rollupOptions: { input: { lab: resolve(import.meta.dirname, 'web/index.html'), selfcheck: resolve(import.meta.dirname, 'web/selfcheck.html') } },
