@@ -103,13 +103,14 @@ export type Report =
   /** `eval` on the steps the held-out evaluation ran. */
   | { type: 'step'; step: StepReport; status: RunStatus; eval?: EvalReport }
   | { type: 'status'; status: RunStatus; step: number; total: number }
-  | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number }
+  | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number; /** The model's id, when ready. */ id?: string }
   | { type: 'prompts'; heldOut: string[] }
   /** The loaded target and the adapter, for the page's GPU memory plan (memory-plan.ts). */
   | { type: 'memory-basis'; target: TargetModelConfig; trainPromptLengths: number[]; heldOut: number; roundPrompts: number; limits: AdapterLimits }
   | { type: 'spec-token'; text: string; draft: boolean; first: boolean }
   | { type: 'spec-done'; stats: SpecStats }
   | { type: 'spec-error'; message: string }
-  | { type: 'export-files'; files: { name: string; bytes: Uint8Array }[] }
+  /** The export of the draft after optimizer step `step`. */
+  | { type: 'export-files'; files: { name: string; bytes: Uint8Array }[]; step: number }
   | { type: 'import'; state: 'ready' | 'error'; message: string }
   | { type: 'error'; message: string };

@@ -1,0 +1,78 @@
+/**
+ * The lab worker's GPU and model: acquiring WebGPU, loading the bundled lab target (or a picked,
+ * dropped or URL model directory) with its prompts, and what the page's memory plan needs.
+ */
+import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
+import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
+import { Gpu } from '../../src/gpu/gpu.ts';
+import { TargetModel } from '../../src/model/target/model.ts';
+import { urlStore } from '../../src/platform/browser-model-files.ts';
+import type { FileStore } from '../../src/ports/storage.ts';
+import { Rng } from '../../src/util/random.ts';
+import { adapterLimitsOf, LAB_ROUND_PROMPTS } from './protocol.ts';
+import { reportSavedRun } from './worker-run.ts';
+import { closeSession, lab, phase, platform, post } from './worker-state.ts';
+
+export async function init(labTargetUrl: string): Promise<void> {
+  try {
+    lab.ctx = await platform.acquireGpu();
+  } catch (err) {
+    post({ type: 'gpu-error', message: `WebGPU is not available here: ${(err as Error).message}` });
+    phase('error', 'no WebGPU');
+    return;
+  }
+  const context = lab.ctx;
+  context.device.lost.then((info) => {
+    if (!context.isDestroyed) post({ type: 'gpu-error', message: `the GPU device was lost (${info.reason}): ${info.message}. Reload the page; training continues from the last checkpoint.` });
+  });
+  post({ type: 'adapter', record: context.record });
+  lab.gpu = new Gpu(context);
+  await loadModel(modelUrlStore(labTargetUrl), 'lab-target', true);
+  await reportSavedRun();
+}
+
+/** A model directory over HTTP whose downloads show on the model panel. */
+export function modelUrlStore(url: string): FileStore {
+  return urlStore(url, { onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }) });
+}
+
+export async function loadModel(store: FileStore, id: string, bundled: boolean): Promise<void> {
+  if (lab.running) {
+    post({ type: 'model', state: 'error', message: 'stop the training run before loading another model' });
+    return;
+  }
+  post({ type: 'model', state: 'loading', message: `loading ${id}` });
+  try {
+    const checkpoint = await loadHfCheckpoint(store, '', { onProgress: (loaded, total) => post({ type: 'model', state: 'loading', message: `loading ${id}`, loaded, total }) });
+    const tokenizer = (await store.exists('tokenizer.json')) ? await ChatTokenizer.load(store, '') : undefined;
+    let train: number[][];
+    let heldOut: number[][];
+    let heldText: string[];
+    if (bundled) {
+      const prompts = parseLabPrompts(await store.read(LAB_PROMPTS_FILE), `${store.root}/${LAB_PROMPTS_FILE}`, checkpoint.config.vocabSize);
+      train = prompts.train.map((p) => p.ids);
+      heldOut = prompts.heldOut.map((p) => p.ids);
+      heldText = prompts.heldOut.map((p) => p.text);
+    } else {
+      // Any other model: seeded random-token prompts (no corpus for its tokenizer is bundled).
+      const rng = new Rng(0);
+      const make = (n: number) => Array.from({ length: n }, () => Array.from({ length: 8 }, () => rng.int(0, checkpoint.config.vocabSize)));
+      train = make(64);
+      heldOut = make(8);
+      heldText = heldOut.map((ids) => (tokenizer ? tokenizer.decode(ids) : ids.join(' ')));
+    }
+    const target = TargetModel.create(lab.gpu!, checkpoint);
+    closeSession();
+    lab.model?.target.destroy();
+    lab.model = { id, checkpoint, target, tokenizer, train, heldOut };
+    lab.imported = undefined;
+    const c = checkpoint.config;
+    post({ type: 'model', state: 'ready', message: `${id}: ${c.architecture}, ${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}`, id });
+    post({ type: 'prompts', heldOut: heldText });
+    // What the page's memory plan needs (it is computed there, on every settings change).
+    post({ type: 'memory-basis', target: c, trainPromptLengths: train.map((p) => p.length), heldOut: heldOut.length, roundPrompts: LAB_ROUND_PROMPTS, limits: adapterLimitsOf(lab.gpu!.ctx.limits) });
+  } catch (err) {
+    post({ type: 'model', state: 'error', message: `refused ${id}: ${(err as Error).message}` });
+  }
+}

@@ -1,0 +1,46 @@
+/**
+ * The lab worker's "Try the draft" panel: greedy decoding of a held-out prompt by the target alone,
+ * then speculatively with the current (trained or imported) draft, streaming the tokens.
+ */
+import type { Eagle3DraftCheckpoint } from '../../src/inference/eagle3-drafter.ts';
+import { evaluateDraft } from '../../src/inference/evaluate-draft.ts';
+import { timeTargetOnly } from '../../src/inference/speculative.ts';
+import { auxLayersFor, lab, post } from './worker-state.ts';
+
+async function currentDraft(): Promise<{ draft: Eagle3DraftCheckpoint; label: string } | undefined> {
+  if (lab.imported) return lab.imported;
+  if (lab.session) return { draft: await lab.session.currentDraft(), label: `trained draft at step ${lab.session.globalStep}` };
+  return undefined;
+}
+
+export async function specRun(prompt: number, maxNewTokens: number, numDraftTokens: number): Promise<void> {
+  if (lab.running && !lab.pauseRequested) throw new Error('pause or stop training first: speculative decoding shares the GPU');
+  const m = lab.model!;
+  const chosen = await currentDraft();
+  if (!chosen) throw new Error('no draft yet: train one (or import an export) first');
+  const ids = m.heldOut[prompt];
+  if (!ids) throw new Error(`no held-out prompt ${prompt}`);
+  const decode = (t: number[]) => (m.tokenizer ? m.tokenizer.decode(t) : t.join(' '));
+  const now = () => performance.now();
+  const base = await timeTargetOnly(m.target, [ids], maxNewTokens, now);
+  const out: number[] = [];
+  const result = await evaluateDraft(m.target, lab.gpu!, chosen.draft, [ids], {
+    maxNewTokens,
+    numDraftTokens,
+    auxLayerIds: chosen.draft.auxLayerIds ?? auxLayersFor(m.checkpoint.config.numLayers),
+    reference: base.tokens,
+    now,
+    onVerify: (e) => {
+      for (const t of e.accepted) {
+        out.push(t);
+        post({ type: 'spec-token', text: decode([t]), draft: true, first: false });
+      }
+      out.push(e.bonus);
+      post({ type: 'spec-token', text: decode([e.bonus]), draft: false, first: e.first === true });
+    },
+  });
+  post({
+    type: 'spec-done',
+    stats: { acceptance: result.acceptanceLength, lossless: result.lossless, tpsDraft: result.tokensPerSecond, tpsTarget: base.speed.tokensPerSecond, text: decode(out.slice(0, maxNewTokens)), targetText: decode(base.tokens[0]), draftSource: chosen.label },
+  });
+}
