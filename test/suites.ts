@@ -25,6 +25,7 @@ import sealedJson from './util/sealed-json.test.ts';
 import stableHash from './util/stable-hash.test.ts';
 import formatUtil from './util/format.test.ts';
 import bytesUtil from './util/bytes.test.ts';
+import statisticsUtil from './util/statistics.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
@@ -55,6 +56,7 @@ export const suites: readonly Suite[] = [
   stableHash,
   formatUtil,
   bytesUtil,
+  statisticsUtil,
   portsStorage,
   nonFiniteGuard,
   adamwBackend,
