@@ -29,6 +29,7 @@ import statisticsUtil from './util/statistics.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
+import labMetrics from './web/lab/metrics.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -60,4 +61,5 @@ export const suites: readonly Suite[] = [
   portsStorage,
   nonFiniteGuard,
   adamwBackend,
+  labMetrics,
 ];

@@ -133,13 +133,15 @@ const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64']);
 async function openShards(store: FileStore, dir: string): Promise<Map<string, SafetensorsReader>> {
   const indexPath = join(dir, 'model.safetensors.index.json');
   const byName = new Map<string, SafetensorsReader>();
-  if (!(await store.exists(indexPath))) {
-    const single = join(dir, 'model.safetensors');
-    if (!(await store.exists(single))) throw new Error(`${store.root}/${dir}: neither model.safetensors nor model.safetensors.index.json found`);
+  // The single file is asked for first: most small checkpoints have only it, and over HTTP a probe
+  // for an absent index is a 404 the browser logs as an error on every load.
+  const single = join(dir, 'model.safetensors');
+  if (await store.exists(single)) {
     const reader = await SafetensorsReader.open(store, single);
     for (const name of reader.names) byName.set(name, reader);
     return byName;
   }
+  if (!(await store.exists(indexPath))) throw new Error(`${store.root}/${dir}: neither model.safetensors nor model.safetensors.index.json found`);
   const source = `${store.root}/${indexPath}`;
   let index: unknown;
   try {
