@@ -10,7 +10,8 @@
  *     `OVERRIDABLE`): --out (where the run is, not what it is), --log-every, --max-nonfinite-steps,
  *     --checkpoint-every (how often the same stream is made durable), and the evaluation-only
  *     --num-draft-tokens, --max-new-tokens, --eval-train-prompts and --eval-every, and --gpu-memory-budget
- *     (a limit of this machine, not of the run); the dataset flags (--data, --eval-data, --chat-template, --max-length, --regenerate, --temperature) shape the data and are refused;
+ *     (a limit of this machine, not of the run), and --cluster (where the run's Redis is now; --run,
+ *     the run's name there, is refused); the dataset flags (--data, --eval-data, --chat-template, --max-length, --regenerate, --temperature) shape the data and are refused;
  *   - every other setting shapes the run and must agree with the stored one or is refused, naming
  *     each differing setting with both values: --target, --prompts-file, --offline, --train-prompts,
  *     --prompt-length, --response-length, --epochs, --round-prompts, --batch-size, --ttt-length,
@@ -39,13 +40,15 @@ import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 import { normalizeConfigKeys, TRAIN_OPTIONS, type TrainFlags } from './train-options.ts';
 
 /** Settings a resume may change: they shape neither the data stream nor the model (see above). */
-export const OVERRIDABLE: ReadonlySet<string> = new Set(['out', 'resume', 'fresh', 'logEvery', 'maxNonfiniteSteps', 'checkpointEvery', 'numDraftTokens', 'maxNewTokens', 'evalTrainPrompts', 'evalEvery', 'gpuMemoryBudget']);
+export const OVERRIDABLE: ReadonlySet<string> = new Set(['out', 'resume', 'fresh', 'logEvery', 'maxNonfiniteSteps', 'checkpointEvery', 'numDraftTokens', 'maxNewTokens', 'evalTrainPrompts', 'evalEvery', 'gpuMemoryBudget', 'cluster']);
 
 /** What a run folder's handling needs of a run's settings (TrainConfig has it). */
 export interface RunFolderConfig {
   out: string;
   resume: boolean;
   fresh: boolean;
+  /** A cluster run's Redis (its ledger is there, not in the folder). */
+  cluster?: string;
 }
 
 const FLAG = new Map(TRAIN_OPTIONS.map((o) => [o.key, o.flag]));
@@ -130,6 +133,11 @@ export interface RunFolder {
   readonly lock: FileLock;
   /** After a failure: takes back what this attempt created, unless it resumed or trained a step. */
   abandon(): Promise<void>;
+  /**
+   * The run now exists beyond this folder (a cluster's Redis holds its manifest and ledger): a later
+   * failure takes nothing back, so the folder stays for `--resume`, the only start the cluster accepts.
+   */
+  keep(): void;
   /** Releases the lock (and removes the folder when this attempt made it and took everything back). */
   release(): Promise<void>;
 }
@@ -148,6 +156,7 @@ export async function openRunFolder(roots: FileRoots, config: RunFolderConfig, s
   const lock = await lockRunFolder(out);
   // Set when this attempt took back what it created: the lock's release then removes a folder it made.
   let takenBack = false;
+  let kept = false;
   const release = async () => {
     await lock.release();
     if (takenBack && !existed && (await out.list('')).length === 0) await parent.remove(name);
@@ -171,8 +180,11 @@ export async function openRunFolder(roots: FileRoots, config: RunFolderConfig, s
   return {
     lock,
     release,
+    keep() {
+      kept = true;
+    },
     async abandon() {
-      if (config.resume || takenBack) return;
+      if (config.resume || takenBack || kept) return;
       const stepFolders = (await out.list(RUN_CHECKPOINTS_DIR)).some((n) => parseCheckpointDirName(n) !== undefined);
       if (stepFolders || (await loggedTrainSteps(out)).lastStep > loggedBefore) return; // a step was trained: the run is resumable
       for (const entry of await out.list('')) if (entry !== RUN_LOCK && !before.includes(entry)) await out.remove(entry);

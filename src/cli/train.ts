@@ -238,11 +238,11 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     };
     const earlier = await loggedSteps(out);
     const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
-
     const gpu = new Gpu(ctx);
     const target = TargetModel.create(gpu, checkpoint);
-    // A cluster run's ledger is in Redis, shared with its rollout processes (cluster-run.ts).
+    // A cluster run's ledger is in Redis (cluster-run.ts); once there, a failure leaves --out for --resume.
     const role = config.cluster && config.run ? await openClusterTrainer(platform, { ...config, cluster: config.cluster, run: config.run }, gpu, sessionCapture(tc, auxLayerIds, config), tc, print) : undefined;
+    if (role) run.keep();
     const metadata = role?.stores.metadata ?? (await FileMetadataStore.open(out, { dir: 'metadata' }));
     let session: Eagle3TrainingSession | undefined;
     try {

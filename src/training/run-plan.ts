@@ -155,7 +155,7 @@ export const RUN_LOCK = 'LOCK';
 /** The run's settings, sealed (src/util/sealed-json.ts): written at start, read by `--resume` (src/cli/run-settings.ts). */
 export const RUN_SETTINGS = 'settings.json';
 
-export async function prepareRunFolder(out: FileStore, config: { resume: boolean; fresh: boolean }): Promise<void> {
+export async function prepareRunFolder(out: FileStore, config: { resume: boolean; fresh: boolean; cluster?: string }): Promise<void> {
   if (config.resume && config.fresh) throw new Error('--resume and --fresh contradict each other: pick one');
   const present: string[] = [];
   for (const name of RUN_STATE) if ((await out.list(name)).length > 0) present.push(name);
@@ -165,6 +165,8 @@ export async function prepareRunFolder(out: FileStore, config: { resume: boolean
     for (const name of [...RUN_STATE, RUN_SETTINGS, 'metrics.jsonl', 'summary.json', 'draft']) await out.remove(name);
     return;
   }
+  // A cluster run keeps its ledger in Redis: before its first checkpoint, its folder holds only its settings.
+  if (config.cluster !== undefined && (await out.exists(RUN_SETTINGS))) present.push(RUN_SETTINGS);
   if (config.resume && present.length === 0) throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);
   if (!config.resume && present.length > 0) {
     throw new Error(`${out.root} already holds a run (${present.map((p) => `${p}/`).join(', ')}): pass --resume to continue it from its last checkpoint, --fresh to delete it and start over, or another --out`);

@@ -343,6 +343,9 @@ async function ackedCheckpoint(store: FileStore, runId: string, complete: Checkp
   // A crash between a save and its ack leaves the newest checkpoint one step ahead of the ledger;
   // the checkpoint of the acked step (if kept) is then the consistent one. Acks ahead of every
   // checkpoint are never papered over.
+  // A crash between the FIRST save and its ack: nothing is acked, so the run starts over (the
+  // restarted run's first save replaces that folder).
+  if ((ackStep ?? 0) === 0 && complete.length === 1 && complete[0].step > 0) return undefined;
   const ref = complete.find((r) => r.step === ackStep && r.step < (complete.at(-1)?.step ?? -1)) ?? complete.at(-1);
   if (!ref) {
     if (ackStep !== null && ackStep > 0) {

@@ -12,16 +12,14 @@
  *   - redis-kill: Redis SIGKILLed once step 2 is durably acked, after step 3, once step 4 is durably
  *     acked and after step 5, then started again from its AOF on the same port and dir; every process
  *     must fail closed (exit 1 or 0, no hang) and is restarted (the trainer with --resume).
- *     SPECLAB_CLUSTER_CRASH_KNOWN_BUGS=1 adds two Redis kill points that still fail: before the first
- *     step (the failed trainer takes its new run folder back, so --resume finds nothing while Redis
- *     refuses a fresh start) and after step 1 (a checkpoint of step 2 saved but its ack lost: a resume
- *     with no durable step refuses a checkpoint ahead of it).
+ *     Also before the first step (after a worker's first commit) and after step 1 (the checkpoint of
+ *     step 2 may be saved with its ack lost). The restarted trainer and workers start together.
  * Each kill waits for a printed line (or a logged/leased state), never for a guessed time. Every case:
  * the trainer's last exit is 0; `speclab status` shows every sample committed and durably acked,
  * no backlog, no failed prompt; the final metrics.jsonl holds steps 1..6 once each unmarked, replays
  * only of steps past the durable step the resume started from, and every loss equals the
  * uninterrupted run's (relative 1e-6). The gateway role has no cluster-rollout endpoints: not here.
- * Node-only; run by scripts/test-all.sh.  `tsx test/cli/cluster-crash.ts`
+ * Node-only; run by scripts/test-all.sh.  `tsx test/cli/cluster-crash.ts [case-name-substring]`
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -42,6 +40,8 @@ const TOTAL_SAMPLES = 12;
 const LEASE_MS = 3000;
 const FLAGS = ['--target', target, '--train-prompts', '6', '--eval-prompts', '1', '--response-length', '12', '--epochs', '2', '--round-prompts', '4', '--batch-size', '2', '--lr', '1e-2', '--max-new-tokens', '8', '--eval-train-prompts', '0', '--eval-every', '0', '--checkpoint-every', '2', '--log-every', '1', '--seed', '3', '--prompt-lease-ms', String(LEASE_MS)];
 const PROCESS_MS = 180_000;
+/** Run only the cases whose name contains this (after the uninterrupted reference run). */
+const ONLY = process.argv[2];
 const started: CliProcess[] = [];
 const servers: RedisServer[] = [];
 
@@ -192,6 +192,7 @@ async function verify(run: Run, reference: StepRecord[], problems: string[]): Pr
 }
 
 async function runCase(name: string, server: RedisServer | undefined, reference: StepRecord[], body: (run: Run) => Promise<void>): Promise<void> {
+  if (ONLY !== undefined && !name.includes(ONLY)) return;
   const t0 = performance.now();
   const problems: string[] = [];
   const srv = server ?? (await startRedisServer({ durable: true }));
@@ -290,15 +291,15 @@ try {
 
   // 3. Redis SIGKILLed and started again from its AOF; processes that failed closed are restarted.
   const redisPoints: [string, (run: Run) => Promise<void>][] = [
+    // Before the first step: the run exists only in Redis, and the trainer's --out is kept for --resume.
+    ['after-first-commit', (run) => run.rollouts.get('a')!.waitFor(commits(1))],
+    // The checkpoint of step 2 may be saved with its ack lost: the run then starts over.
+    ['after-step-1', (run) => run.trainer.waitFor(/step 1\/6/)],
     ['after-checkpoint-of-step-2', durable(2)],
     ['after-step-3', (run) => run.trainer.waitFor(/step 3\/6/)],
     ['after-checkpoint-of-step-4', durable(4)],
     ['after-step-5', (run) => run.trainer.waitFor(/step 5\/6/)],
   ];
-  // Kill points that hit the known bugs named in the report (not fixed here; opt in to reproduce them).
-  if (process.env.SPECLAB_CLUSTER_CRASH_KNOWN_BUGS === '1') {
-    redisPoints.push(['after-first-commit', (run) => run.rollouts.get('a')!.waitFor(commits(1))], ['after-step-1', (run) => run.trainer.waitFor(/step 1\/6/)]);
-  }
   for (const [point, wait] of redisPoints) {
     await runCase(`redis-kill ${point}`, undefined, reference, async (run) => {
       run.rollout('a');
@@ -320,10 +321,8 @@ try {
       const again = await startRedisServer({ durable: true, dir, port });
       servers.splice(servers.indexOf(run.server), 1, again); // stop() removes the dir: only the last server on it
       run.server = again;
-      // The trainer first, the workers once its resume has read the ledger: workers committing while a
-      // resume reads the ledger can strand samples (a race named in the report, not fixed here).
+      // Everything restarts at once: workers may commit while the resume reads the ledger.
       run.resume();
-      await run.trainer.waitFor(/phase train: /);
       for (const id of dead) run.rollout(id);
       await run.trainerExit();
     });

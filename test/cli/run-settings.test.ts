@@ -89,6 +89,16 @@ export default defineSuite('cli/run-settings', (t) => {
       assertEqual((await resumed(ctx.platform, ['--out', dir, '--resume', '--fresh'])).fresh, true, '--resume --fresh left to prepareRunFolder');
       assertEqual((await resumed(ctx.platform, ['--out', dir, '--batch-size', '8'])).batchSize, 8, 'without --resume: this command only');
 
+      // A cluster run before its first checkpoint (its ledger is in Redis): resumable; its Redis may
+      // have moved, its run name may not change.
+      const clusterDir = `${root}/cluster-run`;
+      await (await openRunFolder(ctx.platform, validateTrainConfig({ target: `${root}/target`, out: clusterDir, cluster: 'redis://127.0.0.1:7001', run: 'r1' }))).release();
+      const moved = await resumed(ctx.platform, ['--out', clusterDir, '--resume', '--cluster', 'redis://127.0.0.1:7002', '--run', 'r1']);
+      assertEqual(moved.cluster, 'redis://127.0.0.1:7002', '--cluster taken on --resume');
+      await (await openRunFolder(ctx.platform, moved)).release();
+      const renamed = await assertRejects(() => resumed(ctx.platform, ['--out', clusterDir, '--resume', '--cluster', 'redis://127.0.0.1:7002', '--run', 'r2']), /--resume/, 'another run name');
+      assert(renamed.message.includes('--run r1; this command says --run r2'), renamed.message);
+
       // The latest complete checkpoint's settings win over settings.json.
       await fakeCheckpoint(tmp.files, 'run/checkpoints/speclab-train-step3', 3, { ...original, batchSize: 2, draftVocabSize: 300, auxLayers: [0, 1, 2], evalNewTokens: 9 });
       const stored = await storedRunSettings(ctx.platform, dir);

@@ -65,7 +65,7 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
       child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
     };
-    process.once('exit', onExit);
+    onProcessExit.add(onExit);
     try {
       await waitReady(child);
       return {
@@ -81,14 +81,14 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
         },
         stop: async () => {
           child.kill('SIGCONT');
-          process.removeListener('exit', onExit);
+          onProcessExit.delete(onExit);
           await stopChild(child);
           rmSync(dir, { recursive: true, force: true });
         },
       };
     } catch (err) {
       lastError = err;
-      process.removeListener('exit', onExit);
+      onProcessExit.delete(onExit);
       await stopChild(child);
       // A dir passed in is the caller's (it may hold a killed server's AOF): leave it.
       if (options.dir === undefined) rmSync(dir, { recursive: true, force: true });
@@ -96,6 +96,12 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   }
   throw new Error(`could not start ${REDIS_BIN}: ${String(lastError)}`);
 }
+
+/** One 'exit' listener for every live server (a crash matrix starts more than Node's listener warning allows). */
+const onProcessExit = new Set<() => void>();
+process.once('exit', () => {
+  for (const cleanup of onProcessExit) cleanup();
+});
 
 function waitReady(child: ChildProcess): Promise<void> {
   return new Promise((resolve, reject) => {

@@ -261,6 +261,9 @@ export default defineSuite('training/train-checkpoint', (t) => {
       );
       await assertRejects(() => resumeFromCheckpoint(files, gpu, tr.backend, { runId: 'never-saved', marker: marker(3), contract: CONTRACT }), /acked step 3 but .* holds no complete checkpoint/, 'acks without checkpoint');
       assertEqual(await resumeFromCheckpoint(files, gpu, tr.backend, { runId: 'never-saved', marker: marker(null), contract: CONTRACT }), undefined, 'fresh run');
+      // A crash between the FIRST save and its ack: nothing is acked, so the run starts over.
+      await saveCheckpoint(files, gpu, tr.backend, { runId: 'first-save', globalStep: 2, microStep: 4, epoch: 0, data: { epochBatch: 4, epochSamples: 8, samplesConsumed: 8 }, contract: CONTRACT });
+      assertEqual(await resumeFromCheckpoint(files, gpu, tr.backend, { runId: 'first-save', marker: marker(null), contract: CONTRACT }), undefined, 'first save, ack lost: start over');
 
       // A changed optimizer schedule is drift too.
       const other = new AdamWBackend(gpu, { ...OPTIMIZER, schedule: { ...OPTIMIZER.schedule, totalSteps: 99 } });
