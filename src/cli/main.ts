@@ -20,6 +20,7 @@ import { CliExit, parseCommand, parseRoot, UsageError, type CommandDef, type Par
 import { EVAL_DEF, evalArgs, EXPORT_DEF, GENERATE_DEF, generateArgs, PRETRAIN_DEF, pretrainArgs, SELFCHECK_DEF, type ExportArgs } from './command-options.ts';
 import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
 import { ROLLOUT_DEF, rolloutArgs, STATUS_DEF, statusArgs } from './cluster-options.ts';
+import { GATEWAY_DEF, gatewayArgs } from './gateway-options.ts';
 
 type Print = (line: string) => void;
 
@@ -96,6 +97,13 @@ const COMMANDS: Record<string, Command<unknown>> = {
     options: statusArgs,
     async run(platform, options, print) {
       return (await import('./status.ts')).runStatus(platform, options, print);
+    },
+  }),
+  gateway: command({
+    def: GATEWAY_DEF,
+    options: gatewayArgs,
+    async run(platform, options, print) {
+      return (await import('./gateway.ts')).runGateway(platform, options, print);
     },
   }),
 };

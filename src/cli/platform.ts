@@ -10,6 +10,7 @@
  */
 import type { GpuContext, GpuRequest } from '../gpu/context.ts';
 import type { RedisLink } from '../ports/redis-link.ts';
+import type { GatewayServeOptions, ServedGateway } from './gateway-options.ts';
 import type { FileStore, KeyValueHost } from '../ports/storage.ts';
 import type { RuntimeName } from '../ports/runtime.ts';
 
@@ -32,4 +33,6 @@ export interface Platform extends KeyValueHost {
   onInterrupt?(handler: (signal: 'SIGINT' | 'SIGTERM') => void): () => void;
   /** Opens a Redis connection (`redis://host:port/db`), resolving once the server answered. Absent where there are no sockets (a browser tab). */
   connectRedis?(url: string): Promise<RedisLink>;
+  /** Serves a run's WebSocket gateway for rollout tabs (`speclab gateway`). Absent where there is no server socket. */
+  startGateway?(options: GatewayServeOptions): Promise<ServedGateway>;
 }

@@ -31,13 +31,19 @@ export interface FeatureSource {
   generateFeatures(tasks: readonly PromptTask[], capture: CaptureConfig): Promise<CapturedFeatures[]>;
 }
 
+/**
+ * The controller endpoints a worker calls: a `DataFlowController` in this process, or one behind
+ * the gateway's control RPC for a browser tab (src/training/tab-rollout.ts).
+ */
+export type RolloutEndpoints = Pick<DataFlowController, 'runId' | 'registerRolloutWorker' | 'leasePromptTasks' | 'failPromptTasks' | 'commitSamples'>;
+
 export type WorkerState = 'starting' | 'ready' | 'paused' | 'draining' | 'unhealthy' | 'stopped';
 
 export class RolloutWorker {
   state: WorkerState = 'starting';
 
   private constructor(
-    private readonly controller: DataFlowController,
+    private readonly controller: RolloutEndpoints,
     private readonly source: FeatureSource,
     private readonly store: FeatureStore,
     private readonly gpu: Gpu,
@@ -47,7 +53,7 @@ export class RolloutWorker {
 
   /** Registers the worker with the controller (its member registry may be shared, hence async) and returns it. */
   static async create(
-    controller: DataFlowController,
+    controller: RolloutEndpoints,
     source: FeatureSource,
     store: FeatureStore,
     gpu: Gpu,

@@ -63,6 +63,14 @@ export interface ConnectionInfo {
   readonly remoteAddress: string;
 }
 
+/** Another protocol served on the gateway's port after the same checks (src/platform/control-gateway-node.ts). */
+export interface GatewayExtension {
+  /** The subprotocol a client offers (instead of the data plane's) to reach this handler. */
+  readonly protocol: string;
+  /** Serves one authenticated connection; resolves when it closed. */
+  serve(ws: WebSocket, info: ConnectionInfo): Promise<void>;
+}
+
 export interface DataPlaneGatewayOptions {
   /** Shared secret every client must present (16..256 characters of [A-Za-z0-9_-]). */
   readonly token: string;
@@ -94,6 +102,8 @@ export interface DataPlaneGatewayOptions {
   readonly gpu?: Gpu;
   /** Connection-level events (refusals, protocol errors), for logs. */
   readonly onLog?: (line: string) => void;
+  /** The control-plane RPC for rollout tabs, on the same port, token and Origin checks. */
+  readonly control?: GatewayExtension;
 }
 
 export interface DataPlaneGateway {
@@ -145,8 +155,9 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     maxPayload: maxMessageBytes,
     perMessageDeflate: false,
     // Answer with the protocol name only; the token subprotocol is never echoed back.
-    handleProtocols: (offered) => (offered.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : false),
+    handleProtocols: (offered) => (offered.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : control && offered.has(control.protocol) ? control.protocol : false),
   });
+  const control = options.control;
   const sockets = new Set<WebSocket>();
   const sessions = new Set<Promise<void>>();
 
@@ -159,7 +170,8 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
       socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`);
     };
     const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
-    if (!offered.includes(GATEWAY_PROTOCOL)) return refuse(400, 'Bad Request', `offer the ${GATEWAY_PROTOCOL} subprotocol`);
+    const toControl = control !== undefined && !offered.includes(GATEWAY_PROTOCOL) && offered.includes(control.protocol);
+    if (!offered.includes(GATEWAY_PROTOCOL) && !toControl) return refuse(400, 'Bad Request', `offer the ${GATEWAY_PROTOCOL}${control ? ` or ${control.protocol}` : ''} subprotocol`);
     const token = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX))?.slice(TOKEN_PROTOCOL_PREFIX.length);
     if (token === undefined || !timingSafeEqual(digest(token), tokenDigest)) return refuse(401, 'Unauthorized', 'missing or wrong gateway token');
     if (options.allowedOrigins && !options.allowedOrigins.includes(String(req.headers.origin))) {
@@ -175,7 +187,8 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     if (ns !== null && !NAMESPACE_PATTERN.test(ns)) return refuse(400, 'Bad Request', 'namespace must be 1..64 characters of [A-Za-z0-9_-]');
     wss.handleUpgrade(req, socket, head, (ws) => {
       sockets.add(ws);
-      const session = serve(ws, { namespace: ns, remoteAddress: String(req.socket.remoteAddress) }).finally(() => {
+      const info = { namespace: ns, remoteAddress: String(req.socket.remoteAddress) };
+      const session = (toControl ? control.serve(ws, info) : serve(ws, info)).finally(() => {
         sockets.delete(ws);
         sessions.delete(session);
       });

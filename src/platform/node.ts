@@ -201,6 +201,7 @@ export const nodePlatform: Platform = {
   },
   // Loaded on first use, so commands that never reach Redis do not load its client.
   connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
+  startGateway: async (options) => (await import('./control-gateway-node.ts')).startRunGateway(options),
   onInterrupt(handler) {
     const onInt = () => handler('SIGINT');
     const onTerm = () => handler('SIGTERM');
