@@ -1,6 +1,7 @@
 /**
- * Evaluation by speculative decoding (chain drafting, greedy verification, batch 1), as SGLang serves
- * an EAGLE3 draft and as SpecForge's benchmark measures it (docs/eagle3.md §9).
+ * Evaluation by speculative decoding (chain drafting, batch 1), as SGLang serves an EAGLE3 draft and
+ * as SpecForge's benchmark measures it (docs/eagle3.md §9). Greedy verification by default; with
+ * `sampling.temperature` > 0, speculative sampling (the rejection rule of speculative-sampling.ts).
  *
  * Per prompt:
  *   1. The target prefills the prompt with its KV cache, returning the logits and the aux hidden
@@ -15,6 +16,13 @@
  * Output tokens equal target-only greedy decoding exactly (every emitted token is a target argmax
  * given the accepted prefix).
  *
+ * Sampled (temperature > 0): the first token is a draw from the target's distribution p; the
+ * proposer samples d_i from the draft's q_i and returns q_i; the same one forward gives p_1..p_{k+1};
+ * d_i is accepted with probability min(1, p_i(d_i)/q_i(d_i)), the first rejection draws from
+ * norm(max(0, p_i − q_i)), and when all are accepted the bonus is drawn from p_{k+1}. The output is
+ * then distributed as target-only sampling with the same temperature / top-k / top-p. One Rng per
+ * run (seeded), drawn in a fixed order: a seed reproduces the tokens.
+ *
  * Acceptance length = tokens produced by verification forwards / verification forwards
  * = 1 + accepted draft tokens / verifications (the bonus token counts, so a draft that always misses
  * gives 1.0, docs/eagle3.md §9). The first token comes from the prefill and is not counted.
@@ -24,8 +32,25 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { copyStrided } from '../kernels/copy-strided.ts';
 import { generate } from '../model/target/generate.ts';
 import type { TargetModel } from '../model/target/model.ts';
-import { argmax } from '../model/target/sampling.ts';
+import { argmax, checkSamplingOptions, samplingProbabilities, type SamplingOptions } from '../model/target/sampling.ts';
+import { Rng } from '../util/random.ts';
 import type { DraftRowsOutput, Eagle3Drafter } from './eagle3-drafter.ts';
+import { draftProbabilities, isSampling, sampleFrom, verifySampled, type SpeculativeSampling } from './speculative-sampling.ts';
+
+export type { SpeculativeSampling } from './speculative-sampling.ts';
+
+/** What a sampled proposal draws with: the run's sampling settings and its one Rng. */
+export interface DraftSampler {
+  readonly options: SamplingOptions;
+  readonly rng: Rng;
+}
+
+/** Sampled draft tokens and the distributions they were drawn from. */
+export interface SampledProposal {
+  readonly tokens: number[];
+  /** q_i for each token: float64 probabilities over the TARGET vocabulary (0 outside the draft's). */
+  readonly probs: Float64Array[];
+}
 
 /**
  * Something that proposes draft tokens. Calls for one prompt: `begin`, then `propose` per
@@ -40,6 +65,12 @@ export interface DraftProposer {
    * the previous call (the whole prompt on the first call). Borrowed: valid during the call only.
    */
   propose(tokens: readonly number[], newAux: Tensor, k: number): Promise<number[]>;
+  /**
+   * As `propose`, but each token is drawn from the draft's distribution (the sampler's settings
+   * applied to the draft logits) with the sampler's Rng, and that distribution is returned with it.
+   * Needed for a run with temperature > 0.
+   */
+  proposeSampled?(tokens: readonly number[], newAux: Tensor, k: number, sampler: DraftSampler): Promise<SampledProposal>;
   end(): void;
 }
 
@@ -55,7 +86,23 @@ export class Eagle3Proposer implements DraftProposer {
     this.committed = 0;
   }
 
-  async propose(tokens: readonly number[], newAux: Tensor, k: number): Promise<number[]> {
+  propose(tokens: readonly number[], newAux: Tensor, k: number): Promise<number[]> {
+    return this.chain(tokens, newAux, k, (row) => this.drafter.greedyTargetIds(row)[0]);
+  }
+
+  async proposeSampled(tokens: readonly number[], newAux: Tensor, k: number, sampler: DraftSampler): Promise<SampledProposal> {
+    const probs: Float64Array[] = [];
+    const V = this.drafter.config.vocabSize;
+    const drafts = await this.chain(tokens, newAux, k, (row) => {
+      const q = draftProbabilities(row, sampler.options, (d) => this.drafter.toTarget(d), V);
+      probs.push(q);
+      return sampleFrom(q, sampler.rng);
+    });
+    return { tokens: drafts, probs };
+  }
+
+  /** Catch-up, then k − 1 chain steps; `pick` turns each step's draft logits [D] into a target id. */
+  private async chain(tokens: readonly number[], newAux: Tensor, k: number, pick: (draftLogits: Float32Array) => number): Promise<number[]> {
     const gpu = this.drafter.gpu;
     const n = tokens.length - 1; // positions 0..n−1 are verified by the target
     const m = n - this.committed;
@@ -78,7 +125,7 @@ export class Eagle3Proposer implements DraftProposer {
       for (let j = 0; ; j++) {
         const rows = out.logits.shape[0];
         const logits = (await gpu.read(out.logits)) as Float32Array;
-        const [next] = this.drafter.greedyTargetIds(logits.subarray((rows - 1) * D, rows * D));
+        const next = pick(logits.subarray((rows - 1) * D, rows * D));
         drafts.push(next);
         if (drafts.length === k) break;
         // Step j + 1 at position n + j: hidden = the previous raw output (last row), token = the draft just chosen.
@@ -113,6 +160,11 @@ export interface SpeculativeOptions {
   readonly eosTokenIds?: readonly number[];
   /** Called after every verification with the tokens it produced (a UI streams output from it). */
   readonly onVerify?: (event: VerifyEvent) => void;
+  /**
+   * Temperature / top-p / top-k for the target and the draft, and the seed of the run's Rng.
+   * Absent or temperature 0: greedy (the output equals target-only greedy decoding).
+   */
+  readonly sampling?: SpeculativeSampling;
 }
 
 /** One verification: `accepted` draft tokens kept, then the target's `bonus` token. */
@@ -120,6 +172,8 @@ export interface VerifyEvent {
   readonly prompt: number;
   readonly accepted: readonly number[];
   readonly bonus: number;
+  /** The draft tokens this verification checked (`accepted` is their longest kept prefix). */
+  readonly drafted?: readonly number[];
   /** The first token after the prompt (from the prefill, before any verification). */
   readonly first?: boolean;
 }
@@ -141,7 +195,7 @@ export interface SpeculativeResult {
   readonly draftedPerStep: number[];
 }
 
-/** Greedy speculative decoding of each prompt (batch 1, one after another). */
+/** Speculative decoding of each prompt (batch 1, one after another): greedy, or sampled per `options.sampling`. */
 export async function speculativeGenerate(target: TargetModel, proposer: DraftProposer, prompts: readonly (readonly number[])[], options: SpeculativeOptions): Promise<SpeculativeResult> {
   const { maxNewTokens, numDraftTokens: k, auxLayerIds } = options;
   if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new Error(`speculativeGenerate: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
@@ -149,6 +203,11 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
   const numLayers = target.config.numLayers;
   if (auxLayerIds.length === 0) throw new Error('speculativeGenerate: auxLayerIds is empty');
   for (const id of auxLayerIds) if (!Number.isInteger(id) || id < 0 || id >= numLayers) throw new Error(`speculativeGenerate: aux layer id ${id} outside 0..${numLayers - 1}`);
+  const sampling = options.sampling ?? {};
+  checkSamplingOptions(sampling);
+  const sampled = isSampling(sampling);
+  if (sampled && !proposer.proposeSampled) throw new Error('speculativeGenerate: sampling (temperature > 0) needs a proposer with proposeSampled (the draft distributions q)');
+  const rng = new Rng(sampling.seed ?? 0);
   const eos = new Set(options.eosTokenIds ?? []);
   const gpu = target.gpu;
   const V = target.config.vocabSize;
@@ -173,26 +232,36 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
       aux = await concatAux(gpu, pre.hiddenStates, auxLayerIds, target.config.hiddenSize, prompt.length);
       const preLogits = (await gpu.read(pre.logits)) as Float32Array;
       gpu.release(pre.logits, ...pre.hiddenStates.values());
-      const first = argmax(preLogits.subarray((prompt.length - 1) * V, prompt.length * V));
+      const lastRow = preLogits.subarray((prompt.length - 1) * V, prompt.length * V);
+      const first = sampled ? sampleFrom(samplingProbabilities(lastRow, sampling), rng) : argmax(lastRow);
       out.push(first);
       tokens.push(first);
       options.onVerify?.({ prompt: p, accepted: [], bonus: first, first: true });
       let done = eos.has(first);
       while (!done && out.length < maxNewTokens) {
         const kEff = Math.min(k, maxNewTokens - out.length - 1);
-        const drafts = kEff > 0 ? await proposer.propose(tokens, aux, kEff) : [];
+        let drafts: number[] = [];
+        let qRows: Float64Array[] = [];
+        if (kEff > 0 && sampled) ({ tokens: drafts, probs: qRows } = await proposer.proposeSampled!(tokens, aux, kEff, { options: sampling, rng }));
+        else if (kEff > 0) drafts = await proposer.propose(tokens, aux, kEff);
         if (drafts.length !== kEff) throw new Error(`speculativeGenerate: the proposer returned ${drafts.length} tokens, ${kEff} were asked for`);
+        if (sampled && (qRows.length !== kEff || qRows.some((q) => q.length !== V))) throw new Error(`speculativeGenerate: the proposer returned ${qRows.length} draft distributions of [${qRows.map((q) => q.length).join(', ')}] entries, ${kEff} of ${V} were needed`);
         gpu.release(aux);
         aux = undefined;
         const base = cache.lengths[0];
         const ver = await target.extend(cache, [tokens[tokens.length - 1], ...drafts], { hiddenStates: hsIndices });
         const logits = (await gpu.read(ver.logits)) as Float32Array;
-        // Row i predicts the token after [last, d1..di]: accept d_{i+1} while it equals that argmax.
+        // Row i predicts the token after [last, d1..di]: greedy accepts d_{i+1} while it equals that
+        // argmax; sampling accepts by the rejection rule (p rows past the first rejection are never built).
         let a = 0;
-        let bonus = argmax(logits.subarray(0, V));
-        while (a < drafts.length && drafts[a] === bonus) {
-          a++;
-          bonus = argmax(logits.subarray(a * V, (a + 1) * V));
+        let bonus: number;
+        if (sampled) ({ accepted: a, nextToken: bonus } = verifySampled((i) => samplingProbabilities(logits.subarray(i * V, (i + 1) * V), sampling), qRows, drafts, rng));
+        else {
+          bonus = argmax(logits.subarray(0, V));
+          while (a < drafts.length && drafts[a] === bonus) {
+            a++;
+            bonus = argmax(logits.subarray(a * V, (a + 1) * V));
+          }
         }
         const allAux = await concatAux(gpu, ver.hiddenStates, auxLayerIds, target.config.hiddenSize, drafts.length + 1);
         gpu.release(ver.logits, ...ver.hiddenStates.values());
@@ -205,7 +274,7 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
         accepted += a;
         acceptedPerStep.push(a);
         draftedPerStep.push(drafts.length);
-        options.onVerify?.({ prompt: p, accepted: drafts.slice(0, a), bonus });
+        options.onVerify?.({ prompt: p, accepted: drafts.slice(0, a), bonus, drafted: drafts });
         for (const t of [...drafts.slice(0, a), bonus]) {
           out.push(t);
           tokens.push(t);
@@ -252,11 +321,14 @@ export interface SpeedReport {
   readonly tokensPerSecond: number;
 }
 
-/** Times target-only greedy generation (batch 1 per prompt, like the speculative run). */
-export async function timeTargetOnly(target: TargetModel, prompts: readonly (readonly number[])[], maxNewTokens: number, now: () => number, eosTokenIds?: readonly number[]): Promise<{ tokens: number[][]; speed: SpeedReport }> {
+/**
+ * Times target-only generation (batch 1 per prompt, like the speculative run): greedy, or sampled
+ * with `sampling` (each prompt from an Rng seeded with `sampling.seed`).
+ */
+export async function timeTargetOnly(target: TargetModel, prompts: readonly (readonly number[])[], maxNewTokens: number, now: () => number, eosTokenIds?: readonly number[], sampling?: SpeculativeSampling): Promise<{ tokens: number[][]; speed: SpeedReport }> {
   const t0 = now();
   const tokens: number[][] = [];
-  for (const prompt of prompts) tokens.push((await generate(target, [prompt], { maxNewTokens, eosTokenIds }))[0]);
+  for (const prompt of prompts) tokens.push((await generate(target, [prompt], { ...sampling, maxNewTokens, eosTokenIds }))[0]);
   const seconds = (now() - t0) / 1000;
   const n = tokens.reduce((s, t) => s + t.length, 0);
   return { tokens, speed: { tokens: n, seconds, tokensPerSecond: n / seconds } };

@@ -89,3 +89,27 @@ export function sampleToken(logits: ArrayLike<number>, o: SamplingOptions, rng: 
   }
   return dist[dist.length - 1][0];
 }
+
+/**
+ * The same distribution as `samplingDistribution`, dense: [vocab] float64 probabilities, 0 for the
+ * tokens top-k/top-p drop (one-hot on the argmax at temperature 0). Speculative sampling needs
+ * p(x) and q(x) by id; without top-k/top-p it skips the sort.
+ */
+export function samplingProbabilities(logits: ArrayLike<number>, o: SamplingOptions): Float64Array {
+  const out = new Float64Array(logits.length);
+  if ((o.topK ?? 0) > 0 || (o.topP ?? 1) < 1 || (o.temperature ?? 0) === 0) {
+    for (const [id, p] of samplingDistribution(logits, o)) out[id] = p;
+    return out;
+  }
+  checkSamplingOptions(o);
+  const t = o.temperature ?? 0;
+  let max = Number.NEGATIVE_INFINITY;
+  for (let v = 0; v < logits.length; v++) {
+    if (Number.isNaN(logits[v])) throw new Error(`sampling: logit ${v} is NaN`);
+    max = Math.max(max, logits[v]);
+  }
+  let sum = 0;
+  for (let v = 0; v < logits.length; v++) sum += out[v] = Math.exp((logits[v] - max) / t);
+  for (let v = 0; v < logits.length; v++) out[v] /= sum;
+  return out;
+}
