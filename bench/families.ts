@@ -2,6 +2,7 @@
 import { benchMatmulGemv } from './kernels/matmul.ts';
 import type { Gpu } from '../src/gpu/gpu.ts';
 import { benchAttention } from './kernels/attention.ts';
+import { benchAttentionProbs } from './kernels/attention-probs.ts';
 import { benchCast } from './kernels/cast.ts';
 import { benchEmbedding } from './kernels/embedding.ts';
 import { benchLinear, LINEAR_CPU_SHAPES } from './kernels/linear.ts';
@@ -24,6 +25,8 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   // The Llama-8B-shaped attention takes many minutes on a software adapter (pipeline compile
   // included); there it runs at a small shape with the same kernels.
   ['attention', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchAttention(gpu, CPU_ATTENTION_SHAPE, 3) : benchAttention(gpu))],
+  // One sequence's TTT-step probabilities (the lab's draft insight), at the draft shapes SpecLab trains.
+  ['attention-probs', (gpu) => benchAttentionProbs(gpu)],
   ['linear', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchLinear(gpu, LINEAR_CPU_SHAPES) : benchLinear(gpu))],
   ['loss', (gpu) => benchLoss(gpu)],
   ['optim', (gpu) => benchOptim(gpu)],

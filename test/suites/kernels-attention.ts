@@ -2,5 +2,6 @@
 import type { Suite } from '../harness/suite.ts';
 import kernelsAttention from '../kernels/attention.test.ts';
 import referenceAttention from '../reference/attention.test.ts';
+import kernelsAttentionProbs from '../kernels/attention-probs.test.ts';
 
-export const kernels_attentionSuites: readonly Suite[] = [referenceAttention, kernelsAttention];
+export const kernels_attentionSuites: readonly Suite[] = [referenceAttention, kernelsAttention, kernelsAttentionProbs];

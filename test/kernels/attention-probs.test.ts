@@ -1,0 +1,111 @@
+/**
+ * The attention-probability kernel (src/kernels/attention-probs.ts) against its float64 reference at
+ * every TTT step of a small GQA shape with right padding and a left-padded row (a step-0 row with no
+ * visible key), for each lane split (TPR 1, 2, 4, 8); visible rows sum to 1, blocked keys are exactly
+ * 0, and Σ P·V gives back the flash forward's own output, so these are the probabilities it used.
+ * The kernel has no backward (it is read-only), so there is no gradient test.
+ */
+import { Gpu } from '../../src/gpu/gpu.ts';
+import { FLASH_GEOMETRY, tttAttentionForward, type GeometryChoice } from '../../src/kernels/attention.ts';
+import { attentionProbs, probsWidth } from '../../src/kernels/attention-probs.ts';
+import { attentionProbsRef } from '../../src/reference/attention-probs.ts';
+import { Rng } from '../../src/util/random.ts';
+import { assert, assertRejects, assertRelClose } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+
+const DIMS = { batch: 2, seq: 13, heads: 4, kvHeads: 2, headDim: 16 };
+const SLOTS = 3;
+
+export default defineSuite('kernels/attention-probs', (t) => {
+  t.test('matches the float64 reference at every TTT step and lane split; rows sum to 1, blocked keys are 0, P·V = O', async ({ gpu: ctx, note }) => {
+    const gpu = new Gpu(ctx);
+    const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D } = DIMS;
+    const rng = new Rng(5);
+    const slot = B * S * G * D;
+    const kSteps = Array.from({ length: SLOTS }, () => rng.floats(slot, 2));
+    const vSteps = Array.from({ length: SLOTS }, () => rng.floats(slot));
+    const kAll = new Float32Array(SLOTS * slot);
+    const vAll = new Float32Array(SLOTS * slot);
+    kSteps.forEach((k, j) => kAll.set(k, j * slot));
+    vSteps.forEach((v, j) => vAll.set(v, j * slot));
+    // Sequence 0: right padding after 9 tokens. Sequence 1: two left-padded rows, padding at 6.
+    const mask = Int32Array.from({ length: B * S }, (_, r) => {
+      const [b, u] = [Math.floor(r / S), r % S];
+      return b === 0 ? Number(u < 9) : Number(u >= 2 && u !== 6);
+    });
+    const kCache = gpu.upload([SLOTS, B, S, G, D], 'f32', kAll, 'kCache');
+    const vCache = gpu.upload([SLOTS, B, S, G, D], 'f32', vAll, 'vCache');
+    const tMask = gpu.upload([B, S], 'i32', mask, 'mask');
+    const W = probsWidth(S, SLOTS);
+    let worst = 0;
+    let maxRowErr = 0;
+    for (let step = 0; step < SLOTS; step++) {
+      const q = rng.floats(B * S * H * D, 2);
+      const tq = gpu.upload([B * S, H * D], 'f32', q, 'q');
+      const o = gpu.tensor([B * S, H * D], 'f32', 'o');
+      const lse = gpu.tensor([B, H, S], 'f32', 'lse');
+      await tttAttentionForward(gpu, { q: tq, kCache, vCache, mask: tMask, o, lse }, { ...DIMS, step }, { geometry: 'flash' });
+      const out = await gpu.read(o);
+      const lanes: [string, GeometryChoice][] = [['flash (TPR 4)', 'flash'], ['hd32 (TPR 1)', 'hd32'], ['hd64 (TPR 2)', 'hd64'], ['TPR 8', { ...FLASH_GEOMETRY, TPR: 8 }]];
+      for (const sample of [0, 1]) {
+        const want = attentionProbsRef(q, kSteps, mask, { ...DIMS, step, sample, slots: SLOTS });
+        for (const [name, geometry] of lanes) {
+          // NaN-filled, so an entry the kernel failed to write shows up.
+          const probs = gpu.upload([SLOTS, H, S, W], 'f32', new Float32Array(SLOTS * H * S * W).fill(NaN), 'probs');
+          await attentionProbs(gpu, { q: tq, kCache, mask: tMask, lse, probs }, { ...DIMS, step, sample, slots: SLOTS }, { geometry });
+          const all = (await gpu.read(probs)) as Float32Array;
+          gpu.release(probs);
+          const got = all.subarray(step * H * S * W, (step + 1) * H * S * W);
+          worst = Math.max(worst, assertRelClose(got, want, 1e-5, `step ${step} sample ${sample} ${name}`));
+          for (let h = 0; h < H; h++) {
+            for (let i = 0; i < S; i++) {
+              const row = got.subarray((h * S + i) * W, (h * S + i + 1) * W);
+              const visible = Array.from({ length: W }, (_, c) => (c < S ? c <= i && mask[sample * S + c] === 1 : c - S + 1 <= step));
+              row.forEach((p, c) => assert(visible[c] || p === 0, `step ${step} sample ${sample} head ${h} row ${i}: blocked key ${c} has P = ${p}`));
+              const sum = row.reduce((a, p) => a + p, 0);
+              if (visible.some((v) => v)) maxRowErr = Math.max(maxRowErr, Math.abs(sum - 1));
+              else assert(sum === 0, `sample ${sample} row ${i} has no visible key, its row must be 0, sums to ${sum}`);
+            }
+          }
+          if (name !== 'flash (TPR 4)') continue;
+          // Σ_c P[c]·V[c] must be the forward's output row: the same probabilities the forward used.
+          const pv = new Float64Array(S * H * D);
+          for (let h = 0; h < H; h++) {
+            const g = Math.floor(h / (H / G));
+            for (let i = 0; i < S; i++) {
+              for (let c = 0; c < W; c++) {
+                const p = got[(h * S + i) * W + c];
+                if (p === 0) continue;
+                const [j, u] = c < S ? [0, c] : [c - S + 1, i];
+                const vo = ((sample * S + u) * G + g) * D;
+                for (let e = 0; e < D; e++) pv[(i * H + h) * D + e] += p * vSteps[j][vo + e];
+              }
+            }
+          }
+          assertRelClose(pv, out.subarray(sample * S * H * D, (sample + 1) * S * H * D), 1e-5, `step ${step} sample ${sample}: P·V = O`);
+        }
+      }
+      gpu.release(tq, o, lse);
+    }
+    assert(maxRowErr < 1e-5, `visible rows sum to 1 within 1e-5, worst |Σ − 1| = ${maxRowErr}`);
+    note('worst rel err', worst.toExponential(2));
+    note('worst |row sum − 1|', maxRowErr.toExponential(2));
+    gpu.release(kCache, vCache, tMask);
+    gpu.destroy();
+  });
+
+  t.test('rejects a bad step, sample or probs shape, naming it', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const dims = { batch: 1, seq: 4, heads: 2, kvHeads: 1, headDim: 8, step: 0, sample: 0, slots: 2 };
+    const q = gpu.tensor([4, 16]);
+    const kCache = gpu.tensor([2, 1, 4, 1, 8]);
+    const mask = gpu.tensor([1, 4], 'i32');
+    const lse = gpu.tensor([1, 2, 4]);
+    const probs = gpu.tensor([2, 2, 4, 5]);
+    await assertRejects(() => attentionProbs(gpu, { q, kCache, mask, lse, probs }, { ...dims, step: 2 }), /step must be an integer in \[0, 2\)/, 'step past the slots');
+    await assertRejects(() => attentionProbs(gpu, { q, kCache, mask, lse, probs }, { ...dims, sample: 1 }), /sample must be an integer in \[0, 1\)/, 'sample past the batch');
+    await assertRejects(() => attentionProbs(gpu, { q, kCache, mask, lse, probs: gpu.tensor([2, 2, 4, 4]) }, dims), /probs .* needs 80/, 'narrow probs');
+    await assertRejects(() => attentionProbs(gpu, { q, kCache, mask: gpu.tensor([1, 4]), lse, probs }, dims), /mask .* must be i32/, 'f32 mask');
+    gpu.destroy();
+  });
+});
