@@ -40,6 +40,11 @@ export interface EvalArgs {
   eos: number[];
   /** Storage of the target's weight matrices (--target-precision). */
   targetPrecision: WeightPrecision;
+  /** Sampling of the target and the draft (0 = greedy), as `speclab generate` takes them. */
+  temperature: number;
+  topP: number;
+  topK: number;
+  seed: number;
 }
 
 /** Bounds: the ones `speclab train` puts on --num-draft-tokens (and on aux layer ids). */
@@ -59,7 +64,8 @@ export const EVAL_DEF: CommandDef = {
   epilog: [
     `Prompts: ${PROMPT_RULE}. A prompts file has one prompt per line (blank lines and # comments skipped).`,
     'The draft directory is an SGLang export (config.json + model.safetensors with fc, midlayer.*, norm, lm_head, d2t, t2d).',
-    'exit codes: 0 success (speculative output equals target greedy output), 1 the run failed or was not lossless, 2 usage error',
+    'Greedy by default: the speculative tokens must equal target-only greedy tokens. With --temperature above 0 the draft samples and the target verifies by rejection sampling; the output is then distributed as target-only sampling (not token-equal), so no equality is checked.',
+    'exit codes: 0 success (greedy: speculative output equals target greedy output), 1 the run failed or was not lossless, 2 usage error',
   ].join('\n'),
   options: [
     textSpec('--target', 'target', 'dir', 'Hugging Face target directory', undefined, true),
@@ -71,6 +77,11 @@ export const EVAL_DEF: CommandDef = {
     { flag: '--aux-layers', key: 'auxLayers', placeholder: 'a,b,c', help: 'the target layers the draft reads', type: 'three integers in [0, 1023]', defaultText: "the draft's eagle_config, else [1, N/2 − 1, N − 4]", parse: parseAuxLayers },
     { flag: '--eos', key: 'eos', placeholder: 'ids', help: 'token ids that end a generation', type: 'token ids', defaultText: 'none', parse: tokenIdList },
     TARGET_PRECISION,
+    // The names and ranges of `speclab generate`; the draft samples with the same settings.
+    floatSpec('--temperature', 'temperature', { min: 0, max: 100 }, 'sampling temperature of the target and the draft (0 = greedy)', 0),
+    floatSpec('--top-p', 'topP', { min: 0, exclusiveMin: true, max: 1 }, 'nucleus sampling mass (1 = off)', 1, 'p'),
+    intSpec('--top-k', 'topK', { min: 0, max: CONFIG_BOUNDS.vocab_size }, 'sample among the k most likely tokens (0 = off)', 0, 'k'),
+    intSpec('--seed', 'seed', SEED_BOUNDS, 'seed of the sampling Rng', 0),
   ],
 };
 
@@ -91,6 +102,10 @@ export function evalArgs({ values }: ParsedArgs): EvalArgs {
     auxLayers: values.auxLayers as number[] | undefined,
     eos: (values.eos as number[] | undefined) ?? [],
     targetPrecision: (values.targetPrecision as WeightPrecision | undefined) ?? 'f32',
+    temperature: (values.temperature as number | undefined) ?? 0,
+    topP: (values.topP as number | undefined) ?? 1,
+    topK: (values.topK as number | undefined) ?? 0,
+    seed: (values.seed as number | undefined) ?? 0,
   };
 }
 

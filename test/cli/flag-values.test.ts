@@ -75,6 +75,21 @@ export default defineSuite('cli/flag-values', (t) => {
     for (const value of ['1,0x1,2', '1,2', '1,2,3,4', '1,2,1024', ' ']) refuses(() => parseEvalArgs(evalArgs('--aux-layers', value)), '--aux-layers', `--aux-layers ${JSON.stringify(value)}`);
   }, SERVER);
 
+  t.test('speclab eval: --temperature, --top-p, --top-k, --seed (greedy by default), refused naming the flag', () => {
+    const d = parseEvalArgs(evalArgs());
+    assertDeepEqual([d.temperature, d.topP, d.topK, d.seed], [0, 1, 0, 0], 'defaults: greedy');
+    const s = parseEvalArgs(evalArgs('--temperature', '0.7', '--top-p=0.9', '--top-k', '40', '--seed', '4294967295'));
+    assertDeepEqual([s.temperature, s.topP, s.topK, s.seed], [0.7, 0.9, 40, 4294967295], 'sampling flags');
+    for (const flag of ['--temperature', '--top-p', '--top-k', '--seed']) {
+      for (const value of [...badValues(flag), '-1']) refuses(() => parseEvalArgs(evalArgs(flag, value)), flag, `${flag} ${JSON.stringify(value)}`);
+    }
+    assertThrows(() => parseEvalArgs(evalArgs('--temperature', '101')), /^--temperature: 101 is over the limit 100$/, 'temperature bound');
+    assertThrows(() => parseEvalArgs(evalArgs('--top-p', '0')), /^--top-p: 0 must be above 0$/, 'top-p open at 0');
+    assertThrows(() => parseEvalArgs(evalArgs('--top-p', '1.5')), /^--top-p: 1\.5 is over the limit 1$/, 'top-p at most 1');
+    assertThrows(() => parseEvalArgs(evalArgs('--top-k', '2.5')), /^--top-k: 2\.5 is not an integer$/, 'top-k integer');
+    assertThrows(() => parseEvalArgs(evalArgs('--seed', '4294967296')), /^--seed: 4294967296 is over the limit 4294967295$/, 'seed 32-bit');
+  }, SERVER);
+
   t.test('speclab prepare: numeric flags decimal and within the train bounds', () => {
     const c = parsePrepareFlags(['--train-prompts', '4', '--eval-prompts', '1', '--prompt-length', '5', '--response-length', '6', '--aux-layers', '1, 2,3', '--seed', '4294967295']);
     assertEqual(c.trainPrompts, 4, 'train prompts');

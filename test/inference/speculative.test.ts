@@ -10,7 +10,8 @@
  *   - speculative decoding is lossless (= `generate` greedy) for k = 1, 3, 5 with acceptance length
  *     ≥ 1 and = 1 + accepted / verifications; an oracle proposer (the target's own greedy tokens)
  *     gives exactly k + 1, an always-wrong proposer exactly 1;
- *   - `speclab eval` on the SGLang export (bf16) prints the numbers and reports lossless.
+ *   - `speclab eval` on the SGLang export (bf16) prints the numbers and reports lossless; with
+ *     --temperature it samples and states that the output is distributed as target-only sampling.
  */
 import { loadHfCheckpoint, type TargetCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
@@ -322,6 +323,17 @@ export default defineSuite('inference/speculative', (t) => {
     assert(acc !== null && Number(acc[1]) >= 1, `acceptance length printed:\n${text}`);
     assert(/target only: .* tokens\/s/.test(text) && /speculative: .* tokens\/s/.test(text), `tokens/s printed:\n${text}`);
     ctx.note('export acceptance length', Number(acc![1]));
+    // Sampled: no token equality to check; the numbers and the rejection-sampling statement are printed.
+    const sampledLines: string[] = [];
+    const sampledCode = await evalCommand(ctx.platform, [
+      '--target', `${root}/hf/llama-tiny`, '--draft', `${root}/eagle3/export`, '--prompt', '1,2,3,4,5',
+      '--max-new-tokens', '8', '--num-draft-tokens', '3', '--temperature', '0.8', '--top-k', '20', '--seed', '3',
+    ], (line) => sampledLines.push(line));
+    const sampledText = sampledLines.join('\n');
+    assertEqual(sampledCode, 0, `sampled exit code (output:\n${sampledText})`);
+    assert(/decoding: sampled \(temperature 0\.8, top-p 1, top-k 20, seed 3/.test(sampledText), `sampling settings printed:\n${sampledText}`);
+    assert(/lossless: by construction \(rejection sampling/.test(sampledText) && /acceptance length [0-9.]+/.test(sampledText), `sampled report:\n${sampledText}`);
+    assert(/target only: .* tokens\/s/.test(sampledText) && /speculative: .* tokens\/s/.test(sampledText), `sampled tokens/s printed:\n${sampledText}`);
     // A prompts file (one prompt per line, comments skipped) works the same.
     const tmp = tempStore(ctx.platform, 'spec-prompts');
     try {
