@@ -125,7 +125,7 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
             const a = parseControlArgs('register', args);
             if (a.workerId !== undefined && workers.has(a.workerId)) return { workerId: a.workerId };
             if (workers.size >= maxWorkers) throw new ControlRequestError(`register: this connection already registered ${maxWorkers} workers`);
-            const workerId = await controller.registerRolloutWorker({ workerId: a.workerId, strategy: a.strategy ?? 'eagle3', role: 'rollout', via: 'gateway' });
+            const workerId = await controller.registerRolloutWorker({ ...(a.workerId === undefined ? {} : { workerId: a.workerId }), strategy: a.strategy ?? 'eagle3', role: 'rollout', via: 'gateway' });
             workers.add(workerId);
             options.onRequest?.(`register ${workerId} (from ${info.remoteAddress})`);
             return { workerId };

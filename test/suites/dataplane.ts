@@ -6,5 +6,6 @@ import observability from '../dataplane/observability.test.ts';
 import { localGpuConformance, localHostConformance, noopConformance, redisConformance } from '../dataplane/backends.test.ts';
 import { gatewayConformance, gatewaySuite } from '../dataplane/gateway.test.ts';
 import redisFailures from '../dataplane/redis-failures.test.ts';
+import gatewayControl from '../dataplane/gateway-control.test.ts';
 
-export const dataplaneSuites: readonly Suite[] = [meta, sharding, observability, noopConformance, localHostConformance, localGpuConformance, redisConformance, redisFailures, gatewayConformance, gatewaySuite];
+export const dataplaneSuites: readonly Suite[] = [meta, sharding, observability, noopConformance, localHostConformance, localGpuConformance, redisConformance, redisFailures, gatewayConformance, gatewaySuite, gatewayControl];
