@@ -14,7 +14,8 @@
  * And on the GPU, with the lab target (assets/lab-target) and a freshly initialised EAGLE3 draft
  * over a 512-token draft vocabulary (d2t: draft id i → target id 2i): speculativeGenerate at
  * temperature 0 equals greedy `generate`; sampled runs are seed-reproducible (another seed gives
- * other tokens), their onVerify events rebuild the output; and a proposer whose q is the target's
+ * other tokens), their onVerify events rebuild the output, at temperature 20 some of the draft's
+ * tokens are accepted; and a proposer whose q is the target's
  * own p accepts every draft (acceptance length exactly k + 1), which holds only if each p_i is read
  * from the verification row that follows d_1..d_{i−1}.
  */
@@ -194,6 +195,12 @@ export default defineSuite('inference/speculative-sampling', (t) => {
       assertDeepEqual(rebuilt, a.tokens, 'onVerify events (first, accepted drafts, target token) rebuild the output');
       assert(events.every((e) => e.first || (e.drafted !== undefined && e.accepted.every((x, i) => x === e.drafted![i]))), 'accepted = a prefix of the drafted tokens');
       ctx.note('fresh draft, T 0.9: acceptance length', Number(a.acceptanceLength.toFixed(3)));
+      // At temperature 20 p and the fresh draft's q are both nearly flat (q on its 512 ids, the even
+      // ones below 1024): Σ min(p, q) ≈ 1/4, so over ~40 rounds the draft's own q rows see acceptances.
+      const hot = await speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, { ...base, maxNewTokens: 40, sampling: { temperature: 20, seed: 1 } });
+      assert(hot.acceptedDraftTokens > 0, `temperature 20: some fresh-draft tokens accepted (${hot.acceptedDraftTokens})`);
+      assert(hot.tokens.flat().every((x) => x >= 0 && x < V_LAB), 'tokens within the vocabulary');
+      ctx.note('fresh draft, T 20: accepted / verifications', `${hot.acceptedDraftTokens} / ${hot.verifications}`);
 
       const self = await speculativeGenerate(target, new TargetAsDraft(target, V_LAB), prompts, { ...base, sampling: { temperature: 1.1, seed: 5 } });
       assertEqual(self.acceptanceLength, k + 1, 'q = p: every draft accepted');
