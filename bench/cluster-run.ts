@@ -9,11 +9,15 @@
  * From each trainer's metrics.jsonl:
  *   samplesPerSecond  samples of steps 2..N over the time between step 1 and step N (rollout of the
  *                     later rounds and training both inside; target loading and the data phase not)
- *   waitSeconds       cluster runs: time the trainer waited for rollout (its `rollout` events)
+ *   waitSeconds       cluster runs: time the trainer waited for rollout after step 1 (its `rollout`
+ *                     events; the workers capture round r + 1 while round r trains, so only what
+ *                     capture takes beyond training shows here)
  *   trainSeconds      the rest of that span: the trainer's own work
- * and, from them, the per-worker capture rate (1 rollout process: samples / wait) and the trainer's
- * rate (samples / train), which `N machines` in the summary combines as S / (C / N + T): rounds are
- * rolled out, then trained, so N workers shorten only the capture part.
+ *   firstRound        cluster runs: samples and seconds of round 0, the one round nothing overlaps
+ *                     (its seconds include the workers' own start, so the worker rate is a floor)
+ * and, from them, the per-worker capture rate (1 rollout process: round-0 samples / round-0 wait)
+ * and the trainer's rate (samples / train), which `N machines` in the summary combines as
+ * min(N × worker, trainer): with rounds overlapped, the slower of capture and training sets the pace.
  */
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -49,6 +53,7 @@ interface Measured {
   samplesPerSecond: number;
   waitSeconds?: number;
   trainSeconds?: number;
+  firstRound?: { samples: number; seconds: number };
   lastLoss: number;
 }
 
@@ -61,7 +66,9 @@ function measure(variant: string, metricsPath: string, cluster: boolean): Measur
   const result: Measured = { variant, samples, spanSeconds: +span.toFixed(2), samplesPerSecond: +(samples / span).toFixed(3), lastLoss: steps.at(-1)!.loss! };
   if (cluster) {
     // Waits for rounds after the first step (the first round's wait precedes step 1).
-    const waits = records.filter((r) => r.event === 'rollout').slice(1).reduce((a, r) => a + (r.seconds ?? 0), 0);
+    const rounds = records.filter((r) => r.event === 'rollout');
+    const waits = rounds.slice(1).reduce((a, r) => a + (r.seconds ?? 0), 0);
+    result.firstRound = { samples: rounds[0].samples ?? 0, seconds: +(rounds[0].seconds ?? 0).toFixed(2) };
     result.waitSeconds = +waits.toFixed(2);
     result.trainSeconds = +(span - waits).toFixed(2);
   }
@@ -98,9 +105,9 @@ try {
   const one = of('cluster, 1 rollout');
   const summary: Record<string, unknown> = { samplesPerSecond: Object.fromEntries([...new Set(results.map((r) => r.variant))].map((v) => [v, of(v).map((r) => r.samplesPerSecond)])) };
   if (one.length > 0) {
-    const workerRate = median(one.map((r) => r.samples / r.waitSeconds!));
+    const workerRate = median(one.map((r) => r.firstRound!.samples / r.firstRound!.seconds));
     const trainerRate = median(one.map((r) => r.samples / r.trainSeconds!));
-    const onPaper = (n: number) => +(1 / (1 / (n * workerRate) + 1 / trainerRate)).toFixed(3);
+    const onPaper = (n: number) => +Math.min(n * workerRate, trainerRate).toFixed(3);
     summary.perWorkerSamplesPerSecond = +workerRate.toFixed(3);
     summary.trainerSamplesPerSecond = +trainerRate.toFixed(3);
     summary.onPaper = Object.fromEntries([1, 2, 4, 8, 16].map((n) => [`${n} machines`, onPaper(n)]));

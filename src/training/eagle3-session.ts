@@ -55,6 +55,7 @@ import { TrainerCore } from './trainer-core.ts';
 import { waitForRoundCommits } from './cluster-round.ts';
 import { StreamOrderLease } from './stream-order-lease.ts';
 import { stableHash } from '../util/stable-hash.ts';
+import type { DraftInsightParts } from './draft-insight.ts';
 
 import { sessionSettingsSchema, type ResumeReport, type SessionCluster, type SessionEvent, type SessionInputs, type SessionSettings, type SessionStep, type SessionStorage } from './session-types.ts';
 
@@ -98,6 +99,8 @@ export class Eagle3TrainingSession {
   private readonly evaluation?: PeriodicEvaluation;
   private readonly rounds: { taskId: string; sequence: number }[][];
   private nextRound = 0;
+  /** Cluster rounds ingested ahead, while the round before them trained. */
+  private readonly prefetched = new Set<number>();
   private pendingAcks: SampleRef[] = [];
   private lastCheckpoint = 0;
   private tokensTrained = 0;
@@ -247,12 +250,8 @@ export class Eagle3TrainingSession {
   private async rollout(r: number): Promise<void> {
     const t0 = this.inputs.now();
     const pending = this.rounds[r];
-    await this.controller.ingestPrompts(
-      pending.map((t) => {
-        const s = this.sequences[t.sequence];
-        return { taskId: t.taskId, payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length };
-      }),
-    );
+    // (Ingest again would bring back a prefetched round's done tasks: the ledger drops their records.)
+    if (!this.prefetched.has(r)) await this.ingest(pending);
     if (this.inputs.cluster) {
       const sampleIds = pending.map((t) => onlineSampleId(this.inputs.runId, t.taskId));
       const onProgress = (done: number, total: number) => this.inputs.onEvent?.({ kind: 'phase', phase: 'rollout', detail: `round ${r}: ${done} of ${total} samples committed by rollout workers` });
@@ -263,6 +262,12 @@ export class Eagle3TrainingSession {
       const trained = new Set([...(await this.inputs.storage.metadata.durableMarker()).acked, ...this.pendingAcks.map((ref) => ref.sampleId)]);
       const refs = await this.inputs.storage.metadata.getCommittedMany(sampleIds.filter((id) => !trained.has(id)));
       await this.controller.queue.put(refs.filter((ref) => ref !== undefined));
+      // The workers capture the next round while this one trains; it is enqueued only when its turn
+      // comes, so the training stream is the same. The feature store then holds up to two rounds.
+      if (r + 1 < this.rounds.length) {
+        await this.ingest(this.rounds[r + 1]);
+        this.prefetched.add(r + 1);
+      }
       this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: pending.length, seconds: (this.inputs.now() - t0) / 1000 });
       return;
     }
@@ -280,6 +285,15 @@ export class Eagle3TrainingSession {
     }
     if (committed !== pending.length) throw new Error(`round ${r}: ${committed} of ${pending.length} samples committed (${(await this.controller.promptFailures()).map((f) => f.reason).join('; ')})`);
     this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: committed, seconds: (this.inputs.now() - t0) / 1000 });
+  }
+
+  private async ingest(tasks: readonly { taskId: string; sequence: number }[]): Promise<void> {
+    await this.controller.ingestPrompts(
+      tasks.map((t) => {
+        const s = this.sequences[t.sequence];
+        return { taskId: t.taskId, payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length };
+      }),
+    );
   }
 
   /** One optimizer step (rolling out the next round first when the queue is empty); undefined when the run is complete. */
@@ -355,6 +369,17 @@ export class Eagle3TrainingSession {
     const weights: Record<string, Float32Array> = {};
     for (const p of this.backend.params) weights[p.name] = (await this.inputs.gpu.read(p.value)) as Float32Array;
     return weights;
+  }
+
+  /**
+   * What a draft insight capture reads (src/training/draft-insight.ts): the strategy's gradient-free
+   * held-out forward, the resident held-out batches and the vocabulary map. Undefined without a
+   * held-out evaluation (`inputs.evaluation`). A capture writes no training state.
+   */
+  insightParts(): DraftInsightParts | undefined {
+    const strategy = this.core.strategy;
+    if (!this.evaluation || !(strategy instanceof Eagle3TrainStrategy)) return undefined;
+    return { gpu: this.inputs.gpu, strategy, batches: this.evaluation.batches, d2t: this.mapping.d2t, globalStep: this.trainer.globalStep };
   }
 
   async status(): Promise<{ controller: ControllerStatus; featureStore: FeatureStoreHealth; round: number; rounds: number }> {
