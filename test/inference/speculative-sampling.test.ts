@@ -15,9 +15,9 @@
  * over a 512-token draft vocabulary (d2t: draft id i → target id 2i): speculativeGenerate at
  * temperature 0 equals greedy `generate`; sampled runs are seed-reproducible (another seed gives
  * other tokens), their onVerify events rebuild the output, at temperature 20 some of the draft's
- * tokens are accepted; and a proposer whose q is the target's
- * own p accepts every draft (acceptance length exactly k + 1), which holds only if each p_i is read
- * from the verification row that follows d_1..d_{i−1}.
+ * tokens are accepted; and a proposer whose q is the target's own p accepts every draft (acceptance
+ * length exactly k + 1), which holds only if each p_i is read from the verification row that
+ * follows d_1..d_{i−1}.
  */
 import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
