@@ -38,6 +38,11 @@ export class PeriodicEvaluation {
     return this.evaluator.run();
   }
 
+  /** The resident held-out batches (read by the lab's draft insight; never released here but in destroy). */
+  get batches(): HeldOutBatches['batches'] {
+    return this.heldOut.batches;
+  }
+
   destroy(): void {
     this.heldOut.destroy();
   }

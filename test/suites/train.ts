@@ -9,6 +9,7 @@ import flagValues from '../cli/flag-values.test.ts';
 import clusterStatus from '../cli/status.test.ts';
 import clusterRoles from '../cli/cluster-roles.test.ts';
 import session from '../training/eagle3-session.test.ts';
+import draftInsight from '../training/draft-insight.test.ts';
 import clusterSession from '../training/cluster-session.test.ts';
 import clusterRound from '../training/cluster-round.test.ts';
 import streamOrderLease from '../training/stream-order-lease.test.ts';
@@ -18,4 +19,4 @@ import runPlan from '../training/run-plan.test.ts';
 import regenerate from '../training/regenerate.test.ts';
 import memoryPlan from '../training/memory-plan.test.ts';
 
-export const trainSuites: readonly Suite[] = [memoryPlan, runPlan, regenerate, session, clusterRound, streamOrderLease, clusterSession, runExport, trainCli, trainMemory, trainData, runSettings, cli, flagValues, clusterStatus, clusterRoles, offline];
+export const trainSuites: readonly Suite[] = [memoryPlan, runPlan, regenerate, session, draftInsight, clusterRound, streamOrderLease, clusterSession, runExport, trainCli, trainMemory, trainData, runSettings, cli, flagValues, clusterStatus, clusterRoles, offline];

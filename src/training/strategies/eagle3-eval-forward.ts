@@ -38,8 +38,22 @@ export interface Eagle3EvalOutput {
   lossDenominator: number;
 }
 
+/**
+ * Read-only taps into the forward (the lab's draft insight, src/training/draft-insight.ts). Each is
+ * called while its tensors are live and may only encode work that reads them (and writes its own
+ * tensors); the forward's own kernels, operands and order are the same with or without taps.
+ */
+export interface Eagle3EvalTaps {
+  /** After the teacher is built: tok [R] (argmax target ids) and positionMask [R]. */
+  teacher?(t: { tok: Tensor; positionMask: Tensor }): Promise<void>;
+  /** After step k's attention: its RoPE'd queries, the K cache (slots 0..k written), the mask and its lse. */
+  attention?(k: number, t: { q: Tensor; kCache: Tensor; mask: Tensor; lse: Tensor }): Promise<void>;
+  /** After step k's logits [R, D] are computed, before the metric and loss kernels read them. */
+  logits?(k: number, logits: Tensor): Promise<void>;
+}
+
 /** Encodes the gradient-free forward of one batch; the results come back as pending reads. */
-export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inputs: Eagle3Inputs, tttLength: number): Promise<Eagle3EvalOutput> {
+export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inputs: Eagle3Inputs, tttLength: number, taps: Eagle3EvalTaps = {}): Promise<Eagle3EvalOutput> {
   const c = params.config;
   const w = params.weights;
   const { batch: B, seqLen: S } = checkEagle3Inputs(c, inputs);
@@ -72,6 +86,7 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
   let hIn = hidden0;
   try {
     await buildTeacher(gpu, { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher }, { rows: R, vocab: c.vocabSize, draftVocab: D });
+    await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
     await linear(inputs.hiddenStates, w.fc.value, hidden0, H, 3 * c.targetHiddenSize);
     const slot = R * kvDim;
     for (let k = 0; k < L; k++) {
@@ -116,6 +131,7 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
       await tttAttentionForward(gpu, { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse }, {
         batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k,
       });
+      await taps.attention?.(k, { q: qRot, kCache, mask: inputs.attentionMask, lse });
       const h1 = gpu.clone(hIn, `eagle3.eval.s${k}.h1`);
       await linear(o, w.o.value, h1, H, qDim, 1);
       gpu.release(qRot, o, lse);
@@ -138,6 +154,7 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
       await rmsnormForward(gpu, hOut, w.norm.value, f, invRms, { rows: R, hidden: H, eps });
       const logits = gpu.tensor([R, D], 'f32', `eagle3.eval.s${k}.logits`);
       await linear(f, w.lmHead.value, logits, D, H);
+      await taps.logits?.(k, logits);
       await eagle3Metrics(gpu, { logits, pTilde: teacher.pTilde, tok: teacher.tok, lossMask: inputs.lossMask, positionMask: teacher.positionMask, used: params.used, metricsOut }, {
         rows: R, draftVocab: D, seqLen: S, step: k, slot: k,
       });

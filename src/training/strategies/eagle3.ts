@@ -32,7 +32,7 @@ import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/forward
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
 import { asWidened, widenF16Features, WIDENED_FEATURES } from '../feature-precision.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
-import { eagle3EvalForward } from './eagle3-eval-forward.ts';
+import { eagle3EvalForward, type Eagle3EvalTaps } from './eagle3-eval-forward.ts';
 
 export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hidden_state', 'target'] as const;
 
@@ -115,12 +115,13 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   /**
    * The forward of `forwardBackward` over the TTT unroll with its loss and metric kernels, and no
    * backward: no gradient is computed or written, the weights are only read. Same loss and metrics.
+   * `taps` read tensors of the forward as it runs (eagle3-eval-forward.ts; the lab's draft insight).
    */
-  async evaluate(batch: TrainBatch<Tensor>): Promise<StepOutput> {
+  async evaluate(batch: TrainBatch<Tensor>, taps?: Eagle3EvalTaps): Promise<StepOutput> {
     const gpu = this.gpu;
     if (!gpu) throw new Error(`${this.name}: evaluate needs the draft's Gpu (pass { gpu } to the strategy)`);
     const L = this.tttLength;
-    const out = await this.withTargetLogits(batch, (inputs) => eagle3EvalForward(gpu, this.model.params, inputs, L));
+    const out = await this.withTargetLogits(batch, (inputs) => eagle3EvalForward(gpu, this.model.params, inputs, L, taps));
     const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => eagle3StepMetrics(losses, sums, out.lossDenominator, L));
     return { loss: out.losses.then((l) => l[L]), metrics };
   }
