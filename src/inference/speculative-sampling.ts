@@ -17,13 +17,20 @@
  * uniform per verified draft token, then one draw for the emitted target token), so a seed gives the
  * same tokens in every runtime given the same logits.
  */
-import { samplingProbabilities, type SamplingOptions } from '../model/target/sampling.ts';
+import { checkSamplingOptions, samplingProbabilities, type SamplingOptions } from '../model/target/sampling.ts';
 import type { Rng } from '../util/random.ts';
 
 /** Sampling settings of a speculative run: the target's and the draft's (same values), and the seed of its one Rng. */
 export interface SpeculativeSampling extends SamplingOptions {
   /** Seed of the run's Rng (default 0). */
   readonly seed?: number;
+}
+
+/** Refuses settings `sampleToken` would refuse, and a seed that is not a 32-bit unsigned integer. */
+export function checkSpeculativeSampling(s: SpeculativeSampling): void {
+  checkSamplingOptions(s);
+  const seed = s.seed ?? 0;
+  if (!(Number.isInteger(seed) && seed >= 0 && seed <= 0xffffffff)) throw new Error(`sampling: seed must be an integer in [0, 4294967295], got ${s.seed}`);
 }
 
 /** True when the settings ask for sampling (temperature > 0); greedy otherwise. */

@@ -32,10 +32,10 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { copyStrided } from '../kernels/copy-strided.ts';
 import { generate } from '../model/target/generate.ts';
 import type { TargetModel } from '../model/target/model.ts';
-import { argmax, checkSamplingOptions, samplingProbabilities, type SamplingOptions } from '../model/target/sampling.ts';
+import { argmax, samplingProbabilities, type SamplingOptions } from '../model/target/sampling.ts';
 import { Rng } from '../util/random.ts';
 import type { DraftRowsOutput, Eagle3Drafter } from './eagle3-drafter.ts';
-import { draftProbabilities, isSampling, sampleFrom, verifySampled, type SpeculativeSampling } from './speculative-sampling.ts';
+import { checkSpeculativeSampling, draftProbabilities, isSampling, sampleFrom, verifySampled, type SpeculativeSampling } from './speculative-sampling.ts';
 
 export type { SpeculativeSampling } from './speculative-sampling.ts';
 
@@ -204,7 +204,7 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
   if (auxLayerIds.length === 0) throw new Error('speculativeGenerate: auxLayerIds is empty');
   for (const id of auxLayerIds) if (!Number.isInteger(id) || id < 0 || id >= numLayers) throw new Error(`speculativeGenerate: aux layer id ${id} outside 0..${numLayers - 1}`);
   const sampling = options.sampling ?? {};
-  checkSamplingOptions(sampling);
+  checkSpeculativeSampling(sampling);
   const sampled = isSampling(sampling);
   if (sampled && !proposer.proposeSampled) throw new Error('speculativeGenerate: sampling (temperature > 0) needs a proposer with proposeSampled (the draft distributions q)');
   const rng = new Rng(sampling.seed ?? 0);

@@ -206,6 +206,8 @@ export default defineSuite('inference/speculative-sampling', (t) => {
       assertEqual(self.acceptanceLength, k + 1, 'q = p: every draft accepted');
       assertEqual(self.tokens.flat().length, prompts.length * maxNewTokens, 'q = p: whole rounds');
       await assertRejects(() => speculativeGenerate(target, new GreedyOnly(), prompts, { ...base, sampling }), /needs a proposer with proposeSampled/, 'a proposer that cannot sample');
+      await assertRejects(() => speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, { ...base, sampling: { temperature: 1, seed: -1 } }), /seed must be an integer in \[0, 4294967295\], got -1/, 'a negative seed');
+      await assertRejects(() => speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, { ...base, sampling: { temperature: 1, topP: 0 } }), /topP must be in \(0, 1\], got 0/, 'top-p 0');
     } finally {
       drafter.destroy();
       target.destroy();
