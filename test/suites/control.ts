@@ -13,14 +13,14 @@ import flowControl from '../control/flow-control.test.ts';
 import controller from '../control/controller.test.ts';
 import prompts from '../control/prompts.test.ts';
 import faultInjection from '../control/fault-injection.test.ts';
-import memoryControlStores from '../control/memory-control-stores.test.ts';
+import promptBook from '../control/prompt-book.test.ts';
 import redisRunRecord from '../control/redis-run-record.test.ts';
 
 export const controlSuites: readonly Suite[] = [
   contractsRecords,
   contractsNoTensors,
   sampleRefQueue,
-  memoryControlStores,
+  promptBook,
   journal,
   metadataStore,
   fileMetadataStore,
