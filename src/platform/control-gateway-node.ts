@@ -216,6 +216,6 @@ export async function startRunGateway(options: GatewayServeOptions): Promise<Ser
       if (info.namespace !== null) throw new ControlRequestError('this gateway serves one run: connect without ?ns=');
       return options.openClient();
     },
-    control: controlGateway({ controller: options.controller, record: options.record, promptLeaseMs: options.promptLeaseMs, onLog: options.onLog }),
+    control: controlGateway({ controller: options.controller, record: options.record, promptLeaseMs: options.promptLeaseMs, onLog: options.onLog, onRequest: options.onLog }),
   });
 }
