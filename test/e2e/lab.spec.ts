@@ -1,222 +1,30 @@
 /**
  * End-to-end tests of the browser lab page (web/), driven through its UI contract: `#status` and its
- * data attributes, the settings inputs and run buttons, the charts, the TTT visibility grid, the
+ * data attributes, the settings inputs and run buttons, the progress panel, the charts, the
  * speculative panel, the model panel and export / import. See playwright.config.ts for how the built
- * site is served and how Chromium gets WebGPU.
+ * site is served and how Chromium gets WebGPU; shared helpers are in ./lab-helpers.ts, and the tests
+ * that need no training run (validation, metrics.jsonl, narrow screens) in ./lab-ui.spec.ts.
  *
  * One training run is shared by the train / export / speculative tests (describe.serial, one page);
  * the reload test and the model-file tests each get a fresh browser context, hence a fresh IndexedDB.
- * Every test saves full-page screenshots under test-results/e2e/<test>/ (git-ignored); the trained lab
- * with the speculative panel filled in also goes to docs/lab.png, the README's picture, when
- * SPECLAB_E2E_DOCS=1 (CI leaves docs/ alone).
+ * Every lab test fails on a console error or page error. Screenshots go under test-results/e2e/<test>/
+ * (git-ignored); the trained lab with the speculative panel filled in also goes to docs/lab-1280.png
+ * and docs/lab-390.png, the README's pictures, when SPECLAB_E2E_DOCS=1 (CI leaves docs/ alone).
  */
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { chromium, expect, test, type Browser, type Download, type Page, type TestInfo } from '@playwright/test';
+import { BlobReader, Uint8ArrayWriter, ZipReader } from '@zip.js/zip.js';
+import { chromium, expect, test, type Browser, type Page, type TestInfo } from '@playwright/test';
 import { CHROMIUM_PATH } from '../runners/chromium-flags.ts';
 import { sealJson } from '../../src/util/sealed-json.ts';
 import { DEFAULT_SETTINGS } from '../../web/lab/protocol.ts';
+import {
+  applySettings, attachConsole, bytesOf, CHARTS, discardSavedRun, expectAccessible, expectNoConsoleErrors, expectNoHorizontalScroll, MINUTE, openLab,
+  pageDiagnosis, readStatus, runSpeculative, safetensorsHeader, settle, SMALL, snap, snapWidths, tabTo, TRAIN_TIMEOUT, waitForPhase, watch, type PageLog, type Settings,
+} from './lab-helpers.ts';
 
 const LAB_TARGET = fileURLToPath(new URL('../../assets/lab-target/', import.meta.url));
-const DOCS_SCREENSHOT = fileURLToPath(new URL('../../docs/lab.png', import.meta.url));
-
-const MINUTE = 60_000;
-/** Target generation (rollouts) plus training steps on the software adapter of a 2-core machine. */
-const TRAIN_TIMEOUT = 5 * MINUTE;
-
-type Phase = 'idle' | 'loading' | 'data' | 'training' | 'paused' | 'stopped' | 'done' | 'error';
-
-/** Small settings: 8 prompts × 4 epochs / batch 4 = 8 optimizer steps. */
-const SMALL = {
-  'train-prompts': 8,
-  'response-length': 16,
-  epochs: 4,
-  'batch-size': 4,
-  'ttt-length': 3,
-  'rollout-workers': 2,
-} as const;
-type Settings = Record<keyof typeof SMALL, number>;
-
-const CHARTS = ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-throughput', 'chart-queue', 'chart-lifecycle'] as const;
-
-interface Status {
-  phase: string;
-  step: number;
-  total: number;
-  loss: number;
-  firstLoss: number;
-  acked: number;
-  committed: number;
-  resumable: boolean;
-  text: string;
-}
-
-async function readStatus(page: Page): Promise<Status> {
-  const { data: d, content } = await page
-    .locator('#status')
-    .evaluate((el: HTMLElement) => ({ data: { ...el.dataset } as Record<string, string>, content: el.textContent ?? '' }));
-  const num = (v: string | undefined): number => (v === undefined || v === '' ? NaN : Number(v));
-  return {
-    phase: d.phase ?? '',
-    step: num(d.step),
-    total: num(d.total),
-    loss: num(d.loss),
-    firstLoss: num(d.firstLoss),
-    acked: num(d.acked),
-    committed: num(d.committed),
-    resumable: d.resumable === 'true',
-    text: content.trim(),
-  };
-}
-
-/** The page's own words when something went wrong: status, run detail, model status, GPU error. */
-async function pageDiagnosis(page: Page): Promise<string> {
-  const text = async (selector: string): Promise<string> => {
-    const el = page.locator(selector);
-    if ((await el.count().catch(() => 0)) === 0) return '';
-    return ((await el.first().textContent().catch(() => '')) ?? '').trim();
-  };
-  const gpuShown = await page.locator('#gpu-error').isVisible().catch(() => false);
-  return [
-    `#status: ${(await text('#status')) || '(empty)'}`,
-    `#model-status: ${(await text('#model-status')) || '(empty)'}`,
-    (await text('#run-detail')) ? `detail: ${await text('#run-detail')}` : '',
-    gpuShown ? `#gpu-error: ${await text('#gpu-error')}` : '',
-  ]
-    .filter(Boolean)
-    .join('; ');
-}
-
-/**
- * Waits until `#status` reaches one of `wanted` (or `error`, which fails at once with the page's
- * message instead of waiting out the timeout), and returns the status then.
- */
-async function waitForPhase(page: Page, wanted: readonly Phase[], timeout: number): Promise<Status> {
-  await page.waitForFunction(
-    (phases) => {
-      const phase = document.querySelector<HTMLElement>('#status')?.dataset.phase;
-      return phase !== undefined && (phases.includes(phase) || phase === 'error');
-    },
-    [...wanted] as string[],
-    { timeout, polling: 250 },
-  );
-  const status = await readStatus(page);
-  expect(wanted as readonly string[], `#status data-phase is "${status.phase}", wanted ${wanted.join(' | ')}; ${await pageDiagnosis(page)}`).toContain(status.phase);
-  return status;
-}
-
-/** Opens the lab and waits until it has settled. */
-async function openLab(page: Page): Promise<Status> {
-  await page.goto('/');
-  return settle(page);
-}
-
-/**
- * Waits until the loaded lab has settled: a phase other than `loading`, the lab target loaded
- * (`#model-status` ready) and `#start` enabled (start, or continue a saved run).
- */
-async function settle(page: Page): Promise<Status> {
-  await expect(page.locator('#status')).toBeAttached();
-  try {
-    await expect(page.locator('#gpu-error'), 'WebGPU should be available (SwiftShader)').toBeHidden();
-    await expect(page.locator('#model-status'), 'the lab target loads').toHaveAttribute('data-state', /^(ready|error)$/, { timeout: 3 * MINUTE });
-    await expect(page.locator('#model-status'), 'the lab target loads').toHaveAttribute('data-state', 'ready', { timeout: 1000 });
-    await expect(page.locator('#start'), '#start becomes enabled').toBeEnabled({ timeout: MINUTE });
-    await expect(page.locator('#gpu-error'), 'WebGPU should be available (SwiftShader)').toBeHidden();
-  } catch (err) {
-    throw new Error(`the lab did not become ready: ${(err as Error).message.split('\n')[0]}; ${await pageDiagnosis(page)}`, { cause: err });
-  }
-  const status = await readStatus(page);
-  expect(status.phase, `the lab settled in phase "${status.phase}"; ${await pageDiagnosis(page)}`).not.toMatch(/^(loading|error)$/);
-  return status;
-}
-
-/** Starts from a clean slate: discards a saved run if the page reports one. */
-async function discardSavedRun(page: Page): Promise<void> {
-  if ((await readStatus(page)).resumable) {
-    await page.locator('#discard').click();
-    await expect(page.locator('#status')).not.toHaveAttribute('data-resumable', 'true');
-  }
-}
-
-async function applySettings(page: Page, settings: Settings): Promise<void> {
-  for (const [id, value] of Object.entries(settings)) {
-    const input = page.locator(`#${id}`);
-    await expect(input, `settings input #${id}`).toBeEditable();
-    await input.fill(String(value));
-    await expect(input).toHaveValue(String(value));
-  }
-}
-
-/** Saves a full-page screenshot into the test's output folder (test-results/e2e/…/NAME.png), and to `also`. */
-async function snap(page: Page, testInfo: TestInfo, name: string, also?: string): Promise<void> {
-  const path = testInfo.outputPath(`${name}.png`);
-  await page.screenshot({ path, fullPage: true });
-  if (also && process.env.SPECLAB_E2E_DOCS === '1') {
-    await mkdir(dirname(also), { recursive: true });
-    await writeFile(also, await readFile(path));
-  }
-}
-
-/** Relays page errors to the test output (they explain most failures) and keeps the console. */
-function watch(page: Page): () => string {
-  const lines: string[] = [];
-  page.on('pageerror', (err) => {
-    lines.push(`pageerror: ${err.message}`);
-    console.log(`[lab] page error: ${err.message}`);
-  });
-  page.on('console', (msg) => lines.push(`${msg.type()}: ${msg.text()}`));
-  page.on('crash', () => {
-    lines.push('the page crashed');
-    console.log('[lab] the page crashed');
-  });
-  return () => lines.join('\n');
-}
-
-async function attachConsole(testInfo: TestInfo, log: () => string): Promise<void> {
-  const text = log();
-  if (text) await testInfo.attach('console', { body: text, contentType: 'text/plain' });
-}
-
-function bytesOf(files: { name: string; buffer: Buffer }[], name: string): Buffer {
-  const f = files.find((x) => x.name === name);
-  if (!f) throw new Error(`no ${name}`);
-  return f.buffer;
-}
-
-/** The safetensors header (8-byte little-endian length, then JSON) of a downloaded file. */
-function safetensorsHeader(bytes: Buffer): Record<string, unknown> {
-  expect(bytes.length, 'model.safetensors is at least a header').toBeGreaterThan(8);
-  const n = Number(bytes.readBigUInt64LE(0));
-  expect(8 + n, 'the safetensors header length fits in the file').toBeLessThanOrEqual(bytes.length);
-  return JSON.parse(bytes.subarray(8, 8 + n).toString('utf8')) as Record<string, unknown>;
-}
-
-/**
- * Runs the speculative panel on the first held-out prompt and checks the run: done, lossless, the
- * speculative text equal to the target-only text, acceptance length ≥ 1, both speeds > 0. Returns
- * #spec-stats' data attributes.
- */
-async function runSpeculative(page: Page): Promise<Record<string, string>> {
-  const select = page.locator('#spec-prompt');
-  const values = (await select.locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value))).filter((v) => v !== '');
-  expect(values.length, '#spec-prompt offers prompts').toBeGreaterThan(0);
-  await select.selectOption(values[0]);
-  await expect(page.locator('#spec-run')).toBeEnabled();
-  await page.locator('#spec-run').click();
-  const stats = page.locator('#spec-stats');
-  await expect(stats).toHaveAttribute('data-state', /^(done|error)$/, { timeout: TRAIN_TIMEOUT });
-  const s = await stats.evaluate((el: HTMLElement) => ({ ...el.dataset }) as Record<string, string>);
-  expect(s.state, `#spec-stats: ${(await stats.textContent())?.trim()}`).toBe('done');
-  expect(s.lossless, 'speculative decoding reproduces the target').toBe('true');
-  expect(s.targetText, 'data-target-text').toBeTruthy();
-  expect(s.text, 'data-text (speculative) equals data-target-text (target alone)').toBe(s.targetText);
-  expect(Number(s.acceptance), 'acceptance length (bonus token included) ≥ 1').toBeGreaterThanOrEqual(1);
-  expect(Number(s.tpsDraft), 'data-tps-draft').toBeGreaterThan(0);
-  expect(Number(s.tpsTarget), 'data-tps-target').toBeGreaterThan(0);
-  return s;
-}
 
 test.describe('browser', () => {
   test('Chromium has a WebGPU adapter', async ({ page }) => {
@@ -254,7 +62,7 @@ test.describe('no WebGPU', () => {
 
 test.describe.serial('one training run', () => {
   let page: Page;
-  let log: () => string;
+  let log: PageLog;
   let trained = false;
   let trainedSpec: Record<string, string> | undefined;
   const exported: { name: string; buffer: Buffer }[] = [];
@@ -269,6 +77,7 @@ test.describe.serial('one training run', () => {
     const testInfo = test.info();
     if (testInfo.status !== testInfo.expectedStatus) await snap(page, testInfo, 'failure').catch(() => undefined);
     await attachConsole(testInfo, log);
+    expectNoConsoleErrors(log);
   });
 
   test.afterAll(async () => {
@@ -280,8 +89,24 @@ test.describe.serial('one training run', () => {
     const initial = await openLab(page);
     expect(initial.phase, 'a fresh context starts idle').toBe('idle');
     await expect(page.locator('#adapter'), '#adapter shows the adapter facts').not.toBeEmpty();
+    // The introduction and the status bar: what EAGLE3 is, what runs where, the model, adapter and run state.
+    await expect(page.locator('.intro'), 'the page says what EAGLE3 is').toContainText('EAGLE3');
+    await expect(page.locator('.intro'), 'the page says what runs where').toContainText("this tab's GPU");
+    await expect(page.locator('#bar-model'), 'the status bar names the model').toContainText('lab-target');
+    await expect(page.locator('#bar-adapter'), 'the status bar names the adapter').not.toHaveText(/acquiring/);
+    await expect(page.locator('#bar-run'), 'the status bar shows the run state').toHaveAttribute('data-phase', 'idle');
+    await expectAccessible(page, 'at load');
     await discardSavedRun(page);
     await applySettings(page, SMALL);
+
+    // Inputs are checked against their own min / max: a message beside the input, Start disabled.
+    await page.locator('#ttt-length').fill('12');
+    await expect(page.locator('#ttt-length-error'), 'an inline message names the limit').toHaveText(/TTT length: at most 8 \(got 12\)/);
+    await expect(page.locator('#ttt-length')).toHaveAttribute('aria-invalid', 'true');
+    await expect(page.locator('#start'), 'Start is disabled while a setting is invalid').toBeDisabled();
+    await page.locator('#ttt-length').fill(String(SMALL['ttt-length']));
+    await expect(page.locator('#ttt-length-error')).toHaveCount(0);
+    await expect(page.locator('#start'), 'Start is enabled again').toBeEnabled();
     // The GPU memory plan is on the page before Start, and follows the settings.
     const plan = page.locator('#memory-plan');
     await expect(plan, '#memory-plan shows before Start').toBeVisible();
@@ -295,7 +120,23 @@ test.describe.serial('one training run', () => {
     await expect(plan).toHaveAttribute('data-total', String(planned));
     await snap(page, testInfo, 'settings');
 
-    await page.locator('#start').click();
+    // Every progress state the page shows, recorded as it changes (the data phase can be short).
+    await page.evaluate(() => {
+      const el = document.querySelector<HTMLElement>('#progress')!;
+      const seen: string[] = [];
+      (window as unknown as { progressSeen: string[] }).progressSeen = seen;
+      new MutationObserver(() => seen.push(`${el.dataset.task} ${el.dataset.done}/${el.dataset.total} eta=${el.dataset.etaS} | ${el.querySelector('#progress-label')?.textContent}`)).observe(el, { attributes: true, subtree: true, childList: true, characterData: true });
+    });
+    // Keyboard only: Tab to Start and press Enter; Tab to Pause, Space; Tab to Resume, Enter.
+    await tabTo(page, 'start');
+    await page.keyboard.press('Enter');
+    await waitForPhase(page, ['training'], TRAIN_TIMEOUT);
+    await tabTo(page, 'pause');
+    await page.keyboard.press('Space');
+    const paused = await waitForPhase(page, ['paused'], TRAIN_TIMEOUT);
+    await expect(page.locator('#progress-label'), 'the progress panel says paused').toContainText(`Paused after step ${paused.step}`);
+    await tabTo(page, 'resume');
+    await page.keyboard.press('Enter');
     const done = await waitForPhase(page, ['done'], TRAIN_TIMEOUT);
     const steps = (SMALL.epochs * SMALL['train-prompts']) / SMALL['batch-size'];
     expect(done.total, 'data-total = epochs × prompts / batch').toBe(steps);
@@ -306,12 +147,36 @@ test.describe.serial('one training run', () => {
     expect(done.acked, 'every sample acked once').toBe(SMALL.epochs * SMALL['train-prompts']);
     expect(done.committed, 'every sample committed once').toBe(SMALL.epochs * SMALL['train-prompts']);
 
+    // Progress: the data phase counted the prompts, the first (compiling) step is timed apart from the steady state.
+    const seen = await page.evaluate(() => (window as unknown as { progressSeen: string[] }).progressSeen);
+    const promptsTotal = seen.find((line) => line.startsWith(`prompts ${SMALL['train-prompts']}/${SMALL['train-prompts']}`));
+    expect(promptsTotal, `the data phase reported all ${SMALL['train-prompts']} training prompts done; seen:\n${seen.slice(0, 20).join('\n')}`).toBeTruthy();
+    expect(seen.some((line) => /^prompts \d+\/\d+ .*Data 2 of 2 .* of \d+ prompts/.test(line)), 'the data phase says what it does, with counts').toBe(true);
+    expect(seen.some((line) => /^training \d+\/\d+ eta=\d/.test(line)), 'training shows an ETA').toBe(true);
+    const prog = await page.locator('#progress').evaluate((el: HTMLElement) => ({ ...el.dataset }) as Record<string, string>);
+    expect(Number(prog.firstStepMs), 'the first step (shader compile) is timed').toBeGreaterThan(0);
+    expect(Number(prog.steadyStepMs), 'the steady-state step time is measured').toBeGreaterThan(0);
+    expect(Number(prog.evalsDone), 'held-out evaluations counted').toBeGreaterThan(0);
+    expect(prog.evalsDone, 'every held-out evaluation ran').toBe(prog.evalsTotal);
+    await expect(page.locator('#progress-timing')).toContainText(/First step .* \(includes compiling the GPU shaders, once per tab\); steady state .* per step/);
+    console.log(`[lab] first step ${prog.firstStepMs} ms, then ${prog.steadyStepMs} ms per step`);
+
     for (const id of CHARTS) {
       await expect(page.locator(`#${id} canvas`).first(), `#${id} has a uPlot canvas`).toBeVisible();
     }
     const tables = page.locator('.chart-numbers');
     expect(await tables.count(), 'a .chart-numbers table per chart').toBeGreaterThanOrEqual(CHARTS.length);
     for (const table of await tables.all()) await expect(table, '.chart-numbers shows numbers').toContainText(/\d/);
+    // The tables are the legends (a swatch per series); uPlot's own legend of "--" is gone.
+    await expect(page.locator('.u-legend'), 'no uPlot legend').toHaveCount(0);
+    await expect(page.locator('.chart-numbers[data-for="chart-loss"] .swatch')).toHaveCount(SMALL['ttt-length']);
+    // Counts and bytes on separate charts.
+    await expect(page.locator('.chart-numbers[data-for="chart-queue"]')).not.toContainText('MB');
+    await expect(page.locator('.chart-numbers[data-for="chart-store"]')).toContainText('MB');
+    // Acceptance length includes the bonus token: the simulated one is at least 1.
+    const accCell = await page.locator('.chart-numbers[data-for="chart-acceptance"] tr', { hasText: 'training batch (simulated)' }).locator('td').textContent();
+    expect(Number(accCell), `simulated acceptance length (bonus included) ≥ 1 (got ${accCell})`).toBeGreaterThanOrEqual(1);
+    await expect(page.locator('.chart-numbers[data-for="chart-accept-rate"]'), 'per-position acceptance over training').toContainText(/held-out rate k=0\s*0\.\d{3}/);
     await expect(page.locator('#ttt-visibility .visible').first(), '#ttt-visibility shows visible cells').toBeVisible();
 
     // Evaluation while training: the held-out prompts are scored every few steps and at the last.
@@ -322,7 +187,7 @@ test.describe.serial('one training run', () => {
     const accLen = Number(ev.accLen);
     const acc0 = Number(ev.acc0);
     expect(evStep, 'the last step is always evaluated (#eval-status data-step)').toBe(done.total);
-    expect(Number.isFinite(accLen) && accLen >= 0 && accLen <= SMALL['ttt-length'], `held-out data-acc-len is in [0, ttt length] (got ${ev.accLen})`).toBe(true);
+    expect(Number.isFinite(accLen) && accLen >= 1 && accLen <= SMALL['ttt-length'] + 1, `held-out data-acc-len (bonus included) is in [1, ttt length + 1] (got ${ev.accLen})`).toBe(true);
     expect(Number.isFinite(acc0) && acc0 >= 0 && acc0 <= 1, `held-out data-acc0 is in [0, 1] (got ${ev.acc0})`).toBe(true);
     expect(Number(ev.tokens), 'held-out tokens were scored').toBeGreaterThan(0);
     await expect(evalStatus, '#eval-status says it in words').toContainText('simulated acceptance length');
@@ -330,9 +195,24 @@ test.describe.serial('one training run', () => {
     await expect(page.locator('.chart-numbers[data-for="chart-acceptance"]'), 'the acceptance table has a held-out row').toContainText('held-out');
     console.log(`[lab] held-out after step ${evStep}: simulated acceptance length ${accLen}, acc_0 ${acc0}, loss ${ev.loss}`);
 
+    // A finished run offers Train again; its settings are editable for the next run.
+    await expect(page.locator('#train-again'), 'Train again is offered').toBeVisible();
+    await expect(page.locator('#train-again')).toBeEnabled();
+    await expect(page.locator('#start'), 'a finished run cannot be continued').toBeDisabled();
+    await expect(page.locator('#bar-run'), 'the status bar shows the finished run').toHaveText(/done · step 8\/8/);
+
+    await expectAccessible(page, 'after a run');
+    await page.setViewportSize({ width: 390, height: 900 });
+    await expectNoHorizontalScroll(page, 390);
+    for (const id of ['spec-run', 'export', 'train-again']) {
+      const box = await page.locator(`#${id}`).boundingBox();
+      expect(box && box.x >= 0 && box.x + box.width <= 390, `#${id} lies within 390 px`).toBe(true);
+    }
+    await page.setViewportSize({ width: 1280, height: 900 });
+
     trained = true;
     console.log(`[lab] trained ${done.step} steps: loss ${done.firstLoss} → ${done.loss}; ${done.committed} samples committed, ${done.acked} acked`);
-    await snap(page, testInfo, 'trained', DOCS_SCREENSHOT);
+    await snapWidths(page, testInfo, 'trained');
   });
 
   test('speculative decoding with the trained draft is lossless', async () => {
@@ -342,42 +222,60 @@ test.describe.serial('one training run', () => {
     expect(await page.locator('#spec-output span').count(), '#spec-output shows the tokens').toBeGreaterThan(0);
     trainedSpec = s;
     console.log(`[lab] trained draft: acceptance length ${s.acceptance}, ${s.tpsDraft} tokens/s with the draft, ${s.tpsTarget} target alone`);
-    await snap(page, testInfo, 'speculative', DOCS_SCREENSHOT);
+    // The speed against the target alone, said plainly (a slow-down on a software adapter is common).
+    const speed = page.locator('#spec-speed');
+    await expect(speed).toHaveAttribute('data-state', /^(faster|slower)$/);
+    const ratio = Number(await speed.getAttribute('data-speedup'));
+    expect(ratio, 'data-speedup = draft tokens/s ÷ target tokens/s').toBeCloseTo(Number(s.tpsDraft) / Number(s.tpsTarget), 6);
+    await expect(speed).toContainText(ratio >= 1 ? /Speed-up: \d+\.\d\d× faster/ : /Slow-down: .* \d+\.\d\d× SLOWER than the target alone/);
+    await snapWidths(page, testInfo, 'speculative', true);
   });
 
   test('export the draft, import it again, decode with the import', async () => {
     const testInfo = test.info();
     expect(trained, 'needs the trained lab of the previous test').toBe(true);
-    const downloads: Download[] = [];
-    const onDownload = (d: Download): void => void downloads.push(d);
-    page.on('download', onDownload);
-    try {
-      await page.locator('#export').click();
-      await expect.poll(() => downloads.length, { message: '#export downloads two files', timeout: 2 * MINUTE }).toBe(2);
-    } finally {
-      page.off('download', onDownload);
+    // One zip, after a confirmation that names what is inside.
+    await page.locator('#export').click();
+    const dialog = page.locator('#export-dialog');
+    await expect(dialog, 'a confirmation before the download').toBeVisible({ timeout: MINUTE });
+    await expect(dialog).toContainText(/speclab-eagle3-draft-step8\.zip \(\S+ \S+\)/);
+    for (const name of ['config.json', 'model.safetensors']) await expect(dialog.locator('#export-entries tr', { hasText: name }), `the dialog lists ${name} with its size`).toContainText(/\d+(\.\d+)? (B|KiB|MiB)/);
+    await snap(page, testInfo, 'export-dialog');
+    const [download] = await Promise.all([page.waitForEvent('download', { timeout: MINUTE }), page.locator('#export-confirm').click()]);
+    await expect(dialog).toBeHidden();
+    expect(download.suggestedFilename()).toBe('speclab-eagle3-draft-step8.zip');
+    const zipPath = testInfo.outputPath('export', download.suggestedFilename());
+    await download.saveAs(zipPath);
+    expect(await download.failure(), 'the zip downloads').toBeNull();
+    const zip = new ZipReader(new BlobReader(new Blob([await readFile(zipPath)])));
+    for (const entry of await zip.getEntries()) {
+      if (!entry.directory) exported.push({ name: entry.filename, buffer: Buffer.from(await entry.getData(new Uint8ArrayWriter())) });
     }
-    const paths: string[] = [];
-    for (const d of downloads) {
-      const path = testInfo.outputPath('export', d.suggestedFilename());
-      await d.saveAs(path);
-      expect(await d.failure(), `download ${d.suggestedFilename()}`).toBeNull();
-      paths.push(path);
-      exported.push({ name: d.suggestedFilename(), buffer: await readFile(path) });
-    }
-    expect(exported.map((f) => f.name).sort()).toEqual(['config.json', 'model.safetensors']);
+    await zip.close();
+    expect(exported.map((f) => f.name).sort(), 'the zip\'s entries').toEqual(['config.json', 'model.safetensors']);
 
     const config = JSON.parse(bytesOf(exported, 'config.json').toString('utf8')) as { architectures?: string[] };
     expect(config.architectures, 'an SGLang EAGLE3 draft config').toEqual(['LlamaForCausalLMEagle3']);
     const header = safetensorsHeader(bytesOf(exported, 'model.safetensors'));
     expect(Object.keys(header).filter((k) => k !== '__metadata__').length, 'the export has tensors').toBeGreaterThan(0);
 
+    // Import takes the loose files, as before…
+    const paths: string[] = [];
+    for (const f of exported) {
+      const path = testInfo.outputPath('export', 'files', f.name);
+      await mkdir(join(path, '..'), { recursive: true });
+      await writeFile(path, f.buffer);
+      paths.push(path);
+    }
     await page.locator('#import-files').setInputFiles(paths);
     const importStatus = page.locator('#import-status');
     await expect(importStatus).toHaveAttribute('data-state', /^(ready|error)$/, { timeout: MINUTE });
     const state = await importStatus.getAttribute('data-state');
     expect(state, `#import-status: ${(await importStatus.textContent())?.trim()}`).toBe('ready');
     await snap(page, testInfo, 'imported');
+    // …and the zip.
+    await page.locator('#import-files').setInputFiles([zipPath]);
+    await expect(importStatus, 'the zip imports').toHaveAttribute('data-state', 'ready', { timeout: MINUTE });
 
     // The imported draft is the trained one: same tokens, same acceptance on the same prompt.
     const s = await runSpeculative(page);
@@ -386,6 +284,22 @@ test.describe.serial('one training run', () => {
       expect(Number(s.acceptance), 'the imported draft has the trained draft\'s acceptance length').toBeCloseTo(Number(trainedSpec.acceptance), 6);
     }
     await snap(page, testInfo, 'imported-speculative');
+  });
+
+  test('Train again starts a new run from a finished one; Stop (keyboard) keeps it resumable', async () => {
+    const testInfo = test.info();
+    expect(trained, 'needs the finished run of the first test').toBe(true);
+    await page.locator('#epochs').fill('2');
+    await tabTo(page, 'train-again');
+    await page.keyboard.press('Enter');
+    await waitForPhase(page, ['training'], TRAIN_TIMEOUT);
+    await expect(page.locator('#train-again'), 'a running run offers no Train again').toBeHidden();
+    await tabTo(page, 'stop');
+    await page.keyboard.press('Enter');
+    const stopped = await waitForPhase(page, ['stopped'], TRAIN_TIMEOUT);
+    expect(stopped.total, 'the new run has the new settings: 2 epochs × 8 prompts / batch 4').toBe(4);
+    await expect(page.locator('#start'), 'the stopped run can be continued').toHaveText(/Continue \(step \d+ of 4\)/, { timeout: MINUTE });
+    await snap(page, testInfo, 'train-again-stopped');
   });
 });
 
@@ -432,7 +346,15 @@ test.describe('persistence', () => {
       expect(reloaded.step, `the last checkpointed step is ≤ the step shown at unload (${stepAtUnload})`).toBeLessThanOrEqual(stepAtUnload);
       expect.soft(reloaded.acked, 'after a reload, data-acked shows the durable ack: exactly the checkpointed steps × batch').toBe(reloaded.step * settings['batch-size']);
       console.log(`[lab] reloaded at step ${stepAtUnload} of ${total}; saved run at step ${reloaded.step}, ${reloaded.acked} samples acked`);
-      await snap(page, testInfo, 'after-reload');
+      // The curves come back from the run's own metrics, up to the last checkpoint (the step it continues after).
+      const source = page.locator('#charts-source');
+      await expect(source, 'the charts are restored from the saved run').toHaveAttribute('data-restored', String(reloaded.step), { timeout: MINUTE });
+      await expect(source).toContainText(`restored up to step ${reloaded.step}`);
+      for (const id of ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-throughput']) {
+        await expect(page.locator(`#${id} canvas`).first(), `#${id} is drawn again after the reload`).toBeVisible();
+        await expect(page.locator(`.chart-numbers[data-for="${id}"] td`).first(), `#${id}'s table has its numbers back`).toHaveText(/\d/);
+      }
+      await snapWidths(page, testInfo, 'after-reload');
 
       await page.locator('#start').click();
       const done = await waitForPhase(page, ['done'], TRAIN_TIMEOUT);
@@ -442,7 +364,11 @@ test.describe('persistence', () => {
       expect(done.acked, 'every sample acked exactly once').toBe(samples);
       expect(done.committed, 'every sample committed exactly once').toBe(samples);
       expect(done.resumable, 'a finished run is not resumable').toBe(false);
+      // The restored steps and the continued ones make one curve: a point per step, none twice.
+      await expect(page.locator('.chart-numbers[data-for="chart-loss"] td').first()).toHaveText(/\d/);
+      expect(await page.evaluate(() => document.querySelector('#charts-source')?.getAttribute('data-source')), 'the charts show this run').toBe('run');
       await snap(page, testInfo, 'continued');
+      expectNoConsoleErrors(log);
     } finally {
       await attachConsole(testInfo, log);
     }
@@ -481,6 +407,7 @@ test.describe('persistence', () => {
       await page.locator('#discard').click();
       await expect(page.locator('#status'), 'discarded').not.toHaveAttribute('data-damaged', 'true');
       await expect(page.locator('#start'), 'a new run can start').toBeEnabled({ timeout: MINUTE });
+      expectNoConsoleErrors(log);
     } finally {
       await attachConsole(testInfo, log);
     }
@@ -557,6 +484,7 @@ test.describe('model files', () => {
       await expect(status).toHaveAttribute('data-state', /^(ready|error)$/, { timeout: 2 * MINUTE });
       expect(await status.getAttribute('data-state'), `#model-status after picking the intact lab target: ${(await status.textContent())?.trim()}`).toBe('ready');
       await snap(page, testInfo, 'model-ready');
+      expectNoConsoleErrors(log);
     } finally {
       await attachConsole(testInfo, log);
     }

@@ -1,13 +1,26 @@
 /**
- * Live training charts (uPlot), each with a table of the latest numbers beside it so the page is
- * readable without the pictures. One x value (the optimizer step) per point; a series without a value
- * at a step (held-out evaluation runs only every few steps) leaves a gap its line spans, and its
- * table row keeps the latest value it had.
+ * Training charts (uPlot), each with a table of the latest numbers beside it: the table is the
+ * legend (a colour swatch per series) and keeps the page readable without the pictures, so uPlot's
+ * own legend is off. One x value (the optimizer step, whole numbers only) per point; a series
+ * without a value at a step (held-out evaluation runs only every few steps) leaves a gap its line
+ * spans, and its table row keeps the latest value it had. Every chart names its y quantity and unit.
  */
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
 
-const COLORS = ['#3558d8', '#d8354f', '#2a9d5c', '#c77c0e', '#7b3fd1', '#0f8ea1', '#8a8a8a', '#b0456f'];
+const COLORS = ['#3558d8', '#d8354f', '#2a9d5c', '#c77c0e', '#7b3fd1', '#0f8ea1', '#6b6b6b', '#b0456f'];
+const HEIGHT = 180;
+/** Step ticks: whole numbers only (uPlot would otherwise place 1.5). */
+const STEP_INCREMENTS = [1, 2, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000, 2000, 5000, 10000];
+
+export interface ChartOptions {
+  /** The y quantity and its unit, e.g. "loss (nats)". */
+  yLabel: string;
+  /** Table cells and y tick labels. */
+  format?: (v: number) => string;
+  /** A fixed y range (accuracies: [0, 1]); else it follows the data. */
+  yRange?: [number, number];
+}
 
 export class LiveChart {
   private readonly xs: number[] = [];
@@ -15,15 +28,25 @@ export class LiveChart {
   private readonly latest: (number | undefined)[];
   private plot: uPlot | undefined;
   private pending = false;
+  private readonly format: (v: number) => string;
 
   constructor(
     private readonly container: HTMLElement,
     private readonly table: HTMLTableElement,
     private readonly names: readonly string[],
-    private readonly format: (v: number) => string = (v) => (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(4)),
+    private readonly options: ChartOptions,
   ) {
     this.ys = names.map(() => []);
     this.latest = names.map(() => undefined);
+    this.format = options.format ?? ((v) => (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(4)));
+    container.setAttribute('role', 'img');
+    container.setAttribute('aria-label', `${options.yLabel} against optimizer step: ${names.join(', ')}`);
+    this.renderTable();
+  }
+
+  /** The number of steps drawn. */
+  get length(): number {
+    return this.xs.length;
   }
 
   /** Appends one point per series at step `x`; an undefined value is no point for that series. */
@@ -31,19 +54,26 @@ export class LiveChart {
     this.xs.push(x);
     this.names.forEach((_, i) => {
       const v = values[i];
-      this.ys[i].push(v ?? null);
-      if (v !== undefined) this.latest[i] = v;
+      const finite = v !== undefined && Number.isFinite(v);
+      this.ys[i].push(finite ? v : null);
+      if (finite) this.latest[i] = v;
     });
-    const cell = (v: number | undefined) => (v === undefined ? '—' : this.format(v));
-    this.table.innerHTML = `<tbody>${this.names.map((n, i) => `<tr><th scope="row">${n}</th><td>${cell(this.latest[i])}</td></tr>`).join('')}</tbody>`;
+    this.renderTable();
     this.schedule();
   }
 
   reset(): void {
     for (const series of [this.xs, ...this.ys]) series.length = 0;
     this.latest.fill(undefined);
-    this.table.innerHTML = '';
+    this.renderTable();
     this.schedule();
+  }
+
+  private renderTable(): void {
+    const cell = (v: number | undefined) => (v === undefined ? '—' : this.format(v));
+    const head = `<thead><tr><th scope="col">series</th><th scope="col">latest</th></tr></thead>`;
+    const rows = this.names.map((n, i) => `<tr><th scope="row"><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>${n}</th><td>${cell(this.latest[i])}</td></tr>`);
+    this.table.innerHTML = `${head}<tbody>${rows.join('')}</tbody>`;
   }
 
   private aligned(): uPlot.AlignedData {
@@ -60,24 +90,32 @@ export class LiveChart {
     });
   }
 
+  private width(): number {
+    return Math.max(200, this.container.clientWidth || 320);
+  }
+
   private draw(): void {
-    const width = Math.max(240, this.container.clientWidth || 320);
-    if (!this.plot) {
-      this.plot = new uPlot(
-        {
-          width,
-          height: 180,
-          scales: { x: { time: false } },
-          axes: [{ label: 'step' }, {}],
-          series: [{ label: 'step' }, ...this.names.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true }))],
-          legend: { show: this.names.length > 1 },
-        },
-        this.aligned(),
-        this.container,
-      );
-      new ResizeObserver(() => this.plot?.setSize({ width: Math.max(240, this.container.clientWidth), height: 180 })).observe(this.container);
+    if (this.plot) {
+      this.plot.setData(this.aligned());
       return;
     }
-    this.plot.setData(this.aligned());
+    const format = this.format;
+    const range = this.options.yRange;
+    this.plot = new uPlot(
+      {
+        width: this.width(),
+        height: HEIGHT,
+        scales: { x: { time: false }, y: range ? { range: () => range } : {} },
+        axes: [
+          { label: 'optimizer step', incrs: STEP_INCREMENTS, values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
+          { label: this.options.yLabel, size: 56, values: (_u, ticks) => ticks.map((t) => format(t)) },
+        ],
+        series: [{ label: 'step' }, ...this.names.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true }))],
+        legend: { show: false },
+      },
+      this.aligned(),
+      this.container,
+    );
+    new ResizeObserver(() => this.plot?.setSize({ width: this.width(), height: HEIGHT })).observe(this.container);
   }
 }

@@ -4,10 +4,10 @@
  * few optimizer steps (and at the last), so the page can chart held-out acceptance beside training.
  */
 import type { TargetModel } from '../../src/model/target/model.ts';
-import { continueWithTarget } from '../../src/training/eagle3-data.ts';
 import type { EvalMetrics } from '../../src/training/held-out-eval.ts';
 import type { PeriodicEvalSettings } from '../../src/training/periodic-eval.ts';
 import type { EvalReport, LabSettings } from './protocol.ts';
+import { continueWithProgress, type OnProgress } from './worker-data.ts';
 
 /** About this many evaluations per run: few enough to cost little, enough to draw a line. */
 const EVALS_PER_RUN = 6;
@@ -18,8 +18,8 @@ export function evalEvery(s: LabSettings): number {
 }
 
 /** The session's `evaluation` input: the held-out prompts continued greedily by the target. */
-export async function labEvaluation(target: TargetModel, heldOut: readonly number[][], s: LabSettings): Promise<PeriodicEvalSettings> {
-  return { every: evalEvery(s), sequences: await continueWithTarget(target, heldOut, s.responseLength) };
+export async function labEvaluation(target: TargetModel, heldOut: readonly number[][], s: LabSettings, onProgress: OnProgress): Promise<PeriodicEvalSettings> {
+  return { every: evalEvery(s), sequences: await continueWithProgress(target, heldOut, s.responseLength, onProgress) };
 }
 
 /** Plain structured-clone data for the page. */

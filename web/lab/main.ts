@@ -1,10 +1,17 @@
 /**
  * The lab page (main thread): controls, charts, panels. Every GPU, storage and training call runs in
  * the Web Worker (./worker.ts); this file only sends Commands and renders Reports (./protocol.ts).
+ * Its parts: settings-form.ts (validated inputs), lab-charts.ts (the charts), progress-view.ts
+ * (progress and ETA), export-zip.ts (the export zip), metrics.ts (a CLI metrics.jsonl).
  */
 import { droppedDirectory, pickedDirectory, type PickedDirectory } from '../../src/platform/browser-model-files.ts';
-import { LiveChart } from './charts.ts';
-import { DEFAULT_SETTINGS, type Command, type EvalReport, type LabSettings, type Phase, type Report, type RunStatus } from './protocol.ts';
+import { expandZips } from './export-zip.ts';
+import { offerExport } from './export-panel.ts';
+import { LabCharts } from './lab-charts.ts';
+import { acceptanceLength, parseMetricsJsonl, type MetricPoint } from './metrics.ts';
+import { DEFAULT_SETTINGS, type Command, type EvalReport, type Phase, type Report, type RunStatus } from './protocol.ts';
+import { RunProgress } from './progress-view.ts';
+import { readSettings, SETTING_INPUTS, validateSettings, writeSettings } from './settings-form.ts';
 import { renderTttVisibility } from './ttt-visibility.ts';
 import { renderMemoryPlan, type MemoryBasis } from './memory-plan-view.ts';
 
@@ -15,67 +22,40 @@ const send = (cmd: Command) => worker.postMessage(cmd);
 const status = $('status');
 const evalStatus = $('eval-status');
 const detail = $('run-detail');
-const buttons = { start: $<HTMLButtonElement>('start'), pause: $<HTMLButtonElement>('pause'), resume: $<HTMLButtonElement>('resume'), stop: $<HTMLButtonElement>('stop'), discard: $<HTMLButtonElement>('discard') };
+const buttons = { start: $<HTMLButtonElement>('start'), pause: $<HTMLButtonElement>('pause'), resume: $<HTMLButtonElement>('resume'), stop: $<HTMLButtonElement>('stop'), discard: $<HTMLButtonElement>('discard'), again: $<HTMLButtonElement>('train-again') };
 const specRun = $<HTMLButtonElement>('spec-run');
 const exportButton = $<HTMLButtonElement>('export');
+const progress = new RunProgress($('progress'));
 
-const SETTING_INPUTS: Record<keyof LabSettings, string> = {
-  tttLength: 'ttt-length', draftVocabSize: 'draft-vocab', batchSize: 'batch-size', lr: 'lr',
-  rolloutWorkers: 'rollout-workers', epochs: 'epochs', trainPrompts: 'train-prompts', responseLength: 'response-length',
-};
-
-function readSettings(): LabSettings {
-  const out = { ...DEFAULT_SETTINGS };
-  for (const [key, id] of Object.entries(SETTING_INPUTS) as [keyof LabSettings, string][]) {
-    const input = $<HTMLInputElement>(id);
-    const value = Number(input.value);
-    if (!Number.isFinite(value) || value <= 0 || (key !== 'lr' && !Number.isInteger(value))) {
-      throw new Error(`${input.labels?.[0]?.textContent?.trim() ?? key}: "${input.value}" is not a valid ${key === 'lr' ? 'positive number' : 'positive integer'}`);
-    }
-    out[key] = value;
-  }
-  return out;
-}
-
-function writeSettings(s: LabSettings): void {
-  for (const [key, id] of Object.entries(SETTING_INPUTS) as [keyof LabSettings, string][]) $<HTMLInputElement>(id).value = String(s[key]);
-  showMemoryPlan();
-}
-
-// ── GPU memory plan (memory-plan-view.ts): under the settings, redrawn when they or the model change ──
+// ── GPU memory plan (memory-plan-view.ts): beside the settings, redrawn when they or the model change ──
 const memoryPlan = document.createElement('div');
 memoryPlan.id = 'memory-plan';
 memoryPlan.setAttribute('aria-live', 'polite');
-$('settings').after(memoryPlan);
+$('plan-slot').append(memoryPlan);
 let memoryBasis: MemoryBasis | undefined;
-function showMemoryPlan(): void {
+let settingsValid = true;
+function onSettingsChange(): void {
+  settingsValid = validateSettings().length === 0;
+  $('settings-error').hidden = settingsValid;
+  $('settings-error').textContent = settingsValid ? '' : 'Fix the settings marked above to start a run.';
   renderMemoryPlan(memoryPlan, memoryBasis, readSettings);
+  refreshButtons();
 }
-$('settings').addEventListener('input', showMemoryPlan);
-showMemoryPlan();
+$('settings').addEventListener('input', onSettingsChange);
 
 // ── charts ──────────────────────────────────────────────────────────────────────────────────────
-function chart(id: string, names: string[], format?: (v: number) => string): LiveChart {
-  return new LiveChart($(id), document.querySelector<HTMLTableElement>(`.chart-numbers[data-for="${id}"]`)!, names, format);
-}
-let tttLength = DEFAULT_SETTINGS.tttLength;
-let charts: Record<string, LiveChart> = {};
+const charts = new LabCharts((id) => $(id));
 function buildCharts(ttt: number): void {
-  tttLength = ttt;
-  for (const id of ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-eval', 'chart-throughput', 'chart-queue', 'chart-lifecycle']) $(id).innerHTML = '';
-  const steps = Array.from({ length: ttt }, (_, k) => `k=${k}`);
-  charts = {
-    loss: chart('chart-loss', steps.map((s) => `ploss ${s}`)),
-    acc: chart('chart-acc', steps.map((s) => `acc ${s}`), (v) => v.toFixed(3)),
-    acceptance: chart('chart-acceptance', ['training batch', 'held-out'], (v) => v.toFixed(3)),
-    eval: chart('chart-eval', steps.map((s) => `held-out acc ${s}`), (v) => v.toFixed(3)),
-    throughput: chart('chart-throughput', ['tokens/s'], (v) => v.toFixed(1)),
-    queue: chart('chart-queue', ['queue depth', 'in flight', 'resident MB', 'spilled MB'], (v) => v.toFixed(2)),
-    lifecycle: chart('chart-lifecycle', ['prompts pending', 'prompts leased', 'prompts done', 'samples committed', 'samples acked', 'train backlog'], (v) => v.toFixed(0)),
-  };
+  charts.build(ttt);
   renderTttVisibility($('ttt-visibility'), ttt);
 }
-buildCharts(tttLength);
+buildCharts(DEFAULT_SETTINGS.tttLength);
+/** What the charts show: this tab's run, or a metrics.jsonl someone opened. */
+function chartSource(source: 'run' | 'file' | 'none', text: string): void {
+  const el = $('charts-source');
+  el.dataset.source = source;
+  el.textContent = text;
+}
 
 // ── run state ───────────────────────────────────────────────────────────────────────────────────
 let phase: Phase = 'idle';
@@ -84,12 +64,16 @@ let saved: { step: number; total: number; finished: boolean } | undefined;
 /** The saved run failed its integrity check: only Discard is offered. */
 let damagedRun = false;
 let haveDraft = false;
+let trainAgain = false;
 
 function setStatus(attrs: Record<string, string | number>): void {
   for (const [k, v] of Object.entries(attrs)) status.dataset[k] = String(v);
   const d = status.dataset;
   const loss = d.loss ? `, loss ${Number(d.loss).toFixed(4)}` : '';
   status.textContent = `${d.phase}: step ${d.step}/${d.total}${loss}; samples committed ${d.committed}, durably acked ${d.acked}${d.resumable === 'true' ? ' — a saved run can be continued' : ''}`;
+  const bar = $('bar-run');
+  bar.dataset.phase = d.phase ?? '';
+  bar.textContent = d.phase === 'training' || d.phase === 'data' ? progress.summary() : `${d.phase}${Number(d.total) > 0 ? ` · step ${d.step}/${d.total}` : ''}${d.resumable === 'true' ? ' · saved run can be continued' : ''}`;
 }
 
 /** The latest held-out evaluation as text and data attributes (data-step, data-acc-len, data-acc0, data-loss). */
@@ -100,21 +84,28 @@ function showEval(e: EvalReport | undefined): void {
     evalStatus.textContent = 'Held-out evaluation: not run yet (it runs every few steps and at the last).';
     return;
   }
-  Object.assign(evalStatus.dataset, { state: 'done', step: String(e.step), accLen: String(e.simulatedAcceptance), acc0: String(e.accs[0] ?? Number.NaN), loss: String(e.loss), every: String(e.every), sequences: String(e.sequences), tokens: String(e.lossTokens) });
-  evalStatus.textContent = `Held-out evaluation after step ${e.step} (${e.sequences} prompts, ${e.lossTokens} tokens, every ${e.every} steps): simulated acceptance length ${e.simulatedAcceptance.toFixed(3)}, acc k=0 ${(e.accs[0] ?? Number.NaN).toFixed(3)}, loss ${e.loss.toFixed(4)}`;
+  const len = acceptanceLength(e.simulatedAcceptance);
+  Object.assign(evalStatus.dataset, { state: 'done', step: String(e.step), accLen: String(len), acc0: String(e.accs[0] ?? Number.NaN), loss: String(e.loss), every: String(e.every), sequences: String(e.sequences), tokens: String(e.lossTokens) });
+  const rates = e.acceptanceRates.map((r, k) => `k=${k} ${r.toFixed(2)}`).join(', ');
+  evalStatus.textContent = `Held-out evaluation after step ${e.step} (${e.sequences} prompts, ${e.lossTokens} tokens, every ${e.every} steps): simulated acceptance length ${len.toFixed(3)} tokens per verification (bonus included), acc k=0 ${(e.accs[0] ?? Number.NaN).toFixed(3)}, acceptance rate per position ${rates}, loss ${e.loss.toFixed(4)}`;
 }
 
 function refreshButtons(): void {
   const busy = phase === 'loading' || phase === 'data' || phase === 'training';
-  buttons.start.disabled = !modelReady || busy || phase === 'paused' || (saved?.finished ?? false) || damagedRun;
-  buttons.start.textContent = saved && !saved.finished ? `Continue (step ${saved.step} of ${saved.total})` : 'Start';
+  const finished = saved?.finished ?? false;
+  const continuing = saved !== undefined && !finished;
+  buttons.start.disabled = !modelReady || busy || phase === 'paused' || finished || damagedRun || (!continuing && !settingsValid);
+  buttons.start.textContent = continuing ? `Continue (step ${saved!.step} of ${saved!.total})` : 'Start';
   buttons.pause.disabled = phase !== 'training';
   buttons.resume.disabled = phase !== 'paused';
   buttons.stop.disabled = !(phase === 'training' || phase === 'paused' || phase === 'data');
   buttons.discard.disabled = busy || phase === 'paused' || (!saved && !damagedRun);
+  buttons.again.hidden = !finished;
+  buttons.again.disabled = !modelReady || busy || !settingsValid;
   specRun.disabled = !modelReady || busy || !haveDraft;
   exportButton.disabled = busy || !haveDraft || !saved;
-  for (const id of Object.values(SETTING_INPUTS)) $<HTMLInputElement>(id).disabled = busy || phase === 'paused' || saved !== undefined;
+  // A finished run's settings stay editable: they are the next run's (Train again).
+  for (const id of Object.values(SETTING_INPUTS)) $<HTMLInputElement>(id).disabled = busy || phase === 'paused' || continuing;
 }
 
 function applyStatus(s: RunStatus): void {
@@ -123,33 +114,70 @@ function applyStatus(s: RunStatus): void {
   detail.textContent = `round ${s.round}/${s.rounds} · queue ${c.queueDepth} pending, ${c.queueInFlight} in flight · feature store ${(s.residentBytes / 1e6).toFixed(2)} MB on the GPU, ${(s.spillBytes / 1e6).toFixed(2)} MB spilled`;
 }
 
+function drawPoint(p: MetricPoint): void {
+  if ($('charts-source').dataset.source !== 'run') {
+    charts.reset();
+    chartSource('run', 'This tab\'s run. Acceptance length counts the bonus token, as SGLang reports it.');
+  }
+  charts.push(p);
+  if (p.eval) showEval(p.eval);
+}
+
+function showSpeed(tpsDraft: number, tpsTarget: number): void {
+  const el = $('spec-speed');
+  const ratio = tpsDraft / tpsTarget;
+  el.dataset.state = ratio >= 1 ? 'faster' : 'slower';
+  el.dataset.speedup = String(ratio);
+  el.textContent = ratio >= 1
+    ? `Speed-up: ${ratio.toFixed(2)}× faster with the draft (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s).`
+    : `Slow-down: decoding with the draft is ${(1 / ratio).toFixed(2)}× SLOWER than the target alone (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s): the draft's passes cost more here than the accepted tokens save.`;
+}
+
 function handle(r: Report): void {
   switch (r.type) {
     case 'adapter': {
       const a = r.record;
-      $('adapter').textContent = `${a.description || a.device || a.vendor} (${a.architecture || 'unknown architecture'}${a.isFallbackAdapter ? ', software fallback' : ''})\nfeatures: ${a.features.join(', ')}\nlimits: ${Object.entries(a.limits).map(([k, v]) => `${k}=${v}`).join(', ')}`;
+      const name = `${a.description || a.device || a.vendor} (${a.architecture || 'unknown architecture'}${a.isFallbackAdapter ? ', software fallback' : ''})`;
+      $('adapter').textContent = `${name}\nfeatures: ${a.features.join(', ')}\nlimits: ${Object.entries(a.limits).map(([k, v]) => `${k}=${v}`).join(', ')}`;
+      $('bar-adapter').textContent = name;
       return;
     }
     case 'gpu-error':
       $('gpu-error').textContent = r.message;
       $('gpu-error').hidden = false;
+      $('bar-adapter').textContent = 'no WebGPU';
       return;
     case 'phase':
       phase = r.phase;
+      progress.onPhase(r.phase);
       setStatus({ phase: r.phase });
       if (r.detail) detail.textContent = r.detail;
       if (r.phase === 'done' || r.phase === 'paused' || r.phase === 'stopped') haveDraft = true;
       refreshButtons();
+      return;
+    case 'progress':
+      progress.onProgress(r);
+      setStatus({});
       return;
     case 'saved-run':
       saved = r;
       damagedRun = false;
       haveDraft ||= r.step > 0;
       writeSettings(r.settings);
-      if (r.settings.tttLength !== tttLength) buildCharts(r.settings.tttLength);
+      if (r.settings.tttLength !== charts.tttLength) buildCharts(r.settings.tttLength);
       setStatus({ step: r.step, total: r.total, acked: r.acked, committed: r.committed, resumable: String(!r.finished && phase !== 'training') });
-      refreshButtons();
+      onSettingsChange();
       return;
+    case 'history': {
+      charts.reset();
+      chartSource('run', r.points.length > 0 ? `The saved run, restored up to step ${r.points[r.points.length - 1].step.step} (its last checkpoint).` : 'The charts fill in as the run trains.');
+      for (const p of r.points) drawPoint(p);
+      $('charts-source').dataset.restored = String(r.points.length);
+      const last = r.points[r.points.length - 1];
+      const evals = r.points.filter((p) => p.eval);
+      if (last) progress.restored(last.step.step, last.step.total, evals.length, evals[0]?.eval?.every);
+      return;
+    }
     case 'damaged-run':
       saved = undefined;
       damagedRun = true;
@@ -164,23 +192,18 @@ function handle(r: Report): void {
       delete status.dataset.damaged;
       setStatus({ step: 0, total: 0, resumable: 'false', acked: 0, committed: 0 });
       refreshButtons();
+      if (trainAgain) {
+        trainAgain = false;
+        startNew();
+      }
       return;
     case 'step': {
       const s = r.step;
       if (s.step === 1 || status.dataset.firstLoss === undefined) setStatus({ firstLoss: s.loss });
+      progress.onStep(s.step, s.total, r.eval?.every);
       setStatus({ step: s.step, total: s.total, loss: s.loss, resumable: 'false' });
       applyStatus(r.status);
-      const c = r.status.controller;
-      charts.loss.push(s.step, s.plosses);
-      charts.acc.push(s.step, s.accs);
-      charts.acceptance.push(s.step, [s.simulatedAcceptance, r.eval?.simulatedAcceptance]);
-      if (r.eval) {
-        charts.eval.push(s.step, r.eval.accs);
-        showEval(r.eval);
-      }
-      charts.throughput.push(s.step, [s.tokensPerSecond]);
-      charts.queue.push(s.step, [c.queueDepth, c.queueInFlight, r.status.residentBytes / 1e6, r.status.spillBytes / 1e6]);
-      charts.lifecycle.push(s.step, [c.promptsPending, c.promptsLeased, c.promptsCompleted, c.samplesCommitted, c.durableAcked, c.trainBacklog]);
+      drawPoint(r);
       return;
     }
     case 'status':
@@ -191,15 +214,16 @@ function handle(r: Report): void {
       const el = $('model-status');
       el.dataset.state = r.state;
       el.textContent = r.message;
-      const progress = $<HTMLProgressElement>('model-progress');
+      $('bar-model').textContent = r.state === 'ready' ? r.message : r.state === 'error' ? `error: ${r.message}` : r.message;
+      const bar = $<HTMLProgressElement>('model-progress');
       if (r.total) {
-        progress.max = r.total;
-        progress.value = r.loaded ?? 0;
+        bar.max = r.total;
+        bar.value = r.loaded ?? 0;
       } else if (r.state !== 'loading') {
-        progress.max = 1;
-        progress.value = r.state === 'ready' ? 1 : 0;
+        bar.max = 1;
+        bar.value = r.state === 'ready' ? 1 : 0;
       } else {
-        progress.removeAttribute('value');
+        bar.removeAttribute('value');
       }
       if (r.state === 'ready') modelReady = true;
       refreshButtons();
@@ -207,11 +231,11 @@ function handle(r: Report): void {
     }
     case 'memory-basis':
       memoryBasis = r;
-      showMemoryPlan();
+      onSettingsChange();
       return;
     case 'prompts': {
       const select = $<HTMLSelectElement>('spec-prompt');
-      select.innerHTML = r.heldOut.map((text, i) => `<option value="${i}"></option>`).join('');
+      select.innerHTML = r.heldOut.map((_text, i) => `<option value="${i}"></option>`).join('');
       r.heldOut.forEach((text, i) => (select.options[i].textContent = `${i + 1}. ${text}`));
       return;
     }
@@ -226,7 +250,8 @@ function handle(r: Report): void {
       const s = r.stats;
       const el = $('spec-stats');
       Object.assign(el.dataset, { state: 'done', acceptance: String(s.acceptance), lossless: String(s.lossless), tpsDraft: String(s.tpsDraft), tpsTarget: String(s.tpsTarget), text: s.text, targetText: s.targetText });
-      el.textContent = `${s.draftSource}: acceptance length ${s.acceptance.toFixed(3)} tokens per target verification; ${s.tpsDraft.toFixed(1)} tokens/s with the draft, ${s.tpsTarget.toFixed(1)} target alone; ${s.lossless ? 'identical to target-only greedy decoding' : 'DIFFERS from target-only decoding'}`;
+      el.textContent = `${s.draftSource}: acceptance length ${s.acceptance.toFixed(3)} tokens per target verification (measured, bonus included); ${s.lossless ? 'identical to target-only greedy decoding' : 'DIFFERS from target-only decoding'}.`;
+      showSpeed(s.tpsDraft, s.tpsTarget);
       specRun.disabled = false;
       return;
     }
@@ -238,13 +263,7 @@ function handle(r: Report): void {
       return;
     }
     case 'export-files':
-      for (const f of r.files) {
-        const a = document.createElement('a');
-        a.href = URL.createObjectURL(new Blob([f.bytes as BlobPart], { type: f.name.endsWith('.json') ? 'application/json' : 'application/octet-stream' }));
-        a.download = f.name;
-        a.click();
-        setTimeout(() => URL.revokeObjectURL(a.href), 10_000);
-      }
+      offerExport(r.files, r.step).catch((err: Error) => handle({ type: 'error', message: `export: ${err.message}` }));
       return;
     case 'import': {
       const el = $('import-status');
@@ -264,16 +283,13 @@ function handle(r: Report): void {
 worker.onmessage = (event: MessageEvent<Report>) => handle(event.data);
 worker.onerror = (event) => handle({ type: 'gpu-error', message: `the lab worker failed: ${event.message}` });
 
-buttons.start.addEventListener('click', () => {
-  detail.dataset.state = '';
-  if (saved && !saved.finished) {
-    send({ type: 'continue' });
-    return;
-  }
+function startNew(): void {
   try {
     const settings = readSettings();
-    if (settings.tttLength !== tttLength) buildCharts(settings.tttLength);
-    for (const c of Object.values(charts)) c.reset();
+    if (settings.tttLength !== charts.tttLength) buildCharts(settings.tttLength);
+    charts.reset();
+    chartSource('run', 'This tab\'s run. Acceptance length counts the bonus token, as SGLang reports it.');
+    progress.resetRun();
     showEval(undefined);
     delete status.dataset.firstLoss;
     send({ type: 'start', settings });
@@ -281,21 +297,34 @@ buttons.start.addEventListener('click', () => {
     detail.textContent = (err as Error).message;
     detail.dataset.state = 'error';
   }
+}
+
+buttons.start.addEventListener('click', () => {
+  detail.dataset.state = '';
+  if (saved && !saved.finished) send({ type: 'continue' });
+  else startNew();
 });
 buttons.pause.addEventListener('click', () => send({ type: 'pause' }));
 buttons.resume.addEventListener('click', () => send({ type: 'resume' }));
 buttons.stop.addEventListener('click', () => send({ type: 'stop' }));
-buttons.discard.addEventListener('click', () => {
+function discardRun(): void {
   haveDraft = false;
-  for (const c of Object.values(charts)) c.reset();
+  charts.reset();
   showEval(undefined);
   send({ type: 'discard' });
+}
+buttons.discard.addEventListener('click', discardRun);
+// A finished run: discard it and start a new one with the settings in the form.
+buttons.again.addEventListener('click', () => {
+  trainAgain = true;
+  discardRun();
 });
 specRun.addEventListener('click', () => {
   $('spec-output').textContent = '';
   const el = $('spec-stats');
   el.dataset.state = 'running';
   el.textContent = 'decoding…';
+  $('spec-speed').textContent = '';
   specRun.disabled = true;
   send({ type: 'spec-run', prompt: Number($<HTMLSelectElement>('spec-prompt').value || 0), maxNewTokens: 32, numDraftTokens: 3 });
 });
@@ -315,14 +344,45 @@ $('model-url-load').addEventListener('click', () => {
 exportButton.addEventListener('click', () => send({ type: 'export' }));
 $('import-files').addEventListener('change', () => {
   const files = $<HTMLInputElement>('import-files').files;
-  if (files && files.length > 0) send({ type: 'import', files: [...files] });
+  if (!files || files.length === 0) return;
+  expandZips([...files]).then(
+    (expanded) => send({ type: 'import', files: expanded }),
+    (err: Error) => handle({ type: 'import', state: 'error', message: `import refused: ${err.message}` }),
+  );
+});
+
+/** A `speclab train` metrics.jsonl drawn in the charts (this tab's run is redrawn at its next step). */
+async function showMetricsFile(file: File): Promise<void> {
+  const el = $('metrics-status');
+  try {
+    const points = parseMetricsJsonl(await file.text(), file.name);
+    charts.reset();
+    for (const p of points) charts.push(p);
+    const last = points[points.length - 1].step;
+    chartSource('file', `Showing ${file.name}: ${points.length} steps of a speclab train run (up to step ${last.step} of ${last.total}). This tab's run is drawn again at its next step.`);
+    el.dataset.state = 'ready';
+    el.dataset.steps = String(points.length);
+    el.textContent = `${file.name}: ${points.length} steps, ${points.filter((p) => p.eval).length} held-out evaluations.`;
+  } catch (err) {
+    el.dataset.state = 'error';
+    el.textContent = `metrics file refused: ${(err as Error).message}`;
+  }
+}
+$('metrics-file').addEventListener('change', () => {
+  const file = $<HTMLInputElement>('metrics-file').files?.[0];
+  if (file) void showMetricsFile(file);
 });
 document.body.addEventListener('dragover', (e) => e.preventDefault());
 document.body.addEventListener('drop', (e) => {
   e.preventDefault();
+  const files = e.dataTransfer?.files;
+  if (files && files.length === 1 && /\.jsonl?$/i.test(files[0].name)) {
+    void showMetricsFile(files[0]);
+    return;
+  }
   // The DataTransfer empties once the handler returns: read it before any await.
   if (e.dataTransfer) droppedDirectory(e.dataTransfer).then(loadPicked, (err: Error) => handle({ type: 'model', state: 'error', message: err.message }));
 });
 
 send({ type: 'init', labTargetUrl: new URL('lab-target/', document.baseURI).href });
-refreshButtons();
+onSettingsChange();

@@ -6,6 +6,7 @@ import type { AdapterRecord } from '../../src/gpu/context.ts';
 import type { ControllerStatus } from '../../src/control/controller.ts';
 import type { TargetModelConfig } from '../../src/config/hf-config.ts';
 import type { AdapterLimits } from '../../src/training/memory-plan.ts';
+import type { MetricPoint } from './metrics.ts';
 
 /** What a visitor chooses before starting a run. */
 export interface LabSettings {
@@ -70,7 +71,7 @@ export interface EvalReport {
   plosses: number[];
   accs: number[];
   acceptanceRates: number[];
-  /** Σ_k Π_{j≤k} acc_j over the held-out set (no bonus token), as the training chart's. */
+  /** Σ_k Π_{j≤k} acc_j over the held-out set, WITHOUT the bonus token (the page shows 1 + this: metrics.ts acceptanceLength). */
   simulatedAcceptance: number;
 }
 
@@ -113,4 +114,8 @@ export type Report =
   /** The export of the draft after optimizer step `step`. */
   | { type: 'export-files'; files: { name: string; bytes: Uint8Array }[]; step: number }
   | { type: 'import'; state: 'ready' | 'error'; message: string }
+  /** A long data phase: `done` of `total` prompts continued by the target, `elapsedMs` since it began. */
+  | { type: 'progress'; task: 'held-out' | 'prompts'; done: number; total: number; elapsedMs: number }
+  /** The saved run's steps up to the step it continues from (./run-metrics.ts), for the charts after a reload. */
+  | { type: 'history'; points: MetricPoint[] }
   | { type: 'error'; message: string };

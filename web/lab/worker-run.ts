@@ -10,8 +10,11 @@ import { resolveDraftVocabSize } from '../../src/training/run-plan.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
 import { evalReport, labEvaluation } from './evaluation.ts';
 import { LAB_ROUND_PROMPTS, type LabSettings, type RunStatus } from './protocol.ts';
+import type { MetricPoint } from './metrics.ts';
 import type { SavedRun } from './saved-run.ts';
-import { auxLayersFor, CHECKPOINTS, closeSession, lab, LAB_FILES, ledger, LEDGER, phase, platform, post, readSavedRun, RUN_ID, SPILL, writeSavedRun } from './worker-state.ts';
+import { readRunMetrics, writeRunMetrics } from './run-metrics.ts';
+import { labTrainSequences } from './worker-data.ts';
+import { auxLayersFor, CHECKPOINTS, closeSession, lab, LAB_FILES, labFiles, ledger, LEDGER, phase, platform, post, readSavedRun, RUN_ID, SPILL, writeSavedRun } from './worker-state.ts';
 
 export async function reportSavedRun(): Promise<void> {
   let saved: SavedRun | undefined;
@@ -30,6 +33,23 @@ export async function reportSavedRun(): Promise<void> {
   const marker = await store.durableMarker();
   const step = marker.globalStep ?? 0;
   post({ type: 'saved-run', step, total: saved.total, settings: saved.settings, model: saved.model, finished: step >= saved.total, acked: marker.acked.size, committed: await store.committedCount() });
+  if (!lab.running) {
+    try {
+      post({ type: 'history', points: await readRunMetrics(labFiles(), step) });
+    } catch (err) {
+      // The curves are a view: a damaged metrics file costs the charts, never the run.
+      post({ type: 'error', message: `charts not restored: ${(err as Error).message}` });
+    }
+  }
+}
+
+/** The open run's steps so far (restored up to the resumed step), saved at every checkpoint. */
+let points: MetricPoint[] = [];
+
+/** Reports a long phase's progress, timed from its first report. */
+function progressReporter(task: 'held-out' | 'prompts'): (done: number, total: number) => void {
+  const t0 = performance.now();
+  return (done, total) => post({ type: 'progress', task, done, total, elapsedMs: performance.now() - t0 });
 }
 
 function sessionSettings(s: LabSettings, numLayers: number) {
@@ -53,13 +73,14 @@ async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession
   resolveDraftVocabSize(settings.draftVocabSize, m.checkpoint.config.vocabSize, 'draft vocab size');
   if (settings.trainPrompts > m.train.length) throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
   phase('data', `${m.heldOut.length} held-out prompts continued by the target for evaluation (${settings.responseLength} tokens each)`);
-  lab.evaluation = await labEvaluation(m.target, m.heldOut, settings);
+  lab.evaluation = await labEvaluation(m.target, m.heldOut, settings, progressReporter('held-out'));
   phase('data', `${settings.trainPrompts} prompts continued by the target (${settings.responseLength} tokens each)`);
+  const trainSequences = await labTrainSequences(platform.files(CHECKPOINTS), m.target, m.train.slice(0, settings.trainPrompts), settings.responseLength, progressReporter('prompts'));
   return Eagle3TrainingSession.open({
     gpu: lab.gpu!,
     target: m.target,
     embedTokens: m.checkpoint.weights.embedTokens,
-    trainPrompts: m.train.slice(0, settings.trainPrompts),
+    trainSequences,
     evaluation: lab.evaluation,
     settings: sessionSettings(settings, m.checkpoint.config.numLayers),
     storage: { checkpoints: platform.files(CHECKPOINTS), metadata: await ledger(), spill: platform.files(SPILL) },
@@ -91,15 +112,20 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
     } else if (saved.model !== lab.model.id) {
       throw new Error(`the saved run trains a draft for ${saved.model}, but ${lab.model.id} is loaded`);
     }
-    lab.session ??= await openSession(saved.settings);
+    if (!lab.session) {
+      lab.session = await openSession(saved.settings);
+      points = settings ? [] : await readRunMetrics(labFiles(), lab.session.globalStep).catch(() => []);
+    }
     await writeSavedRun({ ...saved, total: lab.session.totalSteps });
     const s = lab.session;
+    const savePoints = () => writeRunMetrics(labFiles(), points.filter((p) => p.step.step <= s.globalStep));
     if (s.resumed) phase('training', `resumed after step ${s.resumed.step}: ${s.resumed.requeued} samples requeued from the spill`);
     else phase('training', '');
     post({ type: 'status', status: await runStatus(s), step: s.globalStep, total: s.totalSteps });
     for (;;) {
       if (lab.stopRequested) {
         await s.flush();
+        await savePoints();
         closeSession();
         phase('stopped', 'checkpoint written; press Continue to go on');
         await reportSavedRun();
@@ -107,6 +133,7 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
       }
       if (lab.pauseRequested) {
         await s.flush();
+        await savePoints();
         phase('paused', `after step ${s.globalStep}`);
         await new Promise<void>((resolve) => (lab.wake = resolve));
         if (!lab.stopRequested) phase('training', '');
@@ -114,17 +141,22 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
       }
       const st = await s.step();
       if (!st) {
+        await savePoints();
         phase('done', `${s.globalStep} steps`);
         post({ type: 'status', status: await runStatus(s), step: s.globalStep, total: s.totalSteps });
         await reportSavedRun();
         return;
       }
-      post({
-        type: 'step',
+      const status = await runStatus(s);
+      const point: MetricPoint = {
         step: { step: st.globalStep, total: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, tokensPerSecond: st.tokensPerSecond, lr: st.lr, checkpointed: st.checkpointed },
-        status: await runStatus(s),
+        status,
         eval: st.eval && lab.evaluation ? evalReport(st.globalStep, lab.evaluation, st.eval) : undefined,
-      });
+      };
+      points = [...points.filter((p) => p.step.step < st.globalStep), point];
+      // At a checkpoint, so a reload redraws exactly the steps it continues after.
+      if (st.checkpointed) await savePoints();
+      post({ type: 'step', step: point.step, status, eval: point.eval });
     }
   } finally {
     lab.running = false;
