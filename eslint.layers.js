@@ -33,4 +33,4 @@ export const LAYERS = [
 export const REFERENCE_USERS = ['src/cli/selfcheck.ts'];
 
 /** Node- and Deno-only adapters that the browser code in web/ must never pull in. */
-export const SERVER_ONLY_ADAPTERS = ['node', 'node-main', 'deno', 'deno-main', 'redis-node', 'dataplane-gateway-node'];
+export const SERVER_ONLY_ADAPTERS = ['node', 'node-main', 'deno', 'deno-main', 'redis-node', 'dataplane-gateway-node', 'control-gateway-node'];
