@@ -12,11 +12,11 @@ import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { attentionProbsRef } from '../../src/reference/attention-probs.ts';
-import { captureDraftInsight, locateSample, type DraftInsight, type DraftInsightParts } from '../../src/training/draft-insight.ts';
+import { captureDraftInsight, locateSample, predictions, type DraftInsight, type DraftInsightParts } from '../../src/training/draft-insight.ts';
 import { continueWithTarget } from '../../src/training/eagle3-data.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema, type SessionStep } from '../../src/training/eagle3-session.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assert, assertEqual, assertRelClose } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 
@@ -78,6 +78,16 @@ async function openSession(ctx: TestContext, gpu: Gpu, target: TargetModel, embe
 }
 
 export default defineSuite('training/draft-insight', (t) => {
+  t.test('predictions: softmax top-k most probable first, ties to the lower draft id as the metric kernel', () => {
+    const z = [0.5, 2, -1, 2, 1];
+    const { top, argmax } = predictions(z, 3);
+    assertEqual(argmax, 1, 'argmax ties go to the lowest id');
+    assertDeepEqual(top.map((x) => x.id), [1, 3, 4], 'top-3 ids, the tie in id order');
+    const sum = z.reduce((a, v) => a + Math.exp(v), 0);
+    assertRelClose(top.map((x) => x.p), [Math.exp(2) / sum, Math.exp(2) / sum, Math.exp(1) / sum], 1e-12, 'softmax probabilities');
+    assertDeepEqual(predictions([3], 1).top, [{ id: 0, p: 1 }], 'a one-token vocabulary');
+  });
+
   t.test(
     'lab target: captures leave training bit-identical; probabilities match the reference, rows sum to 1, blocked keys 0; correctness sums to the held-out metrics',
     async (ctx) => {
