@@ -17,9 +17,9 @@ interface ChartSpec extends ChartOptions {
 const positions = (label: string) => (ttt: number) => Array.from({ length: ttt }, (_, k) => `${label} k=${k}`);
 
 const SPECS: ChartSpec[] = [
-  { id: 'chart-loss', yLabel: 'cross-entropy (nats)', names: positions('loss'), format: fixed(2) },
+  { id: 'chart-loss', yLabel: 'loss (nats)', names: positions('loss'), format: fixed(2) },
   { id: 'chart-acc', yLabel: 'top-1 accuracy', names: positions('acc'), format: fixed(3), yRange: [0, 1] },
-  { id: 'chart-acceptance', yLabel: 'tokens per verification', names: () => ['training batch (simulated)', 'held-out (simulated)'], format: fixed(3) },
+  { id: 'chart-acceptance', yLabel: 'tokens / verify', names: () => ['training batch (simulated)', 'held-out (simulated)'], format: fixed(3) },
   { id: 'chart-eval', yLabel: 'top-1 accuracy', names: positions('held-out acc'), format: fixed(3), yRange: [0, 1] },
   { id: 'chart-accept-rate', yLabel: 'acceptance rate', names: positions('held-out rate'), format: fixed(3), yRange: [0, 1] },
   { id: 'chart-throughput', yLabel: 'tokens / s', names: () => ['training tokens/s'], format: fixed(1) },
