@@ -53,6 +53,7 @@ export class RunProgress {
   restored(step: number, total: number, evals: number, evalEvery: number | undefined): void {
     this.done = step;
     this.total = total;
+    if (this.task === 'idle' || this.task === 'stopped') this.task = 'saved';
     this.evalsDone = evals;
     if (evalEvery) this.evalEvery = evalEvery;
     this.render();
@@ -113,7 +114,7 @@ export class RunProgress {
         ? 'Training · first step: compiling the GPU shaders and capturing the first round of hidden states…'
         : `Training · step ${this.done} of ${this.total}${eta}`;
     } else {
-      label.textContent = { idle: 'Not running.', done: `Done: ${this.done} of ${this.total} steps.`, paused: `Paused after step ${this.done}.`, stopped: 'Stopped; a checkpoint is saved.', error: 'Stopped by an error (see below).' }[this.task] ?? this.task;
+      label.textContent = { idle: 'Not running.', saved: `Saved run: step ${this.done} of ${this.total} is checkpointed; Continue goes on from there.`, done: `Done: ${this.done} of ${this.total} steps.`, paused: `Paused after step ${this.done}.`, stopped: 'Stopped; a checkpoint is saved.', error: 'Stopped by an error (see below).' }[this.task] ?? this.task;
     }
     bar.max = Math.max(1, this.total);
     bar.value = this.done;
