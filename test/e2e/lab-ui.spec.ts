@@ -38,6 +38,11 @@ test.describe('lab page without a run', () => {
         expect(box && box.x >= 0 && box.x + box.width <= 390, `#${id} lies within 390 px`).toBe(true);
       }
       await expectAccessible(page, 'at 390 px');
+      // The status bar stays in view when the page is scrolled to its end.
+      await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+      await expect.poll(async () => (await page.locator('#statusbar').boundingBox())?.y, 'the status bar sticks to the top').toBeLessThan(5);
+      await expect(page.locator('#bar-model')).toContainText('lab-target');
+      await page.evaluate(() => window.scrollTo(0, 0));
       // An invalid setting at 390 px: the message wraps beside the input, nothing scrolls sideways.
       await page.locator('#train-prompts').fill('1000');
       await expect(page.locator('#train-prompts-error')).toHaveText(/Training prompts: at most 256 \(got 1000\)/);

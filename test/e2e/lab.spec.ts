@@ -110,6 +110,8 @@ test.describe.serial('one training run', () => {
     // The GPU memory plan is on the page before Start, and follows the settings.
     const plan = page.locator('#memory-plan');
     await expect(plan, '#memory-plan shows before Start').toBeVisible();
+    const planBox = await plan.boundingBox();
+    expect(planBox && planBox.y + planBox.height <= 900, '#memory-plan is in the first screen at 1280 × 900, beside the settings').toBe(true);
     await expect(plan, '#memory-plan fits the adapter').toHaveAttribute('data-state', 'fits');
     await expect(plan).toContainText(/GPU memory plan: \S+ \S+ in all, largest .*fits this adapter/);
     await expect(plan.locator('table.memory-plan tr', { hasText: 'draft weights' })).toBeVisible();
