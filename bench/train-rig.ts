@@ -2,10 +2,11 @@
  * A training step through the real EAGLE3 path, for benchmarks: Eagle3DraftModel +
  * Eagle3TrainStrategy + AdamWBackend (SpecForge's optimizer defaults) + TrainerCore, one optimizer
  * step per micro-batch, random weights and random features (throughput does not depend on values).
- * The same construction as bench/train.ts, as functions a benchmark can call per config (that
- * script runs at top level, so it cannot be imported).
+ * bench/train.ts, bench/step-roofline.ts and bench/step-profile.ts all build their step here, so
+ * the benchmarks time one construction.
  */
 import { makeTrainBatch, type TrainBatch } from '../src/contracts/index.ts';
+import { castF32ToF16Ref } from '../src/reference/cast.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/config/eagle3-config.ts';
 import type { Gpu } from '../src/gpu/gpu.ts';
 import type { Tensor } from '../src/gpu/tensor.ts';
@@ -33,7 +34,19 @@ export interface TimedStep {
 
 export interface TrainRig {
   step(): Promise<TimedStep>;
+  /** The optimizer step alone (global norm + clip + AdamW + zero grads), on whatever grads are left. */
+  optimizerStep(): Promise<void>;
   destroy(): void;
+}
+
+export interface TrainRigOptions {
+  /** Seed of the random weights and batch (default 7). */
+  seed?: number;
+  /**
+   * Storage precision of the batch's features (default f32): f16 as the feature store can hold
+   * them, widened to f32 on the GPU by the strategy right before the draft forward.
+   */
+  featurePrecision?: 'f32' | 'f16';
 }
 
 const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
@@ -43,10 +56,11 @@ const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
  * vocabulary mapping keeps the first D target ids, any ascending choice costs the same), its
  * optimizer and trainer, and one random batch that every step reuses.
  */
-export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepShape, seed = 7): Promise<TrainRig> {
+export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepShape, options: TrainRigOptions = {}): Promise<TrainRig> {
   const { batch: B, seq: S, ttt: L } = shape;
   const R = B * S;
-  const rng = new Rng(seed);
+  const featurePrecision = options.featurePrecision ?? 'f32';
+  const rng = new Rng(options.seed ?? 7);
   const std002 = 0.02 * Math.sqrt(3);
   const values: Record<string, Float32Array> = { [EMBED_NAME]: rng.floats(config.vocabSize * config.hiddenSize, std002) };
   for (const [name, s] of eagle3ParameterShapes(config)) values[name] = s.length === 1 ? new Float32Array(s[0]).fill(1) : rng.floats(numel(s), std002);
@@ -56,7 +70,14 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
   const backend = new AdamWBackend(gpu, { ...SPECFORGE_OPTIMIZER, schedule: { ...SPECFORGE_OPTIMIZER.schedule, totalSteps: 1000 } });
   const model = new Eagle3DraftModel(gpu, backend, config, values, { t2d, d2t });
   for (const name of Object.keys(values)) delete values[name]; // the GPU holds them now
-  const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L }), backend, 1);
+  // The strategy gets the Gpu so it can widen f16 features; f32 features pass through untouched.
+  const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L, gpu }), backend, 1);
+
+  /** A random feature tensor in the chosen storage precision (the draws are the same in both). */
+  const feature = (shape: number[], scale: number, label: string): Tensor => {
+    const values = rng.floats(numel(shape), scale);
+    return featurePrecision === 'f32' ? gpu.upload(shape, 'f32', values, label) : gpu.upload(shape, 'f16', castF32ToF16Ref(values).bits, label);
+  };
 
   const ids = Int32Array.from({ length: R }, () => rng.int(0, config.vocabSize));
   const batch: TrainBatch<Tensor> = makeTrainBatch({
@@ -66,8 +87,8 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
       input_ids: gpu.upload([B, S], 'i32', ids, 'input_ids'),
       attention_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'attention_mask'),
       loss_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'loss_mask'),
-      hidden_state: gpu.upload([B, S, 3 * config.targetHiddenSize], 'f32', rng.floats(R * 3 * config.targetHiddenSize, 1), 'hidden_state'),
-      target: gpu.upload([B, S, config.vocabSize], 'f32', rng.floats(R * config.vocabSize, 4), 'target'),
+      hidden_state: feature([B, S, 3 * config.targetHiddenSize], 1, 'hidden_state'),
+      target: feature([B, S, config.vocabSize], 4, 'target'),
     },
     metadata: { targetRepr: 'logits', tttLength: L },
   });
@@ -83,6 +104,10 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
       const dispatches = gpu.batcher.stats.dispatches - before;
       const [loss, gradNorm] = await Promise.all([r.loss, r.gradNorm ?? Promise.resolve(Number.NaN)]);
       return { seconds, dispatches, loss, gradNorm };
+    },
+    async optimizerStep() {
+      await backend.optimizerStep();
+      await gpu.sync();
     },
     destroy() {
       gpu.release(...Object.values(batch.tensors));

@@ -1,7 +1,8 @@
 /**
- * EAGLE3 draft training throughput through the real training path: Eagle3DraftModel +
- * Eagle3TrainStrategy + AdamWBackend (SpecForge's optimizer defaults) + TrainerCore, one optimizer
- * step per micro-batch, random weights and random features (throughput does not depend on values).
+ * EAGLE3 draft training throughput through the real training path (bench/train-rig.ts:
+ * Eagle3DraftModel + Eagle3TrainStrategy + AdamWBackend with SpecForge's optimizer defaults +
+ * TrainerCore), one optimizer step per micro-batch, random weights and random features
+ * (throughput does not depend on values).
  *
  *   npx tsx scripts/embed-shaders.ts
  *   npx tsx bench/train.ts --config mid --batch 1 --seq 128 [--ttt 7] [--steps 2]
@@ -15,17 +16,11 @@
  * bytes the device held: after setup, and the peak over the first step and over the timed steps
  * (gpu.memoryStats: every buffer, pooled free ones included).
  */
-import { makeTrainBatch, type TrainBatch } from '../src/contracts/index.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
-import { planRowChunks, type Tensor } from '../src/gpu/tensor.ts';
+import { planRowChunks } from '../src/gpu/tensor.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/config/eagle3-config.ts';
-import { Eagle3DraftModel } from '../src/model/eagle3/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { Rng } from '../src/util/random.ts';
-import { castF32ToF16Ref } from '../src/reference/cast.ts';
-import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../src/optim/adamw-backend.ts';
-import { Eagle3TrainStrategy } from '../src/training/strategies/eagle3.ts';
-import { TrainerCore } from '../src/training/trainer-core.ts';
+import { buildTrainRig } from './train-rig.ts';
 
 /** Draft shapes of SpecForge's reference throughput runs (the target hidden size equals the draft's). */
 const CONFIGS: Readonly<Record<string, Eagle3Config>> = {
@@ -150,56 +145,17 @@ const memoryMiB = () => {
 };
 Object.assign(header, { maxStorageBufferBindingMiB: maxBinding / MiB, splitTensors });
 
-// Random weights, Hugging Face init scale (std 0.02, uniform), norms 1; the vocabulary mapping keeps
-// the first D target ids (any ascending choice costs the same).
-const rng = new Rng(7);
-const std002 = 0.02 * Math.sqrt(3);
-const values: Record<string, Float32Array> = { [EMBED_NAME]: rng.floats(config.vocabSize * config.hiddenSize, std002) };
-for (const [name, shape] of shapes) values[name] = shape.length === 1 ? new Float32Array(shape[0]).fill(1) : rng.floats(numel(shape), std002);
-const t2d = new Int32Array(config.vocabSize).fill(0, config.draftVocabSize).fill(1, 0, config.draftVocabSize);
-const d2t = new Int32Array(config.draftVocabSize);
-
+// The draft, optimizer, trainer and one random batch: bench/train-rig.ts, as the roofline and
+// profile benchmarks build them. setupSeconds covers all of it, random weights included.
 const setupStart = performance.now();
-const backend = new AdamWBackend(gpu, { ...SPECFORGE_OPTIMIZER, schedule: { ...SPECFORGE_OPTIMIZER.schedule, totalSteps: 1000 } });
-const model = new Eagle3DraftModel(gpu, backend, config, values, { t2d, d2t });
-for (const name of Object.keys(values)) delete values[name]; // the GPU holds them now
-const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L, gpu }), backend, 1);
-
-/** A random feature tensor in the chosen storage precision. */
-function feature(shape: number[], scale: number, label: string): Tensor {
-  const values = rng.floats(numel(shape), scale);
-  if (featurePrecision === 'f32') return gpu.upload(shape, 'f32', values, label);
-  return gpu.upload(shape, 'f16', castF32ToF16Ref(values).bits, label);
-}
-
-function randomBatch(): TrainBatch<Tensor> {
-  const ids = Int32Array.from({ length: R }, () => rng.int(0, config.vocabSize));
-  return makeTrainBatch({
-    sampleIds: Array.from({ length: B }, (_, b) => `bench-${b}`),
-    strategy: 'eagle3',
-    tensors: {
-      input_ids: gpu.upload([B, S], 'i32', ids, 'input_ids'),
-      attention_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'attention_mask'),
-      loss_mask: gpu.upload([B, S], 'i32', new Int32Array(R).fill(1), 'loss_mask'),
-      hidden_state: feature([B, S, 3 * config.targetHiddenSize], 1, 'hidden_state'),
-      target: feature([B, S, config.vocabSize], 4, 'target'),
-    },
-    metadata: { targetRepr: 'logits', tttLength: L },
-  });
-}
-
-const batch = randomBatch();
-await gpu.sync();
+const rig = await buildTrainRig(gpu, config, { batch: B, seq: S, ttt: L }, { featurePrecision });
 const setupSeconds = (performance.now() - setupStart) / 1000;
 const afterSetup = memoryMiB();
 
 /** Wall seconds of one optimizer step, until the GPU has finished it; also its loss. */
 async function timedStep(): Promise<{ seconds: number; loss: number; gradNorm: number }> {
-  const start = performance.now();
-  const r = await core.trainStep(batch);
-  await gpu.sync();
-  const [loss, gradNorm] = await Promise.all([r.loss, r.gradNorm!]);
-  return { seconds: (performance.now() - start) / 1000, loss, gradNorm };
+  const { seconds, loss, gradNorm } = await rig.step();
+  return { seconds, loss, gradNorm };
 }
 
 let first: Awaited<ReturnType<typeof timedStep>>;
@@ -225,8 +181,7 @@ const median = seconds.length > 0 ? seconds[Math.floor(seconds.length / 2)] : fi
 
 // The optimizer step alone (global norm + clip + AdamW + zero grads), on the zero gradients left behind.
 const optStart = performance.now();
-await backend.optimizerStep();
-await gpu.sync();
+await rig.optimizerStep();
 const optimizerSeconds = (performance.now() - optStart) / 1000;
 
 const flops = matmulFlopsPerStep(config);
@@ -246,8 +201,6 @@ console.log(
     },
   ),
 );
-gpu.release(...Object.values(batch.tensors));
-model.destroy();
-backend.destroy();
+rig.destroy();
 gpu.destroy();
 await nodePlatform.exit(0);
