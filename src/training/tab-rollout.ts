@@ -131,6 +131,8 @@ export interface TabRolloutOptions {
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+/** Far below the gateway's idle timeout (10 min). */
+const DATA_PLANE_KEEPALIVE_MS = 60_000;
 
 /** Joins the run, captures and commits until the trainer finishes it; returns the samples committed. */
 export async function runTabRollout(options: TabRolloutOptions): Promise<{ workerId: string; committed: number }> {
@@ -171,10 +173,19 @@ export async function runTabRollout(options: TabRolloutOptions): Promise<{ worke
     });
     const worker = await RolloutWorker.create(endpoints, new TargetFeatureSource(target), store, gpu, capture, { workerId: options.workerId });
     emit({ kind: 'joined', workerId: worker.workerId, auxLayerIds: capture.auxLayerIds, featurePrecision: wanted.featurePrecision, leaseMs: control.hello.promptLeaseMs });
+    let lastDataPlaneCall = performance.now();
     const committed = await runRolloutLoop(worker, {
       batch: options.batch ?? 4,
       pollMs: options.pollMs ?? 100,
-      finished: async () => (await control.heartbeat(worker.workerId)).finished,
+      finished: async () => {
+        // The gateway closes a connection idle for 10 minutes; a tab waiting out a long training
+        // round keeps its data-plane connection alive with a cheap read now and then.
+        if (performance.now() - lastDataPlaneCall > DATA_PLANE_KEEPALIVE_MS) {
+          lastDataPlaneCall = performance.now();
+          await client.partitionStats(run);
+        }
+        return (await control.heartbeat(worker.workerId)).finished;
+      },
       stopped: options.stopped,
     });
     emit({ kind: 'finished', committed });

@@ -51,7 +51,8 @@ test('a tab is a rollout worker of a cluster run; a tab closed mid-lease is redo
   processes.push(trainer);
   const gateway = startCli(['gateway', ...cluster, '--token-file', join(dir, 'token'), '--port', '0', '--origin', origin], 5 * MINUTE);
   processes.push(gateway);
-  await gateway.waitFor(/serving run tab-run .* at ws:\/\/\S+/);
+  // The last line it prints before serving: the tab URL fragment.
+  await gateway.waitFor(/rollout\.html#gateway=.* to add a tab as a rollout worker/);
   const url = /at (ws:\/\/\S+)/.exec(gateway.output())![1];
   expect(gateway.output()).toContain(`rollout.html#gateway=${encodeURIComponent(url)}&run=${RUN}&token=<the token>`);
 
