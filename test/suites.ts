@@ -30,6 +30,7 @@ import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
 import labMetrics from './web/lab/metrics.test.ts';
+import labRunMetrics from './web/lab/run-metrics.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -62,4 +63,5 @@ export const suites: readonly Suite[] = [
   nonFiniteGuard,
   adamwBackend,
   labMetrics,
+  labRunMetrics,
 ];
