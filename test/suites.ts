@@ -31,6 +31,7 @@ import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
 import labMetrics from './web/lab/metrics.test.ts';
 import labRunMetrics from './web/lab/run-metrics.test.ts';
+import labSettingsForm from './web/lab/settings-form.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -64,4 +65,5 @@ export const suites: readonly Suite[] = [
   adamwBackend,
   labMetrics,
   labRunMetrics,
+  labSettingsForm,
 ];

@@ -16,18 +16,28 @@ function labelOf(el: HTMLInputElement): string {
   return el.labels?.[0]?.firstChild?.textContent?.trim() ?? el.id;
 }
 
+/** The limits an input states (its min, max and step attributes). */
+export interface NumberLimits {
+  min?: number;
+  max?: number;
+  /** step="any" allows fractions; any other step asks for a whole number. */
+  integer: boolean;
+}
+
+/** Why `raw` is not allowed by `limits` (a message naming `label`), or undefined when it is. Pure. */
+export function numberProblem(label: string, raw: string, limits: NumberLimits): string | undefined {
+  const text = raw.trim();
+  const value = Number(text);
+  if (text === '' || !Number.isFinite(value)) return `${label}: enter a number`;
+  if (limits.integer && !Number.isInteger(value)) return `${label}: a whole number, please (got ${text})`;
+  if (limits.min !== undefined && value < limits.min) return `${label}: at least ${limits.min} (got ${text})`;
+  if (limits.max !== undefined && value > limits.max) return `${label}: at most ${limits.max} (got ${text})`;
+  return undefined;
+}
+
 /** Why `el`'s value is not allowed by its own min / max / step, or undefined when it is. */
 export function invalidReason(el: HTMLInputElement): string | undefined {
-  const raw = el.value.trim();
-  const value = Number(raw);
-  const integer = el.step !== 'any';
-  if (raw === '' || !Number.isFinite(value)) return `${labelOf(el)}: enter a number`;
-  if (integer && !Number.isInteger(value)) return `${labelOf(el)}: a whole number, please (got ${raw})`;
-  const min = el.min === '' ? undefined : Number(el.min);
-  const max = el.max === '' ? undefined : Number(el.max);
-  if (min !== undefined && value < min) return `${labelOf(el)}: at least ${el.min} (got ${raw})`;
-  if (max !== undefined && value > max) return `${labelOf(el)}: at most ${el.max} (got ${raw})`;
-  return undefined;
+  return numberProblem(labelOf(el), el.value, { min: el.min === '' ? undefined : Number(el.min), max: el.max === '' ? undefined : Number(el.max), integer: el.step !== 'any' });
 }
 
 /** Marks every invalid input (aria-invalid, a message after it) and returns the messages. */
