@@ -164,4 +164,78 @@ export default defineSuite('dataplane/gateway-control', (t) => {
     },
     { only: ['node'], timeoutMs: 60_000 },
   );
+
+  t.test(
+    'hostile requests: 400 seeded random requests (random ops, argument types and sizes) are each answered, and the gateway serves on',
+    async () => {
+      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('./redis-fixture.ts');
+      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
+      const gw = await nodeOnlyImport<GatewayPlatform>('../../src/platform/dataplane-gateway-node.ts');
+      const { startRunGateway } = await nodeOnlyImport<ControlPlatform>('../../src/platform/control-gateway-node.ts');
+      const redis = await startRedisServer();
+      const link = await connectRedis(redis.url);
+      let gateway: { url: string; close(): Promise<void> } | undefined;
+      try {
+        const stores = await openRedisControlStores(link, RUN, { requireDurable: false, prompts: { leaseTimeoutMs: LEASE_MS } });
+        const record = new RedisRunRecord(link, RUN);
+        await record.publish({ run: RUN, promptLeaseMs: LEASE_MS });
+        await DataFlowController.over(RUN, stores).ingestPrompts([{ taskId: 'q0', payload: {} }]);
+        const token = gw.newGatewayToken();
+        gateway = await startRunGateway({
+          token,
+          host: '127.0.0.1',
+          port: 0,
+          openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gwf:' }, claimPollMs: 5 }, { connectRedis }),
+          controller: DataFlowController.over(RUN, stores, { enqueueCommits: false }),
+          record,
+          promptLeaseMs: LEASE_MS,
+        });
+        // xorshift32: the same requests on every run.
+        let seed = 0x5eed1234;
+        const next = () => ((seed ^= seed << 13), (seed ^= seed >>> 17), (seed ^= seed << 5), (seed >>> 0) / 2 ** 32);
+        const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)];
+        const values = (): unknown => pick<() => unknown>([() => null, () => -1, () => 1e308, () => 2 ** 53, () => 'w', () => 'x'.repeat(600), () => true, () => [], () => [{}], () => ({}), () => ({ sampleId: 1 }), () => 'tab-f', () => 3])();
+        const ops = ['manifest', 'register', 'heartbeat', 'lease', 'commit', 'fail', 'complete', 'x', '', '__proto__'];
+        const fields = ['workerId', 'max', 'refs', 'taskIds', 'reason', 'retryable', 'strategy', 'constructor', 'extra'];
+        const frames = [JSON.stringify({ t: 'req', id: 0, op: 'register', args: { workerId: 'tab-f' } })];
+        for (let id = 1; id < 400; id++) {
+          const args: Record<string, unknown> = {};
+          for (let k = Math.floor(next() * 4); k > 0; k--) args[pick(fields)] = values();
+          frames.push(JSON.stringify({ t: 'req', id, op: pick(ops), args: next() < 0.1 ? values() : args }));
+        }
+        // At most 16 in flight: send in bursts of 8, each after the previous burst's answers.
+        const { WebSocket } = await nodeOnlyImport<WsModule>('ws');
+        const answers = await new Promise<{ id: number; ok: boolean }[]>((resolve, reject) => {
+          const ws = new WebSocket(gateway!.url, [CONTROL_PROTOCOL, TOKEN_PROTOCOL_PREFIX + token]);
+          const got: { id: number; ok: boolean }[] = [];
+          let sent = 0;
+          const burst = () => {
+            for (const f of frames.slice(sent, sent + 8)) ws.send(f);
+            sent = Math.min(frames.length, sent + 8);
+          };
+          let hello = false;
+          ws.on('message', (data) => {
+            if (!hello) return ((hello = true), burst());
+            got.push(JSON.parse(String(data)) as { id: number; ok: boolean });
+            if (got.length === frames.length) ws.close();
+            else if (got.length === sent) burst();
+          });
+          ws.on('close', (code) => (got.length === frames.length ? resolve(got) : reject(new Error(`closed (${code}) after ${got.length} of ${frames.length} answers`))));
+          ws.on('error', reject);
+        });
+        assertDeepEqual(answers.map((a) => a.id).sort((x, y) => x - y), frames.map((_, i) => i), 'every request answered once');
+        assert(answers.filter((a) => !a.ok).length > 300, 'most random requests are refused');
+        const tab = await connectControlGateway({ url: gateway.url, token, WebSocket: gw.nodeWebSocket, run: RUN });
+        await tab.register({ workerId: 'tab-g' });
+        const leased = await tab.lease('tab-g', 4);
+        assert(leased.tasks.length <= 1, 'the ledger is intact: at most the one prompt');
+        await tab.close();
+      } finally {
+        await gateway?.close();
+        await link.close();
+        await redis.stop();
+      }
+    },
+    { only: ['node'], timeoutMs: 60_000 },
+  );
 });
