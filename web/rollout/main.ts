@@ -36,6 +36,7 @@ function onMessage(message: WorkerMessage): void {
   }
   if (message.type === 'held') {
     line(`holding the lease of ${message.taskIds.join(', ')} (pauseAfterLease)`);
+    status.dataset.heldTaskIds = message.taskIds.join(' ');
     return show('held');
   }
   const e = message.event;
