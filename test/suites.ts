@@ -32,6 +32,7 @@ import adamwBackend from './optim/adamw-backend.test.ts';
 import labMetrics from './web/lab/metrics.test.ts';
 import labRunMetrics from './web/lab/run-metrics.test.ts';
 import labSettingsForm from './web/lab/settings-form.test.ts';
+import labProgress from './web/lab/progress-view.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -66,4 +67,5 @@ export const suites: readonly Suite[] = [
   labMetrics,
   labRunMetrics,
   labSettingsForm,
+  labProgress,
 ];

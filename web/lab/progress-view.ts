@@ -25,10 +25,16 @@ export class RunProgress {
   private evalsDone = 0;
   private evalEvery = 0;
 
+  /** `root` is the #progress element (none: the state alone, as the unit test reads it). */
   constructor(
-    private readonly root: HTMLElement,
+    private readonly root: HTMLElement | undefined,
     private readonly now: () => number = () => performance.now(),
   ) {}
+
+  /** The numbers the panel shows (its data attributes). */
+  snapshot(): { task: string; done: number; total: number; etaSeconds?: number; firstStepMs?: number; steadyStepMs?: number; evalsDone: number; evalsTotal: number } {
+    return { task: this.task, done: this.done, total: this.total, etaSeconds: this.etaSeconds, firstStepMs: this.firstStepMs, steadyStepMs: this.steadyStepMs, evalsDone: this.evalsDone, evalsTotal: this.evalsTotal() };
+  }
 
   onPhase(phase: Phase): void {
     if (phase === 'training') {
@@ -100,28 +106,36 @@ export class RunProgress {
     return Math.floor(this.total / this.evalEvery) + (this.total % this.evalEvery === 0 ? 0 : 1);
   }
 
-  private render(): void {
-    const label = this.root.querySelector<HTMLElement>('#progress-label')!;
-    const bar = this.root.querySelector<HTMLProgressElement>('#progress-bar')!;
-    const timing = this.root.querySelector<HTMLElement>('#progress-timing')!;
-    const d = this.root.dataset;
-    Object.assign(d, { task: this.task, done: String(this.done), total: String(this.total), etaS: this.etaSeconds === undefined ? '' : this.etaSeconds.toFixed(1), firstStepMs: this.firstStepMs === undefined ? '' : this.firstStepMs.toFixed(0), steadyStepMs: this.steadyStepMs === undefined ? '' : this.steadyStepMs.toFixed(0), evalsDone: String(this.evalsDone), evalsTotal: String(this.evalsTotal()) });
+  /** The panel's two lines: what runs, with counts and ETA; and the step timing. */
+  texts(): { label: string; timing: string } {
     const eta = this.etaSeconds !== undefined ? ` · about ${formatDuration(this.etaSeconds)} left` : this.done < this.total ? ' · estimating time left…' : '';
+    let label: string;
     if (this.task === 'held-out' || this.task === 'prompts') {
-      label.textContent = `${TASKS[this.task]}: ${this.done} of ${this.total} prompts${eta}`;
+      label = `${TASKS[this.task]}: ${this.done} of ${this.total} prompts${eta}`;
     } else if (this.task === 'training') {
-      label.textContent = this.firstStepMs === undefined
+      label = this.firstStepMs === undefined
         ? 'Training · first step: compiling the GPU shaders and capturing the first round of hidden states…'
         : `Training · step ${this.done} of ${this.total}${eta}`;
     } else {
-      label.textContent = { idle: 'Not running.', saved: `Saved run: step ${this.done} of ${this.total} is checkpointed; Continue goes on from there.`, done: `Done: ${this.done} of ${this.total} steps.`, paused: `Paused after step ${this.done}.`, stopped: 'Stopped; a checkpoint is saved.', error: 'Stopped by an error (see below).' }[this.task] ?? this.task;
+      label = { idle: 'Not running.', saved: `Saved run: step ${this.done} of ${this.total} is checkpointed; Continue goes on from there.`, done: `Done: ${this.done} of ${this.total} steps.`, paused: `Paused after step ${this.done}.`, stopped: 'Stopped; a checkpoint is saved.', error: 'Stopped by an error (see below).' }[this.task] ?? this.task;
     }
-    bar.max = Math.max(1, this.total);
-    bar.value = this.done;
     const parts: string[] = [];
     if (this.firstStepMs !== undefined) parts.push(`First step ${formatDuration(this.firstStepMs / 1000)} (includes compiling the GPU shaders, once per tab)`);
     if (this.steadyStepMs !== undefined) parts.push(`steady state ${formatDuration(this.steadyStepMs / 1000)} per step`);
     if (this.evalEvery > 0) parts.push(`held-out evaluation ${this.evalsDone} of ${this.evalsTotal()} (every ${this.evalEvery} steps and at the last)`);
-    timing.textContent = parts.length > 0 ? `${parts.join('; ')}.` : '';
+    return { label, timing: parts.length > 0 ? `${parts.join('; ')}.` : '' };
+  }
+
+  private render(): void {
+    if (!this.root) return;
+    const snap = this.snapshot();
+    const num = (v: number | undefined, digits: number) => (v === undefined ? '' : v.toFixed(digits));
+    Object.assign(this.root.dataset, { task: snap.task, done: String(snap.done), total: String(snap.total), etaS: num(snap.etaSeconds, 1), firstStepMs: num(snap.firstStepMs, 0), steadyStepMs: num(snap.steadyStepMs, 0), evalsDone: String(snap.evalsDone), evalsTotal: String(snap.evalsTotal) });
+    const { label, timing } = this.texts();
+    this.root.querySelector<HTMLElement>('#progress-label')!.textContent = label;
+    this.root.querySelector<HTMLElement>('#progress-timing')!.textContent = timing;
+    const bar = this.root.querySelector<HTMLProgressElement>('#progress-bar')!;
+    bar.max = Math.max(1, this.total);
+    bar.value = this.done;
   }
 }
