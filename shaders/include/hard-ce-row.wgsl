@@ -1,11 +1,11 @@
-// include/hard-ce-row — the row body of loss/hard-ce_{rows,subgroup}: same contract, Params,
-// bindings and GRAD_MODE / USE_COUNT overrides as loss/hard-ce (hard-label cross-entropy, its
-// gradient, NaN loss for a label ≥ V), written as processRow for include/row-reduce-{tree,subgroup},
-// which supply LANES, rowSum, rowMax and main.
-// Numerics: online (max, Σexp) per lane over columns lane, lane + LANES, …; rowMax, then the
-// rescaled sums by rowSum. x[y] is read by the one lane that owns column y, before that same lane
-// may overwrite it in place (program order; no cross-lane ordering needed), and reaches lane 0
-// through rowSum (every other lane adds 0).
+// include/hard-ce-row — the row body of loss/hard-ce in all three layouts (loss/hard-ce,
+// loss/hard-ce-rows, loss/hard-ce-subgroup): the contract, Params, bindings and GRAD_MODE /
+// USE_COUNT overrides of loss/hard-ce (hard-label cross-entropy, its gradient, NaN loss for a
+// label ≥ V), written as processRow for include/row-reduce-{wide,tree,subgroup} (LANES, main) with
+// include/loss-stats-{wide,lanes} (rowSoftmax, rowPick, LOWEST).
+// Numerics: online (max, Σexp) per lane over columns lane, lane + LANES, …, combined by rowSoftmax.
+// x[y] is read by the one lane that owns column y, before that same lane may overwrite it in place
+// (program order; no cross-lane ordering needed), and reaches every lane through rowPick.
 
 struct Params {
   count: u32,
@@ -29,8 +29,6 @@ override USE_COUNT: bool = false;
 @group(0) @binding(3) var<storage, read_write> G: array<f32>;
 @group(0) @binding(4) var<storage, read_write> L: array<f32>;
 @group(0) @binding(5) var<storage, read> CNT: array<f32>;
-
-const LOWEST: f32 = -3.4028234e38;
 
 fn rowCount() -> u32 { return u.count; }
 
@@ -56,10 +54,11 @@ fn processRow(i: u32, lane: u32, slot: u32) {
       s += exp(x - m);
     }
   }
-  let rowMaxX = rowMax(m, lane, slot);
-  let lse = rowMaxX + log(rowSum(s * exp(m - rowMaxX), lane, slot));
+  let stats = rowSoftmax(m, s, lane, slot);
+  let lse = stats.x + log(stats.y);
+  let ownsY = valid && u32(y) % LANES == lane;
   var xyLane = 0.0;
-  if (valid && u32(y) % LANES == lane) { xyLane = X[xBase + u32(y)]; }
+  if (ownsY) { xyLane = X[xBase + u32(y)]; }
 
   let g = u.gradScale * invDen;
   let width = select(0u, u.V, live);
@@ -73,7 +72,7 @@ fn processRow(i: u32, lane: u32, slot: u32) {
       if (GRAD_MODE == 2u) { G[(r - u.gPart) * u.V + v] = grad; }
     }
   }
-  let xy = rowSum(xyLane, lane, slot);
+  let xy = rowPick(xyLane, ownsY, lane, slot);
   if (live && lane == 0u) {
     var loss = 0.0;
     if (valid) { loss = (lse - xy) * invDen; }

@@ -1,11 +1,11 @@
-// include/metrics-row — the row body of loss/metrics_{rows,subgroup}: same contract, Params and
-// bindings as loss/metrics (per-row terms O[r] = (c, ℓ, m·α, m) for TTT step k), written as
-// processRow for include/row-reduce-{tree,subgroup}, which supply LANES, rowSum, rowMax, rowMinU32
-// and main.
-// Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …; row
-// max by rowMax, argmax = lowest index among lanes holding it (rowMinU32: ties → lowest draft id),
-// sums rescaled to the row max and added by rowSum; α's partials by rowSum. Rows with ℓ = m = 0
-// skip the passes. Deterministic.
+// include/metrics-row — the row body of loss/metrics in all three layouts (loss/metrics,
+// loss/metrics-rows, loss/metrics-subgroup): the contract, Params and bindings of loss/metrics
+// (per-row terms O[r] = (c, ℓ, m·α, m) for TTT step k), written as processRow for
+// include/row-reduce-{wide,tree,subgroup} (LANES, rowSum, main) with include/loss-stats-{wide,lanes}
+// (rowSoftmaxArgmax, LOWEST, NO_INDEX).
+// Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …,
+// combined by rowSoftmaxArgmax (ties → lowest draft id); α's partials by rowSum. Rows with
+// ℓ = m = 0 skip the passes. Deterministic.
 
 struct Params {
   count: u32,
@@ -29,9 +29,6 @@ struct Params {
 @group(0) @binding(5) var<storage, read> PM: array<i32>;
 @group(0) @binding(6) var<storage, read> used: array<i32>;
 @group(0) @binding(7) var<storage, read_write> O: array<f32>;
-
-const LOWEST: f32 = -3.4028234e38;
-const NO_INDEX: u32 = 0xffffffffu;
 
 fn rowCount() -> u32 { return u.count; }
 
@@ -65,9 +62,10 @@ fn processRow(i: u32, lane: u32, slot: u32) {
       s += exp(x - m);
     }
   }
-  let zMax = rowMax(m, lane, slot);
-  let zInv = 1.0 / rowSum(s * exp(m - zMax), lane, slot);
-  let pred = rowMinU32(select(NO_INDEX, idx, m == zMax), lane, slot);
+  let stats = rowSoftmaxArgmax(m, s, idx, lane, slot);
+  let zMax = stats.m;
+  let zInv = 1.0 / stats.s;
+  let pred = stats.idx;
 
   // Pass 2: α = Σ min(p̃, softmax(z)), only where the position mask counts it.
   let n2 = select(0u, u.D, pm != 0);

@@ -1,7 +1,9 @@
-// include/rmsnorm-backward-dx-row — the row body of rmsnorm/backward_dx_{rows,subgroup}: same
-// contract, Params, bindings and ACCUMULATE override as rmsnorm/backward_dx
+// include/rmsnorm-backward-dx-row — the row body of rmsnorm/backward_dx in all three layouts
+// (rmsnorm/backward_dx, backward_dx_rows, backward_dx_subgroup): the contract, Params, bindings and
+// ACCUMULATE override of rmsnorm/backward_dx
 //   dx = r · (dy ⊙ w) − x · (r³ / hidden) · Σ_j dy_j w_j x_j       (per row)
-// written as processRow for include/row-reduce-{tree,subgroup}, which supply LANES, rowSum and main.
+// written as processRow for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSum and
+// main.
 // Numerics: each lane accumulates dy·w·x over columns lane, lane + LANES, … (fma, increasing
 // columns), then rowSum.
 

@@ -1,10 +1,11 @@
-// include/soft-ce-row — the row body of loss/soft-ce_{rows,subgroup}: same contract, Params,
-// bindings and GRAD_MODE override as loss/soft-ce (EAGLE3 soft-target cross-entropy under the TTT
-// shift k, its gradient, rowLoss[r] = m · CE[r]), written as processRow for
-// include/row-reduce-{tree,subgroup}, which supply LANES, rowSum, rowMax and main.
-// Numerics: pass 1 keeps an online (max, Σexp) per lane and Σp over columns lane, lane + LANES, …;
-// the row max is rowMax, the lanes' sums are rescaled to it and added by rowSum. Pass 2
-// accumulates p·(lse − z) and writes the gradient. Rows with m = 0 never read z. Deterministic.
+// include/soft-ce-row — the row body of loss/soft-ce in all three layouts (loss/soft-ce,
+// loss/soft-ce-rows, loss/soft-ce-subgroup): the contract, Params, bindings and GRAD_MODE override
+// of loss/soft-ce (EAGLE3 soft-target cross-entropy under the TTT shift k, its gradient,
+// rowLoss[r] = m · CE[r]), written as processRow for include/row-reduce-{wide,tree,subgroup}
+// (LANES, rowSum, main) with include/loss-stats-{wide,lanes} (rowSoftmaxSum, LOWEST).
+// Numerics: pass 1 keeps an online (max, Σexp) per lane and Σp over columns lane, lane + LANES, …,
+// combined by rowSoftmaxSum. Pass 2 accumulates p·(lse − z), added by rowSum, and writes the
+// gradient. Rows with m = 0 never read z. Deterministic.
 
 struct Params {
   count: u32,
@@ -28,8 +29,6 @@ override GRAD_MODE: u32 = 0u;
 @group(0) @binding(3) var<storage, read> M: array<i32>;
 @group(0) @binding(4) var<storage, read_write> G: array<f32>;
 @group(0) @binding(5) var<storage, read_write> L: array<f32>;
-
-const LOWEST: f32 = -3.4028234e38;
 
 fn rowCount() -> u32 { return u.count; }
 
@@ -57,9 +56,9 @@ fn processRow(i: u32, lane: u32, slot: u32) {
     }
     sp += P[pBase + v];
   }
-  let rowMaxZ = rowMax(m, lane, slot);
-  let lse = rowMaxZ + log(rowSum(s * exp(m - rowMaxZ), lane, slot));
-  let pSum = rowSum(sp, lane, slot);
+  let stats = rowSoftmaxSum(m, s, sp, lane, slot);
+  let lse = stats.x + log(stats.y);
+  let pSum = stats.z;
 
   // Pass 2: CE partials and the gradient (zeros for masked rows, nothing for rows past the end).
   let g = f32(mask) * u.gradScale;

@@ -1,11 +1,12 @@
-// include/teacher-row — the row body of loss/teacher_{rows,subgroup}: same contract, Params and
-// bindings as loss/teacher (tok = argmax, position mask, p = softmax over the draft columns, p̃ =
-// target mass of the draft columns), written as processRow for include/row-reduce-{tree,subgroup},
-// which supply LANES, rowSum, rowMax, rowMinU32 and main.
-// Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …; the
-// row max is rowMax, the argmax the lowest index among lanes holding it (rowMinU32: ties → lowest
-// id), the lanes' sums are rescaled to the row max and added by rowSum. The draft columns get their
-// own max, so p stays finite when every draft token is far below the full-vocab max. Deterministic.
+// include/teacher-row — the row body of loss/teacher in all three layouts (loss/teacher,
+// loss/teacher-rows, loss/teacher-subgroup): the contract, Params and bindings of loss/teacher
+// (tok = argmax, position mask, p = softmax over the draft columns, p̃ = target mass of the draft
+// columns), written as processRow for include/row-reduce-{wide,tree,subgroup} (LANES, main) with
+// include/loss-stats-{wide,lanes} (rowSoftmaxArgmax, rowSoftmax, LOWEST, NO_INDEX).
+// Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …,
+// combined by rowSoftmaxArgmax (ties → lowest id). The draft columns get their own max
+// (rowSoftmax), so p stays finite when every draft token is far below the full-vocab max.
+// Deterministic.
 
 struct Params {
   count: u32,
@@ -30,9 +31,6 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> TOK: array<i32>;
 @group(0) @binding(8) var<storage, read_write> PM: array<i32>;
 
-const LOWEST: f32 = -3.4028234e38;
-const NO_INDEX: u32 = 0xffffffffu;
-
 fn rowCount() -> u32 { return u.count; }
 
 fn processRow(i: u32, lane: u32, slot: u32) {
@@ -56,9 +54,9 @@ fn processRow(i: u32, lane: u32, slot: u32) {
       s += exp(x - m);
     }
   }
-  let rowMaxT = rowMax(m, lane, slot);
-  let lse = rowMaxT + log(rowSum(s * exp(m - rowMaxT), lane, slot));
-  let tok = rowMinU32(select(NO_INDEX, idx, m == rowMaxT), lane, slot);
+  let full = rowSoftmaxArgmax(m, s, idx, lane, slot);
+  let lse = full.m + log(full.s);
+  let tok = full.idx;
 
   // Pass 2: max and Σexp over the gathered draft columns.
   var dm = LOWEST;
@@ -72,8 +70,9 @@ fn processRow(i: u32, lane: u32, slot: u32) {
       ds += exp(x - dm);
     }
   }
-  let dMax = rowMax(dm, lane, slot);
-  let dInv = 1.0 / rowSum(ds * exp(dm - dMax), lane, slot);
+  let draft = rowSoftmax(dm, ds, lane, slot);
+  let dMax = draft.x;
+  let dInv = 1.0 / draft.y;
 
   // Pass 3: write p and p̃.
   let pBase = (r - u.pPart) * u.D;

@@ -9,3 +9,4 @@
 
 #include "include/hard-ce-row.wgsl"
 #include "include/row-reduce-tree.wgsl"
+#include "include/loss-stats-lanes.wgsl"

@@ -11,3 +11,4 @@ enable subgroups;
 
 #include "include/teacher-row.wgsl"
 #include "include/row-reduce-subgroup.wgsl"
+#include "include/loss-stats-lanes.wgsl"

@@ -14,43 +14,7 @@
 //   increasing order, then a fixed-shape tree reduction in workgroup memory (deterministic).
 //   y = w * (x * invRms), the Hugging Face LlamaRMSNorm order.
 
-struct Params {
-  rows: u32,
-  hidden: u32,
-  strideX: u32,
-  strideY: u32,
-  eps: f32,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read_write> y: array<f32>;
-@group(0) @binding(4) var<storage, read_write> invRms: array<f32>;
-
-#include "include/tree-sum-256.wgsl"
-
-@compute @workgroup_size(256, 1, 1)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_id) lid: vec3<u32>) {
-  let row = wg.y * nwg.x + wg.x;
-  if (row >= p.rows) { return; }
-  let xBase = row * p.strideX;
-  var acc = 0.0;
-  for (var j = lid.x; j < p.hidden; j += WG) {
-    let v = x[xBase + j];
-    acc = fma(v, v, acc);
-  }
-  partial[lid.x] = acc;
-  workgroupBarrier();
-  for (var half = WG / 2u; half > 0u; half = half / 2u) {
-    if (lid.x < half) { partial[lid.x] = partial[lid.x] + partial[lid.x + half]; }
-    workgroupBarrier();
-  }
-  let r = 1.0 / sqrt(partial[0] / f32(p.hidden) + p.eps);
-  if (lid.x == 0u) { invRms[row] = r; }
-  let yBase = row * p.strideY;
-  for (var j = lid.x; j < p.hidden; j += WG) {
-    y[yBase + j] = w[j] * (x[xBase + j] * r);
-  }
-}
+// The row body, shared with rmsnorm/forward_rows and rmsnorm/forward_subgroup; this file is its
+// `wide` layout (include/row-reduce-wide: 256 invocations, rowSum the halving tree above).
+#include "include/rmsnorm-forward-row.wgsl"
+#include "include/row-reduce-wide.wgsl"
