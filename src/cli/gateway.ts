@@ -63,7 +63,10 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
       await sleep(250);
       manifest = await record.read();
     }
-    if (!manifest) return 0;
+    if (!manifest) {
+      print(`gateway: stopped by an interrupt before the trainer of run ${args.run} published it`);
+      return 0;
+    }
     const promptLeaseMs = manifest.promptLeaseMs;
     if (typeof promptLeaseMs !== 'number' || !Number.isInteger(promptLeaseMs) || promptLeaseMs < 1) throw new Error(`run ${args.run}: its manifest has no valid promptLeaseMs (a record from another version, or damaged)`);
     // As speclab rollout: the trainer holds the durable marker; expired prompt leases return to the ledger.

@@ -7,9 +7,19 @@
 import { GATEWAY_DEF, gatewayArgs } from '../../src/cli/gateway-options.ts';
 import { readGatewayToken } from '../../src/cli/gateway.ts';
 import { parseCommand } from '../../src/cli/options.ts';
-import { assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
+import { RedisRunRecord } from '../../src/control/redis/redis-run-record.ts';
+
+type RedisFixture = typeof import('../dataplane/redis-fixture.ts');
+type CliProcesses = typeof import('./cli-process.ts');
+type RedisPlatform = typeof import('../../src/platform/redis-node.ts');
+
+/** Resolved relative to this file, at run time, so bundlers never follow it into node:child_process. */
+function nodeOnlyImport<T>(specifier: string): Promise<T> {
+  return import(/* @vite-ignore */ specifier) as Promise<T>;
+}
 
 const URL_ = 'redis://127.0.0.1:6399/0';
 const gateway = (...argv: string[]) => gatewayArgs(parseCommand(GATEWAY_DEF, argv));
@@ -43,4 +53,51 @@ export default defineSuite('cli/gateway', (t) => {
       await tmp.cleanup();
     }
   }, { only: ['node', 'deno'] });
+
+  t.test(
+    'real processes: no trainer within --wait-ms is refused in one line; Ctrl-C while waiting or serving exits 0',
+    async (ctx) => {
+      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('../dataplane/redis-fixture.ts');
+      const { startCli } = await nodeOnlyImport<CliProcesses>('./cli-process.ts');
+      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
+      const redis = await startRedisServer();
+      const tmp = tempStore(ctx.platform, 'gateway-processes');
+      const started: { kill(): void }[] = [];
+      try {
+        await tmp.files.writeAtomic('token', new TextEncoder().encode(`${'cd34'.repeat(8)}\n`));
+        const common = ['--cluster', redis.url, '--token-file', `${tmp.files.root}/token`, '--port', '0'];
+        const nobody = await startCli(['gateway', ...common, '--run', 'no-run', '--wait-ms', '0']).exited;
+        assertEqual(nobody.code, 1, `no trainer: exit 1\n${nobody.output}`);
+        assert(/^speclab gateway: --run no-run: no trainer published this run on .* within 0 ms \(--wait-ms\)/m.test(nobody.output), nobody.output);
+
+        const waiting = startCli(['gateway', ...common, '--run', 'wait-run']);
+        started.push(waiting);
+        await waiting.waitFor(/waiting up to 60000 ms for the trainer of run wait-run/);
+        waiting.signal('SIGINT');
+        const stopped = await waiting.exited;
+        assertEqual(stopped.code, 0, `interrupted while waiting\n${stopped.output}`);
+        assert(stopped.output.includes('stopped by an interrupt before the trainer of run wait-run published it'), stopped.output);
+
+        const link = await connectRedis(redis.url);
+        try {
+          await new RedisRunRecord(link, 'serve-run').publish({ run: 'serve-run', promptLeaseMs: 5000 });
+        } finally {
+          await link.close();
+        }
+        const serving = startCli(['gateway', ...common, '--run', 'serve-run', '--origin', 'http://127.0.0.1:4173']);
+        started.push(serving);
+        await serving.waitFor(/to add a tab as a rollout worker/);
+        assert(/serving run serve-run of .* at ws:\/\/127\.0\.0\.1:\d+\/ \(data plane and rollout control; prompt lease 5000 ms; origins http:\/\/127\.0\.0\.1:4173\)/.test(serving.output()), serving.output());
+        serving.signal('SIGINT');
+        const ended = await serving.exited;
+        assertEqual(ended.code, 0, `interrupted while serving\n${ended.output}`);
+        assert(ended.output.includes('gateway: stopped by an interrupt'), ended.output);
+      } finally {
+        for (const p of started) p.kill();
+        await redis.stop();
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node'], timeoutMs: 60_000 },
+  );
 });
