@@ -15,10 +15,10 @@ import { eagle3EvalForward } from '../../src/training/strategies/eagle3-eval-for
 import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
-import { EMBED_NAME, eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
-import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
-import { Rng } from '../../src/util/random.ts';
+import { eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
+import { eagle3StepReference } from '../../src/reference/eagle3.ts';
 import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
+import { randomEagle3Problem, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
 
 /** Weights are wider than the batch's activations, so a binding limit can split the former only. */
 const CONFIG: Eagle3Config = {
@@ -41,44 +41,9 @@ const EXPECTED_PARTS: Readonly<Record<string, number>> = {
 };
 const SLOW = 300_000;
 
-/** A random problem in the style of test/model/eagle3.test.ts: 2 sequences, different padding, 3 TTT steps. */
-function problem(c: Eagle3Config, seed: number) {
-  const rng = new Rng(seed);
-  const B = 2;
-  const S = 8;
-  const values: Record<string, Float32Array> = { [EMBED_NAME]: rng.floats(c.vocabSize * c.hiddenSize, 1) };
-  for (const [name, shape] of eagle3ParameterShapes(c)) {
-    const n = shape.reduce((a, b) => a * b, 1);
-    values[name] = shape.length === 1 ? Float32Array.from({ length: n }, () => 1 + rng.uniform(-0.2, 0.2)) : rng.floats(n, 0.3);
-  }
-  const used = Array.from({ length: c.draftVocabSize }, (_, i) => 2 * i + 1);
-  const t2d = new Int32Array(c.vocabSize);
-  for (const u of used) t2d[u] = 1;
-  const lengths = [8, 6];
-  const attentionMask = Int32Array.from({ length: B * S }, (_, r) => (r % S < lengths[Math.floor(r / S)] ? 1 : 0));
-  const lossMask = Int32Array.from(attentionMask, (m, r) => (r % S >= 1 && r % S < lengths[Math.floor(r / S)] - 1 ? m : 0));
-  const target = rng.floats(B * S * c.vocabSize, 4);
-  for (let r = 0; r < B * S; r++) if (r % 3 !== 0) target[r * c.vocabSize + used[(r * 7) % used.length]] += 5;
-  const inputs: Eagle3RefInputs = {
-    batch: B, seqLen: S, tttLength: 3,
-    inputIds: Int32Array.from({ length: B * S }, () => rng.int(0, c.vocabSize)),
-    attentionMask, lossMask,
-    hiddenStates: rng.floats(B * S * 3 * c.targetHiddenSize, 1),
-    target, t2d, d2t: Int32Array.from(used, (u, i) => u - i),
-  };
-  return { values, inputs };
-}
-
-function upload(gpu: Gpu, c: Eagle3Config, x: Eagle3RefInputs): Eagle3Inputs {
-  const { batch: B, seqLen: S } = x;
-  return {
-    inputIds: gpu.upload([B, S], 'i32', x.inputIds, 'input_ids'),
-    attentionMask: gpu.upload([B, S], 'i32', x.attentionMask, 'attention_mask'),
-    lossMask: gpu.upload([B, S], 'i32', x.lossMask, 'loss_mask'),
-    hiddenStates: gpu.upload([B, S, 3 * c.targetHiddenSize], 'f32', x.hiddenStates, 'hidden_state'),
-    target: gpu.upload([B, S, c.vocabSize], 'f32', x.target, 'target'),
-  };
-}
+/** 2 sequences of 8 with different padding, 3 TTT steps. */
+const LAYOUT: RandomProblemLayout = { seqLen: 8, lengths: [8, 6], usedOffset: 1, lossStart: 1 };
+const problem = (c: Eagle3Config, seed: number) => randomEagle3Problem(c, seed, LAYOUT);
 
 interface StepResult {
   evalLosses: Float32Array;
@@ -94,7 +59,7 @@ async function runStep(gpu: Gpu, seed: number, check?: (backend: AdamWBackend, i
   const { values, inputs: x } = problem(c, seed);
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const model = new Eagle3DraftModel(gpu, backend, c, values, { t2d: x.t2d, d2t: x.d2t });
-  const inputs = upload(gpu, c, x);
+  const inputs = uploadRandomInputs(gpu, c, x);
   check?.(backend, inputs);
   const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength);
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5 });

@@ -15,37 +15,13 @@ import { assertDeepEqual, assertEqual, assertRejects, assertRelClose, assertThro
 import { defineSuite } from '../harness/suite.ts';
 import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config } from '../../src/config/eagle3-config.ts';
-import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
+import { eagle3StepReference } from '../../src/reference/eagle3.ts';
 import { Rng } from '../../src/util/random.ts';
 import { FIXTURE_OPTIMIZER, loadEagle3Fixture, releaseInputs, uploadFixtureInputs, VARIANTS } from './eagle3-fixture.ts';
+import { randomEagle3Problem, uploadRandomInputs } from './eagle3-random.ts';
 
 /** A random problem unlike the fixture: odd S, 3 sequences with different padding, MQA, Ht ≠ H, 3 TTT steps. */
-function randomProblem(c: Eagle3Config, seed: number) {
-  const rng = new Rng(seed);
-  const B = 3;
-  const S = 19;
-  const values: Record<string, Float32Array> = { [EMBED_NAME]: rng.floats(c.vocabSize * c.hiddenSize, 1) };
-  for (const [name, shape] of eagle3ParameterShapes(c)) {
-    const n = shape.reduce((a, b) => a * b, 1);
-    values[name] = shape.length === 1 ? Float32Array.from({ length: n }, () => 1 + rng.uniform(-0.2, 0.2)) : rng.floats(n, 0.3);
-  }
-  const used = Array.from({ length: c.draftVocabSize }, (_, i) => 2 * i + 3);
-  const t2d = new Int32Array(c.vocabSize);
-  for (const u of used) t2d[u] = 1;
-  const lengths = [19, 12, 16];
-  const attentionMask = Int32Array.from({ length: B * S }, (_, r) => (r % S < lengths[Math.floor(r / S)] ? 1 : 0));
-  const lossMask = Int32Array.from(attentionMask, (m, r) => (r % S >= 2 && r % S < lengths[Math.floor(r / S)] - 1 ? m : 0));
-  const target = rng.floats(B * S * c.vocabSize, 4);
-  for (let r = 0; r < B * S; r++) if (r % 3 !== 0) target[r * c.vocabSize + used[(r * 7) % used.length]] += 5;
-  const inputs: Eagle3RefInputs = {
-    batch: B, seqLen: S, tttLength: 3,
-    inputIds: Int32Array.from({ length: B * S }, () => rng.int(0, c.vocabSize)),
-    attentionMask, lossMask,
-    hiddenStates: rng.floats(B * S * 3 * c.targetHiddenSize, 1),
-    target, t2d, d2t: Int32Array.from(used, (u, i) => u - i),
-  };
-  return { values, inputs };
-}
+const randomProblem = (c: Eagle3Config, seed: number) => randomEagle3Problem(c, seed, { seqLen: 19, lengths: [19, 12, 16], usedOffset: 3, lossStart: 2 });
 
 /** Generous limit: first-use pipeline compilation on a software adapter shared with other jobs can take a minute. */
 const SLOW = 300_000;
@@ -61,14 +37,7 @@ async function compareWithReference(gpu: Gpu, c: Eagle3Config, seed: number, los
   const ref = eagle3StepReference(c, values, x, { lossScale });
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const model = new Eagle3DraftModel(gpu, backend, c, values, { t2d: x.t2d, d2t: x.d2t });
-  const { batch: B, seqLen: S } = x;
-  const inputs = {
-    inputIds: gpu.upload([B, S], 'i32', x.inputIds, 'input_ids'),
-    attentionMask: gpu.upload([B, S], 'i32', x.attentionMask, 'attention_mask'),
-    lossMask: gpu.upload([B, S], 'i32', x.lossMask, 'loss_mask'),
-    hiddenStates: gpu.upload([B, S, 3 * c.targetHiddenSize], 'f32', x.hiddenStates, 'hidden_state'),
-    target: gpu.upload([B, S, c.vocabSize], 'f32', x.target, 'target'),
-  };
+  const inputs = uploadRandomInputs(gpu, c, x);
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale, capture: true });
   const names = eagle3ParameterShapes(c).map(([n]) => n);
   const grads = names.map((p) => gpu.readLater(backend.param(p).grad));
@@ -213,14 +182,7 @@ export default defineSuite('model/eagle3', (t) => {
     const gpu = new Gpu(ctx);
     const backend = new AdamWBackend(gpu, { ...FIXTURE_OPTIMIZER, lr: 3e-3, weightDecay: 0 });
     const model = new Eagle3DraftModel(gpu, backend, c, init, { t2d: x.t2d, d2t: x.d2t });
-    const { batch: B, seqLen: S } = x;
-    const inputs = {
-      inputIds: gpu.upload([B, S], 'i32', x.inputIds, 'input_ids'),
-      attentionMask: gpu.upload([B, S], 'i32', x.attentionMask, 'attention_mask'),
-      lossMask: gpu.upload([B, S], 'i32', x.lossMask, 'loss_mask'),
-      hiddenStates: gpu.upload([B, S, 3 * c.targetHiddenSize], 'f32', x.hiddenStates, 'hidden_state'),
-      target: gpu.upload([B, S, c.vocabSize], 'f32', x.target, 'target'),
-    };
+    const inputs = uploadRandomInputs(gpu, c, x);
     const losses: number[] = [];
     for (let step = 0; step < 30; step++) {
       const out = await model.trainStep(inputs, { tttLength: 3, lossScale: 1 });
