@@ -74,6 +74,9 @@ test.describe('lab page without a run', () => {
         await expect(page.locator(`#${id} canvas`).first(), `#${id} is drawn from the file`).toBeVisible();
         await expect(page.locator(`.chart-numbers[data-for="${id}"] td`).first(), `#${id}'s table shows the file's numbers`).toHaveText(/\d/);
       }
+      // The file's 3 draft positions rebuilt the charts (the page starts with 4): one plot per chart, not two.
+      for (const id of ['chart-loss', 'chart-acc', 'chart-eval', 'chart-accept-rate']) await expect(page.locator(`#${id} .uplot`), `#${id} holds one plot`).toHaveCount(1);
+      await expect(page.locator('.chart-numbers[data-for="chart-loss"] .swatch'), 'a row per draft position of the file').toHaveCount(3);
       // The CLI logs no queue or feature-store status: those charts stay empty, not made up.
       await expect(page.locator('.chart-numbers[data-for="chart-queue"] td').first()).toHaveText('—');
       const last = JSON.parse(text.split('\n').filter((l) => l.includes('"phase":"train"')).pop()!) as { plosses: number[] };

@@ -171,6 +171,7 @@ test.describe.serial('one training run', () => {
     for (const table of await tables.all()) await expect(table, '.chart-numbers shows numbers').toContainText(/\d/);
     // The tables are the legends (a swatch per series); uPlot's own legend of "--" is gone.
     await expect(page.locator('.u-legend'), 'no uPlot legend').toHaveCount(0);
+    for (const id of CHARTS) await expect(page.locator(`#${id} .uplot`), `#${id} holds one plot`).toHaveCount(1);
     await expect(page.locator('.chart-numbers[data-for="chart-loss"] .swatch')).toHaveCount(SMALL['ttt-length']);
     // Counts and bytes on separate charts.
     await expect(page.locator('.chart-numbers[data-for="chart-queue"]')).not.toContainText('MB');

@@ -28,6 +28,8 @@ export class LiveChart {
   private readonly latest: (number | undefined)[];
   private plot: uPlot | undefined;
   private pending = false;
+  private destroyed = false;
+  private resize: ResizeObserver | undefined;
   private readonly format: (v: number) => string;
 
   constructor(
@@ -69,6 +71,14 @@ export class LiveChart {
     this.schedule();
   }
 
+  /** Removes the plot; a redraw already scheduled draws nothing (the container gets a new chart). */
+  destroy(): void {
+    this.destroyed = true;
+    this.resize?.disconnect();
+    this.plot?.destroy();
+    this.plot = undefined;
+  }
+
   private renderTable(): void {
     const cell = (v: number | undefined) => (v === undefined ? '—' : this.format(v));
     const head = `<thead><tr><th scope="col">series</th><th scope="col">latest</th></tr></thead>`;
@@ -82,11 +92,11 @@ export class LiveChart {
 
   /** Redraws at most once per animation frame. */
   private schedule(): void {
-    if (this.pending) return;
+    if (this.pending || this.destroyed) return;
     this.pending = true;
     requestAnimationFrame(() => {
       this.pending = false;
-      this.draw();
+      if (!this.destroyed) this.draw();
     });
   }
 
@@ -116,6 +126,7 @@ export class LiveChart {
       this.aligned(),
       this.container,
     );
-    new ResizeObserver(() => this.plot?.setSize({ width: this.width(), height: HEIGHT })).observe(this.container);
+    this.resize = new ResizeObserver(() => this.plot?.setSize({ width: this.width(), height: HEIGHT }));
+    this.resize.observe(this.container);
   }
 }

@@ -39,6 +39,7 @@ export class LabCharts {
   /** (Re)builds every chart for `tttLength` draft positions, empty. */
   build(tttLength: number): void {
     this.tttLength = tttLength;
+    for (const c of this.charts.values()) c.destroy();
     this.charts.clear();
     for (const spec of SPECS) {
       const container = this.$(spec.id);
