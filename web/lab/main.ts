@@ -359,7 +359,7 @@ async function showMetricsFile(file: File): Promise<void> {
     charts.reset();
     for (const p of points) charts.push(p);
     const last = points[points.length - 1].step;
-    chartSource('file', `Showing ${file.name}: ${points.length} steps of a speclab train run (up to step ${last.step} of ${last.total}). This tab's run is drawn again at its next step.`);
+    chartSource('file', `Showing ${file.name}: ${points.length} steps of a speclab train run (up to step ${last.step} of ${last.total}). A CLI log has no queue, feature-store or lifecycle counts: those charts stay empty. This tab's run is drawn again at its next step.`);
     el.dataset.state = 'ready';
     el.dataset.steps = String(points.length);
     el.textContent = `${file.name}: ${points.length} steps, ${points.filter((p) => p.eval).length} held-out evaluations.`;
