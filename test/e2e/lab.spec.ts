@@ -28,6 +28,7 @@ const LAB_TARGET = fileURLToPath(new URL('../../assets/lab-target/', import.meta
 
 test.describe('browser', () => {
   test('Chromium has a WebGPU adapter', async ({ page }) => {
+    const log = watch(page);
     await page.goto('/');
     const info = await page.evaluate(async () => {
       const gpu = (navigator as Navigator & { gpu?: GPU }).gpu;
@@ -40,6 +41,7 @@ test.describe('browser', () => {
       return facts;
     });
     expect(info.ok, info.why).toBe(true);
+    expectNoConsoleErrors(log);
   });
 });
 
@@ -49,11 +51,16 @@ test.describe('no WebGPU', () => {
     const plain = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: ['--no-sandbox', '--disable-gpu'] });
     try {
       const page = await plain.newPage();
+      const log = watch(page);
       await page.goto(baseURL!);
       await expect(page.locator('#gpu-error')).toBeVisible({ timeout: 30_000 });
       await expect(page.locator('#gpu-error')).toContainText('WebGPU');
+      await expect(page.locator('#bar-adapter'), 'the status bar says it too').toHaveText('no WebGPU');
       await expect(page.locator('#start')).toBeDisabled();
       await page.screenshot({ path: testInfo.outputPath('no-webgpu.png'), fullPage: true });
+      // Said on the page, not thrown: no console error, no page error.
+      await attachConsole(testInfo, log);
+      expectNoConsoleErrors(log);
     } finally {
       await plain.close();
     }
