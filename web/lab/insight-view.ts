@@ -94,6 +94,8 @@ export class InsightView {
   }
 
   private ask(): void {
+    // Without an open session there is nothing to capture; the choice is used by the next capture.
+    if (this.capture.disabled) return;
     const topK = Math.max(1, Math.min(10, Math.round(Number(this.topK.value) || 5)));
     this.topK.value = String(topK);
     this.status.textContent = `Capturing held-out sample ${this.sample.value || 0}…`;

@@ -13,6 +13,7 @@ import { DEFAULT_SETTINGS, type Command, type EvalReport, type Phase, type Repor
 import { RunProgress } from './progress-view.ts';
 import { readSettings, SETTING_INPUTS, validateSettings, writeSettings } from './settings-form.ts';
 import { renderTttVisibility } from './ttt-visibility.ts';
+import { InsightView } from './insight-view.ts';
 import { renderMemoryPlan, type MemoryBasis } from './memory-plan-view.ts';
 
 const $ = <T extends HTMLElement = HTMLElement>(id: string) => document.getElementById(id) as T;
@@ -26,6 +27,8 @@ const buttons = { start: $<HTMLButtonElement>('start'), pause: $<HTMLButtonEleme
 const specRun = $<HTMLButtonElement>('spec-run');
 const exportButton = $<HTMLButtonElement>('export');
 const progress = new RunProgress($('progress'));
+// Draft insight (insight-view.ts): one held-out sample as the draft sees it, captured in the worker.
+const insight = new InsightView($('insight'), (sample, topK) => send({ type: 'insight', sample, topK }));
 
 // ── GPU memory plan (memory-plan-view.ts): beside the settings, redrawn when they or the model change ──
 const memoryPlan = document.createElement('div');
@@ -153,6 +156,7 @@ function handle(r: Report): void {
       setStatus({ phase: r.phase });
       if (r.detail) detail.textContent = r.detail;
       if (r.phase === 'done' || r.phase === 'paused' || r.phase === 'stopped') haveDraft = true;
+      insight.setEnabled(r.phase === 'training' || r.phase === 'paused' || r.phase === 'done');
       refreshButtons();
       return;
     case 'progress':
@@ -237,6 +241,7 @@ function handle(r: Report): void {
       const select = $<HTMLSelectElement>('spec-prompt');
       select.innerHTML = r.heldOut.map((_text, i) => `<option value="${i}"></option>`).join('');
       r.heldOut.forEach((text, i) => (select.options[i].textContent = `${i + 1}. ${text}`));
+      insight.setPrompts(r.heldOut);
       return;
     }
     case 'spec-token': {
@@ -273,6 +278,9 @@ function handle(r: Report): void {
       refreshButtons();
       return;
     }
+    case 'insight':
+      insight.show(r.insight);
+      return;
     case 'error':
       detail.textContent = r.message;
       detail.dataset.state = 'error';

@@ -7,6 +7,7 @@ import type { ControllerStatus } from '../../src/control/controller.ts';
 import type { TargetModelConfig } from '../../src/config/hf-config.ts';
 import type { AdapterLimits } from '../../src/training/memory-plan.ts';
 import type { MetricPoint } from './metrics.ts';
+import type { LabInsight } from './insight-view.ts';
 
 /** What a visitor chooses before starting a run. */
 export interface LabSettings {
@@ -43,7 +44,9 @@ export type Command =
   | { type: 'load-model-files'; files: { file: File; path: string }[]; folder?: string }
   | { type: 'spec-run'; prompt: number; maxNewTokens: number; numDraftTokens: number }
   | { type: 'export' }
-  | { type: 'import'; files: File[] };
+  | { type: 'import'; files: File[] }
+  /** Capture the draft insight of held-out sample `sample` now (./worker-insight.ts); it is followed from then on. */
+  | { type: 'insight'; sample: number; topK: number };
 
 export type Phase = 'idle' | 'loading' | 'data' | 'training' | 'paused' | 'stopped' | 'done' | 'error';
 
@@ -118,4 +121,6 @@ export type Report =
   | { type: 'progress'; task: 'held-out' | 'prompts'; done: number; total: number; elapsedMs: number }
   /** The saved run's steps up to the step it continues from (./run-metrics.ts), for the charts after a reload. */
   | { type: 'history'; points: MetricPoint[] }
+  /** One held-out sample as the draft saw it after optimizer step `insight.globalStep` (docs/insight.md). */
+  | { type: 'insight'; insight: LabInsight }
   | { type: 'error'; message: string };

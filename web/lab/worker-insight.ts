@@ -31,6 +31,8 @@ export function trainingGate<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 async function capture(s: Eagle3TrainingSession, sample: number, topK: number): Promise<void> {
+  // The run was stopped (its session closed) while this capture waited for the step in flight.
+  if (lab.session !== s) return;
   const parts = s.insightParts();
   if (!parts) throw new Error('insight: the open session has no held-out evaluation to draw samples from');
   const insight = await captureDraftInsight(parts, sample, { topK });

@@ -14,6 +14,7 @@ import type { MetricPoint } from './metrics.ts';
 import type { SavedRun } from './saved-run.ts';
 import { readRunMetrics, writeRunMetrics } from './run-metrics.ts';
 import { labTrainSequences } from './worker-data.ts';
+import { afterStep, trainingGate } from './worker-insight.ts';
 import { auxLayersFor, CHECKPOINTS, closeSession, lab, LAB_FILES, labFiles, ledger, LEDGER, phase, platform, post, readSavedRun, RUN_ID, SPILL, writeSavedRun } from './worker-state.ts';
 
 export async function reportSavedRun(): Promise<void> {
@@ -139,7 +140,8 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
         if (!lab.stopRequested) phase('training', '');
         continue;
       }
-      const st = await s.step();
+      // Through the insight gate: a draft insight capture never interleaves with an optimizer step.
+      const st = await trainingGate(() => s.step());
       if (!st) {
         await savePoints();
         phase('done', `${s.globalStep} steps`);
@@ -157,6 +159,7 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
       // At a checkpoint, so a reload redraws exactly the steps it continues after.
       if (st.checkpointed) await savePoints();
       post({ type: 'step', step: point.step, status, eval: point.eval });
+      await afterStep(s, st.globalStep);
     }
   } finally {
     lab.running = false;

@@ -15,6 +15,7 @@ import { exportDraft, importDraft } from './worker-export.ts';
 import { init, loadModel, modelUrlStore } from './worker-model.ts';
 import { discard, start } from './worker-run.ts';
 import { specRun } from './worker-spec.ts';
+import { requestInsight } from './worker-insight.ts';
 import { lab, phase, post } from './worker-state.ts';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
@@ -56,6 +57,8 @@ async function handle(cmd: Command): Promise<void> {
       return exportDraft();
     case 'import':
       return importDraft(cmd.files);
+    case 'insight':
+      return requestInsight(cmd.sample, cmd.topK);
   }
 }
 
