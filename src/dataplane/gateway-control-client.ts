@@ -75,7 +75,9 @@ export class ControlGatewayClient {
     this.socketClosed = new Promise((resolve) => (markClosed = resolve));
     socket.onmessage = (event) => this.onFrame(event.data);
     socket.onclose = (event) => {
-      this.lose(`gateway ${where} closed the control connection (code ${event.code}${event.reason ? `: ${event.reason}` : event.code === 1006 ? ': refused, unreachable, or the token was rejected' : ''})`);
+      // 1006 after the hello is a connection lost (the gateway died, the network dropped), not a refusal.
+      const abnormal = this.helloInfo ? ': connection lost (the gateway stopped or the network dropped)' : ': refused, unreachable, or the token was rejected';
+      this.lose(`gateway ${where} closed the control connection (code ${event.code}${event.reason ? `: ${event.reason}` : event.code === 1006 ? abnormal : ''})`);
       markClosed();
     };
     socket.onerror = () => {};
