@@ -241,6 +241,40 @@ test.describe.serial('one training run', () => {
     await snapWidths(page, testInfo, 'speculative', true);
   });
 
+  test('speculative sampling: temperature, top-p, top-k and seed, checked; the same seed gives the same text', async () => {
+    expect(trained, 'needs the trained lab of the first test').toBe(true);
+    const stats = page.locator('#spec-stats');
+    // Out of range: refused beside the panel, nothing decoded.
+    await page.locator('#spec-temperature').fill('3');
+    await page.locator('#spec-run').click();
+    await expect(stats).toHaveAttribute('data-state', 'invalid');
+    await expect(stats).toContainText(/Temperature: at most 2 \(got 3\)/);
+    await expect(page.locator('#spec-temperature')).toHaveAttribute('aria-invalid', 'true');
+    await page.locator('#spec-temperature').fill('0.8');
+    await page.locator('#spec-top-k').fill('50');
+    const sampled = async () => {
+      await page.locator('#spec-run').click();
+      await expect(stats).toHaveAttribute('data-state', /^(done|error)$/, { timeout: TRAIN_TIMEOUT });
+      const d = await stats.evaluate((el: HTMLElement) => ({ ...el.dataset }) as Record<string, string>);
+      expect(d.state, `#spec-stats: ${(await stats.textContent())?.trim()}`).toBe('done');
+      return d;
+    };
+    const first = await sampled();
+    expect(first.sampled, 'data-sampled').toBe('true');
+    expect(first.lossless, 'a sampled run claims no token equality').toBe('undefined');
+    await expect(stats).toContainText(/rejection rule, so the text is distributed exactly as sampling from the target alone/);
+    expect(Number(first.acceptance)).toBeGreaterThanOrEqual(1);
+    expect(await page.locator('#spec-output span').count(), 'streamed tokens').toBeGreaterThan(0);
+    const second = await sampled();
+    expect(second.text, 'the same seed: the same sampled text').toBe(first.text);
+    await page.locator('#spec-seed').fill('2');
+    await page.locator('#spec-temperature').fill('0');
+    const greedy = await sampled();
+    expect(greedy.sampled).toBe('false');
+    expect(greedy.lossless, 'temperature 0 is greedy and exact again').toBe('true');
+    console.log(`[lab] sampled at 0.8/top-k 50: acceptance length ${first.acceptance}: "${first.text.slice(0, 80)}"`);
+  });
+
   test('export the draft, import it again, decode with the import', async () => {
     const testInfo = test.info();
     expect(trained, 'needs the trained lab of the previous test').toBe(true);

@@ -12,6 +12,7 @@ import { acceptanceLength, parseMetricsJsonl, type MetricPoint } from './metrics
 import { DEFAULT_SETTINGS, type Command, type EvalReport, type Phase, type Report, type RunStatus } from './protocol.ts';
 import { RunProgress } from './progress-view.ts';
 import { readSettings, SETTING_INPUTS, validateSettings, writeSettings } from './settings-form.ts';
+import { handleSpecReport, initSpecPanel } from './spec-panel.ts';
 import { renderTttVisibility } from './ttt-visibility.ts';
 import { InsightView } from './insight-view.ts';
 import { renderMemoryPlan, type MemoryBasis } from './memory-plan-view.ts';
@@ -126,17 +127,8 @@ function drawPoint(p: MetricPoint): void {
   if (p.eval) showEval(p.eval);
 }
 
-function showSpeed(tpsDraft: number, tpsTarget: number): void {
-  const el = $('spec-speed');
-  const ratio = tpsDraft / tpsTarget;
-  el.dataset.state = ratio >= 1 ? 'faster' : 'slower';
-  el.dataset.speedup = String(ratio);
-  el.textContent = ratio >= 1
-    ? `Speed-up: ${ratio.toFixed(2)}× faster with the draft (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s).`
-    : `Slow-down: decoding with the draft is ${(1 / ratio).toFixed(2)}× SLOWER than the target alone (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s): the draft's passes cost more here than the accepted tokens save.`;
-}
-
 function handle(r: Report): void {
+  if (handleSpecReport(r, specRun)) return;
   switch (r.type) {
     case 'adapter': {
       const a = r.record;
@@ -244,29 +236,6 @@ function handle(r: Report): void {
       insight.setPrompts(r.heldOut);
       return;
     }
-    case 'spec-token': {
-      const span = document.createElement('span');
-      span.textContent = r.text;
-      if (r.draft) span.className = 'draft';
-      $('spec-output').append(span);
-      return;
-    }
-    case 'spec-done': {
-      const s = r.stats;
-      const el = $('spec-stats');
-      Object.assign(el.dataset, { state: 'done', acceptance: String(s.acceptance), lossless: String(s.lossless), tpsDraft: String(s.tpsDraft), tpsTarget: String(s.tpsTarget), text: s.text, targetText: s.targetText });
-      el.textContent = `${s.draftSource}: acceptance length ${s.acceptance.toFixed(3)} tokens per target verification (measured, bonus included); ${s.lossless ? 'identical to target-only greedy decoding' : 'DIFFERS from target-only decoding'}.`;
-      showSpeed(s.tpsDraft, s.tpsTarget);
-      specRun.disabled = false;
-      return;
-    }
-    case 'spec-error': {
-      const el = $('spec-stats');
-      el.dataset.state = 'error';
-      el.textContent = r.message;
-      specRun.disabled = false;
-      return;
-    }
     case 'export-files':
       offerExport(r.files, r.step).catch((err: Error) => handle({ type: 'error', message: `export: ${err.message}` }));
       return;
@@ -327,15 +296,7 @@ buttons.again.addEventListener('click', () => {
   trainAgain = true;
   discardRun();
 });
-specRun.addEventListener('click', () => {
-  $('spec-output').textContent = '';
-  const el = $('spec-stats');
-  el.dataset.state = 'running';
-  el.textContent = 'decoding…';
-  $('spec-speed').textContent = '';
-  specRun.disabled = true;
-  send({ type: 'spec-run', prompt: Number($<HTMLSelectElement>('spec-prompt').value || 0), maxNewTokens: 32, numDraftTokens: 3 });
-});
+initSpecPanel(send, specRun);
 const loadPicked = (dir: PickedDirectory) => {
   if (dir.files.length > 0) send({ type: 'load-model-files', files: [...dir.files], folder: dir.folder });
 };

@@ -42,7 +42,7 @@ export type Command =
   | { type: 'load-model-url'; url: string }
   /** A picked or dropped folder: each File with its path inside the folder (made on the page: a drop can only be read there). */
   | { type: 'load-model-files'; files: { file: File; path: string }[]; folder?: string }
-  | { type: 'spec-run'; prompt: number; maxNewTokens: number; numDraftTokens: number }
+  | { type: 'spec-run'; prompt: number; maxNewTokens: number; numDraftTokens: number; sampling: SpecSampling }
   | { type: 'export' }
   | { type: 'import'; files: File[] }
   /** Capture the draft insight of held-out sample `sample` now (./worker-insight.ts); it is followed from then on. */
@@ -86,9 +86,20 @@ export interface RunStatus {
   rounds: number;
 }
 
+/** Speculative sampling of the "Try the draft" panel: temperature 0 is greedy (top-p, top-k and seed unused). */
+export interface SpecSampling {
+  temperature: number;
+  topP: number;
+  /** 0 = no top-k limit. */
+  topK: number;
+  seed: number;
+}
+
 export interface SpecStats {
   acceptance: number;
-  lossless: boolean;
+  /** Greedy: the output equals target-only greedy decoding. Sampled: undefined (the guarantee is the rejection rule's). */
+  lossless: boolean | undefined;
+  sampled: boolean;
   tpsDraft: number;
   tpsTarget: number;
   text: string;

@@ -48,7 +48,7 @@ async function handle(cmd: Command): Promise<void> {
       return loadModel(pickedFilesStore(cmd.files, { label: cmd.folder }), cmd.folder ?? `${cmd.files.length} picked files`, false);
     case 'spec-run':
       try {
-        return await specRun(cmd.prompt, cmd.maxNewTokens, cmd.numDraftTokens);
+        return await specRun(cmd.prompt, cmd.maxNewTokens, cmd.numDraftTokens, cmd.sampling);
       } catch (err) {
         post({ type: 'spec-error', message: (err as Error).message });
         return;
