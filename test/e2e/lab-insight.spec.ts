@@ -65,7 +65,12 @@ test('draft insight: attention rows sum to 1 and top-k lists per TTT step after 
     const probs = await first.locator('td[data-step="0"] li').evaluateAll((lis) => lis.map((li) => Number((li as HTMLElement).dataset.p)));
     expect(probs.every((p, i) => p > 0 && p <= 1 && (i === 0 || p <= probs[i - 1])), `top-k probabilities, most probable first: ${probs}`).toBe(true);
     await expectAccessible(page, 'with the insight panel');
-    await page.locator('#insight-section').screenshot({ path: 'test-results/e2e/insight-1280.png' });
+    // A clip of the full page, the sticky status bar hidden: it would cover the panel's top.
+    const clip = await page.locator('#insight-section').evaluate((el) => {
+      const r = el.getBoundingClientRect();
+      return { x: r.left + window.scrollX, y: r.top + window.scrollY, width: r.width, height: r.height };
+    });
+    await page.screenshot({ path: 'test-results/e2e/insight-1280.png', fullPage: true, clip, style: '.statusbar { visibility: hidden; }' });
     expectNoConsoleErrors(log);
   } finally {
     await attachConsole(testInfo, log);

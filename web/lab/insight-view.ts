@@ -31,12 +31,14 @@ const STYLE = `
 .insight-table th, .insight-table td { border: 1px solid #8883; padding: 0.15em 0.4em; text-align: left; vertical-align: top; }
 .insight-table td.p { text-align: right; font-variant-numeric: tabular-nums; }
 .insight-table ol { margin: 0; padding-left: 1.2em; }
-.insight-table .correct { color: #15803d; font-weight: 600; }
-.insight-table .wrong { color: #b91c1c; }
-.insight-table .unscored { opacity: 0.55; }
+.insight-table .correct { color: #166534; font-weight: 600; }
+.insight-table .wrong { color: #991b1b; }
+.insight-table .unscored { color: var(--muted, #555); font-style: italic; }
 .insight-tok { font-family: ui-monospace, monospace; white-space: pre; }
 `;
 
+/** Light bars behind table text (alpha ≤ 0.4), so the numbers keep their contrast. */
+const bar = (p: number) => `rgba(37, 99, 235, ${(0.4 * Math.sqrt(Math.max(0, Math.min(1, p)))).toFixed(3)})`;
 const shade = (p: number) => `rgba(37, 99, 235, ${Math.sqrt(Math.max(0, Math.min(1, p))).toFixed(3)})`;
 const pct = (p: number) => `${(100 * p).toFixed(p >= 0.1 ? 1 : 2)}%`;
 
@@ -69,9 +71,10 @@ export class InsightView {
     };
     const controls = el('div', { class: 'insight-controls' });
     controls.append(label('Held-out sample', this.sample), label('Top-k', this.topK), this.capture, label('Head', this.head), label('Query position', this.query, this.queryOut));
-    const attnWrap = el('div', { class: 'insight-scroll' });
+    // Scrollable regions take the focus, so they scroll from the keyboard too.
+    const attnWrap = el('div', { class: 'insight-scroll', tabindex: '0', role: 'region', 'aria-label': 'Attention of the chosen query position' });
     attnWrap.append(this.attention);
-    const topWrap = el('div', { class: 'insight-scroll' });
+    const topWrap = el('div', { class: 'insight-scroll', tabindex: '0', role: 'region', 'aria-label': 'Draft top-k predictions per position' });
     topWrap.append(this.topTable);
     host.append(controls, this.status, this.maps, attnWrap, topWrap);
     this.capture.addEventListener('click', () => this.ask());
@@ -149,7 +152,7 @@ export class InsightView {
     const n = ins.length;
     const K = ins.tttLength;
     const cols = n + K - 1;
-    const cell = Math.max(3, Math.min(10, Math.floor(260 / cols)));
+    const cell = Math.max(3, Math.min(14, Math.floor(320 / cols)));
     const figures = ins.steps.map((_, k) => {
       const fig = el('figure');
       const canvas = el('canvas', { width: String(cols * cell), height: String(n * cell), role: 'img', 'data-ttt-step': String(k) });
@@ -199,7 +202,7 @@ export class InsightView {
         const p = rows[k][col];
         const visible = col < ins.seq ? ins.attentionMask[col] === 1 && col <= q : col - ins.seq + 1 <= k;
         const td = el('td', { class: 'p', 'data-step': String(k), 'data-p': String(p) }, visible ? pct(p) : '—');
-        if (visible) td.style.background = `linear-gradient(90deg, ${shade(p)} ${(100 * p).toFixed(1)}%, transparent 0)`;
+        if (visible) td.style.background = `linear-gradient(90deg, ${bar(p)} ${(100 * p).toFixed(1)}%, transparent 0)`;
         else td.setAttribute('aria-label', 'not visible');
         tr.append(td);
       }
