@@ -26,6 +26,7 @@ test('draft insight: attention rows sum to 1 and top-k lists per TTT step after 
   const log = watch(page);
   try {
     await openLab(page);
+    await expectAccessible(page, 'at load, the insight panel empty');
     await discardSavedRun(page);
     await applySettings(page, MINI);
     await page.locator('#start').click();
