@@ -48,7 +48,7 @@ run "crash test on Node (SIGKILL at three points)" npx tsx test/runtime/crash.ts
 run "launcher: a signal to speclab ends the command" npx tsx test/cli/launcher-signal.ts
 run "fresh clone: the CLI without generated shaders (help, version, usage errors, shaders generated on first use)" npx tsx test/cli/fresh-clone.ts
 run "crash test on Node (SIGKILL of speclab train at the step-durable boundary)" npx tsx test/cli/train-kill.ts
-run "crash matrix of a cluster run (rollout, trainer and Redis SIGKILLed)" npx tsx test/cli/cluster-crash.ts
+run "crash matrix of a cluster run (rollout, trainer, Redis and gateway SIGKILLed)" npx tsx test/cli/cluster-crash.ts
 run "crash test on Chromium (IndexedDB)" npx tsx test/runners/browser-crash.ts
 run "data plane: multi-process proof (Redis)" npx tsx test/dataplane/multiprocess.ts
 run "data plane: gateway from Chromium" npx tsx test/dataplane/browser-gateway.ts
