@@ -10,8 +10,10 @@
 //   rowPick(v, owner)        → v of the one invocation with owner = true (0 if none)
 // Numerics: one fixed-order halving tree combines (max, Σexp[, Σp][, argmax]) pairwise,
 // s = s1 · exp(m1 − M) + s2 · exp(m2 − M) with M = max(m1, m2) — the wide kernels' original order,
-// which differs from the lanes layouts' rowMax-then-rescaled-rowSum only in rounding. Deterministic;
-// each function ends with a barrier, so the next reduction may reuse the arrays.
+// which differs from the lanes layouts' rowMax-then-rescaled-rowSum only in rounding. The last
+// pair (slots 0 and 1) is combined by every invocation itself, the same expression in the same
+// order (same bits), saving its barrier. Deterministic; each function ends with a barrier, so the
+// next reduction may reuse the arrays.
 
 // LOWEST is the "no value yet" max of an online partial, NO_INDEX its "no argmax yet".
 const LOWEST: f32 = -3.4028234e38;
@@ -30,7 +32,7 @@ fn rowSoftmax(m: f32, s: f32, lane: u32, slot: u32) -> vec2<f32> {
   redMax[lane] = m;
   redSum[lane] = s;
   workgroupBarrier();
-  for (var step = LANES / 2u; step > 0u; step = step >> 1u) {
+  for (var step = LANES / 2u; step > 1u; step = step >> 1u) {
     if (lane < step) {
       let m1 = redMax[lane];
       let m2 = redMax[lane + step];
@@ -40,7 +42,8 @@ fn rowSoftmax(m: f32, s: f32, lane: u32, slot: u32) -> vec2<f32> {
     }
     workgroupBarrier();
   }
-  let out = vec2<f32>(redMax[0], redSum[0]);
+  let mm = max(redMax[0], redMax[1]);
+  let out = vec2<f32>(mm, redSum[0] * exp(redMax[0] - mm) + redSum[1] * exp(redMax[1] - mm));
   workgroupBarrier();
   return out;
 }
@@ -50,7 +53,7 @@ fn rowSoftmaxSum(m: f32, s: f32, p: f32, lane: u32, slot: u32) -> vec3<f32> {
   redSum[lane] = s;
   redP[lane] = p;
   workgroupBarrier();
-  for (var step = LANES / 2u; step > 0u; step = step >> 1u) {
+  for (var step = LANES / 2u; step > 1u; step = step >> 1u) {
     if (lane < step) {
       let m1 = redMax[lane];
       let m2 = redMax[lane + step];
@@ -61,7 +64,8 @@ fn rowSoftmaxSum(m: f32, s: f32, p: f32, lane: u32, slot: u32) -> vec3<f32> {
     }
     workgroupBarrier();
   }
-  let out = vec3<f32>(redMax[0], redSum[0], redP[0]);
+  let mm = max(redMax[0], redMax[1]);
+  let out = vec3<f32>(mm, redSum[0] * exp(redMax[0] - mm) + redSum[1] * exp(redMax[1] - mm), redP[0] + redP[1]);
   workgroupBarrier();
   return out;
 }
@@ -71,7 +75,7 @@ fn rowSoftmaxArgmax(m: f32, s: f32, idx: u32, lane: u32, slot: u32) -> RowArgmax
   redSum[lane] = s;
   redIdx[lane] = idx;
   workgroupBarrier();
-  for (var step = LANES / 2u; step > 0u; step = step >> 1u) {
+  for (var step = LANES / 2u; step > 1u; step = step >> 1u) {
     if (lane < step) {
       let m1 = redMax[lane];
       let m2 = redMax[lane + step];
@@ -84,7 +88,12 @@ fn rowSoftmaxArgmax(m: f32, s: f32, idx: u32, lane: u32, slot: u32) -> RowArgmax
     }
     workgroupBarrier();
   }
-  let out = RowArgmax(redMax[0], redSum[0], redIdx[0]);
+  let m1 = redMax[0];
+  let m2 = redMax[1];
+  let mm = max(m1, m2);
+  var id = min(redIdx[0], redIdx[1]);
+  if (m1 > m2) { id = redIdx[0]; } else if (m2 > m1) { id = redIdx[1]; }
+  let out = RowArgmax(mm, redSum[0] * exp(m1 - mm) + redSum[1] * exp(m2 - mm), id);
   workgroupBarrier();
   return out;
 }

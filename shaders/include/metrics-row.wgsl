@@ -1,10 +1,10 @@
 // include/metrics-row — the row body of loss/metrics in all three layouts (loss/metrics,
 // loss/metrics-rows, loss/metrics-subgroup): the contract, Params and bindings of loss/metrics
 // (per-row terms O[r] = (c, ℓ, m·α, m) for TTT step k), written as processRow for
-// include/row-reduce-{wide,tree,subgroup} (LANES, rowSum, main) with include/loss-stats-{wide,lanes}
+// include/row-reduce-{wide,tree,subgroup} (LANES, rowSumFinal, main) with include/loss-stats-{wide,lanes}
 // (rowSoftmaxArgmax, LOWEST, NO_INDEX).
 // Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …,
-// combined by rowSoftmaxArgmax (ties → lowest draft id); α's partials by rowSum. Rows with
+// combined by rowSoftmaxArgmax (ties → lowest draft id); α's partials by rowSumFinal. Rows with
 // ℓ = m = 0 skip the passes. Deterministic.
 
 struct Params {
@@ -74,7 +74,7 @@ fn processRow(i: u32, lane: u32, slot: u32) {
   for (var v = lane; v < n2; v += LANES) {
     a += min(Q[qBase + v], exp(Z[zBase + v] - zMax) * zInv);
   }
-  let alpha = rowSum(a, lane, slot);
+  let alpha = rowSumFinal(a, lane, slot);
   if (live && lane == 0u) {
     var hit = 0.0;
     if (n != 0u && used[pred] == tok) { hit = f32(lm); }

@@ -2,10 +2,10 @@
 // (rmsnorm/backward_dx, backward_dx_rows, backward_dx_subgroup): the contract, Params, bindings and
 // ACCUMULATE override of rmsnorm/backward_dx
 //   dx = r · (dy ⊙ w) − x · (r³ / hidden) · Σ_j dy_j w_j x_j       (per row)
-// written as processRow for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSum and
+// written as processRow for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSumFinal and
 // main.
 // Numerics: each lane accumulates dy·w·x over columns lane, lane + LANES, … (fma, increasing
-// columns), then rowSum.
+// columns), then rowSumFinal.
 
 struct Params {
   rows: u32,
@@ -35,7 +35,7 @@ fn processRow(row: u32, lane: u32, slot: u32) {
   for (var j = lane; j < n; j += LANES) {
     acc = fma(dy[dyBase + j] * w[j], x[xBase + j], acc);
   }
-  let dot = rowSum(acc, lane, slot);
+  let dot = rowSumFinal(acc, lane, slot);
   if (!live) { return; }
   let r = invRms[row];
   let c = r * r * r * dot / f32(p.hidden);

@@ -1,9 +1,9 @@
 // include/rmsnorm-forward-row — the row body of rmsnorm/forward in all three layouts
 // (rmsnorm/forward, forward_rows, forward_subgroup): the contract, Params and bindings of
 // rmsnorm/forward (y = w ⊙ x / sqrt(mean(x²) + eps), invRms[row] saved), written as processRow
-// for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSum and main.
+// for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSumFinal and main.
 // Numerics: each lane sums x² over columns lane, lane + LANES, … in increasing order (fma), then
-// rowSum; y = w * (x * invRms), the Hugging Face LlamaRMSNorm order.
+// rowSumFinal; y = w * (x * invRms), the Hugging Face LlamaRMSNorm order.
 
 struct Params {
   rows: u32,
@@ -30,7 +30,7 @@ fn processRow(row: u32, lane: u32, slot: u32) {
     let v = x[xBase + j];
     acc = fma(v, v, acc);
   }
-  let r = 1.0 / sqrt(rowSum(acc, lane, slot) / f32(p.hidden) + p.eps);
+  let r = 1.0 / sqrt(rowSumFinal(acc, lane, slot) / f32(p.hidden) + p.eps);
   if (live && lane == 0u) { invRms[row] = r; }
   let yBase = row * p.strideY;
   for (var j = lane; j < n; j += LANES) {

@@ -2,8 +2,8 @@
 // (src/kernels/row-variant.ts): a workgroup of LANES invocations that must form one subgroup with
 // subgroup_invocation_id 0..LANES-1 (the host refuses the variant unless the device's minimum
 // subgroup size is ≥ LANES), reducing ROWS rows one after another without any barrier. Provides
-// rowSum / rowMax / rowMinU32 (each returns the row's value to every lane) and the entry point
-// `main`, which calls the including shader's
+// rowSum / rowMax / rowMinU32 (each returns the row's value to every lane; rowSumFinal = rowSum)
+// and the entry point `main`, which calls the including shader's
 //   fn processRow(i: u32, lane: u32, slot: u32)
 // for segment rows i = workgroup · ROWS + j, j < ROWS (slot is always 0), stopping at the first i
 // past the end (the including shader's `fn rowCount() -> u32`, read from its uniforms). The
@@ -20,6 +20,11 @@ fn rowSum(v: f32, lane: u32, slot: u32) -> f32 {
   var s = v;
   for (var half = LANES / 2u; half > 0u; half = half >> 1u) { s = s + subgroupShuffleXor(s, half); }
   return s;
+}
+
+// No barrier to skip in this layout: the last reduction is a plain rowSum.
+fn rowSumFinal(v: f32, lane: u32, slot: u32) -> f32 {
+  return rowSum(v, lane, slot);
 }
 
 fn rowMax(v: f32, lane: u32, slot: u32) -> f32 {

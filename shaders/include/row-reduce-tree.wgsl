@@ -1,7 +1,7 @@
 // include/row-reduce-tree — the `rows` layout of the row kernels (src/kernels/row-variant.ts):
 // a workgroup of LANES x ROWS invocations, invocation lid serving lane lid % LANES of row slot
 // lid / LANES. Provides rowSum / rowMax / rowMinU32 (each returns the row's value to all of its
-// lanes) and the entry point `main`, which calls the including shader's
+// lanes; rowSumFinal is rowSum for a row body's last reduction, without the closing barrier) and the entry point `main`, which calls the including shader's
 //   fn processRow(i: u32, lane: u32, slot: u32)
 // for segment row i = workgroup · ROWS + slot. Every invocation calls it, also for i past the end
 // (the body must then read and write nothing), because the reductions contain barriers.
@@ -26,6 +26,18 @@ fn rowSum(v: f32, lane: u32, slot: u32) -> f32 {
   let s = rowRedF[base];
   workgroupBarrier(); // the next reduction overwrites the slot
   return s;
+}
+
+// rowSum for the last reduction of a row body: no closing barrier, since nothing reuses the slot.
+fn rowSumFinal(v: f32, lane: u32, slot: u32) -> f32 {
+  let base = slot * LANES;
+  rowRedF[base + lane] = v;
+  workgroupBarrier();
+  for (var half = LANES / 2u; half > 0u; half = half >> 1u) {
+    if (lane < half) { rowRedF[base + lane] = rowRedF[base + lane] + rowRedF[base + lane + half]; }
+    workgroupBarrier();
+  }
+  return rowRedF[base];
 }
 
 fn rowMax(v: f32, lane: u32, slot: u32) -> f32 {

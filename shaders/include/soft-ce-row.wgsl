@@ -2,9 +2,9 @@
 // loss/soft-ce-rows, loss/soft-ce-subgroup): the contract, Params, bindings and GRAD_MODE override
 // of loss/soft-ce (EAGLE3 soft-target cross-entropy under the TTT shift k, its gradient,
 // rowLoss[r] = m · CE[r]), written as processRow for include/row-reduce-{wide,tree,subgroup}
-// (LANES, rowSum, main) with include/loss-stats-{wide,lanes} (rowSoftmaxSum, LOWEST).
+// (LANES, rowSumFinal, main) with include/loss-stats-{wide,lanes} (rowSoftmaxSum, LOWEST).
 // Numerics: pass 1 keeps an online (max, Σexp) per lane and Σp over columns lane, lane + LANES, …,
-// combined by rowSoftmaxSum. Pass 2 accumulates p·(lse − z), added by rowSum, and writes the
+// combined by rowSoftmaxSum. Pass 2 accumulates p·(lse − z), added by rowSumFinal, and writes the
 // gradient. Rows with m = 0 never read z. Deterministic.
 
 struct Params {
@@ -75,6 +75,6 @@ fn processRow(i: u32, lane: u32, slot: u32) {
     if (GRAD_MODE == 1u) { Z[zBase + v] = grad; }
     if (GRAD_MODE == 2u) { G[(r - u.gPart) * u.D + v] = grad; }
   }
-  let rowCe = rowSum(ce, lane, slot);
+  let rowCe = rowSumFinal(ce, lane, slot);
   if (live && lane == 0u) { L[r - u.lPart] = f32(mask) * rowCe; }
 }
