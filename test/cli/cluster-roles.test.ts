@@ -5,7 +5,7 @@
  * acceptance with real processes: a durable redis-server, two `speclab rollout` processes and one
  * `speclab train --cluster` process on the llama-tiny fixture; the trainer exits 0, both rollouts
  * exit 0 once the run is finished, and the run logs the same steps with the same losses as the same
- * settings trained by the single-process `speclab train`. Node-only for the processes (redis-server,
+ * settings trained by the single-process `speclab train`, and exports the same draft bytes. Node-only for the processes (redis-server,
  * child processes); Node-only modules load at run time.
  */
 import { loadTrainConfig, parseTrainFlags, trainCommand } from '../../src/cli/train.ts';
@@ -129,6 +129,10 @@ export default defineSuite('cli/cluster-roles', (t) => {
           assertEqual(st.loss, reference[i].loss, `loss of step ${i + 1} equals the single-process run's`);
         }
         assert(await tmp.files.exists('cluster/draft/model.safetensors'), 'the cluster trainer exports its draft');
+        for (const file of ['model.safetensors', 'config.json']) {
+          const [a, b] = [await tmp.files.read(`single/draft/${file}`), await tmp.files.read(`cluster/draft/${file}`)];
+          assert(a.byteLength === b.byteLength && a.every((x, i) => x === b[i]), `draft/${file}: the cluster run exports the single-process run's bytes (${a.byteLength} and ${b.byteLength} bytes)`);
+        }
         assert(!(await tmp.files.exists('cluster/metadata')), 'no file ledger in --out: the ledger is in Redis');
 
         // Refusals, one line each (exit 1): a worker on another target precision never captures; a
