@@ -238,7 +238,7 @@ test.describe.serial('one training run', () => {
     const ratio = Number(await speed.getAttribute('data-speedup'));
     expect(ratio, 'data-speedup = draft tokens/s ÷ target tokens/s').toBeCloseTo(Number(s.tpsDraft) / Number(s.tpsTarget), 6);
     await expect(speed).toContainText(ratio >= 1 ? /Speed-up: \d+\.\d\d× faster/ : /Slow-down: .* \d+\.\d\d× SLOWER than the target alone/);
-    await snapWidths(page, testInfo, 'speculative', true);
+    await snapWidths(page, testInfo, 'speculative');
   });
 
   test('speculative sampling: temperature, top-p, top-k and seed, checked; the same seed gives the same text', async () => {
@@ -267,6 +267,8 @@ test.describe.serial('one training run', () => {
     expect(await page.locator('#spec-output span').count(), 'streamed tokens').toBeGreaterThan(0);
     const second = await sampled();
     expect(second.text, 'the same seed: the same sampled text').toBe(first.text);
+    // The README's screenshots: the trained lab with a sampled decode in the panel.
+    await snapWidths(page, test.info(), 'speculative-sampled', true);
     await page.locator('#spec-seed').fill('2');
     await page.locator('#spec-temperature').fill('0');
     const greedy = await sampled();

@@ -69,7 +69,7 @@ export function handleSpecReport(r: Report, button: HTMLButtonElement): boolean 
       const el = $('spec-stats');
       Object.assign(el.dataset, { state: 'done', acceptance: String(s.acceptance), lossless: String(s.lossless), sampled: String(s.sampled), tpsDraft: String(s.tpsDraft), tpsTarget: String(s.tpsTarget), text: s.text, targetText: s.targetText });
       const verdict = s.sampled
-        ? 'sampled: accepted by the rejection rule, so the text is distributed exactly as sampling from the target alone (the target-only run below is another draw)'
+        ? 'sampled: accepted by the rejection rule, so the text is distributed exactly as sampling from the target alone (a target-only draw follows for comparison)'
         : s.lossless
           ? 'identical to target-only greedy decoding'
           : 'DIFFERS from target-only decoding';
