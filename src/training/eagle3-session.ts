@@ -99,8 +99,8 @@ export class Eagle3TrainingSession {
   private readonly evaluation?: PeriodicEvaluation;
   private readonly rounds: { taskId: string; sequence: number }[][];
   private nextRound = 0;
-  /** Cluster rounds ingested ahead, while the round before them trained. */
-  private readonly prefetched = new Set<number>();
+  private readonly prefetched = new Set<number>(); // cluster rounds ingested while the one before trained
+  private untrained: { taskId: string; sequence: number }[][] | undefined; // resumed cluster run: unacked tasks per round
   private pendingAcks: SampleRef[] = [];
   private lastCheckpoint = 0;
   private tokensTrained = 0;
@@ -242,8 +242,16 @@ export class Eagle3TrainingSession {
     // Read the ledger once: rounds whose every task is committed are done, and a partly committed round
     // keeps only the rest (rounds after it were never started, so the plan needs no further lookups).
     if (committed.size === 0) return;
+    if (this.inputs.cluster) {
+      // The requeue put back the committed, unacked refs of rounds committed in part too (captured ahead,
+      // cut by the crash): trained now, they would break stream order. Each round enqueues its own in its turn.
+      await this.controller.queue.clear();
+      const acked = marker.acked;
+      this.untrained = this.rounds.map((round) => round.filter((t) => !acked.has(onlineSampleId(runId, t.taskId))));
+    }
     for (const [r, round] of this.rounds.entries()) this.rounds[r] = round.filter((t) => !committed.has(onlineSampleId(runId, t.taskId)));
-    while (this.nextRound < this.rounds.length && this.rounds[this.nextRound].length === 0) this.nextRound++;
+    const left = this.untrained ?? this.rounds;
+    while (this.nextRound < this.rounds.length && left[this.nextRound].length === 0) this.nextRound++;
   }
 
   /** Ingests round `r` (its tasks not committed before this open) and lets the rollout workers capture it. */
@@ -251,24 +259,23 @@ export class Eagle3TrainingSession {
     const t0 = this.inputs.now();
     const pending = this.rounds[r];
     // (Ingest again would bring back a prefetched round's done tasks: the ledger drops their records.)
-    if (!this.prefetched.has(r)) await this.ingest(pending);
+    if (!this.prefetched.has(r) && pending.length > 0) await this.ingest(pending);
     if (this.inputs.cluster) {
-      const sampleIds = pending.map((t) => onlineSampleId(this.inputs.runId, t.taskId));
+      const round = this.untrained?.[r] ?? pending;
+      const sampleIds = round.map((t) => onlineSampleId(this.inputs.runId, t.taskId));
       const onProgress = (done: number, total: number) => this.inputs.onEvent?.({ kind: 'phase', phase: 'rollout', detail: `round ${r}: ${done} of ${total} samples committed by rollout workers` });
-      await waitForRoundCommits(r, sampleIds, pending.map((t) => t.taskId), this.controller, this.inputs.storage.metadata, { ...this.inputs.cluster, now: this.inputs.now, onProgress });
+      await waitForRoundCommits(r, sampleIds, round.map((t) => t.taskId), this.controller, this.inputs.storage.metadata, { ...this.inputs.cluster, now: this.inputs.now, onProgress });
       // Rollout workers only commit (enqueueCommits false): the round is enqueued here, from the ledger,
       // once all of it is committed, so it is complete before training and a late enqueue cannot race an ack.
-      // Minus what was trained already (a resumed run may have trained a ref of this round from the requeue).
       const trained = new Set([...(await this.inputs.storage.metadata.durableMarker()).acked, ...this.pendingAcks.map((ref) => ref.sampleId)]);
       const refs = await this.inputs.storage.metadata.getCommittedMany(sampleIds.filter((id) => !trained.has(id)));
       await this.controller.queue.put(refs.filter((ref) => ref !== undefined));
-      // The workers capture the next round while this one trains; it is enqueued only when its turn
-      // comes, so the training stream is the same. The feature store then holds up to two rounds.
+      // The workers capture the next round while this one trains (enqueued in its turn: the same stream).
       if (r + 1 < this.rounds.length) {
         await this.ingest(this.rounds[r + 1]);
         this.prefetched.add(r + 1);
       }
-      this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: pending.length, seconds: (this.inputs.now() - t0) / 1000 });
+      this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: round.length, seconds: (this.inputs.now() - t0) / 1000 });
       return;
     }
     // Workers lease in turn (one command stream: their GPU work is serialised anyway), so the commit
