@@ -3,8 +3,7 @@
  * for (`Platform.startGateway`, Node: src/platform/control-gateway-node.ts mounted on the data-plane
  * gateway). Pure: no sockets, no GPU code.
  */
-import type { PromptTask, SampleRef } from '../contracts/index.ts';
-import type { PromptFailOutcome } from '../control/control-stores.ts';
+import type { RolloutControl } from '../control/rollout-control.ts';
 import type { RunManifest } from '../control/redis/redis-run-record.ts';
 import type { DataPlaneClient } from '../dataplane/types.ts';
 import { clusterUrl, runName } from './cluster-options.ts';
@@ -60,16 +59,6 @@ export function gatewayArgs(parsed: ParsedArgs): GatewayArgs {
   return { cluster: clusterUrl('--cluster', v.cluster), run: runName('--run', v.run), tokenFile: v.tokenFile, host, port: v.port ?? 8765, origins, waitMs: v.waitMs ?? 60_000 };
 }
 
-/** The rollout endpoints of the run's DataFlowController that the gateway serves to tabs. */
-export interface GatewayRolloutControl {
-  readonly runId: string;
-  registerRolloutWorker(info: Record<string, unknown>): Promise<string>;
-  leasePromptTasks(workerId: string, maxTasks: number): Promise<PromptTask[]>;
-  failPromptTasks(workerId: string, taskIds: readonly string[], reason: string, retryable: boolean): Promise<PromptFailOutcome>;
-  completePromptTasks(workerId: string, taskIds: readonly string[]): Promise<string[]>;
-  commitSamples(workerId: string, refs: readonly SampleRef[]): Promise<SampleRef[]>;
-}
-
 /** What a platform needs to serve a run's gateway. */
 export interface GatewayServeOptions {
   readonly token: string;
@@ -78,7 +67,8 @@ export interface GatewayServeOptions {
   readonly allowedOrigins?: readonly string[];
   /** The server-side data-plane client of one connection (closed when it ends). */
   readonly openClient: () => Promise<DataPlaneClient>;
-  readonly controller: GatewayRolloutControl;
+  /** The rollout endpoints of the run's DataFlowController that the gateway serves to tabs. */
+  readonly controller: RolloutControl;
   readonly record: { read(): Promise<RunManifest | undefined>; finished(): Promise<boolean> };
   readonly promptLeaseMs: number;
   readonly onLog?: (line: string) => void;

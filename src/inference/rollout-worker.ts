@@ -14,7 +14,7 @@
  * duplicate commit is a no-op.
  */
 import { onlineSampleId, type PromptTask, type SampleRef } from '../contracts/index.ts';
-import type { DataFlowController } from '../control/controller.ts';
+import type { RolloutControl } from '../control/rollout-control.ts';
 import type { FeatureStore } from '../data/feature-store.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -33,9 +33,10 @@ export interface FeatureSource {
 
 /**
  * The controller endpoints a worker calls: a `DataFlowController` in this process, or one behind
- * the gateway's control RPC for a browser tab (src/training/tab-rollout.ts).
+ * the gateway's control RPC for a browser tab (src/training/tab-rollout.ts). The worker never
+ * calls `completePromptTasks`, so the tab's endpoints need not offer it.
  */
-export type RolloutEndpoints = Pick<DataFlowController, 'runId' | 'registerRolloutWorker' | 'leasePromptTasks' | 'failPromptTasks' | 'commitSamples'>;
+export type RolloutEndpoints = Omit<RolloutControl, 'completePromptTasks'>;
 
 export type WorkerState = 'starting' | 'ready' | 'paused' | 'draining' | 'unhealthy' | 'stopped';
 

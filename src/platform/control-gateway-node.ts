@@ -18,8 +18,8 @@
  * request id) closes the connection with a reason.
  */
 import type { WebSocket, RawData } from 'ws';
-import type { PromptTask, SampleRef } from '../contracts/index.ts';
-import type { PromptFailOutcome } from '../control/control-stores.ts';
+import type { SampleRef } from '../contracts/index.ts';
+import type { RolloutControl } from '../control/rollout-control.ts';
 import type { RunManifest } from '../control/redis/redis-run-record.ts';
 import {
   CONTROL_PROTOCOL,
@@ -39,16 +39,6 @@ import { CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG } from '../dataplane/gateway-protoc
 import type { GatewayServeOptions, ServedGateway } from '../cli/gateway-options.ts';
 import type { ConnectionInfo, GatewayExtension } from './dataplane-gateway-node.ts';
 
-/** The rollout endpoints of `DataFlowController` this RPC serves. */
-export interface RolloutControl {
-  readonly runId: string;
-  registerRolloutWorker(info: Record<string, unknown>): Promise<string>;
-  leasePromptTasks(workerId: string, maxTasks: number): Promise<PromptTask[]>;
-  failPromptTasks(workerId: string, taskIds: readonly string[], reason: string, retryable: boolean): Promise<PromptFailOutcome>;
-  completePromptTasks(workerId: string, taskIds: readonly string[]): Promise<string[]>;
-  commitSamples(workerId: string, refs: readonly SampleRef[]): Promise<SampleRef[]>;
-}
-
 /** The run record a tab reads: the trainer's manifest and whether the run is finished. */
 export interface RunRecordReader {
   read(): Promise<RunManifest | undefined>;
@@ -56,6 +46,7 @@ export interface RunRecordReader {
 }
 
 export interface ControlGatewayOptions {
+  /** The rollout endpoints of `DataFlowController` this RPC serves. */
   readonly controller: RolloutControl;
   readonly record: RunRecordReader;
   /** The run's prompt lease (the manifest's promptLeaseMs), told to every tab. */
