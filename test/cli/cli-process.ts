@@ -1,8 +1,8 @@
 /**
- * Node-only test helper: runs `speclab <command>` (bin/speclab.mjs) as a real child process of
- * this Node, from the repository root, collecting its output and exit code. Imported dynamically
- * by node-only suites (never at the top of a suite file, so the browser bundle and Deno never load
- * node:child_process).
+ * Node-only test helper: runs `speclab <command>` (bin/speclab.mjs), or another Node script, as a
+ * real child process of this Node, from the repository root, collecting its output and exit code.
+ * Imported dynamically by node-only suites (never at the top of a suite file, so the browser bundle
+ * and Deno never load node:child_process).
  */
 import { spawn } from 'node:child_process';
 import process from 'node:process';
@@ -24,13 +24,22 @@ export interface CliProcess {
   kill(): void;
 }
 
-/** Starts `node bin/speclab.mjs ...args` in the repository root; `timeoutMs` SIGKILLs a hung one. */
-export function startCli(args: readonly string[], timeoutMs = 120_000): CliProcess {
-  const child = spawn(process.execPath, ['bin/speclab.mjs', ...args], { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+export interface NodeProcessOptions {
+  /** Names the process in the error of a `waitFor` it exits before satisfying. */
+  readonly name: string;
+  /** SIGKILLs a hung process after this long. */
+  readonly timeoutMs: number;
+  /** How often `waitFor` looks at the output. */
+  readonly pollMs: number;
+}
+
+/** Starts `node ...nodeArgs` (a script and its arguments) in the repository root. */
+export function startNode(nodeArgs: readonly string[], options: NodeProcessOptions): CliProcess {
+  const child = spawn(process.execPath, nodeArgs, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs);
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code, signal) => {
@@ -42,9 +51,14 @@ export function startCli(args: readonly string[], timeoutMs = 120_000): CliProce
     let done = false;
     void exited.finally(() => (done = true));
     while (!pattern.test(output)) {
-      if (done) throw new Error(`speclab ${args[0]} exited before printing ${pattern}:\n${output.slice(-2000)}`);
-      await new Promise((r) => setTimeout(r, 20));
+      if (done) throw new Error(`${options.name} exited before printing ${pattern}:\n${output.slice(-2000)}`);
+      await new Promise((r) => setTimeout(r, options.pollMs));
     }
   };
   return { pid: child.pid ?? -1, output: () => output, exited, signal: (sig) => child.kill(sig), waitFor, kill: () => child.kill('SIGKILL') };
+}
+
+/** Starts `node bin/speclab.mjs ...args` in the repository root; `timeoutMs` SIGKILLs a hung one. */
+export function startCli(args: readonly string[], timeoutMs = 120_000): CliProcess {
+  return startNode(['bin/speclab.mjs', ...args], { name: `speclab ${args[0]}`, timeoutMs, pollMs: 20 });
 }

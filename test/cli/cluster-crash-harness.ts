@@ -4,7 +4,6 @@
  * test/cli/tab-client.ts), the waits on printed lines and ledger states, and the assertions every
  * case ends with (`verify`). Node-only.
  */
-import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -15,7 +14,7 @@ import type { Platform } from '../../src/cli/platform.ts';
 import { newGatewayToken } from '../../src/platform/dataplane-gateway-node.ts';
 import { connectRedis } from '../../src/platform/redis-node.ts';
 import { startRedisServer, type RedisServer } from '../dataplane/redis-fixture.ts';
-import { startCli, type CliProcess } from './cli-process.ts';
+import { startCli, startNode, type CliProcess } from './cli-process.ts';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 export const target = resolve(repo, process.env.SPECLAB_FIXTURES ?? '../shared/fixtures', 'hf/llama-tiny');
@@ -69,27 +68,7 @@ function cli(args: string[]): CliProcess {
 
 /** test/cli/tab-client.ts as a child process, with the output and exit a CliProcess gives. */
 function tabClient(args: string[]): CliProcess {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'test/cli/tab-client.ts', ...args], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
-  let output = '';
-  child.stdout.on('data', (c: Buffer) => (output += c.toString()));
-  child.stderr.on('data', (c: Buffer) => (output += c.toString()));
-  const timer = setTimeout(() => child.kill('SIGKILL'), PROCESS_MS);
-  const exited = new Promise<Exit>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, output });
-    });
-  });
-  const waitFor = async (pattern: RegExp): Promise<void> => {
-    let done = false;
-    void exited.finally(() => (done = true));
-    while (!pattern.test(output)) {
-      if (done) throw new Error(`the tab client exited before printing ${pattern}:\n${output.slice(-2000)}`);
-      await sleep(5);
-    }
-  };
-  const p: CliProcess = { pid: child.pid ?? -1, output: () => output, exited, signal: (sig) => child.kill(sig), waitFor, kill: () => child.kill('SIGKILL') };
+  const p = startNode(['--import', 'tsx', 'test/cli/tab-client.ts', ...args], { name: 'the tab client', timeoutMs: PROCESS_MS, pollMs: 5 });
   started.push(p);
   return p;
 }
