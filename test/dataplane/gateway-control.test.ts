@@ -70,16 +70,22 @@ async function upgradeStatus(url: string, protocols: string[]): Promise<number> 
   });
 }
 
+/** The Node-only modules both tests use, loaded at run time, and a fresh redis-server with a link to it. */
+async function nodeSetup() {
+  const { startRedisServer } = await nodeOnlyImport<RedisFixture>('./redis-fixture.ts');
+  const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
+  const gw = await nodeOnlyImport<GatewayPlatform>('../../src/platform/dataplane-gateway-node.ts');
+  const { startRunGateway } = await nodeOnlyImport<ControlPlatform>('../../src/platform/control-gateway-node.ts');
+  const redis = await startRedisServer();
+  const link = await connectRedis(redis.url);
+  return { connectRedis, gw, startRunGateway, redis, link };
+}
+
 export default defineSuite('dataplane/gateway-control', (t) => {
   t.test(
     'a tab registers, heartbeats, leases with the run lease, commits and fails through the gateway; bad requests are answered, never fatal',
     async () => {
-      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('./redis-fixture.ts');
-      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
-      const gw = await nodeOnlyImport<GatewayPlatform>('../../src/platform/dataplane-gateway-node.ts');
-      const { startRunGateway } = await nodeOnlyImport<ControlPlatform>('../../src/platform/control-gateway-node.ts');
-      const redis = await startRedisServer();
-      const link = await connectRedis(redis.url);
+      const { connectRedis, gw, startRunGateway, redis, link } = await nodeSetup();
       const closers: (() => Promise<unknown>)[] = [];
       try {
         const stores = await openRedisControlStores(link, RUN, { requireDurable: false, prompts: { leaseTimeoutMs: LEASE_MS } });
@@ -168,12 +174,7 @@ export default defineSuite('dataplane/gateway-control', (t) => {
   t.test(
     'hostile requests: 400 seeded random requests (random ops, argument types and sizes) are each answered, and the gateway serves on',
     async () => {
-      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('./redis-fixture.ts');
-      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
-      const gw = await nodeOnlyImport<GatewayPlatform>('../../src/platform/dataplane-gateway-node.ts');
-      const { startRunGateway } = await nodeOnlyImport<ControlPlatform>('../../src/platform/control-gateway-node.ts');
-      const redis = await startRedisServer();
-      const link = await connectRedis(redis.url);
+      const { connectRedis, gw, startRunGateway, redis, link } = await nodeSetup();
       let gateway: { url: string; close(): Promise<void> } | undefined;
       try {
         const stores = await openRedisControlStores(link, RUN, { requireDurable: false, prompts: { leaseTimeoutMs: LEASE_MS } });
