@@ -10,12 +10,19 @@ import { fileURLToPath } from 'node:url';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 
+/** How a child process ended: its exit code (null when a signal ended it), the signal, and everything it printed. */
+export interface ProcessExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+  readonly output: string;
+}
+
 export interface CliProcess {
   readonly pid: number;
   /** stdout and stderr so far, interleaved as they arrived. */
   output(): string;
   /** Resolves with the exit code (null when a signal ended it) and everything it printed. */
-  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>;
+  readonly exited: Promise<ProcessExit>;
   /** Sends a signal (SIGINT: what Ctrl-C sends). */
   signal(sig: NodeJS.Signals): void;
   /** Resolves once the output matches `pattern` (rejects when the process exits first). */
@@ -40,7 +47,7 @@ export function startNode(nodeArgs: readonly string[], options: NodeProcessOptio
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
   const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs);
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null; output: string }>((resolve, reject) => {
+  const exited = new Promise<ProcessExit>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', (code, signal) => {
       clearTimeout(timer);

@@ -14,7 +14,7 @@ import type { Platform } from '../../src/cli/platform.ts';
 import { newGatewayToken } from '../../src/platform/dataplane-gateway-node.ts';
 import { connectRedis } from '../../src/platform/redis-node.ts';
 import { startRedisServer, type RedisServer } from '../dataplane/redis-fixture.ts';
-import { startCli, startNode, type CliProcess } from './cli-process.ts';
+import { startCli, startNode, type CliProcess, type ProcessExit } from './cli-process.ts';
 
 const repo = fileURLToPath(new URL('../..', import.meta.url));
 export const target = resolve(repo, process.env.SPECLAB_FIXTURES ?? '../shared/fixtures', 'hf/llama-tiny');
@@ -32,8 +32,6 @@ export interface StepRecord {
   loss: number;
   replay?: boolean;
 }
-
-export type Exit = { code: number | null; signal: NodeJS.Signals | null; output: string };
 
 export function trainRecords(out: string): StepRecord[] {
   if (!existsSync(join(out, 'metrics.jsonl'))) return [];
@@ -74,7 +72,7 @@ function tabClient(args: string[]): CliProcess {
 }
 
 /** Exit of `p`, or an error naming it when it has not ended within `ms` (a hang). */
-export async function exitWithin(p: CliProcess, name: string, ms: number, after = 'Redis died (it hangs instead of failing closed)'): Promise<Exit> {
+export async function exitWithin(p: CliProcess, name: string, ms: number, after = 'Redis died (it hangs instead of failing closed)'): Promise<ProcessExit> {
   const timer = sleep(ms).then(() => 'hang' as const);
   const r = await Promise.race([p.exited, timer]);
   if (r === 'hang') {
@@ -93,7 +91,7 @@ export class Run {
   /** Every worker still expected to finish the run (speclab rollout and tab clients), by id. */
   readonly rollouts = new Map<string, CliProcess>();
   /** Every trainer process's exit, in order. */
-  readonly trainerExits: Exit[] = [];
+  readonly trainerExits: ProcessExit[] = [];
   gatewayProcess?: CliProcess;
   gatewayUrl = '';
   /** Every tab client started, in order (also those killed or failed). */
@@ -153,7 +151,7 @@ export class Run {
     return this.tabs.reduce((n, p) => n + [...p.output().matchAll(/: committed (\d+) \(total/g)].reduce((m, x) => m + Number(x[1]), 0), 0);
   }
 
-  async trainerExit(): Promise<Exit> {
+  async trainerExit(): Promise<ProcessExit> {
     const e = await this.trainer.exited;
     this.trainerExits.push(e);
     return e;
@@ -242,7 +240,7 @@ export async function runCase(name: string, server: RedisServer | undefined, ref
 }
 
 /** SIGKILLs `p` and waits for it to be gone; an error when it had already exited (the kill point was missed). */
-export async function killAt(p: CliProcess, what: string): Promise<Exit> {
+export async function killAt(p: CliProcess, what: string): Promise<ProcessExit> {
   p.kill();
   const e = await p.exited;
   if (e.signal !== 'SIGKILL') throw new Error(`${what}: the process had already ended (exit ${e.code}) before the kill point:\n${e.output.slice(-1500)}`);
