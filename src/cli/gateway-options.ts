@@ -4,7 +4,7 @@
  * gateway). Pure: no sockets, no GPU code.
  */
 import type { RolloutControl } from '../control/rollout-control.ts';
-import type { RunManifest } from '../control/redis/redis-run-record.ts';
+import type { RunRecordReader } from '../control/redis/redis-run-record.ts';
 import type { DataPlaneClient } from '../dataplane/types.ts';
 import { clusterUrl, runName } from './cluster-options.ts';
 import { intSpec, textSpec, UsageError, type CommandDef, type ParsedArgs } from './options.ts';
@@ -69,7 +69,7 @@ export interface GatewayServeOptions {
   readonly openClient: () => Promise<DataPlaneClient>;
   /** The rollout endpoints of the run's DataFlowController that the gateway serves to tabs. */
   readonly controller: RolloutControl;
-  readonly record: { read(): Promise<RunManifest | undefined>; finished(): Promise<boolean> };
+  readonly record: RunRecordReader;
   readonly promptLeaseMs: number;
   readonly onLog?: (line: string) => void;
 }

@@ -20,7 +20,7 @@
 import type { WebSocket, RawData } from 'ws';
 import type { SampleRef } from '../contracts/index.ts';
 import type { RolloutControl } from '../control/rollout-control.ts';
-import type { RunManifest } from '../control/redis/redis-run-record.ts';
+import type { RunRecordReader } from '../control/redis/redis-run-record.ts';
 import {
   CONTROL_PROTOCOL,
   CONTROL_PROTOCOL_VERSION,
@@ -39,15 +39,10 @@ import { CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG } from '../dataplane/gateway-protoc
 import type { GatewayServeOptions, ServedGateway } from '../cli/gateway-options.ts';
 import type { ConnectionInfo, GatewayExtension } from './dataplane-gateway-node.ts';
 
-/** The run record a tab reads: the trainer's manifest and whether the run is finished. */
-export interface RunRecordReader {
-  read(): Promise<RunManifest | undefined>;
-  finished(): Promise<boolean>;
-}
-
 export interface ControlGatewayOptions {
   /** The rollout endpoints of `DataFlowController` this RPC serves. */
   readonly controller: RolloutControl;
+  /** The run record a tab reads: the trainer's manifest and whether the run is finished. */
   readonly record: RunRecordReader;
   /** The run's prompt lease (the manifest's promptLeaseMs), told to every tab. */
   readonly promptLeaseMs: number;

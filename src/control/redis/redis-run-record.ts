@@ -60,6 +60,9 @@ export class RedisRunRecord {
   }
 }
 
+/** What a reader of the run record needs (the gateway serving tabs): the manifest and whether the run is finished. */
+export type RunRecordReader = Pick<RedisRunRecord, 'read' | 'finished'>;
+
 /** JSON with keys sorted at every level, so equal manifests are equal strings. */
 export function stableJson(value: unknown): string {
   return JSON.stringify(value, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b))) : v));
