@@ -8,7 +8,9 @@
  * TTT unroll + AdamW), runs one warm-up step (it compiles), then profiles one step: every dispatch
  * is bracketed by a timestamp written from an empty compute pass, so dispatch i takes
  * t[i + 1] − t[i] of GPU time. The bracketing passes add their own small cost, so the sum is a
- * little above an unbracketed step; read the shares, not the absolute sum. Needs `timestamp-query`.
+ * little above an unbracketed step; read the shares, not the absolute sum. llvmpipe's timestamps
+ * advance in steps of 65.536 µs, so each short dispatch is off by up to one step: read the totals
+ * per kernel over many calls, not single calls. Needs `timestamp-query`.
  * Prints, per config, the kernels by total time (calls, ms, share) as JSON lines.
  */
 import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';

@@ -2,13 +2,16 @@
  * How far an EAGLE3 training step is from its matmul roofline, per draft config:
  *
  *   npx tsx scripts/embed-shaders.ts
- *   npx tsx bench/step-roofline.ts [--quick] [--configs mid,lab,fixture] [--steps N] [--reps N]
+ *   npx tsx bench/step-roofline.ts [--quick] [--configs mid,lab,fixture] [--warmup N] [--steps N] [--reps N]
  *
  * For each config it times full training steps through the real path (bench/train-rig.ts: forward
- * + backward through the TTT unroll + AdamW; median of --steps after one warm-up step that also
- * compiles), records every matmul dispatch of one step (M, N, K, batch, transposes: read from the
- * dispatch's uniforms and pipeline constants, checked against the variant's grid), then times each
- * distinct matmul shape alone with the variant the policy picks. It prints:
+ * + backward through the TTT unroll + AdamW; median of --steps after --warmup steps, the first of
+ * which compiles; on llvmpipe the second and third steps are still up to 2x slower than later
+ * ones, which is why the default is 3 and not 1), records every matmul dispatch of one step (M, N,
+ * K, batch, transposes: read from the dispatch's uniforms and pipeline constants, checked against
+ * the variant's grid), then times each
+ * distinct matmul shape alone with the variant the policy picks (as many back-to-back dispatches per
+ * timed region as fill 2 ms, since the adapter's timestamps may be coarse). It prints:
  *   stepMs           median wall time of a step
  *   matmulGflop      the step's matmul FLOPs (2·M·N·K·batch summed over its matmul dispatches)
  *   bestMatmulGflops the best rate measured on those shapes in this run
@@ -40,8 +43,12 @@ const opt = (name: string, fallback: string): string => {
 };
 const quick = args.includes('--quick');
 const wanted = opt('--configs', 'mid,lab,fixture').split(',');
-const steps = Number(opt('--steps', quick ? '2' : '3'));
-const reps = Number(opt('--reps', quick ? '2' : '3'));
+const warmup = Number(opt('--warmup', quick ? '1' : '3'));
+const steps = Number(opt('--steps', quick ? '2' : '5'));
+const reps = Number(opt('--reps', quick ? '2' : '5'));
+for (const [flag, n] of [['--warmup', warmup], ['--steps', steps], ['--reps', reps]] as const) {
+  if (!Number.isInteger(n) || n < 1) throw new Error(`bench/step-roofline.ts: ${flag} must be a positive integer`);
+}
 
 interface BenchConfig {
   config: Eagle3Config;
@@ -128,25 +135,38 @@ function watchMatmuls(gpu: Gpu): { calls: MatmulCall[]; recording: boolean } {
   return state;
 }
 
+/**
+ * llvmpipe's timestamps advance in steps of 65.536 µs (2^16 ns), and most of the fixture's matmuls take
+ * 3–4 such steps, so one dispatch per timed region measured them to ±30% and the "best rate" came from
+ * whichever shape rounded down. Each timed region therefore holds enough back-to-back dispatches of the
+ * shape to span at least this long.
+ */
+const MIN_REGION_SECONDS = 2e-3;
+const MAX_REPEATS = 256;
+
 /** Median seconds of one matmul of `shape` alone, with the variant the policy picks. */
 async function timeMatmul(gpu: Gpu, c: MatmulCall, rng: Rng): Promise<number> {
   const a = gpu.upload([c.batch * c.M * c.K], 'f32', rng.floats(c.batch * c.M * c.K), 'roofline.A');
   const b = gpu.upload([c.batch * c.K * c.N], 'f32', rng.floats(c.batch * c.K * c.N), 'roofline.B');
   const out = gpu.tensor([c.batch * c.M * c.N], 'f32', 'roofline.C');
-  const seconds = await medianSeconds(gpu, () => matmul(gpu, a, b, out, { M: c.M, N: c.N, K: c.K }, { batch: c.batch, transA: c.transA, transB: c.transB }), reps);
+  const once = () => matmul(gpu, a, b, out, { M: c.M, N: c.N, K: c.K }, { batch: c.batch, transA: c.transA, transB: c.transB });
+  const single = await medianSeconds(gpu, once, 1);
+  const repeats = Math.min(MAX_REPEATS, Math.max(1, Math.ceil(MIN_REGION_SECONDS / Math.max(single, 1e-6))));
+  const region = await medianSeconds(gpu, async () => { for (let i = 0; i < repeats; i++) await once(); }, reps);
   gpu.release(a, b, out);
-  return seconds;
+  return region / repeats;
 }
 
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
 const watch = watchMatmuls(gpu);
-console.log(JSON.stringify({ adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`, timer: gpu.timer.usesTimestamps ? 'timestamp-query' : 'wall-clock', quick, steps, reps }));
+console.log(JSON.stringify({ adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`, timer: gpu.timer.usesTimestamps ? 'timestamp-query' : 'wall-clock', quick, warmup, steps, reps }));
 const summary: Record<string, unknown>[] = [];
 for (const name of wanted) {
   const { config, shape } = await CONFIGS[name]();
   const rig = await buildTrainRig(gpu, config, shape);
   const warm = await rig.step();
+  for (let i = 1; i < warmup; i++) await rig.step();
   watch.calls.length = 0;
   watch.recording = true;
   const recorded = await rig.step();
