@@ -6,12 +6,12 @@
  *
  * For each config it times full training steps through the real path (bench/train-rig.ts: forward
  * + backward through the TTT unroll + AdamW; median of --steps after --warmup steps, the first of
- * which compiles; on llvmpipe the second and third steps are still up to 2x slower than later
- * ones, which is why the default is 3 and not 1), records every matmul dispatch of one step (M, N,
- * K, batch, transposes: read from the dispatch's uniforms and pipeline constants, checked against
- * the variant's grid), then times each
- * distinct matmul shape alone with the variant the policy picks (as many back-to-back dispatches per
- * timed region as fill 2 ms, since the adapter's timestamps may be coarse). It prints:
+ * which compiles; on llvmpipe the few steps after the first still run slower than later ones, which
+ * is why the default is 3 and not 1), records every matmul dispatch of one step (M, N, K, batch,
+ * transposes: read from the dispatch's uniforms and pipeline constants, checked against the
+ * variant's grid), then times each distinct matmul shape alone with the variant the policy picks
+ * (as many back-to-back dispatches per timed region as fill 2 ms, since the adapter's timestamps
+ * may be coarse). It prints:
  *   stepMs           median wall time of a step
  *   matmulGflop      the step's matmul FLOPs (2·M·N·K·batch summed over its matmul dispatches)
  *   bestMatmulGflops the best rate measured on those shapes in this run
@@ -139,7 +139,8 @@ function watchMatmuls(gpu: Gpu): { calls: MatmulCall[]; recording: boolean } {
  * llvmpipe's timestamps advance in steps of 65.536 µs (2^16 ns), and most of the fixture's matmuls take
  * 3–4 such steps, so one dispatch per timed region measured them to ±30% and the "best rate" came from
  * whichever shape rounded down. Each timed region therefore holds enough back-to-back dispatches of the
- * shape to span at least this long.
+ * shape to span at least this long. This lives here, not in bench/record.ts's medianSeconds, because
+ * this script must run unchanged in older checkouts, whose record.ts does not have it.
  */
 const MIN_REGION_SECONDS = 2e-3;
 const MAX_REPEATS = 256;
