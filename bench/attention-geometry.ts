@@ -4,8 +4,9 @@
  *   npx tsx scripts/embed-shaders.ts
  *   npx tsx bench/attention-geometry.ts [--shapes lab,fixture] [--geometries 'flash;policy'] [--reps 5] [--steps 0,3]
  *
- * `policy` is chooseAttentionGeometry's pick; `flash` the original geometry; any other name in
- * ATTENTION_GEOMETRIES; or a record to try, as fields over `flash`'s, e.g. 'TPR=2 BC=16 MAX_HD=32'. Prints one JSON line
+ * `policy` is what the variant and geometry policies pick on this device; `lanes` the lanes variant
+ * (src/kernels/attention-lanes.ts); `flash` the original flash geometry; any other name in
+ * ATTENTION_GEOMETRIES; or a flash geometry record to try, as fields over `flash`'s, e.g. 'TPR=2 BC=16 MAX_HD=32'. Prints one JSON line
  * per (shape, step, geometry) and, per (shape, step), the speedup of each geometry over the first.
  */
 import { Gpu } from '../src/gpu/gpu.ts';

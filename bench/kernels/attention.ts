@@ -13,10 +13,15 @@
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import {
+  attentionDeviceFacts,
+  attentionVariantUnsupported,
+  ATTENTION_VARIANTS,
   chooseAttentionGeometry,
+  chooseAttentionVariant,
   tttAttentionBackward,
   tttAttentionForward,
   type AttentionDims,
+  type AttentionForwardOptions,
   type FlashGeometry,
   type GeometryChoice,
 } from '../../src/kernels/attention.ts';
@@ -69,19 +74,29 @@ function operands(gpu: Gpu, shape: AttentionDims, tttStep: number): Operands {
 const pairsOf = (d: AttentionDims, step: number) => d.batch * d.heads * ((d.seq * (d.seq + 1)) / 2 + d.seq * step);
 const labelOf = (d: AttentionDims) => `B${d.batch} S${d.seq} H${d.heads}/${d.kvHeads} hd${d.headDim}`;
 
+/**
+ * The flash forward and backward (with `geometry`, default the geometry policy's) and every other
+ * variant this device can run, plain causal and at `tttStep`. Flash's records keep their plain
+ * names (`fwd`, `ttt3-bwd`); another variant's carry its name first (`lanes ttt3-fwd`).
+ */
 export async function benchAttention(gpu: Gpu, shape: AttentionDims = ATTENTION_BENCH_SHAPE, reps = 5, tttStep = 3, geometry?: GeometryChoice): Promise<BenchRecord[]> {
   const ops = operands(gpu, shape, tttStep);
-  const options = { geometry };
   const out: BenchRecord[] = [];
-  for (const step of [0, tttStep]) {
-    const dims = { ...shape, step };
-    const pairs = pairsOf(shape, step);
-    const tag = step === 0 ? '' : `ttt${step}-`;
-    const fwd = await medianSeconds(gpu, () => tttAttentionForward(gpu, ops.fwd, dims, options), reps);
-    out.push({ family: 'attention', variant: `${tag}fwd`, shape: labelOf(shape), ms: fwd * 1e3, gflops: (4 * shape.headDim * pairs) / fwd / 1e9 });
-    // The backward needs this step's lse; the forward above left it in place.
-    const bwd = await medianSeconds(gpu, () => tttAttentionBackward(gpu, ops.bwd, dims, options), reps);
-    out.push({ family: 'attention', variant: `${tag}bwd`, shape: labelOf(shape), ms: bwd * 1e3, gflops: (10 * shape.headDim * pairs) / bwd / 1e9 });
+  const facts = attentionDeviceFacts(gpu.ctx);
+  for (const variant of ATTENTION_VARIANTS) {
+    if (attentionVariantUnsupported(variant, shape, gpu.ctx.features, facts, gpu.ctx.limits) !== undefined) continue;
+    const options: AttentionForwardOptions = variant === 'flash' ? { variant, geometry } : { variant };
+    const prefix = variant === 'flash' ? '' : `${variant} `;
+    for (const step of [0, tttStep]) {
+      const dims = { ...shape, step };
+      const pairs = pairsOf(shape, step);
+      const tag = `${prefix}${step === 0 ? '' : `ttt${step}-`}`;
+      const fwd = await medianSeconds(gpu, () => tttAttentionForward(gpu, ops.fwd, dims, options), reps);
+      out.push({ family: 'attention', variant: `${tag}fwd`, shape: labelOf(shape), ms: fwd * 1e3, gflops: (4 * shape.headDim * pairs) / fwd / 1e9 });
+      // The backward needs this step's lse; the forward above left it in place.
+      const bwd = await medianSeconds(gpu, () => tttAttentionBackward(gpu, ops.bwd, dims, options), reps);
+      out.push({ family: 'attention', variant: `${tag}bwd`, shape: labelOf(shape), ms: bwd * 1e3, gflops: (10 * shape.headDim * pairs) / bwd / 1e9 });
+    }
   }
   ops.release();
   return out;
@@ -101,19 +116,23 @@ export interface GeometryTiming {
 }
 
 /**
- * Time each of `geometries` (a name, or `policy` for chooseAttentionGeometry's pick) on `shape` at
+ * Time each of `geometries` (a flash geometry's name or record, `lanes` for the lanes variant, or
+ * `policy` for what the variant and geometry policies pick on this device) on `shape` at
  * TTT step `step`: one warm-up call each (compiles), then `reps` rounds that time every geometry's
  * forward and backward once, in turn. Medians per geometry.
  */
 export async function benchAttentionGeometries(gpu: Gpu, shape: AttentionDims, step: number, geometries: readonly (string | FlashGeometry)[], reps = 5): Promise<GeometryTiming[]> {
   const ops = operands(gpu, shape, step);
   const dims = { ...shape, step };
-  const resolve = (g: string | FlashGeometry): GeometryChoice => (g === 'policy' ? chooseAttentionGeometry(shape, gpu.ctx.limits) : (g as GeometryChoice));
+  const policyVariant = chooseAttentionVariant(shape, gpu.ctx.features, gpu.ctx.limits, attentionDeviceFacts(gpu.ctx));
+  const policyName = policyVariant === 'flash' ? chooseAttentionGeometry(shape, gpu.ctx.limits) : policyVariant;
+  const resolve = (g: string | FlashGeometry): AttentionForwardOptions =>
+    g === 'policy' ? {} : g === 'lanes' ? { variant: 'lanes' } : { variant: 'flash', geometry: g as GeometryChoice };
   const nameOf = (g: string | FlashGeometry) =>
-    typeof g !== 'string' ? Object.entries(g).map(([k, v]) => `${k}=${v}`).join(' ') : g === 'policy' ? `policy (${chooseAttentionGeometry(shape, gpu.ctx.limits)})` : g;
+    typeof g !== 'string' ? Object.entries(g).map(([k, v]) => `${k}=${v}`).join(' ') : g === 'policy' ? `policy (${policyName})` : g;
   const samples = geometries.map(() => ({ fwd: [] as number[], bwd: [] as number[] }));
-  const fwd = (g: string | FlashGeometry) => tttAttentionForward(gpu, ops.fwd, dims, { geometry: resolve(g) });
-  const bwd = (g: string | FlashGeometry) => tttAttentionBackward(gpu, ops.bwd, dims, { geometry: resolve(g) });
+  const fwd = (g: string | FlashGeometry) => tttAttentionForward(gpu, ops.fwd, dims, resolve(g));
+  const bwd = (g: string | FlashGeometry) => tttAttentionBackward(gpu, ops.bwd, dims, resolve(g));
   // The first calls compile the geometry's four pipelines (llvmpipe JIT-compiles on first use).
   const firstMs: number[] = [];
   for (const g of geometries) {

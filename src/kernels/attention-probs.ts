@@ -15,13 +15,15 @@
  * Every head is written; a head average (what the lab shows by default) is a plain mean of these
  * rows, formed where it is displayed.
  *
- * The scores are summed in the order of the forward's geometry (its TPR lane split), so pass the
- * geometry the forward ran with (default: chooseAttentionGeometry's pick, the forward's default).
+ * The scores are summed in the order of the forward's lane split (a flash geometry's TPR; the lanes
+ * variant sums a row in one lane, TPR 1), so pass the variant or geometry the forward ran with
+ * (default: the variant and geometry policies' picks, the forward's defaults).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { attentionDeviceFacts, chooseAttentionVariant, LANES_GEOMETRY, type AttentionVariant } from './attention.ts';
 import { FLASH_GEOMETRY, resolveGeometry, type GeometryChoice, type TttAttentionDims } from './attention-geometry.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -67,8 +69,20 @@ export interface AttentionProbsTensors {
 }
 
 export interface AttentionProbsOptions {
-  /** The geometry the forward ran with (its TPR sets the score summation order). */
+  /** The variant the forward ran with; default chooseAttentionVariant's, or `flash` when a geometry is given. */
+  variant?: AttentionVariant;
+  /** The flash geometry the forward ran with (its TPR sets the score summation order). */
   geometry?: GeometryChoice;
+}
+
+/**
+ * The lane split whose summation order reproduces the forward's scores bit for bit: TPR of the
+ * flash geometry, or the lanes variant's (whole rows in one lane). Resolved as the forward resolves it.
+ */
+export function probsLaneSplit(gpu: Gpu, dims: TttAttentionDims, options: AttentionProbsOptions = {}): number {
+  const variant = options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits, attentionDeviceFacts(gpu.ctx)));
+  if (variant === 'lanes') return LANES_GEOMETRY.TPR;
+  return resolveGeometry(options.geometry, dims, gpu.ctx.limits).TPR;
 }
 
 /** Key columns per query row: S step-0 keys and slots − 1 diagonal keys. */
@@ -98,8 +112,7 @@ export async function attentionProbs(gpu: Gpu, t: AttentionProbsTensors, dims: A
   check(t.probs, 'probs', 'f32', slots * H * S * W, '[slots, nH, S, S + slots − 1]');
   const perDim = gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535;
   if (S > perDim || H > perDim) throw new Error(`attentionProbs: grid (${Math.ceil(W / WG)}, ${S}, ${H}) exceeds the device's ${perDim} workgroups per dimension`);
-  const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
-  const kernel = await gpu.pipelines.get(kernelFor(geometry.TPR), { HEAD_DIM: D });
+  const kernel = await gpu.pipelines.get(kernelFor(probsLaneSplit(gpu, dims, options)), { HEAD_DIM: D });
   const uniforms = new UniformWriter()
     .u32(B).u32(S).u32(H).u32(G)
     .u32(step).u32(sample).u32(W).u32(step)

@@ -23,7 +23,8 @@
  * padding) output 0, get lse 0, and receive and pass on zero gradients — never NaN. Outputs of
  * padded query rows are otherwise computed normally (finite, don't-care).
  *
- * Kernels (shaders/attention/*.wgsl), one variant each for now (`flash`, baseline, no features):
+ * Kernels (shaders/attention/*.wgsl), variant `flash` (baseline, no features; below) and `lanes`
+ * (src/kernels/attention-lanes.ts: the same contract for CPU-like adapters with subgroups):
  *   forward   — O, L; online softmax over key tiles streamed through workgroup memory.
  *   prep      — rowStats = (L, D) with D = rowsum(dO ⊙ O), packed so the backward kernels stay ≤ 8
  *               storage bindings.
@@ -45,10 +46,14 @@ import {
   type AttentionDims,
   type AttentionLimits,
   type FlashGeometry,
+  type FlashKernels,
   type GeometryChoice,
   type TttAttentionDims,
 } from './attention-geometry.ts';
+import { LANES_GEOMETRY, LANES_KERNELS, LANES_SUBGROUP, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
+import type { GpuContext } from '../gpu/context.ts';
 
+export { LANES_GEOMETRY, LANES_KERNELS, LANES_ONLY_KERNELS, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
 export {
   ATTENTION_GEOMETRIES,
   ATTENTION_KERNELS,
@@ -66,21 +71,53 @@ export {
   type TttAttentionDims,
 } from './attention-geometry.ts';
 
-export type AttentionVariant = 'flash';
+export type AttentionVariant = 'flash' | 'lanes';
+
+/** Every variant, baseline first. */
+export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['flash', 'lanes'];
+
+/**
+ * Head dims up to which the policy picks `lanes`. Measured on llvmpipe (bench/attention-geometry.ts
+ * --variants, see bench/RESULTS.md "attention lanes"): at the lab draft (hd 32) and the fixture's
+ * (hd 16) lanes runs the TTT forward and backward several times faster than flash; the kernels serve
+ * up to LANES_GEOMETRY.MAX_HD.
+ */
+export const LANES_POLICY_MAX_HD = 64;
+
+export function attentionDeviceFacts(ctx: GpuContext): AttentionDeviceFacts {
+  return { fallbackAdapter: ctx.record.isFallbackAdapter, subgroupMinSize: ctx.record.subgroupMinSize };
+}
+
+/** Why `variant` cannot run `dims` on this device, or undefined when it can. */
+export function attentionVariantUnsupported(variant: AttentionVariant, dims: AttentionDims, features: ReadonlySet<string>, facts: AttentionDeviceFacts, limits: AttentionLimits): string | undefined {
+  if (variant === 'lanes') return lanesUnsupported(dims, features, facts, limits);
+  try {
+    chooseAttentionGeometry(dims, limits);
+    return undefined;
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
 
 /**
  * Pick the attention variant for a shape on a device, or explain why none fits. Pure: the same
- * inputs give the same answer. Only the f32 `flash` kernels exist; they need no optional feature,
- * so `features` does not change the choice yet (an f16 or subgroup variant would consult it). The
- * geometry they run with is chooseAttentionGeometry's, whose device checks this applies.
+ * inputs give the same answer.
+ * - CPU adapters with subgroups of at least 8 lanes, head dim up to LANES_POLICY_MAX_HD: `lanes`
+ *   (one row per lane, no workgroup memory or barriers, which cost more than they save on a CPU;
+ *   the same reason the matmul policy picks its subgroup kernel there).
+ * - Everything else: `flash`, with chooseAttentionGeometry's geometry, whose device checks apply
+ *   (its error names attention when no geometry fits).
  */
-export function chooseAttentionVariant(dims: AttentionDims, _features: ReadonlySet<string>, limits: AttentionLimits): AttentionVariant {
+export function chooseAttentionVariant(dims: AttentionDims, features: ReadonlySet<string>, limits: AttentionLimits, facts: AttentionDeviceFacts = {}): AttentionVariant {
+  if (facts.fallbackAdapter && dims.headDim <= LANES_POLICY_MAX_HD && lanesUnsupported(dims, features, facts, limits) === undefined) return 'lanes';
   chooseAttentionGeometry(dims, limits);
   return 'flash';
 }
 
 export interface AttentionForwardOptions {
-  /** The launch geometry; default chooseAttentionGeometry's. `flash` is the original one. */
+  /** The kernel variant; default chooseAttentionVariant's, or `flash` when a geometry is given. */
+  variant?: AttentionVariant;
+  /** The flash launch geometry; default chooseAttentionGeometry's. `flash` is the original one. */
   geometry?: GeometryChoice;
 }
 
@@ -144,9 +181,8 @@ export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: 
   checkDims(dims);
   const { batch: B, seq: S, heads: H } = dims;
   checkActivations(t, dims);
-  const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
-  const kernels = kernelsFor(geometry);
-  const kernel = await gpu.pipelines.get(kernels.forward, laneConstants(dims.headDim, geometry));
+  const { geometry, kernels, lanes } = resolveKernels(gpu, dims, options);
+  const kernel = await gpu.pipelines.get(kernels.forward, lanes);
   gpu.batcher.dispatch(
     kernel,
     params(dims, false),
@@ -168,12 +204,11 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
   checkTensor(t.dQ, 'dQ', 'f32', rowElems, '[B, S, nH, hd]');
   checkCache(t.dKCache, 'dKCache', dims);
   checkCache(t.dVCache, 'dVCache', dims);
-  const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
-  const kernels = kernelsFor(geometry);
+  const { geometry, kernels, lanes } = resolveKernels(gpu, dims, options);
   const [prep, dq, dkv] = await Promise.all([
     gpu.pipelines.get(kernels.prep, { HEAD_DIM: D }),
-    gpu.pipelines.get(kernels.dq, laneConstants(D, geometry)),
-    gpu.pipelines.get(kernels.dkv, laneConstants(D, geometry)),
+    gpu.pipelines.get(kernels.dq, lanes),
+    gpu.pipelines.get(kernels.dkv, lanes),
   ]);
   const uniforms = params(dims, options.accumulate ?? false);
   // (L, D) per row. Released right after encoding: a buffer handed out again later is only written
@@ -195,12 +230,32 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
   gpu.release(stats);
 }
 
-/**
- * Override constants of the tiled kernels: the head size, and how many of its dims each of the TPR
- * invocations of a row owns (constant loop trip counts keep per-invocation arrays in registers).
- */
-function laneConstants(headDim: number, geometry: FlashGeometry): { HEAD_DIM: number; LANE_DIMS: number } {
-  return { HEAD_DIM: headDim, LANE_DIMS: Math.ceil(headDim / geometry.TPR) };
+interface ResolvedKernels {
+  /** The record the grids are computed from. */
+  geometry: FlashGeometry;
+  kernels: FlashKernels;
+  /**
+   * Override constants of forward, dq and dkv: the head size, and LANE_DIMS, how many of its dims
+   * each of the TPR invocations of a flash row owns, or how many slots a row split across the
+   * lanes kernels' 8 lanes takes (constant loop trip counts keep per-invocation arrays in registers).
+   */
+  lanes: { HEAD_DIM: number; LANE_DIMS: number };
+}
+
+/** The variant's kernels and geometry for `dims` on this device, refused with the reason if it cannot run. */
+function resolveKernels(gpu: Gpu, dims: TttAttentionDims, options: AttentionForwardOptions): ResolvedKernels {
+  const { features, limits } = gpu.ctx;
+  const facts = attentionDeviceFacts(gpu.ctx);
+  const variant = options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, features, limits, facts));
+  if (variant === 'lanes') {
+    if (options.geometry !== undefined) throw new Error('attention: a geometry applies to the flash variant only, not lanes');
+    const why = lanesUnsupported(dims, features, facts, limits);
+    if (why) throw new Error(`attention: ${why}`);
+    return { geometry: LANES_GEOMETRY, kernels: LANES_KERNELS, lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / LANES_SUBGROUP) } };
+  }
+  if (variant !== 'flash') throw new Error(`attention: unknown variant "${String(variant)}" (known: ${ATTENTION_VARIANTS.join(', ')})`);
+  const geometry = resolveGeometry(options.geometry, dims, limits);
+  return { geometry, kernels: kernelsFor(geometry), lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / geometry.TPR) } };
 }
 
 /** Uniform block shared by every attention kernel (matches `Params` in the WGSL). */

@@ -6,11 +6,11 @@
  * The kernel has no backward (it is read-only), so there is no gradient test.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { FLASH_GEOMETRY, tttAttentionForward, type GeometryChoice } from '../../src/kernels/attention.ts';
-import { attentionProbs, probsWidth } from '../../src/kernels/attention-probs.ts';
+import { attentionDeviceFacts, chooseAttentionVariant, FLASH_GEOMETRY, LANES_GEOMETRY, tttAttentionForward, type GeometryChoice } from '../../src/kernels/attention.ts';
+import { attentionProbs, probsLaneSplit, probsWidth } from '../../src/kernels/attention-probs.ts';
 import { attentionProbsRef } from '../../src/reference/attention-probs.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assert, assertRejects, assertRelClose } from '../harness/assert.ts';
+import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 const DIMS = { batch: 2, seq: 13, heads: 4, kvHeads: 2, headDim: 16 };
@@ -91,6 +91,18 @@ export default defineSuite('kernels/attention-probs', (t) => {
     note('worst rel err', worst.toExponential(2));
     note('worst |row sum − 1|', maxRowErr.toExponential(2));
     gpu.release(kCache, vCache, tMask);
+    gpu.destroy();
+  });
+
+  t.test('by default the scores follow the variant and lane split of the forward', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const dims = { ...DIMS, step: 1 };
+    const variant = chooseAttentionVariant(dims, ctx.features, ctx.limits, attentionDeviceFacts(ctx));
+    const forwardSplit = variant === 'lanes' ? LANES_GEOMETRY.TPR : FLASH_GEOMETRY.TPR;
+    assertEqual(probsLaneSplit(gpu, dims), forwardSplit, `default (forward runs ${variant})`);
+    assertEqual(probsLaneSplit(gpu, dims, { variant: 'lanes' }), 1, 'lanes sums a row in one lane');
+    assertEqual(probsLaneSplit(gpu, dims, { geometry: 'hd64' }), 2, 'a flash geometry gives its TPR');
+    assertEqual(probsLaneSplit(gpu, dims, { variant: 'flash' }), FLASH_GEOMETRY.TPR, 'flash by name');
     gpu.destroy();
   });
 

@@ -10,11 +10,15 @@ import {
   attentionForward,
   ATTENTION_GEOMETRIES,
   chooseAttentionGeometry,
+  attentionDeviceFacts,
+  attentionVariantUnsupported,
+  ATTENTION_VARIANTS,
   chooseAttentionVariant,
+  LANES_POLICY_MAX_HD,
   tttAttentionBackward,
   tttAttentionForward,
   type AttentionDims,
-  type GeometryChoice,
+  type AttentionForwardOptions,
 } from '../../src/kernels/attention.ts';
 import { causalAttentionRef, tttAttentionBackwardRef, tttAttentionRef } from '../../src/reference/attention.ts';
 import { Rng } from '../../src/util/random.ts';
@@ -78,7 +82,7 @@ function allFinite(a: ArrayLike<number>, what: string): void {
  * Run the TTT forward and backward at `step` with a cache of `slots` slots (unused slots hold NaN,
  * so reading them would show) and compare everything with the literal docs/eagle3.md §4 reference.
  */
-async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: number, slots: number, seed: number, geometry?: GeometryChoice): Promise<number> {
+async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: number, slots: number, seed: number, options: AttentionForwardOptions = {}): Promise<number> {
   const pr = randomProblem(seed, d, step + 1);
   const dims = { ...d, step };
   const nq = pr.q.length;
@@ -102,8 +106,8 @@ async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: numb
   const dQ = gpu.tensor([d.batch * d.seq, d.heads * d.headDim], 'f32', 'dQ');
   T.push(o, lse, dQ);
 
-  await tttAttentionForward(gpu, { q, kCache, vCache, mask: m, o, lse }, dims, { geometry });
-  await tttAttentionBackward(gpu, { q, kCache, vCache, mask: m, o, lse, dO, dQ, dKCache, dVCache }, dims, { geometry });
+  await tttAttentionForward(gpu, { q, kCache, vCache, mask: m, o, lse }, dims, options);
+  await tttAttentionBackward(gpu, { q, kCache, vCache, mask: m, o, lse, dO, dQ, dKCache, dVCache }, dims, options);
   const [gotO, gotL, gotDQ, gotDK, gotDV] = await Promise.all([o, lse, dQ, dKCache, dVCache].map((t) => gpu.read(t)));
 
   const ref = tttAttentionRef(pr.q, pr.ks, pr.vs, mask, dims);
@@ -189,11 +193,11 @@ export default defineSuite('kernels/attention', (t) => {
     });
   }
 
-  // Each geometry, forward and backward at a TTT step, with padding and a row block the tiles miss.
-  // The sized ones run at head dims that keep each lane's registers at most 8 values wide (head_dim /
-  // TPR), as flash's are at 32: wider ones compile for minutes on a cold software adapter
-  // (chooseAttentionGeometry). hd128 has flash's fields, so flash covers it.
-  const GEOMETRY_CASES: [GeometryChoice, number][] = [
+  // Each flash geometry, forward and backward at a TTT step, with padding and a row block the tiles
+  // miss. The sized ones run at head dims that keep each lane's registers at most 8 values wide
+  // (head_dim / TPR), as flash's are at 32: wider ones compile for minutes on a cold software
+  // adapter (chooseAttentionGeometry). hd128 has flash's fields, so flash covers it.
+  const GEOMETRY_CASES: [AttentionForwardOptions['geometry'], number][] = [
     ['hd32', 8],
     ['hd64', 16],
     [undefined, 32],
@@ -202,9 +206,36 @@ export default defineSuite('kernels/attention', (t) => {
   for (const [geometry, headDim] of GEOMETRY_CASES) {
     const d: AttentionDims = { batch: 2, seq: 19, heads: 2, kvHeads: 1, headDim };
     const name = geometry ?? chooseAttentionGeometry(d, {});
-    t.test(`geometry ${name}${geometry ? '' : ' (policy)'} at hd ${headDim}: TTT step 2 forward and backward vs float64`, async ({ gpu: ctx, note }) => {
+    t.test(`flash geometry ${name}${geometry ? '' : ' (geometry policy)'} at hd ${headDim}: TTT step 2 forward and backward vs float64`, async ({ gpu: ctx, note }) => {
       const gpu = new Gpu(ctx);
-      note('worstRelErr', await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 500 + headDim, geometry));
+      note('worstRelErr', await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 500 + headDim, { variant: 'flash', geometry }));
+      gpu.destroy();
+    }, COMPILES);
+  }
+
+  // Each variant by name, with padding, row blocks the sequence misses (S 19) and GQA. lanes at head
+  // dims that are and are not a multiple of its 8-lane split, up to its largest; flash at the odd
+  // and the fixture's head dim (its geometries are covered above; wider flash heads compile slowly
+  // cold). A device that cannot run a variant must refuse it with the reason, never run another.
+  const VARIANT_HEAD_DIMS: Record<(typeof ATTENTION_VARIANTS)[number], number[]> = { flash: [5, 16], lanes: [5, 16, 40, 64] };
+  for (const variant of ATTENTION_VARIANTS) {
+    const dims = VARIANT_HEAD_DIMS[variant];
+    t.test(`variant ${variant} at hd ${dims.join(', ')}: TTT step 2 forward and backward vs float64, or refused with the reason`, async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      let worst = 0;
+      let ran = 0;
+      for (const headDim of dims) {
+        const d: AttentionDims = { batch: 2, seq: 19, heads: 4, kvHeads: 2, headDim };
+        const why = attentionVariantUnsupported(variant, d, ctx.features, attentionDeviceFacts(ctx), ctx.limits);
+        if (why) {
+          await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }), new RegExp(why.replace(/[()"]/g, '.')), `${variant} hd ${headDim}`);
+          note('refused', why);
+          continue;
+        }
+        worst = Math.max(worst, await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }));
+        ran++;
+      }
+      if (ran > 0) note('worstRelErr', worst);
       gpu.destroy();
     }, COMPILES);
   }
@@ -330,16 +361,39 @@ export default defineSuite('kernels/attention', (t) => {
     gpu.destroy();
   });
 
-  t.test('variant policy is a pure function of shape, features and limits', () => {
+  t.test('variant policy is a pure function of shape, features, limits and device facts', () => {
     const d: AttentionDims = { batch: 4, seq: 2048, heads: 32, kvHeads: 8, headDim: 128 };
     const none = new Set<string>();
+    const sg = new Set(['shader-f16', 'subgroups']);
+    const cpu8 = { fallbackAdapter: true, subgroupMinSize: 8 };
+    const cpu4 = { fallbackAdapter: true, subgroupMinSize: 4 };
+    const gpu32 = { fallbackAdapter: false, subgroupMinSize: 32 };
     assertEqual(chooseAttentionVariant(d, none, {}), 'flash', 'Llama-3 8B draft shape, default limits');
-    assertEqual(chooseAttentionVariant(d, new Set(['shader-f16', 'subgroups']), {}), 'flash', 'optional features do not change the baseline');
+    assertEqual(chooseAttentionVariant(d, sg, {}, gpu32), 'flash', 'a GPU with subgroups keeps flash');
+    assertEqual(chooseAttentionVariant(d, sg, {}, cpu8), 'flash', `CPU adapter, head dim above ${LANES_POLICY_MAX_HD}`);
+    const lab: AttentionDims = { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 };
+    assertEqual(chooseAttentionVariant(lab, sg, {}, cpu8), 'lanes', 'CPU adapter with 8-lane subgroups, lab draft');
+    assertEqual(chooseAttentionVariant({ ...lab, headDim: 5 }, sg, {}, cpu8), 'lanes', 'CPU adapter, odd head dim');
+    assertEqual(chooseAttentionVariant(lab, none, {}, cpu8), 'flash', 'CPU adapter without the subgroups feature');
+    assertEqual(chooseAttentionVariant(lab, sg, {}, cpu4), 'flash', 'CPU adapter with 4-lane subgroups');
+    assertEqual(chooseAttentionVariant(lab, sg, {}, gpu32), 'flash', 'GPU, lab draft');
+    assertEqual(chooseAttentionVariant(lab, sg, { maxComputeWorkgroupStorageSize: 1024 }, cpu8), 'lanes', 'lanes needs no workgroup memory');
     assertEqual(chooseAttentionVariant({ ...d, headDim: 7, seq: 1 }, none, {}), 'flash', 'tiny odd shape');
     assertThrows(() => chooseAttentionVariant({ ...d, headDim: 256 }, none, {}), /head dim 256 exceeds 128/, 'head dim too large');
     assertThrows(() => chooseAttentionVariant(d, none, { maxComputeWorkgroupStorageSize: 8192 }), /workgroup memory/, 'small workgroup memory');
     assertThrows(() => chooseAttentionVariant(d, none, { maxStorageBuffersPerShaderStage: 4 }), /storage buffers/, 'few storage buffers');
     assertThrows(() => chooseAttentionVariant({ ...d, seq: 16 * 70000 }, none, {}), /exceeds the device's 65535/, 'grid too large');
+    assertEqual(attentionVariantUnsupported('lanes', lab, none, cpu8, {}), 'attention variant lanes needs the WebGPU feature "subgroups"', 'lanes names the missing feature');
+    assertEqual(attentionVariantUnsupported('lanes', { ...lab, headDim: 65 }, sg, cpu8, {}), 'attention variant lanes serves head dims up to 64, got 65', 'lanes names its largest head dim');
+    assertEqual(attentionVariantUnsupported('flash', lab, none, {}, {}), undefined, 'flash needs nothing');
+  });
+
+  t.test('a geometry with the lanes variant, or an unknown variant, is refused', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const d: AttentionDims = { batch: 1, seq: 8, heads: 2, kvHeads: 1, headDim: 16 };
+    await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0]), 0, 1, 9, { variant: 'lanes', geometry: 'flash' }), /a geometry applies to the flash variant only/, 'geometry with lanes');
+    await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0]), 0, 1, 9, { variant: 'tiles' as never }), /unknown variant "tiles" \(known: flash, lanes\)/, 'unknown variant');
+    gpu.destroy();
   });
 
   t.test('geometry policy sizes the tiles to the head dim; bad geometries are refused', async ({ gpu: ctx }) => {

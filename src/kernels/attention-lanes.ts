@@ -1,0 +1,74 @@
+/**
+ * The `lanes` attention variant (shaders/attention/{forward,dq,dkv}_lanes.wgsl): the flash
+ * kernels' contract for CPU-like adapters with subgroups. A workgroup is one subgroup of 8 lanes
+ * and each lane owns a whole query row (forward, dq) or key row (dkv) in registers; the rows every
+ * lane needs (keys and values, or queries and dO) are loaded once per workgroup, split across the
+ * lanes, and broadcast with subgroupBroadcast. No workgroup memory, no barriers: on llvmpipe each
+ * barrier switches between a workgroup's SIMD vectors and every storage load is a per-lane gather,
+ * which is what held the flash kernels near 0.3 GFLOP/s at the draft shapes SpecLab trains
+ * (bench/attention-geometry.ts). The backward's first pass, attention/prep, is shared with flash.
+ */
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import { ATTENTION_KERNELS, FLASH_GEOMETRY, type AttentionDims, type AttentionLimits, type FlashGeometry, type FlashKernels } from './attention-geometry.ts';
+import { shaderSource } from './shader-source.ts';
+
+/**
+ * Launch geometry of the lanes kernels, in the flash record's terms so the host's grids are the
+ * same code: BR query rows per forward / dq workgroup, BK key rows per dkv workgroup (both the 8
+ * lanes of one subgroup, which the shaders assert), TPR 1 (a lane owns its row whole), MAX_HD the
+ * largest head dim (the size of each lane's row registers), PREP_WG flash's prep workgroup. BC and
+ * BQ are unused (no tiles), recorded as 1.
+ */
+export const LANES_GEOMETRY: FlashGeometry = { BR: 8, BK: 8, TPR: 1, BC: 1, BQ: 1, MAX_HD: 64, PREP_WG: FLASH_GEOMETRY.PREP_WG };
+
+/** Lanes a lanes workgroup spans: it must be one subgroup. */
+export const LANES_SUBGROUP = LANES_GEOMETRY.BR;
+
+const constants = { BR: LANES_GEOMETRY.BR, BK: LANES_GEOMETRY.BK, TPR: LANES_GEOMETRY.TPR, MAX_HD: LANES_GEOMETRY.MAX_HD };
+const requires = ['subgroups'] as const;
+
+/** forward, dq and dkv of the lanes variant, and flash's prep (its PREP_WG is LANES_GEOMETRY's). */
+export const LANES_KERNELS: FlashKernels = {
+  forward: {
+    name: 'attention/forward_lanes',
+    source: shaderSource('attention/forward_lanes', constants),
+    bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
+    requires,
+  },
+  prep: ATTENTION_KERNELS.prep,
+  dq: {
+    name: 'attention/dq_lanes',
+    source: shaderSource('attention/dq_lanes', constants),
+    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
+    requires,
+  },
+  dkv: {
+    name: 'attention/dkv_lanes',
+    source: shaderSource('attention/dkv_lanes', constants),
+    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
+    requires,
+  },
+};
+
+/** The lanes kernels the registry lists (prep is flash's, listed there). */
+export const LANES_ONLY_KERNELS: readonly KernelDef[] = [LANES_KERNELS.forward, LANES_KERNELS.dq, LANES_KERNELS.dkv];
+
+/** What the attention policy knows about the device besides its features and limits. */
+export interface AttentionDeviceFacts {
+  /** A software (CPU) adapter: workgroups run on CPU threads, invocations are SIMD lanes. */
+  fallbackAdapter?: boolean;
+  subgroupMinSize?: number;
+}
+
+/** Why the lanes kernels cannot run `dims` on this device, or undefined when they can. */
+export function lanesUnsupported(dims: AttentionDims, features: ReadonlySet<string>, facts: AttentionDeviceFacts, limits: AttentionLimits): string | undefined {
+  if (!features.has('subgroups')) return 'attention variant lanes needs the WebGPU feature "subgroups"';
+  if (!((facts.subgroupMinSize ?? 0) >= LANES_SUBGROUP)) {
+    return `attention variant lanes needs subgroups of at least ${LANES_SUBGROUP} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
+  }
+  if (dims.headDim > LANES_GEOMETRY.MAX_HD) return `attention variant lanes serves head dims up to ${LANES_GEOMETRY.MAX_HD}, got ${dims.headDim}`;
+  const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
+  const grid = Math.max(Math.ceil(dims.seq / LANES_GEOMETRY.BR), Math.ceil((dims.seq * dims.heads) / LANES_GEOMETRY.PREP_WG), dims.heads, dims.batch);
+  if (grid > perDim) return `attention variant lanes: a grid dimension of ${grid} workgroups exceeds the device's ${perDim}`;
+  return undefined;
+}
