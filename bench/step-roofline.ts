@@ -4,20 +4,22 @@
  *   npx tsx scripts/embed-shaders.ts
  *   npx tsx bench/step-roofline.ts [--quick] [--configs mid,lab,fixture] [--warmup N] [--steps N] [--reps N]
  *
- * For each config it times full training steps through the real path (bench/train-rig.ts: forward
- * + backward through the TTT unroll + AdamW; median of --steps after --warmup steps, the first of
- * which compiles; on llvmpipe the few steps after the first still run slower than later ones, which
- * is why the default is 3 and not 1), records every matmul dispatch of one step (M, N, K, batch,
- * transposes: read from the dispatch's uniforms and pipeline constants, checked against the
- * variant's grid), then times each distinct matmul shape alone with the variant the policy picks
- * (as many back-to-back dispatches per timed region as fill 2 ms, since the adapter's timestamps
- * may be coarse). It prints:
- *   stepMs           median wall time of a step
+ * For each config it runs --warmup training steps through the real path (bench/train-rig.ts:
+ * forward + backward through the TTT unroll + AdamW; the first compiles, and on llvmpipe the few
+ * steps after it still run slower than later ones, which is why the default is 3 and not 1), records
+ * every matmul dispatch of the next step (M, N, K, batch, transposes: read from the dispatch's
+ * uniforms and pipeline constants, checked against the variant's grid), then runs --steps rounds:
+ * one training step, then each distinct matmul shape alone with the variant the policy picks (as
+ * many back-to-back dispatches per timed region as fill 2 ms, since the adapter's timestamps may be
+ * coarse; the median of --reps regions). A round's step and best rate are measured back to back, so
+ * machine load that drifts within a run moves both alike. It prints:
+ *   stepMs           median wall time of a step over the rounds
  *   matmulGflop      the step's matmul FLOPs (2·M·N·K·batch summed over its matmul dispatches)
- *   bestMatmulGflops the best rate measured on those shapes in this run
+ *   bestMatmulGflops the median over the rounds of each round's best rate on those shapes
  *   rooflineMs       matmulGflop / bestMatmulGflops: the step if it were nothing but matmuls at the best rate
- *   ratio            stepMs / rooflineMs
- *   matmulMs         Σ over the step's matmuls of each one's time measured alone (where the matmuls go)
+ *   ratio            the median over the rounds of (round's step) / (matmulGflop / round's best rate)
+ *   ratiosByRound    those per-round ratios, and bestMatmulGflopsByRound the per-round best rates
+ *   matmulMs         Σ over the step's matmuls of each one's median time alone (where the matmuls go)
  *   dispatches       per step (CommandBatcher stats), and the matmul share of them
  * --quick uses small token counts (and fewer repetitions) so all three configs finish in about a
  * minute on a software adapter. Only APIs that predate this script are used, so it also runs,
@@ -145,18 +147,27 @@ function watchMatmuls(gpu: Gpu): { calls: MatmulCall[]; recording: boolean } {
 const MIN_REGION_SECONDS = 2e-3;
 const MAX_REPEATS = 256;
 
-/** Median seconds of one matmul of `shape` alone, with the variant the policy picks. */
-async function timeMatmul(gpu: Gpu, c: MatmulCall, rng: Rng): Promise<number> {
+/** One matmul shape set up to be timed alone, with the variant the policy picks. */
+interface MatmulProbe {
+  /** Median seconds of one dispatch, over `reps` regions of back-to-back dispatches. */
+  time(): Promise<number>;
+  release(): void;
+}
+
+async function matmulProbe(gpu: Gpu, c: MatmulCall, rng: Rng): Promise<MatmulProbe> {
   const a = gpu.upload([c.batch * c.M * c.K], 'f32', rng.floats(c.batch * c.M * c.K), 'roofline.A');
   const b = gpu.upload([c.batch * c.K * c.N], 'f32', rng.floats(c.batch * c.K * c.N), 'roofline.B');
   const out = gpu.tensor([c.batch * c.M * c.N], 'f32', 'roofline.C');
   const once = () => matmul(gpu, a, b, out, { M: c.M, N: c.N, K: c.K }, { batch: c.batch, transA: c.transA, transB: c.transB });
   const single = await medianSeconds(gpu, once, 1);
   const repeats = Math.min(MAX_REPEATS, Math.max(1, Math.ceil(MIN_REGION_SECONDS / Math.max(single, 1e-6))));
-  const region = await medianSeconds(gpu, async () => { for (let i = 0; i < repeats; i++) await once(); }, reps);
-  gpu.release(a, b, out);
-  return region / repeats;
+  return {
+    time: async () => (await medianSeconds(gpu, async () => { for (let i = 0; i < repeats; i++) await once(); }, reps)) / repeats,
+    release: () => gpu.release(a, b, out),
+  };
 }
+
+const median = (xs: readonly number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
@@ -173,23 +184,37 @@ for (const name of wanted) {
   const recorded = await rig.step();
   watch.recording = false;
   const calls = [...watch.calls];
-  const timed = [recorded];
-  for (let i = 1; i < steps; i++) timed.push(await rig.step());
-  rig.destroy();
-  const stepSeconds = timed.map((t) => t.seconds).sort((x, y) => x - y)[Math.floor(timed.length / 2)];
 
-  // Distinct shapes, each timed alone once per run.
-  const byShape = new Map<string, { call: MatmulCall; count: number; seconds: number }>();
+  // Distinct shapes, each set up once to be timed alone.
+  const byShape = new Map<string, { call: MatmulCall; count: number; probe?: MatmulProbe; seconds: number[] }>();
   for (const c of calls) {
     const e = byShape.get(keyOf(c));
     if (e) e.count++;
-    else byShape.set(keyOf(c), { call: c, count: 1, seconds: 0 });
+    else byShape.set(keyOf(c), { call: c, count: 1, seconds: [] });
   }
   const rng = new Rng(11);
-  for (const e of byShape.values()) e.seconds = await timeMatmul(gpu, e.call, rng);
+  for (const e of byShape.values()) e.probe = await matmulProbe(gpu, e.call, rng);
+
+  // Rounds: one step, then every shape alone, so that each round's step and best rate are measured
+  // under the same machine load (on a shared machine both drift within a run; measured apart, the
+  // ratio moved with the best rate alone). The recorded step is round 0's.
   const flops = calls.reduce((s, c) => s + flopsOf(c), 0);
-  const best = Math.max(...[...byShape.values()].map((e) => flopsOf(e.call) / e.seconds));
-  const matmulSeconds = [...byShape.values()].reduce((s, e) => s + e.count * e.seconds, 0);
+  const timed = [recorded];
+  const ratios: number[] = [];
+  const bests: number[] = [];
+  for (let round = 0; round < steps; round++) {
+    if (round > 0) timed.push(await rig.step());
+    for (const e of byShape.values()) e.seconds.push(await e.probe!.time());
+    const best = Math.max(...[...byShape.values()].map((e) => flopsOf(e.call) / e.seconds[round]));
+    bests.push(best);
+    ratios.push(timed[round].seconds / (flops / best));
+  }
+  for (const e of byShape.values()) e.probe!.release();
+  rig.destroy();
+  const stepSeconds = median(timed.map((t) => t.seconds));
+  const best = median(bests);
+  const shapeSeconds = (e: { seconds: number[] }) => median(e.seconds);
+  const matmulSeconds = [...byShape.values()].reduce((s, e) => s + e.count * shapeSeconds(e), 0);
   const rooflineSeconds = flops / best;
   const row = {
     config: name,
@@ -200,8 +225,10 @@ for (const name of wanted) {
     stepsMs: timed.map((t) => +(t.seconds * 1e3).toFixed(1)),
     matmulGflop: +(flops / 1e9).toFixed(4),
     bestMatmulGflops: +(best / 1e9).toFixed(2),
+    bestMatmulGflopsByRound: bests.map((b) => +(b / 1e9).toFixed(2)),
     rooflineMs: +(rooflineSeconds * 1e3).toFixed(2),
-    ratio: +(stepSeconds / rooflineSeconds).toFixed(1),
+    ratio: +median(ratios).toFixed(1),
+    ratiosByRound: ratios.map((r) => +r.toFixed(2)),
     matmulMs: +(matmulSeconds * 1e3).toFixed(1),
     matmulShareOfStep: +(matmulSeconds / stepSeconds).toFixed(3),
     dispatches: recorded.dispatches,
@@ -211,8 +238,8 @@ for (const name of wanted) {
   summary.push(row);
   console.log(JSON.stringify(row));
   const shapes = [...byShape.entries()]
-    .sort(([, x], [, y]) => y.count * y.seconds - x.count * x.seconds)
-    .map(([key, e]) => ({ shape: key, variant: e.call.variant, count: e.count, ms: +(e.seconds * 1e3).toFixed(3), gflops: +(flopsOf(e.call) / e.seconds / 1e9).toFixed(2) }));
+    .sort(([, x], [, y]) => y.count * shapeSeconds(y) - x.count * shapeSeconds(x))
+    .map(([key, e]) => ({ shape: key, variant: e.call.variant, count: e.count, ms: +(shapeSeconds(e) * 1e3).toFixed(3), gflops: +(flopsOf(e.call) / shapeSeconds(e) / 1e9).toFixed(2) }));
   console.log(JSON.stringify({ config: name, matmulShapes: shapes }));
 }
 console.log(JSON.stringify({ summary: summary.map((r) => ({ config: r.config, stepMs: r.stepMs, rooflineMs: r.rooflineMs, ratio: r.ratio, bestMatmulGflops: r.bestMatmulGflops, dispatches: r.dispatches })) }));

@@ -36,6 +36,7 @@
  * original one. dQ / dK / dV do not depend on the key / query tile sizes; O and L depend on BC in
  * their last bits (online-softmax grouping), and TPR sets the dot products' summation order.
  */
+import type { GpuContext } from '../gpu/context.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
@@ -51,7 +52,6 @@ import {
   type TttAttentionDims,
 } from './attention-geometry.ts';
 import { LANES_GEOMETRY, LANES_KERNELS, LANES_SUBGROUP, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
-import type { GpuContext } from '../gpu/context.ts';
 
 export { LANES_GEOMETRY, LANES_KERNELS, LANES_ONLY_KERNELS, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
 export {
@@ -77,10 +77,10 @@ export type AttentionVariant = 'flash' | 'lanes';
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['flash', 'lanes'];
 
 /**
- * Head dims up to which the policy picks `lanes`. Measured on llvmpipe (bench/attention-geometry.ts
- * --variants, see bench/RESULTS.md "attention lanes"): at the lab draft (hd 32) and the fixture's
- * (hd 16) lanes runs the TTT forward and backward several times faster than flash; the kernels serve
- * up to LANES_GEOMETRY.MAX_HD.
+ * Head dims up to which the policy picks `lanes` (all the kernels serve, LANES_GEOMETRY.MAX_HD).
+ * Measured on llvmpipe with `bench/attention-geometry.ts --geometries 'flash;lanes'` (bench/RESULTS.md,
+ * "Attention: the lanes variant"): 5.5–10.6x flash's forward and backward at hd 16 (fixture), 32 (lab
+ * draft) and 64 (mid draft).
  */
 export const LANES_POLICY_MAX_HD = 64;
 
