@@ -9,6 +9,10 @@
 //   diagonal keys: dK_j[u] = scale · Σ_h dS_j[h,u] q[h,u],           dV_j[u] = Σ_h P_j[h,u] dO[h,u], j = 1..step
 // with P = exp(s − L), dS = P ⊙ (dO·v − D) and (L, D) from attention/prep (rowStats). The query
 // heads h of the group are summed in increasing order inside the workgroup: no atomics.
+// Shapes (f32 unless noted): Q, dO [B, S, nH, hd]; Kc, Vc, dKc, dVc [J, B, S, nKV, hd] (J ≥ step + 1);
+//   mask [B, S] i32; rowStats [B, nH, S, 2] = (L, D).
+// Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask, 5 read dO,
+//   6 read rowStats, 7 read_write dKc, 8 read_write dVc.
 // Dispatch: (ceil(S / BK), nKV, B) workgroups of BK = 8 invocations. Writes slots 0..step of
 // dKc / dVc (Params.accumulate != 0 adds to what is there); other slots are untouched.
 // Numerics: f32, fma in increasing d, query order (h, t) increasing; attention/dkv sums its dot

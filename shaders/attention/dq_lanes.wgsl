@@ -7,6 +7,10 @@
 // For query row t: P = exp(s − L) with s = q·k · scale recomputed, dp = dO·v, D = rowsum(dO ⊙ O),
 // dS = P ⊙ (dp − D), dQ[t] = scale · Σ_u dS[t,u] k_u over the step-0 keys u ≤ t with mask[u] = 1
 // and the diagonal keys K_j[t], j = 1..step. L and D come from attention/prep (rowStats).
+// Shapes (f32 unless noted): Q, dO, dQ [B, S, nH, hd]; Kc, Vc [J, B, S, nKV, hd] (J ≥ step + 1);
+//   mask [B, S] i32; rowStats [B, nH, S, 2] = (L, D).
+// Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask, 5 read dO,
+//   6 read rowStats, 7 read_write dQ.
 // Dispatch: (ceil(S / BR), nH, B) workgroups of BR = 8 invocations.
 // Numerics: f32, fma in increasing d and in increasing key order; the same formulas as
 // attention/dq, whose dot products are summed in another order (TPR partial sums), so the two

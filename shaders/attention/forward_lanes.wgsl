@@ -2,6 +2,12 @@
 // diagonal keys, the empty-row rule) for CPU-like adapters with subgroups: no workgroup memory,
 // no barriers, and each key / value row loaded once per workgroup, split across its lanes.
 //
+// Shapes (row-major f32 unless noted): Q, O [B, S, nH, hd]; Kc, Vc [J, B, S, nKV, hd] (J ≥ step + 1);
+//   mask [B, S] i32; L [B, nH, S]. Row t attends to step-0 keys u ≤ t with mask[u] = 1 and to
+//   K_j[t], j = 1..step; query head h reads kv head h / (nH / nKV).
+// Bindings (group 0): 0 uniform Params, 1 read Q, 2 read Kc, 3 read Vc, 4 read mask,
+//   5 read_write O, 6 read_write L.
+//
 // Why: llvmpipe runs a workgroup on one CPU thread as SIMD vectors of invocations; each barrier
 // switches between those vectors, and each storage load is a per-lane gather. attention/forward
 // pays both for every key tile. Here a workgroup is one subgroup of 8 lanes, lane r owns query
