@@ -7,9 +7,9 @@
  * For each config it runs --warmup training steps through the real path (bench/train-rig.ts:
  * forward + backward through the TTT unroll + AdamW; the first compiles, and on llvmpipe the few
  * steps after it still run slower than later ones, which is why the default is 3 and not 1), records
- * every matmul dispatch of the next step (M, N, K, batch, transposes: read from the dispatch's
+ * every matmul dispatch of one more step (M, N, K, batch, transposes: read from the dispatch's
  * uniforms and pipeline constants, checked against the variant's grid), then runs --steps rounds:
- * one training step, then each distinct matmul shape alone with the variant the policy picks (as
+ * one fresh training step, then each distinct matmul shape alone with the variant the policy picks (as
  * many back-to-back dispatches per timed region as fill 2 ms, since the adapter's timestamps may be
  * coarse; the median of --reps regions). A round's step and best rate are measured back to back, so
  * machine load that drifts within a run moves both alike. It prints:
@@ -17,7 +17,8 @@
  *   matmulGflop      the step's matmul FLOPs (2·M·N·K·batch summed over its matmul dispatches)
  *   bestMatmulGflops the median over the rounds of each round's best rate on those shapes
  *   rooflineMs       matmulGflop / bestMatmulGflops: the step if it were nothing but matmuls at the best rate
- *   ratio            the median over the rounds of (round's step) / (matmulGflop / round's best rate)
+ *   ratio            the median over the rounds of (round's step) / (matmulGflop / round's best rate);
+ *                    a median of ratios, so not exactly stepMs / rooflineMs
  *   ratiosByRound    those per-round ratios, and bestMatmulGflopsByRound the per-round best rates
  *   matmulMs         Σ over the step's matmuls of each one's median time alone (where the matmuls go)
  *   dispatches       per step (CommandBatcher stats), and the matmul share of them
@@ -167,7 +168,12 @@ async function matmulProbe(gpu: Gpu, c: MatmulCall, rng: Rng): Promise<MatmulPro
   };
 }
 
-const median = (xs: readonly number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
+/** The median; the mean of the middle two for an even count (--quick takes 2 rounds). */
+function median(xs: readonly number[]): number {
+  const sorted = [...xs].sort((x, y) => x - y);
+  const mid = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
+}
 
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
@@ -197,13 +203,14 @@ for (const name of wanted) {
 
   // Rounds: one step, then every shape alone, so that each round's step and best rate are measured
   // under the same machine load (on a shared machine both drift within a run; measured apart, the
-  // ratio moved with the best rate alone). The recorded step is round 0's.
+  // ratio moved with the best rate alone). Every round's step is a fresh one, taken after the
+  // shapes' operands exist, so all rounds run under the same memory.
   const flops = calls.reduce((s, c) => s + flopsOf(c), 0);
-  const timed = [recorded];
+  const timed: { seconds: number }[] = [];
   const ratios: number[] = [];
   const bests: number[] = [];
   for (let round = 0; round < steps; round++) {
-    if (round > 0) timed.push(await rig.step());
+    timed.push(await rig.step());
     for (const e of byShape.values()) e.seconds.push(await e.probe!.time());
     const best = Math.max(...[...byShape.values()].map((e) => flopsOf(e.call) / e.seconds[round]));
     bests.push(best);

@@ -72,7 +72,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
     let h = g * groupSize + hh;
     for (var t = min(u0, p.seq); t < p.seq; t++) {
       let qBase = ((b * p.seq + t) * p.heads + h) * HEAD_DIM;
-      for (var i = 0u; i < LANE_DIMS; i++) {
+      for (var i = 0u; i < splitSlots(); i++) {
         let d = min(lane + 8u * i, HEAD_DIM - 1u);
         qx[i] = Q[qBase + d];
         gx[i] = dO[qBase + d];

@@ -53,7 +53,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) l
   let keyEnd = min(t0 + BR, p.seq);
   for (var u = 0u; u < keyEnd; u++) {
     let kb = kvOffset(0u, b, u, g);
-    for (var i = 0u; i < LANE_DIMS; i++) {
+    for (var i = 0u; i < splitSlots(); i++) {
       let d = min(lane + 8u * i, HEAD_DIM - 1u);
       kx[i] = Kc[kb + d];
       vx[i] = Vc[kb + d];

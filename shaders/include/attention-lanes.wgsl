@@ -7,20 +7,26 @@
 // LANE_DIMS loads per lane instead of HEAD_DIM. A "full" row is a lane's own row, all of its
 // MAX_HD ≥ HEAD_DIM elements in registers, zero past HEAD_DIM. The helpers hand the split row's
 // elements to every lane with subgroupBroadcast (lane index constant, hence the unrolled bodies),
-// so they must be called in uniform control flow by all 8 lanes. Elements are visited in increasing
-// d. Loads of a split row clamp d into the row, so slots past HEAD_DIM hold finite copies that
-// meet a zero of the full row (dotSplit) or land in a register that is never stored (axpySplit).
+// so they must be called in uniform control flow by all 8 lanes. Elements are visited in
+// increasing d. Loads of a split row clamp d into the row, so slots past HEAD_DIM hold finite
+// copies that meet a zero of the full row (dotSplit) or land in a register that is never stored
+// (axpySplit). The kernels index rows by subgroup_invocation_id and assume their 8 invocations are
+// lanes 0..7 of one subgroup, true where subgroups have at least 8 lanes (the host checks the
+// minimum; matmul/subgroup assumes the same).
 enable subgroups;
 
 #include "include/attention-flash.wgsl"
 
 const SPLIT: u32 = MAX_HD / 8u; // slots of a split row
 const_assert MAX_HD % 8u == 0u && TPR == 1u;
+// Slots in use: LANE_DIMS as the host sets it, never past SPLIT (LANE_DIMS' default, from
+// include/attention-flash, is flash's and may exceed it when a pipeline is built without overrides).
+fn splitSlots() -> u32 { return min(LANE_DIMS, SPLIT); }
 
 /** Σ_d full[d] · row[d], with row split across the lanes. */
 fn dotSplit(full: ptr<function, array<f32, MAX_HD>>, split: ptr<function, array<f32, SPLIT>>) -> f32 {
   var s = 0.0;
-  for (var i = 0u; i < LANE_DIMS; i++) {
+  for (var i = 0u; i < splitSlots(); i++) {
     let x = (*split)[i];
     let d = 8u * i;
     s = fma((*full)[d], subgroupBroadcast(x, 0u), s);
@@ -37,7 +43,7 @@ fn dotSplit(full: ptr<function, array<f32, MAX_HD>>, split: ptr<function, array<
 
 /** full[d] = a · row[d] + decay · full[d], with row split across the lanes. */
 fn axpySplit(full: ptr<function, array<f32, MAX_HD>>, a: f32, decay: f32, split: ptr<function, array<f32, SPLIT>>) {
-  for (var i = 0u; i < LANE_DIMS; i++) {
+  for (var i = 0u; i < splitSlots(); i++) {
     let x = (*split)[i];
     let d = 8u * i;
     (*full)[d] = fma(a, subgroupBroadcast(x, 0u), (*full)[d] * decay);

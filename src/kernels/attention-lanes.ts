@@ -50,6 +50,9 @@ export const LANES_KERNELS: FlashKernels = {
   },
 };
 
+/** Storage buffers of the widest lanes kernel (dkv: 8). */
+const LANES_STORAGE_BUFFERS = Math.max(...Object.values(LANES_KERNELS).map((k: KernelDef) => k.bindings.filter((b) => b !== 'uniform').length));
+
 /** The lanes kernels the registry lists (prep is flash's, listed there). */
 export const LANES_ONLY_KERNELS: readonly KernelDef[] = [LANES_KERNELS.forward, LANES_KERNELS.dq, LANES_KERNELS.dkv];
 
@@ -67,8 +70,12 @@ export function lanesUnsupported(dims: AttentionDims, features: ReadonlySet<stri
     return `attention variant lanes needs subgroups of at least ${LANES_SUBGROUP} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
   }
   if (dims.headDim > LANES_GEOMETRY.MAX_HD) return `attention variant lanes serves head dims up to ${LANES_GEOMETRY.MAX_HD}, got ${dims.headDim}`;
+  const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
+  if (buffers < LANES_STORAGE_BUFFERS) return `attention variant lanes binds ${LANES_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`;
   const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
   const grid = Math.max(Math.ceil(dims.seq / LANES_GEOMETRY.BR), Math.ceil((dims.seq * dims.heads) / LANES_GEOMETRY.PREP_WG), dims.heads, dims.batch);
-  if (grid > perDim) return `attention variant lanes: a grid dimension of ${grid} workgroups exceeds the device's ${perDim}`;
+  if (grid > perDim) {
+    return `attention variant lanes: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`;
+  }
   return undefined;
 }

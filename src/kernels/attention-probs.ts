@@ -23,7 +23,7 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { attentionDeviceFacts, chooseAttentionVariant, LANES_GEOMETRY, type AttentionVariant } from './attention.ts';
+import { LANES_GEOMETRY, resolveAttentionVariant, type AttentionVariant } from './attention.ts';
 import { FLASH_GEOMETRY, resolveGeometry, type GeometryChoice, type TttAttentionDims } from './attention-geometry.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -80,8 +80,7 @@ export interface AttentionProbsOptions {
  * flash geometry, or the lanes variant's (whole rows in one lane). Resolved as the forward resolves it.
  */
 export function probsLaneSplit(gpu: Gpu, dims: TttAttentionDims, options: AttentionProbsOptions = {}): number {
-  const variant = options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, gpu.ctx.features, gpu.ctx.limits, attentionDeviceFacts(gpu.ctx)));
-  if (variant === 'lanes') return LANES_GEOMETRY.TPR;
+  if (resolveAttentionVariant(gpu.ctx, dims, options) === 'lanes') return LANES_GEOMETRY.TPR;
   return resolveGeometry(options.geometry, dims, gpu.ctx.limits).TPR;
 }
 

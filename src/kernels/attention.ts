@@ -108,7 +108,7 @@ export function attentionVariantUnsupported(variant: AttentionVariant, dims: Att
  * - Everything else: `flash`, with chooseAttentionGeometry's geometry, whose device checks apply
  *   (its error names attention when no geometry fits).
  */
-export function chooseAttentionVariant(dims: AttentionDims, features: ReadonlySet<string>, limits: AttentionLimits, facts: AttentionDeviceFacts = {}): AttentionVariant {
+export function chooseAttentionVariant(dims: AttentionDims, features: ReadonlySet<string>, limits: AttentionLimits, facts: AttentionDeviceFacts): AttentionVariant {
   if (facts.fallbackAdapter && dims.headDim <= LANES_POLICY_MAX_HD && lanesUnsupported(dims, features, facts, limits) === undefined) return 'lanes';
   chooseAttentionGeometry(dims, limits);
   return 'flash';
@@ -242,19 +242,30 @@ interface ResolvedKernels {
   lanes: { HEAD_DIM: number; LANE_DIMS: number };
 }
 
-/** The variant's kernels and geometry for `dims` on this device, refused with the reason if it cannot run. */
-function resolveKernels(gpu: Gpu, dims: TttAttentionDims, options: AttentionForwardOptions): ResolvedKernels {
-  const { features, limits } = gpu.ctx;
-  const facts = attentionDeviceFacts(gpu.ctx);
-  const variant = options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, features, limits, facts));
+/**
+ * The variant a call runs: `options.variant`, else `flash` when a geometry is given, else the
+ * policy's pick for this device. Refused, with the reason, when the variant cannot run `dims` or
+ * when a geometry comes with `lanes`. attentionProbs resolves the same way, so its scores follow
+ * the forward's.
+ */
+export function resolveAttentionVariant(ctx: GpuContext, dims: AttentionDims, options: AttentionForwardOptions): AttentionVariant {
+  const facts = attentionDeviceFacts(ctx);
+  const variant = options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, ctx.features, ctx.limits, facts));
+  if (!ATTENTION_VARIANTS.includes(variant)) throw new Error(`attention: unknown variant "${String(variant)}" (known: ${ATTENTION_VARIANTS.join(', ')})`);
   if (variant === 'lanes') {
     if (options.geometry !== undefined) throw new Error('attention: a geometry applies to the flash variant only, not lanes');
-    const why = lanesUnsupported(dims, features, facts, limits);
-    if (why) throw new Error(`attention: ${why}`);
+    const why = lanesUnsupported(dims, ctx.features, facts, ctx.limits);
+    if (why) throw new Error(why);
+  }
+  return variant;
+}
+
+/** The variant's kernels and geometry for `dims` on this device. */
+function resolveKernels(gpu: Gpu, dims: TttAttentionDims, options: AttentionForwardOptions): ResolvedKernels {
+  if (resolveAttentionVariant(gpu.ctx, dims, options) === 'lanes') {
     return { geometry: LANES_GEOMETRY, kernels: LANES_KERNELS, lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / LANES_SUBGROUP) } };
   }
-  if (variant !== 'flash') throw new Error(`attention: unknown variant "${String(variant)}" (known: ${ATTENTION_VARIANTS.join(', ')})`);
-  const geometry = resolveGeometry(options.geometry, dims, limits);
+  const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
   return { geometry, kernels: kernelsFor(geometry), lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / geometry.TPR) } };
 }
 

@@ -2,11 +2,12 @@
  * The attention-probability kernel (src/kernels/attention-probs.ts) against its float64 reference at
  * every TTT step of a small GQA shape with right padding and a left-padded row (a step-0 row with no
  * visible key), for each lane split (TPR 1, 2, 4, 8); visible rows sum to 1, blocked keys are exactly
- * 0, and Σ P·V gives back the flash forward's own output, so these are the probabilities it used.
+ * 0, and Σ P·V gives back the forward's own output (flash, and lanes where the device runs it), so
+ * these are the probabilities it used.
  * The kernel has no backward (it is read-only), so there is no gradient test.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
-import { attentionDeviceFacts, chooseAttentionVariant, FLASH_GEOMETRY, LANES_GEOMETRY, tttAttentionForward, type GeometryChoice } from '../../src/kernels/attention.ts';
+import { attentionDeviceFacts, attentionVariantUnsupported, chooseAttentionVariant, FLASH_GEOMETRY, LANES_GEOMETRY, tttAttentionForward, type GeometryChoice } from '../../src/kernels/attention.ts';
 import { attentionProbs, probsLaneSplit, probsWidth } from '../../src/kernels/attention-probs.ts';
 import { attentionProbsRef } from '../../src/reference/attention-probs.ts';
 import { Rng } from '../../src/util/random.ts';
@@ -15,6 +16,26 @@ import { defineSuite } from '../harness/suite.ts';
 
 const DIMS = { batch: 2, seq: 13, heads: 4, kvHeads: 2, headDim: 16 };
 const SLOTS = 3;
+
+/** Σ_c P[c]·V[c] per (row, head) of one sample, from one step's [nH, S, W] probabilities: [S, nH, hd]. */
+function probsTimesV(got: ArrayLike<number>, vSteps: Float32Array[], sample: number): Float64Array {
+  const { seq: S, heads: H, kvHeads: G, headDim: D } = DIMS;
+  const W = probsWidth(S, SLOTS);
+  const pv = new Float64Array(S * H * D);
+  for (let h = 0; h < H; h++) {
+    const g = Math.floor(h / (H / G));
+    for (let i = 0; i < S; i++) {
+      for (let c = 0; c < W; c++) {
+        const p = got[(h * S + i) * W + c];
+        if (p === 0) continue;
+        const [j, u] = c < S ? [0, c] : [c - S + 1, i];
+        const vo = ((sample * S + u) * G + g) * D;
+        for (let e = 0; e < D; e++) pv[(i * H + h) * D + e] += p * vSteps[j][vo + e];
+      }
+    }
+  }
+  return pv;
+}
 
 export default defineSuite('kernels/attention-probs', (t) => {
   t.test('matches the float64 reference at every TTT step and lane split; rows sum to 1, blocked keys are 0, P·V = O', async ({ gpu: ctx, note }) => {
@@ -69,20 +90,7 @@ export default defineSuite('kernels/attention-probs', (t) => {
           }
           if (name !== 'flash (TPR 4)') continue;
           // Σ_c P[c]·V[c] must be the forward's output row: the same probabilities the forward used.
-          const pv = new Float64Array(S * H * D);
-          for (let h = 0; h < H; h++) {
-            const g = Math.floor(h / (H / G));
-            for (let i = 0; i < S; i++) {
-              for (let c = 0; c < W; c++) {
-                const p = got[(h * S + i) * W + c];
-                if (p === 0) continue;
-                const [j, u] = c < S ? [0, c] : [c - S + 1, i];
-                const vo = ((sample * S + u) * G + g) * D;
-                for (let e = 0; e < D; e++) pv[(i * H + h) * D + e] += p * vSteps[j][vo + e];
-              }
-            }
-          }
-          assertRelClose(pv, out.subarray(sample * S * H * D, (sample + 1) * S * H * D), 1e-5, `step ${step} sample ${sample}: P·V = O`);
+          assertRelClose(probsTimesV(got, vSteps, sample), out.subarray(sample * S * H * D, (sample + 1) * S * H * D), 1e-5, `step ${step} sample ${sample}: P·V = O`);
         }
       }
       gpu.release(tq, o, lse);
@@ -91,6 +99,52 @@ export default defineSuite('kernels/attention-probs', (t) => {
     note('worst rel err', worst.toExponential(2));
     note('worst |row sum − 1|', maxRowErr.toExponential(2));
     gpu.release(kCache, vCache, tMask);
+    gpu.destroy();
+  });
+
+  t.test('after a lanes forward, probs with its lane split match float64 and give back its output, or lanes is refused with the reason', async ({ gpu: ctx, note }) => {
+    const gpu = new Gpu(ctx);
+    const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D } = DIMS;
+    const step = 2;
+    const rng = new Rng(8);
+    const slot = B * S * G * D;
+    const kSteps = Array.from({ length: SLOTS }, () => rng.floats(slot, 2));
+    const vSteps = Array.from({ length: SLOTS }, () => rng.floats(slot));
+    const pack = (xs: Float32Array[]) => {
+      const all = new Float32Array(SLOTS * slot);
+      xs.forEach((x, j) => all.set(x, j * slot));
+      return all;
+    };
+    const mask = Int32Array.from({ length: B * S }, (_, r) => Number(r % S < 11 || r < S));
+    const q = rng.floats(B * S * H * D, 2);
+    const T = {
+      q: gpu.upload([B * S, H * D], 'f32', q, 'q'),
+      kCache: gpu.upload([SLOTS, B, S, G, D], 'f32', pack(kSteps), 'kCache'),
+      vCache: gpu.upload([SLOTS, B, S, G, D], 'f32', pack(vSteps), 'vCache'),
+      mask: gpu.upload([B, S], 'i32', mask, 'mask'),
+      o: gpu.tensor([B * S, H * D], 'f32', 'o'),
+      lse: gpu.tensor([B, H, S], 'f32', 'lse'),
+    };
+    const why = attentionVariantUnsupported('lanes', DIMS, ctx.features, attentionDeviceFacts(ctx), ctx.limits);
+    if (why) {
+      await assertRejects(() => tttAttentionForward(gpu, T, { ...DIMS, step }, { variant: 'lanes' }), new RegExp(why.replace(/[()"]/g, '.')), 'lanes refused');
+      note('refused', why);
+    } else {
+      await tttAttentionForward(gpu, T, { ...DIMS, step }, { variant: 'lanes' });
+      const out = await gpu.read(T.o);
+      const W = probsWidth(S, SLOTS);
+      let worst = 0;
+      for (const sample of [0, 1]) {
+        const probs = gpu.tensor([SLOTS, H, S, W], 'f32', 'probs');
+        await attentionProbs(gpu, { q: T.q, kCache: T.kCache, mask: T.mask, lse: T.lse, probs }, { ...DIMS, step, sample, slots: SLOTS }, { variant: 'lanes' });
+        const got = ((await gpu.read(probs)) as Float32Array).subarray(step * H * S * W, (step + 1) * H * S * W);
+        gpu.release(probs);
+        worst = Math.max(worst, assertRelClose(got, attentionProbsRef(q, kSteps, mask, { ...DIMS, step, sample, slots: SLOTS }), 1e-5, `sample ${sample}`));
+        assertRelClose(probsTimesV(got, vSteps, sample), out.subarray(sample * S * H * D, (sample + 1) * S * H * D), 1e-5, `sample ${sample}: P·V = O`);
+      }
+      note('worst rel err', worst.toExponential(2));
+    }
+    gpu.release(...Object.values(T));
     gpu.destroy();
   });
 

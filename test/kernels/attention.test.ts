@@ -214,19 +214,24 @@ export default defineSuite('kernels/attention', (t) => {
   }
 
   // Each variant by name, with padding, row blocks the sequence misses (S 19) and GQA. lanes at head
-  // dims that are and are not a multiple of its 8-lane split, up to its largest; flash at the odd
+  // dims that are and are not a multiple of its 8-lane split (36: a part-filled fifth slot), up to
+  // its largest; flash at the odd
   // and the fixture's head dim (its geometries are covered above; wider flash heads compile slowly
   // cold). A device that cannot run a variant must refuse it with the reason, never run another.
-  const VARIANT_HEAD_DIMS: Record<(typeof ATTENTION_VARIANTS)[number], number[]> = { flash: [5, 16], lanes: [5, 16, 40, 64] };
+  const VARIANT_HEAD_DIMS: Record<(typeof ATTENTION_VARIANTS)[number], number[]> = { flash: [5, 16], lanes: [5, 16, 36, 64] };
   for (const variant of ATTENTION_VARIANTS) {
     const dims = VARIANT_HEAD_DIMS[variant];
     t.test(`variant ${variant} at hd ${dims.join(', ')}: TTT step 2 forward and backward vs float64, or refused with the reason`, async ({ gpu: ctx, note }) => {
       const gpu = new Gpu(ctx);
+      const facts = attentionDeviceFacts(ctx);
+      // A CPU adapter with subgroups must say how wide they are; otherwise lanes would be refused
+      // for a missing fact and every default-policy test here would quietly run flash instead.
+      assert(!(facts.fallbackAdapter && ctx.features.has('subgroups') && facts.subgroupMinSize === undefined), 'a fallback adapter with subgroups reports no subgroupMinSize');
       let worst = 0;
       let ran = 0;
       for (const headDim of dims) {
         const d: AttentionDims = { batch: 2, seq: 19, heads: 4, kvHeads: 2, headDim };
-        const why = attentionVariantUnsupported(variant, d, ctx.features, attentionDeviceFacts(ctx), ctx.limits);
+        const why = attentionVariantUnsupported(variant, d, ctx.features, facts, ctx.limits);
         if (why) {
           await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }), new RegExp(why.replace(/[()"]/g, '.')), `${variant} hd ${headDim}`);
           note('refused', why);
@@ -368,7 +373,7 @@ export default defineSuite('kernels/attention', (t) => {
     const cpu8 = { fallbackAdapter: true, subgroupMinSize: 8 };
     const cpu4 = { fallbackAdapter: true, subgroupMinSize: 4 };
     const gpu32 = { fallbackAdapter: false, subgroupMinSize: 32 };
-    assertEqual(chooseAttentionVariant(d, none, {}), 'flash', 'Llama-3 8B draft shape, default limits');
+    assertEqual(chooseAttentionVariant(d, none, {}, {}), 'flash', 'Llama-3 8B draft shape, default limits');
     assertEqual(chooseAttentionVariant(d, sg, {}, gpu32), 'flash', 'a GPU with subgroups keeps flash');
     assertEqual(chooseAttentionVariant(d, sg, {}, cpu8), 'flash', `CPU adapter, head dim above ${LANES_POLICY_MAX_HD}`);
     const lab: AttentionDims = { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 };
@@ -378,14 +383,17 @@ export default defineSuite('kernels/attention', (t) => {
     assertEqual(chooseAttentionVariant(lab, sg, {}, cpu4), 'flash', 'CPU adapter with 4-lane subgroups');
     assertEqual(chooseAttentionVariant(lab, sg, {}, gpu32), 'flash', 'GPU, lab draft');
     assertEqual(chooseAttentionVariant(lab, sg, { maxComputeWorkgroupStorageSize: 1024 }, cpu8), 'lanes', 'lanes needs no workgroup memory');
-    assertEqual(chooseAttentionVariant({ ...d, headDim: 7, seq: 1 }, none, {}), 'flash', 'tiny odd shape');
-    assertThrows(() => chooseAttentionVariant({ ...d, headDim: 256 }, none, {}), /head dim 256 exceeds 128/, 'head dim too large');
-    assertThrows(() => chooseAttentionVariant(d, none, { maxComputeWorkgroupStorageSize: 8192 }), /workgroup memory/, 'small workgroup memory');
-    assertThrows(() => chooseAttentionVariant(d, none, { maxStorageBuffersPerShaderStage: 4 }), /storage buffers/, 'few storage buffers');
-    assertThrows(() => chooseAttentionVariant({ ...d, seq: 16 * 70000 }, none, {}), /exceeds the device's 65535/, 'grid too large');
+    assertEqual(chooseAttentionVariant({ ...d, headDim: 7, seq: 1 }, none, {}, {}), 'flash', 'tiny odd shape');
+    assertThrows(() => chooseAttentionVariant({ ...d, headDim: 256 }, none, {}, {}), /head dim 256 exceeds 128/, 'head dim too large');
+    assertThrows(() => chooseAttentionVariant(d, none, { maxComputeWorkgroupStorageSize: 8192 }, {}), /workgroup memory/, 'small workgroup memory');
+    assertThrows(() => chooseAttentionVariant(d, none, { maxStorageBuffersPerShaderStage: 4 }, {}), /storage buffers/, 'few storage buffers');
+    assertThrows(() => chooseAttentionVariant({ ...d, seq: 16 * 70000 }, none, {}, {}), /exceeds the device's 65535/, 'grid too large');
     assertEqual(attentionVariantUnsupported('lanes', lab, none, cpu8, {}), 'attention variant lanes needs the WebGPU feature "subgroups"', 'lanes names the missing feature');
     assertEqual(attentionVariantUnsupported('lanes', { ...lab, headDim: 65 }, sg, cpu8, {}), 'attention variant lanes serves head dims up to 64, got 65', 'lanes names its largest head dim');
     assertEqual(attentionVariantUnsupported('flash', lab, none, {}, {}), undefined, 'flash needs nothing');
+    assertThrows(() => chooseAttentionVariant(lab, sg, { maxStorageBuffersPerShaderStage: 4 }, cpu8), /flash kernels bind 8 storage buffers/, 'lanes is not picked where its 8 storage buffers do not fit (nor flash)');
+    assertEqual(attentionVariantUnsupported('lanes', lab, sg, cpu8, { maxStorageBuffersPerShaderStage: 4 }), 'attention variant lanes binds 8 storage buffers, the device allows 4', 'lanes names the storage-buffer limit');
+    assertEqual(attentionVariantUnsupported('lanes', { ...lab, seq: 8 * 70000 }, sg, cpu8, {}), 'attention variant lanes: a grid dimension of 70000 workgroups (seq 560000, heads 4, batch 4) exceeds the device\'s 65535', 'lanes names the grid');
   });
 
   t.test('a geometry with the lanes variant, or an unknown variant, is refused', async ({ gpu: ctx }) => {
