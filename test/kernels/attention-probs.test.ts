@@ -11,7 +11,7 @@ import { attentionDeviceFacts, attentionVariantUnsupported, chooseAttentionVaria
 import { attentionProbs, probsLaneSplit, probsWidth } from '../../src/kernels/attention-probs.ts';
 import { attentionProbsRef } from '../../src/reference/attention-probs.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
+import { assert, assertEqual, assertRejects, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 const DIMS = { batch: 2, seq: 13, heads: 4, kvHeads: 2, headDim: 16 };
@@ -154,7 +154,10 @@ export default defineSuite('kernels/attention-probs', (t) => {
     const variant = chooseAttentionVariant(dims, ctx.features, ctx.limits, attentionDeviceFacts(ctx));
     const forwardSplit = variant === 'lanes' ? LANES_GEOMETRY.TPR : FLASH_GEOMETRY.TPR;
     assertEqual(probsLaneSplit(gpu, dims), forwardSplit, `default (forward runs ${variant})`);
-    assertEqual(probsLaneSplit(gpu, dims, { variant: 'lanes' }), 1, 'lanes sums a row in one lane');
+    const lanesWhy = attentionVariantUnsupported('lanes', dims, ctx.features, attentionDeviceFacts(ctx), ctx.limits);
+    if (lanesWhy) assertThrows(() => probsLaneSplit(gpu, dims, { variant: 'lanes' }), new RegExp(lanesWhy.replace(/[()"]/g, '.')), 'lanes refused where the forward refuses it');
+    else assertEqual(probsLaneSplit(gpu, dims, { variant: 'lanes' }), 1, 'lanes sums a row in one lane');
+    assertThrows(() => probsLaneSplit(gpu, dims, { variant: 'lanes', geometry: 'flash' }), /a geometry applies to the flash variant only/, 'a geometry with lanes');
     assertEqual(probsLaneSplit(gpu, dims, { geometry: 'hd64' }), 2, 'a flash geometry gives its TPR');
     assertEqual(probsLaneSplit(gpu, dims, { variant: 'flash' }), FLASH_GEOMETRY.TPR, 'flash by name');
     gpu.destroy();
