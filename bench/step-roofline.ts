@@ -192,14 +192,15 @@ for (const name of wanted) {
   const calls = [...watch.calls];
 
   // Distinct shapes, each set up once to be timed alone.
-  const byShape = new Map<string, { call: MatmulCall; count: number; probe?: MatmulProbe; seconds: number[] }>();
+  const counts = new Map<string, { call: MatmulCall; count: number }>();
   for (const c of calls) {
-    const e = byShape.get(keyOf(c));
+    const e = counts.get(keyOf(c));
     if (e) e.count++;
-    else byShape.set(keyOf(c), { call: c, count: 1, seconds: [] });
+    else counts.set(keyOf(c), { call: c, count: 1 });
   }
   const rng = new Rng(11);
-  for (const e of byShape.values()) e.probe = await matmulProbe(gpu, e.call, rng);
+  const byShape = new Map<string, { call: MatmulCall; count: number; probe: MatmulProbe; seconds: number[] }>();
+  for (const [key, e] of counts) byShape.set(key, { ...e, probe: await matmulProbe(gpu, e.call, rng), seconds: [] });
 
   // Rounds: one step, then every shape alone, so that each round's step and best rate are measured
   // under the same machine load (on a shared machine both drift within a run; measured apart, the
@@ -211,12 +212,12 @@ for (const name of wanted) {
   const bests: number[] = [];
   for (let round = 0; round < steps; round++) {
     timed.push(await rig.step());
-    for (const e of byShape.values()) e.seconds.push(await e.probe!.time());
+    for (const e of byShape.values()) e.seconds.push(await e.probe.time());
     const best = Math.max(...[...byShape.values()].map((e) => flopsOf(e.call) / e.seconds[round]));
     bests.push(best);
     ratios.push(timed[round].seconds / (flops / best));
   }
-  for (const e of byShape.values()) e.probe!.release();
+  for (const e of byShape.values()) e.probe.release();
   rig.destroy();
   const stepSeconds = median(timed.map((t) => t.seconds));
   const best = median(bests);

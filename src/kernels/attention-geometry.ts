@@ -111,8 +111,21 @@ export function flashWorkgroupBytes(g: FlashGeometry): number {
   return 4 * Math.max(2 * g.BC * g.MAX_HD + 2 * g.BR * g.BC * g.TPR + g.BC, 2 * g.BQ * g.MAX_HD + 2 * g.BK * g.BQ * g.TPR + 2 * g.BQ);
 }
 
+/** Storage buffers the widest of `kernels` binds. */
+export function storageBuffersOf(kernels: FlashKernels): number {
+  return Math.max(...Object.values(kernels).map((k: KernelDef) => k.bindings.filter((b) => b !== 'uniform').length));
+}
+
 /** Storage buffers of the widest kernel (dkv: 8), the same for every geometry. */
-const FLASH_STORAGE_BUFFERS = Math.max(...Object.values(ATTENTION_KERNELS).map((k: KernelDef) => k.bindings.filter((b) => b !== 'uniform').length));
+const FLASH_STORAGE_BUFFERS = storageBuffersOf(ATTENTION_KERNELS);
+
+/**
+ * The largest grid dimension any of the four kernels launched with `g` uses on `dims`: forward / dq
+ * row blocks, dkv key blocks, prep's rows / PREP_WG, heads, batch (the grids of src/kernels/attention.ts).
+ */
+export function largestGridDimension(g: FlashGeometry, dims: AttentionDims): number {
+  return Math.max(Math.ceil(dims.seq / Math.min(g.BR, g.BK)), Math.ceil((dims.seq * dims.heads) / g.PREP_WG), dims.heads, dims.batch);
+}
 
 export interface AttentionDims {
   batch: number;
@@ -163,8 +176,7 @@ export function checkGeometry(g: FlashGeometry, name: string, dims: AttentionDim
     throw new Error(`attention: the flash kernels bind ${FLASH_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`);
   }
   const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
-  // Largest grid dimension of any kernel: row blocks, heads, batch, and prep's rows / PREP_WG.
-  const grid = Math.max(Math.ceil(dims.seq / Math.min(g.BR, g.BK)), Math.ceil((dims.seq * dims.heads) / g.PREP_WG), dims.heads, dims.batch);
+  const grid = largestGridDimension(g, dims);
   if (grid > perDim) {
     throw new Error(`attention: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`);
   }

@@ -9,7 +9,7 @@
  * (bench/attention-geometry.ts). The backward's first pass, attention/prep, is shared with flash.
  */
 import type { KernelDef } from '../gpu/kernel-def.ts';
-import { ATTENTION_KERNELS, FLASH_GEOMETRY, type AttentionDims, type AttentionLimits, type FlashGeometry, type FlashKernels } from './attention-geometry.ts';
+import { ATTENTION_KERNELS, FLASH_GEOMETRY, largestGridDimension, storageBuffersOf, type AttentionDims, type AttentionLimits, type FlashGeometry, type FlashKernels } from './attention-geometry.ts';
 import { shaderSource } from './shader-source.ts';
 
 /**
@@ -51,7 +51,7 @@ export const LANES_KERNELS: FlashKernels = {
 };
 
 /** Storage buffers of the widest lanes kernel (dkv: 8). */
-const LANES_STORAGE_BUFFERS = Math.max(...Object.values(LANES_KERNELS).map((k: KernelDef) => k.bindings.filter((b) => b !== 'uniform').length));
+const LANES_STORAGE_BUFFERS = storageBuffersOf(LANES_KERNELS);
 
 /** The lanes kernels the registry lists (prep is flash's, listed there). */
 export const LANES_ONLY_KERNELS: readonly KernelDef[] = [LANES_KERNELS.forward, LANES_KERNELS.dq, LANES_KERNELS.dkv];
@@ -73,7 +73,7 @@ export function lanesUnsupported(dims: AttentionDims, features: ReadonlySet<stri
   const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
   if (buffers < LANES_STORAGE_BUFFERS) return `attention variant lanes binds ${LANES_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`;
   const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
-  const grid = Math.max(Math.ceil(dims.seq / LANES_GEOMETRY.BR), Math.ceil((dims.seq * dims.heads) / LANES_GEOMETRY.PREP_WG), dims.heads, dims.batch);
+  const grid = largestGridDimension(LANES_GEOMETRY, dims);
   if (grid > perDim) {
     return `attention variant lanes: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`;
   }
