@@ -63,21 +63,33 @@ run() {
   [ "$rc" = 0 ] || failures=$((failures + 1))
 }
 
-run selfcheck 180 "$NODE" "$bundle/speclab.mjs" selfcheck
+# The roofline's `fixture` config reads SpecForge's reference draft from the fixtures folder, which
+# a copy of the checkout on a GPU server may not carry; mid and lab are built in.
+fixtures=${SPECLAB_FIXTURES:-../shared/fixtures}
+roofline_configs=mid,lab,fixture
+if [ ! -f "$fixtures/eagle3/draft_config.json" ]; then
+  roofline_configs=mid,lab
+  echo "gpu.sh: no SpecForge fixtures at $fixtures/eagle3 (set SPECLAB_FIXTURES to include them); the roofline runs $roofline_configs"
+fi
+
 if [ "$small" = 1 ]; then
+  # A CPU adapter compiles every kernel variant in about 3 minutes when its shader cache is cold
+  # (measured on a 2-core machine: 187 s), so the small run's selfcheck gets 10 minutes.
+  run selfcheck 600 "$NODE" "$bundle/speclab.mjs" selfcheck
   run target-1b 600 "$NODE" "$bundle/bench-target.mjs" --shape llama-3.2-1b --layers 2 --batch 1 --seq 16 --new 2 --reps 1 --precision both
   for p in f32 f16; do
     run "train-mid-$p" 600 "$NODE" "$bundle/bench-train.mjs" --config mid --batch 1 --seq 16 --ttt 2 --steps 1 --feature-precision "$p"
     run "train-8b-$p" 600 "$NODE" "$bundle/bench-train.mjs" --config llama-3.1-8b --shrink 16 --batch 1 --seq 16 --ttt 2 --steps 1 --feature-precision "$p"
   done
-  run step-roofline 600 "$NODE" "$bundle/bench-step-roofline.mjs" --quick
+  run step-roofline 600 "$NODE" "$bundle/bench-step-roofline.mjs" --quick --configs "$roofline_configs"
 else
+  run selfcheck 180 "$NODE" "$bundle/speclab.mjs" selfcheck
   run target-1b 120 "$NODE" "$bundle/bench-target.mjs" --shape llama-3.2-1b --batch 1 --seq 512 --new 64 --reps 3 --precision both
   for p in f32 f16; do
     run "train-mid-$p" 75 "$NODE" "$bundle/bench-train.mjs" --config mid --batch 4 --seq 1024 --ttt 7 --steps 5 --feature-precision "$p"
     run "train-8b-$p" 90 "$NODE" "$bundle/bench-train.mjs" --config llama-3.1-8b --batch 1 --seq 2048 --ttt 7 --steps 5 --feature-precision "$p"
   done
-  run step-roofline 60 "$NODE" "$bundle/bench-step-roofline.mjs"
+  run step-roofline 60 "$NODE" "$bundle/bench-step-roofline.mjs" --configs "$roofline_configs"
 fi
 
 echo "== summary"
