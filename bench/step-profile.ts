@@ -10,7 +10,9 @@
  * t[i + 1] − t[i] of GPU time. The bracketing passes add their own small cost, so the sum is a
  * little above an unbracketed step; read the shares, not the absolute sum. llvmpipe's timestamps
  * advance in steps of 65.536 µs, so each short dispatch is off by up to one step: read the totals
- * per kernel over many calls, not single calls. Needs `timestamp-query`.
+ * per kernel over many calls, not single calls. Copies and clears are bracketed as their own rows,
+ * and so is the GPU's idle time between two submits of the step (the host encoding or waiting on a
+ * readback), so none of it is counted as the kernel before it. Needs `timestamp-query`.
  * Prints, per config, the kernels by total time (calls, ms, share) as JSON lines.
  */
 import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
@@ -87,6 +89,34 @@ gpu.batcher.dispatch = (kernel, uniforms, resources, workgroups) => {
   }
   dispatch(kernel, uniforms, resources, workgroups);
 };
+// Each submit closes the interval of the command before it; the time until the next submit's first
+// command is the GPU waiting for the host to encode and submit more.
+const IDLE = '(GPU idle between submits)';
+const flush = gpu.batcher.flush.bind(gpu.batcher);
+gpu.batcher.flush = () => {
+  if (state.recording && gpu.batcher.hasPendingWork) {
+    mark();
+    state.names.push(IDLE);
+  }
+  flush();
+};
+// Copies and clears get their own brackets, so their time is not added to the dispatch before them.
+const copyBuffer = gpu.batcher.copyBuffer.bind(gpu.batcher);
+gpu.batcher.copyBuffer = (src, srcOffset, dst, dstOffset, size) => {
+  if (state.recording) {
+    mark();
+    state.names.push('(copyBufferToBuffer)');
+  }
+  copyBuffer(src, srcOffset, dst, dstOffset, size);
+};
+const clearBuffer = gpu.batcher.clearBuffer.bind(gpu.batcher);
+gpu.batcher.clearBuffer = (buffer, offset, size) => {
+  if (state.recording) {
+    mark();
+    state.names.push(`(clearBuffer ${Math.round((size ?? buffer.size) / 1024)} KiB)`);
+  }
+  clearBuffer(buffer, offset, size);
+};
 
 console.log(JSON.stringify({ adapter: ctx.record.description || ctx.record.vendor }));
 for (const name of wanted) {
@@ -99,6 +129,9 @@ for (const name of wanted) {
   await rig.step();
   state.recording = false;
   mark();
+  // The step ends with a submit, so its last interval runs from that submit to the mark just above,
+  // encoded after the step returned: not part of the step.
+  if (state.names.at(-1) === IDLE) state.names.pop();
   const n = state.names.length;
   const encoder = gpu.batcher.rawEncoder();
   encoder.resolveQuerySet(querySet, 0, n + 1, resolve, 0);

@@ -247,7 +247,7 @@ for (const name of wanted) {
   console.log(JSON.stringify(row));
   const shapes = [...byShape.entries()]
     .sort(([, x], [, y]) => y.count * shapeSeconds(y) - x.count * shapeSeconds(x))
-    .map(([key, e]) => ({ shape: key, variant: e.call.variant, count: e.count, ms: +(shapeSeconds(e) * 1e3).toFixed(3), gflops: +(flopsOf(e.call) / shapeSeconds(e) / 1e9).toFixed(2) }));
+    .map(([key, e]) => ({ shape: key, variant: e.call.variant, count: e.count, ms: +(shapeSeconds(e) * 1e3).toFixed(3), gflops: +(flopsOf(e.call) / shapeSeconds(e) / 1e9).toFixed(2), gflopsByRound: e.seconds.map((t) => +(flopsOf(e.call) / t / 1e9).toFixed(2)) }));
   console.log(JSON.stringify({ config: name, matmulShapes: shapes }));
 }
 console.log(JSON.stringify({ summary: summary.map((r) => ({ config: r.config, stepMs: r.stepMs, rooflineMs: r.rooflineMs, ratio: r.ratio, bestMatmulGflops: r.bestMatmulGflops, dispatches: r.dispatches })) }));
