@@ -8,6 +8,9 @@
  *     GpuContext until the context is destroyed, so no caller can drop it by accident.
  *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
  *     context first, then ends the process.
+ *  3. Dawn's event pump spins the main thread while a GPU promise is pending; on a CPU adapter that
+ *     takes a core from the device, so waits are paced there (dawn-wait-pacing.ts; SPECLAB_GPU_WAIT
+ *     = auto | spin | paced, default auto: paced while every live context is on a fallback adapter).
  */
 import { create, globals } from 'webgpu';
 import { mkdirSync, promises as fs } from 'node:fs';
@@ -15,6 +18,7 @@ import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { hostname } from 'node:os';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import { autoWaitPacingMode, installWaitPacing, parseWaitPacingSetting, WaitPacer, type WaitPacingMode, type WaitPacingStats } from './dawn-wait-pacing.ts';
 import type { Platform } from '../cli/platform.ts';
 import { keyValueDatabaseUnavailable, lockHeldError, namingPath, parseLockOwner, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
 
@@ -25,10 +29,27 @@ let globalsInstalled = false;
 /** Strong references: native instance per live context (rule 1 above). */
 const liveInstances = new Map<GpuContext, unknown>();
 
+/** Rule 3: Dawn's ticks go through this pacer once the first context is asked for. */
+const originalSetImmediate = globalThis.setImmediate;
+const waitPacer = new WaitPacer({ immediate: (run) => originalSetImmediate(run), timeout: (run) => setTimeout(run, 0) });
+
+/** Set the pacing mode from SPECLAB_GPU_WAIT and the adapters of the live contexts. */
+function updateWaitPacing(): void {
+  const setting = parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT);
+  waitPacer.mode = setting === 'auto' ? autoWaitPacingMode([...liveInstances.keys()].map((c) => c.record)) : setting;
+}
+
+/** How Dawn's waits are scheduled now, and the ticks so far (for tests and benchmarks). */
+export function nodeGpuWaitPacing(): { mode: WaitPacingMode; stats: Readonly<WaitPacingStats> } {
+  return { mode: waitPacer.mode, stats: { ...waitPacer.stats } };
+}
+
 export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuContext> {
   if (!globalsInstalled) {
+    parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT); // a bad value fails before any GPU work
     // GPUBufferUsage, GPUShaderStage, GPUMapMode ... are needed by code written for browsers.
     Object.assign(globalThis, globals);
+    installWaitPacing(globalThis as unknown as Parameters<typeof installWaitPacing>[0], waitPacer);
     globalsInstalled = true;
   }
   const instance = create(DAWN_FLAGS);
@@ -40,10 +61,14 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     onDestroy: (c) => {
       // Let the instance go only after its device is destroyed, and only on the next turn so
       // that Dawn has processed the destroy before the instance becomes collectable.
-      setTimeout(() => liveInstances.delete(c), 0);
+      setTimeout(() => {
+        liveInstances.delete(c);
+        updateWaitPacing();
+      }, 0);
     },
   });
   liveInstances.set(ctx, instance);
+  updateWaitPacing();
   return ctx;
 }
 

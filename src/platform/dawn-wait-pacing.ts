@@ -1,0 +1,126 @@
+/**
+ * Pacing of Dawn's event pump while the host waits for the GPU (Node only).
+ *
+ * Why: Dawn's Node binding (npm `webgpu`) settles mapAsync, onSubmittedWorkDone and the other GPU
+ * promises from a native tick that it hands to the global `setImmediate`. The tick runs
+ * instance.ProcessEvents() and, while any promise is still pending, schedules itself again, so a
+ * wait runs it on every turn of the event loop and the main thread spins at 100% of a core. On a
+ * CPU adapter (llvmpipe) the device's workgroups run on the same cores, so that spin takes a core
+ * away from the device: on a 2-core machine, llvmpipe's two worker threads got 35–44% of a core
+ * each while the main thread spun, and a 224 x 2048 x 128 matmul ran at 4.6–7.1 GFLOP/s spun
+ * against 8.2–9.7 paced (bench/RESULTS.md, "Waiting for the GPU without spinning").
+ *
+ * What: `installWaitPacing` replaces `setImmediate` on the given global object with a wrapper that
+ * recognises Dawn's tick (`isDawnTick`) and passes it to a `WaitPacer`. In `paced` mode a wait
+ * still spins for its first tick and `spinTicks` more (a short wait settles as fast as before), then each
+ * later tick of the same wait is scheduled with a zero-delay timeout (about 1 ms in Node), so the
+ * waiting thread sleeps between polls. In `spin` mode every tick goes to setImmediate as Dawn asked,
+ * which keeps the lowest latency and is what a hardware GPU wants. Every other setImmediate call
+ * goes straight to the original, unchanged.
+ */
+
+export type WaitPacingMode = 'spin' | 'paced';
+
+/** What SPECLAB_GPU_WAIT may say: a mode, or `auto` (the platform picks from the adapters in use). */
+export type WaitPacingSetting = WaitPacingMode | 'auto';
+
+export const WAIT_PACING_SETTINGS: readonly WaitPacingSetting[] = ['auto', 'spin', 'paced'];
+
+/**
+ * Ticks a paced wait spins after its first, before it sleeps between polls. One tick takes about 5 µs here, so a
+ * wait spins for roughly the first 0.3 ms: short GPU jobs (small kernels, tiny readbacks) settle
+ * without the 1 ms timer granularity.
+ */
+export const SPIN_TICKS = 64;
+
+/** How a tick gets scheduled: the runtime's setImmediate and zero-delay setTimeout. */
+export interface TickSchedulers {
+  immediate(run: () => void): unknown;
+  timeout(run: () => void): unknown;
+}
+
+export interface WaitPacingStats {
+  /** Dawn ticks scheduled since installation. */
+  ticks: number;
+  /** Of those, ticks that went to the timeout (slept) instead of setImmediate. */
+  pacedTicks: number;
+}
+
+/** Parse SPECLAB_GPU_WAIT (undefined = auto); anything else fails naming the variable. */
+export function parseWaitPacingSetting(value: string | undefined): WaitPacingSetting {
+  if (value === undefined || value === '') return 'auto';
+  if ((WAIT_PACING_SETTINGS as readonly string[]).includes(value)) return value as WaitPacingSetting;
+  throw new Error(`SPECLAB_GPU_WAIT must be one of ${WAIT_PACING_SETTINGS.join(', ')}, got "${value}"`);
+}
+
+/**
+ * The mode `auto` picks: `paced` when every live GPU context runs on a fallback (CPU) adapter,
+ * where spinning slows the device itself; `spin` when any runs on hardware (its waits are short
+ * and latency matters, e.g. one sync per decoded token) or none is open.
+ */
+export function autoWaitPacingMode(liveAdapters: readonly { isFallbackAdapter: boolean }[]): WaitPacingMode {
+  return liveAdapters.length > 0 && liveAdapters.every((a) => a.isFallbackAdapter) ? 'paced' : 'spin';
+}
+
+/**
+ * Dawn's tick is an anonymous native function (Napi::Function::New): empty name, native source.
+ * Bound functions are native too but are named "bound …", so a library's bound callback is not
+ * taken for it.
+ */
+export function isDawnTick(fn: unknown): fn is () => void {
+  return typeof fn === 'function' && fn.name === '' && Function.prototype.toString.call(fn).includes('[native code]');
+}
+
+/** Schedules Dawn's ticks: spinning, or spinning briefly and then sleeping between polls. */
+export class WaitPacer {
+  mode: WaitPacingMode = 'spin';
+  readonly stats: WaitPacingStats = { ticks: 0, pacedTicks: 0 };
+  /** True while a tick runs: a tick scheduled then continues the same wait. */
+  private inTick = false;
+  /** Ticks the current wait has scheduled after its first (0 for the first). */
+  private continued = 0;
+
+  constructor(private readonly schedulers: TickSchedulers, readonly spinTicks = SPIN_TICKS) {
+    if (!Number.isInteger(spinTicks) || spinTicks < 0) throw new Error(`WaitPacer: spinTicks must be a non-negative integer, got ${spinTicks}`);
+  }
+
+  schedule(tick: () => void): unknown {
+    this.continued = this.inTick ? this.continued + 1 : 0;
+    this.stats.ticks++;
+    const run = () => {
+      this.inTick = true;
+      try {
+        tick();
+      } finally {
+        this.inTick = false;
+      }
+    };
+    if (this.mode === 'paced' && this.continued > this.spinTicks) {
+      this.stats.pacedTicks++;
+      return this.schedulers.timeout(run);
+    }
+    return this.schedulers.immediate(run);
+  }
+}
+
+type SetImmediate = (callback: (...args: never[]) => void, ...args: unknown[]) => unknown;
+
+/**
+ * Route Dawn's ticks through `pacer` by replacing `target.setImmediate` (once; a second call with
+ * the same target is refused, since the wrapper would wrap itself). Other callers get the original.
+ */
+export function installWaitPacing(target: { setImmediate: SetImmediate }, pacer: WaitPacer): void {
+  const original = target.setImmediate;
+  if ((original as { speclabWaitPacing?: boolean }).speclabWaitPacing) throw new Error('installWaitPacing: setImmediate is already paced');
+  const paced = (callback: (...args: never[]) => void, ...args: unknown[]): unknown => {
+    if (args.length === 0 && isDawnTick(callback)) return pacer.schedule(callback);
+    return original.call(target, callback, ...args);
+  };
+  // Keep the original's own properties (Node's util.promisify.custom among them).
+  for (const key of Reflect.ownKeys(original)) {
+    if (key === 'length' || key === 'name' || key === 'prototype') continue;
+    Object.defineProperty(paced, key, Object.getOwnPropertyDescriptor(original, key)!);
+  }
+  Object.defineProperty(paced, 'speclabWaitPacing', { value: true });
+  target.setImmediate = paced;
+}

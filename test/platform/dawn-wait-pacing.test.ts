@@ -1,0 +1,189 @@
+/**
+ * Pacing of Dawn's event pump (src/platform/dawn-wait-pacing.ts):
+ *   - the pacer spins a wait's first ticks and sleeps between the later ones only in `paced` mode,
+ *     and a new wait spins again;
+ *   - the installed setImmediate hands Dawn's ticks (anonymous native functions) to the pacer and
+ *     everything else, arguments included, to the original, whose own properties it keeps;
+ *   - SPECLAB_GPU_WAIT is parsed strictly, and `auto` paces only when every adapter is a CPU one;
+ *   - in Node, the real Dawn binding's ticks go through the platform's pacer, in the mode its
+ *     adapter calls for, and a long GPU job is awaited with a bounded number of ticks when paced.
+ */
+import { Gpu } from '../../src/gpu/gpu.ts';
+import { matmul } from '../../src/kernels/matmul.ts';
+import { autoWaitPacingMode, installWaitPacing, isDawnTick, parseWaitPacingSetting, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
+import { Rng } from '../../src/util/random.ts';
+import { nodeOnlyImport } from '../dataplane/backends.test.ts';
+import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+
+type NodePlatform = typeof import('../../src/platform/node.ts');
+
+/** Schedulers that record which way each tick went and run it only when asked. */
+function recordingSchedulers() {
+  const queue: { via: 'immediate' | 'timeout'; run: () => void }[] = [];
+  return {
+    queue,
+    schedulers: {
+      immediate: (run: () => void) => queue.push({ via: 'immediate', run }),
+      timeout: (run: () => void) => queue.push({ via: 'timeout', run }),
+    },
+    /** Run queued ticks in order until none is left; returns the ways they were scheduled. */
+    drain(): ('immediate' | 'timeout')[] {
+      const ways: ('immediate' | 'timeout')[] = [];
+      while (queue.length > 0) {
+        const next = queue.shift()!;
+        ways.push(next.via);
+        next.run();
+      }
+      return ways;
+    },
+  };
+}
+
+/**
+ * A stand-in for Dawn's tick in the runtimes where no Dawn binding exists: a proxy of an anonymous
+ * function prints as native code and keeps the empty name. It polls `pending` times, then stops,
+ * like a wait that settles after that many ProcessEvents calls.
+ */
+function fakeDawnTick(pacer: WaitPacer, pending: number): () => void {
+  let left = pending;
+  const tick: () => void = new Proxy(function () {}, {
+    apply() {
+      left--;
+      if (left > 0) pacer.schedule(tick);
+    },
+  });
+  return tick;
+}
+
+export default defineSuite('platform/dawn-wait-pacing', (t) => {
+  t.test('spin mode schedules every tick of a wait with setImmediate', () => {
+    const rec = recordingSchedulers();
+    const pacer = new WaitPacer(rec.schedulers, 4);
+    pacer.schedule(fakeDawnTick(pacer, 10));
+    assertDeepEqual(rec.drain(), new Array(10).fill('immediate'), 'ways');
+    assertDeepEqual(pacer.stats, { ticks: 10, pacedTicks: 0 }, 'stats');
+  });
+
+  t.test('paced mode spins a wait for its first spinTicks continuations, then sleeps; a new wait spins again', () => {
+    const rec = recordingSchedulers();
+    const pacer = new WaitPacer(rec.schedulers, 4);
+    pacer.mode = 'paced';
+    pacer.schedule(fakeDawnTick(pacer, 9));
+    // The first tick and 4 continuations spin; the rest of the wait sleeps between polls.
+    assertDeepEqual(rec.drain(), ['immediate', 'immediate', 'immediate', 'immediate', 'immediate', 'timeout', 'timeout', 'timeout', 'timeout'], 'first wait');
+    pacer.schedule(fakeDawnTick(pacer, 2));
+    assertDeepEqual(rec.drain(), ['immediate', 'immediate'], 'a new wait starts spinning again');
+    assertDeepEqual(pacer.stats, { ticks: 11, pacedTicks: 4 }, 'stats');
+  });
+
+  t.test('paced mode with spinTicks 0 sleeps from the first continuation; a bad spinTicks is refused', () => {
+    const rec = recordingSchedulers();
+    const pacer = new WaitPacer(rec.schedulers, 0);
+    pacer.mode = 'paced';
+    pacer.schedule(fakeDawnTick(pacer, 3));
+    assertDeepEqual(rec.drain(), ['immediate', 'timeout', 'timeout'], 'ways');
+    assertThrows(() => new WaitPacer(rec.schedulers, -1), /spinTicks must be a non-negative integer, got -1/, 'negative');
+    assertThrows(() => new WaitPacer(rec.schedulers, 1.5), /spinTicks must be a non-negative integer, got 1.5/, 'fractional');
+  });
+
+  t.test('a tick that throws still ends its turn: the next schedule starts a new wait', () => {
+    const rec = recordingSchedulers();
+    const pacer = new WaitPacer(rec.schedulers, 0);
+    pacer.mode = 'paced';
+    pacer.schedule(() => {
+      throw new Error('boom');
+    });
+    assertThrows(() => rec.drain(), /boom/, 'the tick throws');
+    pacer.schedule(() => undefined);
+    assertDeepEqual(rec.drain(), ['immediate'], 'not taken for a continuation');
+  });
+
+  t.test('isDawnTick: only anonymous native functions', () => {
+    assert(isDawnTick(new Proxy(function () {}, {})), 'an anonymous native function');
+    assert(!isDawnTick(() => undefined), 'an arrow function');
+    assert(!isDawnTick(function named() {}), 'a named function');
+    assert(!isDawnTick((() => undefined).bind(null)), 'a bound function (native, but named "bound …")');
+    assert(!isDawnTick(Math.max), 'a named built-in');
+    assert(!isDawnTick('function () { [native code] }'), 'a string');
+  });
+
+  t.test('installWaitPacing: Dawn ticks go to the pacer, other callers to the original with their arguments', () => {
+    const calls: unknown[][] = [];
+    const custom = Symbol('custom');
+    const original = Object.assign((callback: (...args: never[]) => void, ...args: unknown[]) => calls.push([callback, ...args]), { [custom]: 'kept' });
+    const target = { setImmediate: original as (callback: (...args: never[]) => void, ...args: unknown[]) => unknown };
+    const rec = recordingSchedulers();
+    const pacer = new WaitPacer(rec.schedulers, 0);
+    installWaitPacing(target, pacer);
+    const plain = () => undefined;
+    target.setImmediate(plain, 1, 'two');
+    const tick = new Proxy(function () {}, {});
+    target.setImmediate(tick);
+    assertEqual(calls.length, 1, 'calls reaching the original');
+    assertDeepEqual(calls[0], [plain, 1, 'two'], 'the original gets the callback and its arguments');
+    assertEqual(rec.queue.length, 1, 'ticks reaching the pacer');
+    assertEqual((target.setImmediate as unknown as Record<symbol, unknown>)[custom], 'kept', "the original's own properties");
+    assertThrows(() => installWaitPacing(target, pacer), /already paced/, 'a second install');
+  });
+
+  t.test('SPECLAB_GPU_WAIT is parsed strictly; auto paces only when every live adapter is a CPU one', () => {
+    assertEqual(parseWaitPacingSetting(undefined), 'auto', 'unset');
+    assertEqual(parseWaitPacingSetting(''), 'auto', 'empty');
+    for (const s of ['auto', 'spin', 'paced'] as const) assertEqual(parseWaitPacingSetting(s), s, s);
+    assertThrows(() => parseWaitPacingSetting('sleepy'), /SPECLAB_GPU_WAIT must be one of auto, spin, paced, got "sleepy"/, 'unknown');
+    const cpu = { isFallbackAdapter: true };
+    const gpu = { isFallbackAdapter: false };
+    assertEqual(autoWaitPacingMode([]), 'spin', 'no context');
+    assertEqual(autoWaitPacingMode([cpu]), 'paced', 'a CPU adapter');
+    assertEqual(autoWaitPacingMode([cpu, cpu]), 'paced', 'two CPU adapters');
+    assertEqual(autoWaitPacingMode([gpu]), 'spin', 'a hardware GPU');
+    assertEqual(autoWaitPacingMode([cpu, gpu]), 'spin', 'a hardware GPU beside a CPU adapter');
+  });
+
+  t.test(
+    "Node: Dawn's own ticks go through the platform's pacer, in the mode the adapter calls for",
+    async ({ gpu: ctx, platform, note }) => {
+      const { nodeGpuWaitPacing } = await nodeOnlyImport<NodePlatform>('../../src/platform/node.ts');
+      const setting = parseWaitPacingSetting(platform.env('SPECLAB_GPU_WAIT'));
+      const expected: WaitPacingMode = setting === 'auto' ? autoWaitPacingMode([ctx.record]) : setting;
+      assertEqual(nodeGpuWaitPacing().mode, expected, `mode on ${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`);
+
+      // A GPU job of about 2.7 GFLOP: hundreds of milliseconds on a CPU adapter, so its wait is long.
+      const gpu = new Gpu(ctx);
+      const n = 512;
+      const rng = new Rng(5);
+      const a = gpu.upload([n * n], 'f32', rng.floats(n * n), 'pacing.A');
+      const b = gpu.upload([n * n], 'f32', rng.floats(n * n), 'pacing.B');
+      const c = gpu.tensor([n * n], 'f32', 'pacing.C');
+      try {
+        await matmul(gpu, a, b, c, { M: n, N: n, K: n });
+        await gpu.sync(); // compiled and warm
+        const before: WaitPacingStats = nodeGpuWaitPacing().stats;
+        const start = performance.now();
+        for (let i = 0; i < 10; i++) await matmul(gpu, a, b, c, { M: n, N: n, K: n });
+        await gpu.sync();
+        const ms = performance.now() - start;
+        const after = nodeGpuWaitPacing().stats;
+        const ticks = after.ticks - before.ticks;
+        const paced = after.pacedTicks - before.pacedTicks;
+        note('waitMs', +ms.toFixed(1));
+        note('ticks', ticks);
+        note('pacedTicks', paced);
+        assert(ticks > 0, "the wait ran Dawn's ticks through the pacer");
+        if (expected === 'spin') {
+          assertEqual(paced, 0, 'spin mode never sleeps');
+        } else {
+          // Spinning ticks take microseconds each and a paced one at least a millisecond, so a
+          // paced wait of `ms` milliseconds runs at most SPIN_TICKS ticks per wait plus about one
+          // per millisecond (a spinning wait here runs tens of thousands).
+          assert(ticks <= (SPIN_TICKS + 1) * 4 + 2 * ms + 20, `a paced wait of ${ms.toFixed(0)} ms ran ${ticks} ticks`);
+          if (ms > 50) assert(paced > 0, `a ${ms.toFixed(0)} ms wait slept between polls`);
+        }
+      } finally {
+        gpu.release(a, b, c);
+      }
+    },
+    { only: ['node'] },
+  );
+});
