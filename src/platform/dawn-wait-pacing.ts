@@ -13,8 +13,11 @@
  * What: `installWaitPacing` replaces `setImmediate` on the given global object with a wrapper that
  * recognises Dawn's tick (`isDawnTick`) and passes it to a `WaitPacer`. In `paced` mode a wait
  * still spins for its first tick and `spinTicks` more (a short wait settles as fast as before), then each
- * later tick of the same wait is scheduled with a zero-delay timeout (about 1 ms in Node), so the
- * waiting thread sleeps between polls. In `spin` mode every tick goes to setImmediate as Dawn asked,
+ * later tick of the same wait goes to the `sleepy` scheduler, which sleeps the thread before the tick
+ * (Node: Atomics.wait, then setImmediate), so the waiting thread mostly sleeps between polls while
+ * other callbacks still run between ticks. The sleeps grow from MIN_SLEEP_MS to MAX_SLEEP_MS within
+ * a wait: short waits overshoot little, long ones wake the thread (and so preempt the device's
+ * workers) rarely. In `spin` mode every tick goes to setImmediate as Dawn asked,
  * which keeps the lowest latency and is what a hardware GPU wants. Every other setImmediate call
  * goes straight to the original, unchanged.
  */
@@ -29,20 +32,34 @@ export const WAIT_PACING_SETTINGS: readonly WaitPacingSetting[] = ['auto', 'spin
 /**
  * Ticks a paced wait spins after its first, before it sleeps between polls. One tick takes about 5 µs here, so a
  * wait spins for roughly the first 0.3 ms: short GPU jobs (small kernels, tiny readbacks) settle
- * without the 1 ms timer granularity.
+ * before any sleep.
  */
 export const SPIN_TICKS = 64;
 
-/** How a tick gets scheduled: the runtime's setImmediate and zero-delay setTimeout. */
+/**
+ * How long paced ticks sleep before they poll: the first sleeps MIN_SLEEP_MS, each later one of the
+ * same wait twice the one before, up to MAX_SLEEP_MS. A wait that has lasted t overshoots by at most
+ * about min(t, MAX_SLEEP_MS) plus the kernel's timer slack (about 50 µs on Linux).
+ */
+export const MIN_SLEEP_MS = 0.05;
+export const MAX_SLEEP_MS = 1;
+
+export interface WaitPacerOptions {
+  spinTicks?: number;
+  minSleepMs?: number;
+  maxSleepMs?: number;
+}
+
+/** How a tick gets scheduled: at once (the runtime's setImmediate), or after a short sleep. */
 export interface TickSchedulers {
   immediate(run: () => void): unknown;
-  timeout(run: () => void): unknown;
+  sleepy(run: () => void, ms: number): unknown;
 }
 
 export interface WaitPacingStats {
   /** Dawn ticks scheduled since installation. */
   ticks: number;
-  /** Of those, ticks that went to the timeout (slept) instead of setImmediate. */
+  /** Of those, ticks that slept first (the `sleepy` scheduler). */
   pacedTicks: number;
 }
 
@@ -80,8 +97,22 @@ export class WaitPacer {
   /** Ticks the current wait has scheduled after its first (0 for the first). */
   private continued = 0;
 
-  constructor(private readonly schedulers: TickSchedulers, readonly spinTicks = SPIN_TICKS) {
+  readonly spinTicks: number;
+  readonly minSleepMs: number;
+  readonly maxSleepMs: number;
+
+  constructor(private readonly schedulers: TickSchedulers, options: WaitPacerOptions = {}) {
+    const { spinTicks = SPIN_TICKS, minSleepMs = MIN_SLEEP_MS, maxSleepMs = MAX_SLEEP_MS } = options;
     if (!Number.isInteger(spinTicks) || spinTicks < 0) throw new Error(`WaitPacer: spinTicks must be a non-negative integer, got ${spinTicks}`);
+    if (!(minSleepMs > 0 && maxSleepMs >= minSleepMs && Number.isFinite(maxSleepMs))) throw new Error(`WaitPacer: need 0 < minSleepMs <= maxSleepMs, got ${minSleepMs} and ${maxSleepMs}`);
+    this.spinTicks = spinTicks;
+    this.minSleepMs = minSleepMs;
+    this.maxSleepMs = maxSleepMs;
+  }
+
+  /** The sleep before the paced tick `n` (1 for the first) of a wait. */
+  sleepMs(n: number): number {
+    return Math.min(this.maxSleepMs, this.minSleepMs * 2 ** Math.min(n - 1, 30));
   }
 
   schedule(tick: () => void): unknown {
@@ -97,7 +128,7 @@ export class WaitPacer {
     };
     if (this.mode === 'paced' && this.continued > this.spinTicks) {
       this.stats.pacedTicks++;
-      return this.schedulers.timeout(run);
+      return this.schedulers.sleepy(run, this.sleepMs(this.continued - this.spinTicks));
     }
     return this.schedulers.immediate(run);
   }

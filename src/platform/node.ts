@@ -9,7 +9,7 @@
  *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
  *     context first, then ends the process.
  *  3. Dawn's event pump spins the main thread while a GPU promise is pending; on a CPU adapter that
- *     takes a core from the device, so waits are paced there (dawn-wait-pacing.ts; SPECLAB_GPU_WAIT
+ *     takes a core from the device, so waits are paced there (short sleeps between polls) (dawn-wait-pacing.ts; SPECLAB_GPU_WAIT
  *     = auto | spin | paced, default auto: paced while every live context is on a fallback adapter).
  */
 import { create, globals } from 'webgpu';
@@ -31,7 +31,15 @@ const liveInstances = new Map<GpuContext, unknown>();
 
 /** Rule 3: Dawn's ticks go through this pacer once the first context is asked for. */
 const originalSetImmediate = globalThis.setImmediate;
-const waitPacer = new WaitPacer({ immediate: (run) => originalSetImmediate(run), timeout: (run) => setTimeout(run, 0) });
+const sleepCell = new Int32Array(new SharedArrayBuffer(4));
+const waitPacer = new WaitPacer({
+  immediate: (run) => originalSetImmediate(run),
+  // Atomics.wait on a cell nobody notifies: a plain sub-millisecond sleep of this thread.
+  sleepy: (run, ms) => originalSetImmediate(() => {
+    Atomics.wait(sleepCell, 0, 0, ms);
+    run();
+  }),
+});
 
 /** Set the pacing mode from SPECLAB_GPU_WAIT and the adapters of the live contexts. */
 function updateWaitPacing(): void {

@@ -10,7 +10,7 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
-import { autoWaitPacingMode, installWaitPacing, isDawnTick, parseWaitPacingSetting, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
+import { autoWaitPacingMode, installWaitPacing, isDawnTick, MAX_SLEEP_MS, MIN_SLEEP_MS, parseWaitPacingSetting, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
 import { Rng } from '../../src/util/random.ts';
 import { nodeOnlyImport } from '../dataplane/backends.test.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
@@ -18,18 +18,23 @@ import { defineSuite } from '../harness/suite.ts';
 
 type NodePlatform = typeof import('../../src/platform/node.ts');
 
-/** Schedulers that record which way each tick went and run it only when asked. */
+/** Schedulers that record which way each tick went (and each sleep) and run it only when asked. */
 function recordingSchedulers() {
-  const queue: { via: 'immediate' | 'timeout'; run: () => void }[] = [];
+  const queue: { via: 'immediate' | 'sleepy'; run: () => void }[] = [];
+  const sleeps: number[] = [];
   return {
     queue,
+    sleeps,
     schedulers: {
       immediate: (run: () => void) => queue.push({ via: 'immediate', run }),
-      timeout: (run: () => void) => queue.push({ via: 'timeout', run }),
+      sleepy: (run: () => void, ms: number) => {
+        sleeps.push(ms);
+        return queue.push({ via: 'sleepy', run });
+      },
     },
     /** Run queued ticks in order until none is left; returns the ways they were scheduled. */
-    drain(): ('immediate' | 'timeout')[] {
-      const ways: ('immediate' | 'timeout')[] = [];
+    drain(): ('immediate' | 'sleepy')[] {
+      const ways: ('immediate' | 'sleepy')[] = [];
       while (queue.length > 0) {
         const next = queue.shift()!;
         ways.push(next.via);
@@ -59,37 +64,51 @@ function fakeDawnTick(pacer: WaitPacer, pending: number): () => void {
 export default defineSuite('platform/dawn-wait-pacing', (t) => {
   t.test('spin mode schedules every tick of a wait with setImmediate', () => {
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, 4);
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 4 });
     pacer.schedule(fakeDawnTick(pacer, 10));
     assertDeepEqual(rec.drain(), new Array(10).fill('immediate'), 'ways');
     assertDeepEqual(pacer.stats, { ticks: 10, pacedTicks: 0 }, 'stats');
   });
 
-  t.test('paced mode spins a wait for its first spinTicks continuations, then sleeps; a new wait spins again', () => {
+  t.test('paced mode spins a wait for its first spinTicks continuations, then sleeps longer and longer; a new wait spins again', () => {
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, 4);
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 4, minSleepMs: 0.25, maxSleepMs: 1 });
     pacer.mode = 'paced';
     pacer.schedule(fakeDawnTick(pacer, 9));
     // The first tick and 4 continuations spin; the rest of the wait sleeps between polls.
-    assertDeepEqual(rec.drain(), ['immediate', 'immediate', 'immediate', 'immediate', 'immediate', 'timeout', 'timeout', 'timeout', 'timeout'], 'first wait');
+    assertDeepEqual(rec.drain(), ['immediate', 'immediate', 'immediate', 'immediate', 'immediate', 'sleepy', 'sleepy', 'sleepy', 'sleepy'], 'first wait');
+    assertDeepEqual(rec.sleeps, [0.25, 0.5, 1, 1], 'sleeps double up to maxSleepMs');
     pacer.schedule(fakeDawnTick(pacer, 2));
     assertDeepEqual(rec.drain(), ['immediate', 'immediate'], 'a new wait starts spinning again');
     assertDeepEqual(pacer.stats, { ticks: 11, pacedTicks: 4 }, 'stats');
+    pacer.schedule(fakeDawnTick(pacer, 7));
+    rec.drain();
+    assertDeepEqual(rec.sleeps.slice(4), [0.25, 0.5], 'and sleeps from minSleepMs again');
   });
 
-  t.test('paced mode with spinTicks 0 sleeps from the first continuation; a bad spinTicks is refused', () => {
+  t.test('paced mode with spinTicks 0 sleeps from the first continuation; bad options are refused', () => {
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, 0);
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0 });
     pacer.mode = 'paced';
     pacer.schedule(fakeDawnTick(pacer, 3));
-    assertDeepEqual(rec.drain(), ['immediate', 'timeout', 'timeout'], 'ways');
-    assertThrows(() => new WaitPacer(rec.schedulers, -1), /spinTicks must be a non-negative integer, got -1/, 'negative');
-    assertThrows(() => new WaitPacer(rec.schedulers, 1.5), /spinTicks must be a non-negative integer, got 1.5/, 'fractional');
+    assertDeepEqual(rec.drain(), ['immediate', 'sleepy', 'sleepy'], 'ways');
+    assertDeepEqual(rec.sleeps, [MIN_SLEEP_MS, 2 * MIN_SLEEP_MS], 'the default sleeps');
+    assertThrows(() => new WaitPacer(rec.schedulers, { spinTicks: -1 }), /spinTicks must be a non-negative integer, got -1/, 'negative');
+    assertThrows(() => new WaitPacer(rec.schedulers, { spinTicks: 1.5 }), /spinTicks must be a non-negative integer, got 1.5/, 'fractional');
+    assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 0 }), /need 0 < minSleepMs <= maxSleepMs, got 0 and 1/, 'zero sleep');
+    assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 2, maxSleepMs: 1 }), /got 2 and 1/, 'min above max');
+    assertThrows(() => new WaitPacer(rec.schedulers, { maxSleepMs: Infinity }), /got 0.05 and Infinity/, 'unbounded');
+  });
+
+  t.test('the sleeps of a long wait stay at maxSleepMs', () => {
+    const pacer = new WaitPacer({ immediate: () => undefined, sleepy: () => undefined });
+    assertDeepEqual([1, 2, 3, 4, 5, 6, 7].map((n) => pacer.sleepMs(n)), [0.05, 0.1, 0.2, 0.4, 0.8, MAX_SLEEP_MS, MAX_SLEEP_MS], 'first seven');
+    assertEqual(pacer.sleepMs(1e6), MAX_SLEEP_MS, 'the millionth');
   });
 
   t.test('a tick that throws still ends its turn: the next schedule starts a new wait', () => {
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, 0);
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0 });
     pacer.mode = 'paced';
     pacer.schedule(() => {
       throw new Error('boom');
@@ -114,7 +133,7 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     const original = Object.assign((callback: (...args: never[]) => void, ...args: unknown[]) => calls.push([callback, ...args]), { [custom]: 'kept' });
     const target = { setImmediate: original as (callback: (...args: never[]) => void, ...args: unknown[]) => unknown };
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, 0);
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0 });
     installWaitPacing(target, pacer);
     const plain = () => undefined;
     target.setImmediate(plain, 1, 'two');
@@ -174,10 +193,11 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
         if (expected === 'spin') {
           assertEqual(paced, 0, 'spin mode never sleeps');
         } else {
-          // Spinning ticks take microseconds each and a paced one at least a millisecond, so a
-          // paced wait of `ms` milliseconds runs at most SPIN_TICKS ticks per wait plus about one
-          // per millisecond (a spinning wait here runs tens of thousands).
-          assert(ticks <= (SPIN_TICKS + 1) * 4 + 2 * ms + 20, `a paced wait of ${ms.toFixed(0)} ms ran ${ticks} ticks`);
+          // Spinning ticks take microseconds each; paced ones sleep MIN_SLEEP_MS, twice that, … up
+          // to MAX_SLEEP_MS. So each wait runs SPIN_TICKS + 1 spinning ticks, a handful of short
+          // sleeps, then about one tick per MAX_SLEEP_MS (a spinning wait here runs tens of
+          // thousands). The bound allows four waits and twice the ticks of the long sleeps.
+          assert(ticks <= 4 * (SPIN_TICKS + 1 + 10) + (2 * ms) / MAX_SLEEP_MS + 20, `a paced wait of ${ms.toFixed(0)} ms ran ${ticks} ticks`);
           if (ms > 50) assert(paced > 0, `a ${ms.toFixed(0)} ms wait slept between polls`);
         }
       } finally {
