@@ -13,7 +13,8 @@
  * per kernel over many calls, not single calls. Copies and clears are bracketed as their own rows,
  * and so is the GPU's idle time between two submits of the step (the host encoding or waiting on a
  * readback), so none of it is counted as the kernel before it. Needs `timestamp-query`.
- * Prints, per config, the kernels by total time (calls, ms, share) as JSON lines.
+ * Prints, per config, the kernels by total time (calls, ms, share) as JSON lines, after a line with
+ * the step's dispatches and its bracketed intervals (dispatches, copies, clears and idle gaps).
  */
 import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
 import { parseHfConfig } from '../src/config/hf-config.ts';
@@ -151,7 +152,7 @@ for (const name of wanted) {
     e.ns += ns;
     byKernel.set(state.names[i], e);
   }
-  console.log(JSON.stringify({ config: name, tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`, plainStepMs: +(plain.seconds * 1e3).toFixed(1), profiledGpuMs: +(total / 1e6).toFixed(1), dispatches: n }));
+  console.log(JSON.stringify({ config: name, tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`, plainStepMs: +(plain.seconds * 1e3).toFixed(1), profiledGpuMs: +(total / 1e6).toFixed(1), dispatches: state.names.filter((x) => !x.startsWith('(')).length, bracketed: n }));
   const rows = [...byKernel.entries()].sort(([, a], [, b]) => b.ns - a.ns).slice(0, top);
   for (const [kernel, e] of rows) console.log(JSON.stringify({ config: name, kernel, calls: e.calls, ms: +(e.ns / 1e6).toFixed(2), share: +(e.ns / total).toFixed(3) }));
 }
