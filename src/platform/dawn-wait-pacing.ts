@@ -39,10 +39,15 @@ export const SPIN_TICKS = 64;
 /**
  * How long paced ticks sleep before they poll: the first sleeps MIN_SLEEP_MS, each later one of the
  * same wait twice the one before, up to MAX_SLEEP_MS. A wait that has lasted t overshoots by at most
- * about min(t, MAX_SLEEP_MS) plus the kernel's timer slack (about 50 µs on Linux).
+ * about min(t, MAX_SLEEP_MS) plus the kernel's timer slack (about 50 µs on Linux). The cap trades the
+ * two costs measured on a 2-core llvmpipe machine (bench/RESULTS.md, "Waiting for the GPU without
+ * spinning"): a 1 ms cap gave a long matmul wait the most device time but slowed the lab target's
+ * batch-1 decode (one wait of about 10 ms per token) to 0.75–0.9x of spinning; 0.25 ms kept decode
+ * at spinning's speed and still gave the long wait most of the gain; a fixed 0.1 ms woke the thread
+ * so often (about 6,600 times a second) that the long wait gained little.
  */
 export const MIN_SLEEP_MS = 0.05;
-export const MAX_SLEEP_MS = 1;
+export const MAX_SLEEP_MS = 0.25;
 
 export interface WaitPacerOptions {
   spinTicks?: number;
@@ -57,6 +62,8 @@ export interface TickSchedulers {
 }
 
 export interface WaitPacingStats {
+  /** Waits: ticks scheduled from outside a tick, each the start of a new wait. */
+  waits: number;
   /** Dawn ticks scheduled since installation. */
   ticks: number;
   /** Of those, ticks that slept first (the `sleepy` scheduler). */
@@ -91,7 +98,7 @@ export function isDawnTick(fn: unknown): fn is () => void {
 /** Schedules Dawn's ticks: spinning, or spinning briefly and then sleeping between polls. */
 export class WaitPacer {
   mode: WaitPacingMode = 'spin';
-  readonly stats: WaitPacingStats = { ticks: 0, pacedTicks: 0 };
+  readonly stats: WaitPacingStats = { waits: 0, ticks: 0, pacedTicks: 0 };
   /** True while a tick runs: a tick scheduled then continues the same wait. */
   private inTick = false;
   /** Ticks the current wait has scheduled after its first (0 for the first). */
@@ -117,6 +124,7 @@ export class WaitPacer {
 
   schedule(tick: () => void): unknown {
     this.continued = this.inTick ? this.continued + 1 : 0;
+    if (this.continued === 0) this.stats.waits++;
     this.stats.ticks++;
     const run = () => {
       this.inTick = true;
