@@ -15,9 +15,9 @@
  * still spins for its first tick and `spinTicks` more (a short wait settles as fast as before), then each
  * later tick of the same wait goes to the `sleepy` scheduler, which sleeps the thread before the tick
  * (Node: Atomics.wait, then setImmediate), so the waiting thread mostly sleeps between polls while
- * other callbacks still run between ticks. The sleeps grow from MIN_SLEEP_MS to MAX_SLEEP_MS within
- * a wait: short waits overshoot little, long ones wake the thread (and so preempt the device's
- * workers) rarely. In `spin` mode every tick goes to setImmediate as Dawn asked,
+ * other callbacks still run between ticks. Each sleep is a small fraction of the time the wait has
+ * lasted (SLEEP_FRACTION, within MIN_SLEEP_MS and MAX_SLEEP_MS): short waits overshoot little, long
+ * ones wake the thread (and so preempt the device's workers) rarely. In `spin` mode every tick goes to setImmediate as Dawn asked,
  * which keeps the lowest latency and is what a hardware GPU wants. Every other setImmediate call
  * goes straight to the original, unchanged.
  */
@@ -37,22 +37,26 @@ export const WAIT_PACING_SETTINGS: readonly WaitPacingSetting[] = ['auto', 'spin
 export const SPIN_TICKS = 64;
 
 /**
- * How long paced ticks sleep before they poll: the first sleeps MIN_SLEEP_MS, each later one of the
- * same wait twice the one before, up to MAX_SLEEP_MS. A wait that has lasted t overshoots by at most
- * about min(t, MAX_SLEEP_MS) plus the kernel's timer slack (about 50 µs on Linux). The cap trades the
- * two costs measured on a 2-core llvmpipe machine (bench/RESULTS.md, "Waiting for the GPU without
- * spinning"): a 1 ms cap gave a long matmul wait the most device time but slowed the lab target's
- * batch-1 decode (one wait of about 10 ms per token) to 0.75–0.9x of spinning; 0.25 ms kept decode
- * at spinning's speed and still gave the long wait most of the gain; a fixed 0.1 ms woke the thread
- * so often (about 6,600 times a second) that the long wait gained little.
+ * How long a paced tick sleeps before it polls: SLEEP_FRACTION of the time its wait has lasted so
+ * far, kept within [MIN_SLEEP_MS, MAX_SLEEP_MS]. So a wait overshoots the GPU by at most about that
+ * fraction of its length (plus about 50 µs of the kernel's timer slack), and a long wait wakes the
+ * thread, which preempts one of the device's workers, at most once per MAX_SLEEP_MS. Measured on a
+ * 2-core llvmpipe machine (bench/RESULTS.md, "Waiting for the GPU without spinning"): sleeps doubling
+ * to a 1 ms cap gave training steps most of their gain but slowed the lab target's batch-1 decode
+ * (one wait of about 10 ms per token) to 0.75–0.9x of spinning; a 0.25 ms cap kept decode level but
+ * lost the training step's gain (the thread woke about 4,000 times a second); a fixed 0.1 ms lost both.
  */
+export const SLEEP_FRACTION = 1 / 32;
 export const MIN_SLEEP_MS = 0.05;
-export const MAX_SLEEP_MS = 0.25;
+export const MAX_SLEEP_MS = 2;
 
 export interface WaitPacerOptions {
   spinTicks?: number;
+  sleepFraction?: number;
   minSleepMs?: number;
   maxSleepMs?: number;
+  /** Milliseconds from any fixed origin (performance.now). */
+  now?: () => number;
 }
 
 /** How a tick gets scheduled: at once (the runtime's setImmediate), or after a short sleep. */
@@ -103,28 +107,38 @@ export class WaitPacer {
   private inTick = false;
   /** Ticks the current wait has scheduled after its first (0 for the first). */
   private continued = 0;
+  /** When the current wait's first tick was scheduled (ms, from `now`). */
+  private waitStart = 0;
 
   readonly spinTicks: number;
+  readonly sleepFraction: number;
   readonly minSleepMs: number;
   readonly maxSleepMs: number;
+  private readonly now: () => number;
 
   constructor(private readonly schedulers: TickSchedulers, options: WaitPacerOptions = {}) {
-    const { spinTicks = SPIN_TICKS, minSleepMs = MIN_SLEEP_MS, maxSleepMs = MAX_SLEEP_MS } = options;
+    const { spinTicks = SPIN_TICKS, sleepFraction = SLEEP_FRACTION, minSleepMs = MIN_SLEEP_MS, maxSleepMs = MAX_SLEEP_MS, now = () => performance.now() } = options;
     if (!Number.isInteger(spinTicks) || spinTicks < 0) throw new Error(`WaitPacer: spinTicks must be a non-negative integer, got ${spinTicks}`);
+    if (!(sleepFraction > 0 && sleepFraction <= 1)) throw new Error(`WaitPacer: sleepFraction must be in (0, 1], got ${sleepFraction}`);
     if (!(minSleepMs > 0 && maxSleepMs >= minSleepMs && Number.isFinite(maxSleepMs))) throw new Error(`WaitPacer: need 0 < minSleepMs <= maxSleepMs, got ${minSleepMs} and ${maxSleepMs}`);
     this.spinTicks = spinTicks;
+    this.sleepFraction = sleepFraction;
     this.minSleepMs = minSleepMs;
     this.maxSleepMs = maxSleepMs;
+    this.now = now;
   }
 
-  /** The sleep before the paced tick `n` (1 for the first) of a wait. */
-  sleepMs(n: number): number {
-    return Math.min(this.maxSleepMs, this.minSleepMs * 2 ** Math.min(n - 1, 30));
+  /** The sleep before a paced tick of a wait that has lasted `elapsedMs` so far. */
+  sleepMs(elapsedMs: number): number {
+    return Math.min(this.maxSleepMs, Math.max(this.minSleepMs, elapsedMs * this.sleepFraction));
   }
 
   schedule(tick: () => void): unknown {
     this.continued = this.inTick ? this.continued + 1 : 0;
-    if (this.continued === 0) this.stats.waits++;
+    if (this.continued === 0) {
+      this.stats.waits++;
+      this.waitStart = this.now();
+    }
     this.stats.ticks++;
     const run = () => {
       this.inTick = true;
@@ -136,7 +150,7 @@ export class WaitPacer {
     };
     if (this.mode === 'paced' && this.continued > this.spinTicks) {
       this.stats.pacedTicks++;
-      return this.schedulers.sleepy(run, this.sleepMs(this.continued - this.spinTicks));
+      return this.schedulers.sleepy(run, this.sleepMs(this.now() - this.waitStart));
     }
     return this.schedulers.immediate(run);
   }

@@ -10,7 +10,7 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
-import { autoWaitPacingMode, installWaitPacing, isDawnTick, MAX_SLEEP_MS, MIN_SLEEP_MS, parseWaitPacingSetting, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
+import { autoWaitPacingMode, installWaitPacing, isDawnTick, MAX_SLEEP_MS, MIN_SLEEP_MS, parseWaitPacingSetting, SLEEP_FRACTION, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
 import { Rng } from '../../src/util/random.ts';
 import { nodeOnlyImport } from '../dataplane/backends.test.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
@@ -18,13 +18,18 @@ import { defineSuite } from '../harness/suite.ts';
 
 type NodePlatform = typeof import('../../src/platform/node.ts');
 
-/** Schedulers that record which way each tick went (and each sleep) and run it only when asked. */
+/**
+ * Schedulers that record which way each tick went (and each sleep) and run it only when asked, with
+ * a clock (`now`, for the pacer) that advances 1 ms before each tick runs.
+ */
 function recordingSchedulers() {
   const queue: { via: 'immediate' | 'sleepy'; run: () => void }[] = [];
   const sleeps: number[] = [];
+  const clock = { ms: 0 };
   return {
     queue,
     sleeps,
+    now: () => clock.ms,
     schedulers: {
       immediate: (run: () => void) => queue.push({ via: 'immediate', run }),
       sleepy: (run: () => void, ms: number) => {
@@ -38,6 +43,7 @@ function recordingSchedulers() {
       while (queue.length > 0) {
         const next = queue.shift()!;
         ways.push(next.via);
+        clock.ms += 1;
         next.run();
       }
       return ways;
@@ -70,41 +76,45 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     assertDeepEqual(pacer.stats, { waits: 1, ticks: 10, pacedTicks: 0 }, 'stats');
   });
 
-  t.test('paced mode spins a wait for its first spinTicks continuations, then sleeps longer and longer; a new wait spins again', () => {
+  t.test('paced mode spins a wait for its first spinTicks continuations, then sleeps a fraction of the wait so far; a new wait spins again', () => {
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 4, minSleepMs: 0.25, maxSleepMs: 1 });
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 4, sleepFraction: 0.125, minSleepMs: 0.25, maxSleepMs: 0.875, now: rec.now });
     pacer.mode = 'paced';
     pacer.schedule(fakeDawnTick(pacer, 9));
     // The first tick and 4 continuations spin; the rest of the wait sleeps between polls.
     assertDeepEqual(rec.drain(), ['immediate', 'immediate', 'immediate', 'immediate', 'immediate', 'sleepy', 'sleepy', 'sleepy', 'sleepy'], 'first wait');
-    assertDeepEqual(rec.sleeps, [0.25, 0.5, 1, 1], 'sleeps double up to maxSleepMs');
+    // Continuations 5..8 are scheduled 5..8 ms into the wait: an eighth of that, capped at 0.875.
+    assertDeepEqual(rec.sleeps, [0.625, 0.75, 0.875, 0.875], 'sleeps grow with the wait up to maxSleepMs');
     pacer.schedule(fakeDawnTick(pacer, 2));
     assertDeepEqual(rec.drain(), ['immediate', 'immediate'], 'a new wait starts spinning again');
     assertDeepEqual(pacer.stats, { waits: 2, ticks: 11, pacedTicks: 4 }, 'stats');
     pacer.schedule(fakeDawnTick(pacer, 7));
     rec.drain();
-    assertDeepEqual(rec.sleeps.slice(4), [0.25, 0.5], 'and sleeps from minSleepMs again');
+    assertDeepEqual(rec.sleeps.slice(4), [0.625, 0.75], 'and measures from its own start');
   });
 
   t.test('paced mode with spinTicks 0 sleeps from the first continuation; bad options are refused', () => {
     const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0 });
+    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0, now: rec.now });
     pacer.mode = 'paced';
     pacer.schedule(fakeDawnTick(pacer, 3));
     assertDeepEqual(rec.drain(), ['immediate', 'sleepy', 'sleepy'], 'ways');
-    assertDeepEqual(rec.sleeps, [MIN_SLEEP_MS, 2 * MIN_SLEEP_MS], 'the default sleeps');
+    assertDeepEqual(rec.sleeps, [pacer.sleepMs(1), pacer.sleepMs(2)], 'the default sleeps, 1 and 2 ms into the wait');
     assertThrows(() => new WaitPacer(rec.schedulers, { spinTicks: -1 }), /spinTicks must be a non-negative integer, got -1/, 'negative');
     assertThrows(() => new WaitPacer(rec.schedulers, { spinTicks: 1.5 }), /spinTicks must be a non-negative integer, got 1.5/, 'fractional');
-    assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 0 }), /need 0 < minSleepMs <= maxSleepMs, got 0 and 0.25/, 'zero sleep');
+    assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 0 }), new RegExp(`need 0 < minSleepMs <= maxSleepMs, got 0 and ${MAX_SLEEP_MS}`), 'zero sleep');
+    assertThrows(() => new WaitPacer(rec.schedulers, { sleepFraction: 0 }), /sleepFraction must be in \(0, 1\], got 0/, 'zero fraction');
+    assertThrows(() => new WaitPacer(rec.schedulers, { sleepFraction: 2 }), /sleepFraction must be in \(0, 1\], got 2/, 'fraction above 1');
     assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 2, maxSleepMs: 1 }), /got 2 and 1/, 'min above max');
-    assertThrows(() => new WaitPacer(rec.schedulers, { maxSleepMs: Infinity }), /got 0.05 and Infinity/, 'unbounded');
+    assertThrows(() => new WaitPacer(rec.schedulers, { maxSleepMs: Infinity }), new RegExp(`got ${MIN_SLEEP_MS} and Infinity`), 'unbounded');
   });
 
-  t.test('the sleeps of a long wait stay at maxSleepMs', () => {
+  t.test('a sleep is SLEEP_FRACTION of the wait so far, within MIN_SLEEP_MS and MAX_SLEEP_MS', () => {
     const pacer = new WaitPacer({ immediate: () => undefined, sleepy: () => undefined });
-    assertDeepEqual([1, 2, 3, 4, 5].map((n) => pacer.sleepMs(n)), [MIN_SLEEP_MS, 2 * MIN_SLEEP_MS, 4 * MIN_SLEEP_MS, MAX_SLEEP_MS, MAX_SLEEP_MS], 'first five');
-    assertEqual(MAX_SLEEP_MS < 8 * MIN_SLEEP_MS && MAX_SLEEP_MS > 4 * MIN_SLEEP_MS, true, 'the defaults this test was written for');
-    assertEqual(pacer.sleepMs(1e6), MAX_SLEEP_MS, 'the millionth');
+    assertEqual(pacer.sleepMs(0), MIN_SLEEP_MS, 'at the start');
+    const mid = (MIN_SLEEP_MS + MAX_SLEEP_MS) / 2;
+    assertEqual(pacer.sleepMs(mid / SLEEP_FRACTION), mid, 'in between');
+    assertEqual(pacer.sleepMs(1e9), MAX_SLEEP_MS, 'a very long wait');
   });
 
   t.test('a tick that throws still ends its turn: the next schedule starts a new wait', () => {
@@ -196,12 +206,13 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
         if (expected === 'spin') {
           assertEqual(paced, 0, 'spin mode never sleeps');
         } else {
-          // Spinning ticks take microseconds each; paced ones sleep MIN_SLEEP_MS, twice that, … up
-          // to MAX_SLEEP_MS. So each wait runs SPIN_TICKS + 1 spinning ticks, a handful of short
-          // sleeps, then about one tick per MAX_SLEEP_MS (a spinning wait here runs tens of
-          // thousands). The bound allows twice the ticks of the long sleeps.
+          // Spinning ticks take microseconds each; a paced one sleeps SLEEP_FRACTION of the wait
+          // so far (at least MIN_SLEEP_MS), so a wait of w ms runs SPIN_TICKS + 1 spinning ticks and
+          // about ln(w / MIN_SLEEP_MS) / SLEEP_FRACTION + w / MAX_SLEEP_MS paced ones (a spinning
+          // wait here runs tens of thousands). The bound allows twice that.
           assert(waits >= 1, 'at least one wait');
-          assert(ticks <= waits * (SPIN_TICKS + 1 + 10) + (2 * ms) / MAX_SLEEP_MS + 20, `${waits} paced wait(s) of ${ms.toFixed(0)} ms in all ran ${ticks} ticks`);
+          const pacedBound = (w: number) => Math.log(Math.max(w, MIN_SLEEP_MS) / MIN_SLEEP_MS) / SLEEP_FRACTION + w / MAX_SLEEP_MS;
+          assert(ticks <= waits * (SPIN_TICKS + 1) + 2 * waits * pacedBound(ms) + 20, `${waits} paced wait(s) of ${ms.toFixed(0)} ms in all ran ${ticks} ticks`);
           if (ms > 50) assert(paced > 0, `a ${ms.toFixed(0)} ms wait slept between polls`);
         }
       } finally {
