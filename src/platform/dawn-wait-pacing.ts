@@ -11,15 +11,15 @@
  * against 8.2–9.7 paced (bench/RESULTS.md, "Waiting for the GPU without spinning").
  *
  * What: `installWaitPacing` replaces `setImmediate` on the given global object with a wrapper that
- * recognises Dawn's tick (`isDawnTick`) and passes it to a `WaitPacer`. In `paced` mode a wait
- * still spins for its first tick and `spinTicks` more (a short wait settles as fast as before), then each
- * later tick of the same wait goes to the `sleepy` scheduler, which sleeps the thread before the tick
- * (Node: Atomics.wait, then setImmediate), so the waiting thread mostly sleeps between polls while
- * other callbacks still run between ticks. Each sleep is a small fraction of the time the wait has
- * lasted (SLEEP_FRACTION, within MIN_SLEEP_MS and MAX_SLEEP_MS): short waits overshoot little, long
- * ones wake the thread (and so preempt the device's workers) rarely. In `spin` mode every tick goes to setImmediate as Dawn asked,
- * which keeps the lowest latency and is what a hardware GPU wants. Every other setImmediate call
- * goes straight to the original, unchanged.
+ * recognises Dawn's tick (`isDawnTick`) and passes it to a `WaitPacer`. In `paced` mode a wait still
+ * spins for its first tick and `spinTicks` more (a short wait settles as fast as before); each later
+ * tick of the same wait goes to the `sleepy` scheduler, which sleeps the thread before the tick (Node:
+ * setImmediate, and in that callback Atomics.wait before the tick), so the waiting thread mostly
+ * sleeps while other callbacks still run between ticks. Each sleep is a small fraction of the time
+ * the wait has lasted (SLEEP_FRACTION, within MIN_SLEEP_MS and MAX_SLEEP_MS): short waits overshoot
+ * little, long ones wake the thread (and so preempt the device's workers) rarely. In `spin` mode
+ * every tick goes to setImmediate as Dawn asked, which keeps the lowest latency and is what a
+ * hardware GPU wants. Every other setImmediate call goes straight to the original, unchanged.
  */
 
 export type WaitPacingMode = 'spin' | 'paced';
@@ -91,12 +91,13 @@ export function autoWaitPacingMode(liveAdapters: readonly { isFallbackAdapter: b
 }
 
 /**
- * Dawn's tick is an anonymous native function (Napi::Function::New): empty name, native source.
- * Bound functions are native too but are named "bound …", so a library's bound callback is not
- * taken for it.
+ * Dawn's tick is an anonymous native function of no parameters (Napi::Function::New): empty name,
+ * length 0, native source. Bound functions are native too but are named "bound …", and a promise's
+ * resolve / reject functions are anonymous and native but take one parameter, so neither a library's
+ * bound callback nor `await new Promise((r) => setImmediate(r))` is taken for it.
  */
 export function isDawnTick(fn: unknown): fn is () => void {
-  return typeof fn === 'function' && fn.name === '' && Function.prototype.toString.call(fn).includes('[native code]');
+  return typeof fn === 'function' && fn.name === '' && fn.length === 0 && Function.prototype.toString.call(fn).includes('[native code]');
 }
 
 /** Schedules Dawn's ticks: spinning, or spinning briefly and then sleeping between polls. */
@@ -158,13 +159,19 @@ export class WaitPacer {
 
 type SetImmediate = (callback: (...args: never[]) => void, ...args: unknown[]) => unknown;
 
+/** Whether `target.setImmediate` is already a pacing wrapper (installed by any copy of this module). */
+export function isWaitPacingInstalled(target: { setImmediate: SetImmediate }): boolean {
+  return Boolean((target.setImmediate as { speclabWaitPacing?: boolean }).speclabWaitPacing);
+}
+
 /**
  * Route Dawn's ticks through `pacer` by replacing `target.setImmediate` (once; a second call with
- * the same target is refused, since the wrapper would wrap itself). Other callers get the original.
+ * the same target is refused, since the wrapper would wrap itself). Other callers get the original,
+ * and its return value.
  */
 export function installWaitPacing(target: { setImmediate: SetImmediate }, pacer: WaitPacer): void {
   const original = target.setImmediate;
-  if ((original as { speclabWaitPacing?: boolean }).speclabWaitPacing) throw new Error('installWaitPacing: setImmediate is already paced');
+  if (isWaitPacingInstalled(target)) throw new Error('installWaitPacing: setImmediate is already paced');
   const paced = (callback: (...args: never[]) => void, ...args: unknown[]): unknown => {
     if (args.length === 0 && isDawnTick(callback)) return pacer.schedule(callback);
     return original.call(target, callback, ...args);

@@ -18,7 +18,7 @@ import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { hostname } from 'node:os';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import { autoWaitPacingMode, installWaitPacing, parseWaitPacingSetting, WaitPacer, type WaitPacingMode, type WaitPacingStats } from './dawn-wait-pacing.ts';
+import { autoWaitPacingMode, installWaitPacing, isWaitPacingInstalled, parseWaitPacingSetting, WaitPacer, type WaitPacingMode, type WaitPacingSetting, type WaitPacingStats } from './dawn-wait-pacing.ts';
 import type { Platform } from '../cli/platform.ts';
 import { keyValueDatabaseUnavailable, lockHeldError, namingPath, parseLockOwner, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
 
@@ -41,10 +41,12 @@ const waitPacer = new WaitPacer({
   }),
 });
 
-/** Set the pacing mode from SPECLAB_GPU_WAIT and the adapters of the live contexts. */
+/** SPECLAB_GPU_WAIT, read once, before the first context is opened. */
+let waitSetting: WaitPacingSetting = 'auto';
+
+/** Set the pacing mode from the setting and the adapters of the live contexts. */
 function updateWaitPacing(): void {
-  const setting = parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT);
-  waitPacer.mode = setting === 'auto' ? autoWaitPacingMode([...liveInstances.keys()].map((c) => c.record)) : setting;
+  waitPacer.mode = waitSetting === 'auto' ? autoWaitPacingMode([...liveInstances.keys()].map((c) => c.record)) : waitSetting;
 }
 
 /** How Dawn's waits are scheduled now, and the ticks so far (for tests and benchmarks). */
@@ -54,10 +56,13 @@ export function nodeGpuWaitPacing(): { mode: WaitPacingMode; stats: Readonly<Wai
 
 export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuContext> {
   if (!globalsInstalled) {
-    parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT); // a bad value fails before any GPU work
+    waitSetting = parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT); // a bad value fails before any GPU work
     // GPUBufferUsage, GPUShaderStage, GPUMapMode ... are needed by code written for browsers.
     Object.assign(globalThis, globals);
-    installWaitPacing(globalThis as unknown as Parameters<typeof installWaitPacing>[0], waitPacer);
+    // A second copy of this module (another module graph in the same process) finds the first copy's
+    // wrapper in place; Dawn's ticks then go through that copy's pacer.
+    const target = globalThis as unknown as Parameters<typeof installWaitPacing>[0];
+    if (!isWaitPacingInstalled(target)) installWaitPacing(target, waitPacer);
     globalsInstalled = true;
   }
   const instance = create(DAWN_FLAGS);

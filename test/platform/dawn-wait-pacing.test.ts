@@ -10,7 +10,7 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
-import { autoWaitPacingMode, installWaitPacing, isDawnTick, MAX_SLEEP_MS, MIN_SLEEP_MS, parseWaitPacingSetting, SLEEP_FRACTION, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
+import { autoWaitPacingMode, installWaitPacing, isDawnTick, isWaitPacingInstalled, MAX_SLEEP_MS, MIN_SLEEP_MS, parseWaitPacingSetting, SLEEP_FRACTION, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
 import { Rng } from '../../src/util/random.ts';
 import { nodeOnlyImport } from '../dataplane/backends.test.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
@@ -134,6 +134,10 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     assert(!isDawnTick(() => undefined), 'an arrow function');
     assert(!isDawnTick(function named() {}), 'a named function');
     assert(!isDawnTick((() => undefined).bind(null)), 'a bound function (native, but named "bound …")');
+    let resolve: unknown;
+    void new Promise((r) => (resolve = r));
+    assert(!isDawnTick(resolve), "a promise's resolve function (anonymous and native, but of one parameter)");
+    assert(!isDawnTick(new Proxy(function (_x: unknown) {}, {})), 'an anonymous native function of one parameter');
     assert(!isDawnTick(Math.max), 'a named built-in');
     assert(!isDawnTick('function () { [native code] }'), 'a string');
   });
@@ -141,17 +145,21 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
   t.test('installWaitPacing: Dawn ticks go to the pacer, other callers to the original with their arguments', () => {
     const calls: unknown[][] = [];
     const custom = Symbol('custom');
-    const original = Object.assign((callback: (...args: never[]) => void, ...args: unknown[]) => calls.push([callback, ...args]), { [custom]: 'kept' });
+    const original = Object.assign((callback: (...args: never[]) => void, ...args: unknown[]) => ({ handle: calls.push([callback, ...args]) }), { [custom]: 'kept' });
     const target = { setImmediate: original as (callback: (...args: never[]) => void, ...args: unknown[]) => unknown };
     const rec = recordingSchedulers();
     const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0 });
     installWaitPacing(target, pacer);
+    assert(!isWaitPacingInstalled({ setImmediate: original }), 'not installed before');
     const plain = () => undefined;
-    target.setImmediate(plain, 1, 'two');
+    assertDeepEqual(target.setImmediate(plain, 1, 'two'), { handle: 1 }, "the original's return value (its handle) comes back");
     const tick = new Proxy(function () {}, {});
     target.setImmediate(tick);
-    assertEqual(calls.length, 1, 'calls reaching the original');
+    target.setImmediate(tick, 'an argument');
+    assertEqual(calls.length, 2, 'calls reaching the original');
     assertDeepEqual(calls[0], [plain, 1, 'two'], 'the original gets the callback and its arguments');
+    assertDeepEqual(calls[1], [tick, 'an argument'], 'an anonymous native callback with arguments is not a Dawn tick');
+    assert(isWaitPacingInstalled(target), 'installed after');
     assertEqual(rec.queue.length, 1, 'ticks reaching the pacer');
     assertEqual((target.setImmediate as unknown as Record<symbol, unknown>)[custom], 'kept', "the original's own properties");
     assertThrows(() => installWaitPacing(target, pacer), /already paced/, 'a second install');
