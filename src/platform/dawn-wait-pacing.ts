@@ -7,8 +7,8 @@
  * wait runs it on every turn of the event loop and the main thread spins at 100% of a core. On a
  * CPU adapter (llvmpipe) the device's workgroups run on the same cores, so that spin takes a core
  * away from the device: on a 2-core machine, llvmpipe's two worker threads got 35–44% of a core
- * each while the main thread spun, and a 224 x 2048 x 128 matmul ran at 4.6–7.1 GFLOP/s spun
- * against 8.2–9.7 paced (bench/RESULTS.md, "Waiting for the GPU without spinning").
+ * each while the main thread spun, and one wait on ten 512³ matmuls took 312–496 ms spun against
+ * 249–314 ms paced (bench/RESULTS.md, "Waiting for the GPU without spinning").
  *
  * What: `installWaitPacing` replaces `setImmediate` on the given global object with a wrapper that
  * recognises Dawn's tick (`isDawnTick`) and passes it to a `WaitPacer`. In `paced` mode a wait still
