@@ -79,15 +79,17 @@ const labelOf = (kernel: CompiledKernel, uniforms: ArrayBufferView | undefined, 
 };
 const mark = () => {
   const index = state.names.length;
-  if (index >= MAX_QUERIES - 1) throw new Error(`bench/step-profile.ts: more than ${MAX_QUERIES - 1} dispatches in one step`);
+  if (index >= MAX_QUERIES - 1) throw new Error(`bench/step-profile.ts: more than ${MAX_QUERIES - 1} bracketed intervals (dispatches, copies, clears, idle gaps) in one step`);
   gpu.batcher.rawEncoder().beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } }).end();
+};
+/** Open the interval of the command about to be encoded, labelled `name`. */
+const bracket = (name: string) => {
+  mark();
+  state.names.push(name);
 };
 const dispatch = gpu.batcher.dispatch.bind(gpu.batcher);
 gpu.batcher.dispatch = (kernel, uniforms, resources, workgroups) => {
-  if (state.recording) {
-    mark();
-    state.names.push(labelOf(kernel, uniforms, workgroups));
-  }
+  if (state.recording) bracket(labelOf(kernel, uniforms, workgroups));
   dispatch(kernel, uniforms, resources, workgroups);
 };
 // Each submit closes the interval of the command before it; the time until the next submit's first
@@ -95,27 +97,18 @@ gpu.batcher.dispatch = (kernel, uniforms, resources, workgroups) => {
 const IDLE = '(GPU idle between submits)';
 const flush = gpu.batcher.flush.bind(gpu.batcher);
 gpu.batcher.flush = () => {
-  if (state.recording && gpu.batcher.hasPendingWork) {
-    mark();
-    state.names.push(IDLE);
-  }
+  if (state.recording && gpu.batcher.hasPendingWork) bracket(IDLE);
   flush();
 };
 // Copies and clears get their own brackets, so their time is not added to the dispatch before them.
 const copyBuffer = gpu.batcher.copyBuffer.bind(gpu.batcher);
 gpu.batcher.copyBuffer = (src, srcOffset, dst, dstOffset, size) => {
-  if (state.recording) {
-    mark();
-    state.names.push('(copyBufferToBuffer)');
-  }
+  if (state.recording) bracket('(copyBufferToBuffer)');
   copyBuffer(src, srcOffset, dst, dstOffset, size);
 };
 const clearBuffer = gpu.batcher.clearBuffer.bind(gpu.batcher);
 gpu.batcher.clearBuffer = (buffer, offset, size) => {
-  if (state.recording) {
-    mark();
-    state.names.push(`(clearBuffer ${Math.round((size ?? buffer.size) / 1024)} KiB)`);
-  }
+  if (state.recording) bracket(`(clearBuffer ${Math.round((size ?? buffer.size) / 1024)} KiB)`);
   clearBuffer(buffer, offset, size);
 };
 

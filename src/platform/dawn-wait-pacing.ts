@@ -30,9 +30,9 @@ export type WaitPacingSetting = WaitPacingMode | 'auto';
 export const WAIT_PACING_SETTINGS: readonly WaitPacingSetting[] = ['auto', 'spin', 'paced'];
 
 /**
- * Ticks a paced wait spins after its first, before it sleeps between polls. One tick takes about 5 µs here, so a
- * wait spins for roughly the first 0.3 ms: short GPU jobs (small kernels, tiny readbacks) settle
- * before any sleep.
+ * Ticks a paced wait spins after its first, before it sleeps between polls. One tick takes about
+ * 5 µs here, so a wait spins for roughly the first 0.3 ms: short GPU jobs (small kernels, tiny
+ * readbacks) settle before any sleep.
  */
 export const SPIN_TICKS = 64;
 
@@ -43,8 +43,9 @@ export const SPIN_TICKS = 64;
  * thread, which preempts one of the device's workers, at most once per MAX_SLEEP_MS. Measured on a
  * 2-core llvmpipe machine (bench/RESULTS.md, "Waiting for the GPU without spinning"): sleeps doubling
  * to a 1 ms cap gave training steps most of their gain but slowed the lab target's batch-1 decode
- * (one wait of about 10 ms per token) to 0.75–0.9x of spinning; a 0.25 ms cap kept decode level but
- * lost the training step's gain (the thread woke about 4,000 times a second); a fixed 0.1 ms lost both.
+ * (one wait of about 10 ms per token) to 0.65–1.01x of spinning; a 0.25 ms cap kept decode level but
+ * lost the training step's gain (such a cap lets a long wait wake the thread up to 4,000 times a
+ * second); a fixed 0.1 ms gave a long matmul wait little of its time back.
  */
 export const SLEEP_FRACTION = 1 / 32;
 export const MIN_SLEEP_MS = 0.05;
