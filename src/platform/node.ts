@@ -9,8 +9,9 @@
  *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
  *     context first, then ends the process.
  *  3. Dawn's event pump spins the main thread while a GPU promise is pending; on a CPU adapter that
- *     takes a core from the device, so waits are paced there (short sleeps between polls) (dawn-wait-pacing.ts; SPECLAB_GPU_WAIT
- *     = auto | spin | paced, default auto: paced while every live context is on a fallback adapter).
+ *     takes a core from the device. SPECLAB_GPU_WAIT=auto (paced while every live context is on a
+ *     fallback adapter) or paced sleeps between polls (dawn-wait-pacing.ts); unset, waits spin as
+ *     Dawn does, because the suite crashed in some runs with pacing on by default.
  */
 import { create, globals } from 'webgpu';
 import { mkdirSync, promises as fs } from 'node:fs';

@@ -165,9 +165,9 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     assertThrows(() => installWaitPacing(target, pacer), /already paced/, 'a second install');
   });
 
-  t.test('SPECLAB_GPU_WAIT is parsed strictly; auto paces only when every live adapter is a CPU one', () => {
-    assertEqual(parseWaitPacingSetting(undefined), 'auto', 'unset');
-    assertEqual(parseWaitPacingSetting(''), 'auto', 'empty');
+  t.test('SPECLAB_GPU_WAIT is parsed strictly (unset = spin); auto paces only when every live adapter is a CPU one', () => {
+    assertEqual(parseWaitPacingSetting(undefined), 'spin', 'unset: Dawn\'s own behaviour, pacing is opt-in');
+    assertEqual(parseWaitPacingSetting(''), 'spin', 'empty');
     for (const s of ['auto', 'spin', 'paced'] as const) assertEqual(parseWaitPacingSetting(s), s, s);
     assertThrows(() => parseWaitPacingSetting('sleepy'), /SPECLAB_GPU_WAIT must be one of auto, spin, paced, got "sleepy"/, 'unknown');
     const cpu = { isFallbackAdapter: true };
