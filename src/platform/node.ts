@@ -50,9 +50,12 @@ function updateWaitPacing(): void {
   waitPacer.mode = waitSetting === 'auto' ? autoWaitPacingMode([...liveInstances.keys()].map((c) => c.record)) : waitSetting;
 }
 
-/** How Dawn's waits are scheduled now, and the ticks so far (for tests and benchmarks). */
-export function nodeGpuWaitPacing(): { mode: WaitPacingMode; stats: Readonly<WaitPacingStats> } {
-  return { mode: waitPacer.mode, stats: { ...waitPacer.stats } };
+/**
+ * How Dawn's waits are scheduled now, whether the pacer is installed (not under `spin`), and the
+ * ticks it has scheduled so far (for tests and benchmarks).
+ */
+export function nodeGpuWaitPacing(): { mode: WaitPacingMode; installed: boolean; stats: Readonly<WaitPacingStats> } {
+  return { mode: waitPacer.mode, installed: waitSetting !== 'spin' && globalsInstalled, stats: { ...waitPacer.stats } };
 }
 
 export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuContext> {
@@ -60,10 +63,11 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     waitSetting = parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT); // a bad value fails before any GPU work
     // GPUBufferUsage, GPUShaderStage, GPUMapMode ... are needed by code written for browsers.
     Object.assign(globalThis, globals);
+    // Under `spin` (the default) nothing is wrapped: the process runs Dawn's pump exactly as before.
     // A second copy of this module (another module graph in the same process) finds the first copy's
     // wrapper in place; Dawn's ticks then go through that copy's pacer.
     const target = globalThis as unknown as Parameters<typeof installWaitPacing>[0];
-    if (!isWaitPacingInstalled(target)) installWaitPacing(target, waitPacer);
+    if (waitSetting !== 'spin' && !isWaitPacingInstalled(target)) installWaitPacing(target, waitPacer);
     globalsInstalled = true;
   }
   const instance = create(DAWN_FLAGS);

@@ -180,12 +180,13 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
   });
 
   t.test(
-    "Node: Dawn's own ticks go through the platform's pacer, in the mode the adapter calls for",
+    "Node: unpaced under spin (the default); otherwise Dawn's own ticks go through the platform's pacer, in the mode the adapter calls for",
     async ({ gpu: ctx, platform, note }) => {
       const { nodeGpuWaitPacing } = await nodeOnlyImport<NodePlatform>('../../src/platform/node.ts');
       const setting = parseWaitPacingSetting(platform.env('SPECLAB_GPU_WAIT'));
       const expected: WaitPacingMode = setting === 'auto' ? autoWaitPacingMode([ctx.record]) : setting;
       assertEqual(nodeGpuWaitPacing().mode, expected, `mode on ${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`);
+      assertEqual(nodeGpuWaitPacing().installed, setting !== 'spin', 'the pacer is installed unless the setting is spin');
 
       // A GPU job of about 2.7 GFLOP: hundreds of milliseconds on a CPU adapter, so its wait is long.
       const gpu = new Gpu(ctx);
@@ -210,10 +211,13 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
         note('waits', waits);
         note('ticks', ticks);
         note('pacedTicks', paced);
-        assert(ticks > 0, "the wait ran Dawn's ticks through the pacer");
-        if (expected === 'spin') {
+        if (setting === 'spin') {
+          assertEqual(ticks, 0, 'with the setting spin, Dawn ticks through the original setImmediate, not the pacer');
+        } else if (expected === 'spin') {
+          assert(ticks > 0, "the wait ran Dawn's ticks through the pacer");
           assertEqual(paced, 0, 'spin mode never sleeps');
         } else {
+          assert(ticks > 0, "the wait ran Dawn's ticks through the pacer");
           // Spinning ticks take microseconds each; a paced one sleeps SLEEP_FRACTION of the wait
           // so far (at least MIN_SLEEP_MS), so a wait of w ms runs SPIN_TICKS + 1 spinning ticks and
           // about ln(w / MIN_SLEEP_MS) / SLEEP_FRACTION + w / MAX_SLEEP_MS paced ones (a spinning
