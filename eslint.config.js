@@ -11,7 +11,8 @@ import tseslint from 'typescript-eslint';
 import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
 
 const RUNTIME_GLOBALS = ['navigator', 'Deno', 'process', 'Bun', 'require', '__dirname', '__filename'];
-const boundaryMessage = 'only src/platform/ may touch runtime globals; take a Platform (src/cli/platform.ts) or a port (src/ports/) instead';
+const boundaryMessage =
+  'only src/platform/ may touch runtime globals; take a Platform (src/cli/platform.ts) or a port (src/ports/) instead';
 
 export const platformBoundaryRules = {
   'no-restricted-globals': ['error', ...RUNTIME_GLOBALS.map((name) => ({ name, message: boundaryMessage }))],
@@ -28,7 +29,10 @@ export const platformBoundaryRules = {
     {
       patterns: [
         { group: ['node:*'], message: boundaryMessage },
-        { group: ['fs', 'fs/*', 'path', 'os', 'child_process', 'worker_threads', 'http', 'net', 'url', 'process'], message: boundaryMessage },
+        {
+          group: ['fs', 'fs/*', 'path', 'os', 'child_process', 'worker_threads', 'http', 'net', 'url', 'process'],
+          message: boundaryMessage,
+        },
         { group: ['webgpu'], message: 'the Dawn binding is reached only through src/platform/node.ts' },
       ],
     },
@@ -38,10 +42,7 @@ export const platformBoundaryRules = {
 const ENTRY_IMPORTS = [...LAYERS.map((l) => l.folder).filter((f) => f !== 'reference' && f !== 'platform')];
 
 /** One element type per folder of src/, plus web/; anything else (tests, benches, scripts) is unconstrained. */
-const elements = [
-  ...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })),
-  { type: 'web', pattern: 'web' },
-];
+const elements = [...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })), { type: 'web', pattern: 'web' }];
 
 const layerPolicies = [
   // Packages (zod, idb, …) and Node built-ins are governed by the platform boundary above, not here.

@@ -20,10 +20,70 @@ export const LAYERS = [
   { folder: 'optim', imports: ['kernels', 'gpu', 'util'] },
   { folder: 'model', imports: ['optim', 'kernels', 'formats', 'gpu', 'config', 'contracts', 'ports', 'util'] },
   { folder: 'data', imports: ['model', 'control', 'dataplane', 'formats', 'gpu', 'config', 'contracts', 'ports', 'util'] },
-  { folder: 'inference', imports: ['data', 'control', 'model', 'kernels', 'formats', 'corpus', 'gpu', 'config', 'contracts', 'ports', 'util'] },
-  { folder: 'training', imports: ['inference', 'data', 'control', 'model', 'optim', 'kernels', 'dataplane', 'formats', 'corpus', 'gpu', 'config', 'contracts', 'ports', 'util'] },
-  { folder: 'cli', imports: ['training', 'inference', 'data', 'control', 'model', 'optim', 'kernels', 'dataplane', 'formats', 'corpus', 'gpu', 'config', 'contracts', 'ports', 'util'] },
-  { folder: 'platform', imports: ['cli', 'training', 'inference', 'data', 'control', 'model', 'optim', 'kernels', 'dataplane', 'formats', 'corpus', 'gpu', 'config', 'contracts', 'ports', 'util'] },
+  {
+    folder: 'inference',
+    imports: ['data', 'control', 'model', 'kernels', 'formats', 'corpus', 'gpu', 'config', 'contracts', 'ports', 'util'],
+  },
+  {
+    folder: 'training',
+    imports: [
+      'inference',
+      'data',
+      'control',
+      'model',
+      'optim',
+      'kernels',
+      'dataplane',
+      'formats',
+      'corpus',
+      'gpu',
+      'config',
+      'contracts',
+      'ports',
+      'util',
+    ],
+  },
+  {
+    folder: 'cli',
+    imports: [
+      'training',
+      'inference',
+      'data',
+      'control',
+      'model',
+      'optim',
+      'kernels',
+      'dataplane',
+      'formats',
+      'corpus',
+      'gpu',
+      'config',
+      'contracts',
+      'ports',
+      'util',
+    ],
+  },
+  {
+    folder: 'platform',
+    imports: [
+      'cli',
+      'training',
+      'inference',
+      'data',
+      'control',
+      'model',
+      'optim',
+      'kernels',
+      'dataplane',
+      'formats',
+      'corpus',
+      'gpu',
+      'config',
+      'contracts',
+      'ports',
+      'util',
+    ],
+  },
 ];
 
 /**
@@ -33,4 +93,12 @@ export const LAYERS = [
 export const REFERENCE_USERS = ['src/cli/selfcheck.ts'];
 
 /** Node- and Deno-only adapters that the browser code in web/ must never pull in. */
-export const SERVER_ONLY_ADAPTERS = ['node', 'node-main', 'deno', 'deno-main', 'redis-node', 'dataplane-gateway-node', 'control-gateway-node'];
+export const SERVER_ONLY_ADAPTERS = [
+  'node',
+  'node-main',
+  'deno',
+  'deno-main',
+  'redis-node',
+  'dataplane-gateway-node',
+  'control-gateway-node',
+];

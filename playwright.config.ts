@@ -16,7 +16,6 @@
 import { defineConfig } from '@playwright/test';
 import { CHROMIUM_PATH, CHROMIUM_WEBGPU_FLAGS } from './test/runners/chromium-flags.ts';
 
-
 const port = Number(process.env.SPECLAB_E2E_PORT ?? 4173);
 const baseURL = `http://127.0.0.1:${port}/`;
 // A run on another port builds into its own folder, so two runs never serve each other's build.

@@ -18,7 +18,13 @@ export default defineConfig({
     outDir: process.env.SPECLAB_WEB_OUT ?? '../dist/web',
     emptyOutDir: true,
     target: 'es2022',
-    rollupOptions: { input: { lab: resolve(import.meta.dirname, 'web/index.html'), selfcheck: resolve(import.meta.dirname, 'web/selfcheck.html'), rollout: resolve(import.meta.dirname, 'web/rollout.html') } },
+    rollupOptions: {
+      input: {
+        lab: resolve(import.meta.dirname, 'web/index.html'),
+        selfcheck: resolve(import.meta.dirname, 'web/selfcheck.html'),
+        rollout: resolve(import.meta.dirname, 'web/rollout.html'),
+      },
+    },
   },
   worker: { format: 'es' },
   server: { host: '127.0.0.1', port: 5173 },

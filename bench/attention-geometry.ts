@@ -38,12 +38,27 @@ const stepsArg = args.includes('--steps') ? opt('--steps', '').split(',').map(Nu
 const gpu = new Gpu(await nodePlatform.acquireGpu());
 for (const name of shapes) {
   const entry = DRAFT_ATTENTION_SHAPES[name];
-  if (!entry) throw new Error(`bench/attention-geometry.ts: unknown --shapes entry "${name}" (known: ${Object.keys(DRAFT_ATTENTION_SHAPES).join(', ')})`);
+  if (!entry)
+    throw new Error(
+      `bench/attention-geometry.ts: unknown --shapes entry "${name}" (known: ${Object.keys(DRAFT_ATTENTION_SHAPES).join(', ')})`,
+    );
   for (const step of stepsArg ?? [0, entry.tttStep]) {
     const rows = await benchAttentionGeometries(gpu, entry.dims, step, geometries, reps);
-    for (const r of rows) console.log(JSON.stringify({ config: name, ...r, fwdMs: +r.fwdMs.toFixed(3), bwdMs: +r.bwdMs.toFixed(3), fwdGflops: +r.fwdGflops.toFixed(3), bwdGflops: +r.bwdGflops.toFixed(3) }));
+    for (const r of rows)
+      console.log(
+        JSON.stringify({
+          config: name,
+          ...r,
+          fwdMs: +r.fwdMs.toFixed(3),
+          bwdMs: +r.bwdMs.toFixed(3),
+          fwdGflops: +r.fwdGflops.toFixed(3),
+          bwdGflops: +r.bwdGflops.toFixed(3),
+        }),
+      );
     const base = rows[0];
-    const speedups = rows.slice(1).map((r) => ({ geometry: r.geometry, fwd: +(base.fwdMs / r.fwdMs).toFixed(2), bwd: +(base.bwdMs / r.bwdMs).toFixed(2) }));
+    const speedups = rows
+      .slice(1)
+      .map((r) => ({ geometry: r.geometry, fwd: +(base.fwdMs / r.fwdMs).toFixed(2), bwd: +(base.bwdMs / r.bwdMs).toFixed(2) }));
     console.log(JSON.stringify({ config: name, step, speedupOver: base.geometry, speedups }));
   }
 }

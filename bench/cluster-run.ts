@@ -58,12 +58,21 @@ interface Measured {
 }
 
 function measure(variant: string, metricsPath: string, cluster: boolean): Measured {
-  const records = readFileSync(metricsPath, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as StepRecord);
+  const records = readFileSync(metricsPath, 'utf8')
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as StepRecord);
   const steps = records.filter((r) => r.phase === 'train');
   if (steps.length < 2) throw new Error(`bench/cluster-run.ts: ${variant} logged ${steps.length} steps; raise --train-prompts`);
   const span = steps.at(-1)!.elapsedSeconds! - steps[0].elapsedSeconds!;
   const samples = steps.slice(1).reduce((a, s) => a + (s.samples ?? 0), 0);
-  const result: Measured = { variant, samples, spanSeconds: +span.toFixed(2), samplesPerSecond: +(samples / span).toFixed(3), lastLoss: steps.at(-1)!.loss! };
+  const result: Measured = {
+    variant,
+    samples,
+    spanSeconds: +span.toFixed(2),
+    samplesPerSecond: +(samples / span).toFixed(3),
+    lastLoss: steps.at(-1)!.loss!,
+  };
   if (cluster) {
     // Waits for rounds after the first step (the first round's wait precedes step 1).
     const rounds = records.filter((r) => r.event === 'rollout');
@@ -77,7 +86,21 @@ function measure(variant: string, metricsPath: string, cluster: boolean): Measur
 
 const root = mkdtempSync(join(tmpdir(), 'speclab-cluster-bench-'));
 const server = await startRedisServer({ durable: true });
-const settings = { target, trainPrompts, evalPrompts: 1, promptLength: 16, responseLength: 24, epochs: 1, roundPrompts: 8, batchSize: 4, maxNewTokens: 2, evalTrainPrompts: 0, evalEvery: 0, checkpointEvery: 4, seed: 1 };
+const settings = {
+  target,
+  trainPrompts,
+  evalPrompts: 1,
+  promptLength: 16,
+  responseLength: 24,
+  epochs: 1,
+  roundPrompts: 8,
+  batchSize: 4,
+  maxNewTokens: 2,
+  evalTrainPrompts: 0,
+  evalEvery: 0,
+  checkpointEvery: 4,
+  seed: 1,
+};
 writeFileSync(join(root, 'train.json'), JSON.stringify(settings));
 console.log(JSON.stringify({ bench: 'cluster-run', target, settings, redis: 'appendfsync always' }));
 const results: Measured[] = [];
@@ -91,11 +114,19 @@ try {
     for (const n of rollouts) {
       const run = `bench-${rep}-${n}`;
       const cluster = ['--cluster', server.url, '--run', run];
-      const workers = Array.from({ length: n }, (_, i) => startCli(['rollout', ...cluster, '--target', target, '--batch', '4', '--poll-ms', '10', '--worker-id', `w${i}`, '--wait-ms', '600000'], 1_800_000));
+      const workers = Array.from({ length: n }, (_, i) =>
+        startCli(
+          ['rollout', ...cluster, '--target', target, '--batch', '4', '--poll-ms', '10', '--worker-id', `w${i}`, '--wait-ms', '600000'],
+          1_800_000,
+        ),
+      );
       const trainer = startCli(['train', '--config', join(root, 'train.json'), '--out', join(root, run), ...cluster], 1_800_000);
       const t = await trainer.exited;
       const ended = await Promise.all(workers.map((w) => w.exited));
-      if (t.code !== 0 || ended.some((e) => e.code !== 0)) throw new Error(`cluster run with ${n} rollouts failed (trainer ${t.code}, rollouts ${ended.map((e) => e.code).join(',')}):\n${t.output.slice(-2000)}`);
+      if (t.code !== 0 || ended.some((e) => e.code !== 0))
+        throw new Error(
+          `cluster run with ${n} rollouts failed (trainer ${t.code}, rollouts ${ended.map((e) => e.code).join(',')}):\n${t.output.slice(-2000)}`,
+        );
       results.push(measure(`cluster, ${n} rollout`, join(root, run, 'metrics.jsonl'), true));
       console.log(JSON.stringify({ rep, ...results.at(-1) }));
     }
@@ -103,7 +134,9 @@ try {
   const of = (variant: string) => results.filter((r) => r.variant === variant);
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const one = of('cluster, 1 rollout');
-  const summary: Record<string, unknown> = { samplesPerSecond: Object.fromEntries([...new Set(results.map((r) => r.variant))].map((v) => [v, of(v).map((r) => r.samplesPerSecond)])) };
+  const summary: Record<string, unknown> = {
+    samplesPerSecond: Object.fromEntries([...new Set(results.map((r) => r.variant))].map((v) => [v, of(v).map((r) => r.samplesPerSecond)])),
+  };
   if (one.length > 0) {
     const workerRate = median(one.map((r) => r.firstRound!.samples / r.firstRound!.seconds));
     const trainerRate = median(one.map((r) => r.samples / r.trainSeconds!));

@@ -111,7 +111,8 @@ const MEASUREMENTS: readonly Measurement[] = [
         await Promise.all(Array.from({ length: inFlight }, loop));
         while (acked < (batches.length - 10) * BATCH) {
           const released = await q.ack(await q.get(BATCH));
-          if (released === 0) throw new Error(`queue-traffic: ${acked} of ${(batches.length - 10) * BATCH} refs acked, and nothing is left to get`);
+          if (released === 0)
+            throw new Error(`queue-traffic: ${acked} of ${(batches.length - 10) * BATCH} refs acked, and nothing is left to get`);
           acked += released;
         }
         const seconds = (performance.now() - start) / 1000;
@@ -131,12 +132,18 @@ const MEASUREMENTS: readonly Measurement[] = [
       const path = async (controller: DataFlowController, run: string): Promise<number> => {
         const worker = await controller.registerRolloutWorker({ workerId: 'w' });
         const trainer = await controller.registerTrainer({ trainerId: 't' });
-        const batches = Array.from({ length: 210 }, (_, b) => Array.from({ length: BATCH }, (_, i) => sampleRef(`${run}-${b}-${i}`, { runId: run })));
+        const batches = Array.from({ length: 210 }, (_, b) =>
+          Array.from({ length: BATCH }, (_, i) => sampleRef(`${run}-${b}-${i}`, { runId: run })),
+        );
         let step = 0;
         const one = async (batch: readonly SampleRef[]): Promise<number> => {
           await controller.commitSamples(worker, batch);
           const leased = await controller.leaseTrainRefs(trainer, BATCH);
-          await controller.ackTrainRefs(trainer, leased.map((r) => r.sampleId), { globalStep: ++step, optimizerDurable: true });
+          await controller.ackTrainRefs(
+            trainer,
+            leased.map((r) => r.sampleId),
+            { globalStep: ++step, optimizerDurable: true },
+          );
           return leased.length;
         };
         for (const batch of batches.slice(0, 10)) await one(batch); // warm-up
@@ -172,7 +179,11 @@ try {
     for (const { persistence, server } of servers) {
       const runId = `bench-${m.name}-${Date.now().toString(36)}`;
       const result = await m.run(server, runId);
-      emit({ measurement: m.name, persistence, ...Object.fromEntries(Object.entries(result).map(([k, v]) => [k, Number(v.toPrecision(4))])) });
+      emit({
+        measurement: m.name,
+        persistence,
+        ...Object.fromEntries(Object.entries(result).map(([k, v]) => [k, Number(v.toPrecision(4))])),
+      });
     }
   }
 } finally {

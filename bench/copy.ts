@@ -16,7 +16,13 @@ export async function benchCopy(gpu: Gpu, sizesMiB: readonly number[] = [1, 16, 
     try {
       const seconds = await medianSeconds(gpu, () => gpu.batcher.copyBuffer(src.part.buffer, 0, dst.part.buffer, 0, bytes));
       // A copy reads and writes every byte once.
-      out.push({ family: 'copy', variant: 'copyBufferToBuffer', shape: `${mib} MiB`, ms: seconds * 1e3, gbps: (2 * bytes) / seconds / 1e9 });
+      out.push({
+        family: 'copy',
+        variant: 'copyBufferToBuffer',
+        shape: `${mib} MiB`,
+        ms: seconds * 1e3,
+        gbps: (2 * bytes) / seconds / 1e9,
+      });
     } finally {
       gpu.release(src, dst);
     }

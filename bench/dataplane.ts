@@ -85,7 +85,13 @@ async function cycle(client: DataPlaneClient, sampleBytes: number, batch: number
   const one = async (): Promise<void> => {
     const ids = Array.from({ length: batch }, () => `s${next++}`);
     await client.putSamples({ partition: 'bench', sampleIds: ids, columns: { x: ids.map(() => row) } });
-    const meta = await client.claimMeta({ partition: 'bench', task: 'trainer', requiredFields: ['x'], batchSize: batch, timeoutMs: 60_000 });
+    const meta = await client.claimMeta({
+      partition: 'bench',
+      task: 'trainer',
+      requiredFields: ['x'],
+      batchSize: batch,
+      timeoutMs: 60_000,
+    });
     const cols = await client.getData(meta, ['x']);
     if (cols.x.length !== batch) throw new Error(`got ${cols.x.length} rows, expected ${batch}`);
     await client.clearSamples('bench', ids);
@@ -111,13 +117,30 @@ const redis = await startRedisServer();
 const token = newGatewayToken();
 const gateway = await startDataPlaneGateway({
   token,
-  openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gw:' }, claimPollMs: 1 }, { connectRedis: (url) => connectRedis(url) }),
+  openClient: () =>
+    createDataPlaneClient(
+      { impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gw:' }, claimPollMs: 1 },
+      { connectRedis: (url) => connectRedis(url) },
+    ),
 });
 
 const backends: { name: string; open: () => Promise<DataPlaneClient> }[] = [
-  { name: 'local-host', open: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 1 }) },
-  { name: 'local-gpu', open: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 1 }, { gpu }) },
-  { name: 'redis', open: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'bench:' }, claimPollMs: 1 }, { connectRedis: (url) => connectRedis(url) }) },
+  {
+    name: 'local-host',
+    open: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 1 }),
+  },
+  {
+    name: 'local-gpu',
+    open: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 1 }, { gpu }),
+  },
+  {
+    name: 'redis',
+    open: () =>
+      createDataPlaneClient(
+        { impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'bench:' }, claimPollMs: 1 },
+        { connectRedis: (url) => connectRedis(url) },
+      ),
+  },
   { name: 'gateway->redis', open: () => connectDataPlaneGateway({ url: gateway.url, token, WebSocket: nodeWebSocket }) },
 ];
 const sizes = [

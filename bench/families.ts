@@ -17,7 +17,14 @@ const CPU_ATTENTION_SHAPE = { batch: 1, seq: 256, heads: 8, kvHeads: 2, headDim:
 
 export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<BenchRecord[]>])[] = [
   // Decode-step projections (M = 1): N 2048..8192 at K 2048.
-  ['gemv', (gpu) => benchMatmulGemv(gpu, [[2048, 2048], [8192, 2048]])],
+  [
+    'gemv',
+    (gpu) =>
+      benchMatmulGemv(gpu, [
+        [2048, 2048],
+        [8192, 2048],
+      ]),
+  ],
   ['embedding', (gpu) => benchEmbedding(gpu)],
   ['rmsnorm', (gpu) => benchRmsnorm(gpu)],
   ['rope', (gpu) => benchRope(gpu)],
@@ -31,5 +38,14 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   ['loss', (gpu) => benchLoss(gpu)],
   ['optim', (gpu) => benchOptim(gpu)],
   // Feature-sized casts move ~150 MB per call; a software adapter measures them at a quarter of the rows.
-  ['cast', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchCast(gpu, [[512, 12288], [128, 32000]]) : benchCast(gpu))],
+  [
+    'cast',
+    (gpu) =>
+      gpu.ctx.record.isFallbackAdapter
+        ? benchCast(gpu, [
+            [512, 12288],
+            [128, 32000],
+          ])
+        : benchCast(gpu),
+  ],
 ];

@@ -28,7 +28,9 @@ for (const n of names) if (!(n in SHAPES)) throw new Error(`--shapes: unknown sh
 
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
-console.log(JSON.stringify({ adapter: ctx.record.description, features: ctx.record.features, subgroupMinSize: ctx.record.subgroupMinSize }));
+console.log(
+  JSON.stringify({ adapter: ctx.record.description, features: ctx.record.features, subgroupMinSize: ctx.record.subgroupMinSize }),
+);
 for (const n of names) {
   for (const r of await benchRmsnorm(gpu, [SHAPES[n].norm], rounds)) console.log(JSON.stringify({ set: n, ...r }));
   for (const r of await benchLoss(gpu, SHAPES[n].loss, rounds)) console.log(JSON.stringify({ set: n, ...r }));

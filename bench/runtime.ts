@@ -56,7 +56,12 @@ function refsFor(prefix: string, count: number): SampleRef[] {
 }
 
 /** Refs per second through commit → lease → ack, in batches of 64; refs are built before timing. */
-async function controlPlane(name: string, store: MetadataStore, batches: number, options: { prevalidated?: boolean } = {}): Promise<number> {
+async function controlPlane(
+  name: string,
+  store: MetadataStore,
+  batches: number,
+  options: { prevalidated?: boolean } = {},
+): Promise<number> {
   const controller = new DataFlowController({ runId: 'bench', store });
   const worker = await controller.registerRolloutWorker({ workerId: 'w' });
   const trainer = await controller.registerTrainer({ trainerId: 't' });
@@ -80,9 +85,17 @@ async function controlPlane(name: string, store: MetadataStore, batches: number,
   const cpu = process.cpuUsage(cpuStart);
   const cpuSeconds = (cpu.user + cpu.system) / 1e6;
   const status = await controller.status();
-  if (status.durableAcked !== (batches + 1) * BATCH || status.queueInFlight !== 0) throw new Error(`${name}: ledger does not hold every ack: ${JSON.stringify(status)}`);
+  if (status.durableAcked !== (batches + 1) * BATCH || status.queueInFlight !== 0)
+    throw new Error(`${name}: ledger does not hold every ack: ${JSON.stringify(status)}`);
   const perSecond = (batches * BATCH) / seconds;
-  emit({ family: 'control-plane', variant: `commit+lease+ack (${name})`, shape: `${batches} batches x ${BATCH} refs`, refsPerSecond: Math.round(perSecond), refsPerCpuSecond: Math.round((batches * BATCH) / cpuSeconds), msPerBatch: Number(((seconds * 1e3) / batches).toFixed(3)) });
+  emit({
+    family: 'control-plane',
+    variant: `commit+lease+ack (${name})`,
+    shape: `${batches} batches x ${BATCH} refs`,
+    refsPerSecond: Math.round(perSecond),
+    refsPerCpuSecond: Math.round((batches * BATCH) / cpuSeconds),
+    msPerBatch: Number(((seconds * 1e3) / batches).toFixed(3)),
+  });
   await store.close();
   return perSecond;
 }
@@ -102,7 +115,14 @@ async function durableAckLatency(count: number): Promise<{ median: number; p95: 
   ms.sort((a, b) => a - b);
   const median = ms[Math.floor(ms.length / 2)];
   const p95 = ms[Math.min(ms.length - 1, Math.ceil(ms.length * 0.95) - 1)];
-  emit({ family: 'durable-ack', variant: 'FileMetadataStore.recordTrainAck (append + fsync)', shape: `${count} acks x ${BATCH} ids`, medianMs: Number(median.toFixed(3)), p95Ms: Number(p95.toFixed(3)), maxMs: Number(ms[ms.length - 1].toFixed(3)) });
+  emit({
+    family: 'durable-ack',
+    variant: 'FileMetadataStore.recordTrainAck (append + fsync)',
+    shape: `${count} acks x ${BATCH} ids`,
+    medianMs: Number(median.toFixed(3)),
+    p95Ms: Number(p95.toFixed(3)),
+    maxMs: Number(ms[ms.length - 1].toFixed(3)),
+  });
   return { median, p95 };
 }
 
@@ -135,7 +155,14 @@ async function featureStore(gpu: Gpu, mib: number, reps: number): Promise<number
   });
   if (store.health().residentSamples !== 0) throw new Error('feature-store bench leaked resident samples');
   const fraction = storeGbps / copyGbps;
-  emit({ family: 'feature-store', variant: 'put → get (clone) → release', shape: `${mib} MiB`, gbps: Number(storeGbps.toFixed(2)), copyGbps: Number(copyGbps.toFixed(2)), ofCopyBandwidth: Number(fraction.toFixed(3)) });
+  emit({
+    family: 'feature-store',
+    variant: 'put → get (clone) → release',
+    shape: `${mib} MiB`,
+    gbps: Number(storeGbps.toFixed(2)),
+    copyGbps: Number(copyGbps.toFixed(2)),
+    ofCopyBandwidth: Number(fraction.toFixed(3)),
+  });
   return fraction;
 }
 
@@ -153,15 +180,30 @@ async function spillPut(gpu: Gpu, mib: number, reps: number): Promise<void> {
   }
   ms.sort((a, b) => a - b);
   const median = ms[Math.floor(ms.length / 2)];
-  emit({ family: 'feature-store', variant: 'put with spill (readback + write + fsync)', shape: `${mib} MiB`, medianMs: Number(median.toFixed(2)), mbPerSecond: Number((bytes / (median / 1e3) / 1e6).toFixed(1)) });
+  emit({
+    family: 'feature-store',
+    variant: 'put with spill (readback + write + fsync)',
+    shape: `${mib} MiB`,
+    medianMs: Number(median.toFixed(2)),
+    mbPerSecond: Number((bytes / (median / 1e3) / 1e6).toFixed(1)),
+  });
 }
 
 // The CPU-only measurements run before the GPU is acquired, so no driver thread competes with them.
 let gpu: Gpu | undefined;
 try {
   results.inMemoryRefsPerSecond = await controlPlane('in-memory', new InMemoryMetadataStore(), quick ? 200 : 1000);
-  results.inMemoryPrevalidatedRefsPerSecond = await controlPlane('in-memory, refs validated where made', new InMemoryMetadataStore(), quick ? 200 : 1000, { prevalidated: true });
-  results.fileRefsPerSecond = await controlPlane('file journal', await FileMetadataStore.open(nodePlatform.files(join(scratch, 'control'))), quick ? 20 : 100);
+  results.inMemoryPrevalidatedRefsPerSecond = await controlPlane(
+    'in-memory, refs validated where made',
+    new InMemoryMetadataStore(),
+    quick ? 200 : 1000,
+    { prevalidated: true },
+  );
+  results.fileRefsPerSecond = await controlPlane(
+    'file journal',
+    await FileMetadataStore.open(nodePlatform.files(join(scratch, 'control'))),
+    quick ? 20 : 100,
+  );
   const ack = await durableAckLatency(quick ? 50 : 200);
   results.durableAckMedianMs = ack.median;
   results.durableAckP95Ms = ack.p95;
@@ -169,16 +211,34 @@ try {
   gpu = new Gpu(ctx);
   emit({ adapter: ctx.record.description || ctx.record.vendor, fallback: ctx.record.isFallbackAdapter, quick });
   const fractions: number[] = [];
-  for (const [mib, reps] of [[1, quick ? 50 : 200], [4, quick ? 20 : 100], [16, quick ? 8 : 40]] as const) fractions.push(await featureStore(gpu, mib, reps));
+  for (const [mib, reps] of [
+    [1, quick ? 50 : 200],
+    [4, quick ? 20 : 100],
+    [16, quick ? 8 : 40],
+  ] as const)
+    fractions.push(await featureStore(gpu, mib, reps));
   results.minStoreFractionOfCopy = Math.min(...fractions);
   for (const mib of [1, 4, 16]) await spillPut(gpu, mib, quick ? 3 : 7);
   emit({
     summary: {
-      inMemoryRefsPerSecond: { value: Math.round(results.inMemoryRefsPerSecond), target: 100_000, met: results.inMemoryRefsPerSecond >= 100_000 },
+      inMemoryRefsPerSecond: {
+        value: Math.round(results.inMemoryRefsPerSecond),
+        target: 100_000,
+        met: results.inMemoryRefsPerSecond >= 100_000,
+      },
       inMemoryPrevalidatedRefsPerSecond: { value: Math.round(results.inMemoryPrevalidatedRefsPerSecond) },
       fileRefsPerSecond: { value: Math.round(results.fileRefsPerSecond) },
-      durableAckMedianMs: { value: Number(results.durableAckMedianMs.toFixed(3)), p95: Number(results.durableAckP95Ms.toFixed(3)), target: 5, met: results.durableAckMedianMs <= 5 },
-      storeFractionOfCopy: { value: Number(results.minStoreFractionOfCopy.toFixed(3)), target: 0.5, met: results.minStoreFractionOfCopy >= 0.5 },
+      durableAckMedianMs: {
+        value: Number(results.durableAckMedianMs.toFixed(3)),
+        p95: Number(results.durableAckP95Ms.toFixed(3)),
+        target: 5,
+        met: results.durableAckMedianMs <= 5,
+      },
+      storeFractionOfCopy: {
+        value: Number(results.minStoreFractionOfCopy.toFixed(3)),
+        target: 0.5,
+        met: results.minStoreFractionOfCopy >= 0.5,
+      },
     },
   });
 } finally {

@@ -39,11 +39,26 @@ const top = Number(opt('--top', '25'));
 
 const CONFIGS: Readonly<Record<string, () => Promise<{ config: Eagle3Config; shape: StepShape }>>> = {
   mid: async () => ({
-    config: { hiddenSize: 1024, intermediateSize: 2816, numHeads: 16, numKvHeads: 4, headDim: 64, vocabSize: 32000, draftVocabSize: 8000, targetHiddenSize: 1024, rmsNormEps: 1e-6, ropeTheta: 10000, maxPositionEmbeddings: 4096 },
+    config: {
+      hiddenSize: 1024,
+      intermediateSize: 2816,
+      numHeads: 16,
+      numKvHeads: 4,
+      headDim: 64,
+      vocabSize: 32000,
+      draftVocabSize: 8000,
+      targetHiddenSize: 1024,
+      rmsNormEps: 1e-6,
+      ropeTheta: 10000,
+      maxPositionEmbeddings: 4096,
+    },
     shape: { batch: 1, seq: 128, ttt: 7 },
   }),
   lab: async () => {
-    const target = parseHfConfig(new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')), 'assets/lab-target/config.json');
+    const target = parseHfConfig(
+      new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')),
+      'assets/lab-target/config.json',
+    );
     const config = draftConfigFor({ config: target } as unknown as TargetModel, resolveDraftVocabSize(undefined, target.vocabSize));
     return { config, shape: { batch: 4, seq: 56, ttt: 4 } };
   },
@@ -55,12 +70,15 @@ const CONFIGS: Readonly<Record<string, () => Promise<{ config: Eagle3Config; sha
     return { config, shape: { batch, seq, ttt: Number(ref.header.metadata.ttt_length) } };
   },
 };
-for (const name of wanted) if (!CONFIGS[name]) throw new Error(`bench/step-profile.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+for (const name of wanted)
+  if (!CONFIGS[name])
+    throw new Error(`bench/step-profile.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
 
 const MAX_QUERIES = 4096;
 
 const ctx = await nodePlatform.acquireGpu();
-if (!ctx.hasFeature('timestamp-query')) throw new Error('bench/step-profile.ts: the adapter has no timestamp-query; a per-dispatch profile needs it');
+if (!ctx.hasFeature('timestamp-query'))
+  throw new Error('bench/step-profile.ts: the adapter has no timestamp-query; a per-dispatch profile needs it');
 const gpu = new Gpu(ctx);
 const querySet = ctx.device.createQuerySet({ type: 'timestamp', count: MAX_QUERIES });
 const resolve = ctx.device.createBuffer({ size: MAX_QUERIES * 8, usage: 0x200 | 0x04 });
@@ -71,7 +89,11 @@ const state = { recording: false, names: [] as string[] };
 // as bench/step-roofline.ts reads them), since their rate depends on it.
 const matmulNames = new Set(Object.values(MATMUL_KERNELS).map((def) => def.name));
 const constantsOf = watchPipelineConstants(gpu);
-const labelOf = (kernel: CompiledKernel, uniforms: ArrayBufferView | undefined, workgroups: readonly [number, number?, number?]): string => {
+const labelOf = (
+  kernel: CompiledKernel,
+  uniforms: ArrayBufferView | undefined,
+  workgroups: readonly [number, number?, number?],
+): string => {
   if (!matmulNames.has(kernel.def.name) || !uniforms) return kernel.def.name;
   const u = new DataView(uniforms.buffer, uniforms.byteOffset, uniforms.byteLength);
   const c = constantsOf.get(kernel) ?? {};
@@ -79,8 +101,14 @@ const labelOf = (kernel: CompiledKernel, uniforms: ArrayBufferView | undefined, 
 };
 const mark = () => {
   const index = state.names.length;
-  if (index >= MAX_QUERIES - 1) throw new Error(`bench/step-profile.ts: more than ${MAX_QUERIES - 1} bracketed intervals (dispatches, copies, clears, idle gaps) in one step`);
-  gpu.batcher.rawEncoder().beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } }).end();
+  if (index >= MAX_QUERIES - 1)
+    throw new Error(
+      `bench/step-profile.ts: more than ${MAX_QUERIES - 1} bracketed intervals (dispatches, copies, clears, idle gaps) in one step`,
+    );
+  gpu.batcher
+    .rawEncoder()
+    .beginComputePass({ timestampWrites: { querySet, beginningOfPassWriteIndex: index } })
+    .end();
 };
 /** Open the interval of the command about to be encoded, labelled `name`. */
 const bracket = (name: string) => {
@@ -145,9 +173,19 @@ for (const name of wanted) {
     e.ns += ns;
     byKernel.set(state.names[i], e);
   }
-  console.log(JSON.stringify({ config: name, tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`, plainStepMs: +(plain.seconds * 1e3).toFixed(1), profiledGpuMs: +(total / 1e6).toFixed(1), dispatches: state.names.filter((x) => !x.startsWith('(')).length, bracketed: n }));
+  console.log(
+    JSON.stringify({
+      config: name,
+      tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`,
+      plainStepMs: +(plain.seconds * 1e3).toFixed(1),
+      profiledGpuMs: +(total / 1e6).toFixed(1),
+      dispatches: state.names.filter((x) => !x.startsWith('(')).length,
+      bracketed: n,
+    }),
+  );
   const rows = [...byKernel.entries()].sort(([, a], [, b]) => b.ns - a.ns).slice(0, top);
-  for (const [kernel, e] of rows) console.log(JSON.stringify({ config: name, kernel, calls: e.calls, ms: +(e.ns / 1e6).toFixed(2), share: +(e.ns / total).toFixed(3) }));
+  for (const [kernel, e] of rows)
+    console.log(JSON.stringify({ config: name, kernel, calls: e.calls, ms: +(e.ns / 1e6).toFixed(2), share: +(e.ns / total).toFixed(3) }));
 }
 querySet.destroy();
 resolve.destroy();

@@ -51,7 +51,11 @@ const wanted = opt('--configs', 'mid,lab,fixture').split(',');
 const warmup = Number(opt('--warmup', quick ? '1' : '3'));
 const steps = Number(opt('--steps', quick ? '2' : '5'));
 const reps = Number(opt('--reps', quick ? '2' : '5'));
-for (const [flag, n] of [['--warmup', warmup], ['--steps', steps], ['--reps', reps]] as const) {
+for (const [flag, n] of [
+  ['--warmup', warmup],
+  ['--steps', steps],
+  ['--reps', reps],
+] as const) {
   if (!Number.isInteger(n) || n < 1) throw new Error(`bench/step-roofline.ts: ${flag} must be a positive integer`);
 }
 
@@ -62,7 +66,19 @@ interface BenchConfig {
 
 /** bench/train.ts's `mid` draft (SpecForge's reference throughput shape) at batch 1 × 128, TTT 7. */
 async function midConfig(): Promise<BenchConfig> {
-  const config: Eagle3Config = { hiddenSize: 1024, intermediateSize: 2816, numHeads: 16, numKvHeads: 4, headDim: 64, vocabSize: 32000, draftVocabSize: 8000, targetHiddenSize: 1024, rmsNormEps: 1e-6, ropeTheta: 10000, maxPositionEmbeddings: 4096 };
+  const config: Eagle3Config = {
+    hiddenSize: 1024,
+    intermediateSize: 2816,
+    numHeads: 16,
+    numKvHeads: 4,
+    headDim: 64,
+    vocabSize: 32000,
+    draftVocabSize: 8000,
+    targetHiddenSize: 1024,
+    rmsNormEps: 1e-6,
+    ropeTheta: 10000,
+    maxPositionEmbeddings: 4096,
+  };
   return { config, shape: quick ? { batch: 1, seq: 32, ttt: 2 } : { batch: 1, seq: 128, ttt: 7 } };
 }
 
@@ -71,7 +87,10 @@ async function midConfig(): Promise<BenchConfig> {
  * default draft vocabulary (resolveDraftVocabSize), at the lab's batch 4 × 56, TTT 4.
  */
 async function labConfig(): Promise<BenchConfig> {
-  const target = parseHfConfig(new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')), 'assets/lab-target/config.json');
+  const target = parseHfConfig(
+    new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')),
+    'assets/lab-target/config.json',
+  );
   // draftConfigFor reads only the target's config.
   const config = draftConfigFor({ config: target } as unknown as TargetModel, resolveDraftVocabSize(undefined, target.vocabSize));
   return { config, shape: quick ? { batch: 1, seq: 56, ttt: 2 } : { batch: 4, seq: 56, ttt: 4 } };
@@ -84,12 +103,17 @@ async function fixtureConfig(): Promise<BenchConfig> {
   const ref = new SafetensorsFile(await files.read('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
   const [batch, seq] = ref.shape('input_ids') as [number, number];
   const ttt = Number(ref.header.metadata.ttt_length);
-  if (!Number.isInteger(ttt) || ttt < 1) throw new Error(`bench/step-roofline.ts: eagle3_reference metadata ttt_length ${ref.header.metadata.ttt_length} is not a positive integer`);
+  if (!Number.isInteger(ttt) || ttt < 1)
+    throw new Error(
+      `bench/step-roofline.ts: eagle3_reference metadata ttt_length ${ref.header.metadata.ttt_length} is not a positive integer`,
+    );
   return { config, shape: { batch, seq, ttt } };
 }
 
 const CONFIGS: Readonly<Record<string, () => Promise<BenchConfig>>> = { mid: midConfig, lab: labConfig, fixture: fixtureConfig };
-for (const name of wanted) if (!CONFIGS[name]) throw new Error(`bench/step-roofline.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
+for (const name of wanted)
+  if (!CONFIGS[name])
+    throw new Error(`bench/step-roofline.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
 
 /** One matmul dispatch as the step encoded it. */
 interface MatmulCall {
@@ -130,7 +154,9 @@ function watchMatmuls(gpu: Gpu): { calls: MatmulCall[]; recording: boolean } {
       const { TILE_M, TILE_N } = MATMUL_GEOMETRY[variant];
       const [x, y = 1, batch = 1] = workgroups;
       if (x !== Math.ceil(N / TILE_N) || y !== Math.ceil(M / TILE_M)) {
-        throw new Error(`bench/step-roofline.ts: ${kernel.def.name} dispatch [${workgroups.join(', ')}] does not match M=${M} N=${N} K=${K}; has the matmul uniform layout changed?`);
+        throw new Error(
+          `bench/step-roofline.ts: ${kernel.def.name} dispatch [${workgroups.join(', ')}] does not match M=${M} N=${N} K=${K}; has the matmul uniform layout changed?`,
+        );
       }
       const c = constantsOf.get(kernel) ?? {};
       state.calls.push({ M, N, K, batch, transA: Boolean(c.TRANS_A), transB: Boolean(c.TRANS_B), variant });
@@ -165,7 +191,14 @@ async function matmulProbe(gpu: Gpu, c: MatmulCall, rng: Rng): Promise<MatmulPro
   const single = await medianSeconds(gpu, once, 1);
   const repeats = Math.min(MAX_REPEATS, Math.max(1, Math.ceil(MIN_REGION_SECONDS / Math.max(single, 1e-6))));
   return {
-    time: async () => (await medianSeconds(gpu, async () => { for (let i = 0; i < repeats; i++) await once(); }, reps)) / repeats,
+    time: async () =>
+      (await medianSeconds(
+        gpu,
+        async () => {
+          for (let i = 0; i < repeats; i++) await once();
+        },
+        reps,
+      )) / repeats,
     release: () => gpu.release(a, b, out),
   };
 }
@@ -180,7 +213,16 @@ function median(xs: readonly number[]): number {
 const ctx = await nodePlatform.acquireGpu();
 const gpu = new Gpu(ctx);
 const watch = watchMatmuls(gpu);
-console.log(JSON.stringify({ adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`, timer: gpu.timer.usesTimestamps ? 'timestamp-query' : 'wall-clock', quick, warmup, steps, reps }));
+console.log(
+  JSON.stringify({
+    adapter: `${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`,
+    timer: gpu.timer.usesTimestamps ? 'timestamp-query' : 'wall-clock',
+    quick,
+    warmup,
+    steps,
+    reps,
+  }),
+);
 const summary: Record<string, unknown>[] = [];
 for (const name of wanted) {
   const { config, shape } = await CONFIGS[name]();
@@ -249,9 +291,27 @@ for (const name of wanted) {
   console.log(JSON.stringify(row));
   const shapes = [...byShape.entries()]
     .sort(([, x], [, y]) => y.count * shapeSeconds(y) - x.count * shapeSeconds(x))
-    .map(([key, e]) => ({ shape: key, variant: e.call.variant, count: e.count, ms: +(shapeSeconds(e) * 1e3).toFixed(3), gflops: +(flopsOf(e.call) / shapeSeconds(e) / 1e9).toFixed(2), gflopsByRound: e.seconds.map((t) => +(flopsOf(e.call) / t / 1e9).toFixed(2)) }));
+    .map(([key, e]) => ({
+      shape: key,
+      variant: e.call.variant,
+      count: e.count,
+      ms: +(shapeSeconds(e) * 1e3).toFixed(3),
+      gflops: +(flopsOf(e.call) / shapeSeconds(e) / 1e9).toFixed(2),
+      gflopsByRound: e.seconds.map((t) => +(flopsOf(e.call) / t / 1e9).toFixed(2)),
+    }));
   console.log(JSON.stringify({ config: name, matmulShapes: shapes }));
 }
-console.log(JSON.stringify({ summary: summary.map((r) => ({ config: r.config, stepMs: r.stepMs, rooflineMs: r.rooflineMs, ratio: r.ratio, bestMatmulGflops: r.bestMatmulGflops, dispatches: r.dispatches })) }));
+console.log(
+  JSON.stringify({
+    summary: summary.map((r) => ({
+      config: r.config,
+      stepMs: r.stepMs,
+      rooflineMs: r.rooflineMs,
+      ratio: r.ratio,
+      bestMatmulGflops: r.bestMatmulGflops,
+      dispatches: r.dispatches,
+    })),
+  }),
+);
 gpu.destroy();
 await nodePlatform.exit(0);

@@ -71,7 +71,8 @@ export function randomCheckpoint(config: TargetModelConfig, seed = 1): Pick<Targ
     for (const [name, make] of Object.entries(getters)) Object.defineProperty(out, name, { get: make, enumerable: true });
     return out as T;
   };
-  if (c.qkvBias || c.oBias || c.mlpBias || c.qkNorm) throw new Error(`randomCheckpoint: biases and q/k norms are not generated (shape ${c.architecture})`);
+  if (c.qkvBias || c.oBias || c.mlpBias || c.qkNorm)
+    throw new Error(`randomCheckpoint: biases and q/k norms are not generated (shape ${c.architecture})`);
   const layers = Array.from({ length: c.numLayers }, () =>
     lazy<LayerWeights>({
       inputNorm: ones(H),

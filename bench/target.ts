@@ -147,14 +147,33 @@ async function measure(precision: WeightPrecision): Promise<{ result: Record<str
     model: shape ? `${shape} (random weights${layers === undefined ? '' : `, ${config.numLayers} layers`})` : modelDir,
     weightPrecision: precision,
     gpuWeightBytes: model.weightBytes,
-    config: { layers: config.numLayers, hidden: config.hiddenSize, heads: `${config.numHeads}/${config.numKvHeads}`, headDim: config.headDim, intermediate: config.intermediateSize, vocab: V, tied: config.tieWordEmbeddings, rope: config.ropeScaling.type, params },
+    config: {
+      layers: config.numLayers,
+      hidden: config.hiddenSize,
+      heads: `${config.numHeads}/${config.numKvHeads}`,
+      headDim: config.headDim,
+      intermediate: config.intermediateSize,
+      vocab: V,
+      tied: config.tieWordEmbeddings,
+      rope: config.ropeScaling.type,
+      params,
+    },
     loadSeconds: +loadSeconds.toFixed(1),
     copy: copy.map((r) => ({ shape: r.shape, ms: +r.ms.toFixed(3), gbps: +(r.gbps ?? 0).toFixed(2) })),
     forward: { batch, seq, warmupMs: +(forwardWarmup * 1e3).toFixed(1), ...rate(batch * seq, forwardSeconds) },
     prefill: { batch, seq, ...rate(batch * seq, prefillSeconds) },
     decode: [
       { batch: 1, steps: newTokens, msPerStep: +(perToken * 1e3).toFixed(1), tokensPerSecond: +(1 / perToken).toFixed(3) },
-      ...(decodeB === undefined ? [] : [{ batch, steps: newTokens, msPerStep: +((decodeB / newTokens) * 1e3).toFixed(1), tokensPerSecond: +((batch * newTokens) / decodeB).toFixed(2) }]),
+      ...(decodeB === undefined
+        ? []
+        : [
+            {
+              batch,
+              steps: newTokens,
+              msPerStep: +((decodeB / newTokens) * 1e3).toFixed(1),
+              tokensPerSecond: +((batch * newTokens) / decodeB).toFixed(2),
+            },
+          ]),
     ],
     decodeBandwidth: {
       weightBytesPerToken: bytes,
@@ -196,20 +215,35 @@ if (runs.length === 1) {
     rowErr.push(Math.sqrt(d / n));
   }
   const [b32, b16] = runs.map((r) => r.gpuWeightBytes as number);
-  const summary = (r: Record<string, unknown>) => ({ gpuWeightBytes: r.gpuWeightBytes, loadSeconds: r.loadSeconds, prefill: r.prefill, decode: r.decode, decodeBandwidth: r.decodeBandwidth, forward: r.forward });
-  console.log(JSON.stringify({
-    adapter: runs[0].adapter,
-    model: runs[0].model,
-    config: runs[0].config,
-    f32: summary(runs[0]),
-    f16: summary(runs[1]),
-    f16VsF32: {
-      gpuBytesRatio: +(b16 / b32).toFixed(4),
-      prefillSpeedup: +(((runs[1].prefill as { tokensPerSecond: number }).tokensPerSecond) / (runs[0].prefill as { tokensPerSecond: number }).tokensPerSecond).toFixed(3),
-      decodeSpeedup: +(((runs[1].decode as { tokensPerSecond: number }[])[0].tokensPerSecond) / (runs[0].decode as { tokensPerSecond: number }[])[0].tokensPerSecond).toFixed(3),
-      logitsRowRelDiff: { max: Math.max(...rowErr), mean: rowErr.reduce((a, b) => a + b, 0) / rowErr.length, rows: rowErr.length },
-    },
-  }));
+  const summary = (r: Record<string, unknown>) => ({
+    gpuWeightBytes: r.gpuWeightBytes,
+    loadSeconds: r.loadSeconds,
+    prefill: r.prefill,
+    decode: r.decode,
+    decodeBandwidth: r.decodeBandwidth,
+    forward: r.forward,
+  });
+  console.log(
+    JSON.stringify({
+      adapter: runs[0].adapter,
+      model: runs[0].model,
+      config: runs[0].config,
+      f32: summary(runs[0]),
+      f16: summary(runs[1]),
+      f16VsF32: {
+        gpuBytesRatio: +(b16 / b32).toFixed(4),
+        prefillSpeedup: +(
+          (runs[1].prefill as { tokensPerSecond: number }).tokensPerSecond /
+          (runs[0].prefill as { tokensPerSecond: number }).tokensPerSecond
+        ).toFixed(3),
+        decodeSpeedup: +(
+          (runs[1].decode as { tokensPerSecond: number }[])[0].tokensPerSecond /
+          (runs[0].decode as { tokensPerSecond: number }[])[0].tokensPerSecond
+        ).toFixed(3),
+        logitsRowRelDiff: { max: Math.max(...rowErr), mean: rowErr.reduce((a, b) => a + b, 0) / rowErr.length, rows: rowErr.length },
+      },
+    }),
+  );
 }
 model.destroy();
 gpu.destroy();

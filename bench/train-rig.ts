@@ -63,7 +63,8 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
   const rng = new Rng(options.seed ?? 7);
   const std002 = 0.02 * Math.sqrt(3);
   const values: Record<string, Float32Array> = { [EMBED_NAME]: rng.floats(config.vocabSize * config.hiddenSize, std002) };
-  for (const [name, s] of eagle3ParameterShapes(config)) values[name] = s.length === 1 ? new Float32Array(s[0]).fill(1) : rng.floats(numel(s), std002);
+  for (const [name, s] of eagle3ParameterShapes(config))
+    values[name] = s.length === 1 ? new Float32Array(s[0]).fill(1) : rng.floats(numel(s), std002);
   const t2d = new Int32Array(config.vocabSize).fill(0, config.draftVocabSize).fill(1, 0, config.draftVocabSize);
   const d2t = new Int32Array(config.draftVocabSize);
 
@@ -76,7 +77,9 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
   /** A random feature tensor in the chosen storage precision (the draws are the same in both). */
   const feature = (shape: number[], scale: number, label: string): Tensor => {
     const values = rng.floats(numel(shape), scale);
-    return featurePrecision === 'f32' ? gpu.upload(shape, 'f32', values, label) : gpu.upload(shape, 'f16', castF32ToF16Ref(values).bits, label);
+    return featurePrecision === 'f32'
+      ? gpu.upload(shape, 'f32', values, label)
+      : gpu.upload(shape, 'f16', castF32ToF16Ref(values).bits, label);
   };
 
   const ids = Int32Array.from({ length: R }, () => rng.int(0, config.vocabSize));

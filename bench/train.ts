@@ -24,8 +24,32 @@ import { buildTrainRig } from './train-rig.ts';
 
 /** Draft shapes of SpecForge's reference throughput runs (the target hidden size equals the draft's). */
 const CONFIGS: Readonly<Record<string, Eagle3Config>> = {
-  mid: { hiddenSize: 1024, intermediateSize: 2816, numHeads: 16, numKvHeads: 4, headDim: 64, vocabSize: 32000, draftVocabSize: 8000, targetHiddenSize: 1024, rmsNormEps: 1e-6, ropeTheta: 10000, maxPositionEmbeddings: 4096 },
-  'llama-3.1-8b': { hiddenSize: 4096, intermediateSize: 14336, numHeads: 32, numKvHeads: 8, headDim: 128, vocabSize: 128256, draftVocabSize: 32000, targetHiddenSize: 4096, rmsNormEps: 1e-5, ropeTheta: 500000, maxPositionEmbeddings: 4096 },
+  mid: {
+    hiddenSize: 1024,
+    intermediateSize: 2816,
+    numHeads: 16,
+    numKvHeads: 4,
+    headDim: 64,
+    vocabSize: 32000,
+    draftVocabSize: 8000,
+    targetHiddenSize: 1024,
+    rmsNormEps: 1e-6,
+    ropeTheta: 10000,
+    maxPositionEmbeddings: 4096,
+  },
+  'llama-3.1-8b': {
+    hiddenSize: 4096,
+    intermediateSize: 14336,
+    numHeads: 32,
+    numKvHeads: 8,
+    headDim: 128,
+    vocabSize: 128256,
+    draftVocabSize: 32000,
+    targetHiddenSize: 4096,
+    rmsNormEps: 1e-5,
+    ropeTheta: 500000,
+    maxPositionEmbeddings: 4096,
+  },
 };
 
 const args = nodePlatform.args();
@@ -39,23 +63,29 @@ if (!fullConfig) throw new Error(`bench/train.ts: unknown --config "${configName
 // --shrink K divides the widths (hidden, intermediate, heads, vocabularies) by K, head_dim kept: the
 // same code path at a size a CPU adapter finishes in seconds (bench/gpu.sh --small).
 const shrink = Number(opt('--shrink', '1'));
-if (!Number.isInteger(shrink) || shrink < 1) throw new Error(`bench/train.ts: --shrink must be a positive integer, got ${opt('--shrink', '1')}`);
+if (!Number.isInteger(shrink) || shrink < 1)
+  throw new Error(`bench/train.ts: --shrink must be a positive integer, got ${opt('--shrink', '1')}`);
 const narrow = (n: number) => Math.max(1, Math.floor(n / shrink));
-const config: Eagle3Config = shrink === 1 ? fullConfig : {
-  ...fullConfig,
-  numHeads: narrow(fullConfig.numHeads),
-  numKvHeads: Math.max(1, Math.floor(fullConfig.numKvHeads / shrink)),
-  hiddenSize: narrow(fullConfig.numHeads) * fullConfig.headDim,
-  targetHiddenSize: narrow(fullConfig.numHeads) * fullConfig.headDim,
-  intermediateSize: narrow(fullConfig.intermediateSize),
-  vocabSize: narrow(fullConfig.vocabSize),
-  draftVocabSize: narrow(fullConfig.draftVocabSize),
-};
-if (config.numHeads % config.numKvHeads !== 0) throw new Error(`bench/train.ts: --shrink ${shrink} leaves ${config.numHeads} heads for ${config.numKvHeads} KV heads`);
+const config: Eagle3Config =
+  shrink === 1
+    ? fullConfig
+    : {
+        ...fullConfig,
+        numHeads: narrow(fullConfig.numHeads),
+        numKvHeads: Math.max(1, Math.floor(fullConfig.numKvHeads / shrink)),
+        hiddenSize: narrow(fullConfig.numHeads) * fullConfig.headDim,
+        targetHiddenSize: narrow(fullConfig.numHeads) * fullConfig.headDim,
+        intermediateSize: narrow(fullConfig.intermediateSize),
+        vocabSize: narrow(fullConfig.vocabSize),
+        draftVocabSize: narrow(fullConfig.draftVocabSize),
+      };
+if (config.numHeads % config.numKvHeads !== 0)
+  throw new Error(`bench/train.ts: --shrink ${shrink} leaves ${config.numHeads} heads for ${config.numKvHeads} KV heads`);
 // Features as the feature store would hold them: f32, or f16 (--feature-precision f16), widened to
 // f32 on the GPU by the strategy right before the draft forward.
 const featurePrecision = opt('--feature-precision', 'f32');
-if (featurePrecision !== 'f32' && featurePrecision !== 'f16') throw new Error(`bench/train.ts: --feature-precision must be f32 or f16, got ${featurePrecision}`);
+if (featurePrecision !== 'f32' && featurePrecision !== 'f16')
+  throw new Error(`bench/train.ts: --feature-precision must be f32 or f16, got ${featurePrecision}`);
 const B = Number(opt('--batch', '1'));
 const S = Number(opt('--seq', '128'));
 const L = Number(opt('--ttt', '7'));
@@ -135,9 +165,16 @@ const activations: [string, number[]][] = [
   ['MLP activations', [R, config.intermediateSize]],
   ['draft logits', [R, config.draftVocabSize]],
 ];
-const splitTensors = [[EMBED_NAME, [config.vocabSize, config.hiddenSize]] as [string, number[]], ...shapes.map(([n, s]) => [n, [...s]] as [string, number[]]), ...activations]
+const splitTensors = [
+  [EMBED_NAME, [config.vocabSize, config.hiddenSize]] as [string, number[]],
+  ...shapes.map(([n, s]) => [n, [...s]] as [string, number[]]),
+  ...activations,
+]
   .filter(([, s]) => 4 * numel(s) > maxBinding)
-  .map(([name, s]) => `${name} [${s.join(', ')}] ${(4 * numel(s) / 2 ** 20).toFixed(0)} MiB in ${planRowChunks(s, 'f32', maxBinding).length} parts`);
+  .map(
+    ([name, s]) =>
+      `${name} [${s.join(', ')}] ${((4 * numel(s)) / 2 ** 20).toFixed(0)} MiB in ${planRowChunks(s, 'f32', maxBinding).length} parts`,
+  );
 const MiB = 2 ** 20;
 const memoryMiB = () => {
   const m = gpu.memoryStats();
@@ -186,20 +223,24 @@ const optimizerSeconds = (performance.now() - optStart) / 1000;
 
 const flops = matmulFlopsPerStep(config);
 console.log(
-  JSON.stringify(
-    {
-      ...header,
-      fits: true,
-      setupSeconds: +setupSeconds.toFixed(1),
-      firstStep: { seconds: +first.seconds.toFixed(2), tokensPerSecond: +(R / first.seconds).toFixed(2), loss: +first.loss.toFixed(4), gradNorm: +first.gradNorm.toFixed(4), note: 'includes shader compilation' },
-      steps: timed.map((t) => ({ seconds: +t.seconds.toFixed(2), loss: +t.loss.toFixed(4), gradNorm: +t.gradNorm.toFixed(4) })),
-      step: { seconds: +median.toFixed(2), tokensPerSecond: +(R / median).toFixed(2), matmulGflops: +(flops / median / GB).toFixed(2) },
-      optimizerStep: { seconds: +optimizerSeconds.toFixed(3), fractionOfStep: +(optimizerSeconds / median).toFixed(3) },
-      gpuMemory: { afterSetup, firstStep: firstStepMemory, timedSteps: stepsMemory },
-      lossesFinite: [first, ...timed].every((t) => Number.isFinite(t.loss) && Number.isFinite(t.gradNorm)),
-      ...specForgeComparison(R / median),
+  JSON.stringify({
+    ...header,
+    fits: true,
+    setupSeconds: +setupSeconds.toFixed(1),
+    firstStep: {
+      seconds: +first.seconds.toFixed(2),
+      tokensPerSecond: +(R / first.seconds).toFixed(2),
+      loss: +first.loss.toFixed(4),
+      gradNorm: +first.gradNorm.toFixed(4),
+      note: 'includes shader compilation',
     },
-  ),
+    steps: timed.map((t) => ({ seconds: +t.seconds.toFixed(2), loss: +t.loss.toFixed(4), gradNorm: +t.gradNorm.toFixed(4) })),
+    step: { seconds: +median.toFixed(2), tokensPerSecond: +(R / median).toFixed(2), matmulGflops: +(flops / median / GB).toFixed(2) },
+    optimizerStep: { seconds: +optimizerSeconds.toFixed(3), fractionOfStep: +(optimizerSeconds / median).toFixed(3) },
+    gpuMemory: { afterSetup, firstStep: firstStepMemory, timedSteps: stepsMemory },
+    lossesFinite: [first, ...timed].every((t) => Number.isFinite(t.loss) && Number.isFinite(t.gradNorm)),
+    ...specForgeComparison(R / median),
+  }),
 );
 rig.destroy();
 gpu.destroy();

@@ -8,7 +8,9 @@ let register;
 try {
   ({ register } = await import('tsx/esm/api'));
 } catch {
-  console.error(`speclab: the dependencies are not installed (tsx not found); run \`npm ci\` in ${new URL('..', import.meta.url).pathname}`);
+  console.error(
+    `speclab: the dependencies are not installed (tsx not found); run \`npm ci\` in ${new URL('..', import.meta.url).pathname}`,
+  );
   process.exit(1);
 }
 register();

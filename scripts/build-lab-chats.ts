@@ -30,7 +30,12 @@ const OUT = join(LAB, 'lab-chats.jsonl');
 
 function parseArgs(argv: readonly string[]): { train: number; heldOut: number; seed: number; maxTokens: number } {
   const options = { train: 400, heldOut: 32, seed: 0, maxTokens: 120 };
-  const flags: Record<string, keyof typeof options> = { '--train': 'train', '--held-out': 'heldOut', '--seed': 'seed', '--max-tokens': 'maxTokens' };
+  const flags: Record<string, keyof typeof options> = {
+    '--train': 'train',
+    '--held-out': 'heldOut',
+    '--seed': 'seed',
+    '--max-tokens': 'maxTokens',
+  };
   for (let i = 0; i < argv.length; i += 2) {
     const key = flags[argv[i]];
     if (!key) throw new Error(`unknown option ${argv[i]} (expected ${Object.keys(flags).join(', ')})`);
@@ -90,9 +95,14 @@ const files = readdirSync(corpusDir)
   .filter(isBrownFileName)
   .sort()
   .map((name) => ({ name, text: decoder.decode(readFileSync(join(corpusDir, name))) }));
-const split = JSON.parse(readFileSync(join(LAB, 'corpus-split.json'), 'utf8')) as { seed: number; heldOutFraction: number; heldOutIds: string[] };
+const split = JSON.parse(readFileSync(join(LAB, 'corpus-split.json'), 'utf8')) as {
+  seed: number;
+  heldOutFraction: number;
+  heldOutIds: string[];
+};
 const { train, heldOut } = splitCorpus(buildBrownDocuments(files), { seed: split.seed, heldOutFraction: split.heldOutFraction });
-if (heldOut.map((d) => d.id).join() !== split.heldOutIds.join()) throw new Error(`${LAB}/corpus-split.json: held-out documents differ from a fresh split of the corpus`);
+if (heldOut.map((d) => d.id).join() !== split.heldOutIds.join())
+  throw new Error(`${LAB}/corpus-split.json: held-out documents differ from a fresh split of the corpus`);
 const raw = new Map(files.map((f) => [f.name, f.text]));
 const sentencesOf = (ids: readonly { id: string }[]) => ids.map((d) => ({ id: d.id, paragraphs: paragraphsOf(raw.get(d.id)!, d.id) }));
 
@@ -100,7 +110,8 @@ const readJson = (file: string): unknown => JSON.parse(readFileSync(join(LAB, fi
 const tokenizer = new ChatTokenizer(readJson('tokenizer.json'), readJson('tokenizer_config.json'), LAB);
 const vocabSize = (readJson('config.json') as { vocab_size: number }).vocab_size;
 const chat = resolveChatTemplate(undefined, tokenizer);
-const length = (messages: readonly ChatMessage[]): number => tokenizer.encode(chat.template.render(messages, tokenizer.templateVariables)).length;
+const length = (messages: readonly ChatMessage[]): number =>
+  tokenizer.encode(chat.template.render(messages, tokenizer.templateVariables)).length;
 
 /** Rows picked in a seeded order from `pool`: the longest continuation (≤ 3 sentences, also seeded) that fits. */
 function pick(pool: Candidate[], count: number, prefix: string, digits: number, rng: Rng): string[] {
@@ -133,14 +144,20 @@ function pick(pool: Candidate[], count: number, prefix: string, digits: number, 
 }
 
 const rng = new Rng(options.seed);
-const lines = [...pick(candidates(sentencesOf(train)), options.train, 'train', 4, rng), ...pick(candidates(sentencesOf(heldOut)), options.heldOut, 'held', 3, rng)];
+const lines = [
+  ...pick(candidates(sentencesOf(train)), options.train, 'train', 4, rng),
+  ...pick(candidates(sentencesOf(heldOut)), options.heldOut, 'held', 3, rng),
+];
 const bytes = new TextEncoder().encode(`${lines.join('\n')}\n`);
 
 // Read back through the library exactly as a training run will, before replacing the file.
 const read = await readConversations(bytes, 'lab-chats.jsonl');
 const samples = tokenizeConversations(tokenizer, read.rows, { vocabSize, maxLength: options.maxTokens, file: 'lab-chats.jsonl', chat });
-if (read.skipped.length + samples.skipped.length + samples.truncated > 0) throw new Error('lab-chats.jsonl: a row was skipped or truncated on reading back');
+if (read.skipped.length + samples.skipped.length + samples.truncated > 0)
+  throw new Error('lab-chats.jsonl: a row was skipped or truncated on reading back');
 writeFileSync(`${OUT}.tmp`, bytes);
 renameSync(`${OUT}.tmp`, OUT);
 const longest = Math.max(...samples.samples.map((s) => s.inputIds.length));
-console.log(`${OUT}: ${options.train} training + ${options.heldOut} held-out rows, ${bytes.length} bytes, ${samples.lossTokens} loss tokens, longest ${longest} tokens`);
+console.log(
+  `${OUT}: ${options.train} training + ${options.heldOut} held-out rows, ${bytes.length} bytes, ${samples.lossTokens} loss tokens, longest ${longest} tokens`,
+);

@@ -20,9 +20,18 @@ const opt = (name: string, fallback: number): number => {
   if (!Number.isInteger(value) || value < 1) throw new Error(`${name}: expected a positive integer, got ${args[i + 1]}`);
   return value;
 };
-const config = validateTrainConfig({ trainPrompts: opt('--train', 256), evalPrompts: opt('--held-out', 8), promptLength: opt('--length', 8) });
+const config = validateTrainConfig({
+  trainPrompts: opt('--train', 256),
+  evalPrompts: opt('--held-out', 8),
+  promptLength: opt('--length', 8),
+});
 const { train, held } = await labCorpusPrompts(nodePlatform, config);
 const lab = nodePlatform.files(LAB_TARGET_DIR);
 const tokenizer = await ChatTokenizer.load(lab, '');
-await lab.writeAtomic(LAB_PROMPTS_FILE, buildLabPromptsFile(train, held, (ids) => tokenizer.decode(ids)));
-console.log(`${lab.root}/${LAB_PROMPTS_FILE}: ${train.length} training prompts, ${held.length} held out, ${config.promptLength} tokens each`);
+await lab.writeAtomic(
+  LAB_PROMPTS_FILE,
+  buildLabPromptsFile(train, held, (ids) => tokenizer.decode(ids)),
+);
+console.log(
+  `${lab.root}/${LAB_PROMPTS_FILE}: ${train.length} training prompts, ${held.length} held out, ${config.promptLength} tokens each`,
+);

@@ -16,7 +16,12 @@ import { ChatTokenizer } from '../src/formats/tokenizer.ts';
 import { formatJson } from '../src/corpus/bpe-trainer.ts';
 
 function parseArgs(argv: readonly string[]): { vocabSize: number; seed: number; heldOutFraction: number; out: string } {
-  const options = { vocabSize: LAB_TOKENIZER_DEFAULTS.vocabSize as number, seed: LAB_TOKENIZER_DEFAULTS.seed as number, heldOutFraction: LAB_TOKENIZER_DEFAULTS.heldOutFraction as number, out: 'assets/lab-target' };
+  const options = {
+    vocabSize: LAB_TOKENIZER_DEFAULTS.vocabSize as number,
+    seed: LAB_TOKENIZER_DEFAULTS.seed as number,
+    heldOutFraction: LAB_TOKENIZER_DEFAULTS.heldOutFraction as number,
+    out: 'assets/lab-target',
+  };
   for (let i = 0; i < argv.length; i += 2) {
     const [flag, value] = [argv[i], argv[i + 1]];
     if (value === undefined) throw new Error(`${flag}: missing value`);
@@ -72,11 +77,16 @@ const charsPerToken = heldOutChars / heldOutTokens;
 mkdirSync(options.out, { recursive: true });
 writeAtomic(join(options.out, 'tokenizer.json'), build.tokenizerJson);
 writeAtomic(join(options.out, 'tokenizer_config.json'), build.tokenizerConfig);
-writeAtomic(join(options.out, 'corpus-split.json'), formatJson({ ...build.splitReport, heldOutTokens, heldOutCharsPerToken: Number(charsPerToken.toFixed(4)) }));
+writeAtomic(
+  join(options.out, 'corpus-split.json'),
+  formatJson({ ...build.splitReport, heldOutTokens, heldOutCharsPerToken: Number(charsPerToken.toFixed(4)) }),
+);
 
 const bytes = new TextEncoder().encode(build.tokenizerJson).length;
 console.log(`corpus: ${corpusDir} (${files.length} files)`);
-console.log(`split: train ${build.train.length} documents, held-out ${build.heldOut.length} (seed ${options.seed}, fraction ${options.heldOutFraction})`);
+console.log(
+  `split: train ${build.train.length} documents, held-out ${build.heldOut.length} (seed ${options.seed}, fraction ${options.heldOutFraction})`,
+);
 console.log(`tokenizer: vocab ${options.vocabSize}, tokenizer.json ${bytes} bytes → ${options.out}`);
 console.log(`held-out: ${heldOutChars} characters, ${heldOutTokens} tokens, ${charsPerToken.toFixed(3)} characters/token`);
 console.log(`time: build ${((trainedAt - started) / 1000).toFixed(1)} s, total ${((performance.now() - started) / 1000).toFixed(1)} s`);

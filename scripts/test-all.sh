@@ -40,6 +40,7 @@ run "embed shaders" npx tsx scripts/embed-shaders.ts
 run "typecheck (tsc)" npx tsc --noEmit -p .
 run "typecheck (deno)" deno check test/runners/deno.ts test/stress/soak-deno.ts
 run "lint" npx eslint .
+run "format (prettier --check)" npx prettier --check .
 run "lint rule proof" npx tsx test/lint/boundary.ts
 run "tests on Node (Dawn)" npx tsx test/runners/node.ts
 run "tests on Deno" deno run --allow-read --allow-write --allow-env --allow-run test/runners/deno.ts

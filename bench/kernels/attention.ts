@@ -79,7 +79,13 @@ const labelOf = (d: AttentionDims) => `B${d.batch} S${d.seq} H${d.heads}/${d.kvH
  * variant this device can run, plain causal and at `tttStep`. Flash's records keep their plain
  * names (`fwd`, `ttt3-bwd`); another variant's carry its name first (`lanes ttt3-fwd`).
  */
-export async function benchAttention(gpu: Gpu, shape: AttentionDims = ATTENTION_BENCH_SHAPE, reps = 5, tttStep = 3, geometry?: GeometryChoice): Promise<BenchRecord[]> {
+export async function benchAttention(
+  gpu: Gpu,
+  shape: AttentionDims = ATTENTION_BENCH_SHAPE,
+  reps = 5,
+  tttStep = 3,
+  geometry?: GeometryChoice,
+): Promise<BenchRecord[]> {
   const ops = operands(gpu, shape, tttStep);
   const out: BenchRecord[] = [];
   const facts = attentionDeviceFacts(gpu.ctx);
@@ -92,10 +98,22 @@ export async function benchAttention(gpu: Gpu, shape: AttentionDims = ATTENTION_
       const pairs = pairsOf(shape, step);
       const tag = `${prefix}${step === 0 ? '' : `ttt${step}-`}`;
       const fwd = await medianSeconds(gpu, () => tttAttentionForward(gpu, ops.fwd, dims, options), reps);
-      out.push({ family: 'attention', variant: `${tag}fwd`, shape: labelOf(shape), ms: fwd * 1e3, gflops: (4 * shape.headDim * pairs) / fwd / 1e9 });
+      out.push({
+        family: 'attention',
+        variant: `${tag}fwd`,
+        shape: labelOf(shape),
+        ms: fwd * 1e3,
+        gflops: (4 * shape.headDim * pairs) / fwd / 1e9,
+      });
       // The backward needs this step's lse; the forward above left it in place.
       const bwd = await medianSeconds(gpu, () => tttAttentionBackward(gpu, ops.bwd, dims, options), reps);
-      out.push({ family: 'attention', variant: `${tag}bwd`, shape: labelOf(shape), ms: bwd * 1e3, gflops: (10 * shape.headDim * pairs) / bwd / 1e9 });
+      out.push({
+        family: 'attention',
+        variant: `${tag}bwd`,
+        shape: labelOf(shape),
+        ms: bwd * 1e3,
+        gflops: (10 * shape.headDim * pairs) / bwd / 1e9,
+      });
     }
   }
   ops.release();
@@ -121,7 +139,13 @@ export interface GeometryTiming {
  * TTT step `step`: one warm-up call each (compiles), then `reps` rounds that time every geometry's
  * forward and backward once, in turn. Medians per geometry.
  */
-export async function benchAttentionGeometries(gpu: Gpu, shape: AttentionDims, step: number, geometries: readonly (string | FlashGeometry)[], reps = 5): Promise<GeometryTiming[]> {
+export async function benchAttentionGeometries(
+  gpu: Gpu,
+  shape: AttentionDims,
+  step: number,
+  geometries: readonly (string | FlashGeometry)[],
+  reps = 5,
+): Promise<GeometryTiming[]> {
   const ops = operands(gpu, shape, step);
   const dims = { ...shape, step };
   const policyVariant = chooseAttentionVariant(shape, gpu.ctx.features, gpu.ctx.limits, attentionDeviceFacts(gpu.ctx));
@@ -129,7 +153,13 @@ export async function benchAttentionGeometries(gpu: Gpu, shape: AttentionDims, s
   const resolve = (g: string | FlashGeometry): AttentionForwardOptions =>
     g === 'policy' ? {} : g === 'lanes' ? { variant: 'lanes' } : { variant: 'flash', geometry: g as GeometryChoice };
   const nameOf = (g: string | FlashGeometry) =>
-    typeof g !== 'string' ? Object.entries(g).map(([k, v]) => `${k}=${v}`).join(' ') : g === 'policy' ? `policy (${policyName})` : g;
+    typeof g !== 'string'
+      ? Object.entries(g)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(' ')
+      : g === 'policy'
+        ? `policy (${policyName})`
+        : g;
   const samples = geometries.map(() => ({ fwd: [] as number[], bwd: [] as number[] }));
   const fwd = (g: string | FlashGeometry) => tttAttentionForward(gpu, ops.fwd, dims, resolve(g));
   const bwd = (g: string | FlashGeometry) => tttAttentionBackward(gpu, ops.bwd, dims, resolve(g));
@@ -155,6 +185,15 @@ export async function benchAttentionGeometries(gpu: Gpu, shape: AttentionDims, s
   return geometries.map((g, i) => {
     const f = median(samples[i].fwd);
     const b = median(samples[i].bwd);
-    return { geometry: nameOf(g), firstCallMs: firstMs[i], shape: labelOf(shape), step, fwdMs: f * 1e3, bwdMs: b * 1e3, fwdGflops: (4 * shape.headDim * pairs) / f / 1e9, bwdGflops: (10 * shape.headDim * pairs) / b / 1e9 };
+    return {
+      geometry: nameOf(g),
+      firstCallMs: firstMs[i],
+      shape: labelOf(shape),
+      step,
+      fwdMs: f * 1e3,
+      bwdMs: b * 1e3,
+      fwdGflops: (4 * shape.headDim * pairs) / f / 1e9,
+      bwdGflops: (10 * shape.headDim * pairs) / b / 1e9,
+    };
   });
 }

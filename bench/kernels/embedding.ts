@@ -14,7 +14,10 @@ export const EMBEDDING_BENCH_SHAPES: readonly [number, number, number][] = [
   [2048, 32000, 4096],
 ];
 
-export async function benchEmbedding(gpu: Gpu, shapes: readonly [number, number, number][] = EMBEDDING_BENCH_SHAPES): Promise<BenchRecord[]> {
+export async function benchEmbedding(
+  gpu: Gpu,
+  shapes: readonly [number, number, number][] = EMBEDDING_BENCH_SHAPES,
+): Promise<BenchRecord[]> {
   const out: BenchRecord[] = [];
   const rng = new Rng(74);
   for (const [n, vocab, hidden] of shapes) {

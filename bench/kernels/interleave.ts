@@ -6,7 +6,11 @@
 import type { Gpu } from '../../src/gpu/gpu.ts';
 
 /** Median seconds per candidate over `rounds` interleaved rounds (after one warm-up run each, which also compiles). */
-export async function interleavedMedians(gpu: Gpu, candidates: ReadonlyMap<string, () => Promise<void>>, rounds = 7): Promise<Map<string, number>> {
+export async function interleavedMedians(
+  gpu: Gpu,
+  candidates: ReadonlyMap<string, () => Promise<void>>,
+  rounds = 7,
+): Promise<Map<string, number>> {
   const samples = new Map<string, number[]>();
   for (const [name, encode] of candidates) {
     await encode();

@@ -28,7 +28,10 @@ export async function benchLinear(gpu: Gpu, shapes: readonly [number, number, nu
       const w = rng.floats(outF * inF, 0.02);
       const dy = rng.floats(rows * outF, 1);
       const label = `${rows}x${inF}x${outF}`;
-      for (const [name, g] of [['whole', gpu], ['split4', split]] as const) {
+      for (const [name, g] of [
+        ['whole', gpu],
+        ['split4', split],
+      ] as const) {
         const X = g.upload([rows, inF], 'f32', x, 'x');
         const W = g.upload([outF, inF], 'f32', w, 'W');
         const DY = g.upload([rows, outF], 'f32', dy, 'dy');
@@ -42,7 +45,13 @@ export async function benchLinear(gpu: Gpu, shapes: readonly [number, number, nu
         ];
         for (const [dir, run] of runs) {
           const s = await medianSeconds(g, run, 3);
-          out.push({ family: 'linear', variant: `${name} ${dir} (${W.parts.length} part${W.parts.length > 1 ? 's' : ''})`, shape: label, ms: s * 1e3, gflops: flops / s / 1e9 });
+          out.push({
+            family: 'linear',
+            variant: `${name} ${dir} (${W.parts.length} part${W.parts.length > 1 ? 's' : ''})`,
+            shape: label,
+            ms: s * 1e3,
+            gflops: flops / s / 1e9,
+          });
         }
         g.release(X, W, DY, Y, DX, DW);
       }

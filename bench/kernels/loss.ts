@@ -44,7 +44,12 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHA
   const tok = gpu.tensor([R], 'i32', 'tok');
   const positionMask = gpu.tensor([R], 'i32', 'positionMask');
   const z = gpu.upload([R, D], 'f32', rng.floats(R * D, 2), 'logits');
-  const labels = gpu.upload([R], 'i32', Int32Array.from({ length: R }, () => rng.int(0, V)), 'labels');
+  const labels = gpu.upload(
+    [R],
+    'i32',
+    Int32Array.from({ length: R }, () => rng.int(0, V)),
+    'labels',
+  );
   const dT = gpu.tensor([R, V], 'f32', 'dlogits');
   const lossOut = gpu.zeros([4], 'f32', 'lossOut');
   const metricsOut = gpu.zeros([4], 'f32', 'metricsOut');
@@ -56,16 +61,37 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHA
   const steps = { rows: R, draftVocab: D, seqLen: R, step: 0, slot: 0 };
   const kernels: { name: string; bytes: number; run: (variant: RowVariant) => Promise<void> }[] = [
     { name: 'teacher', bytes: 4 * (R * V + 4 * R * D), run: (variant) => buildTeacher(gpu, teacher, shape, { variant }) },
-    { name: 'metrics', bytes: 4 * 3 * R * D, run: (variant) => eagle3Metrics(gpu, { logits: z, pTilde, tok, lossMask, positionMask, used: usedT, metricsOut }, { ...steps, variant }) },
+    {
+      name: 'metrics',
+      bytes: 4 * 3 * R * D,
+      run: (variant) =>
+        eagle3Metrics(gpu, { logits: z, pTilde, tok, lossMask, positionMask, used: usedT, metricsOut }, { ...steps, variant }),
+    },
     // In place: the gradient overwrites the logits each run, which keeps the byte count honest.
-    { name: 'soft-ce fwd+bwd', bytes: 4 * 5 * R * D, run: (variant) => softCrossEntropy(gpu, { logits: z, p, positionMask, lossOut }, { ...steps, grad: 'in-place', variant }) },
-    { name: 'hard-ce fwd+bwd', bytes: 4 * 3 * R * V, run: (variant) => hardCrossEntropy(gpu, { logits: T, labels, dlogits: dT, lossOut }, { rows: R, vocab: V, grad: 'separate', slot: 0, variant }) },
+    {
+      name: 'soft-ce fwd+bwd',
+      bytes: 4 * 5 * R * D,
+      run: (variant) => softCrossEntropy(gpu, { logits: z, p, positionMask, lossOut }, { ...steps, grad: 'in-place', variant }),
+    },
+    {
+      name: 'hard-ce fwd+bwd',
+      bytes: 4 * 3 * R * V,
+      run: (variant) =>
+        hardCrossEntropy(gpu, { logits: T, labels, dlogits: dT, lossOut }, { rows: R, vocab: V, grad: 'separate', slot: 0, variant }),
+    },
   ];
   for (const k of kernels) {
     const ms = await interleavedMedians(gpu, new Map(variants.map((v) => [v, () => k.run(v)])), reps);
     for (const v of variants) {
       const s = ms.get(v)!;
-      out.push({ family: 'loss', variant: `${k.name} ${v}`, shape: tag, ms: s * 1e3, gbps: k.bytes / s / 1e9, vsWide: ms.get('wide')! / s });
+      out.push({
+        family: 'loss',
+        variant: `${k.name} ${v}`,
+        shape: tag,
+        ms: s * 1e3,
+        gbps: k.bytes / s / 1e9,
+        vsWide: ms.get('wide')! / s,
+      });
     }
   }
   gpu.release(T, t2dT, usedT, lossMask, p, pTilde, tok, positionMask, z, labels, dT, lossOut, metricsOut);

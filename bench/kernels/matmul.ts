@@ -64,7 +64,14 @@ export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [numb
       const naive = med[cases.findIndex((d) => d.weight === c.weight && d.variant === 'naive')];
       // Memory-bound: the weight bytes read per call over the time.
       const bytes = N * K * (c.weight === 'f16' ? 2 : 4);
-      out.push({ family: 'gemv', variant: `${c.variant} ${c.weight} weights (${(naive / med[i]).toFixed(2)}x naive)`, shape: `1x${N}x${K}`, ms: med[i] * 1e3, gflops: (2 * N * K) / med[i] / 1e9, gbps: bytes / med[i] / 1e9 });
+      out.push({
+        family: 'gemv',
+        variant: `${c.variant} ${c.weight} weights (${(naive / med[i]).toFixed(2)}x naive)`,
+        shape: `1x${N}x${K}`,
+        ms: med[i] * 1e3,
+        gflops: (2 * N * K) / med[i] / 1e9,
+        gbps: bytes / med[i] / 1e9,
+      });
     }
     gpu.release(A, weights.f32, weights.f16, C);
   }

@@ -22,7 +22,11 @@ export const RMSNORM_BENCH_SHAPES: readonly [number, number][] = [
 
 export type RowBenchRecord = BenchRecord & { vsWide?: number };
 
-export async function benchRmsnorm(gpu: Gpu, shapes: readonly [number, number][] = RMSNORM_BENCH_SHAPES, rounds = 7): Promise<RowBenchRecord[]> {
+export async function benchRmsnorm(
+  gpu: Gpu,
+  shapes: readonly [number, number][] = RMSNORM_BENCH_SHAPES,
+  rounds = 7,
+): Promise<RowBenchRecord[]> {
   const out: RowBenchRecord[] = [];
   const rng = new Rng(71);
   const variants = availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, gpu.ctx.features, rowDeviceFacts(gpu.ctx));
@@ -37,14 +41,29 @@ export async function benchRmsnorm(gpu: Gpu, shapes: readonly [number, number][]
     const act = rows * hidden * 4;
     // Backward: the dx pass reads x, dy and writes dx; the dw pass reads x and dy again.
     const passes = [
-      { name: 'fwd', bytes: 2 * act, run: (variant: (typeof variants)[number]) => rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: 1e-6, variant }) },
-      { name: 'bwd (dx + dw)', bytes: 5 * act, run: (variant: (typeof variants)[number]) => rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant }) },
+      {
+        name: 'fwd',
+        bytes: 2 * act,
+        run: (variant: (typeof variants)[number]) => rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: 1e-6, variant }),
+      },
+      {
+        name: 'bwd (dx + dw)',
+        bytes: 5 * act,
+        run: (variant: (typeof variants)[number]) => rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant }),
+      },
     ];
     for (const pass of passes) {
       const ms = await interleavedMedians(gpu, new Map(variants.map((v) => [v, () => pass.run(v)])), rounds);
       for (const v of variants) {
         const s = ms.get(v)!;
-        out.push({ family: 'rmsnorm', variant: `${pass.name} ${v}`, shape: `${rows}x${hidden}`, ms: s * 1e3, gbps: pass.bytes / s / 1e9, vsWide: ms.get('wide')! / s });
+        out.push({
+          family: 'rmsnorm',
+          variant: `${pass.name} ${v}`,
+          shape: `${rows}x${hidden}`,
+          ms: s * 1e3,
+          gbps: pass.bytes / s / 1e9,
+          vsWide: ms.get('wide')! / s,
+        });
       }
     }
     gpu.release(X, W, Y, R, DY, DX, DW);

@@ -18,7 +18,12 @@ export async function benchRope(gpu: Gpu, shapes: readonly [number, number, numb
     const table = buildRopeTable({ headDim, ropeTheta: 500000, ropeScaling: { type: 'default' } }, 1024);
     const T = gpu.upload([1024, headDim / 2, 2], 'f32', table, 'table');
     const TI = gpu.upload([1024, headDim / 2, 2], 'f32', inverseRopeTable(table), 'inverse');
-    const P = gpu.upload([rows], 'i32', Int32Array.from({ length: rows }, (_, r) => r % 1024), 'positions');
+    const P = gpu.upload(
+      [rows],
+      'i32',
+      Int32Array.from({ length: rows }, (_, r) => r % 1024),
+      'positions',
+    );
     const X = gpu.upload([rows, nHeads * headDim], 'f32', rng.floats(n), 'x');
     const Y = gpu.tensor([rows, nHeads * headDim], 'f32', 'y');
     const args = { rows, nHeads, headDim };

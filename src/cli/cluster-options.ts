@@ -18,12 +18,16 @@ export interface StatusArgs {
 
 export const STATUS_DEF: CommandDef = {
   name: 'status',
-  summary: "print a run's control-plane status from its Redis: prompts and samples by state, workers, trainers, backlog, the durable ack step",
+  summary:
+    "print a run's control-plane status from its Redis: prompts and samples by state, workers, trainers, backlog, the durable ack step",
   epilog: 'Read-only: it changes nothing in Redis. exit codes: 0 printed, 1 Redis unreachable or its records damaged, 2 usage error',
   options: [
     textSpec('--cluster', 'cluster', 'url', 'the Redis of the run, redis://host:port/db (e.g. redis://127.0.0.1:6399/0)', undefined, true),
     textSpec('--run', 'run', 'name', 'the run id (the --run of its trainer and rollout workers)', undefined, true),
-    { ...textSpec('--format', 'format', 'text|json', 'text lines, or one JSON object', 'text'), parse: (flag, text) => choice(flag, text, ['text', 'json']) },
+    {
+      ...textSpec('--format', 'format', 'text|json', 'text lines, or one JSON object', 'text'),
+      parse: (flag, text) => choice(flag, text, ['text', 'json']),
+    },
   ],
 };
 
@@ -40,7 +44,8 @@ export function clusterUrl(flag: string, text: string): string {
   } catch {
     throw new UsageError(`${flag}: ${JSON.stringify(text)} is not a URL; give redis://host:port/db`);
   }
-  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:') throw new UsageError(`${flag}: ${JSON.stringify(text)} is not a redis:// URL`);
+  if (url.protocol !== 'redis:' && url.protocol !== 'rediss:')
+    throw new UsageError(`${flag}: ${JSON.stringify(text)} is not a redis:// URL`);
   if (url.hostname.length === 0) throw new UsageError(`${flag}: ${JSON.stringify(text)} names no host`);
   return text;
 }
@@ -69,9 +74,26 @@ export const PROMPT_LEASE_MS = 120_000;
 
 /** `--cluster` and `--run` of `speclab train`: both or neither (checkClusterSettings). */
 export const TRAIN_CLUSTER_OPTIONS: readonly OptionSpec[] = [
-  { ...textSpec('--cluster', 'cluster', 'url', 'trainer of a cluster run: the Redis of its control plane and feature store, redis://host:port/db; rollout runs in `speclab rollout` processes (needs --run)'), parse: clusterUrl },
-  { ...textSpec('--run', 'run', 'name', 'the run id of the cluster run (the --run of its rollout processes); needs --cluster'), parse: runName },
-  intSpec('--prompt-lease-ms', 'promptLeaseMs', { min: 100, max: 86_400_000 }, 'a rollout worker that holds prompts this long without committing them has died: they go back to the ledger for another worker (cluster runs)', PROMPT_LEASE_MS),
+  {
+    ...textSpec(
+      '--cluster',
+      'cluster',
+      'url',
+      'trainer of a cluster run: the Redis of its control plane and feature store, redis://host:port/db; rollout runs in `speclab rollout` processes (needs --run)',
+    ),
+    parse: clusterUrl,
+  },
+  {
+    ...textSpec('--run', 'run', 'name', 'the run id of the cluster run (the --run of its rollout processes); needs --cluster'),
+    parse: runName,
+  },
+  intSpec(
+    '--prompt-lease-ms',
+    'promptLeaseMs',
+    { min: 100, max: 86_400_000 },
+    'a rollout worker that holds prompts this long without committing them has died: they go back to the ledger for another worker (cluster runs)',
+    PROMPT_LEASE_MS,
+  ),
 ];
 
 /**
@@ -83,13 +105,18 @@ export function checkClusterSettings<T extends Readonly<Record<string, unknown>>
   const given = (key: string) => settings[key] !== undefined;
   if (given('cluster') && !given('run')) throw new UsageError(`--cluster: needs --run NAME (the run id its rollout processes join)`);
   if (given('run') && !given('cluster')) throw new UsageError(`--run: needs --cluster redis://host:port/db (a run id names a cluster run)`);
-  if (given('promptLeaseMs') && !given('cluster')) throw new UsageError('--prompt-lease-ms: only a --cluster run leases prompts to other processes');
+  if (given('promptLeaseMs') && !given('cluster'))
+    throw new UsageError('--prompt-lease-ms: only a --cluster run leases prompts to other processes');
   if (!given('cluster')) return settings;
-  if (typeof settings.cluster !== 'string') throw new UsageError(`--cluster: ${source} gives ${JSON.stringify(settings.cluster)}, not a redis:// URL`);
+  if (typeof settings.cluster !== 'string')
+    throw new UsageError(`--cluster: ${source} gives ${JSON.stringify(settings.cluster)}, not a redis:// URL`);
   if (typeof settings.run !== 'string') throw new UsageError(`--run: ${source} gives ${JSON.stringify(settings.run)}, not a run name`);
   clusterUrl('--cluster', settings.cluster);
   runName('--run', settings.run);
-  if (given('rolloutWorkers')) throw new UsageError('--rollout-workers: has no meaning with --cluster (rollout runs in `speclab rollout` processes; start as many as you want); drop it');
+  if (given('rolloutWorkers'))
+    throw new UsageError(
+      '--rollout-workers: has no meaning with --cluster (rollout runs in `speclab rollout` processes; start as many as you want); drop it',
+    );
   if (given('offline')) throw new UsageError('--offline: trains from prepared shards, without rollout; it cannot be a --cluster run');
   return settings;
 }
@@ -107,7 +134,8 @@ export interface RolloutArgs {
 
 export const ROLLOUT_DEF: CommandDef = {
   name: 'rollout',
-  summary: 'rollout worker of a cluster run: capture target features for the prompts its trainer (speclab train --cluster) ingests, into the run\'s feature store on Redis',
+  summary:
+    "rollout worker of a cluster run: capture target features for the prompts its trainer (speclab train --cluster) ingests, into the run's feature store on Redis",
   epilog: [
     "It waits for the trainer's run manifest, refuses (exit 1) a target or capture that differs from the trainer's, and exits 0 once the trainer finished the run.",
     'Ctrl-C (SIGINT/SIGTERM) stops after the current capture and exits 130; a second one exits at once.',
@@ -116,18 +144,38 @@ export const ROLLOUT_DEF: CommandDef = {
   options: [
     textSpec('--cluster', 'cluster', 'url', 'the Redis of the run, redis://host:port/db (the --cluster of its trainer)', undefined, true),
     textSpec('--run', 'run', 'name', 'the run id (the --run of its trainer)', undefined, true),
-    textSpec('--target', 'target', 'dir', "Hugging Face target directory: the trainer's target (its config and precision are checked against the run manifest)", undefined, true),
+    textSpec(
+      '--target',
+      'target',
+      'dir',
+      "Hugging Face target directory: the trainer's target (its config and precision are checked against the run manifest)",
+      undefined,
+      true,
+    ),
     TARGET_PRECISION,
     intSpec('--batch', 'batch', { min: 1, max: 65_536 }, 'prompts leased per capture (one batched forward)', 4),
     intSpec('--poll-ms', 'pollMs', { min: 1, max: 60_000 }, 'milliseconds between asks when nothing is leasable', 50),
-    textSpec('--worker-id', 'workerId', 'id', 'the member id of this worker in the run (unique per worker)', 'rollout-<8 random hex digits>'),
-    intSpec('--wait-ms', 'waitMs', { min: 0, max: 86_400_000 }, "milliseconds to wait for the trainer's run manifest before giving up", 60_000),
+    textSpec(
+      '--worker-id',
+      'workerId',
+      'id',
+      'the member id of this worker in the run (unique per worker)',
+      'rollout-<8 random hex digits>',
+    ),
+    intSpec(
+      '--wait-ms',
+      'waitMs',
+      { min: 0, max: 86_400_000 },
+      "milliseconds to wait for the trainer's run manifest before giving up",
+      60_000,
+    ),
   ],
 };
 
 export function rolloutArgs(parsed: ParsedArgs): RolloutArgs {
   const v = parsed.values as Partial<RolloutArgs> & { cluster: string; run: string; target: string };
-  if (v.workerId !== undefined && !/^[\w.:@-]{1,128}$/.test(v.workerId)) throw new UsageError(`--worker-id: ${JSON.stringify(v.workerId)} must be 1-128 letters, digits or _ . : @ -`);
+  if (v.workerId !== undefined && !/^[\w.:@-]{1,128}$/.test(v.workerId))
+    throw new UsageError(`--worker-id: ${JSON.stringify(v.workerId)} must be 1-128 letters, digits or _ . : @ -`);
   return {
     cluster: clusterUrl('--cluster', v.cluster),
     run: runName('--run', v.run),
@@ -142,5 +190,9 @@ export function rolloutArgs(parsed: ParsedArgs): RolloutArgs {
 
 export function statusArgs(parsed: ParsedArgs): StatusArgs {
   const v = parsed.values as { cluster: string; run: string; format?: string };
-  return { cluster: clusterUrl('--cluster', v.cluster), run: runName('--run', v.run), format: (v.format ?? 'text') as StatusArgs['format'] };
+  return {
+    cluster: clusterUrl('--cluster', v.cluster),
+    run: runName('--run', v.run),
+    format: (v.format ?? 'text') as StatusArgs['format'],
+  };
 }

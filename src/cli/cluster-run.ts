@@ -29,7 +29,10 @@ export const FEATURE_KEY_PREFIX = 'speclab-features';
 /** The platform's Redis connector, or an error naming the command: only Node opens sockets. */
 export function redisConnector(platform: Platform, command: string): (url: string) => Promise<RedisLink> {
   const connect = platform.connectRedis?.bind(platform);
-  if (!connect) throw new Error(`--cluster: this runtime (${platform.name}) cannot open sockets to Redis; speclab ${command} --cluster needs Node (bin/speclab.mjs)`);
+  if (!connect)
+    throw new Error(
+      `--cluster: this runtime (${platform.name}) cannot open sockets to Redis; speclab ${command} --cluster needs Node (bin/speclab.mjs)`,
+    );
   return connect;
 }
 
@@ -45,17 +48,36 @@ export function clusterRuntime<T extends { cluster?: string }>(platform: Platfor
  * matrices, which changes the captured features. A rollout worker must describe its target alike.
  */
 export function targetDescription(config: TargetModel['config'], precision: 'f32' | 'f16'): Record<string, unknown> {
-  return { configHash: stableHash(config), numLayers: config.numLayers, hiddenSize: config.hiddenSize, vocabSize: config.vocabSize, precision };
+  return {
+    configHash: stableHash(config),
+    numLayers: config.numLayers,
+    hiddenSize: config.hiddenSize,
+    vocabSize: config.vocabSize,
+    precision,
+  };
 }
 
 /** The run manifest the trainer publishes and every rollout worker checks before it captures. */
-export function runManifest(run: string, capture: CaptureConfig, target: Record<string, unknown>, promptLeaseMs: number): Record<string, unknown> {
+export function runManifest(
+  run: string,
+  capture: CaptureConfig,
+  target: Record<string, unknown>,
+  promptLeaseMs: number,
+): Record<string, unknown> {
   return { run, capture, target, featurePrecision: capture.featurePrecision ?? 'f32', promptLeaseMs };
 }
 
 /** A data-plane client on the run's Redis (its own connections, closed with it). */
-export function featureClient(connect: (url: string) => Promise<RedisLink>, url: string, gpu: Gpu, claimPollMs = 5): Promise<DataPlaneClient> {
-  return createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs }, { gpu, connectRedis: connect });
+export function featureClient(
+  connect: (url: string) => Promise<RedisLink>,
+  url: string,
+  gpu: Gpu,
+  claimPollMs = 5,
+): Promise<DataPlaneClient> {
+  return createDataPlaneClient(
+    { impl: 'transferQueue', backend: { kind: 'redis', url, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs },
+    { gpu, connectRedis: connect },
+  );
 }
 
 /**
@@ -113,7 +135,14 @@ export interface ClusterTrainerSettings {
  * registers the partition, wiping it; a resumed one attaches and keeps its committed features),
  * then publishes the manifest (refused when Redis holds another one for the run).
  */
-export async function openClusterTrainer(platform: Platform, settings: ClusterTrainerSettings, gpu: Gpu, capture: CaptureConfig, targetConfig: TargetModel['config'], print: (line: string) => void): Promise<ClusterTrainer> {
+export async function openClusterTrainer(
+  platform: Platform,
+  settings: ClusterTrainerSettings,
+  gpu: Gpu,
+  capture: CaptureConfig,
+  targetConfig: TargetModel['config'],
+  print: (line: string) => void,
+): Promise<ClusterTrainer> {
   const { cluster: url, run } = settings;
   const connect = redisConnector(platform, 'train');
   const link = await connect(url);
@@ -124,15 +153,23 @@ export async function openClusterTrainer(platform: Platform, settings: ClusterTr
       const committed = (await stores.metadata.allCommittedIds()).length;
       const { globalStep } = await stores.metadata.durableMarker();
       if (committed > 0 || globalStep !== null) {
-        throw new Error(`--run ${run}: ${url} already holds state of this run (${committed} committed samples, durable step ${globalStep ?? 'none'}); continue it with --resume (same --out), or use another --run`);
+        throw new Error(
+          `--run ${run}: ${url} already holds state of this run (${committed} committed samples, durable step ${globalStep ?? 'none'}); continue it with --resume (same --out), or use another --run`,
+        );
       }
     }
     client = await featureClient(connect, url, gpu);
     const kept = keepUntilAcked(client, run, stores);
-    const features = settings.resume ? new DataPlaneFeatureStore(gpu, kept, run) : await DataPlaneFeatureStore.open(gpu, kept, run, sessionFeatureFields(capture));
+    const features = settings.resume
+      ? new DataPlaneFeatureStore(gpu, kept, run)
+      : await DataPlaneFeatureStore.open(gpu, kept, run, sessionFeatureFields(capture));
     const record = new RedisRunRecord(link, run);
-    await record.publish(runManifest(run, capture, targetDescription(targetConfig, settings.targetPrecision), settings.promptLeaseMs ?? PROMPT_LEASE_MS));
-    print(`cluster: trainer of run ${run} on ${url}; waiting for rollout workers: speclab rollout --cluster ${url} --run ${run} --target <this target>${settings.targetPrecision === 'f16' ? ' --target-precision f16' : ''}`);
+    await record.publish(
+      runManifest(run, capture, targetDescription(targetConfig, settings.targetPrecision), settings.promptLeaseMs ?? PROMPT_LEASE_MS),
+    );
+    print(
+      `cluster: trainer of run ${run} on ${url}; waiting for rollout workers: speclab rollout --cluster ${url} --run ${run} --target <this target>${settings.targetPrecision === 'f16' ? ' --target-precision f16' : ''}`,
+    );
     const opened = client;
     return {
       stores,

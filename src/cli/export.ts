@@ -36,6 +36,8 @@ export async function runExport(platform: Platform, o: ExportArgs, log: (line: s
     }
   }
   const { config, step, checkpoint } = await exportRunCheckpoint(platform.files(parent), name, platform.files(o.out), '', draftConfig);
-  log(`exported ${checkpoint} (step ${step}) to ${o.out}: hidden ${config.hiddenSize}, draft vocab ${config.draftVocabSize} of ${config.vocabSize}, bf16`);
+  log(
+    `exported ${checkpoint} (step ${step}) to ${o.out}: hidden ${config.hiddenSize}, draft vocab ${config.draftVocabSize} of ${config.vocabSize}, bf16`,
+  );
   return 0;
 }

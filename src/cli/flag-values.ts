@@ -57,8 +57,10 @@ function listItems(text: string): string[] {
 }
 
 function inBounds(flag: string, value: number, b: Bounds): number {
-  if (b.exclusiveMin ? !(value > b.min) : !(value >= b.min)) throw new Error(`${flag}: ${value} ${b.exclusiveMin ? 'must be above' : 'is under the minimum'} ${b.min}`);
-  if (b.exclusiveMax ? !(value < b.max) : !(value <= b.max)) throw new Error(`${flag}: ${value} ${b.exclusiveMax ? 'must be under' : 'is over the limit'} ${b.max}`);
+  if (b.exclusiveMin ? !(value > b.min) : !(value >= b.min))
+    throw new Error(`${flag}: ${value} ${b.exclusiveMin ? 'must be above' : 'is under the minimum'} ${b.min}`);
+  if (b.exclusiveMax ? !(value < b.max) : !(value <= b.max))
+    throw new Error(`${flag}: ${value} ${b.exclusiveMax ? 'must be under' : 'is over the limit'} ${b.max}`);
   return value;
 }
 
@@ -74,10 +76,17 @@ export interface PositionsContext {
  * max_position_embeddings: the positions it was trained on, past which its output means nothing.
  * Checked as soon as the prompts are known, before any generation; the error names the flag to lower.
  */
-export function checkPositions(prompts: readonly (readonly number[])[], newTokens: number, maxPositions: number, on: PositionsContext): void {
+export function checkPositions(
+  prompts: readonly (readonly number[])[],
+  newTokens: number,
+  maxPositions: number,
+  on: PositionsContext,
+): void {
   const longest = prompts.reduce((a, p) => Math.max(a, p.length), 0);
   if (longest + newTokens <= maxPositions) return;
   const which = on.which ? `${on.which} ` : '';
   const shorter = on.promptFlag ? ` (${on.promptFlag})` : '';
-  throw new Error(`${on.flag} ${newTokens}: the longest ${which}prompt (${longest} tokens) plus ${newTokens} generated tokens is ${longest + newTokens}, over the target's max_position_embeddings ${maxPositions}; lower ${on.flag} or use shorter prompts${shorter}`);
+  throw new Error(
+    `${on.flag} ${newTokens}: the longest ${which}prompt (${longest} tokens) plus ${newTokens} generated tokens is ${longest + newTokens}, over the target's max_position_embeddings ${maxPositions}; lower ${on.flag} or use shorter prompts${shorter}`,
+  );
 }

@@ -21,7 +21,8 @@ export interface GatewayArgs {
 
 export const GATEWAY_DEF: CommandDef = {
   name: 'gateway',
-  summary: "WebSocket gateway of a cluster run for browser tabs: the run's data plane and the rollout endpoints of its control plane, behind a token",
+  summary:
+    "WebSocket gateway of a cluster run for browser tabs: the run's data plane and the rollout endpoints of its control plane, behind a token",
   epilog: [
     "It waits for the trainer's run manifest, then serves until Ctrl-C (SIGINT/SIGTERM) and exits 0. Open the printed tab URL on the SpecLab site (web/rollout.html) to make a tab a rollout worker.",
     'Every connection must present the token of --token-file (16..256 characters of [A-Za-z0-9_-]); with --origin, only pages of those origins may connect.',
@@ -30,16 +31,42 @@ export const GATEWAY_DEF: CommandDef = {
   options: [
     textSpec('--cluster', 'cluster', 'url', 'the Redis of the run, redis://host:port/db (the --cluster of its trainer)', undefined, true),
     textSpec('--run', 'run', 'name', 'the run id (the --run of its trainer)', undefined, true),
-    textSpec('--token-file', 'tokenFile', 'file', 'a file holding the shared secret every tab must present (its first line)', undefined, true),
+    textSpec(
+      '--token-file',
+      'tokenFile',
+      'file',
+      'a file holding the shared secret every tab must present (its first line)',
+      undefined,
+      true,
+    ),
     textSpec('--host', 'host', 'addr', 'the address to listen on; anything but 127.0.0.1 exposes the run beyond this machine', '127.0.0.1'),
     intSpec('--port', 'port', { min: 0, max: 65_535 }, 'the port to listen on (0: a free one)', 8765),
-    textSpec('--origin', 'origin', 'origins', 'comma-separated page origins allowed to connect, e.g. http://127.0.0.1:4173 (default: any page holding the token)'),
-    intSpec('--wait-ms', 'waitMs', { min: 0, max: 86_400_000 }, "milliseconds to wait for the trainer's run manifest before giving up", 60_000),
+    textSpec(
+      '--origin',
+      'origin',
+      'origins',
+      'comma-separated page origins allowed to connect, e.g. http://127.0.0.1:4173 (default: any page holding the token)',
+    ),
+    intSpec(
+      '--wait-ms',
+      'waitMs',
+      { min: 0, max: 86_400_000 },
+      "milliseconds to wait for the trainer's run manifest before giving up",
+      60_000,
+    ),
   ],
 };
 
 export function gatewayArgs(parsed: ParsedArgs): GatewayArgs {
-  const v = parsed.values as { cluster: string; run: string; tokenFile: string; host?: string; port?: number; origin?: string; waitMs?: number };
+  const v = parsed.values as {
+    cluster: string;
+    run: string;
+    tokenFile: string;
+    host?: string;
+    port?: number;
+    origin?: string;
+    waitMs?: number;
+  };
   const host = v.host ?? '127.0.0.1';
   if (!/^[\w.:-]{1,253}$/.test(host)) throw new UsageError(`--host: ${JSON.stringify(host)} is not a host name or address`);
   let origins: string[] | undefined;
@@ -52,11 +79,20 @@ export function gatewayArgs(parsed: ParsedArgs): GatewayArgs {
       } catch {
         throw new UsageError(`--origin: ${JSON.stringify(o)} is not an origin like http://host:port`);
       }
-      if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== o) throw new UsageError(`--origin: ${JSON.stringify(o)} is not an origin like http://host:port (scheme, host and port only, no path)`);
+      if ((url.protocol !== 'http:' && url.protocol !== 'https:') || url.origin !== o)
+        throw new UsageError(`--origin: ${JSON.stringify(o)} is not an origin like http://host:port (scheme, host and port only, no path)`);
     }
   }
   if (v.tokenFile.length === 0) throw new UsageError('--token-file: needs a file name');
-  return { cluster: clusterUrl('--cluster', v.cluster), run: runName('--run', v.run), tokenFile: v.tokenFile, host, port: v.port ?? 8765, origins, waitMs: v.waitMs ?? 60_000 };
+  return {
+    cluster: clusterUrl('--cluster', v.cluster),
+    run: runName('--run', v.run),
+    tokenFile: v.tokenFile,
+    host,
+    port: v.port ?? 8765,
+    origins,
+    waitMs: v.waitMs ?? 60_000,
+  };
 }
 
 /** What a platform needs to serve a run's gateway. */

@@ -35,7 +35,10 @@ export async function readGatewayToken(platform: Platform, path: string): Promis
     throw new Error(`--token-file: cannot read ${path} (${(err as Error).message})`, { cause: err });
   }
   const token = new TextDecoder().decode(bytes).split(/\r?\n/)[0].trim();
-  if (!TOKEN_PATTERN.test(token)) throw new Error(`--token-file: the first line of ${path} must be a token of 16..256 characters of [A-Za-z0-9_-] (e.g. openssl rand -hex 32)`);
+  if (!TOKEN_PATTERN.test(token))
+    throw new Error(
+      `--token-file: the first line of ${path} must be a token of 16..256 characters of [A-Za-z0-9_-] (e.g. openssl rand -hex 32)`,
+    );
   return token;
 }
 
@@ -59,7 +62,10 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
     const deadline = performance.now() + args.waitMs;
     if (!manifest) print(`gateway: waiting up to ${args.waitMs} ms for the trainer of run ${args.run} on ${args.cluster}`);
     while (!manifest && !stopping) {
-      if (performance.now() >= deadline) throw new Error(`--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start speclab train --cluster ${args.cluster} --run ${args.run} first`);
+      if (performance.now() >= deadline)
+        throw new Error(
+          `--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start speclab train --cluster ${args.cluster} --run ${args.run} first`,
+        );
       await sleep(250);
       manifest = await record.read();
     }
@@ -68,9 +74,14 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
       return 0;
     }
     const promptLeaseMs = manifest.promptLeaseMs;
-    if (typeof promptLeaseMs !== 'number' || !Number.isInteger(promptLeaseMs) || promptLeaseMs < 1) throw new Error(`run ${args.run}: its manifest has no valid promptLeaseMs (a record from another version, or damaged)`);
+    if (typeof promptLeaseMs !== 'number' || !Number.isInteger(promptLeaseMs) || promptLeaseMs < 1)
+      throw new Error(`run ${args.run}: its manifest has no valid promptLeaseMs (a record from another version, or damaged)`);
     // As speclab rollout: the trainer holds the durable marker; expired prompt leases return to the ledger.
-    const stores = await openRedisControlStores(link, args.run, { url: args.cluster, requireDurable: false, prompts: { leaseTimeoutMs: promptLeaseMs } });
+    const stores = await openRedisControlStores(link, args.run, {
+      url: args.cluster,
+      requireDurable: false,
+      prompts: { leaseTimeoutMs: promptLeaseMs },
+    });
     const controller = DataFlowController.over(args.run, stores, { enqueueCommits: false });
     const gateway = await start({
       token,
@@ -78,7 +89,11 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
       port: args.port,
       allowedOrigins: args.origins,
       // Host rows only cross this gateway (tabs read their own GPU rows back before sending), so no GPU here.
-      openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: args.cluster, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs: 5 }, { connectRedis: connect }),
+      openClient: () =>
+        createDataPlaneClient(
+          { impl: 'transferQueue', backend: { kind: 'redis', url: args.cluster, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs: 5 },
+          { connectRedis: connect },
+        ),
       controller,
       record,
       promptLeaseMs,
@@ -86,7 +101,9 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
     });
     cleanup.push(() => gateway.close());
     const fragment = `gateway=${encodeURIComponent(gateway.url)}&run=${encodeURIComponent(args.run)}&token=<the token>`;
-    print(`gateway: serving run ${args.run} of ${args.cluster} at ${gateway.url} (data plane and rollout control; prompt lease ${promptLeaseMs} ms${args.origins ? `; origins ${args.origins.join(', ')}` : ''})`);
+    print(
+      `gateway: serving run ${args.run} of ${args.cluster} at ${gateway.url} (data plane and rollout control; prompt lease ${promptLeaseMs} ms${args.origins ? `; origins ${args.origins.join(', ')}` : ''})`,
+    );
     print(`gateway: open <SpecLab site>/rollout.html#${fragment} to add a tab as a rollout worker`);
     await stopped;
     print('gateway: stopped by an interrupt');

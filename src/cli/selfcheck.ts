@@ -19,7 +19,12 @@ export async function selfcheck(platform: Platform, print: (line: string) => voi
   // Every variant this device can run; f16-operand variants carry f16 rounding, hence their tolerance.
   for (const variant of availableMatmulVariants(ctx.features, matmulDeviceFacts(ctx))) {
     const tolerance = variant.endsWith('f16') ? 2e-3 : 1e-5;
-    for (const [transA, transB] of [[false, false], [false, true], [true, false], [true, true]]) {
+    for (const [transA, transB] of [
+      [false, false],
+      [false, true],
+      [true, false],
+      [true, true],
+    ]) {
       const [M, N, K] = [67, 45, 83];
       const a = rng.floats(M * K);
       const b = rng.floats(K * N);
@@ -38,7 +43,9 @@ export async function selfcheck(platform: Platform, print: (line: string) => voi
       const rel = Math.sqrt(diff / norm);
       const pass = rel <= tolerance;
       ok &&= pass;
-      print(`${pass ? 'ok  ' : 'FAIL'} matmul ${variant} ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${M}x${N}x${K}: relative error ${rel.toExponential(2)} vs float64`);
+      print(
+        `${pass ? 'ok  ' : 'FAIL'} matmul ${variant} ${transA ? 'T' : 'N'}${transB ? 'T' : 'N'} ${M}x${N}x${K}: relative error ${rel.toExponential(2)} vs float64`,
+      );
       gpu.release(A, B, C);
     }
   }

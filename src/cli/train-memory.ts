@@ -8,7 +8,15 @@
 import { z } from 'zod';
 import type { TargetModelConfig } from '../config/hf-config.ts';
 import { draftConfigFor } from '../training/eagle3-data.ts';
-import { formatMemoryPlan, memoryPlanRefusal, planTrainingMemory, sessionMemoryInput, type AdapterLimits, type MemoryPlan, type Precision } from '../training/memory-plan.ts';
+import {
+  formatMemoryPlan,
+  memoryPlanRefusal,
+  planTrainingMemory,
+  sessionMemoryInput,
+  type AdapterLimits,
+  type MemoryPlan,
+  type Precision,
+} from '../training/memory-plan.ts';
 import { formatBytes, parseByteSize } from '../util/bytes.ts';
 import { UsageError } from './options.ts';
 import type { TrainData } from './train-data.ts';
@@ -42,20 +50,35 @@ export interface TrainMemorySettings {
 export function longestTrainSequence(data: TrainData, responseLength: number): number {
   if (data.trainSequences) return Math.max(...data.trainSequences.map((s) => s.inputIds.length));
   if (data.regenerate) {
-    return Math.max(...data.regenerate.map((s) => {
-      const replies = s.lossMask.filter((v, j) => v === 1 && (j === 0 || s.lossMask[j - 1] === 0)).length;
-      return s.lossMask.filter((v) => v === 0).length + replies * responseLength;
-    }));
+    return Math.max(
+      ...data.regenerate.map((s) => {
+        const replies = s.lossMask.filter((v, j) => v === 1 && (j === 0 || s.lossMask[j - 1] === 0)).length;
+        return s.lossMask.filter((v) => v === 0).length + replies * responseLength;
+      }),
+    );
   }
   return Math.max(...(data.trainPrompts ?? [[]]).map((p) => p.length)) + responseLength;
 }
 
 /** The plan of this run on an adapter with `limits`. */
-export function trainMemoryPlan(config: TrainMemorySettings, tc: TargetModelConfig, draftVocabSize: number, data: TrainData, limits: AdapterLimits): MemoryPlan {
+export function trainMemoryPlan(
+  config: TrainMemorySettings,
+  tc: TargetModelConfig,
+  draftVocabSize: number,
+  data: TrainData,
+  limits: AdapterLimits,
+): MemoryPlan {
   const sequences = data.trainSequences?.length ?? data.regenerate?.length ?? data.trainPrompts?.length ?? 1;
   // The target always generates for the acceptance measurement, and for the training data unless a dataset brings its replies.
   const generated = data.trainSequences ? data.heldPrompts.length : Math.max(sequences, data.heldPrompts.length);
-  const input = sessionMemoryInput({ ...config, target: tc, draft: draftConfigFor({ config: tc }, draftVocabSize), maxLength: longestTrainSequence(data, config.responseLength), sequences, generated });
+  const input = sessionMemoryInput({
+    ...config,
+    target: tc,
+    draft: draftConfigFor({ config: tc }, draftVocabSize),
+    maxLength: longestTrainSequence(data, config.responseLength),
+    sequences,
+    generated,
+  });
   return planTrainingMemory(input, { limits, budgetBytes: config.gpuMemoryBudget });
 }
 

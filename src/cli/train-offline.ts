@@ -66,23 +66,38 @@ export interface OfflineTrainSummary {
 }
 
 /** Exit code: 0 when speculative decoding with both drafts stayed lossless. */
-export async function offlineTrainCommand(platform: Platform, config: OfflineTrainConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function offlineTrainCommand(
+  platform: Platform,
+  config: OfflineTrainConfig,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const s = await runOfflineTraining(platform, config, print, gpuContext);
   return [s.before.heldOut, s.after.heldOut, s.before.train, s.after.train].every((e) => e === undefined || e.lossless) ? 0 : 1;
 }
 
-export async function runOfflineTraining(platform: Platform, config: OfflineTrainConfig, print: (line: string) => void, gpuContext?: GpuContext): Promise<OfflineTrainSummary> {
+export async function runOfflineTraining(
+  platform: Platform,
+  config: OfflineTrainConfig,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<OfflineTrainSummary> {
   const started = performance.now();
   if (!config.offline) throw new Error('offline (--offline): missing the prepared feature directory');
   const features = platform.files(config.offline);
   const manifest = await readOfflineManifest(features);
   const manifestPath = `${features.root}/manifest.json`;
   if (config.auxLayers && config.auxLayers.join() !== manifest.auxLayerIds.join()) {
-    throw new Error(`auxLayers (--aux-layers) [${config.auxLayers}] differ from the layers [${manifest.auxLayerIds}] the features were captured from (${manifestPath})`);
+    throw new Error(
+      `auxLayers (--aux-layers) [${config.auxLayers}] differ from the layers [${manifest.auxLayerIds}] the features were captured from (${manifestPath})`,
+    );
   }
   const targetDir = config.target ?? manifest.target;
   const targetFiles = platform.files(targetDir);
-  if (!(await targetFiles.exists('config.json'))) throw new Error(`target ${targetFiles.root} (from ${config.target ? '--target' : manifestPath}): no config.json there (expected a Hugging Face model directory)`);
+  if (!(await targetFiles.exists('config.json')))
+    throw new Error(
+      `target ${targetFiles.root} (from ${config.target ? '--target' : manifestPath}): no config.json there (expected a Hugging Face model directory)`,
+    );
   const checkpoint = await loadHfCheckpoint(targetFiles, '');
   const tc = checkpoint.config;
   const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
@@ -91,7 +106,10 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
   const lock = await lockRunFolder(out);
   try {
     await prepareRunFolder(out, { resume: config.resume ?? false, fresh: config.fresh ?? false });
-    if ((await out.list('metadata')).length > 0) throw new Error(`${out.root} holds an online run (metadata/ is its ledger): resume it without --offline, or pass --fresh or another --out`);
+    if ((await out.list('metadata')).length > 0)
+      throw new Error(
+        `${out.root} holds an online run (metadata/ is its ledger): resume it without --offline, or pass --fresh or another --out`,
+      );
     let log: AppendLog | undefined;
     // Appends are chained so records land in order even when a caller does not wait.
     let logged: Promise<void> = Promise.resolve();
@@ -110,12 +128,24 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
       log = await out.openAppendLog('metrics.jsonl');
       await record({ phase: 'config', ...config, target: targetDir });
       const auxLayerIds = manifest.auxLayerIds;
-      print(`features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+      print(
+        `features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+      );
 
       // 2. Vocabulary mapping.
       const { mapping, coverage, distinct } = offlineVocab(manifest, draftVocabSize);
-      print(`phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${distinct} distinct loss-masked tokens; coverage ${(coverage * 100).toFixed(2)}% of loss-masked tokens`);
-      await record({ phase: 'data', trainSequences: manifest.samples, trainTokens: manifest.tokens, heldOut: manifest.heldOutPrompts.length, draftVocabSize, distinctTokens: distinct, vocabCoverage: coverage });
+      print(
+        `phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${distinct} distinct loss-masked tokens; coverage ${(coverage * 100).toFixed(2)}% of loss-masked tokens`,
+      );
+      await record({
+        phase: 'data',
+        trainSequences: manifest.samples,
+        trainTokens: manifest.tokens,
+        heldOut: manifest.heldOutPrompts.length,
+        draftVocabSize,
+        distinctTokens: distinct,
+        vocabCoverage: coverage,
+      });
 
       // 3. Untrained draft, evaluated before training.
       const draftConfig = draftConfigFor(target, draftVocabSize);
@@ -127,14 +157,27 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
       const base = await timeTargetOnly(target, held, config.evalNewTokens, now);
       const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.evalNewTokens, now) : undefined;
       const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
-        evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.evalNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
+        evaluateDraft(target, gpu, draft, prompts, {
+          maxNewTokens: config.evalNewTokens,
+          numDraftTokens: config.numDraftTokens,
+          auxLayerIds,
+          reference,
+          now,
+        });
       const untrained: Eagle3DraftCheckpoint = { config: draftConfig, weights: withoutEmbedding(initial), d2t: mapping.d2t, auxLayerIds };
-      const before = { heldOut: await evaluateOn(untrained, held, base.tokens), train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined };
-      print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
+      const before = {
+        heldOut: await evaluateOn(untrained, held, base.tokens),
+        train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined,
+      };
+      print(
+        `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
+      );
       await record({ phase: 'eval-before', ...before });
 
       // 4. Offline training, checkpointed in <out>/checkpoints (resumed from there with --resume).
-      print(`phase train: ${config.epochs} epochs × ${manifest.samples} shards, batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`);
+      print(
+        `phase train: ${config.epochs} epochs × ${manifest.samples} shards, batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`,
+      );
       const trainStart = performance.now();
       let tokens = 0;
       let startStep = 0;
@@ -152,7 +195,9 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
         runId: TRAIN_RUN_ID,
         onResume: (step) => {
           startStep = step;
-          print(`phase resume: step ${step} from ${out.root}/${RUN_CHECKPOINTS_DIR}; ${Math.ceil((manifest.samples * config.epochs) / config.batchSize) - step} steps left`);
+          print(
+            `phase resume: step ${step} from ${out.root}/${RUN_CHECKPOINTS_DIR}; ${Math.ceil((manifest.samples * config.epochs) / config.batchSize) - step} steps left`,
+          );
           void record({ event: 'phase', phase: 'resume', step });
         },
         // Written and fsynced before the step's checkpoint, with the fields of the online record.
@@ -160,16 +205,38 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
           tokens += st.samples * avgTokens;
           const elapsed = (performance.now() - trainStart) / 1000;
           if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
-            print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(tokens / elapsed)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}`);
+            print(
+              `phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(tokens / elapsed)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}`,
+            );
           }
           const replay = st.globalStep <= earlier.lastStep;
-          return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: tokens / elapsed, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...(replay ? { replay: true } : {}) }, { sync: true });
+          return record(
+            {
+              phase: 'train',
+              step: st.globalStep,
+              totalSteps: st.totalSteps,
+              loss: st.loss,
+              plosses: st.plosses,
+              accs: st.accs,
+              simulatedAcceptance: st.simulatedAcceptance,
+              lr: st.lr,
+              gradNorm: st.gradNorm,
+              samples: st.samples,
+              tokensPerSecond: tokens / elapsed,
+              checkpointed: st.checkpointed,
+              elapsedSeconds: (performance.now() - started) / 1000,
+              ...(replay ? { replay: true } : {}),
+            },
+            { sync: true },
+          );
         },
       });
       const trainSeconds = (performance.now() - trainStart) / 1000;
       // A resumed run that has no step left keeps the loss its last step logged.
       const finalLoss = result.losses.at(-1) ?? earlier.lastLoss;
-      print(`phase train: ${result.steps} steps (${result.losses.length} in this process) in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`);
+      print(
+        `phase train: ${result.steps} steps (${result.losses.length} in this process) in ${trainSeconds.toFixed(1)}s, final loss ${finalLoss.toFixed(4)}`,
+      );
 
       // 5. Export of the final checkpoint, as `speclab export <out>` writes it.
       await exportRunCheckpoint(out, '', out, 'draft');
@@ -178,18 +245,44 @@ export async function runOfflineTraining(platform: Platform, config: OfflineTrai
       print(`phase export: SGLang draft written to ${exportDir}`);
 
       // 6. The trained (exported) draft, evaluated after training.
-      const trained: Eagle3DraftCheckpoint = { config: exported.config, weights: withoutEmbedding(exported.values), d2t: exported.vocab.d2t, auxLayerIds };
-      const after = { heldOut: await evaluateOn(trained, held, base.tokens), train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined };
+      const trained: Eagle3DraftCheckpoint = {
+        config: exported.config,
+        weights: withoutEmbedding(exported.values),
+        d2t: exported.vocab.d2t,
+        auxLayerIds,
+      };
+      const after = {
+        heldOut: await evaluateOn(trained, held, base.tokens),
+        train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined,
+      };
       await record({ phase: 'eval-after', ...after });
 
-      const summary: OfflineTrainSummary = { features: features.root, target: targetDir, samples: manifest.samples, steps: result.steps, trainSeconds, finalLoss, vocabCoverage: coverage, before, after, exportDir };
+      const summary: OfflineTrainSummary = {
+        features: features.root,
+        target: targetDir,
+        samples: manifest.samples,
+        steps: result.steps,
+        trainSeconds,
+        finalLoss,
+        vocabCoverage: coverage,
+        before,
+        after,
+        exportDir,
+      };
       await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
       await record({ phase: 'summary', ...summary });
       print('summary:');
-      print(`  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`);
-      if (before.train && after.train) print(`  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`);
+      print(
+        `  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`,
+      );
+      if (before.train && after.train)
+        print(
+          `  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`,
+        );
       const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
-      print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
+      print(
+        `  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`,
+      );
       print(`  ${result.steps} steps, final loss ${finalLoss.toFixed(4)}, total ${((performance.now() - started) / 1000).toFixed(1)}s`);
       print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/${RUN_CHECKPOINTS_DIR}`);
       return summary;

@@ -11,7 +11,16 @@
  */
 import type { Bounds } from './flag-values.ts';
 import { parseByteSize } from '../util/bytes.ts';
-import { describeBounds, parsers, parseCommand, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
+import {
+  describeBounds,
+  parsers,
+  parseCommand,
+  textSpec,
+  UsageError,
+  type CommandDef,
+  type OptionSpec,
+  type ParsedArgs,
+} from './options.ts';
 import { checkClusterSettings, TARGET_PRECISION, TRAIN_CLUSTER_OPTIONS } from './cluster-options.ts';
 
 const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
@@ -19,10 +28,20 @@ const snake = (key: string) => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}
 
 /** A numeric setting: decimal text from the flag, range checked by the schema (shown in help). */
 function numeric(key: string, kind: 'integer' | 'number', bounds: Bounds, defaultText: string | undefined, help: string): OptionSpec {
-  return { flag: `--${kebab(key)}`, key, placeholder: kind === 'integer' ? 'n' : 'x', help, type: describeBounds(kind, bounds), defaultText, parse: parsers.decimal };
+  return {
+    flag: `--${kebab(key)}`,
+    key,
+    placeholder: kind === 'integer' ? 'n' : 'x',
+    help,
+    type: describeBounds(kind, bounds),
+    defaultText,
+    parse: parsers.decimal,
+  };
 }
-const int = (key: string, min: number, max: number, defaultValue: number | string | undefined, help: string) => numeric(key, 'integer', { min, max }, defaultValue === undefined ? undefined : String(defaultValue), help);
-const path = (key: string, placeholder: string, help: string, defaultValue?: string) => textSpec(`--${kebab(key)}`, key, placeholder, help, defaultValue);
+const int = (key: string, min: number, max: number, defaultValue: number | string | undefined, help: string) =>
+  numeric(key, 'integer', { min, max }, defaultValue === undefined ? undefined : String(defaultValue), help);
+const path = (key: string, placeholder: string, help: string, defaultValue?: string) =>
+  textSpec(`--${kebab(key)}`, key, placeholder, help, defaultValue);
 const AUX_LAYERS: OptionSpec = {
   flag: '--aux-layers',
   key: 'auxLayers',
@@ -33,7 +52,12 @@ const AUX_LAYERS: OptionSpec = {
   parse: parsers.decimalList,
 };
 const TARGET = path('target', 'dir', 'Hugging Face target directory', 'the lab target, when assets/lab-target has a model');
-const PROMPTS_FILE = path('promptsFile', 'file', 'JSON array of token-id arrays: prompts to continue with the target (the last --eval-prompts held out)', 'the lab corpus for the lab target, else seeded random prompts');
+const PROMPTS_FILE = path(
+  'promptsFile',
+  'file',
+  'JSON array of token-id arrays: prompts to continue with the target (the last --eval-prompts held out)',
+  'the lab corpus for the lab target, else seeded random prompts',
+);
 const SEED = int('seed', 0, 2 ** 32 - 1, 0, 'seed of the prompts, the draft init and the data order');
 const TRAIN_PROMPTS = int('trainPrompts', 1, 10_000_000, 32, 'training prompts (generated or taken from the corpus)');
 const EVAL_PROMPTS = int('evalPrompts', 1, 100_000, 4, 'held-out prompts for the acceptance measurement');
@@ -63,20 +87,41 @@ const DATA_OPTIONS: readonly OptionSpec[] = [
     parse: (_flag, text, previous) => [...((previous as string[] | undefined) ?? []), text],
   },
   path('evalData', 'file', 'held-out conversations for the acceptance measurement', 'the last --eval-prompts rows of --data'),
-  textSpec('--chat-template', 'chatTemplate', 'name|file', 'chat template: llama3, qwen, speclab, or a Jinja file', "the target's tokenizer_config.json chat_template"),
+  textSpec(
+    '--chat-template',
+    'chatTemplate',
+    'name|file',
+    'chat template: llama3, qwen, speclab, or a Jinja file',
+    "the target's tokenizer_config.json chat_template",
+  ),
   int('maxLength', 1, 1_048_576, 2048, 'tokens per conversation; longer ones are truncated (SpecForge max_length)'),
-  { flag: '--regenerate', key: 'regenerate', help: "the target rewrites every reply of each conversation, turn by turn (up to --response-length tokens each), instead of training on the dataset's" },
+  {
+    flag: '--regenerate',
+    key: 'regenerate',
+    help: "the target rewrites every reply of each conversation, turn by turn (up to --response-length tokens each), instead of training on the dataset's",
+  },
   numeric('temperature', 'number', { min: 0, max: 100 }, '0', 'sampling temperature of --regenerate (0: greedy)'),
 ];
 
 /** Every setting of `speclab train`, in help order; keys are TrainConfig's. */
 export const TRAIN_OPTIONS: readonly OptionSpec[] = [
-  { flag: '--config', key: 'config', placeholder: 'file', help: 'JSON file of settings (keys below in camelCase or snake_case, or SpecForge names); flags override it', parse: parsers.text },
+  {
+    flag: '--config',
+    key: 'config',
+    placeholder: 'file',
+    help: 'JSON file of settings (keys below in camelCase or snake_case, or SpecForge names); flags override it',
+    parse: parsers.text,
+  },
   TARGET,
   ...DATA_OPTIONS,
   PROMPTS_FILE,
   path('offline', 'dir', 'train from a feature set written by speclab prepare (its data settings and aux layers apply; no rollout)'),
-  path('out', 'dir', 'output directory: metrics.jsonl, summary.json, draft/ (SGLang export), checkpoints/, metadata/, spill/', 'runs/train'),
+  path(
+    'out',
+    'dir',
+    'output directory: metrics.jsonl, summary.json, draft/ (SGLang export), checkpoints/, metadata/, spill/',
+    'runs/train',
+  ),
   { flag: '--resume', key: 'resume', help: 'continue the run in --out from its last checkpoint' },
   { flag: '--fresh', key: 'fresh', help: 'delete the run state in --out (checkpoints, ledger, spill) and start over' },
   ...TRAIN_CLUSTER_OPTIONS,
@@ -94,16 +139,37 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   int('draftVocabSize', 1, 4_194_304, 'the target vocabulary, at most 32000', 'draft vocabulary size'),
   AUX_LAYERS,
   int('numDraftTokens', 1, 64, 3, 'draft tokens per verification when evaluating'),
-  { ...int('maxNewTokens', 1, 1_048_576, 32, 'tokens generated per prompt when evaluating (before and after training)'), deprecated: ['--eval-new-tokens'] },
+  {
+    ...int('maxNewTokens', 1, 1_048_576, 32, 'tokens generated per prompt when evaluating (before and after training)'),
+    deprecated: ['--eval-new-tokens'],
+  },
   int('evalTrainPrompts', 0, 100_000, 4, 'training prompts also evaluated (0 = none)'),
-  int('evalEvery', 0, 1_000_000, 50, 'score the draft on the held-out data every N optimizer steps and at the last (forward only; 0 = never)'),
-  int('rolloutWorkers', 1, 8, 1, 'rollout workers capturing target features (they share the GPU); not with --cluster, whose rollout runs in speclab rollout processes'),
+  int(
+    'evalEvery',
+    0,
+    1_000_000,
+    50,
+    'score the draft on the held-out data every N optimizer steps and at the last (forward only; 0 = never)',
+  ),
+  int(
+    'rolloutWorkers',
+    1,
+    8,
+    1,
+    'rollout workers capturing target features (they share the GPU); not with --cluster, whose rollout runs in speclab rollout processes',
+  ),
   int('checkpointEvery', 1, 1_000_000, 8, 'checkpoint (and durably ack) every N steps, and at the end of every round'),
   SEED,
   FEATURE_PRECISION,
   TARGET_PRECISION,
   int('logEvery', 1, 1_000_000, 10, 'print a progress line every N steps'),
-  int('maxNonfiniteSteps', 0, 1_000_000, 3, 'optimizer steps with a NaN/Inf loss or gradient norm (each skipped on the GPU) tolerated before the run stops'),
+  int(
+    'maxNonfiniteSteps',
+    0,
+    1_000_000,
+    3,
+    'optimizer steps with a NaN/Inf loss or gradient norm (each skipped on the GPU) tolerated before the run stops',
+  ),
   {
     flag: '--gpu-memory-budget',
     key: 'gpuMemoryBudget',
@@ -140,7 +206,11 @@ export const SPECFORGE_KEYS: Readonly<Record<string, string>> = {
 const DEPRECATED_KEYS: Readonly<Record<string, string>> = { evalNewTokens: 'maxNewTokens', eval_new_tokens: 'maxNewTokens' };
 
 const SETTING_KEYS = TRAIN_OPTIONS.map((o) => o.key).filter((k) => k !== 'config');
-const CONFIG_KEYS = new Map<string, string>([...SETTING_KEYS.map((k) => [k, k] as const), ...SETTING_KEYS.map((k) => [snake(k), k] as const), ...Object.entries(SPECFORGE_KEYS)]);
+const CONFIG_KEYS = new Map<string, string>([
+  ...SETTING_KEYS.map((k) => [k, k] as const),
+  ...SETTING_KEYS.map((k) => [snake(k), k] as const),
+  ...Object.entries(SPECFORGE_KEYS),
+]);
 
 /**
  * A config file's settings under SpecLab's camelCase keys. Accepts camelCase, snake_case and
@@ -155,7 +225,8 @@ export function normalizeConfigKeys(json: Record<string, unknown>, file: string,
       key = DEPRECATED_KEYS[name];
       notices.push(`${file}: key "${name}" is deprecated; use "${key}"`);
     }
-    if (!key) throw new UsageError(`${file}: unknown key "${name}" (keys are the settings of speclab train --help, in camelCase or snake_case)`);
+    if (!key)
+      throw new UsageError(`${file}: unknown key "${name}" (keys are the settings of speclab train --help, in camelCase or snake_case)`);
     if (key in out) throw new UsageError(`${file}: "${from[key]}" and "${name}" are the same setting; keep one`);
     out[key] = value;
     from[key] = name;
@@ -168,13 +239,16 @@ const TRAIN_EPILOG = [
   'A killed or interrupted run continues with --resume (same settings); an existing run in --out is never overwritten without --fresh.',
   'With --cluster URL --run NAME this process is the trainer of a cluster run: rollout runs in `speclab rollout --cluster URL --run NAME --target DIR` processes (Node), the ledger is in Redis; --out keeps checkpoints, metrics and sequences.',
   'Ctrl-C (SIGINT/SIGTERM) while training finishes the current step, writes a checkpoint and exits 130; a second one exits at once.',
-  `SpecForge config names: ${Object.entries(SPECFORGE_KEYS).map(([k, v]) => `${k} → ${v}`).join(', ')}.`,
+  `SpecForge config names: ${Object.entries(SPECFORGE_KEYS)
+    .map(([k, v]) => `${k} → ${v}`)
+    .join(', ')}.`,
   'exit codes: 0 success (speculative decoding lossless), 1 the run failed, 2 usage error, 130 interrupted',
 ].join('\n');
 
 export const TRAIN_DEF: CommandDef = {
   name: 'train',
-  summary: 'train an EAGLE3 draft online for a target (rollout → feature store → trainer), or --offline from prepared shards; export it, and compare acceptance before/after',
+  summary:
+    'train an EAGLE3 draft online for a target (rollout → feature store → trainer), or --offline from prepared shards; export it, and compare acceptance before/after',
   epilog: TRAIN_EPILOG,
   options: TRAIN_OPTIONS,
 };
@@ -188,7 +262,12 @@ export const PREPARE_DEF: CommandDef = {
     TARGET,
     ...DATA_OPTIONS,
     PROMPTS_FILE,
-    path('out', 'dir', 'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors', 'runs/prepared'),
+    path(
+      'out',
+      'dir',
+      'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors',
+      'runs/prepared',
+    ),
     { ...TRAIN_PROMPTS, help: 'training prompts (generated or taken from the corpus): one shard each' },
     { ...EVAL_PROMPTS, help: 'held-out prompts, recorded in the manifest for the acceptance measurement' },
     PROMPT_LENGTH,

@@ -62,7 +62,15 @@ export const trainConfigSchema = sessionSettingsSchema
   .extend({
     target: z.string().min(1).optional(),
     promptsFile: z.string().min(1).optional(),
-    data: z.union([z.string().min(1).transform((file) => [file]), z.array(z.string().min(1)).min(1)]).optional(),
+    data: z
+      .union([
+        z
+          .string()
+          .min(1)
+          .transform((file) => [file]),
+        z.array(z.string().min(1)).min(1),
+      ])
+      .optional(),
     evalData: z.string().min(1).optional(),
     chatTemplate: z.string().min(1).optional(),
     maxLength: posInt.max(1_048_576).default(2048),
@@ -85,7 +93,8 @@ export const trainConfigSchema = sessionSettingsSchema
     // Storage of the frozen target's matrices; shapes the captured features, so a resume keeps it.
     targetPrecision: z.enum(['f32', 'f16']).default('f32'),
     cluster: z.string().min(1).optional(), // the trainer of a cluster run (cluster-options.ts, cluster-run.ts)
-    run: z.string().min(1).optional(), promptLeaseMs: z.number().int().min(100).max(86_400_000).optional(),
+    run: z.string().min(1).optional(),
+    promptLeaseMs: z.number().int().min(100).max(86_400_000).optional(),
   })
   .strict();
 
@@ -126,7 +135,8 @@ export async function configFromFlags(platform: Platform, flags: TrainFlags): Pr
   let base: Record<string, unknown> = {};
   if (configFile) {
     const json = await readJson(platform, configFile);
-    if (json === null || typeof json !== 'object' || Array.isArray(json)) throw new UsageError(`${configFile}: expected a JSON object of settings`);
+    if (json === null || typeof json !== 'object' || Array.isArray(json))
+      throw new UsageError(`${configFile}: expected a JSON object of settings`);
     const notices: string[] = [];
     base = normalizeConfigKeys(json as Record<string, unknown>, configFile, notices);
     for (const notice of notices) console.error(notice);
@@ -163,7 +173,12 @@ export interface TrainSummary {
 }
 
 /** Runs `speclab train` from argv; `gpuContext` (tests) replaces acquiring a device from the platform. */
-export async function trainCommand(platform: Platform, args: readonly string[], print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function trainCommand(
+  platform: Platform,
+  args: readonly string[],
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   const p = settingsOrExit(TRAIN_DEF, args, trainArgs, print);
   return 'exit' in p ? p.exit : runTrainCli(platform, p.settings, print, gpuContext);
 }
@@ -174,9 +189,17 @@ export async function trainCommand(platform: Platform, args: readonly string[], 
  * and the exit code is 130 with the command that resumes. An interrupt outside the steps, or a
  * second one, exits at once (130); what is on disk then is what a kill leaves, which resume handles.
  */
-export async function runTrainCli(platform: Platform, flags: TrainFlags, print: (line: string) => void, gpuContext?: GpuContext): Promise<number> {
+export async function runTrainCli(
+  platform: Platform,
+  flags: TrainFlags,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
   // --resume takes the run's stored settings; a given one that contradicts them is refused (run-settings.ts).
-  const config = clusterRuntime(platform, await withStoredSettings(platform, flags, await configFromFlags(platform, flags), validateTrainConfig, print));
+  const config = clusterRuntime(
+    platform,
+    await withStoredSettings(platform, flags, await configFromFlags(platform, flags), validateTrainConfig, print),
+  );
   const stop: StopRequest = { requested: false, training: false };
   const release = platform.onInterrupt?.(() => {
     if (stop.requested || !stop.training) {
@@ -200,7 +223,13 @@ export async function runTrainCli(platform: Platform, flags: TrainFlags, print: 
   }
 }
 
-export async function runTraining(platform: Platform, config: TrainConfig, print: (line: string) => void, gpuContext?: GpuContext, stop?: StopRequest): Promise<TrainSummary> {
+export async function runTraining(
+  platform: Platform,
+  config: TrainConfig,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+  stop?: StopRequest,
+): Promise<TrainSummary> {
   const started = performance.now();
   const targetDir = await resolveTargetDir(platform, config.target);
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
@@ -241,14 +270,26 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
     const gpu = new Gpu(ctx);
     const target = TargetModel.create(gpu, checkpoint);
     // A cluster run's ledger is in Redis (cluster-run.ts); once there, a failure leaves --out for --resume.
-    const role = config.cluster && config.run ? await openClusterTrainer(platform, { ...config, cluster: config.cluster, run: config.run }, gpu, sessionCapture(tc, auxLayerIds, config), tc, print) : undefined;
+    const role =
+      config.cluster && config.run
+        ? await openClusterTrainer(
+            platform,
+            { ...config, cluster: config.cluster, run: config.run },
+            gpu,
+            sessionCapture(tc, auxLayerIds, config),
+            tc,
+            print,
+          )
+        : undefined;
     if (role) run.keep();
     const metadata = role?.stores.metadata ?? (await FileMetadataStore.open(out, { dir: 'metadata' }));
     let session: Eagle3TrainingSession | undefined;
     try {
       log = await out.openAppendLog('metrics.jsonl');
       await record({ phase: 'config', ...config, target: targetDir });
-      print(`target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`);
+      print(
+        `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+      );
 
       // 1. Data (read above): a chat dataset's sequences, or prompts the target continues (inside the session).
       print(`phase data: ${data.lines[0]}`);
@@ -263,7 +304,14 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
         continuation: data.continuation,
         trainSequences: data.trainSequences,
         // Held-out conversations with their own replies, else the target's continuations of the held-out prompts.
-        evaluation: config.evalEvery > 0 ? { every: config.evalEvery, sequences: data.heldSequences ?? (await continueWithTarget(target, heldPrompts, config.responseLength, 16, data.continuation)) } : undefined,
+        evaluation:
+          config.evalEvery > 0
+            ? {
+                every: config.evalEvery,
+                sequences:
+                  data.heldSequences ?? (await continueWithTarget(target, heldPrompts, config.responseLength, 16, data.continuation)),
+              }
+            : undefined,
         settings: { ...config, auxLayers: auxLayerIds, draftVocabSize },
         storage: { checkpoints: platform.files(`${config.out}/checkpoints`), metadata, spill: platform.files(`${config.out}/spill`) },
         runId: config.run ?? 'speclab-train', // sample ids are `<runId>:<task>`: a cluster run's are its rollout processes'
@@ -282,18 +330,49 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
           if (skipped) print(skipped);
           const replay = st.globalStep <= earlier.lastStep;
           if (st.eval) {
-            print(`eval   step ${st.globalStep}: loss ${st.eval.loss.toFixed(4)}  acc_0 ${st.eval.accs[0].toFixed(3)}  simulated acceptance length ${st.eval.simulatedAcceptance.toFixed(3)} (${st.eval.lossTokens} held-out tokens)`);
+            print(
+              `eval   step ${st.globalStep}: loss ${st.eval.loss.toFixed(4)}  acc_0 ${st.eval.accs[0].toFixed(3)}  simulated acceptance length ${st.eval.simulatedAcceptance.toFixed(3)} (${st.eval.lossTokens} held-out tokens)`,
+            );
             void record({ phase: 'eval', step: st.globalStep, ...specForgeMetrics('eval', st.eval), ...(replay ? { replay: true } : {}) });
           }
-          return record({ phase: 'train', step: st.globalStep, totalSteps: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, lr: st.lr, gradNorm: st.gradNorm, samples: st.samples, tokensPerSecond: st.tokensPerSecond, checkpointed: st.checkpointed, elapsedSeconds: (performance.now() - started) / 1000, ...specForgeMetrics('train', { ...reduceTrainMetrics(st.metrics, config.tttLength), lr: st.lr, gradNorm: st.gradNorm }), ...(replay ? { replay: true } : {}) }, { sync: true });
+          return record(
+            {
+              phase: 'train',
+              step: st.globalStep,
+              totalSteps: st.totalSteps,
+              loss: st.loss,
+              plosses: st.plosses,
+              accs: st.accs,
+              simulatedAcceptance: st.simulatedAcceptance,
+              lr: st.lr,
+              gradNorm: st.gradNorm,
+              samples: st.samples,
+              tokensPerSecond: st.tokensPerSecond,
+              checkpointed: st.checkpointed,
+              elapsedSeconds: (performance.now() - started) / 1000,
+              ...specForgeMetrics('train', { ...reduceTrainMetrics(st.metrics, config.tttLength), lr: st.lr, gradNorm: st.gradNorm }),
+              ...(replay ? { replay: true } : {}),
+            },
+            { sync: true },
+          );
         },
       });
       const s = session;
       const trainTokens = s.sequences.reduce((a, q) => a + q.inputIds.length, 0);
 
       // 2. Vocabulary mapping (built by the session from the loss-masked tokens).
-      print(`phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${s.distinctTokens} distinct loss-masked tokens; coverage ${(s.coverage * 100).toFixed(2)}% of loss-masked tokens`);
-      await record({ phase: 'data', trainSequences: s.sequences.length, trainTokens, heldOut: heldPrompts.length, draftVocabSize, distinctTokens: s.distinctTokens, vocabCoverage: s.coverage });
+      print(
+        `phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${s.distinctTokens} distinct loss-masked tokens; coverage ${(s.coverage * 100).toFixed(2)}% of loss-masked tokens`,
+      );
+      await record({
+        phase: 'data',
+        trainSequences: s.sequences.length,
+        trainTokens,
+        heldOut: heldPrompts.length,
+        draftVocabSize,
+        distinctTokens: s.distinctTokens,
+        vocabCoverage: s.coverage,
+      });
 
       // 3. Untrained draft, evaluated before training.
       const trainEval = data.evalTrainPrompts.slice(0, config.evalTrainPrompts);
@@ -301,18 +380,28 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       const base = await timeTargetOnly(target, heldPrompts, config.maxNewTokens, now);
       const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.maxNewTokens, now) : undefined;
       const evaluateOn = (draft: Eagle3DraftCheckpoint, prompts: number[][], reference: number[][]) =>
-        evaluateDraft(target, gpu, draft, prompts, { maxNewTokens: config.maxNewTokens, numDraftTokens: config.numDraftTokens, auxLayerIds, reference, now });
+        evaluateDraft(target, gpu, draft, prompts, {
+          maxNewTokens: config.maxNewTokens,
+          numDraftTokens: config.numDraftTokens,
+          auxLayerIds,
+          reference,
+          now,
+        });
       const untrained = s.initialDraft();
       const before = {
         heldOut: await evaluateOn(untrained, heldPrompts, base.tokens),
         train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined,
       };
-      print(`phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`);
+      print(
+        `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
+      );
       await record({ phase: 'eval-before', ...flatEval(before) });
 
       // 4. Online training through the runtime planes, one optimizer step at a time.
       const startStep = s.globalStep;
-      print(`phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${role ? `rollout by the speclab rollout processes of run ${config.run}` : `${config.rolloutWorkers} rollout worker(s)`}${startStep > 0 ? `; resuming after step ${startStep}` : ''}`);
+      print(
+        `phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${role ? `rollout by the speclab rollout processes of run ${config.run}` : `${config.rolloutWorkers} rollout worker(s)`}${startStep > 0 ? `; resuming after step ${startStep}` : ''}`,
+      );
       const trainStart = performance.now();
       // A resumed run that has no step left keeps the loss its last step logged.
       let lastLoss = earlier.lastLoss;
@@ -322,7 +411,9 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
         const elapsed = (performance.now() - trainStart) / 1000;
         if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
           const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
-          print(`phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(st.tokensPerSecond)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`);
+          print(
+            `phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(st.tokensPerSecond)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`,
+          );
         }
         if (stop?.requested && st.globalStep < st.totalSteps) {
           await s.flush(); // checkpoint + durable ack of every step so far
@@ -335,7 +426,9 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       if (status.durableAcked !== expected) throw new Error(`training acked ${status.durableAcked} of ${expected} samples`);
       await role?.finish(); // the rollout processes exit
       const trainSeconds = (performance.now() - trainStart) / 1000;
-      print(`phase train: ${s.globalStep} steps (${s.globalStep - startStep} in this process) in ${formatDuration(trainSeconds)}, final loss ${lastLoss.toFixed(4)}; ${status.durableAcked} samples durably acked`);
+      print(
+        `phase train: ${s.globalStep} steps (${s.globalStep - startStep} in this process) in ${formatDuration(trainSeconds)}, final loss ${lastLoss.toFixed(4)}; ${status.durableAcked} samples durably acked`,
+      );
 
       // 5. Export.
       // From the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
@@ -345,7 +438,12 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       print(`phase export: SGLang draft written to ${exportDir}`);
 
       // 6. The trained (exported) draft, evaluated after training.
-      const trained: Eagle3DraftCheckpoint = { config: exported.config, weights: withoutEmbedding(exported.values), d2t: exported.vocab.d2t, auxLayerIds };
+      const trained: Eagle3DraftCheckpoint = {
+        config: exported.config,
+        weights: withoutEmbedding(exported.values),
+        d2t: exported.vocab.d2t,
+        auxLayerIds,
+      };
       const after = {
         heldOut: await evaluateOn(trained, heldPrompts, base.tokens),
         train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined,
@@ -368,12 +466,23 @@ export async function runTraining(platform: Platform, config: TrainConfig, print
       await record({ phase: 'summary', ...summary });
       const speedup = (e: SpecEval, sp: SpeedReport) => (e.tokensPerSecond / sp.tokensPerSecond).toFixed(2);
       print('summary:');
-      print(`  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`);
-      if (before.train && after.train) print(`  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`);
-      print(`  decode tokens/s (held-out):          target only ${base.speed.tokensPerSecond.toFixed(2)}; with untrained draft ${before.heldOut.tokensPerSecond.toFixed(2)} (${speedup(before.heldOut, base.speed)}x); with trained draft ${after.heldOut.tokensPerSecond.toFixed(2)} (${speedup(after.heldOut, base.speed)}x)`);
+      print(
+        `  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`,
+      );
+      if (before.train && after.train)
+        print(
+          `  acceptance length (training prompts): ${before.train.acceptanceLength.toFixed(3)} → ${after.train.acceptanceLength.toFixed(3)}`,
+        );
+      print(
+        `  decode tokens/s (held-out):          target only ${base.speed.tokensPerSecond.toFixed(2)}; with untrained draft ${before.heldOut.tokensPerSecond.toFixed(2)} (${speedup(before.heldOut, base.speed)}x); with trained draft ${after.heldOut.tokensPerSecond.toFixed(2)} (${speedup(after.heldOut, base.speed)}x)`,
+      );
       const lossless = [before.heldOut, after.heldOut, before.train, after.train].every((e) => e === undefined || e.lossless);
-      print(`  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`);
-      print(`  vocab coverage ${(s.coverage * 100).toFixed(2)}%, ${s.globalStep} steps, final loss ${lastLoss.toFixed(4)}, total ${formatDuration((performance.now() - started) / 1000)}`);
+      print(
+        `  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`,
+      );
+      print(
+        `  vocab coverage ${(s.coverage * 100).toFixed(2)}%, ${s.globalStep} steps, final loss ${lastLoss.toFixed(4)}, total ${formatDuration((performance.now() - started) / 1000)}`,
+      );
       print(`  export: ${exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/checkpoints`);
       return summary;
     } finally {

@@ -54,14 +54,19 @@ const schema = z.object({
 export function parseEagle3Config(input: string | unknown, source = 'draft config'): Eagle3Config {
   const c = parseConfigJson(schema, input, source, 'EAGLE3 draft config');
   const arch = c.architectures?.[0];
-  if (arch !== undefined && arch !== 'LlamaForCausalLMEagle3') throw new Error(`${source}: architecture "${arch}" is not LlamaForCausalLMEagle3`);
-  if (c.num_hidden_layers !== undefined && c.num_hidden_layers !== 1) throw new Error(`${source}: num_hidden_layers must be 1 for an EAGLE3 draft, got ${c.num_hidden_layers}`);
-  if (c.hidden_act !== undefined && c.hidden_act !== 'silu') throw new Error(`${source}: hidden_act "${c.hidden_act}" is not supported (only silu)`);
+  if (arch !== undefined && arch !== 'LlamaForCausalLMEagle3')
+    throw new Error(`${source}: architecture "${arch}" is not LlamaForCausalLMEagle3`);
+  if (c.num_hidden_layers !== undefined && c.num_hidden_layers !== 1)
+    throw new Error(`${source}: num_hidden_layers must be 1 for an EAGLE3 draft, got ${c.num_hidden_layers}`);
+  if (c.hidden_act !== undefined && c.hidden_act !== 'silu')
+    throw new Error(`${source}: hidden_act "${c.hidden_act}" is not supported (only silu)`);
   if (c.fc_norm) throw new Error(`${source}: fc_norm (Eagle3.1 per-chunk norms before fc) is not supported`);
   if (c.norm_output === false) throw new Error(`${source}: norm_output=false is not supported (logits are taken after the final norm)`);
-  if (c.rope_scaling !== undefined && c.rope_scaling !== null) throw new Error(`${source}: rope_scaling is not supported by the draft (plain RoPE only)`);
+  if (c.rope_scaling !== undefined && c.rope_scaling !== null)
+    throw new Error(`${source}: rope_scaling is not supported by the draft (plain RoPE only)`);
   const numKvHeads = c.num_key_value_heads ?? c.num_attention_heads;
-  if (c.num_attention_heads % numKvHeads !== 0) throw new Error(`${source}: num_attention_heads ${c.num_attention_heads} is not a multiple of num_key_value_heads ${numKvHeads}`);
+  if (c.num_attention_heads % numKvHeads !== 0)
+    throw new Error(`${source}: num_attention_heads ${c.num_attention_heads} is not a multiple of num_key_value_heads ${numKvHeads}`);
   const headDim = c.head_dim ?? c.hidden_size / c.num_attention_heads;
   if (!Number.isInteger(headDim) || headDim % 2 !== 0) throw new Error(`${source}: head_dim ${headDim} must be an even integer`);
   const draftVocabSize = c.draft_vocab_size ?? c.vocab_size;

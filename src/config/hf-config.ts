@@ -127,15 +127,18 @@ export function parseHfConfig(input: string | unknown, source = 'config.json'): 
     throw new Error(`${source}: unsupported architecture "${architecture}" (supported: ${SUPPORTED_ARCHITECTURES.join(', ')})`);
   }
   const arch = architecture as TargetArchitecture;
-  if (c.hidden_act !== undefined && c.hidden_act !== 'silu') throw new Error(`${source}: hidden_act "${c.hidden_act}" is not supported (only silu)`);
+  if (c.hidden_act !== undefined && c.hidden_act !== 'silu')
+    throw new Error(`${source}: hidden_act "${c.hidden_act}" is not supported (only silu)`);
   if (c.use_sliding_window) throw new Error(`${source}: sliding-window attention (use_sliding_window) is not supported`);
 
   const numHeads = c.num_attention_heads;
   const numKvHeads = c.num_key_value_heads ?? numHeads;
-  if (numHeads % numKvHeads !== 0) throw new Error(`${source}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`);
+  if (numHeads % numKvHeads !== 0)
+    throw new Error(`${source}: num_attention_heads ${numHeads} is not a multiple of num_key_value_heads ${numKvHeads}`);
   if (arch === 'Qwen3ForCausalLM' && c.head_dim == null) throw new Error(`${source}: Qwen3ForCausalLM needs an explicit head_dim`);
   const headDim = c.head_dim ?? c.hidden_size / numHeads;
-  if (!Number.isInteger(headDim) || headDim % 2 !== 0) throw new Error(`${source}: head_dim ${headDim} must be an even integer (RoPE rotates pairs)`);
+  if (!Number.isInteger(headDim) || headDim % 2 !== 0)
+    throw new Error(`${source}: head_dim ${headDim} must be an even integer (RoPE rotates pairs)`);
 
   const rope = c.rope_parameters ?? c.rope_scaling ?? null;
   const ropeTheta = c.rope_parameters?.rope_theta ?? c.rope_theta ?? 10000;
@@ -180,7 +183,8 @@ function parseRopeScaling(rope: z.infer<typeof ropeScalingSchema>, source: strin
         highFreqFactor: need(rope?.high_freq_factor, 'high_freq_factor'),
         originalMaxPositionEmbeddings: need(rope?.original_max_position_embeddings, 'original_max_position_embeddings'),
       };
-      if (scaling.highFreqFactor <= scaling.lowFreqFactor) throw new Error(`${source}: llama3 rope scaling needs high_freq_factor > low_freq_factor`);
+      if (scaling.highFreqFactor <= scaling.lowFreqFactor)
+        throw new Error(`${source}: llama3 rope scaling needs high_freq_factor > low_freq_factor`);
       return scaling;
     }
     default:

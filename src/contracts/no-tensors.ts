@@ -35,7 +35,9 @@ function walk(value: unknown, path: string, visited: WeakSet<object>): void {
   if (value === null || typeof value !== 'object') return;
   const kind = tensorKind(value);
   if (kind !== undefined) {
-    throw new TypeError(`${path} is a tensor-like value (${kind}); control-plane records carry metadata only (tensors go through the FeatureStore)`);
+    throw new TypeError(
+      `${path} is a tensor-like value (${kind}); control-plane records carry metadata only (tensors go through the FeatureStore)`,
+    );
   }
   // Shared sub-objects are checked once; cycles end here instead of recursing forever.
   if (visited.has(value)) return;

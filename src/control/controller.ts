@@ -10,7 +10,16 @@
  */
 import { assertNoTensors } from '../contracts/no-tensors.ts';
 import { makeJsonRecord, makePromptTask, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
-import type { ControlStores, FailOutcome, MemberKind, MemberRegistry, PromptFailOutcome, PromptFailure, PromptLedger, RefQueue } from './control-stores.ts';
+import type {
+  ControlStores,
+  FailOutcome,
+  MemberKind,
+  MemberRegistry,
+  PromptFailOutcome,
+  PromptFailure,
+  PromptLedger,
+  RefQueue,
+} from './control-stores.ts';
 import { InMemoryMemberRegistry } from './member-registry.ts';
 import { validateRefs, type MetadataStore } from './metadata-store.ts';
 import { PromptBook } from './prompt-book.ts';
@@ -55,7 +64,17 @@ export interface ControllerOptions {
 /** A prompt to ingest: known task fields, or arbitrary prompt data that becomes the payload. */
 export type PromptInput = Record<string, unknown>;
 
-const TASK_FIELDS = ['taskId', 'sourceId', 'payload', 'maxLength', 'chatTemplate', 'lossMaskPolicy', 'targetModelVersion', 'draftWeightVersion', 'metadata'];
+const TASK_FIELDS = [
+  'taskId',
+  'sourceId',
+  'payload',
+  'maxLength',
+  'chatTemplate',
+  'lossMaskPolicy',
+  'targetModelVersion',
+  'draftWeightVersion',
+  'metadata',
+];
 
 export interface ControllerStatus {
   runId: string;
@@ -107,7 +126,8 @@ export class DataFlowController {
   private readonly enqueueCommits: boolean;
 
   constructor(options: ControllerOptions) {
-    if (typeof options.runId !== 'string' || options.runId.length === 0) throw new TypeError('DataFlowController: runId must be a non-empty string');
+    if (typeof options.runId !== 'string' || options.runId.length === 0)
+      throw new TypeError('DataFlowController: runId must be a non-empty string');
     this.runId = options.runId;
     this.store = options.store;
     this.queue = options.queue ?? new SampleRefQueue();
@@ -122,15 +142,31 @@ export class DataFlowController {
       maxLeasePerWorker: positiveIntOrNull(options.maxPromptLeasePerWorker, 'maxPromptLeasePerWorker'),
     };
     if (options.prompts) {
-      const given = (['clock', 'promptLeaseTimeoutMs', 'maxPromptAttempts', 'maxPromptLeasePerWorker'] as const).filter((k) => options[k] !== undefined);
-      if (given.length > 0) throw new TypeError(`DataFlowController: ${given.join(', ')} configure the default prompt ledger; set them on the given prompts ledger instead`);
+      const given = (['clock', 'promptLeaseTimeoutMs', 'maxPromptAttempts', 'maxPromptLeasePerWorker'] as const).filter(
+        (k) => options[k] !== undefined,
+      );
+      if (given.length > 0)
+        throw new TypeError(
+          `DataFlowController: ${given.join(', ')} configure the default prompt ledger; set them on the given prompts ledger instead`,
+        );
     }
     this.prompts = options.prompts ?? new PromptBook(promptOptions);
   }
 
   /** A controller over shared stores (e.g. src/control/redis/): one per process, all seeing one run. */
-  static over(runId: string, stores: ControlStores, options: Omit<ControllerOptions, 'runId' | 'store' | 'queue' | 'prompts' | 'members'> = {}): DataFlowController {
-    return new DataFlowController({ ...options, runId, store: stores.metadata, queue: stores.queue, prompts: stores.prompts, members: stores.members });
+  static over(
+    runId: string,
+    stores: ControlStores,
+    options: Omit<ControllerOptions, 'runId' | 'store' | 'queue' | 'prompts' | 'members'> = {},
+  ): DataFlowController {
+    return new DataFlowController({
+      ...options,
+      runId,
+      store: stores.metadata,
+      queue: stores.queue,
+      prompts: stores.prompts,
+      members: stores.members,
+    });
   }
 
   // ── registration ────────────────────────────────────────────────────────────────────────────
@@ -207,7 +243,12 @@ export class DataFlowController {
 
   // ── train refs (consumer side, reached through TrainLease) ──────────────────────────────────
 
-  async leaseTrainRefs(trainerId: string, maxRefs: number, timeoutMs?: number, options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
+  async leaseTrainRefs(
+    trainerId: string,
+    maxRefs: number,
+    timeoutMs?: number,
+    options: { partitionKey?: string } = {},
+  ): Promise<SampleRef[]> {
     await this.requireKnown('trainer', trainerId, 'leaseTrainRefs');
     return this.queue.get(maxRefs, timeoutMs, options);
   }
@@ -217,7 +258,11 @@ export class DataFlowController {
    * fails, the leases stay and the refs are retrained, never lost (release state after a restart
    * is derived from the marker alone).
    */
-  async ackTrainRefs(trainerId: string, sampleIds: readonly string[], ack: { globalStep?: number | null; optimizerDurable?: boolean } = {}): Promise<{ released: number }> {
+  async ackTrainRefs(
+    trainerId: string,
+    sampleIds: readonly string[],
+    ack: { globalStep?: number | null; optimizerDurable?: boolean } = {},
+  ): Promise<{ released: number }> {
     await this.requireKnown('trainer', trainerId, 'ackTrainRefs');
     assertNoTensors(ack, 'ackTrainRefs.ack');
     requireIds(sampleIds, 'ackTrainRefs: sampleIds');
@@ -309,7 +354,8 @@ export class DataFlowController {
   private async register(kind: MemberKind, info: Record<string, unknown>, idField: string, where: string): Promise<string> {
     const record: Readonly<JsonRecord> = makeJsonRecord(info, `${where}.info`);
     const given = record[idField];
-    if (given !== undefined && (typeof given !== 'string' || given.length === 0)) throw new TypeError(`${where}: info.${idField} must be a non-empty string`);
+    if (given !== undefined && (typeof given !== 'string' || given.length === 0))
+      throw new TypeError(`${where}: info.${idField} must be a non-empty string`);
     const id = (given as string | undefined) ?? `${kind}-${this.randomHex(8)}`;
     await this.members.register(kind, id, record);
     return id;
@@ -364,8 +410,13 @@ export class DataFlowController {
       else unknown.push(id);
     }
     if (unknown.length > 0) {
-      const shown = unknown.slice(0, 8).map((id) => JSON.stringify(id)).join(', ');
-      throw new UnknownSampleError(`${where}: ${unknown.length} sample id(s) were never committed in run ${this.runId}: ${shown}${unknown.length > 8 ? ', ...' : ''}; ${consequence}`);
+      const shown = unknown
+        .slice(0, 8)
+        .map((id) => JSON.stringify(id))
+        .join(', ');
+      throw new UnknownSampleError(
+        `${where}: ${unknown.length} sample id(s) were never committed in run ${this.runId}: ${shown}${unknown.length > 8 ? ', ...' : ''}; ${consequence}`,
+      );
     }
     return refs;
   }
@@ -389,12 +440,16 @@ function requireCount(value: number, where: string): void {
 
 function positiveIntOrNull(value: number | null | undefined, name: string): number | null {
   if (value === undefined || value === null) return null;
-  if (!Number.isSafeInteger(value) || value < 1) throw new RangeError(`DataFlowController: ${name} must be a positive integer or null, got ${value}`);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new RangeError(`DataFlowController: ${name} must be a positive integer or null, got ${value}`);
   return value;
 }
 
 function cryptoHex(digits: number): string {
   const bytes = new Uint8Array(Math.ceil(digits / 2));
   globalThis.crypto.getRandomValues(bytes);
-  return [...bytes].map((b) => b.toString(16).padStart(2, '0')).join('').slice(0, digits);
+  return [...bytes]
+    .map((b) => b.toString(16).padStart(2, '0'))
+    .join('')
+    .slice(0, digits);
 }

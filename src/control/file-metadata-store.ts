@@ -18,13 +18,7 @@
 import type { AppendLog, FileStore } from '../ports/storage.ts';
 import type { SampleRef } from '../contracts/records.ts';
 import { encodeFrame, JournalCorruptError, scanJournal } from './journal.ts';
-import {
-  MetadataState,
-  StateBackedMetadataStore,
-  validateRefs,
-  validateTrainAck,
-  type TrainAck,
-} from './metadata-store.ts';
+import { MetadataState, StateBackedMetadataStore, validateRefs, validateTrainAck, type TrainAck } from './metadata-store.ts';
 import { openSealedJson, sealJson } from '../util/sealed-json.ts';
 
 export interface FileMetadataStoreOptions {
@@ -45,8 +39,7 @@ export interface RecoveryReport {
 }
 
 type JournalRecord =
-  | { type: 'commit'; refs: SampleRef[] }
-  | { type: 'ack'; ids: string[]; globalStep: number | null; optimizerDurable: boolean };
+  { type: 'commit'; refs: SampleRef[] } | { type: 'ack'; ids: string[]; globalStep: number | null; optimizerDurable: boolean };
 
 const SNAPSHOT_FORMAT = 'speclab-metadata-snapshot/1';
 const JOURNAL_NAME = /^journal-(\d{8})\.log$/;
@@ -97,10 +90,15 @@ export class FileMetadataStore extends StateBackedMetadataStore {
       generation = snapshotGeneration = loadSnapshot(await files.read(snapshotPath), `${files.root}/${snapshotPath}`, state);
     }
     const names = await files.list(dir);
-    const journals = names.map((n) => JOURNAL_NAME.exec(n)).filter((m) => m !== null).map((m) => Number(m[1]));
+    const journals = names
+      .map((n) => JOURNAL_NAME.exec(n))
+      .filter((m) => m !== null)
+      .map((m) => Number(m[1]));
     if (snapshotGeneration === null && journals.some((g) => g > 0) && !journals.includes(0)) {
       // Journals after generation 0 hold only changes since a snapshot; without it the state is partial.
-      throw new JournalCorruptError(`${files.root}/${snapshotPath} is missing but journals of later generations exist (${journals.join(', ')}); restore the snapshot`);
+      throw new JournalCorruptError(
+        `${files.root}/${snapshotPath} is missing but journals of later generations exist (${journals.join(', ')}); restore the snapshot`,
+      );
     }
     let replayed = 0;
     let torn = 0;
@@ -143,7 +141,12 @@ export class FileMetadataStore extends StateBackedMetadataStore {
 
   async recordTrainAck(sampleIds: readonly string[], ack: TrainAck): Promise<void> {
     validateTrainAck(sampleIds, ack, 'FileMetadataStore.recordTrainAck');
-    const record: JournalRecord = { type: 'ack', ids: [...sampleIds], globalStep: ack.globalStep ?? null, optimizerDurable: ack.optimizerDurable };
+    const record: JournalRecord = {
+      type: 'ack',
+      ids: [...sampleIds],
+      globalStep: ack.globalStep ?? null,
+      optimizerDurable: ack.optimizerDurable,
+    };
     await this.exclusive(async () => {
       await this.append(record, true);
       this.state.applyAck(record.ids, record);
@@ -162,7 +165,10 @@ export class FileMetadataStore extends StateBackedMetadataStore {
   private exclusive<T>(op: () => Promise<T>): Promise<T> {
     if (this.closed) return Promise.reject(new Error(`FileMetadataStore ${this.where()}: store is closed`));
     const run = this.tail.then(async () => {
-      if (this.broken) throw new Error(`FileMetadataStore ${this.where()}: an earlier journal write failed (${this.broken.message}); reopen the store to recover`);
+      if (this.broken)
+        throw new Error(
+          `FileMetadataStore ${this.where()}: an earlier journal write failed (${this.broken.message}); reopen the store to recover`,
+        );
       if (this.recordsSinceSnapshot >= this.snapshotEvery) await this.compact();
       return op();
     });
@@ -177,7 +183,9 @@ export class FileMetadataStore extends StateBackedMetadataStore {
       this.broken = err as Error;
       // Not applied here; if the bytes did reach the disk, recovery replays them, which is safe
       // because commits dedup and acks are idempotent unions (callers retry either way).
-      throw new Error(`FileMetadataStore ${this.where()}: journal write failed, change not applied: ${(err as Error).message}`, { cause: err });
+      throw new Error(`FileMetadataStore ${this.where()}: journal write failed, change not applied: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     this.recordsSinceSnapshot++;
   }
@@ -236,7 +244,12 @@ function loadSnapshot(bytes: Uint8Array, where: string, state: MetadataState): n
   }
   if (snap === null || typeof snap !== 'object') throw new JournalCorruptError(`${where}: not a ${SNAPSHOT_FORMAT} snapshot`);
   const generation = snap.generation;
-  if (snap.format !== SNAPSHOT_FORMAT || !Number.isSafeInteger(generation) || !Array.isArray(snap.committed) || !Array.isArray(snap.acked)) {
+  if (
+    snap.format !== SNAPSHOT_FORMAT ||
+    !Number.isSafeInteger(generation) ||
+    !Array.isArray(snap.committed) ||
+    !Array.isArray(snap.acked)
+  ) {
     throw new JournalCorruptError(`${where}: not a ${SNAPSHOT_FORMAT} snapshot`);
   }
   state.applyCommit(validateRefs(snap.committed as SampleRef[], `${where} committed`));

@@ -34,7 +34,8 @@ export function resolveFlowControlLimits(input: FlowControlLimitsInput = {}): Fl
   requireCount(highRefs, 'highWatermarkRefs', 1);
   const lowRefs = input.lowWatermarkRefs ?? highRefs;
   requireCount(lowRefs, 'lowWatermarkRefs', 0);
-  if (lowRefs > highRefs) throw new RangeError(`flow control: lowWatermarkRefs (${lowRefs}) must not exceed highWatermarkRefs (${highRefs})`);
+  if (lowRefs > highRefs)
+    throw new RangeError(`flow control: lowWatermarkRefs (${lowRefs}) must not exceed highWatermarkRefs (${highRefs})`);
 
   const highBytes = input.highWatermarkBytes ?? null;
   if (highBytes !== null) requireCount(highBytes, 'highWatermarkBytes', 1);
@@ -43,12 +44,19 @@ export function resolveFlowControlLimits(input: FlowControlLimitsInput = {}): Fl
   if (highBytes !== null) {
     lowBytes ??= highBytes;
     requireCount(lowBytes, 'lowWatermarkBytes', 0);
-    if (lowBytes > highBytes) throw new RangeError(`flow control: lowWatermarkBytes (${lowBytes}) must not exceed highWatermarkBytes (${highBytes})`);
+    if (lowBytes > highBytes)
+      throw new RangeError(`flow control: lowWatermarkBytes (${lowBytes}) must not exceed highWatermarkBytes (${highBytes})`);
   }
 
   const cap = input.maxPromptLeasePerWorker ?? 8;
   requireCount(cap, 'maxPromptLeasePerWorker', 1);
-  return Object.freeze({ highWatermarkRefs: highRefs, lowWatermarkRefs: lowRefs, highWatermarkBytes: highBytes, lowWatermarkBytes: lowBytes, maxPromptLeasePerWorker: cap });
+  return Object.freeze({
+    highWatermarkRefs: highRefs,
+    lowWatermarkRefs: lowRefs,
+    highWatermarkBytes: highBytes,
+    lowWatermarkBytes: lowBytes,
+    maxPromptLeasePerWorker: cap,
+  });
 }
 
 /**

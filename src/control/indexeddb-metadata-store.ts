@@ -69,7 +69,8 @@ export class IndexedDbMetadataStore implements MetadataStore {
 
   /** Opens (or creates) the store in database `name`; whatever an earlier tab wrote there is restored. */
   static async open(platform: KeyValueOpener, name: string): Promise<IndexedDbMetadataStore> {
-    if (typeof name !== 'string' || name.length === 0) throw new TypeError('IndexedDbMetadataStore: database name must be a non-empty string');
+    if (typeof name !== 'string' || name.length === 0)
+      throw new TypeError('IndexedDbMetadataStore: database name must be a non-empty string');
     return new IndexedDbMetadataStore(await platform.openKeyValueDatabase(name, METADATA_DB_SCHEMA));
   }
 
@@ -113,7 +114,12 @@ export class IndexedDbMetadataStore implements MetadataStore {
 
   async isCommitted(sampleId: string): Promise<boolean> {
     if (typeof sampleId !== 'string') return false;
-    return this.run('read', [COMMITTED], 'readonly', async (tx) => (await tx.getKeyByIndex(COMMITTED, BY_SAMPLE_ID, sampleId)) !== undefined);
+    return this.run(
+      'read',
+      [COMMITTED],
+      'readonly',
+      async (tx) => (await tx.getKeyByIndex(COMMITTED, BY_SAMPLE_ID, sampleId)) !== undefined,
+    );
   }
 
   async getCommitted(sampleId: string): Promise<SampleRef | undefined> {
@@ -124,11 +130,13 @@ export class IndexedDbMetadataStore implements MetadataStore {
 
   async getCommittedMany(sampleIds: readonly string[]): Promise<(SampleRef | undefined)[]> {
     return this.run('read', [COMMITTED], 'readonly', async (tx) =>
-      Promise.all(sampleIds.map(async (id) => {
-        if (typeof id !== 'string') return undefined;
-        const row = await tx.getByIndex(COMMITTED, BY_SAMPLE_ID, id);
-        return row === undefined ? undefined : this.readRow(row).ref;
-      })),
+      Promise.all(
+        sampleIds.map(async (id) => {
+          if (typeof id !== 'string') return undefined;
+          const row = await tx.getByIndex(COMMITTED, BY_SAMPLE_ID, id);
+          return row === undefined ? undefined : this.readRow(row).ref;
+        }),
+      ),
     );
   }
 
@@ -164,7 +172,12 @@ export class IndexedDbMetadataStore implements MetadataStore {
     this.db.close();
   }
 
-  private run<T>(what: string, stores: readonly string[], mode: 'readonly' | 'readwrite', body: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
+  private run<T>(
+    what: string,
+    stores: readonly string[],
+    mode: 'readonly' | 'readwrite',
+    body: (tx: KeyValueTransaction) => Promise<T>,
+  ): Promise<T> {
     if (this.closed) return Promise.reject(new Error(`IndexedDbMetadataStore ${this.name}: store is closed`));
     const result = this.db.transaction(stores, mode, body).catch((err: unknown) => {
       const message = err instanceof Error ? `${err.name}: ${err.message}` : String(err);
@@ -181,7 +194,8 @@ export class IndexedDbMetadataStore implements MetadataStore {
 
   private rowSampleId(row: unknown): string {
     const id = (row as Partial<CommittedRow> | null)?.sampleId;
-    if (typeof id !== 'string' || id.length === 0) throw this.corrupt(`committed row without a sample id: ${JSON.stringify(row)?.slice(0, 120)}`);
+    if (typeof id !== 'string' || id.length === 0)
+      throw this.corrupt(`committed row without a sample id: ${JSON.stringify(row)?.slice(0, 120)}`);
     return id;
   }
 

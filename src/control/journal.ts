@@ -48,7 +48,9 @@ export function scanJournal(bytes: Uint8Array, where: string): JournalScan {
     const problem = frameProblem(bytes, view, offset);
     if (problem !== undefined) {
       if (!isTornTail(bytes, view, offset)) {
-        throw new JournalCorruptError(`${where}: damaged record at byte ${offset} (${problem}) is followed by more data; refusing to drop records that may have been acknowledged`);
+        throw new JournalCorruptError(
+          `${where}: damaged record at byte ${offset} (${problem}) is followed by more data; refusing to drop records that may have been acknowledged`,
+        );
       }
       return { records, validBytes: offset, tornBytes: bytes.length - offset };
     }
@@ -57,7 +59,9 @@ export function scanJournal(bytes: Uint8Array, where: string): JournalScan {
     try {
       records.push(JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(payload)));
     } catch (err) {
-      throw new JournalCorruptError(`${where}: record at byte ${offset} has a valid checksum but unreadable JSON (${(err as Error).message})`);
+      throw new JournalCorruptError(
+        `${where}: record at byte ${offset} has a valid checksum but unreadable JSON (${(err as Error).message})`,
+      );
     }
     offset += HEADER_BYTES + length;
   }

@@ -120,7 +120,8 @@ const validatedRefs = new WeakSet<object>();
 export function validateTrainAck(sampleIds: readonly string[], ack: TrainAck, where: string): void {
   if (!Array.isArray(sampleIds)) throw new TypeError(`${where}: sampleIds must be an array of strings`);
   sampleIds.forEach((id, i) => {
-    if (typeof id !== 'string' || id.length === 0) throw new TypeError(`${where}: sampleIds[${i}] must be a non-empty string, got ${JSON.stringify(id)}`);
+    if (typeof id !== 'string' || id.length === 0)
+      throw new TypeError(`${where}: sampleIds[${i}] must be a non-empty string, got ${JSON.stringify(id)}`);
   });
   const step = ack.globalStep;
   if (step !== undefined && step !== null && (!Number.isSafeInteger(step) || step < 0)) {

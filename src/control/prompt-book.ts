@@ -102,7 +102,13 @@ export class PromptBook implements PromptLedger {
   }
 
   async counts(): Promise<PromptCounts> {
-    return { prompts: this.tasks.size, pending: this.pending.size, leased: this.leases.size, failed: this.failures.size, completed: this.completed };
+    return {
+      prompts: this.tasks.size,
+      pending: this.pending.size,
+      leased: this.leases.size,
+      failed: this.failures.size,
+      completed: this.completed,
+    };
   }
 
   async task(taskId: string): Promise<PromptTask | undefined> {

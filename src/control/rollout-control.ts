@@ -7,4 +7,7 @@
  */
 import type { DataFlowController } from './controller.ts';
 
-export type RolloutControl = Pick<DataFlowController, 'runId' | 'registerRolloutWorker' | 'leasePromptTasks' | 'failPromptTasks' | 'completePromptTasks' | 'commitSamples'>;
+export type RolloutControl = Pick<
+  DataFlowController,
+  'runId' | 'registerRolloutWorker' | 'leasePromptTasks' | 'failPromptTasks' | 'completePromptTasks' | 'commitSamples'
+>;

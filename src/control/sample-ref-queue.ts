@@ -75,7 +75,8 @@ export class SampleRefQueue implements RefQueue {
    * [] at once; otherwise waits up to `timeoutMs` for a put.
    */
   async get(maxRefs: number, timeoutMs?: number, options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
-    if (!Number.isInteger(maxRefs) || maxRefs < 0) throw new RangeError(`SampleRefQueue.get: maxRefs must be a non-negative integer, got ${maxRefs}`);
+    if (!Number.isInteger(maxRefs) || maxRefs < 0)
+      throw new RangeError(`SampleRefQueue.get: maxRefs must be a non-negative integer, got ${maxRefs}`);
     if (timeoutMs !== undefined && !(timeoutMs >= 0)) throw new RangeError(`SampleRefQueue.get: timeoutMs must be ≥ 0, got ${timeoutMs}`);
     const partition = options.partitionKey ?? DEFAULT_PARTITION;
     const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
@@ -234,6 +235,7 @@ export class SampleRefQueue implements RefQueue {
 
 function positiveOrNull(value: number | null | undefined, name: string): number | null {
   if (value === undefined || value === null) return null;
-  if (!(value > 0) || !Number.isFinite(value)) throw new RangeError(`SampleRefQueue: ${name} must be a positive number or null, got ${value}`);
+  if (!(value > 0) || !Number.isFinite(value))
+    throw new RangeError(`SampleRefQueue: ${name} must be a positive number or null, got ${value}`);
   return value;
 }

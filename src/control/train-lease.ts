@@ -10,7 +10,11 @@ import type { FailOutcome } from './sample-ref-queue.ts';
 /** The controller endpoints a TrainLease routes to (DataFlowController implements them). */
 export interface TrainEndpoints {
   leaseTrainRefs(trainerId: string, maxRefs: number, timeoutMs?: number, options?: { partitionKey?: string }): Promise<SampleRef[]>;
-  ackTrainRefs(trainerId: string, sampleIds: readonly string[], ack?: { globalStep?: number | null; optimizerDurable?: boolean }): Promise<{ released: number }>;
+  ackTrainRefs(
+    trainerId: string,
+    sampleIds: readonly string[],
+    ack?: { globalStep?: number | null; optimizerDurable?: boolean },
+  ): Promise<{ released: number }>;
   failRefs(ownerId: string, sampleIds: readonly string[], reason: string, retryable: boolean): Promise<FailOutcome>;
 }
 
@@ -29,10 +33,19 @@ export class TrainLease {
 
   /** Call at the optimizer-step boundary with the refs the step consumed. */
   ack(refs: readonly SampleRef[], ack: { globalStep?: number | null; optimizerDurable?: boolean } = {}): Promise<{ released: number }> {
-    return this.controller.ackTrainRefs(this.trainerId, refs.map((r) => r.sampleId), ack);
+    return this.controller.ackTrainRefs(
+      this.trainerId,
+      refs.map((r) => r.sampleId),
+      ack,
+    );
   }
 
   fail(refs: readonly SampleRef[], reason: string, retryable: boolean): Promise<FailOutcome> {
-    return this.controller.failRefs(this.trainerId, refs.map((r) => r.sampleId), reason, retryable);
+    return this.controller.failRefs(
+      this.trainerId,
+      refs.map((r) => r.sampleId),
+      reason,
+      retryable,
+    );
   }
 }

@@ -73,7 +73,16 @@ function escapeRegExp(s: string): string {
  */
 export function countWords(texts: Iterable<string>, specialTokens: readonly string[] = DEFAULT_SPECIAL_TOKENS): [string, number][] {
   const counts = new Map<string, number>();
-  const specials = specialTokens.length > 0 ? new RegExp([...specialTokens].sort((a, b) => b.length - a.length).map(escapeRegExp).join('|'), 'g') : undefined;
+  const specials =
+    specialTokens.length > 0
+      ? new RegExp(
+          [...specialTokens]
+            .sort((a, b) => b.length - a.length)
+            .map(escapeRegExp)
+            .join('|'),
+          'g',
+        )
+      : undefined;
   for (const text of texts) {
     const pieces = specials ? text.split(specials) : [text];
     for (const piece of pieces) {
@@ -142,12 +151,16 @@ export function trainByteLevelBpe(texts: Iterable<string>, options: BpeTrainOpti
   const specialTokens = [...(options.specialTokens ?? DEFAULT_SPECIAL_TOKENS)];
   const minFrequency = options.minFrequency ?? 2;
   const { vocabSize } = options;
-  if (new Set(specialTokens).size !== specialTokens.length) throw new Error(`trainByteLevelBpe: duplicate special tokens ${JSON.stringify(specialTokens)}`);
+  if (new Set(specialTokens).size !== specialTokens.length)
+    throw new Error(`trainByteLevelBpe: duplicate special tokens ${JSON.stringify(specialTokens)}`);
   if (specialTokens.some((t) => t === '')) throw new Error('trainByteLevelBpe: empty special token');
   if (!Number.isInteger(vocabSize) || vocabSize < 256 + specialTokens.length || vocabSize > ID_LIMIT) {
-    throw new Error(`trainByteLevelBpe: vocabSize must be an integer in [${256 + specialTokens.length}, ${ID_LIMIT}] (256 bytes + ${specialTokens.length} special tokens), got ${vocabSize}`);
+    throw new Error(
+      `trainByteLevelBpe: vocabSize must be an integer in [${256 + specialTokens.length}, ${ID_LIMIT}] (256 bytes + ${specialTokens.length} special tokens), got ${vocabSize}`,
+    );
   }
-  if (!Number.isInteger(minFrequency) || minFrequency < 1) throw new Error(`trainByteLevelBpe: minFrequency must be a positive integer, got ${minFrequency}`);
+  if (!Number.isInteger(minFrequency) || minFrequency < 1)
+    throw new Error(`trainByteLevelBpe: minFrequency must be a positive integer, got ${minFrequency}`);
 
   const bytes = byteToUnicode();
   const tokens: string[] = [...bytes];
@@ -254,7 +267,15 @@ export function buildTokenizerJson(trained: TrainedBpe): Record<string, unknown>
     version: '1.0',
     truncation: null,
     padding: null,
-    added_tokens: trained.specialTokens.map((content, i) => ({ id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
+    added_tokens: trained.specialTokens.map((content, i) => ({
+      id: base + i,
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: true,
+    })),
     normalizer: null,
     pre_tokenizer: byteLevel,
     post_processor: null,
@@ -290,8 +311,14 @@ export interface TokenizerConfigOptions {
 export function buildTokenizerConfig(trained: TrainedBpe, options: TokenizerConfigOptions = {}): Record<string, unknown> {
   const eos = options.eosToken ?? '<|endoftext|>';
   const pad = options.padToken ?? '<|endoftext|>';
-  for (const [name, token] of [['eosToken', eos], ['padToken', pad]] as const) {
-    if (!trained.specialTokens.includes(token)) throw new Error(`buildTokenizerConfig: ${name} ${JSON.stringify(token)} is not one of the special tokens ${JSON.stringify(trained.specialTokens)}`);
+  for (const [name, token] of [
+    ['eosToken', eos],
+    ['padToken', pad],
+  ] as const) {
+    if (!trained.specialTokens.includes(token))
+      throw new Error(
+        `buildTokenizerConfig: ${name} ${JSON.stringify(token)} is not one of the special tokens ${JSON.stringify(trained.specialTokens)}`,
+      );
   }
   const base = trained.tokens.length;
   const addedTokensDecoder: Record<string, unknown> = {};

@@ -50,7 +50,11 @@ function positiveInteger(value: number, name: string): number {
   return value;
 }
 
-export function tokenizeConversations(tokenizer: ChatTokenizer, rows: readonly Conversation[], options: TokenizeConversationsOptions): TokenizedConversations {
+export function tokenizeConversations(
+  tokenizer: ChatTokenizer,
+  rows: readonly Conversation[],
+  options: TokenizeConversationsOptions,
+): TokenizedConversations {
   const vocabSize = positiveInteger(options.vocabSize, 'vocabSize');
   const maxLength = positiveInteger(options.maxLength ?? DEFAULT_MAX_LENGTH, 'maxLength');
   const file = options.file ?? 'conversations';
@@ -78,7 +82,9 @@ export function tokenizeConversations(tokenizer: ChatTokenizer, rows: readonly C
     const inputIds = Array.from(full.inputIds.subarray(0, length));
     const bad = inputIds.findIndex((id) => id < 0 || id >= vocabSize);
     if (bad >= 0) {
-      throw new Error(`${where}: token ${inputIds[bad]} (position ${bad}) is outside the target's vocabulary [0, ${vocabSize}); the tokenizer does not belong to the target`);
+      throw new Error(
+        `${where}: token ${inputIds[bad]} (position ${bad}) is outside the target's vocabulary [0, ${vocabSize}); the tokenizer does not belong to the target`,
+      );
     }
     const lossMask = Array.from(full.lossMask.subarray(0, length));
     const ones = lossMask.reduce((a, v) => a + v, 0);

@@ -9,13 +9,20 @@
  * checked on a two-reply one, so a template whose replies cannot be found is refused up front
  * rather than producing empty or wrong loss masks.
  */
-import { CHAT_MARKERS, ChatTemplate, assistantSpans, type ChatMarkers, type ChatMessage, type ChatTokenizer } from '../formats/tokenizer.ts';
+import {
+  CHAT_MARKERS,
+  ChatTemplate,
+  assistantSpans,
+  type ChatMarkers,
+  type ChatMessage,
+  type ChatTokenizer,
+} from '../formats/tokenizer.ts';
 import { CHATML_TEMPLATE } from './bpe-trainer.ts';
 
 /** Meta-Llama-3-8B-Instruct's template, verbatim: note it trims every message's content. */
 const LLAMA3_TEMPLATE =
   "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n'+ message['content'] | trim + '<|eot_id|>' %}" +
-  "{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}" +
+  '{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}{{ content }}{% endfor %}' +
   "{% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
 
 /** Qwen2-Instruct's template, verbatim (ChatML with SpecForge's default system prompt when none is given). */
@@ -59,7 +66,10 @@ export function resolveChatTemplate(choice: ChatTemplateChoice | undefined, toke
   let resolved: ResolvedChatTemplate;
   if (choice === undefined) {
     const template = tokenizer.chatTemplate;
-    if (!template) throw new Error(`${tokenizer.source}/tokenizer_config.json: no chat_template; pass --chat-template with one of ${BUILTIN_NAMES} or a Jinja template file`);
+    if (!template)
+      throw new Error(
+        `${tokenizer.source}/tokenizer_config.json: no chat_template; pass --chat-template with one of ${BUILTIN_NAMES} or a Jinja template file`,
+      );
     resolved = { name: template.source, template, markers: inferChatMarkers(template, tokenizer.templateVariables) };
   } else if (typeof choice === 'string' && Object.hasOwn(BUILTIN_CHAT_TEMPLATES, choice)) {
     const builtin = BUILTIN_CHAT_TEMPLATES[choice as BuiltinChatTemplateName];
@@ -88,7 +98,9 @@ function markersFit(text: string, markers: ChatMarkers): boolean {
   const spans = assistantSpans(text, markers);
   // A template may put text of its own before a reply (Qwen3's empty <think> block): that is part of
   // the turn as rendered, so only the reply's end is pinned.
-  return spans.length === replies.length && spans.every((s, i) => text.slice(s.start, s.end).endsWith(replies[i].content + markers.endOfTurn));
+  return (
+    spans.length === replies.length && spans.every((s, i) => text.slice(s.start, s.end).endsWith(replies[i].content + markers.endOfTurn))
+  );
 }
 
 /**
@@ -115,7 +127,9 @@ export function inferChatMarkers(template: ChatTemplate, variables: Readonly<Rec
     const markers = { assistantHeader: prompted.slice(bare.length), endOfTurn };
     if (endOfTurn !== '' && markersFit(probe, markers)) return markers;
   }
-  throw new Error(`${template.source}: cannot find the assistant replies in what this chat template renders (no known assistant header / end-of-turn marker fits); pick a built-in with --chat-template (${BUILTIN_NAMES})`);
+  throw new Error(
+    `${template.source}: cannot find the assistant replies in what this chat template renders (no known assistant header / end-of-turn marker fits); pick a built-in with --chat-template (${BUILTIN_NAMES})`,
+  );
 }
 
 /** Every `<|…|>` special token in the markers must be one token of the tokenizer: else the template is another model's. */
@@ -123,7 +137,9 @@ function checkMarkerTokens(resolved: ResolvedChatTemplate, tokenizer: ChatTokeni
   const specials = `${resolved.markers.assistantHeader}${resolved.markers.endOfTurn}`.match(/<\|[^|<>]+\|>/g) ?? [];
   for (const token of specials) {
     if (tokenizer.tokenId(token) === undefined) {
-      throw new Error(`${resolved.name}: the chat template's marker ${token} is not a token of ${tokenizer.source}; the template belongs to another model (pick another --chat-template)`);
+      throw new Error(
+        `${resolved.name}: the chat template's marker ${token} is not a token of ${tokenizer.source}; the template belongs to another model (pick another --chat-template)`,
+      );
     }
   }
 }

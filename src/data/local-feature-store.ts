@@ -126,9 +126,11 @@ export class LocalFeatureStore implements FeatureStore {
    * await (the returned promise is already settled in effect); with one, only after its file is on disk.
    */
   async put(tensors: Readonly<Record<string, Tensor>>, sampleId: string, metadata: PutMetadata = {}): Promise<SampleRef> {
-    if (typeof sampleId !== 'string' || sampleId.length === 0) throw new TypeError(`put: sampleId must be a non-empty string, got ${JSON.stringify(sampleId)}`);
+    if (typeof sampleId !== 'string' || sampleId.length === 0)
+      throw new TypeError(`put: sampleId must be a non-empty string, got ${JSON.stringify(sampleId)}`);
     const bytes = featureBytes(tensors, sampleId);
-    if (this.putting.has(sampleId)) throw new Error(`put ${sampleId}: an earlier put of this sample is still being written to the spill; await it first`);
+    if (this.putting.has(sampleId))
+      throw new Error(`put ${sampleId}: an earlier put of this sample is still being written to the spill; await it first`);
     const replaced = this.resident.get(sampleId);
     this.checkBudget(bytes, replaced && replaced.leases.size === 0 ? replaced.bytes : 0, `put ${sampleId}`);
     const specs = specsOf(tensors, metadata);
@@ -151,7 +153,14 @@ export class LocalFeatureStore implements FeatureStore {
     return this.register(tensors, sampleId, metadata, specs, bytes, generation);
   }
 
-  private register(tensors: Readonly<Record<string, Tensor>>, sampleId: string, metadata: PutMetadata, specs: Record<string, FeatureSpec>, bytes: number, generation: number): SampleRef {
+  private register(
+    tensors: Readonly<Record<string, Tensor>>,
+    sampleId: string,
+    metadata: PutMetadata,
+    specs: Record<string, FeatureSpec>,
+    bytes: number,
+    generation: number,
+  ): SampleRef {
     const names = Object.keys(tensors);
     const replaced = this.resident.get(sampleId);
     if (replaced) {
@@ -175,18 +184,23 @@ export class LocalFeatureStore implements FeatureStore {
   async get(ref: SampleRef, names?: readonly string[]): Promise<{ tensors: Record<string, Tensor>; handle: FeatureHandle }> {
     if (isShardRef(ref)) return this.shards.get(ref, names, () => ++this.leaseCounter);
     const { storeId, sampleId, generation } = parseMemUri(ref.featureStoreUri);
-    if (storeId !== this.storeId) throw new FeatureNotFoundError(`sample ${ref.sampleId} lives in store "${storeId}", not "${this.storeId}"`);
+    if (storeId !== this.storeId)
+      throw new FeatureNotFoundError(`sample ${ref.sampleId} lives in store "${storeId}", not "${this.storeId}"`);
     if (this.spill && !this.resident.has(sampleId)) await this.materialise(this.spill, sampleId, generation);
     // Resident check, generation check and lease registration happen in one synchronous section,
     // so no abort or re-put can interleave between them.
     const entry = this.resident.get(sampleId);
-    if (!entry) throw new FeatureNotFoundError(`sample ${sampleId} is not resident in store "${this.storeId}" (consumed, aborted, evicted or never put)`);
+    if (!entry)
+      throw new FeatureNotFoundError(
+        `sample ${sampleId} is not resident in store "${this.storeId}" (consumed, aborted, evicted or never put)`,
+      );
     if (entry.generation !== generation) {
       throw new FeatureNotFoundError(`stale ref for sample ${sampleId}: generation ${generation}, resident generation ${entry.generation}`);
     }
     const wanted = names ?? Object.keys(ref.featureKeys);
     for (const name of wanted) {
-      if (!(name in entry.tensors)) throw new FeatureNotFoundError(`sample ${sampleId} has no feature "${name}" (has ${Object.keys(entry.tensors).join(', ')})`);
+      if (!(name in entry.tensors))
+        throw new FeatureNotFoundError(`sample ${sampleId} has no feature "${name}" (has ${Object.keys(entry.tensors).join(', ')})`);
     }
     const leaseToken = `${sampleId}:${generation}:${++this.leaseCounter}`;
     entry.leases.add(leaseToken);
@@ -219,13 +233,21 @@ export class LocalFeatureStore implements FeatureStore {
     const epoch = this.epochs.get(sampleId) ?? 0;
     const spilled = await spill.read(sampleId, `get ${sampleId}`);
     if (spilled.generation !== generation) {
-      throw new FeatureNotFoundError(`stale ref for sample ${sampleId}: generation ${generation}, spilled generation ${spilled.generation}`);
+      throw new FeatureNotFoundError(
+        `stale ref for sample ${sampleId}: generation ${generation}, spilled generation ${spilled.generation}`,
+      );
     }
     this.generations.observe(spilled.generation);
     // A put or an abort of this id ran while the file was read: its outcome wins.
     if (this.resident.has(sampleId) || (this.epochs.get(sampleId) ?? 0) !== epoch) return;
     this.checkBudget(spilled.bytes, 0, `get ${sampleId} (re-materialising it from the spill)`);
-    this.resident.set(sampleId, { generation, tensors: spill.upload(spilled), bytes: spilled.bytes, putAtMs: this.clock(), leases: new Set() });
+    this.resident.set(sampleId, {
+      generation,
+      tensors: spill.upload(spilled),
+      bytes: spilled.bytes,
+      putAtMs: this.clock(),
+      leases: new Set(),
+    });
   }
 
   /**
@@ -238,14 +260,19 @@ export class LocalFeatureStore implements FeatureStore {
   async adopt(ref: SampleRef): Promise<SampleRef | undefined> {
     if (isShardRef(ref)) return ref;
     const { storeId, sampleId, generation } = parseMemUri(ref.featureStoreUri);
-    if (storeId !== this.storeId) throw new FeatureNotFoundError(`adopt ${ref.sampleId}: the sample lives in store "${storeId}", not "${this.storeId}"`);
+    if (storeId !== this.storeId)
+      throw new FeatureNotFoundError(`adopt ${ref.sampleId}: the sample lives in store "${storeId}", not "${this.storeId}"`);
     const entry = this.resident.get(sampleId);
     if (entry) {
-      if (entry.generation !== generation) throw new FeatureNotFoundError(`adopt ${sampleId}: stale ref, generation ${generation}, resident generation ${entry.generation}`);
+      if (entry.generation !== generation)
+        throw new FeatureNotFoundError(`adopt ${sampleId}: stale ref, generation ${generation}, resident generation ${entry.generation}`);
       return ref;
     }
     const spill = this.spill;
-    if (!spill) throw new FeatureNotFoundError(`adopt ${sampleId}: not resident in store "${this.storeId}", which has no spill to re-materialise it from`);
+    if (!spill)
+      throw new FeatureNotFoundError(
+        `adopt ${sampleId}: not resident in store "${this.storeId}", which has no spill to re-materialise it from`,
+      );
     if (!(await spill.exists(sampleId))) return undefined;
     const epoch = this.epochs.get(sampleId) ?? 0;
     const spilled = await spill.read(sampleId, `adopt ${sampleId}`);
@@ -261,7 +288,13 @@ export class LocalFeatureStore implements FeatureStore {
       throw new FeatureNotFoundError(`adopt ${sampleId}: the sample was re-put or aborted while it was being adopted`);
     }
     this.bumpEpoch(sampleId);
-    this.resident.set(sampleId, { generation: fresh, tensors: spill.upload(spilled), bytes: spilled.bytes, putAtMs: this.clock(), leases: new Set() });
+    this.resident.set(sampleId, {
+      generation: fresh,
+      tensors: spill.upload(spilled),
+      bytes: spilled.bytes,
+      putAtMs: this.clock(),
+      leases: new Set(),
+    });
     return makeSampleRef({ ...ref, featureStoreUri: memUri(this.storeId, sampleId, fresh) });
   }
 

@@ -80,12 +80,24 @@ function hiddenEntry(data: HiddenData, shape: number[]): TensorToWrite {
 }
 
 /** Shard bytes from the tensors read back from the GPU (I32 ids and mask, F32 or F16 hidden states). */
-export function offlineShardBytes(sample: { inputIds: Int32Array; lossMask: Int32Array; hidden: HiddenData; aux: HiddenData }, hiddenSize: number, index: number): Uint8Array {
+export function offlineShardBytes(
+  sample: { inputIds: Int32Array; lossMask: Int32Array; hidden: HiddenData; aux: HiddenData },
+  hiddenSize: number,
+  index: number,
+): Uint8Array {
   const S = sample.inputIds.length;
   return writeSafetensors(
     {
-      input_ids: { dtype: 'I32', shape: [S], data: new Uint8Array(sample.inputIds.buffer, sample.inputIds.byteOffset, sample.inputIds.byteLength) },
-      loss_mask: { dtype: 'I32', shape: [S], data: new Uint8Array(sample.lossMask.buffer, sample.lossMask.byteOffset, sample.lossMask.byteLength) },
+      input_ids: {
+        dtype: 'I32',
+        shape: [S],
+        data: new Uint8Array(sample.inputIds.buffer, sample.inputIds.byteOffset, sample.inputIds.byteLength),
+      },
+      loss_mask: {
+        dtype: 'I32',
+        shape: [S],
+        data: new Uint8Array(sample.lossMask.buffer, sample.lossMask.byteOffset, sample.lossMask.byteLength),
+      },
       hidden_state: hiddenEntry(sample.hidden, [S, hiddenSize]),
       aux_hidden_state: hiddenEntry(sample.aux, [S, sample.aux.length / S]),
     },
@@ -96,7 +108,8 @@ export function offlineShardBytes(sample: { inputIds: Int32Array; lossMask: Int3
 /** Reads and validates `<dir>/manifest.json`; errors name the file and the field. */
 export async function readOfflineManifest(files: FileStore): Promise<OfflineManifest> {
   const where = `${files.root}/${OFFLINE_MANIFEST}`;
-  if (!(await files.exists(OFFLINE_MANIFEST))) throw new Error(`${where} not found: not a prepared feature set (run speclab prepare --out ${files.root})`);
+  if (!(await files.exists(OFFLINE_MANIFEST)))
+    throw new Error(`${where} not found: not a prepared feature set (run speclab prepare --out ${files.root})`);
   let json: unknown;
   try {
     json = JSON.parse(new TextDecoder().decode(await files.read(OFFLINE_MANIFEST)));
@@ -104,7 +117,8 @@ export async function readOfflineManifest(files: FileStore): Promise<OfflineMani
     throw new Error(`${where}: not valid JSON (${(err as Error).message})`, { cause: err });
   }
   const parsed = offlineManifestSchema.safeParse(json);
-  if (!parsed.success) throw new Error(`${where}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
+  if (!parsed.success)
+    throw new Error(`${where}: ${parsed.error.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`).join('; ')}`);
   return parsed.data;
 }
 
@@ -112,19 +126,25 @@ export async function readOfflineManifest(files: FileStore): Promise<OfflineMani
 export async function offlineRefs(files: FileStore, manifest: OfflineManifest, tttLength: number): Promise<SampleRef[]> {
   const reader = new OfflineManifestReader(files, OFFLINE_SHARD_DIR, { runId: 'offline', strategy: 'eagle3', tttLength });
   const refs = await reader.read();
-  if (refs.length !== manifest.samples) throw new Error(`${files.root}/${OFFLINE_SHARD_DIR}: ${refs.length} shards, the manifest lists ${manifest.samples}`);
+  if (refs.length !== manifest.samples)
+    throw new Error(`${files.root}/${OFFLINE_SHARD_DIR}: ${refs.length} shards, the manifest lists ${manifest.samples}`);
   return refs;
 }
 
 /** The normaliser of docs/features.md §5 as a FeatureDataLoader transform (layout in the file comment). */
-export function offlineEagle3Transform(gpu: Gpu, hiddenSize: number, auxWidth: number): (tensors: Readonly<Record<string, Tensor>>, ref: SampleRef) => Record<string, Tensor> {
+export function offlineEagle3Transform(
+  gpu: Gpu,
+  hiddenSize: number,
+  auxWidth: number,
+): (tensors: Readonly<Record<string, Tensor>>, ref: SampleRef) => Record<string, Tensor> {
   return (t, ref) => {
     const where = `feature file ${ref.featureStoreUri.replace(/^file:\/\//, '')} (sample ${ref.sampleId})`;
     const ids = t.input_ids;
     const S = ids.shape[0];
     const expect = (name: string, shape: number[]) => {
       const x = t[name];
-      if (x.shape.length !== shape.length || x.shape.some((d, i) => d !== shape[i])) throw new Error(`${where}: ${name} is ${fmtShape(x.shape)}, expected ${fmtShape(shape)}`);
+      if (x.shape.length !== shape.length || x.shape.some((d, i) => d !== shape[i]))
+        throw new Error(`${where}: ${name} is ${fmtShape(x.shape)}, expected ${fmtShape(shape)}`);
     };
     expect('input_ids', [S]);
     expect('loss_mask', [S]);
@@ -152,7 +172,11 @@ function shiftedLeft(gpu: Gpu, src: Tensor, label: string, made: Tensor[]): Tens
   const rows = src.shape[0];
   const rowBytes = src.byteLength / rows;
   // GPU buffer copies move 4-byte multiples: an f16 row of odd width cannot be shifted this way.
-  if (rowBytes % 4 !== 0) throw new Error(`${label}: rows of ${src.label} ${src.dtype}${fmtShape(src.shape)} are ${rowBytes} bytes; shifting needs a multiple of 4 (an even width for f16)`);
-  if (rows > 1) gpu.batcher.copyBuffer(src.part.buffer, src.part.byteOffset + rowBytes, out.part.buffer, out.part.byteOffset, (rows - 1) * rowBytes);
+  if (rowBytes % 4 !== 0)
+    throw new Error(
+      `${label}: rows of ${src.label} ${src.dtype}${fmtShape(src.shape)} are ${rowBytes} bytes; shifting needs a multiple of 4 (an even width for f16)`,
+    );
+  if (rows > 1)
+    gpu.batcher.copyBuffer(src.part.buffer, src.part.byteOffset + rowBytes, out.part.buffer, out.part.byteOffset, (rows - 1) * rowBytes);
   return out;
 }

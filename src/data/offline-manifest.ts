@@ -41,7 +41,11 @@ export function pathOfFileUri(files: FileStore, uri: string): string {
 }
 
 export class OfflineManifestReader {
-  constructor(private readonly files: FileStore, private readonly dir = '', private readonly options: OfflineManifestOptions = {}) {}
+  constructor(
+    private readonly files: FileStore,
+    private readonly dir = '',
+    private readonly options: OfflineManifestOptions = {},
+  ) {}
 
   /** Shard paths under the manifest folder, recursively, sorted (a deterministic order across ranks). */
   async listFeatureFiles(): Promise<string[]> {

@@ -46,27 +46,42 @@ export class OfflineShards {
    * Reads the shard and uploads the wanted features. `nextLease` numbers the lease token; it is
    * asked only once the upload succeeded, so the store's lease numbering stays shared and gapless.
    */
-  async get(ref: SampleRef, names: readonly string[] | undefined, nextLease: () => number): Promise<{ tensors: Record<string, Tensor>; handle: FeatureHandle }> {
+  async get(
+    ref: SampleRef,
+    names: readonly string[] | undefined,
+    nextLease: () => number,
+  ): Promise<{ tensors: Record<string, Tensor>; handle: FeatureHandle }> {
     const files = this.files;
-    if (!files) throw new FeatureNotFoundError(`sample ${ref.sampleId} is a file ref (${ref.featureStoreUri}) but the store "${this.storeId}" has no file root`);
+    if (!files)
+      throw new FeatureNotFoundError(
+        `sample ${ref.sampleId} is a file ref (${ref.featureStoreUri}) but the store "${this.storeId}" has no file root`,
+      );
     const path = pathOfFileUri(files, ref.featureStoreUri);
     let shard: SafetensorsFile;
     try {
       shard = new SafetensorsFile(await files.read(path), `${files.root}/${path}`);
     } catch (err) {
-      throw new FeatureNotFoundError(`sample ${ref.sampleId}: cannot read feature file ${files.root}/${path}: ${(err as Error).message}`, { cause: err });
+      throw new FeatureNotFoundError(`sample ${ref.sampleId}: cannot read feature file ${files.root}/${path}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
     const tensors: Record<string, Tensor> = {};
     try {
       for (const name of names ?? Object.keys(ref.featureKeys)) {
         const key = ref.featureKeys[name] ?? name;
-        if (!shard.has(key)) throw new FeatureNotFoundError(`feature file ${files.root}/${path} (sample ${ref.sampleId}) has no tensor "${key}" (has ${shard.names.join(', ')})`);
+        if (!shard.has(key))
+          throw new FeatureNotFoundError(
+            `feature file ${files.root}/${path} (sample ${ref.sampleId}) has no tensor "${key}" (has ${shard.names.join(', ')})`,
+          );
         const entry = shard.entry(key);
         const isFloat = entry.dtype === 'F32' || entry.dtype === 'BF16' || entry.dtype === 'F64';
         const shape = entry.shape.length === 0 ? [1] : [...entry.shape];
         // F16 stays f16 on the GPU (its raw bits; the trainer widens it before the forward).
         if (entry.dtype === 'F16') tensors[name] = this.gpu.upload(shape, 'f16', f16Bits(shard.raw(key)), name);
-        else tensors[name] = isFloat ? this.gpu.upload(shape, 'f32', shard.f32(key), name) : this.gpu.upload(shape, 'i32', shard.i32(key), name);
+        else
+          tensors[name] = isFloat
+            ? this.gpu.upload(shape, 'f32', shard.f32(key), name)
+            : this.gpu.upload(shape, 'i32', shard.i32(key), name);
       }
     } catch (err) {
       this.gpu.release(...Object.values(tensors));

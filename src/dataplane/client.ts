@@ -67,7 +67,13 @@ export interface Backend {
    * Settle rows still held by `leaseId`; returns which were settled and which had lost the lease.
    * 'ack-clear' also drops, in the same atomic step, each acked row every consumer task has consumed.
    */
-  settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: SettleAction): Promise<{ settled: string[]; lost: string[] }>;
+  settle(
+    partition: string,
+    task: string,
+    leaseId: string,
+    ids: readonly string[],
+    action: SettleAction,
+  ): Promise<{ settled: string[]; lost: string[] }>;
   consumed(partition: string, tasks: readonly string[]): Promise<boolean>;
   get(partition: string, ids: readonly string[], fields: readonly string[]): Promise<Record<string, RowValue[]>>;
   clear(partition: string, target: readonly string[] | 'all'): Promise<number>;
@@ -101,11 +107,15 @@ export class StoreClient implements DataPlaneClient {
     for (const [field, dtype] of Object.entries(fields)) {
       name(field, `registerPartition(${partition}) field name`);
       if (!(dtype in BYTES_PER_ELEMENT)) {
-        throw new DataPlaneError('invalid_argument', `registerPartition(${partition}) field ${JSON.stringify(field)} has dtype ${JSON.stringify(dtype)}; expected one of ${Object.keys(BYTES_PER_ELEMENT).join(', ')}`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `registerPartition(${partition}) field ${JSON.stringify(field)} has dtype ${JSON.stringify(dtype)}; expected one of ${Object.keys(BYTES_PER_ELEMENT).join(', ')}`,
+        );
       }
     }
     const tasks = uniqueNames(options.consumerTasks, `registerPartition(${partition}).consumerTasks`);
-    if (tasks.length === 0) throw new DataPlaneError('invalid_argument', `registerPartition(${partition}).consumerTasks must name at least one task`);
+    if (tasks.length === 0)
+      throw new DataPlaneError('invalid_argument', `registerPartition(${partition}).consumerTasks must name at least one task`);
     await this.backend.register(partition, { ...fields }, tasks, options.replace === true);
   }
 
@@ -129,13 +139,24 @@ export class StoreClient implements DataPlaneClient {
       // At least one attempt, even with timeoutMs = 0.
       const attempt = await this.backend.tryClaim(request);
       if (attempt.ok) {
-        return new KVBatchMeta({ partition, taskName: task, sampleIds: attempt.sampleIds, fields: required, tags: attempt.tags, sequenceLengths: lengthsFromTags(attempt.tags), leaseId });
+        return new KVBatchMeta({
+          partition,
+          taskName: task,
+          sampleIds: attempt.sampleIds,
+          fields: required,
+          tags: attempt.tags,
+          sequenceLengths: lengthsFromTags(attempt.tags),
+          leaseId,
+        });
       }
       if (options.blocking === false) return new KVBatchMeta({ partition, taskName: task, sampleIds: [], fields: required });
       const remaining = deadline - performance.now();
       if (remaining <= 0) {
         const lagging = Object.entries(attempt.missing).filter(([, n]) => n > 0);
-        const detail = lagging.length === 0 ? 'no unclaimed rows are waiting on any required field (producers have not put enough rows)' : `lagging fields: ${lagging.map(([f, n]) => `${f} (missing on ${n} unclaimed rows)`).join(', ')}`;
+        const detail =
+          lagging.length === 0
+            ? 'no unclaimed rows are waiting on any required field (producers have not put enough rows)'
+            : `lagging fields: ${lagging.map(([f, n]) => `${f} (missing on ${n} unclaimed rows)`).join(', ')}`;
         throw new ClaimTimeoutError(
           `claimMeta timed out after ${timeoutMs} ms: partition ${JSON.stringify(partition)}, task ${JSON.stringify(task)} wanted ${minBatch}..${batchSize} rows with [${required.join(', ')}], ${attempt.ready} ready; ${detail}`,
           attempt.ready,
@@ -149,7 +170,8 @@ export class StoreClient implements DataPlaneClient {
 
   ackClaim(meta: KVBatchMeta, options: AckOptions = {}): Promise<SettleResult> {
     if (options === null || typeof options !== 'object') throw new DataPlaneError('invalid_argument', 'ackClaim options must be an object');
-    if (options.clear !== undefined && typeof options.clear !== 'boolean') throw new DataPlaneError('invalid_argument', `ackClaim options.clear must be a boolean, got ${JSON.stringify(options.clear)}`);
+    if (options.clear !== undefined && typeof options.clear !== 'boolean')
+      throw new DataPlaneError('invalid_argument', `ackClaim options.clear must be a boolean, got ${JSON.stringify(options.clear)}`);
     return this.settle(meta, options.clear ? 'ack-clear' : 'ack');
   }
 
@@ -162,7 +184,10 @@ export class StoreClient implements DataPlaneClient {
     const op = action === 'release' ? 'releaseClaim' : 'ackClaim';
     if (!(meta instanceof KVBatchMeta)) throw new DataPlaneError('invalid_argument', `${op} needs a KVBatchMeta`);
     if (meta.leaseId === null || meta.taskName === null) {
-      throw new DataPlaneError('invalid_argument', `${op}: meta of partition ${JSON.stringify(meta.partition)} is not a leased claim (claim with leaseMs to settle explicitly)`);
+      throw new DataPlaneError(
+        'invalid_argument',
+        `${op}: meta of partition ${JSON.stringify(meta.partition)} is not a leased claim (claim with leaseMs to settle explicitly)`,
+      );
     }
     const { settled, lost } = await this.backend.settle(meta.partition, meta.taskName, meta.leaseId, [...new Set(meta.sampleIds)], action);
     if (lost.length > 0) {
@@ -193,21 +218,32 @@ export class StoreClient implements DataPlaneClient {
     const ids = sampleIdList(options.sampleIds, 'putSamples.sampleIds');
     const seen = new Set<string>();
     const dups = ids.filter((id) => (seen.has(id) ? true : (seen.add(id), false)));
-    if (dups.length > 0) throw new DataPlaneError('invalid_argument', `putSamples(${partition}): duplicate sample ids in one put: ${listIds(dups)}`);
-    if (options.columns === null || typeof options.columns !== 'object') throw new DataPlaneError('invalid_argument', `putSamples(${partition}).columns must be an object of field → rows`);
+    if (dups.length > 0)
+      throw new DataPlaneError('invalid_argument', `putSamples(${partition}): duplicate sample ids in one put: ${listIds(dups)}`);
+    if (options.columns === null || typeof options.columns !== 'object')
+      throw new DataPlaneError('invalid_argument', `putSamples(${partition}).columns must be an object of field → rows`);
     const fields = Object.keys(options.columns);
-    if (fields.length === 0) throw new DataPlaneError('invalid_argument', `putSamples(${partition}) writes no field; name at least one column`);
+    if (fields.length === 0)
+      throw new DataPlaneError('invalid_argument', `putSamples(${partition}) writes no field; name at least one column`);
     const rows = fields.map((field) => {
       const column = options.columns[field];
       if (!Array.isArray(column) || column.length !== ids.length) {
-        throw new DataPlaneError('invalid_argument', `putSamples(${partition}) column ${JSON.stringify(field)} has ${Array.isArray(column) ? column.length : 'no'} rows for ${ids.length} sample ids`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `putSamples(${partition}) column ${JSON.stringify(field)} has ${Array.isArray(column) ? column.length : 'no'} rows for ${ids.length} sample ids`,
+        );
       }
-      return column.map((row, i) => checkRow(row, `putSamples(${partition}) field ${JSON.stringify(field)} of sample ${JSON.stringify(ids[i])}`));
+      return column.map((row, i) =>
+        checkRow(row, `putSamples(${partition}) field ${JSON.stringify(field)} of sample ${JSON.stringify(ids[i])}`),
+      );
     });
     let tags: Readonly<Record<string, TagValue>>[] | null = null;
     if (options.tags !== undefined) {
       if (!Array.isArray(options.tags) || options.tags.length !== ids.length) {
-        throw new DataPlaneError('invalid_argument', `putSamples(${partition}).tags has ${Array.isArray(options.tags) ? options.tags.length : 'no'} entries for ${ids.length} samples (must align 1:1)`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `putSamples(${partition}).tags has ${Array.isArray(options.tags) ? options.tags.length : 'no'} entries for ${ids.length} samples (must align 1:1)`,
+        );
       }
       tags = options.tags.map((t, i) => validateTagRecord(t, `putSamples(${partition}) tags of sample ${JSON.stringify(ids[i])}`));
     }
@@ -220,7 +256,10 @@ export class StoreClient implements DataPlaneClient {
     const partition = name(options.partition, 'getSamples.partition');
     const ids = sampleIdList(options.sampleIds, 'getSamples.sampleIds');
     if (!Array.isArray(options.fields) || options.fields.length === 0) {
-      throw new DataPlaneError('invalid_argument', `getSamples(${partition}) needs an explicit, non-empty field list (there is no "all fields" read)`);
+      throw new DataPlaneError(
+        'invalid_argument',
+        `getSamples(${partition}) needs an explicit, non-empty field list (there is no "all fields" read)`,
+      );
     }
     const fields = uniqueNames(options.fields, `getSamples(${partition}).fields`);
     return this.backend.get(partition, ids, fields);
@@ -231,7 +270,10 @@ export class StoreClient implements DataPlaneClient {
     const p = name(partition, 'clearSamples.partition');
     if (Array.isArray(target)) return this.backend.clear(p, sampleIdList(target, 'clearSamples ids'));
     if (target !== null && typeof target === 'object' && (target as { all?: unknown }).all === true) return this.backend.clear(p, 'all');
-    throw new DataPlaneError('invalid_argument', 'clearSamples target must be an id list or { all: true } (there is no implicit "clear everything")');
+    throw new DataPlaneError(
+      'invalid_argument',
+      'clearSamples target must be an id list or { all: true } (there is no implicit "clear everything")',
+    );
   }
 
   async partitionStats(partition: string): Promise<PartitionStats> {
@@ -251,7 +293,8 @@ export class StoreClient implements DataPlaneClient {
 }
 
 function name(value: unknown, what: string): string {
-  if (typeof value !== 'string' || value === '') throw new DataPlaneError('invalid_argument', `${what} must be a non-empty string, got ${JSON.stringify(value)}`);
+  if (typeof value !== 'string' || value === '')
+    throw new DataPlaneError('invalid_argument', `${what} must be a non-empty string, got ${JSON.stringify(value)}`);
   return value;
 }
 
@@ -272,7 +315,8 @@ function sampleIdList(values: unknown, what: string): string[] {
 }
 
 function positiveInt(value: unknown, what: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) throw new DataPlaneError('invalid_argument', `${what} must be a positive integer, got ${JSON.stringify(value)}`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+    throw new DataPlaneError('invalid_argument', `${what} must be a positive integer, got ${JSON.stringify(value)}`);
   return value;
 }
 

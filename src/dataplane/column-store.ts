@@ -54,10 +54,14 @@ const HOST_CLASS: Readonly<Record<DType, string>> = { f32: 'Float32Array', i32: 
 /** Throws (naming field and sample) unless `value` is a well-formed row. */
 export function checkRow(value: unknown, where: string): RowValue {
   if (value instanceof Tensor) return value;
-  if (value === null || typeof value !== 'object') throw new DataPlaneError('invalid_argument', `${where} must be a HostTensor {dtype, shape, data} or a GPU Tensor`);
+  if (value === null || typeof value !== 'object')
+    throw new DataPlaneError('invalid_argument', `${where} must be a HostTensor {dtype, shape, data} or a GPU Tensor`);
   const v = value as Partial<HostTensor>;
   if (typeof v.dtype !== 'string' || !(v.dtype in BYTES_PER_ELEMENT)) {
-    throw new DataPlaneError('invalid_argument', `${where}.dtype must be one of ${Object.keys(BYTES_PER_ELEMENT).join(', ')}, got ${JSON.stringify(v.dtype)}`);
+    throw new DataPlaneError(
+      'invalid_argument',
+      `${where}.dtype must be one of ${Object.keys(BYTES_PER_ELEMENT).join(', ')}, got ${JSON.stringify(v.dtype)}`,
+    );
   }
   if (!Array.isArray(v.shape)) throw new DataPlaneError('invalid_argument', `${where}.shape must be an array of dimensions`);
   let numel: number;
@@ -71,7 +75,10 @@ export function checkRow(value: unknown, where: string): RowValue {
     throw new DataPlaneError('invalid_argument', `${where}.data must be a ${expected} for dtype ${v.dtype}`);
   }
   if ((v.data as HostData).length !== numel) {
-    throw new DataPlaneError('invalid_argument', `${where}: shape [${v.shape.join(', ')}] has ${numel} elements but data has ${(v.data as HostData).length}`);
+    throw new DataPlaneError(
+      'invalid_argument',
+      `${where}: shape [${v.shape.join(', ')}] has ${numel} elements but data has ${(v.data as HostData).length}`,
+    );
   }
   return value as HostTensor;
 }
@@ -138,7 +145,10 @@ export class GpuColumnStore implements ColumnStore {
     const copy = this.gpu.tensor(value.shape, value.dtype, label);
     if (copy.parts.length !== value.parts.length) {
       this.gpu.release(copy);
-      throw new DataPlaneError('invalid_argument', `${label}: source tensor is split into ${value.parts.length} parts, the store's copy into ${copy.parts.length}; was it made by another Gpu?`);
+      throw new DataPlaneError(
+        'invalid_argument',
+        `${label}: source tensor is split into ${value.parts.length} parts, the store's copy into ${copy.parts.length}; was it made by another Gpu?`,
+      );
     }
     const rowBytes = value.rowElements * BYTES_PER_ELEMENT[value.dtype];
     value.parts.forEach((p, k) => {

@@ -58,6 +58,9 @@ export class LeaseLostError extends DataPlaneError {
 export const ERROR_ID_LIMIT = 8;
 
 export function listIds(ids: readonly string[]): string {
-  const shown = ids.slice(0, ERROR_ID_LIMIT).map((id) => JSON.stringify(id)).join(', ');
+  const shown = ids
+    .slice(0, ERROR_ID_LIMIT)
+    .map((id) => JSON.stringify(id))
+    .join(', ');
   return ids.length > ERROR_ID_LIMIT ? `${shown}, … (${ids.length} in all)` : shown;
 }

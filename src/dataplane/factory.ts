@@ -33,7 +33,10 @@ export async function createDataPlaneClient(config: unknown, deps: DataPlaneDeps
     client = new StoreClient(new LocalBackend(`transferQueue/local-${store.residency}`, store), { claimPollMs: cfg.claimPollMs });
   } else {
     if (!deps.connectRedis) {
-      throw new DataPlaneError('invalid_argument', 'backend.kind "redis" needs deps.connectRedis (connectRedis from src/platform/redis-node.ts; Node only)');
+      throw new DataPlaneError(
+        'invalid_argument',
+        'backend.kind "redis" needs deps.connectRedis (connectRedis from src/platform/redis-node.ts; Node only)',
+      );
     }
     const link = await deps.connectRedis(cfg.backend.url);
     client = new StoreClient(new RedisBackend(link, { keyPrefix: cfg.backend.keyPrefix, gpu: deps.gpu }), { claimPollMs: cfg.claimPollMs });

@@ -41,14 +41,16 @@ interface Pending {
 
 /** Connects, authenticates and resolves once the gateway said hello for `options.run`. */
 export async function connectControlGateway(options: ControlClientOptions): Promise<ControlGatewayClient> {
-  if (typeof options.token !== 'string' || !TOKEN_PATTERN.test(options.token)) throw new ControlRequestError('gateway token must be 16..256 characters of [A-Za-z0-9_-]');
+  if (typeof options.token !== 'string' || !TOKEN_PATTERN.test(options.token))
+    throw new ControlRequestError('gateway token must be 16..256 characters of [A-Za-z0-9_-]');
   let url: URL;
   try {
     url = new URL(options.url);
   } catch {
     throw new ControlRequestError(`gateway url ${JSON.stringify(options.url)} is not a URL`);
   }
-  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new ControlRequestError(`gateway url must be ws:// or wss://, got ${JSON.stringify(options.url)}`);
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:')
+    throw new ControlRequestError(`gateway url must be ws:// or wss://, got ${JSON.stringify(options.url)}`);
   const socket = new options.WebSocket(url.toString(), [CONTROL_PROTOCOL, TOKEN_PROTOCOL_PREFIX + options.token]);
   const client = new ControlGatewayClient(socket, `${url.protocol}//${url.host}${url.pathname}`);
   const hello = await client.opened(options.connectTimeoutMs ?? 10_000);
@@ -76,8 +78,12 @@ export class ControlGatewayClient {
     socket.onmessage = (event) => this.onFrame(event.data);
     socket.onclose = (event) => {
       // 1006 after the hello is a connection lost (the gateway died, the network dropped), not a refusal.
-      const abnormal = this.helloInfo ? ': connection lost (the gateway stopped or the network dropped)' : ': refused, unreachable, or the token was rejected';
-      this.lose(`gateway ${where} closed the control connection (code ${event.code}${event.reason ? `: ${event.reason}` : event.code === 1006 ? abnormal : ''})`);
+      const abnormal = this.helloInfo
+        ? ': connection lost (the gateway stopped or the network dropped)'
+        : ': refused, unreachable, or the token was rejected';
+      this.lose(
+        `gateway ${where} closed the control connection (code ${event.code}${event.reason ? `: ${event.reason}` : event.code === 1006 ? abnormal : ''})`,
+      );
       markClosed();
     };
     socket.onerror = () => {};
@@ -157,7 +163,12 @@ export class ControlGatewayClient {
     const id = this.nextId++;
     const text = JSON.stringify({ t: 'req', id, op, args });
     const limit = this.helloInfo?.maxMessageBytes ?? Infinity;
-    if (text.length > limit) return Promise.reject(new ControlRequestError(`${op}: request of ${text.length} bytes exceeds the gateway's control message limit of ${limit} bytes; send fewer refs per call`));
+    if (text.length > limit)
+      return Promise.reject(
+        new ControlRequestError(
+          `${op}: request of ${text.length} bytes exceeds the gateway's control message limit of ${limit} bytes; send fewer refs per call`,
+        ),
+      );
     return new Promise((resolve, reject) => {
       this.pending.set(id, {
         op,

@@ -39,7 +39,18 @@ export const CLOSE_TOO_BIG = 1009;
 export const CLOSE_SERVER_ERROR = 1011;
 
 export type GatewayOp = 'register' | 'claim' | 'ack' | 'release' | 'getData' | 'consumed' | 'put' | 'get' | 'clear' | 'stats';
-export const GATEWAY_OPS: readonly GatewayOp[] = ['register', 'claim', 'ack', 'release', 'getData', 'consumed', 'put', 'get', 'clear', 'stats'];
+export const GATEWAY_OPS: readonly GatewayOp[] = [
+  'register',
+  'claim',
+  'ack',
+  'release',
+  'getData',
+  'consumed',
+  'put',
+  'get',
+  'clear',
+  'stats',
+];
 
 /** Describes one binary frame: the row's dtype and shape (its byte length follows from them). */
 export interface RowRef {
@@ -99,16 +110,21 @@ export class GatewayProtocolError extends Error {
 
 /** Bytes of a row of this dtype and shape; throws naming `where` on a malformed ref. */
 export function rowRefBytes(ref: unknown, where: string): number {
-  if (ref === null || typeof ref !== 'object') throw new GatewayProtocolError(`${where}: row ref must be {dtype, shape}`, CLOSE_PROTOCOL_ERROR);
+  if (ref === null || typeof ref !== 'object')
+    throw new GatewayProtocolError(`${where}: row ref must be {dtype, shape}`, CLOSE_PROTOCOL_ERROR);
   const { dtype, shape } = ref as Partial<RowRef>;
-  if (typeof dtype !== 'string' || !(dtype in BYTES_PER_ELEMENT)) throw new GatewayProtocolError(`${where}: unknown dtype ${JSON.stringify(dtype)}`, CLOSE_PROTOCOL_ERROR);
-  if (!Array.isArray(shape) || shape.length > 16) throw new GatewayProtocolError(`${where}: shape must be an array of at most 16 dimensions`, CLOSE_PROTOCOL_ERROR);
+  if (typeof dtype !== 'string' || !(dtype in BYTES_PER_ELEMENT))
+    throw new GatewayProtocolError(`${where}: unknown dtype ${JSON.stringify(dtype)}`, CLOSE_PROTOCOL_ERROR);
+  if (!Array.isArray(shape) || shape.length > 16)
+    throw new GatewayProtocolError(`${where}: shape must be an array of at most 16 dimensions`, CLOSE_PROTOCOL_ERROR);
   let n = BYTES_PER_ELEMENT[dtype as DType];
   for (const d of shape) {
-    if (!Number.isSafeInteger(d) || d < 0) throw new GatewayProtocolError(`${where}: invalid dimension ${JSON.stringify(d)}`, CLOSE_PROTOCOL_ERROR);
+    if (!Number.isSafeInteger(d) || d < 0)
+      throw new GatewayProtocolError(`${where}: invalid dimension ${JSON.stringify(d)}`, CLOSE_PROTOCOL_ERROR);
     n *= d;
   }
-  if (!Number.isSafeInteger(n)) throw new GatewayProtocolError(`${where}: row of shape [${shape.join(', ')}] is too large`, CLOSE_PROTOCOL_ERROR);
+  if (!Number.isSafeInteger(n))
+    throw new GatewayProtocolError(`${where}: row of shape [${shape.join(', ')}] is too large`, CLOSE_PROTOCOL_ERROR);
   return n;
 }
 
@@ -121,7 +137,11 @@ export function rowBytesView(row: HostTensor): Uint8Array {
 export function rowFromFrame(ref: RowRef, frame: Uint8Array): HostTensor {
   const width = BYTES_PER_ELEMENT[ref.dtype];
   const aligned = frame.byteOffset % width === 0 ? frame : frame.slice();
-  return { dtype: ref.dtype, shape: [...ref.shape], data: hostArray(ref.dtype, aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / width) };
+  return {
+    dtype: ref.dtype,
+    shape: [...ref.shape],
+    data: hostArray(ref.dtype, aligned.buffer as ArrayBuffer, aligned.byteOffset, aligned.byteLength / width),
+  };
 }
 
 /**
@@ -134,14 +154,18 @@ export function stringifyControl(value: unknown, what: string): string {
       throw new DataPlaneError('invalid_argument', `${what}: ${key === '' ? 'value' : `"${key}"`} is ${v}, which JSON cannot carry`);
     }
     if (typeof v === 'bigint' || typeof v === 'function' || typeof v === 'symbol') {
-      throw new DataPlaneError('invalid_argument', `${what}: ${key === '' ? 'value' : `"${key}"`} is a ${typeof v}, which JSON cannot carry`);
+      throw new DataPlaneError(
+        'invalid_argument',
+        `${what}: ${key === '' ? 'value' : `"${key}"`} is a ${typeof v}, which JSON cannot carry`,
+      );
     }
     return v;
   });
 }
 
 export function errorToWire(err: unknown): WireError {
-  if (err instanceof ClaimTimeoutError) return { name: err.name, code: err.code, message: err.message, ready: err.ready, lagging: err.lagging };
+  if (err instanceof ClaimTimeoutError)
+    return { name: err.name, code: err.code, message: err.message, ready: err.ready, lagging: err.lagging };
   if (err instanceof LeaseLostError) return { name: err.name, code: err.code, message: err.message, settled: err.settled, lost: err.lost };
   if (err instanceof DataPlaneError) return { name: err.name, code: err.code, message: err.message };
   if (err instanceof Error) return { name: err.name, message: err.message };
@@ -175,7 +199,10 @@ export class MessageAssembler<H> {
   push(frame: string | Uint8Array): Message<H> | null {
     if (typeof frame === 'string') {
       if (this.header !== null) {
-        throw new GatewayProtocolError(`text frame while ${this.expected.length - this.frames.length} binary row frame(s) were still due`, CLOSE_PROTOCOL_ERROR);
+        throw new GatewayProtocolError(
+          `text frame while ${this.expected.length - this.frames.length} binary row frame(s) were still due`,
+          CLOSE_PROTOCOL_ERROR,
+        );
       }
       let parsed: unknown;
       try {
@@ -185,11 +212,15 @@ export class MessageAssembler<H> {
       }
       const header = this.checkHeader(parsed);
       const refs: unknown = (header as { rows?: unknown }).rows ?? [];
-      if (!Array.isArray(refs)) throw new GatewayProtocolError('message header rows must be a list of {dtype, shape}', CLOSE_PROTOCOL_ERROR);
+      if (!Array.isArray(refs))
+        throw new GatewayProtocolError('message header rows must be a list of {dtype, shape}', CLOSE_PROTOCOL_ERROR);
       const sizes = refs.map((r, i) => rowRefBytes(r, `row ${i}`));
       const total = frame.length + sizes.reduce((a, b) => a + b, 0);
       if (total > this.maxMessageBytes) {
-        throw new GatewayProtocolError(`message of ${total} bytes exceeds the gateway limit of ${this.maxMessageBytes} bytes`, CLOSE_TOO_BIG);
+        throw new GatewayProtocolError(
+          `message of ${total} bytes exceeds the gateway limit of ${this.maxMessageBytes} bytes`,
+          CLOSE_TOO_BIG,
+        );
       }
       if (sizes.length === 0) return { header, frames: [] };
       this.header = header;
@@ -200,7 +231,10 @@ export class MessageAssembler<H> {
     if (this.header === null) throw new GatewayProtocolError('binary frame without a message header', CLOSE_PROTOCOL_ERROR);
     const k = this.frames.length;
     if (frame.byteLength !== this.expected[k]) {
-      throw new GatewayProtocolError(`row frame ${k} has ${frame.byteLength} bytes, its header declared ${this.expected[k]}`, CLOSE_PROTOCOL_ERROR);
+      throw new GatewayProtocolError(
+        `row frame ${k} has ${frame.byteLength} bytes, its header declared ${this.expected[k]}`,
+        CLOSE_PROTOCOL_ERROR,
+      );
     }
     this.frames.push(frame);
     if (this.frames.length < this.expected.length) return null;
@@ -226,12 +260,17 @@ export function checkRequestHeader(v: unknown): RequestHeader {
 /** Server → client: hello or a response (hello carries no rows). */
 export function checkServerHeader(v: unknown): HelloMessage | ResponseHeader {
   if (isObject(v) && v.t === 'hello') return v as unknown as HelloMessage;
-  if (!isObject(v) || v.t !== 'res' || !Number.isSafeInteger(v.id)) throw new GatewayProtocolError('expected a hello or response header from the gateway', CLOSE_PROTOCOL_ERROR);
+  if (!isObject(v) || v.t !== 'res' || !Number.isSafeInteger(v.id))
+    throw new GatewayProtocolError('expected a hello or response header from the gateway', CLOSE_PROTOCOL_ERROR);
   return v as unknown as ResponseHeader;
 }
 
 /** Columns → {field: row indices}, appending rows and their bytes to the message. */
-export function encodeColumns(columns: Readonly<Record<string, readonly HostTensor[]>>, rows: RowRef[], frames: Uint8Array[]): Record<string, number[]> {
+export function encodeColumns(
+  columns: Readonly<Record<string, readonly HostTensor[]>>,
+  rows: RowRef[],
+  frames: Uint8Array[],
+): Record<string, number[]> {
   const out: Record<string, number[]> = {};
   for (const [field, column] of Object.entries(columns)) {
     out[field] = column.map((row) => {
@@ -244,14 +283,23 @@ export function encodeColumns(columns: Readonly<Record<string, readonly HostTens
 }
 
 /** {field: row indices} → columns of host rows over the received frames. */
-export function decodeColumns(encoded: unknown, rows: readonly RowRef[], frames: readonly Uint8Array[], where: string): Record<string, HostTensor[]> {
+export function decodeColumns(
+  encoded: unknown,
+  rows: readonly RowRef[],
+  frames: readonly Uint8Array[],
+  where: string,
+): Record<string, HostTensor[]> {
   if (!isObject(encoded)) throw new DataPlaneError('invalid_argument', `${where}: columns must be an object of field → row indices`);
   const out: Record<string, HostTensor[]> = {};
   for (const [field, column] of Object.entries(encoded)) {
-    if (!Array.isArray(column)) throw new DataPlaneError('invalid_argument', `${where}: column ${JSON.stringify(field)} must be an array of row indices`);
+    if (!Array.isArray(column))
+      throw new DataPlaneError('invalid_argument', `${where}: column ${JSON.stringify(field)} must be an array of row indices`);
     out[field] = column.map((k: unknown) => {
       if (typeof k !== 'number' || !Number.isInteger(k) || k < 0 || k >= rows.length) {
-        throw new DataPlaneError('invalid_argument', `${where}: column ${JSON.stringify(field)} names row ${JSON.stringify(k)}, but the message has ${rows.length} rows`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `${where}: column ${JSON.stringify(field)} names row ${JSON.stringify(k)}, but the message has ${rows.length} rows`,
+        );
       }
       return rowFromFrame(rows[k], frames[k]);
     });

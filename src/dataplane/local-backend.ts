@@ -53,7 +53,10 @@ export class LocalBackend implements Backend {
     const existing = this.partitions.get(name);
     if (existing && existing.samples.size > 0) {
       if (!replace) {
-        throw new DataPlaneError('conflict', `partition ${JSON.stringify(name)} still holds ${existing.samples.size} samples; clear it first or register with replace: true`);
+        throw new DataPlaneError(
+          'conflict',
+          `partition ${JSON.stringify(name)} still holds ${existing.samples.size} samples; clear it first or register with replace: true`,
+        );
       }
       this.clearNow(existing, [...existing.samples.keys()]);
     }
@@ -73,11 +76,17 @@ export class LocalBackend implements Backend {
     request.fields.forEach((field, f) => {
       const declared = p.fields.get(field);
       if (declared === undefined) {
-        throw new DataPlaneError('unknown_field', `put to partition ${JSON.stringify(p.name)}: field ${JSON.stringify(field)} is not declared (declared: ${[...p.fields.keys()].join(', ')})`);
+        throw new DataPlaneError(
+          'unknown_field',
+          `put to partition ${JSON.stringify(p.name)}: field ${JSON.stringify(field)} is not declared (declared: ${[...p.fields.keys()].join(', ')})`,
+        );
       }
       request.rows[f].forEach((row, i) => {
         if (row.dtype !== declared) {
-          throw new DataPlaneError('dtype_mismatch', `put to partition ${JSON.stringify(p.name)}: field ${JSON.stringify(field)} is declared ${declared}, sample ${JSON.stringify(request.sampleIds[i])} has ${row.dtype}`);
+          throw new DataPlaneError(
+            'dtype_mismatch',
+            `put to partition ${JSON.stringify(p.name)}: field ${JSON.stringify(field)} is declared ${declared}, sample ${JSON.stringify(request.sampleIds[i])} has ${row.dtype}`,
+          );
         }
       });
     });
@@ -87,7 +96,8 @@ export class LocalBackend implements Backend {
       for (const [f, field] of request.fields.entries()) {
         const column: RowValue[] = [];
         prepared.push(column);
-        for (const [i, row] of request.rows[f].entries()) column.push(await this.store.prepare(row, `${p.name}/${request.sampleIds[i]}/${field}`));
+        for (const [i, row] of request.rows[f].entries())
+          column.push(await this.store.prepare(row, `${p.name}/${request.sampleIds[i]}/${field}`));
       }
     } catch (err) {
       for (const column of prepared) for (const row of column) this.store.discard(row);
@@ -150,7 +160,13 @@ export class LocalBackend implements Backend {
     return { ok: true, sampleIds: ready, tags: ready.map((id) => ({ ...p.samples.get(id)!.tags })) };
   }
 
-  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: SettleAction): Promise<{ settled: string[]; lost: string[] }> {
+  async settle(
+    partition: string,
+    task: string,
+    leaseId: string,
+    ids: readonly string[],
+    action: SettleAction,
+  ): Promise<{ settled: string[]; lost: string[] }> {
     const p = this.partition(partition);
     const cursor = this.cursor(p, task);
     const settled: string[] = [];
@@ -164,7 +180,11 @@ export class LocalBackend implements Backend {
       if (action !== 'release') cursor.consumed.add(id);
       settled.push(id);
     }
-    if (action === 'ack-clear') this.clearNow(p, settled.filter((id) => p.tasks.every((t) => this.cursor(p, t).consumed.has(id))));
+    if (action === 'ack-clear')
+      this.clearNow(
+        p,
+        settled.filter((id) => p.tasks.every((t) => this.cursor(p, t).consumed.has(id))),
+      );
     if (action === 'release') this.notify();
     return { settled, lost };
   }
@@ -182,12 +202,18 @@ export class LocalBackend implements Backend {
     for (const field of fields) this.field(p, field);
     const unknown = ids.filter((id) => !p.samples.has(id));
     if (unknown.length > 0) {
-      throw new DataPlaneError('unknown_sample', `get from partition ${JSON.stringify(p.name)}: ${unknown.length} unknown or cleared sample id(s): ${listIds(unknown)}`);
+      throw new DataPlaneError(
+        'unknown_sample',
+        `get from partition ${JSON.stringify(p.name)}: ${unknown.length} unknown or cleared sample id(s): ${listIds(unknown)}`,
+      );
     }
     const unproduced: string[] = [];
     for (const id of ids) for (const field of fields) if (!p.samples.get(id)!.produced.has(field)) unproduced.push(`${id}/${field}`);
     if (unproduced.length > 0) {
-      throw new DataPlaneError('field_not_produced', `get from partition ${JSON.stringify(p.name)}: ${unproduced.length} (sample/field) cell(s) not produced yet: ${listIds(unproduced)}`);
+      throw new DataPlaneError(
+        'field_not_produced',
+        `get from partition ${JSON.stringify(p.name)}: ${unproduced.length} (sample/field) cell(s) not produced yet: ${listIds(unproduced)}`,
+      );
     }
     const out: Record<string, RowValue[]> = {};
     for (const field of fields) out[field] = ids.map((id) => this.store.read(p.samples.get(id)!.produced.get(field)!.cell)!);
@@ -204,7 +230,13 @@ export class LocalBackend implements Backend {
 
   async stats(partition: string): Promise<PartitionStats> {
     const p = this.partition(partition);
-    return { partition: p.name, samples: p.samples.size, bytesHeld: p.bytes, fields: Object.fromEntries(p.fields), consumerTasks: [...p.tasks] };
+    return {
+      partition: p.name,
+      samples: p.samples.size,
+      bytesHeld: p.bytes,
+      fields: Object.fromEntries(p.fields),
+      consumerTasks: [...p.tasks],
+    };
   }
 
   waitForChange(ms: number): Promise<void> {
@@ -253,19 +285,31 @@ export class LocalBackend implements Backend {
 
   private partition(name: string): Partition {
     const p = this.partitions.get(name);
-    if (!p) throw new DataPlaneError('unknown_partition', `partition ${JSON.stringify(name)} is not registered (known: ${[...this.partitions.keys()].join(', ') || 'none'})`);
+    if (!p)
+      throw new DataPlaneError(
+        'unknown_partition',
+        `partition ${JSON.stringify(name)} is not registered (known: ${[...this.partitions.keys()].join(', ') || 'none'})`,
+      );
     return p;
   }
 
   private cursor(p: Partition, task: string): Cursor {
     const c = p.cursors.get(task);
-    if (!c) throw new DataPlaneError('unknown_task', `task ${JSON.stringify(task)} is not a consumer of partition ${JSON.stringify(p.name)} (registered: ${p.tasks.join(', ')})`);
+    if (!c)
+      throw new DataPlaneError(
+        'unknown_task',
+        `task ${JSON.stringify(task)} is not a consumer of partition ${JSON.stringify(p.name)} (registered: ${p.tasks.join(', ')})`,
+      );
     return c;
   }
 
   private field(p: Partition, field: string): DType {
     const dtype = p.fields.get(field);
-    if (dtype === undefined) throw new DataPlaneError('unknown_field', `field ${JSON.stringify(field)} is not declared in partition ${JSON.stringify(p.name)} (declared: ${[...p.fields.keys()].join(', ')})`);
+    if (dtype === undefined)
+      throw new DataPlaneError(
+        'unknown_field',
+        `field ${JSON.stringify(field)} is not declared in partition ${JSON.stringify(p.name)} (declared: ${[...p.fields.keys()].join(', ')})`,
+      );
     return dtype;
   }
 }

@@ -60,7 +60,8 @@ export class KVBatchMeta {
     this.taskName = init.taskName ?? null;
     if (!Array.isArray(init.sampleIds)) throw new DataPlaneError('invalid_argument', 'KVBatchMeta.sampleIds must be an array of strings');
     init.sampleIds.forEach((id, i) => {
-      if (typeof id !== 'string' || id === '') throw new DataPlaneError('invalid_argument', `KVBatchMeta.sampleIds[${i}] must be a non-empty string, got ${JSON.stringify(id)}`);
+      if (typeof id !== 'string' || id === '')
+        throw new DataPlaneError('invalid_argument', `KVBatchMeta.sampleIds[${i}] must be a non-empty string, got ${JSON.stringify(id)}`);
     });
     this.sampleIds = Object.freeze([...init.sampleIds]);
     this.fields = init.fields == null ? null : Object.freeze(dedupe(init.fields, 'KVBatchMeta.fields'));
@@ -69,11 +70,17 @@ export class KVBatchMeta {
       this.sequenceLengths = null;
     } else {
       if (init.sequenceLengths.length !== this.sampleIds.length) {
-        throw new DataPlaneError('invalid_argument', `KVBatchMeta.sequenceLengths has ${init.sequenceLengths.length} entries for ${this.sampleIds.length} samples (must align 1:1)`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `KVBatchMeta.sequenceLengths has ${init.sequenceLengths.length} entries for ${this.sampleIds.length} samples (must align 1:1)`,
+        );
       }
       init.sequenceLengths.forEach((n, i) => {
         if (!Number.isInteger(n) || n < 0) {
-          throw new DataPlaneError('invalid_argument', `KVBatchMeta.sequenceLengths[${i}] (sample ${JSON.stringify(this.sampleIds[i])}) must be a non-negative integer, got ${n}`);
+          throw new DataPlaneError(
+            'invalid_argument',
+            `KVBatchMeta.sequenceLengths[${i}] (sample ${JSON.stringify(this.sampleIds[i])}) must be a non-negative integer, got ${n}`,
+          );
         }
       });
       this.sequenceLengths = Object.freeze([...init.sequenceLengths]);
@@ -83,9 +90,14 @@ export class KVBatchMeta {
       this.tags = null;
     } else {
       if (init.tags.length !== this.sampleIds.length) {
-        throw new DataPlaneError('invalid_argument', `KVBatchMeta.tags has ${init.tags.length} entries for ${this.sampleIds.length} samples (must align 1:1)`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `KVBatchMeta.tags has ${init.tags.length} entries for ${this.sampleIds.length} samples (must align 1:1)`,
+        );
       }
-      this.tags = Object.freeze(init.tags.map((row, i) => validateTagRecord(row, `KVBatchMeta.tags[${i}] (sample ${JSON.stringify(this.sampleIds[i])})`)));
+      this.tags = Object.freeze(
+        init.tags.map((row, i) => validateTagRecord(row, `KVBatchMeta.tags[${i}] (sample ${JSON.stringify(this.sampleIds[i])})`)),
+      );
     }
     this.extraInfo = freezeJson(init.extraInfo ?? {}, 'KVBatchMeta.extraInfo') as Readonly<Record<string, JsonValue>>;
     this.leaseId = init.leaseId ?? null;
@@ -128,10 +140,16 @@ export class KVBatchMeta {
     const all = [this, ...others];
     for (const [k, m] of others.entries()) {
       if (m.partition !== this.partition) {
-        throw new DataPlaneError('invalid_argument', `concat: meta ${k + 1} is in partition ${JSON.stringify(m.partition)}, expected ${JSON.stringify(this.partition)}`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `concat: meta ${k + 1} is in partition ${JSON.stringify(m.partition)}, expected ${JSON.stringify(this.partition)}`,
+        );
       }
       if (!sameList(m.fields, this.fields)) {
-        throw new DataPlaneError('invalid_argument', `concat: meta ${k + 1} has fields ${JSON.stringify(m.fields)}, expected ${JSON.stringify(this.fields)}`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `concat: meta ${k + 1} has fields ${JSON.stringify(m.fields)}, expected ${JSON.stringify(this.fields)}`,
+        );
       }
     }
     return new KVBatchMeta({
@@ -159,7 +177,10 @@ export class KVBatchMeta {
     const rows = this.sampleIds.map((_, i) => ({ ...(this.tags?.[i] ?? {}) }) as Record<string, unknown>);
     for (const [name, values] of Object.entries(scalars)) {
       if (values.length !== this.size) {
-        throw new DataPlaneError('invalid_argument', `stampTags: tag ${JSON.stringify(name)} has ${values.length} values for ${this.size} rows`);
+        throw new DataPlaneError(
+          'invalid_argument',
+          `stampTags: tag ${JSON.stringify(name)} has ${values.length} values for ${this.size} rows`,
+        );
       }
       for (let i = 0; i < this.size; i++) rows[i][name] = values[i];
     }
@@ -256,7 +277,8 @@ export function lengthsFromTags(tags: readonly Readonly<Record<string, TagValue>
 function dedupe(names: readonly string[], where: string): string[] {
   const out: string[] = [];
   for (const n of names) {
-    if (typeof n !== 'string' || n === '') throw new DataPlaneError('invalid_argument', `${where}: field names must be non-empty strings, got ${JSON.stringify(n)}`);
+    if (typeof n !== 'string' || n === '')
+      throw new DataPlaneError('invalid_argument', `${where}: field names must be non-empty strings, got ${JSON.stringify(n)}`);
     if (!out.includes(n)) out.push(n);
   }
   return out;
@@ -279,5 +301,8 @@ function freezeJson(value: unknown, path: string): JsonValue {
     for (const [k, v] of Object.entries(value)) out[k] = freezeJson(v, `${path}.${k}`);
     return Object.freeze(out);
   }
-  throw new DataPlaneError('invalid_argument', `${path} is not JSON data (${typeof value}); tensors go through the data plane, not metadata`);
+  throw new DataPlaneError(
+    'invalid_argument',
+    `${path} is not JSON data (${typeof value}); tensors go through the data plane, not metadata`,
+  );
 }

@@ -20,7 +20,8 @@ import {
   type AckOptions,
 } from './types.ts';
 
-export type DataPlaneOp = 'register' | 'claim' | 'ack' | 'release' | 'getData' | 'consumption' | 'put' | 'get' | 'clear' | 'stats' | 'close';
+export type DataPlaneOp =
+  'register' | 'claim' | 'ack' | 'release' | 'getData' | 'consumption' | 'put' | 'get' | 'clear' | 'stats' | 'close';
 export type DataPlaneStatus = 'ok' | 'error' | 'timeout';
 
 export interface DataPlaneEvent {
@@ -92,81 +93,136 @@ export class MetricsDataPlaneClient implements DataPlaneClient {
   }
 
   registerPartition(options: RegisterPartitionOptions): Promise<void> {
-    return this.record('register', options.partition, () => this.inner.registerPartition(options), () => [0, 0]);
+    return this.record(
+      'register',
+      options.partition,
+      () => this.inner.registerPartition(options),
+      () => [0, 0],
+    );
   }
 
   claimMeta(options: ClaimOptions): Promise<KVBatchMeta> {
-    return this.record('claim', options.partition, () => this.inner.claimMeta(options), (meta) => [meta.size, 0]);
+    return this.record(
+      'claim',
+      options.partition,
+      () => this.inner.claimMeta(options),
+      (meta) => [meta.size, 0],
+    );
   }
 
   ackClaim(meta: KVBatchMeta, options?: AckOptions): Promise<SettleResult> {
-    return this.record('ack', meta.partition, () => this.inner.ackClaim(meta, options), (r) => [r.settled.length, 0]);
+    return this.record(
+      'ack',
+      meta.partition,
+      () => this.inner.ackClaim(meta, options),
+      (r) => [r.settled.length, 0],
+    );
   }
 
   releaseClaim(meta: KVBatchMeta): Promise<SettleResult> {
-    return this.record('release', meta.partition, () => this.inner.releaseClaim(meta), (r) => [r.settled.length, 0]);
+    return this.record(
+      'release',
+      meta.partition,
+      () => this.inner.releaseClaim(meta),
+      (r) => [r.settled.length, 0],
+    );
   }
 
   getData(meta: KVBatchMeta, fields: readonly string[]): Promise<Columns> {
-    return this.record('getData', meta.partition, () => this.inner.getData(meta, fields), (cols) => {
-      const bytes = columnBytes(cols);
-      this.bytesRead += bytes;
-      return [meta.size, bytes];
-    });
+    return this.record(
+      'getData',
+      meta.partition,
+      () => this.inner.getData(meta, fields),
+      (cols) => {
+        const bytes = columnBytes(cols);
+        this.bytesRead += bytes;
+        return [meta.size, bytes];
+      },
+    );
   }
 
   checkConsumptionStatus(partition: string, tasks: readonly string[]): Promise<boolean> {
-    return this.record('consumption', partition, () => this.inner.checkConsumptionStatus(partition, tasks), () => [0, 0]);
+    return this.record(
+      'consumption',
+      partition,
+      () => this.inner.checkConsumptionStatus(partition, tasks),
+      () => [0, 0],
+    );
   }
 
   putSamples(options: PutOptions): Promise<KVBatchMeta> {
-    return this.record('put', options.partition, () => this.inner.putSamples(options), (receipt) => {
-      // Bytes are attributed per sample so a later clear of some ids subtracts exactly their share.
-      let total = 0;
-      const perSample = receipt.sampleIds.map((_, i) => {
-        let n = 0;
-        for (const rows of Object.values(options.columns)) n += rowBytes(rows[i]);
-        total += n;
-        return n;
-      });
-      const book = this.book(options.partition);
-      receipt.sampleIds.forEach((id, i) => book.set(id, (book.get(id) ?? 0) + perSample[i]));
-      this.partitionBytes.set(options.partition, (this.partitionBytes.get(options.partition) ?? 0) + total);
-      this.bytesPut += total;
-      this.peak = Math.max(this.peak, this.outstanding());
-      return [receipt.size, total];
-    });
+    return this.record(
+      'put',
+      options.partition,
+      () => this.inner.putSamples(options),
+      (receipt) => {
+        // Bytes are attributed per sample so a later clear of some ids subtracts exactly their share.
+        let total = 0;
+        const perSample = receipt.sampleIds.map((_, i) => {
+          let n = 0;
+          for (const rows of Object.values(options.columns)) n += rowBytes(rows[i]);
+          total += n;
+          return n;
+        });
+        const book = this.book(options.partition);
+        receipt.sampleIds.forEach((id, i) => book.set(id, (book.get(id) ?? 0) + perSample[i]));
+        this.partitionBytes.set(options.partition, (this.partitionBytes.get(options.partition) ?? 0) + total);
+        this.bytesPut += total;
+        this.peak = Math.max(this.peak, this.outstanding());
+        return [receipt.size, total];
+      },
+    );
   }
 
   getSamples(options: GetOptions): Promise<Columns> {
-    return this.record('get', options.partition, () => this.inner.getSamples(options), (cols) => {
-      const bytes = columnBytes(cols);
-      this.bytesRead += bytes;
-      return [options.sampleIds.length, bytes];
-    });
+    return this.record(
+      'get',
+      options.partition,
+      () => this.inner.getSamples(options),
+      (cols) => {
+        const bytes = columnBytes(cols);
+        this.bytesRead += bytes;
+        return [options.sampleIds.length, bytes];
+      },
+    );
   }
 
   clearSamples(partition: string, target: ClearTarget): Promise<number> {
-    return this.record('clear', partition, () => this.inner.clearSamples(partition, target), (removed) => {
-      const book = this.book(partition);
-      const ids = Array.isArray(target) ? (target as readonly string[]) : [...book.keys()];
-      let freed = 0;
-      for (const id of ids) {
-        freed += book.get(id) ?? 0;
-        book.delete(id);
-      }
-      if (!Array.isArray(target)) book.clear();
-      this.partitionBytes.set(partition, Math.max(0, (this.partitionBytes.get(partition) ?? 0) - freed));
-      return [Array.isArray(target) ? target.length : removed, 0];
-    });
+    return this.record(
+      'clear',
+      partition,
+      () => this.inner.clearSamples(partition, target),
+      (removed) => {
+        const book = this.book(partition);
+        const ids = Array.isArray(target) ? (target as readonly string[]) : [...book.keys()];
+        let freed = 0;
+        for (const id of ids) {
+          freed += book.get(id) ?? 0;
+          book.delete(id);
+        }
+        if (!Array.isArray(target)) book.clear();
+        this.partitionBytes.set(partition, Math.max(0, (this.partitionBytes.get(partition) ?? 0) - freed));
+        return [Array.isArray(target) ? target.length : removed, 0];
+      },
+    );
   }
 
   partitionStats(partition: string): Promise<PartitionStats> {
-    return this.record('stats', partition, () => this.inner.partitionStats(partition), () => [0, 0]);
+    return this.record(
+      'stats',
+      partition,
+      () => this.inner.partitionStats(partition),
+      () => [0, 0],
+    );
   }
 
   close(): Promise<void> {
-    return this.record('close', '', () => this.inner.close(), () => [0, 0]);
+    return this.record(
+      'close',
+      '',
+      () => this.inner.close(),
+      () => [0, 0],
+    );
   }
 
   totals(): DataPlaneTotals {
@@ -216,7 +272,10 @@ export class MetricsDataPlaneClient implements DataPlaneClient {
       state = this.backpressure();
       if (!state.blocked) return state;
       if (performance.now() >= deadline) {
-        throw new DataPlaneError('timeout', `back-pressure: ${state.bytesOutstanding} bytes outstanding ≥ limit ${state.limitBytes} for ${options.timeoutMs} ms (consumers are not clearing)`);
+        throw new DataPlaneError(
+          'timeout',
+          `back-pressure: ${state.bytesOutstanding} bytes outstanding ≥ limit ${state.limitBytes} for ${options.timeoutMs} ms (consumers are not clearing)`,
+        );
       }
       await new Promise((resolve) => setTimeout(resolve, options.pollMs ?? 50));
     }
@@ -237,7 +296,12 @@ export class MetricsDataPlaneClient implements DataPlaneClient {
     return book;
   }
 
-  private async record<T>(op: DataPlaneOp, partition: string, call: () => Promise<T>, measure: (result: T) => [number, number]): Promise<T> {
+  private async record<T>(
+    op: DataPlaneOp,
+    partition: string,
+    call: () => Promise<T>,
+    measure: (result: T) => [number, number],
+  ): Promise<T> {
     const start = performance.now();
     let result: T;
     try {

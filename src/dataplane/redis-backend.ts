@@ -25,7 +25,6 @@ import type { TagValue } from './meta.ts';
 import { DataPlaneError, listIds, type PartitionStats, type RowValue } from './types.ts';
 import type { RedisArg, RedisLink, RedisReply } from '../ports/redis-link.ts';
 
-
 // Errors raised inside scripts start with "DP <code> " so the client can rebuild a DataPlaneError.
 const PRELUDE = `
 local K, P = ARGV[1], ARGV[2]
@@ -292,7 +291,13 @@ export class RedisBackend implements Backend {
 
   async register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void> {
     const names = Object.keys(fields);
-    await this.run('register', REGISTER, partition, [replace ? '1' : '0', names.length, ...names, ...names.map((f) => fields[f]), ...tasks]);
+    await this.run('register', REGISTER, partition, [
+      replace ? '1' : '0',
+      names.length,
+      ...names,
+      ...names.map((f) => fields[f]),
+      ...tasks,
+    ]);
   }
 
   async put(request: PutRequest): Promise<void> {
@@ -310,7 +315,16 @@ export class RedisBackend implements Backend {
   }
 
   async tryClaim(request: ClaimRequest): Promise<ClaimAttempt> {
-    const reply = asArray(await this.run('claim', CLAIM, request.partition, [request.task, request.batchSize, request.minBatch, request.leaseMs ?? 0, request.leaseId ?? '', ...request.requiredFields]));
+    const reply = asArray(
+      await this.run('claim', CLAIM, request.partition, [
+        request.task,
+        request.batchSize,
+        request.minBatch,
+        request.leaseMs ?? 0,
+        request.leaseId ?? '',
+        ...request.requiredFields,
+      ]),
+    );
     if (reply[0] === 0) {
       const missing: Record<string, number> = {};
       request.requiredFields.forEach((f, j) => (missing[f] = reply[2 + j] as number));
@@ -318,7 +332,7 @@ export class RedisBackend implements Backend {
     }
     const sampleIds: string[] = [];
     const tags: Record<string, TagValue>[] = [];
-    for (let k = 1; k < reply.length; ) {
+    for (let k = 1; k < reply.length;) {
       sampleIds.push(text(reply[k]));
       const n = reply[k + 1] as number;
       const row: Record<string, TagValue> = {};
@@ -329,7 +343,13 @@ export class RedisBackend implements Backend {
     return { ok: true, sampleIds, tags };
   }
 
-  async settle(partition: string, task: string, leaseId: string, ids: readonly string[], action: SettleAction): Promise<{ settled: string[]; lost: string[] }> {
+  async settle(
+    partition: string,
+    task: string,
+    leaseId: string,
+    ids: readonly string[],
+    action: SettleAction,
+  ): Promise<{ settled: string[]; lost: string[] }> {
     const [settled, lost] = asArray(await this.run('settle', SETTLE, partition, [task, leaseId, action, ...ids]));
     return { settled: asArray(settled).map(text), lost: asArray(lost).map(text) };
   }
@@ -342,9 +362,16 @@ export class RedisBackend implements Backend {
     const reply = asArray(await this.run('get', GET, partition, [ids.length, ...ids, ...fields]));
     if (reply[0] === 0) {
       const unknown = asArray(reply[1]).map(text);
-      if (unknown.length > 0) throw new DataPlaneError('unknown_sample', `get from partition ${JSON.stringify(partition)}: ${unknown.length} unknown or cleared sample id(s): ${listIds(unknown)}`);
+      if (unknown.length > 0)
+        throw new DataPlaneError(
+          'unknown_sample',
+          `get from partition ${JSON.stringify(partition)}: ${unknown.length} unknown or cleared sample id(s): ${listIds(unknown)}`,
+        );
       const unproduced = asArray(reply[2]).map(text);
-      throw new DataPlaneError('field_not_produced', `get from partition ${JSON.stringify(partition)}: ${unproduced.length} (sample/field) cell(s) not produced yet: ${listIds(unproduced)}`);
+      throw new DataPlaneError(
+        'field_not_produced',
+        `get from partition ${JSON.stringify(partition)}: ${unproduced.length} (sample/field) cell(s) not produced yet: ${listIds(unproduced)}`,
+      );
     }
     const out: Record<string, RowValue[]> = Object.fromEntries(fields.map((f) => [f, [] as RowValue[]]));
     let k = 1;
@@ -400,12 +427,19 @@ export class RedisBackend implements Backend {
 function decodeRow(header: string, bytes: Uint8Array, where: string): RowValue {
   const bar = header.indexOf('|');
   const dtype = header.slice(0, bar) as DType;
-  const shape = header.slice(bar + 1) === '' ? [] : header.slice(bar + 1).split(',').map(Number);
+  const shape =
+    header.slice(bar + 1) === ''
+      ? []
+      : header
+          .slice(bar + 1)
+          .split(',')
+          .map(Number);
   // Copy into a fresh, aligned buffer: replies may be views into a shared, unaligned socket buffer.
   const copy = new Uint8Array(bytes.byteLength);
   copy.set(bytes);
   const data = hostArray(dtype, copy.buffer);
-  if (data.length !== shape.reduce((a, b) => a * b, 1)) throw new DataPlaneError('conflict', `${where}: stored header ${header} does not match ${bytes.byteLength} stored bytes`);
+  if (data.length !== shape.reduce((a, b) => a * b, 1))
+    throw new DataPlaneError('conflict', `${where}: stored header ${header} does not match ${bytes.byteLength} stored bytes`);
   return { dtype, shape, data };
 }
 
@@ -419,4 +453,3 @@ function text(reply: RedisReply): string {
   if (typeof reply === 'number') return String(reply);
   throw new Error(`unexpected Redis reply ${String(reply)} (expected a string)`);
 }
-

@@ -54,15 +54,24 @@ export function shardBinPacked(meta: KVBatchMeta, dpSize: number, options: BinPa
   const lengths = requireLengths(meta, 'shardBinPacked');
   const pad = options.padMultiple ?? 1;
   const cap = options.maxTokensPerBin;
-  if (!Number.isInteger(pad) || pad < 1) throw new DataPlaneError('invalid_argument', `shardBinPacked: padMultiple must be a positive integer, got ${pad}`);
-  if (!Number.isInteger(cap) || cap < 1) throw new DataPlaneError('invalid_argument', `shardBinPacked: maxTokensPerBin must be a positive integer, got ${cap}`);
+  if (!Number.isInteger(pad) || pad < 1)
+    throw new DataPlaneError('invalid_argument', `shardBinPacked: padMultiple must be a positive integer, got ${pad}`);
+  if (!Number.isInteger(cap) || cap < 1)
+    throw new DataPlaneError('invalid_argument', `shardBinPacked: maxTokensPerBin must be a positive integer, got ${cap}`);
   if (meta.size === 0) throw new DataPlaneError('invalid_argument', 'shardBinPacked: empty meta');
   const padded = lengths.map((n) => Math.max(pad, Math.ceil(n / pad) * pad));
   padded.forEach((n, i) => {
-    if (n > cap) throw new DataPlaneError('invalid_argument', `shardBinPacked: sample ${JSON.stringify(meta.sampleIds[i])} needs ${n} padded tokens, more than maxTokensPerBin ${cap}`);
+    if (n > cap)
+      throw new DataPlaneError(
+        'invalid_argument',
+        `shardBinPacked: sample ${JSON.stringify(meta.sampleIds[i])} needs ${n} padded tokens, more than maxTokensPerBin ${cap}`,
+      );
   });
 
-  interface Bin { rows: number[]; tokens: number }
+  interface Bin {
+    rows: number[];
+    tokens: number;
+  }
   const bins: Bin[] = [];
   const byLength = range(0, meta.size).sort((a, b) => padded[b] - padded[a] || a - b);
   for (const i of byLength) {
@@ -77,7 +86,10 @@ export function shardBinPacked(meta: KVBatchMeta, dpSize: number, options: BinPa
 
   const target = Math.max(dpSize, Math.ceil(bins.length / dpSize) * dpSize);
   if (meta.size < target) {
-    throw new DataPlaneError('invalid_argument', `shardBinPacked: ${meta.size} rows cannot fill ${target} bins (a multiple of dpSize ${dpSize})`);
+    throw new DataPlaneError(
+      'invalid_argument',
+      `shardBinPacked: ${meta.size} rows cannot fill ${target} bins (a multiple of dpSize ${dpSize})`,
+    );
   }
   while (bins.length < target) {
     // Split the smallest row off the bin with the most rows (then most tokens); a single row never
@@ -112,19 +124,25 @@ function build(meta: KVBatchMeta, groups: number[][], extra: (rank: number) => R
   const shards = groups.map((rows, r) => {
     const shard = meta.subset(rows);
     const info = extra(r);
-    return Object.keys(info).length === 0 ? shard : shard.with({ extraInfo: { ...meta.extraInfo, ...info, dpRank: r, dpSize: groups.length } });
+    return Object.keys(info).length === 0
+      ? shard
+      : shard.with({ extraInfo: { ...meta.extraInfo, ...info, dpRank: r, dpSize: groups.length } });
   });
   return { shards, order: groups.flat() };
 }
 
 function checkDp(dpSize: number, what: string): void {
-  if (!Number.isInteger(dpSize) || dpSize < 1) throw new DataPlaneError('invalid_argument', `${what}: dpSize must be a positive integer, got ${dpSize}`);
+  if (!Number.isInteger(dpSize) || dpSize < 1)
+    throw new DataPlaneError('invalid_argument', `${what}: dpSize must be a positive integer, got ${dpSize}`);
 }
 
 function equalShare(meta: KVBatchMeta, dpSize: number, what: string): number {
   checkDp(dpSize, what);
   if (meta.size === 0 || meta.size % dpSize !== 0) {
-    throw new DataPlaneError('invalid_argument', `${what}: ${meta.size} rows do not split evenly over dpSize ${dpSize} (every rank needs the same row count)`);
+    throw new DataPlaneError(
+      'invalid_argument',
+      `${what}: ${meta.size} rows do not split evenly over dpSize ${dpSize} (every rank needs the same row count)`,
+    );
   }
   return meta.size / dpSize;
 }

@@ -97,9 +97,14 @@ export async function connectDataPlaneGateway(options: GatewayClientOptions): Pr
   } catch {
     throw new DataPlaneError('invalid_argument', `gateway url ${JSON.stringify(options.url)} is not a URL`);
   }
-  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new DataPlaneError('invalid_argument', `gateway url must be ws:// or wss://, got ${JSON.stringify(options.url)}`);
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:')
+    throw new DataPlaneError('invalid_argument', `gateway url must be ws:// or wss://, got ${JSON.stringify(options.url)}`);
   if (options.namespace !== undefined) {
-    if (!NAMESPACE_PATTERN.test(options.namespace)) throw new DataPlaneError('invalid_argument', `gateway namespace ${JSON.stringify(options.namespace)} must be 1..64 characters of [A-Za-z0-9_-]`);
+    if (!NAMESPACE_PATTERN.test(options.namespace))
+      throw new DataPlaneError(
+        'invalid_argument',
+        `gateway namespace ${JSON.stringify(options.namespace)} must be 1..64 characters of [A-Za-z0-9_-]`,
+      );
     url.searchParams.set('ns', options.namespace);
   }
   const socket = new options.WebSocket(url.toString(), [GATEWAY_PROTOCOL, TOKEN_PROTOCOL_PREFIX + options.token]);
@@ -177,7 +182,9 @@ class GatewayDataPlaneClient implements DataPlaneClient {
   }
 
   async ackClaim(meta: KVBatchMeta, options: AckOptions = {}): Promise<SettleResult> {
-    return value(await this.call('ack', { meta: metaRecord(meta, 'ackClaim'), ...(options.clear === undefined ? {} : { clear: options.clear }) })) as SettleResult;
+    return value(
+      await this.call('ack', { meta: metaRecord(meta, 'ackClaim'), ...(options.clear === undefined ? {} : { clear: options.clear }) }),
+    ) as SettleResult;
   }
 
   async releaseClaim(meta: KVBatchMeta): Promise<SettleResult> {
@@ -201,7 +208,11 @@ class GatewayDataPlaneClient implements DataPlaneClient {
     }
     const host: Record<string, HostTensor[]> = {};
     for (const [field, column] of Object.entries(options.columns)) {
-      if (!Array.isArray(column)) throw new DataPlaneError('invalid_argument', `putSamples(${partition}) column ${JSON.stringify(field)} has no rows for ${ids.length} sample ids`);
+      if (!Array.isArray(column))
+        throw new DataPlaneError(
+          'invalid_argument',
+          `putSamples(${partition}) column ${JSON.stringify(field)} has no rows for ${ids.length} sample ids`,
+        );
       host[field] = [];
       for (const [i, row] of column.entries()) {
         const where = `putSamples(${partition}) field ${JSON.stringify(field)} of sample ${JSON.stringify(ids[i])}`;
@@ -216,7 +227,12 @@ class GatewayDataPlaneClient implements DataPlaneClient {
     const rows: RowRef[] = [];
     const frames: Uint8Array[] = [];
     const columns = encodeColumns(host, rows, frames);
-    const res = await this.call('put', { partition: options.partition, sampleIds: options.sampleIds, columns, tags: options.tags }, rows, frames);
+    const res = await this.call(
+      'put',
+      { partition: options.partition, sampleIds: options.sampleIds, columns, tags: options.tags },
+      rows,
+      frames,
+    );
     return KVBatchMeta.fromJSON(value(res));
   }
 
@@ -247,14 +263,24 @@ class GatewayDataPlaneClient implements DataPlaneClient {
     if (this.lostReason !== null) throw new DataPlaneError('closed', `data plane client (${this.kind}) is closed: ${this.lostReason}`);
   }
 
-  private call(op: GatewayOp, args: unknown, rows: readonly RowRef[] = [], frames: readonly Uint8Array[] = []): Promise<Message<ResponseHeader>> {
+  private call(
+    op: GatewayOp,
+    args: unknown,
+    rows: readonly RowRef[] = [],
+    frames: readonly Uint8Array[] = [],
+  ): Promise<Message<ResponseHeader>> {
     this.live();
     const id = this.nextId++;
     const header = stringifyControl({ t: 'req', id, op, args, rows }, op);
     let total = header.length;
     for (const f of frames) total += f.byteLength;
     if (total > this.maxMessageBytes) {
-      return Promise.reject(new DataPlaneError('invalid_argument', `${op}: request of ${total} bytes exceeds the gateway's message limit of ${this.maxMessageBytes} bytes; split it into smaller calls`));
+      return Promise.reject(
+        new DataPlaneError(
+          'invalid_argument',
+          `${op}: request of ${total} bytes exceeds the gateway's message limit of ${this.maxMessageBytes} bytes; split it into smaller calls`,
+        ),
+      );
     }
     return new Promise((resolve, reject) => {
       this.pending.set(id, { op, resolve, reject });

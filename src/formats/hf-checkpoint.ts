@@ -141,7 +141,8 @@ async function openShards(store: FileStore, dir: string): Promise<Map<string, Sa
     for (const name of reader.names) byName.set(name, reader);
     return byName;
   }
-  if (!(await store.exists(indexPath))) throw new Error(`${store.root}/${dir}: neither model.safetensors nor model.safetensors.index.json found`);
+  if (!(await store.exists(indexPath)))
+    throw new Error(`${store.root}/${dir}: neither model.safetensors nor model.safetensors.index.json found`);
   const source = `${store.root}/${indexPath}`;
   let index: unknown;
   try {
@@ -150,10 +151,12 @@ async function openShards(store: FileStore, dir: string): Promise<Map<string, Sa
     throw new Error(`${source}: not valid JSON (${(err as Error).message})`, { cause: err });
   }
   const weightMap = (index as { weight_map?: unknown } | null)?.weight_map;
-  if (typeof weightMap !== 'object' || weightMap === null || Array.isArray(weightMap)) throw new Error(`${source}: missing weight_map object`);
+  if (typeof weightMap !== 'object' || weightMap === null || Array.isArray(weightMap))
+    throw new Error(`${source}: missing weight_map object`);
   const shards = new Map<string, SafetensorsReader>();
   for (const [name, file] of Object.entries(weightMap)) {
-    if (typeof file !== 'string' || file === '' || file.includes('/')) throw new Error(`${source}: tensor "${name}" maps to invalid shard ${JSON.stringify(file)}`);
+    if (typeof file !== 'string' || file === '' || file.includes('/'))
+      throw new Error(`${source}: tensor "${name}" maps to invalid shard ${JSON.stringify(file)}`);
     let reader = shards.get(file);
     if (!reader) {
       reader = await SafetensorsReader.open(store, join(dir, file));
@@ -166,12 +169,21 @@ async function openShards(store: FileStore, dir: string): Promise<Map<string, Sa
 }
 
 /** Loads and validates an HF checkpoint directory (`dir` relative to the store; '' for its root). */
-export async function loadHfCheckpoint(store: FileStore, dir: string, options?: LoadOptions & { weightPrecision?: 'f32' }): Promise<TargetCheckpoint>;
-export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions & { weightPrecision: 'f16' }): Promise<TargetCheckpoint<Uint16Array>>;
+export async function loadHfCheckpoint(
+  store: FileStore,
+  dir: string,
+  options?: LoadOptions & { weightPrecision?: 'f32' },
+): Promise<TargetCheckpoint>;
+export async function loadHfCheckpoint(
+  store: FileStore,
+  dir: string,
+  options: LoadOptions & { weightPrecision: 'f16' },
+): Promise<TargetCheckpoint<Uint16Array>>;
 export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions): Promise<TargetCheckpoint<MatrixWeight>>;
 export async function loadHfCheckpoint(store: FileStore, dir: string, options: LoadOptions = {}): Promise<TargetCheckpoint<MatrixWeight>> {
   const precision = options.weightPrecision ?? 'f32';
-  if (!WEIGHT_PRECISIONS.includes(precision)) throw new Error(`loadHfCheckpoint: weightPrecision must be one of ${WEIGHT_PRECISIONS.join(', ')}, got ${JSON.stringify(precision)}`);
+  if (!WEIGHT_PRECISIONS.includes(precision))
+    throw new Error(`loadHfCheckpoint: weightPrecision must be one of ${WEIGHT_PRECISIONS.join(', ')}, got ${JSON.stringify(precision)}`);
   const configPath = join(dir, 'config.json');
   const config = parseHfConfig(new TextDecoder().decode(await store.read(configPath)), `${store.root}/${configPath}`);
   const byName = await openShards(store, dir);
@@ -182,7 +194,8 @@ export async function loadHfCheckpoint(store: FileStore, dir: string, options: L
   for (const t of expectedTensors(config)) {
     const reader = byName.get(t.name);
     if (!reader) {
-      if (t.required) throw new Error(`${store.root}/${dir}: checkpoint is missing tensor "${t.name}" (expected shape [${t.shape.join(', ')}])`);
+      if (t.required)
+        throw new Error(`${store.root}/${dir}: checkpoint is missing tensor "${t.name}" (expected shape [${t.shape.join(', ')}])`);
       continue;
     }
     const e = reader.entry(t.name);

@@ -17,7 +17,16 @@ import { bf16BitsToF16, checkF16Finite, f32BitsToF16, f32ToF16Bits } from './f16
 export type SafetensorsDType = 'F64' | 'F32' | 'F16' | 'BF16' | 'I64' | 'I32' | 'I16' | 'I8' | 'U8' | 'BOOL';
 
 export const SAFETENSORS_DTYPE_BYTES: Readonly<Record<SafetensorsDType, number>> = {
-  F64: 8, F32: 4, F16: 2, BF16: 2, I64: 8, I32: 4, I16: 2, I8: 1, U8: 1, BOOL: 1,
+  F64: 8,
+  F32: 4,
+  F16: 2,
+  BF16: 2,
+  I64: 8,
+  I32: 4,
+  I16: 2,
+  I8: 1,
+  U8: 1,
+  BOOL: 1,
 };
 
 /** Headers of real checkpoints are a few hundred KB; anything this large is damage or an attack. */
@@ -46,7 +55,8 @@ const isDim = (v: unknown): v is number => typeof v === 'number' && Number.isSaf
 export function readHeaderLength(prefix: Uint8Array, fileSize: number, source: string): number {
   if (prefix.length < 8 || fileSize < 8) throw new Error(`${source}: file is ${fileSize} bytes, too short for a safetensors header`);
   const n = new DataView(prefix.buffer, prefix.byteOffset, 8).getBigUint64(0, true);
-  if (n > BigInt(MAX_SAFETENSORS_HEADER_BYTES)) throw new Error(`${source}: header length ${n} exceeds the ${MAX_SAFETENSORS_HEADER_BYTES}-byte limit`);
+  if (n > BigInt(MAX_SAFETENSORS_HEADER_BYTES))
+    throw new Error(`${source}: header length ${n} exceeds the ${MAX_SAFETENSORS_HEADER_BYTES}-byte limit`);
   if (8n + n > BigInt(fileSize)) throw new Error(`${source}: header length ${n} runs past the end of the ${fileSize}-byte file`);
   return Number(n);
 }
@@ -70,7 +80,10 @@ export function parseHeaderJson(headerBytes: Uint8Array, fileSize: number, sourc
   } catch (err) {
     throw new Error(`${source}: header is not valid JSON (${(err as Error).message})`, { cause: err });
   }
-  if (!isPlainObject(json)) throw new Error(`${source}: header must be a JSON object, got ${json === null ? 'null' : Array.isArray(json) ? 'an array' : typeof json}`);
+  if (!isPlainObject(json))
+    throw new Error(
+      `${source}: header must be a JSON object, got ${json === null ? 'null' : Array.isArray(json) ? 'an array' : typeof json}`,
+    );
 
   const entries = new Map<string, SafetensorsEntry>();
   let metadata: Record<string, string> = {};
@@ -108,8 +121,14 @@ export function parseHeaderJson(headerBytes: Uint8Array, fileSize: number, sourc
   const sorted = [...entries.values()].sort((a, b) => a.begin - b.begin || a.end - b.end);
   let cursor = dataStart;
   for (const e of sorted) {
-    if (e.begin < cursor) throw new Error(`${source}: tensor "${e.name}" overlaps the tensor before it (starts at data offset ${e.begin - dataStart}, previous ends at ${cursor - dataStart})`);
-    if (e.begin > cursor) throw new Error(`${source}: tensor "${e.name}" leaves a hole in the data section (starts at data offset ${e.begin - dataStart}, previous ends at ${cursor - dataStart})`);
+    if (e.begin < cursor)
+      throw new Error(
+        `${source}: tensor "${e.name}" overlaps the tensor before it (starts at data offset ${e.begin - dataStart}, previous ends at ${cursor - dataStart})`,
+      );
+    if (e.begin > cursor)
+      throw new Error(
+        `${source}: tensor "${e.name}" leaves a hole in the data section (starts at data offset ${e.begin - dataStart}, previous ends at ${cursor - dataStart})`,
+      );
     cursor = e.end;
   }
   if (cursor !== fileSize) throw new Error(`${source}: ${fileSize - cursor} bytes after the last tensor are not described by the header`);
@@ -135,7 +154,10 @@ export function decodeF32(entry: SafetensorsEntry, raw: Uint8Array, source: stri
     case 'F64':
       return Float32Array.from(view(raw, 8, (b, o, n) => new Float64Array(b, o, n)));
     case 'F16':
-      return Float32Array.from(view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)), f16ToF32);
+      return Float32Array.from(
+        view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)),
+        f16ToF32,
+      );
     case 'BF16': {
       // bf16 is the top half of an f32: shift the bits into place rather than going through DataView.
       const halves = view(raw, 2, (b, o, n) => new Uint16Array(b, o, n));
@@ -158,11 +180,20 @@ export function decodeF16Bits(entry: SafetensorsEntry, raw: Uint8Array, source: 
   const what = `${source}: tensor "${entry.name}"`;
   switch (entry.dtype) {
     case 'F16':
-      return checkF16Finite(view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)), what);
+      return checkF16Finite(
+        view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)),
+        what,
+      );
     case 'BF16':
-      return bf16BitsToF16(view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)), what);
+      return bf16BitsToF16(
+        view(raw, 2, (b, o, n) => new Uint16Array(b, o, n)),
+        what,
+      );
     case 'F32':
-      return f32BitsToF16(view(raw, 4, (b, o, n) => new Uint32Array(b, o, n)), what);
+      return f32BitsToF16(
+        view(raw, 4, (b, o, n) => new Uint32Array(b, o, n)),
+        what,
+      );
     case 'F64':
       return f32ToF16Bits(Float32Array.from(view(raw, 8, (b, o, n) => new Float64Array(b, o, n))), what);
     default:
@@ -179,7 +210,8 @@ export function decodeI32(entry: SafetensorsEntry, raw: Uint8Array, source: stri
       const wide = view(raw, 8, (b, o, n) => new BigInt64Array(b, o, n));
       const out = new Int32Array(wide.length);
       for (let i = 0; i < wide.length; i++) {
-        if (wide[i] > 2147483647n || wide[i] < -2147483648n) throw new Error(`${source}: ${entry.name}[${i}] = ${wide[i]} does not fit in i32`);
+        if (wide[i] > 2147483647n || wide[i] < -2147483648n)
+          throw new Error(`${source}: ${entry.name}[${i}] = ${wide[i]} does not fit in i32`);
         out[i] = Number(wide[i]);
       }
       return out;
@@ -205,7 +237,10 @@ function lookup(header: SafetensorsHeader, name: string, source: string): Safete
 /** A whole safetensors file in memory, with typed accessors. */
 export class SafetensorsFile {
   readonly header: SafetensorsHeader;
-  constructor(readonly bytes: Uint8Array, readonly source = 'safetensors') {
+  constructor(
+    readonly bytes: Uint8Array,
+    readonly source = 'safetensors',
+  ) {
     this.header = parseSafetensorsHeader(bytes, source);
   }
 
@@ -333,7 +368,9 @@ export function writeSafetensors(tensors: Readonly<Record<string, TensorToWrite>
     if (!t.shape.every(isDim)) throw new Error(`writeSafetensors: ${name} has invalid shape [${t.shape}]`);
     const numel = t.shape.reduce((a, d) => a * d, 1);
     if (t.data.byteLength !== numel * SAFETENSORS_DTYPE_BYTES[t.dtype]) {
-      throw new Error(`writeSafetensors: ${name} ${t.dtype}[${t.shape}] needs ${numel * SAFETENSORS_DTYPE_BYTES[t.dtype]} bytes, got ${t.data.byteLength}`);
+      throw new Error(
+        `writeSafetensors: ${name} ${t.dtype}[${t.shape}] needs ${numel * SAFETENSORS_DTYPE_BYTES[t.dtype]} bytes, got ${t.data.byteLength}`,
+      );
     }
     header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
     offset += t.data.byteLength;

@@ -55,7 +55,10 @@ export interface SampleOptions {
 export class ChatTemplate {
   private readonly parsed: Template;
 
-  constructor(readonly text: string, readonly source: string) {
+  constructor(
+    readonly text: string,
+    readonly source: string,
+  ) {
     try {
       this.parsed = new Template(text);
     } catch (err) {
@@ -89,7 +92,11 @@ export class ChatTokenizer {
   private readonly specialTokens: Record<string, string>;
 
   /** `source` names the tokenizer's folder in errors. */
-  constructor(tokenizerJson: unknown, tokenizerConfig: unknown, readonly source = 'tokenizer') {
+  constructor(
+    tokenizerJson: unknown,
+    tokenizerConfig: unknown,
+    readonly source = 'tokenizer',
+  ) {
     if (!tokenizerJson || typeof tokenizerJson !== 'object') throw new Error(`${source}/tokenizer.json: must be a JSON object`);
     if (!tokenizerConfig || typeof tokenizerConfig !== 'object') throw new Error(`${source}/tokenizer_config.json: must be a JSON object`);
     const config = tokenizerConfig as Json;
@@ -124,7 +131,11 @@ export class ChatTokenizer {
         throw new Error(`${store.root}/${path}: not valid JSON (${(err as Error).message})`, { cause: err });
       }
     };
-    return new ChatTokenizer(await readJson('tokenizer.json'), await readJson('tokenizer_config.json'), `${store.root}/${prefix}`.replace(/\/$/, ''));
+    return new ChatTokenizer(
+      await readJson('tokenizer.json'),
+      await readJson('tokenizer_config.json'),
+      `${store.root}/${prefix}`.replace(/\/$/, ''),
+    );
   }
 
   /** chat_template is a string, or a list of {name, template} of which "default" is the chat one. */
@@ -144,7 +155,10 @@ export class ChatTokenizer {
 
   decode(ids: readonly number[], options: { skipSpecialTokens?: boolean } = {}): string {
     if (ids.length === 0) return '';
-    return this.tokenizer.decode([...ids], { skip_special_tokens: options.skipSpecialTokens ?? false, clean_up_tokenization_spaces: false });
+    return this.tokenizer.decode([...ids], {
+      skip_special_tokens: options.skipSpecialTokens ?? false,
+      clean_up_tokenization_spaces: false,
+    });
   }
 
   tokenId(token: string): number | undefined {
@@ -170,7 +184,10 @@ export class ChatTokenizer {
     const length = Math.min(ids.length, options.maxLength ?? ids.length);
     const lossMask = new Uint8Array(length);
     let spans = assistantSpans(text, markers);
-    if (spans.length === 0) throw new Error(`${this.source}: rendered conversation has no assistant header ${JSON.stringify(markers.assistantHeader)}; wrong chat markers?`);
+    if (spans.length === 0)
+      throw new Error(
+        `${this.source}: rendered conversation has no assistant header ${JSON.stringify(markers.assistantHeader)}; wrong chat markers?`,
+      );
     if (options.onlyLastTurn) spans = spans.slice(-1);
     for (const span of spans) {
       const start = this.tokenBoundary(ids, text, span.start);
@@ -215,7 +232,10 @@ function checkTurnOrder(messages: readonly ChatMessage[], source: string): void 
   const turns = messages[0]?.role === 'system' ? messages.slice(1) : messages;
   turns.forEach((m, i) => {
     const want = i % 2 === 0 ? 'user' : 'assistant';
-    if (m.role !== want) throw new Error(`${source}: message ${messages.indexOf(m)} has role "${m.role}", expected "${want}" (turns alternate user/assistant after an optional system message)`);
+    if (m.role !== want)
+      throw new Error(
+        `${source}: message ${messages.indexOf(m)} has role "${m.role}", expected "${want}" (turns alternate user/assistant after an optional system message)`,
+      );
     if (typeof m.content !== 'string') throw new Error(`${source}: message ${messages.indexOf(m)} has no string content`);
   });
   if (!turns.some((m) => m.role === 'assistant')) throw new Error(`${source}: conversation has no assistant turn to train on`);

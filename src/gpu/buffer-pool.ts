@@ -69,7 +69,10 @@ export class BufferPool {
   private hits = 0;
   private misses = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly counter = new MemoryCounter()) {}
+  constructor(
+    private readonly device: GPUDevice,
+    private readonly counter = new MemoryCounter(),
+  ) {}
 
   acquire(bytes: number, usage: number = STORAGE_USAGE, label = 'pooled'): GPUBuffer {
     const size = sizeClass(bytes);

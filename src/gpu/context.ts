@@ -7,21 +7,11 @@
  * collected while a device from it is still in use, and neither the adapter nor the device keeps
  * it reachable. Hold the context, not just the device.
  */
-import {
-  GpuDeviceLostError,
-  GpuError,
-  GpuUnavailableError,
-  toTypedError,
-} from './errors.ts';
+import { GpuDeviceLostError, GpuError, GpuUnavailableError, toTypedError } from './errors.ts';
 import type { RuntimeName } from '../ports/runtime.ts';
 
 /** Optional features SpecLab uses when the adapter has them. */
-export const OPTIONAL_FEATURES = [
-  'shader-f16',
-  'subgroups',
-  'timestamp-query',
-  'chromium-experimental-subgroup-matrix',
-] as const;
+export const OPTIONAL_FEATURES = ['shader-f16', 'subgroups', 'timestamp-query', 'chromium-experimental-subgroup-matrix'] as const;
 
 /** Limits SpecLab asks for at the adapter's own value (defaults are far too small for LLM tensors). */
 export const REQUESTED_LIMITS = [
@@ -170,9 +160,7 @@ export async function openGpuContext(options: {
 }): Promise<GpuContext> {
   const { runtime, gpu, request = {} } = options;
   if (!gpu) {
-    throw new GpuUnavailableError(
-      `WebGPU is not available in ${runtime}. ${hintFor(runtime)}`,
-    );
+    throw new GpuUnavailableError(`WebGPU is not available in ${runtime}. ${hintFor(runtime)}`);
   }
   const adapter = await gpu.requestAdapter({ powerPreference: request.powerPreference ?? 'high-performance' });
   if (!adapter) {
@@ -211,14 +199,20 @@ export async function openGpuContext(options: {
     architecture: String(info.architecture ?? ''),
     device: String(info.device ?? ''),
     description: String(info.description ?? ''),
-    isFallbackAdapter: Boolean(info.isFallbackAdapter ?? (adapter as unknown as { isFallbackAdapter?: boolean }).isFallbackAdapter ?? false),
+    isFallbackAdapter: Boolean(
+      info.isFallbackAdapter ?? (adapter as unknown as { isFallbackAdapter?: boolean }).isFallbackAdapter ?? false,
+    ),
     features: [...(device.features as unknown as Iterable<string>)].sort(),
     limits,
     subgroupMinSize: typeof info.subgroupMinSize === 'number' ? info.subgroupMinSize : undefined,
     subgroupMaxSize: typeof info.subgroupMaxSize === 'number' ? info.subgroupMaxSize : undefined,
     subgroupMatrixConfigs: Array.isArray(info.subgroupMatrixConfigs)
       ? (info.subgroupMatrixConfigs as Record<string, unknown>[]).map((c) => ({
-          componentType: c.componentType, resultComponentType: c.resultComponentType, M: c.M, N: c.N, K: c.K,
+          componentType: c.componentType,
+          resultComponentType: c.resultComponentType,
+          M: c.M,
+          N: c.N,
+          K: c.K,
         }))
       : [],
   };

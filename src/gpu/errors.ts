@@ -16,29 +16,43 @@ export class GpuUnavailableError extends GpuError {
 /** A validation error: bad shader, bad binding, bad dispatch. `label` names the operation. */
 export class GpuValidationError extends GpuError {
   override name = 'GpuValidationError';
-  constructor(readonly label: string, detail: string) {
+  constructor(
+    readonly label: string,
+    detail: string,
+  ) {
     super(`WebGPU validation error in ${label}: ${detail}`);
   }
 }
 
 export class GpuOutOfMemoryError extends GpuError {
   override name = 'GpuOutOfMemoryError';
-  constructor(readonly label: string, detail: string) {
+  constructor(
+    readonly label: string,
+    detail: string,
+  ) {
     super(`GPU out of memory in ${label}: ${detail}. Use smaller shapes or batch, or a device with more memory.`);
   }
 }
 
 export class GpuInternalError extends GpuError {
   override name = 'GpuInternalError';
-  constructor(readonly label: string, detail: string) {
+  constructor(
+    readonly label: string,
+    detail: string,
+  ) {
     super(`WebGPU internal error in ${label}: ${detail}`);
   }
 }
 
 export class GpuDeviceLostError extends GpuError {
   override name = 'GpuDeviceLostError';
-  constructor(readonly reason: string, detail: string) {
-    super(`GPU device lost (${reason}): ${detail || 'no message'}. Results after this point are invalid; restart from the last checkpoint.`);
+  constructor(
+    readonly reason: string,
+    detail: string,
+  ) {
+    super(
+      `GPU device lost (${reason}): ${detail || 'no message'}. Results after this point are invalid; restart from the last checkpoint.`,
+    );
   }
 }
 

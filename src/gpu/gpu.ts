@@ -34,7 +34,10 @@ export class Gpu {
   readonly timer: GpuTimer;
   private readonly memory = new MemoryCounter();
 
-  constructor(readonly ctx: GpuContext, options: { maxDispatchesPerSubmit?: number } = {}) {
+  constructor(
+    readonly ctx: GpuContext,
+    options: { maxDispatchesPerSubmit?: number } = {},
+  ) {
     this.pool = new BufferPool(ctx.device, this.memory);
     this.pipelines = new PipelineCache(ctx);
     this.batcher = new CommandBatcher(ctx, this.pipelines, options.maxDispatchesPerSubmit ?? 64);
@@ -107,7 +110,11 @@ export class Gpu {
     for (const p of tensor.parts) {
       const start = p.rowStart * rowElements;
       const count = p.rowCount * rowElements;
-      const bytes = new Uint8Array(host.buffer as ArrayBuffer, host.byteOffset + start * host.BYTES_PER_ELEMENT, count * host.BYTES_PER_ELEMENT);
+      const bytes = new Uint8Array(
+        host.buffer as ArrayBuffer,
+        host.byteOffset + start * host.BYTES_PER_ELEMENT,
+        count * host.BYTES_PER_ELEMENT,
+      );
       if (bytes.byteLength % 4 === 0) {
         this.device.queue.writeBuffer(p.buffer, p.byteOffset, bytes);
       } else {
@@ -154,15 +161,22 @@ export class Gpu {
   copyInto(src: Tensor, dst: Tensor, dstByteOffset = 0): void {
     const rowBytes = src.rowElements * BYTES_PER_ELEMENT[src.dtype];
     if (dst.isChunked) {
-      if (dstByteOffset !== 0 || dst.parts.length !== src.parts.length) throw new Error(`copyInto ${dst.label}: chunked destinations take whole, identically chunked sources`);
-      src.parts.forEach((p, i) => this.batcher.copyBuffer(p.buffer, p.byteOffset, dst.parts[i].buffer, dst.parts[i].byteOffset, p.rowCount * rowBytes));
+      if (dstByteOffset !== 0 || dst.parts.length !== src.parts.length)
+        throw new Error(`copyInto ${dst.label}: chunked destinations take whole, identically chunked sources`);
+      src.parts.forEach((p, i) =>
+        this.batcher.copyBuffer(p.buffer, p.byteOffset, dst.parts[i].buffer, dst.parts[i].byteOffset, p.rowCount * rowBytes),
+      );
       return;
     }
     if (dstByteOffset + src.byteLength > dst.byteLength) {
-      throw new Error(`copyInto ${dst.label}: ${src.byteLength} bytes of ${src.label} at offset ${dstByteOffset} overflow ${dst.byteLength} bytes`);
+      throw new Error(
+        `copyInto ${dst.label}: ${src.byteLength} bytes of ${src.label} at offset ${dstByteOffset} overflow ${dst.byteLength} bytes`,
+      );
     }
     if (dstByteOffset % 4 !== 0 || rowBytes % 4 !== 0) {
-      throw new Error(`copyInto ${dst.label}: GPU copies move 4-byte multiples; ${src.label} rows are ${rowBytes} bytes at offset ${dstByteOffset}`);
+      throw new Error(
+        `copyInto ${dst.label}: GPU copies move 4-byte multiples; ${src.label} rows are ${rowBytes} bytes at offset ${dstByteOffset}`,
+      );
     }
     let offset = dstByteOffset;
     for (const p of src.parts) {

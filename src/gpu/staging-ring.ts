@@ -16,7 +16,11 @@ export class StagingRing {
   /** Buffers ever created (a steady-state loop should stop growing this). */
   created = 0;
 
-  constructor(private readonly device: GPUDevice, private readonly batcher: CommandBatcher, private readonly counter = new MemoryCounter()) {}
+  constructor(
+    private readonly device: GPUDevice,
+    private readonly batcher: CommandBatcher,
+    private readonly counter = new MemoryCounter(),
+  ) {}
 
   get pendingReads(): number {
     return this.inFlight;

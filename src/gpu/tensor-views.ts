@@ -30,7 +30,12 @@ export function elementView(gpu: Gpu, t: Tensor, offset: number, numel: number, 
         ' (check canViewAt first and copy instead)',
     );
   }
-  return new Tensor([numel], t.dtype, [{ buffer: part.buffer, byteOffset, byteLength: Math.max(4, numel * bytes), rowStart: 0, rowCount: numel }], label);
+  return new Tensor(
+    [numel],
+    t.dtype,
+    [{ buffer: part.buffer, byteOffset, byteLength: Math.max(4, numel * bytes), rowStart: 0, rowCount: numel }],
+    label,
+  );
 }
 
 /** Whether `elementView(gpu, t, offset, …)` is possible for an f32/i32 tensor starting at a binding boundary. */
@@ -41,11 +46,19 @@ export function canViewAt(gpu: Gpu, offset: number): boolean {
 /** Encode dst[dstOffset .. dstOffset+count) = src[srcOffset .. srcOffset+count) (elements; same dtype). */
 export function copyElements(gpu: Gpu, src: Tensor, srcOffset: number, dst: Tensor, dstOffset: number, count: number): void {
   if (src.dtype !== dst.dtype) throw new Error(`copyElements: ${src.label} is ${src.dtype} but ${dst.label} is ${dst.dtype}`);
-  if (srcOffset < 0 || srcOffset + count > src.numel) throw new Error(`copyElements: [${srcOffset}, ${srcOffset + count}) is outside ${src.label} ${fmtShape(src.shape)}`);
-  if (dstOffset < 0 || dstOffset + count > dst.numel) throw new Error(`copyElements: [${dstOffset}, ${dstOffset + count}) is outside ${dst.label} ${fmtShape(dst.shape)}`);
+  if (srcOffset < 0 || srcOffset + count > src.numel)
+    throw new Error(`copyElements: [${srcOffset}, ${srcOffset + count}) is outside ${src.label} ${fmtShape(src.shape)}`);
+  if (dstOffset < 0 || dstOffset + count > dst.numel)
+    throw new Error(`copyElements: [${dstOffset}, ${dstOffset + count}) is outside ${dst.label} ${fmtShape(dst.shape)}`);
   if (count === 0) return;
   const bytes = BYTES_PER_ELEMENT[src.dtype];
-  gpu.batcher.copyBuffer(src.part.buffer, src.part.byteOffset + srcOffset * bytes, dst.part.buffer, dst.part.byteOffset + dstOffset * bytes, count * bytes);
+  gpu.batcher.copyBuffer(
+    src.part.buffer,
+    src.part.byteOffset + srcOffset * bytes,
+    dst.part.buffer,
+    dst.part.byteOffset + dstOffset * bytes,
+    count * bytes,
+  );
 }
 
 /**
@@ -55,7 +68,9 @@ export function copyElements(gpu: Gpu, src: Tensor, srcOffset: number, dst: Tens
 export function shiftRowsLeft(gpu: Gpu, src: Tensor, dst: Tensor, batch: number, seqLen: number, k: number): void {
   if (BYTES_PER_ELEMENT[src.dtype] !== 4) throw new Error(`shiftRowsLeft: ${src.label} must have 4-byte elements, got ${src.dtype}`);
   if (src.numel !== batch * seqLen || dst.numel !== batch * seqLen) {
-    throw new Error(`shiftRowsLeft: ${src.label} and ${dst.label} must hold ${batch}·${seqLen} elements, got ${src.numel} and ${dst.numel}`);
+    throw new Error(
+      `shiftRowsLeft: ${src.label} and ${dst.label} must hold ${batch}·${seqLen} elements, got ${src.numel} and ${dst.numel}`,
+    );
   }
   if (src.part.buffer === dst.part.buffer) throw new Error(`shiftRowsLeft: ${dst.label} aliases ${src.label}`);
   const kept = Math.max(0, seqLen - k);

@@ -43,7 +43,9 @@ export class Tensor {
   /** The single part of an unchunked tensor; throws (naming the tensor) for a chunked one. */
   get part(): TensorPart {
     if (this.parts.length !== 1) {
-      throw new Error(`${this.label} ${fmtShape(this.shape)} is split into ${this.parts.length} parts; this operation needs the chunked path`);
+      throw new Error(
+        `${this.label} ${fmtShape(this.shape)} is split into ${this.parts.length} parts; this operation needs the chunked path`,
+      );
     }
     return this.parts[0];
   }
@@ -82,7 +84,9 @@ export function planRowChunks(shape: readonly number[], dtype: DType, maxBinding
   const rows = shape.length === 0 ? 1 : shape[0];
   const rowBytes = (shape.length === 0 ? 1 : numelOf(shape.slice(1))) * BYTES_PER_ELEMENT[dtype];
   if (rowBytes > maxBindingBytes) {
-    throw new Error(`one row of ${fmtShape(shape)} ${dtype} is ${rowBytes} bytes, more than the binding limit ${maxBindingBytes}; split the inner dimension`);
+    throw new Error(
+      `one row of ${fmtShape(shape)} ${dtype} is ${rowBytes} bytes, more than the binding limit ${maxBindingBytes}; split the inner dimension`,
+    );
   }
   const total = rows * rowBytes;
   if (total <= maxBindingBytes || rows <= 1) return [rows];

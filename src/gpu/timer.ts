@@ -17,7 +17,10 @@ export class GpuTimer {
   private readonly resolveBuffer: GPUBuffer | undefined;
   private readonly readBuffer: GPUBuffer | undefined;
 
-  constructor(private readonly ctx: GpuContext, private readonly batcher: CommandBatcher) {
+  constructor(
+    private readonly ctx: GpuContext,
+    private readonly batcher: CommandBatcher,
+  ) {
     if (ctx.hasFeature('timestamp-query')) {
       this.querySet = ctx.device.createQuerySet({ type: 'timestamp', count: 2 });
       this.resolveBuffer = ctx.device.createBuffer({ size: 16, usage: 0x200 /* QUERY_RESOLVE */ | 0x04 /* COPY_SRC */ });
@@ -48,7 +51,9 @@ export class GpuTimer {
       return { seconds: (performance.now() - start) / 1000, source: 'wall-clock' };
     }
     // Empty passes carry the timestamps, so the region may hold dispatches, copies or both.
-    const beginPass = this.batcher.rawEncoder().beginComputePass({ timestampWrites: { querySet: this.querySet, beginningOfPassWriteIndex: 0 } });
+    const beginPass = this.batcher
+      .rawEncoder()
+      .beginComputePass({ timestampWrites: { querySet: this.querySet, beginningOfPassWriteIndex: 0 } });
     beginPass.end();
     await encode();
     const encoder = this.batcher.rawEncoder();

@@ -14,7 +14,10 @@ export class UniformArena {
   private readonly mirror: ArrayBuffer;
   private used = 0;
 
-  constructor(private readonly device: GPUDevice, readonly slots = 512) {
+  constructor(
+    private readonly device: GPUDevice,
+    readonly slots = 512,
+  ) {
     this.buffer = device.createBuffer({
       label: 'uniform-arena',
       size: slots * UNIFORM_SLOT_BYTES,
@@ -33,7 +36,8 @@ export class UniformArena {
 
   /** Copy `data` (≤ 256 bytes) into the next slot; returns its byte offset. */
   push(data: ArrayBufferView): number {
-    if (data.byteLength > UNIFORM_SLOT_BYTES) throw new Error(`uniform block of ${data.byteLength} bytes exceeds the ${UNIFORM_SLOT_BYTES}-byte slot`);
+    if (data.byteLength > UNIFORM_SLOT_BYTES)
+      throw new Error(`uniform block of ${data.byteLength} bytes exceeds the ${UNIFORM_SLOT_BYTES}-byte slot`);
     if (this.isFull) throw new Error('uniform arena full: flush the batch first');
     const offset = this.used * UNIFORM_SLOT_BYTES;
     new Uint8Array(this.mirror, offset, data.byteLength).set(new Uint8Array(data.buffer, data.byteOffset, data.byteLength));

@@ -59,7 +59,8 @@ export function verifyCapture(
   const fail = (message: string): never => {
     throw new CaptureMismatchError(`sample ${options.sampleId}: ${message}`);
   };
-  for (const name of capture.featureNames) if (!(name in tensors)) fail(`feature "${name}" missing from the capture (have ${Object.keys(tensors).join(', ')})`);
+  for (const name of capture.featureNames)
+    if (!(name in tensors)) fail(`feature "${name}" missing from the capture (have ${Object.keys(tensors).join(', ')})`);
   for (const [name, t] of Object.entries(tensors)) if (t.shape.length === 0) fail(`feature "${name}" has a zero-rank shape`);
   if (options.recordedAuxLayerIds && options.recordedAuxLayerIds.join() !== capture.auxLayerIds.join()) {
     fail(`aux layers captured [${options.recordedAuxLayerIds}] differ from the requested [${capture.auxLayerIds}]`);
@@ -67,7 +68,8 @@ export function verifyCapture(
   const aux = tensors[options.auxFeatureName ?? 'hidden_state'];
   if (aux && capture.auxLayerIds.length > 0) {
     const width = aux.shape[aux.shape.length - 1];
-    if (width !== expectedAuxWidth(capture)) fail(`aux hidden width ${width} != ${capture.auxLayerIds.length} layers x ${capture.targetHiddenSize}`);
+    if (width !== expectedAuxWidth(capture))
+      fail(`aux hidden width ${width} != ${capture.auxLayerIds.length} layers x ${capture.targetHiddenSize}`);
   }
   const target = tensors[options.targetFeatureName ?? 'target'];
   if (target) {
@@ -89,7 +91,12 @@ export class FeatureOverflowError extends CaptureMismatchError {
  * the refusal must come before the put). On overflow nothing is released but the f16 copies, and
  * the caller still owns `tensors`. For 'f32' the record is returned as is.
  */
-export async function toFeaturePrecision(gpu: Gpu, tensors: Readonly<Record<string, Tensor>>, precision: FeaturePrecision, sampleId: string): Promise<Record<string, Tensor>> {
+export async function toFeaturePrecision(
+  gpu: Gpu,
+  tensors: Readonly<Record<string, Tensor>>,
+  precision: FeaturePrecision,
+  sampleId: string,
+): Promise<Record<string, Tensor>> {
   if (precision === 'f32') return { ...tensors };
   if (precision !== 'f16') throw new Error(`sample ${sampleId}: featurePrecision must be f32 or f16, got ${JSON.stringify(precision)}`);
   const out: Record<string, Tensor> = {};
@@ -112,7 +119,10 @@ export async function toFeaturePrecision(gpu: Gpu, tensors: Readonly<Record<stri
     const values = await Promise.all(counts);
     for (const [i, [name]] of counters.entries()) {
       const n = values[i][0];
-      if (n > 0) throw new FeatureOverflowError(`sample ${sampleId}: feature "${name}" has ${n} value${n === 1 ? '' : 's'} outside the f16 range (|x| > 65504, inf or NaN); refusing to store it as f16 (train with --feature-precision f32)`);
+      if (n > 0)
+        throw new FeatureOverflowError(
+          `sample ${sampleId}: feature "${name}" has ${n} value${n === 1 ? '' : 's'} outside the f16 range (|x| > 65504, inf or NaN); refusing to store it as f16 (train with --feature-precision f32)`,
+        );
     }
   } catch (err) {
     gpu.release(...made);
@@ -120,6 +130,10 @@ export async function toFeaturePrecision(gpu: Gpu, tensors: Readonly<Record<stri
   } finally {
     gpu.release(...counters.map(([, c]) => c));
   }
-  gpu.release(...Object.entries(tensors).filter(([name, t]) => out[name] !== t).map(([, t]) => t));
+  gpu.release(
+    ...Object.entries(tensors)
+      .filter(([name, t]) => out[name] !== t)
+      .map(([, t]) => t),
+  );
   return out;
 }

@@ -48,7 +48,11 @@ export interface Eagle3DraftCheckpoint {
  * `prefix` selects keys stored under a prefix (e.g. `param.` in the reference fixture), and
  * `configPath` overrides where the config is read from (relative to the store).
  */
-export async function loadEagle3Draft(store: FileStore, dir: string, options: { weightsFile?: string; configPath?: string; prefix?: string } = {}): Promise<Eagle3DraftCheckpoint> {
+export async function loadEagle3Draft(
+  store: FileStore,
+  dir: string,
+  options: { weightsFile?: string; configPath?: string; prefix?: string } = {},
+): Promise<Eagle3DraftCheckpoint> {
   const join = (name: string) => (dir ? `${dir}/${name}` : name);
   const configPath = options.configPath ?? join('config.json');
   const configText = new TextDecoder().decode(await store.read(configPath));
@@ -58,20 +62,29 @@ export async function loadEagle3Draft(store: FileStore, dir: string, options: { 
   const weights: Record<string, Float32Array> = {};
   for (const [name, shape] of eagle3ParameterShapes(config)) {
     const key = prefix + name;
-    if (!reader.has(key)) throw new Error(`${reader.source}: missing draft tensor "${key}" (an SGLang EAGLE3 export has fc.weight, midlayer.*, norm.weight, lm_head.weight, d2t, t2d)`);
+    if (!reader.has(key))
+      throw new Error(
+        `${reader.source}: missing draft tensor "${key}" (an SGLang EAGLE3 export has fc.weight, midlayer.*, norm.weight, lm_head.weight, d2t, t2d)`,
+      );
     const got = reader.entry(key).shape;
-    if (got.length !== shape.length || got.some((d, i) => d !== shape[i])) throw new Error(`${reader.source}: "${key}" has shape [${got.join(', ')}], the config needs [${shape.join(', ')}]`);
+    if (got.length !== shape.length || got.some((d, i) => d !== shape[i]))
+      throw new Error(`${reader.source}: "${key}" has shape [${got.join(', ')}], the config needs [${shape.join(', ')}]`);
     weights[name] = await reader.f32(key);
   }
   let d2t: Int32Array;
   if (reader.has(prefix + 'd2t')) d2t = await reader.i32(prefix + 'd2t');
   else if (reader.has('d2t')) d2t = await reader.i32('d2t');
   else if (config.draftVocabSize === config.vocabSize) d2t = new Int32Array(config.draftVocabSize);
-  else throw new Error(`${reader.source}: no d2t tensor, and draft_vocab_size ${config.draftVocabSize} != vocab_size ${config.vocabSize} needs one`);
-  if (d2t.length !== config.draftVocabSize) throw new Error(`${reader.source}: d2t has ${d2t.length} entries, draft_vocab_size is ${config.draftVocabSize}`);
+  else
+    throw new Error(
+      `${reader.source}: no d2t tensor, and draft_vocab_size ${config.draftVocabSize} != vocab_size ${config.vocabSize} needs one`,
+    );
+  if (d2t.length !== config.draftVocabSize)
+    throw new Error(`${reader.source}: d2t has ${d2t.length} entries, draft_vocab_size is ${config.draftVocabSize}`);
   for (let i = 0; i < d2t.length; i++) {
     const t = i + d2t[i];
-    if (t < 0 || t >= config.vocabSize) throw new Error(`${reader.source}: d2t maps draft id ${i} to target id ${t}, outside [0, ${config.vocabSize})`);
+    if (t < 0 || t >= config.vocabSize)
+      throw new Error(`${reader.source}: d2t maps draft id ${i} to target id ${t}, outside [0, ${config.vocabSize})`);
   }
   return { config, weights, d2t, auxLayerIds: eagleAuxLayerIds(JSON.parse(configText)) };
 }
@@ -130,14 +143,20 @@ export class Eagle3Drafter {
     private readonly embed: Tensor,
   ) {
     const c = checkpoint.config;
-    if (embed.numel !== c.vocabSize * c.hiddenSize) throw new Error(`Eagle3Drafter: the embedding ${embed.label} has ${embed.numel} values, the draft needs [${c.vocabSize}, ${c.hiddenSize}]`);
+    if (embed.numel !== c.vocabSize * c.hiddenSize)
+      throw new Error(
+        `Eagle3Drafter: the embedding ${embed.label} has ${embed.numel} values, the draft needs [${c.vocabSize}, ${c.hiddenSize}]`,
+      );
     const shapes = new Map(eagle3ParameterShapes(c));
     const w: Partial<DraftGpuWeights> = {};
     for (const [handle, name] of Object.entries(NAMES) as [keyof DraftGpuWeights, string][]) {
       const values = checkpoint.weights[name];
       const shape = shapes.get(name)!;
       if (!values) throw new Error(`Eagle3Drafter: missing weight ${name}`);
-      if (values.length !== shape.reduce((a, b) => a * b, 1)) throw new Error(`Eagle3Drafter: ${name} has ${values.length} values, shape [${shape.join(', ')}] needs ${shape.reduce((a, b) => a * b, 1)}`);
+      if (values.length !== shape.reduce((a, b) => a * b, 1))
+        throw new Error(
+          `Eagle3Drafter: ${name} has ${values.length} values, shape [${shape.join(', ')}] needs ${shape.reduce((a, b) => a * b, 1)}`,
+        );
       w[handle] = gpu.upload(shape, 'f32', values, `draft.${name}`);
     }
     this.w = w as DraftGpuWeights;
@@ -174,7 +193,10 @@ export class Eagle3Drafter {
   /** fc(aux) [m, H] for aux [m, 3·Ht]. */
   async fc(aux: Tensor, m: number): Promise<Tensor> {
     const c = this.config;
-    if (aux.numel !== m * 3 * c.targetHiddenSize) throw new Error(`Eagle3Drafter.fc: aux ${aux.label} has ${aux.numel} values, [${m}, ${3 * c.targetHiddenSize}] needs ${m * 3 * c.targetHiddenSize}`);
+    if (aux.numel !== m * 3 * c.targetHiddenSize)
+      throw new Error(
+        `Eagle3Drafter.fc: aux ${aux.label} has ${aux.numel} values, [${m}, ${3 * c.targetHiddenSize}] needs ${m * 3 * c.targetHiddenSize}`,
+      );
     const h = this.gpu.tensor([m, c.hiddenSize], 'f32', 'draft.fc');
     await matmul(this.gpu, aux, this.w.fc, h, { M: m, N: c.hiddenSize, K: 3 * c.targetHiddenSize }, { transB: true });
     return h;
@@ -196,11 +218,16 @@ export class Eagle3Drafter {
     const eps = c.rmsNormEps;
     if (m < 1) throw new Error('Eagle3Drafter.rows: no rows');
     if (hIn.numel !== m * H) throw new Error(`Eagle3Drafter.rows: hIn ${hIn.label} has ${hIn.numel} values, [${m}, ${H}] needs ${m * H}`);
-    if (!this.kCache || !this.vCache || start + m > this.capacity) throw new Error(`Eagle3Drafter.rows: positions ${start}..${start + m - 1} exceed the reserved cache (${this.capacity}); call reserve first`);
+    if (!this.kCache || !this.vCache || start + m > this.capacity)
+      throw new Error(
+        `Eagle3Drafter.rows: positions ${start}..${start + m - 1} exceed the reserved cache (${this.capacity}); call reserve first`,
+      );
     for (const [i, id] of tokens.entries()) {
-      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize) throw new Error(`Eagle3Drafter.rows: token ${id} at row ${i} outside [0, ${c.vocabSize})`);
+      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize)
+        throw new Error(`Eagle3Drafter.rows: token ${id} at row ${i} outside [0, ${c.vocabSize})`);
     }
-    const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) => matmul(gpu, x, weight, y, { M: m, N: outDim, K: inDim }, { transB: true, beta });
+    const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
+      matmul(gpu, x, weight, y, { M: m, N: outDim, K: inDim }, { transB: true, beta });
     const norm = async (x: Tensor, weight: Tensor, y: Tensor) => {
       const inv = gpu.tensor([m], 'f32', 'draft.invRms');
       try {
@@ -216,7 +243,12 @@ export class Eagle3Drafter {
       return t;
     };
     const ids = gpu.upload([m], 'i32', tokens, 'draft.ids');
-    const positions = gpu.upload([m], 'i32', Int32Array.from({ length: m }, (_, i) => start + i), 'draft.positions');
+    const positions = gpu.upload(
+      [m],
+      'i32',
+      Int32Array.from({ length: m }, (_, i) => start + i),
+      'draft.positions',
+    );
     temps.push(ids, positions);
     const hOut = gpu.tensor([m, H], 'f32', 'draft.hOut');
     const logits = gpu.tensor([m, c.draftVocabSize], 'f32', 'draft.logits');
@@ -244,12 +276,33 @@ export class Eagle3Drafter {
       await ropeTableForward(gpu, q, positions, table, qRot, { rows: m, nHeads: c.numHeads, headDim: c.headDim });
       await ropeTableForward(gpu, k, positions, table, kRot, { rows: m, nHeads: c.numKvHeads, headDim: c.headDim });
       const bytes = m * kvDim * 4;
-      gpu.batcher.copyBuffer(kRot.part.buffer, kRot.part.byteOffset, this.kCache.part.buffer, this.kCache.part.byteOffset + start * kvDim * 4, bytes);
-      gpu.batcher.copyBuffer(v.part.buffer, v.part.byteOffset, this.vCache.part.buffer, this.vCache.part.byteOffset + start * kvDim * 4, bytes);
+      gpu.batcher.copyBuffer(
+        kRot.part.buffer,
+        kRot.part.byteOffset,
+        this.kCache.part.buffer,
+        this.kCache.part.byteOffset + start * kvDim * 4,
+        bytes,
+      );
+      gpu.batcher.copyBuffer(
+        v.part.buffer,
+        v.part.byteOffset,
+        this.vCache.part.buffer,
+        this.vCache.part.byteOffset + start * kvDim * 4,
+        bytes,
+      );
       const o = tmp([m, qDim], 'draft.o');
-      await extendAttentionForward(gpu, { q: qRot, kCache: this.kCache, vCache: this.vCache, o }, {
-        rows: m, start, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, maxLen: this.capacity,
-      });
+      await extendAttentionForward(
+        gpu,
+        { q: qRot, kCache: this.kCache, vCache: this.vCache, o },
+        {
+          rows: m,
+          start,
+          heads: c.numHeads,
+          kvHeads: c.numKvHeads,
+          headDim: c.headDim,
+          maxLen: this.capacity,
+        },
+      );
 
       // h1 = h_in + o·Woᵀ;  h_out = h1 + down(silu(gate(n)) ⊙ up(n)), n = post_attention_layernorm(h1).
       const h1 = gpu.clone(hIn, 'draft.h1');

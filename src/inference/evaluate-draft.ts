@@ -33,19 +33,40 @@ export interface EvaluateOptions {
   onVerify?: (event: VerifyEvent) => void;
 }
 
-export async function evaluateDraft(target: TargetModel, gpu: Gpu, draft: Eagle3DraftCheckpoint, prompts: readonly number[][], options: EvaluateOptions): Promise<SpecEval> {
+export async function evaluateDraft(
+  target: TargetModel,
+  gpu: Gpu,
+  draft: Eagle3DraftCheckpoint,
+  prompts: readonly number[][],
+  options: EvaluateOptions,
+): Promise<SpecEval> {
   const drafter = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
   try {
     const spec = await timeSpeculative(
       target,
       new Eagle3Proposer(drafter),
       prompts,
-      { maxNewTokens: options.maxNewTokens, numDraftTokens: options.numDraftTokens, auxLayerIds: options.auxLayerIds, onVerify: options.onVerify, sampling: options.sampling },
+      {
+        maxNewTokens: options.maxNewTokens,
+        numDraftTokens: options.numDraftTokens,
+        auxLayerIds: options.auxLayerIds,
+        onVerify: options.onVerify,
+        sampling: options.sampling,
+      },
       options.now,
     );
     const r = spec.result;
-    const lossless = isSampling(options.sampling) ? undefined : options.reference.length === r.tokens.length && options.reference.every((t, i) => t.length === r.tokens[i].length && t.every((x, j) => x === r.tokens[i][j]));
-    return { acceptanceLength: r.acceptanceLength, verifications: r.verifications, acceptedDraftTokens: r.acceptedDraftTokens, tokensPerSecond: spec.speed.tokensPerSecond, lossless };
+    const lossless = isSampling(options.sampling)
+      ? undefined
+      : options.reference.length === r.tokens.length &&
+        options.reference.every((t, i) => t.length === r.tokens[i].length && t.every((x, j) => x === r.tokens[i][j]));
+    return {
+      acceptanceLength: r.acceptanceLength,
+      verifications: r.verifications,
+      acceptedDraftTokens: r.acceptedDraftTokens,
+      tokensPerSecond: spec.speed.tokensPerSecond,
+      lossless,
+    };
   } finally {
     drafter.destroy();
   }

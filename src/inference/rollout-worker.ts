@@ -61,7 +61,11 @@ export class RolloutWorker {
     capture: CaptureConfig,
     options: { workerId?: string; strategy?: string } = {},
   ): Promise<RolloutWorker> {
-    const workerId = await controller.registerRolloutWorker({ workerId: options.workerId, strategy: options.strategy ?? 'eagle3', role: 'rollout' });
+    const workerId = await controller.registerRolloutWorker({
+      workerId: options.workerId,
+      strategy: options.strategy ?? 'eagle3',
+      role: 'rollout',
+    });
     return new RolloutWorker(controller, source, store, gpu, capture, workerId);
   }
 
@@ -82,7 +86,12 @@ export class RolloutWorker {
     }
     if (captured.length !== tasks.length) {
       for (const c of captured) this.gpu.release(...Object.values(c.tensors));
-      await this.controller.failPromptTasks(this.workerId, ids, `feature source returned ${captured.length} results for ${tasks.length} tasks`, false);
+      await this.controller.failPromptTasks(
+        this.workerId,
+        ids,
+        `feature source returned ${captured.length} results for ${tasks.length} tasks`,
+        false,
+      );
       this.state = 'unhealthy';
       throw new RangeError(`feature source returned ${captured.length} results for ${tasks.length} tasks`);
     }
@@ -113,7 +122,7 @@ export class RolloutWorker {
             sourceTaskId: task.taskId,
             targetRepr: this.capture.targetRepr,
             vocabMapVersion: this.capture.vocabMapVersion,
-            numTokens: typeof task.metadata.num_tokens === 'number' ? task.metadata.num_tokens : tensors.input_ids?.shape.at(-1) ?? 0,
+            numTokens: typeof task.metadata.num_tokens === 'number' ? task.metadata.num_tokens : (tensors.input_ids?.shape.at(-1) ?? 0),
             targetModelVersion: task.targetModelVersion,
             draftWeightVersion: task.draftWeightVersion,
             extra: { ttt_length: this.capture.extra?.ttt_length ?? 7 },

@@ -30,7 +30,8 @@ export interface SpeculativeSampling extends SamplingOptions {
 export function checkSpeculativeSampling(s: SpeculativeSampling): void {
   checkSamplingOptions(s);
   const seed = s.seed ?? 0;
-  if (!(Number.isInteger(seed) && seed >= 0 && seed <= 0xffffffff)) throw new Error(`sampling: seed must be an integer in [0, 4294967295], got ${s.seed}`);
+  if (!(Number.isInteger(seed) && seed >= 0 && seed <= 0xffffffff))
+    throw new Error(`sampling: seed must be an integer in [0, 4294967295], got ${s.seed}`);
 }
 
 /** True when the settings ask for sampling (temperature > 0); greedy otherwise. */
@@ -59,13 +60,19 @@ export function sampleFrom(probs: ArrayLike<number>, rng: Rng): number {
  * draft logits [D] (the reduced draft vocabulary), each draft id's mass moved to its target id
  * (`toTarget`, d2t), 0 elsewhere.
  */
-export function draftProbabilities(draftLogits: ArrayLike<number>, o: SamplingOptions, toTarget: (draftId: number) => number, vocab: number): Float64Array {
+export function draftProbabilities(
+  draftLogits: ArrayLike<number>,
+  o: SamplingOptions,
+  toTarget: (draftId: number) => number,
+  vocab: number,
+): Float64Array {
   const dense = samplingProbabilities(draftLogits, o);
   const q = new Float64Array(vocab);
   for (let d = 0; d < dense.length; d++) {
     if (dense[d] === 0) continue;
     const t = toTarget(d);
-    if (!(Number.isInteger(t) && t >= 0 && t < vocab)) throw new Error(`draftProbabilities: draft id ${d} maps to target id ${t}, outside [0, ${vocab})`);
+    if (!(Number.isInteger(t) && t >= 0 && t < vocab))
+      throw new Error(`draftProbabilities: draft id ${d} maps to target id ${t}, outside [0, ${vocab})`);
     q[t] += dense[d];
   }
   return q;
@@ -110,10 +117,16 @@ export interface SampledVerification {
  * The rejection rule over one round. `pRows` gives p₁..p_{k+1} (an array, or a function so rows past
  * the first rejection are never computed), `qRows` q₁..q_k, `draftTokens` d₁..d_k.
  */
-export function verifySampled(pRows: readonly ArrayLike<number>[] | ((i: number) => ArrayLike<number>), qRows: readonly ArrayLike<number>[], draftTokens: readonly number[], rng: Rng): SampledVerification {
+export function verifySampled(
+  pRows: readonly ArrayLike<number>[] | ((i: number) => ArrayLike<number>),
+  qRows: readonly ArrayLike<number>[],
+  draftTokens: readonly number[],
+  rng: Rng,
+): SampledVerification {
   const k = draftTokens.length;
   if (qRows.length !== k) throw new Error(`verifySampled: ${qRows.length} draft distributions for ${k} draft tokens`);
-  if (typeof pRows !== 'function' && pRows.length !== k + 1) throw new Error(`verifySampled: ${pRows.length} target distributions, ${k + 1} needed (one per draft token and the bonus)`);
+  if (typeof pRows !== 'function' && pRows.length !== k + 1)
+    throw new Error(`verifySampled: ${pRows.length} target distributions, ${k + 1} needed (one per draft token and the bonus)`);
   const p = typeof pRows === 'function' ? pRows : (i: number) => pRows[i];
   for (let i = 0; i < k; i++) {
     const pi = p(i);

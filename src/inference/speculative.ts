@@ -35,7 +35,14 @@ import type { TargetModel } from '../model/target/model.ts';
 import { argmax, samplingProbabilities, type SamplingOptions } from '../model/target/sampling.ts';
 import { Rng } from '../util/random.ts';
 import type { DraftRowsOutput, Eagle3Drafter } from './eagle3-drafter.ts';
-import { checkSpeculativeSampling, draftProbabilities, isSampling, sampleFrom, verifySampled, type SpeculativeSampling } from './speculative-sampling.ts';
+import {
+  checkSpeculativeSampling,
+  draftProbabilities,
+  isSampling,
+  sampleFrom,
+  verifySampled,
+  type SpeculativeSampling,
+} from './speculative-sampling.ts';
 
 export type { SpeculativeSampling } from './speculative-sampling.ts';
 
@@ -102,13 +109,22 @@ export class Eagle3Proposer implements DraftProposer {
   }
 
   /** Catch-up, then k − 1 chain steps; `pick` turns each step's draft logits [D] into a target id. */
-  private async chain(tokens: readonly number[], newAux: Tensor, k: number, pick: (draftLogits: Float32Array) => number): Promise<number[]> {
+  private async chain(
+    tokens: readonly number[],
+    newAux: Tensor,
+    k: number,
+    pick: (draftLogits: Float32Array) => number,
+  ): Promise<number[]> {
     const gpu = this.drafter.gpu;
     const n = tokens.length - 1; // positions 0..n−1 are verified by the target
     const m = n - this.committed;
-    if (m < 1) throw new Error(`Eagle3Proposer: no newly verified position (accepted ${tokens.length} tokens, ${this.committed} already in the draft cache)`);
+    if (m < 1)
+      throw new Error(
+        `Eagle3Proposer: no newly verified position (accepted ${tokens.length} tokens, ${this.committed} already in the draft cache)`,
+      );
     const auxWidth = 3 * this.drafter.config.targetHiddenSize;
-    if (newAux.numel !== m * auxWidth) throw new Error(`Eagle3Proposer: newAux has ${newAux.numel} values, ${m} new positions × ${auxWidth} expected`);
+    if (newAux.numel !== m * auxWidth)
+      throw new Error(`Eagle3Proposer: newAux has ${newAux.numel} values, ${m} new positions × ${auxWidth} expected`);
     // Catch-up: rows u = committed..n−1 with fc(aux[u]) and token x[u + 1]; the last row is step 0.
     const H = this.drafter.config.hiddenSize;
     const D = this.drafter.config.draftVocabSize;
@@ -130,7 +146,13 @@ export class Eagle3Proposer implements DraftProposer {
         if (drafts.length === k) break;
         // Step j + 1 at position n + j: hidden = the previous raw output (last row), token = the draft just chosen.
         const hPrev = gpu.tensor([1, H], 'f32', 'draft.hPrev');
-        gpu.batcher.copyBuffer(out.hOut.part.buffer, out.hOut.part.byteOffset + (rows - 1) * H * 4, hPrev.part.buffer, hPrev.part.byteOffset, H * 4);
+        gpu.batcher.copyBuffer(
+          out.hOut.part.buffer,
+          out.hOut.part.byteOffset + (rows - 1) * H * 4,
+          hPrev.part.buffer,
+          hPrev.part.byteOffset,
+          H * 4,
+        );
         const prev = out;
         out = undefined;
         try {
@@ -196,17 +218,26 @@ export interface SpeculativeResult {
 }
 
 /** Speculative decoding of each prompt (batch 1, one after another): greedy, or sampled per `options.sampling`. */
-export async function speculativeGenerate(target: TargetModel, proposer: DraftProposer, prompts: readonly (readonly number[])[], options: SpeculativeOptions): Promise<SpeculativeResult> {
+export async function speculativeGenerate(
+  target: TargetModel,
+  proposer: DraftProposer,
+  prompts: readonly (readonly number[])[],
+  options: SpeculativeOptions,
+): Promise<SpeculativeResult> {
   const { maxNewTokens, numDraftTokens: k, auxLayerIds } = options;
-  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1) throw new Error(`speculativeGenerate: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 1)
+    throw new Error(`speculativeGenerate: maxNewTokens must be a positive integer, got ${maxNewTokens}`);
   if (!Number.isInteger(k) || k < 1) throw new Error(`speculativeGenerate: numDraftTokens must be a positive integer, got ${k}`);
   const numLayers = target.config.numLayers;
   if (auxLayerIds.length === 0) throw new Error('speculativeGenerate: auxLayerIds is empty');
-  for (const id of auxLayerIds) if (!Number.isInteger(id) || id < 0 || id >= numLayers) throw new Error(`speculativeGenerate: aux layer id ${id} outside 0..${numLayers - 1}`);
+  for (const id of auxLayerIds)
+    if (!Number.isInteger(id) || id < 0 || id >= numLayers)
+      throw new Error(`speculativeGenerate: aux layer id ${id} outside 0..${numLayers - 1}`);
   const sampling = options.sampling ?? {};
   checkSpeculativeSampling(sampling);
   const sampled = isSampling(sampling);
-  if (sampled && !proposer.proposeSampled) throw new Error('speculativeGenerate: sampling (temperature > 0) needs a proposer with proposeSampled (the draft distributions q)');
+  if (sampled && !proposer.proposeSampled)
+    throw new Error('speculativeGenerate: sampling (temperature > 0) needs a proposer with proposeSampled (the draft distributions q)');
   const rng = new Rng(sampling.seed ?? 0);
   const eos = new Set(options.eosTokenIds ?? []);
   const gpu = target.gpu;
@@ -242,10 +273,15 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
         const kEff = Math.min(k, maxNewTokens - out.length - 1);
         let drafts: number[] = [];
         let qRows: Float64Array[] = [];
-        if (kEff > 0 && sampled) ({ tokens: drafts, probs: qRows } = await proposer.proposeSampled!(tokens, aux, kEff, { options: sampling, rng }));
+        if (kEff > 0 && sampled)
+          ({ tokens: drafts, probs: qRows } = await proposer.proposeSampled!(tokens, aux, kEff, { options: sampling, rng }));
         else if (kEff > 0) drafts = await proposer.propose(tokens, aux, kEff);
-        if (drafts.length !== kEff) throw new Error(`speculativeGenerate: the proposer returned ${drafts.length} tokens, ${kEff} were asked for`);
-        if (sampled && (qRows.length !== kEff || qRows.some((q) => q.length !== V))) throw new Error(`speculativeGenerate: the proposer returned ${qRows.length} draft distributions of [${qRows.map((q) => q.length).join(', ')}] entries, ${kEff} of ${V} were needed`);
+        if (drafts.length !== kEff)
+          throw new Error(`speculativeGenerate: the proposer returned ${drafts.length} tokens, ${kEff} were asked for`);
+        if (sampled && (qRows.length !== kEff || qRows.some((q) => q.length !== V)))
+          throw new Error(
+            `speculativeGenerate: the proposer returned ${qRows.length} draft distributions of [${qRows.map((q) => q.length).join(', ')}] entries, ${kEff} of ${V} were needed`,
+          );
         gpu.release(aux);
         aux = undefined;
         const base = cache.lengths[0];
@@ -255,7 +291,13 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
         // argmax; sampling accepts by the rejection rule (p rows past the first rejection are never built).
         let a = 0;
         let bonus: number;
-        if (sampled) ({ accepted: a, nextToken: bonus } = verifySampled((i) => samplingProbabilities(logits.subarray(i * V, (i + 1) * V), sampling), qRows, drafts, rng));
+        if (sampled)
+          ({ accepted: a, nextToken: bonus } = verifySampled(
+            (i) => samplingProbabilities(logits.subarray(i * V, (i + 1) * V), sampling),
+            qRows,
+            drafts,
+            rng,
+          ));
         else {
           bonus = argmax(logits.subarray(0, V));
           while (a < drafts.length && drafts[a] === bonus) {
@@ -304,7 +346,13 @@ export async function speculativeGenerate(target: TargetModel, proposer: DraftPr
 }
 
 /** [rows, A·H]: the aux layers' hidden states (HF index id + 1) side by side, in auxLayerIds order. */
-async function concatAux(gpu: Gpu, hidden: ReadonlyMap<number, Tensor>, auxLayerIds: readonly number[], H: number, rows: number): Promise<Tensor> {
+async function concatAux(
+  gpu: Gpu,
+  hidden: ReadonlyMap<number, Tensor>,
+  auxLayerIds: readonly number[],
+  H: number,
+  rows: number,
+): Promise<Tensor> {
   const width = auxLayerIds.length * H;
   const aux = gpu.tensor([rows, width], 'f32', 'spec.aux');
   for (const [i, id] of auxLayerIds.entries()) {
@@ -325,7 +373,14 @@ export interface SpeedReport {
  * Times target-only generation (batch 1 per prompt, like the speculative run): greedy, or sampled
  * with `sampling` (each prompt from an Rng seeded with `sampling.seed`).
  */
-export async function timeTargetOnly(target: TargetModel, prompts: readonly (readonly number[])[], maxNewTokens: number, now: () => number, eosTokenIds?: readonly number[], sampling?: SpeculativeSampling): Promise<{ tokens: number[][]; speed: SpeedReport }> {
+export async function timeTargetOnly(
+  target: TargetModel,
+  prompts: readonly (readonly number[])[],
+  maxNewTokens: number,
+  now: () => number,
+  eosTokenIds?: readonly number[],
+  sampling?: SpeculativeSampling,
+): Promise<{ tokens: number[][]; speed: SpeedReport }> {
   const t0 = now();
   const tokens: number[][] = [];
   for (const prompt of prompts) tokens.push((await generate(target, [prompt], { ...sampling, maxNewTokens, eosTokenIds }))[0]);
@@ -335,7 +390,13 @@ export async function timeTargetOnly(target: TargetModel, prompts: readonly (rea
 }
 
 /** Times speculative generation. */
-export async function timeSpeculative(target: TargetModel, proposer: DraftProposer, prompts: readonly (readonly number[])[], options: SpeculativeOptions, now: () => number): Promise<{ result: SpeculativeResult; speed: SpeedReport }> {
+export async function timeSpeculative(
+  target: TargetModel,
+  proposer: DraftProposer,
+  prompts: readonly (readonly number[])[],
+  options: SpeculativeOptions,
+  now: () => number,
+): Promise<{ result: SpeculativeResult; speed: SpeedReport }> {
   const t0 = now();
   const result = await speculativeGenerate(target, proposer, prompts, options);
   const seconds = (now() - t0) / 1000;

@@ -46,13 +46,17 @@ export const EAGLE3_FEATURE_NAMES = ['input_ids', 'hidden_state', 'target', 'los
  * targets such as the bundled 2-layer lab target train with no flag.
  */
 export function defaultAuxLayerIds(numLayers: number): number[] {
-  if (!Number.isInteger(numLayers) || numLayers < 1) throw new Error(`defaultAuxLayerIds: a target needs at least one layer, got ${numLayers}`);
+  if (!Number.isInteger(numLayers) || numLayers < 1)
+    throw new Error(`defaultAuxLayerIds: a target needs at least one layer, got ${numLayers}`);
   if (numLayers < 4) return [0, Math.min(1, numLayers - 1), numLayers - 1];
   return [1, Math.floor(numLayers / 2) - 1, numLayers - 4];
 }
 
 /** The EAGLE3 capture config for a target: default aux layers unless given, full-vocab logits. */
-export function eagle3CaptureConfig(config: TargetModelConfig, auxLayerIds: readonly number[] = defaultAuxLayerIds(config.numLayers)): CaptureConfig {
+export function eagle3CaptureConfig(
+  config: TargetModelConfig,
+  auxLayerIds: readonly number[] = defaultAuxLayerIds(config.numLayers),
+): CaptureConfig {
   return {
     featureNames: EAGLE3_FEATURE_NAMES,
     auxLayerIds,
@@ -83,7 +87,8 @@ export class TargetFeatureSource implements FeatureSource {
     options: TargetFeatureSourceOptions = {},
   ) {
     this.maxBatchTokens = options.maxBatchTokens ?? 8192;
-    if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1) throw new Error(`TargetFeatureSource: maxBatchTokens must be a positive integer, got ${options.maxBatchTokens}`);
+    if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1)
+      throw new Error(`TargetFeatureSource: maxBatchTokens must be a positive integer, got ${options.maxBatchTokens}`);
   }
 
   async generateFeatures(tasks: readonly PromptTask[], capture: CaptureConfig): Promise<CapturedFeatures[]> {
@@ -126,8 +131,12 @@ export class TargetFeatureSource implements FeatureSource {
 
   private checkCapture(capture: CaptureConfig): void {
     const c = this.model.config;
-    if (capture.targetRepr !== 'logits') throw new Error(`TargetFeatureSource: target representation "${capture.targetRepr}" is not produced (only "logits")`);
-    if (capture.targetHiddenSize !== c.hiddenSize) throw new Error(`TargetFeatureSource: capture targetHiddenSize ${capture.targetHiddenSize} != the target's hidden_size ${c.hiddenSize}`);
+    if (capture.targetRepr !== 'logits')
+      throw new Error(`TargetFeatureSource: target representation "${capture.targetRepr}" is not produced (only "logits")`);
+    if (capture.targetHiddenSize !== c.hiddenSize)
+      throw new Error(
+        `TargetFeatureSource: capture targetHiddenSize ${capture.targetHiddenSize} != the target's hidden_size ${c.hiddenSize}`,
+      );
     if (capture.targetVocabSize !== undefined && capture.targetVocabSize !== c.vocabSize) {
       throw new Error(`TargetFeatureSource: capture targetVocabSize ${capture.targetVocabSize} != the target's vocab_size ${c.vocabSize}`);
     }
@@ -136,9 +145,13 @@ export class TargetFeatureSource implements FeatureSource {
 
   private checkAuxLayers(auxLayerIds: readonly number[]): void {
     const c = this.model.config;
-    if (auxLayerIds.length === 0) throw new Error(`TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${defaultAuxLayerIds(c.numLayers).join(', ')}])`);
+    if (auxLayerIds.length === 0)
+      throw new Error(
+        `TargetFeatureSource: capture.auxLayerIds is empty (the EAGLE3 default for this target is [${defaultAuxLayerIds(c.numLayers).join(', ')}])`,
+      );
     for (const id of auxLayerIds) {
-      if (!Number.isInteger(id) || id < 0 || id >= c.numLayers) throw new Error(`TargetFeatureSource: aux layer id ${id} outside 0..${c.numLayers - 1} (the output of decoder layer id)`);
+      if (!Number.isInteger(id) || id < 0 || id >= c.numLayers)
+        throw new Error(`TargetFeatureSource: aux layer id ${id} outside 0..${c.numLayers - 1} (the output of decoder layer id)`);
     }
   }
 
@@ -175,7 +188,10 @@ export class TargetFeatureSource implements FeatureSource {
     });
     // Shards keep the final-normed hidden state (index N) instead of the logits it projects to.
     const hsIndices = [...new Set([...auxLayerIds.map((id) => id + 1), ...(online ? [] : [N])])];
-    const out = await model.forward({ inputIds: ids, batch, seqLen: seq, attentionMask: mask }, { hiddenStates: hsIndices, logits: online });
+    const out = await model.forward(
+      { inputIds: ids, batch, seqLen: seq, attentionMask: mask },
+      { hiddenStates: hsIndices, logits: online },
+    );
     this.forwards++;
     const made: CapturedFeatures[] = [];
     try {
@@ -202,7 +218,14 @@ export class TargetFeatureSource implements FeatureSource {
         tensors.target = gpu.tensor([L, V], 'f32', 'target');
         const rowBytes = V * 4;
         const dst = tensors.target.part;
-        if (L > 1) gpu.batcher.copyBuffer(logits.part.buffer, logits.part.byteOffset + (b * seq + 1) * rowBytes, dst.buffer, dst.byteOffset, (L - 1) * rowBytes);
+        if (L > 1)
+          gpu.batcher.copyBuffer(
+            logits.part.buffer,
+            logits.part.byteOffset + (b * seq + 1) * rowBytes,
+            dst.buffer,
+            dst.byteOffset,
+            (L - 1) * rowBytes,
+          );
         gpu.batcher.clearBuffer(dst.buffer, dst.byteOffset + (L - 1) * rowBytes, rowBytes);
         tensors.input_ids = gpu.upload([L], 'i32', [...x.slice(1), 0], 'input_ids');
         tensors.loss_mask = gpu.upload([L], 'i32', [...lossMask.slice(0, L - 1), 0], 'loss_mask');
@@ -223,15 +246,18 @@ function parseTask(task: PromptTask, index: number, vocab: number): ParsedTask {
   const raw = task.payload.input_ids;
   if (!Array.isArray(raw) || raw.length === 0) throw new Error(`${where}: payload.input_ids must be a non-empty array of token ids`);
   const ids = raw.map((v, t) => {
-    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= vocab) throw new Error(`${where}: payload.input_ids[${t}] = ${JSON.stringify(v)} is not a token id in [0, ${vocab})`);
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < 0 || v >= vocab)
+      throw new Error(`${where}: payload.input_ids[${t}] = ${JSON.stringify(v)} is not a token id in [0, ${vocab})`);
     return v;
   });
   let lossMask = ids.map(() => 1);
   const rawMask = task.payload.loss_mask;
   if (rawMask !== undefined && rawMask !== null) {
-    if (!Array.isArray(rawMask) || rawMask.length !== ids.length) throw new Error(`${where}: payload.loss_mask must be an array of ${ids.length} values (one per input id)`);
+    if (!Array.isArray(rawMask) || rawMask.length !== ids.length)
+      throw new Error(`${where}: payload.loss_mask must be an array of ${ids.length} values (one per input id)`);
     lossMask = rawMask.map((v, t) => {
-      if (v !== 0 && v !== 1 && v !== true && v !== false) throw new Error(`${where}: payload.loss_mask[${t}] = ${JSON.stringify(v)} is not 0/1`);
+      if (v !== 0 && v !== 1 && v !== true && v !== false)
+        throw new Error(`${where}: payload.loss_mask[${t}] = ${JSON.stringify(v)} is not 0/1`);
       return v === 1 || v === true ? 1 : 0;
     });
   }

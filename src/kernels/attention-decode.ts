@@ -48,8 +48,10 @@ export interface DecodeAttentionTensors {
 
 function check(t: Tensor, name: string, dtype: DType, numel: number, layout: string): void {
   if (t.dtype !== dtype) throw new Error(`decodeAttention: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
-  if (t.numel !== numel) throw new Error(`decodeAttention: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements; layout ${layout} needs ${numel}`);
-  if (t.isChunked) throw new Error(`decodeAttention: ${name} (${t.label}) is split into ${t.parts.length} parts; attention needs one binding`);
+  if (t.numel !== numel)
+    throw new Error(`decodeAttention: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements; layout ${layout} needs ${numel}`);
+  if (t.isChunked)
+    throw new Error(`decodeAttention: ${name} (${t.label}) is split into ${t.parts.length} parts; attention needs one binding`);
 }
 
 /** Encode o = attention(q, cache[:lengths]) (no submit). */
@@ -62,13 +64,28 @@ export async function decodeAttentionForward(gpu: Gpu, t: DecodeAttentionTensors
   if (H % G !== 0) throw new Error(`decodeAttention: heads ${H} must be a multiple of kvHeads ${G} (grouped-query attention)`);
   if (D > DECODE_MAX_HEAD_DIM) throw new Error(`decodeAttention: head dim ${D} exceeds ${DECODE_MAX_HEAD_DIM}`);
   const perDim = gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535;
-  if (H > perDim || B > perDim) throw new Error(`decodeAttention: grid (${H}, ${B}) exceeds the device's ${perDim} workgroups per dimension`);
+  if (H > perDim || B > perDim)
+    throw new Error(`decodeAttention: grid (${H}, ${B}) exceeds the device's ${perDim} workgroups per dimension`);
   check(t.q, 'q', 'f32', B * H * D, '[B, nH, hd]');
   check(t.kCache, 'kCache', 'f32', B * T * G * D, '[B, T, nKV, hd]');
   check(t.vCache, 'vCache', 'f32', B * T * G * D, '[B, T, nKV, hd]');
   check(t.lengths, 'lengths', 'i32', B, '[B]');
   check(t.o, 'o', 'f32', B * H * D, '[B, nH, hd]');
   const kernel = await gpu.pipelines.get(DECODE_ATTENTION_KERNEL, { HEAD_DIM: D });
-  const uniforms = new UniformWriter().u32(B).u32(H).u32(G).u32(T).f32(1 / Math.sqrt(D)).u32(0).u32(0).u32(0).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.lengths.binding(), t.o.binding()], [H, B]);
+  const uniforms = new UniformWriter()
+    .u32(B)
+    .u32(H)
+    .u32(G)
+    .u32(T)
+    .f32(1 / Math.sqrt(D))
+    .u32(0)
+    .u32(0)
+    .u32(0)
+    .finish();
+  gpu.batcher.dispatch(
+    kernel,
+    uniforms,
+    [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.lengths.binding(), t.o.binding()],
+    [H, B],
+  );
 }

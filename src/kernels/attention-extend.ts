@@ -30,13 +30,20 @@ export interface ExtendAttentionDims {
 }
 
 /** Encode o[i] = attention(q[i], cache[0 .. start + i]) for i < rows (no submit). */
-export async function extendAttentionForward(gpu: Gpu, t: { q: Tensor; kCache: Tensor; vCache: Tensor; o: Tensor }, d: ExtendAttentionDims): Promise<void> {
+export async function extendAttentionForward(
+  gpu: Gpu,
+  t: { q: Tensor; kCache: Tensor; vCache: Tensor; o: Tensor },
+  d: ExtendAttentionDims,
+): Promise<void> {
   const { rows: m, start, heads, headDim, maxLen } = d;
   if (!Number.isInteger(m) || m < 1) throw new Error(`extendAttention: rows must be a positive integer, got ${m}`);
   if (!Number.isInteger(start) || start < 0) throw new Error(`extendAttention: start must be an integer ≥ 0, got ${start}`);
   if (start + m > maxLen) throw new Error(`extendAttention: positions ${start}..${start + m - 1} exceed the cache capacity ${maxLen}`);
   const width = heads * headDim;
-  for (const [name, x] of [['q', t.q], ['o', t.o]] as const) {
+  for (const [name, x] of [
+    ['q', t.q],
+    ['o', t.o],
+  ] as const) {
     if (x.numel !== m * width) throw new Error(`extendAttention: ${name} (${x.label} ${fmtShape(x.shape)}) must hold [${m}, ${width}]`);
     if (x.isChunked) throw new Error(`extendAttention: ${name} (${x.label}) is split into parts`);
   }
@@ -53,7 +60,11 @@ export async function extendAttentionForward(gpu: Gpu, t: { q: Tensor; kCache: T
       // Commands are encoded in order, so one scratch pair serves every row.
       gpu.batcher.copyBuffer(t.q.part.buffer, t.q.part.byteOffset + i * rowBytes, qRow.part.buffer, qRow.part.byteOffset, rowBytes);
       const length = elementView(gpu, lengths, i * stride, 1, 'extend.length');
-      await decodeAttentionForward(gpu, { q: qRow, kCache: t.kCache, vCache: t.vCache, lengths: length, o: oRow }, { batch: 1, heads, kvHeads: d.kvHeads, headDim, maxLen });
+      await decodeAttentionForward(
+        gpu,
+        { q: qRow, kCache: t.kCache, vCache: t.vCache, lengths: length, o: oRow },
+        { batch: 1, heads, kvHeads: d.kvHeads, headDim, maxLen },
+      );
       gpu.batcher.copyBuffer(oRow.part.buffer, oRow.part.byteOffset, t.o.part.buffer, t.o.part.byteOffset + i * rowBytes, rowBytes);
     }
   } finally {

@@ -71,7 +71,11 @@ export function flashKernels(geometry: FlashGeometry): FlashKernels {
       source: shaderSource('attention/forward', { BR: g.BR, BC: g.BC, ...rows }),
       bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
     },
-    prep: { name: `attention/prep${tag}`, source: shaderSource('attention/prep', { WG: g.PREP_WG }), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+    prep: {
+      name: `attention/prep${tag}`,
+      source: shaderSource('attention/prep', { WG: g.PREP_WG }),
+      bindings: ['uniform', 'read', 'read', 'read', 'write'],
+    },
     dq: {
       name: `attention/dq${tag}`,
       source: shaderSource('attention/dq', { BR: g.BR, BC: g.BC, ...rows }),
@@ -166,11 +170,16 @@ export function chooseAttentionGeometry(dims: AttentionDims, limits: AttentionLi
 /** Throw (naming attention, the geometry and the limit) unless `g` can run `dims` on the device. */
 export function checkGeometry(g: FlashGeometry, name: string, dims: AttentionDims, limits: AttentionLimits): void {
   const largest = ATTENTION_GEOMETRIES.hd128.MAX_HD;
-  if (dims.headDim > largest) throw new Error(`attention: head dim ${dims.headDim} exceeds ${largest}, the largest any attention variant supports`);
-  if (dims.headDim > g.MAX_HD) throw new Error(`attention: head dim ${dims.headDim} exceeds ${g.MAX_HD}, the largest geometry ${name} serves`);
+  if (dims.headDim > largest)
+    throw new Error(`attention: head dim ${dims.headDim} exceeds ${largest}, the largest any attention variant supports`);
+  if (dims.headDim > g.MAX_HD)
+    throw new Error(`attention: head dim ${dims.headDim} exceeds ${g.MAX_HD}, the largest geometry ${name} serves`);
   const bytes = flashWorkgroupBytes(g);
   const storage = limits.maxComputeWorkgroupStorageSize ?? 16384;
-  if (storage < bytes) throw new Error(`attention: the flash kernels (geometry ${name}) need ${bytes} bytes of workgroup memory, the device allows ${storage}`);
+  if (storage < bytes)
+    throw new Error(
+      `attention: the flash kernels (geometry ${name}) need ${bytes} bytes of workgroup memory, the device allows ${storage}`,
+    );
   const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
   if (buffers < FLASH_STORAGE_BUFFERS) {
     throw new Error(`attention: the flash kernels bind ${FLASH_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`);
@@ -178,7 +187,9 @@ export function checkGeometry(g: FlashGeometry, name: string, dims: AttentionDim
   const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
   const grid = largestGridDimension(g, dims);
   if (grid > perDim) {
-    throw new Error(`attention: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`);
+    throw new Error(
+      `attention: a grid dimension of ${grid} workgroups (seq ${dims.seq}, heads ${dims.heads}, batch ${dims.batch}) exceeds the device's ${perDim}`,
+    );
   }
 }
 

@@ -9,7 +9,16 @@
  * (bench/attention-geometry.ts). The backward's first pass, attention/prep, is shared with flash.
  */
 import type { KernelDef } from '../gpu/kernel-def.ts';
-import { ATTENTION_KERNELS, FLASH_GEOMETRY, largestGridDimension, storageBuffersOf, type AttentionDims, type AttentionLimits, type FlashGeometry, type FlashKernels } from './attention-geometry.ts';
+import {
+  ATTENTION_KERNELS,
+  FLASH_GEOMETRY,
+  largestGridDimension,
+  storageBuffersOf,
+  type AttentionDims,
+  type AttentionLimits,
+  type FlashGeometry,
+  type FlashKernels,
+} from './attention-geometry.ts';
 import { shaderSource } from './shader-source.ts';
 
 /**
@@ -64,14 +73,21 @@ export interface AttentionDeviceFacts {
 }
 
 /** Why the lanes kernels cannot run `dims` on this device, or undefined when they can. */
-export function lanesUnsupported(dims: AttentionDims, features: ReadonlySet<string>, facts: AttentionDeviceFacts, limits: AttentionLimits): string | undefined {
+export function lanesUnsupported(
+  dims: AttentionDims,
+  features: ReadonlySet<string>,
+  facts: AttentionDeviceFacts,
+  limits: AttentionLimits,
+): string | undefined {
   if (!features.has('subgroups')) return 'attention variant lanes needs the WebGPU feature "subgroups"';
   if (!((facts.subgroupMinSize ?? 0) >= LANES_SUBGROUP)) {
     return `attention variant lanes needs subgroups of at least ${LANES_SUBGROUP} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
   }
-  if (dims.headDim > LANES_GEOMETRY.MAX_HD) return `attention variant lanes serves head dims up to ${LANES_GEOMETRY.MAX_HD}, got ${dims.headDim}`;
+  if (dims.headDim > LANES_GEOMETRY.MAX_HD)
+    return `attention variant lanes serves head dims up to ${LANES_GEOMETRY.MAX_HD}, got ${dims.headDim}`;
   const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (buffers < LANES_STORAGE_BUFFERS) return `attention variant lanes binds ${LANES_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`;
+  if (buffers < LANES_STORAGE_BUFFERS)
+    return `attention variant lanes binds ${LANES_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`;
   const perDim = limits.maxComputeWorkgroupsPerDimension ?? 65535;
   const grid = largestGridDimension(LANES_GEOMETRY, dims);
   if (grid > perDim) {

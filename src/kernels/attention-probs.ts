@@ -90,38 +90,63 @@ export function probsWidth(seq: number, slots: number): number {
 }
 
 /** Encode P[step] = the step's attention probabilities of sequence `sample` (no submit). */
-export async function attentionProbs(gpu: Gpu, t: AttentionProbsTensors, dims: AttentionProbsDims, options: AttentionProbsOptions = {}): Promise<void> {
+export async function attentionProbs(
+  gpu: Gpu,
+  t: AttentionProbsTensors,
+  dims: AttentionProbsDims,
+  options: AttentionProbsOptions = {},
+): Promise<void> {
   for (const key of ['batch', 'seq', 'heads', 'kvHeads', 'headDim', 'slots'] as const) {
     const v = dims[key];
     if (!Number.isInteger(v) || v < 1) throw new Error(`attentionProbs: ${key} must be a positive integer, got ${v}`);
   }
   const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D, step, sample, slots } = dims;
-  if (!Number.isInteger(step) || step < 0 || step >= slots) throw new Error(`attentionProbs: step must be an integer in [0, ${slots}) (slots), got ${step}`);
-  if (!Number.isInteger(sample) || sample < 0 || sample >= B) throw new Error(`attentionProbs: sample must be an integer in [0, ${B}) (batch), got ${sample}`);
+  if (!Number.isInteger(step) || step < 0 || step >= slots)
+    throw new Error(`attentionProbs: step must be an integer in [0, ${slots}) (slots), got ${step}`);
+  if (!Number.isInteger(sample) || sample < 0 || sample >= B)
+    throw new Error(`attentionProbs: sample must be an integer in [0, ${B}) (batch), got ${sample}`);
   if (H % G !== 0) throw new Error(`attentionProbs: heads ${H} must be a multiple of kvHeads ${G} (grouped-query attention)`);
   const W = probsWidth(S, slots);
   check(t.q, 'q', 'f32', B * S * H * D, '[B, S, nH, hd]');
   const slot = B * S * G * D;
   if (t.kCache.dtype !== 'f32' || t.kCache.numel % slot !== 0 || t.kCache.numel / slot < step + 1) {
-    throw new Error(`attentionProbs: kCache (${t.kCache.label} ${t.kCache.dtype}${fmtShape(t.kCache.shape)}) must be f32 [J ≥ ${step + 1}, B, S, nKV, hd] (a multiple of ${slot} elements)`);
+    throw new Error(
+      `attentionProbs: kCache (${t.kCache.label} ${t.kCache.dtype}${fmtShape(t.kCache.shape)}) must be f32 [J ≥ ${step + 1}, B, S, nKV, hd] (a multiple of ${slot} elements)`,
+    );
   }
   check(t.kCache, 'kCache', 'f32', t.kCache.numel, '[J, B, S, nKV, hd]');
   check(t.mask, 'mask', 'i32', B * S, '[B, S]');
   check(t.lse, 'lse', 'f32', B * H * S, '[B, nH, S]');
   check(t.probs, 'probs', 'f32', slots * H * S * W, '[slots, nH, S, S + slots − 1]');
   const perDim = gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535;
-  if (S > perDim || H > perDim) throw new Error(`attentionProbs: grid (${Math.ceil(W / WG)}, ${S}, ${H}) exceeds the device's ${perDim} workgroups per dimension`);
+  if (S > perDim || H > perDim)
+    throw new Error(`attentionProbs: grid (${Math.ceil(W / WG)}, ${S}, ${H}) exceeds the device's ${perDim} workgroups per dimension`);
   const kernel = await gpu.pipelines.get(kernelFor(probsLaneSplit(gpu, dims, options)), { HEAD_DIM: D });
   const uniforms = new UniformWriter()
-    .u32(B).u32(S).u32(H).u32(G)
-    .u32(step).u32(sample).u32(W).u32(step)
-    .f32(1 / Math.sqrt(D)).u32(0).u32(0).u32(0)
+    .u32(B)
+    .u32(S)
+    .u32(H)
+    .u32(G)
+    .u32(step)
+    .u32(sample)
+    .u32(W)
+    .u32(step)
+    .f32(1 / Math.sqrt(D))
+    .u32(0)
+    .u32(0)
+    .u32(0)
     .finish();
-  gpu.batcher.dispatch(kernel, uniforms, [t.q.binding(), t.kCache.binding(), t.mask.binding(), t.lse.binding(), t.probs.binding()], [Math.ceil(W / WG), S, H]);
+  gpu.batcher.dispatch(
+    kernel,
+    uniforms,
+    [t.q.binding(), t.kCache.binding(), t.mask.binding(), t.lse.binding(), t.probs.binding()],
+    [Math.ceil(W / WG), S, H],
+  );
 }
 
 function check(t: Tensor, name: string, dtype: DType, numel: number, layout: string): void {
   if (t.dtype !== dtype) throw new Error(`attentionProbs: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
-  if (t.numel !== numel) throw new Error(`attentionProbs: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements; layout ${layout} needs ${numel}`);
+  if (t.numel !== numel)
+    throw new Error(`attentionProbs: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements; layout ${layout} needs ${numel}`);
   if (t.isChunked) throw new Error(`attentionProbs: ${name} (${t.label}) is split into ${t.parts.length} parts; it must fit one binding`);
 }

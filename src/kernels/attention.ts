@@ -89,7 +89,13 @@ export function attentionDeviceFacts(ctx: GpuContext): AttentionDeviceFacts {
 }
 
 /** Why `variant` cannot run `dims` on this device, or undefined when it can. */
-export function attentionVariantUnsupported(variant: AttentionVariant, dims: AttentionDims, features: ReadonlySet<string>, facts: AttentionDeviceFacts, limits: AttentionLimits): string | undefined {
+export function attentionVariantUnsupported(
+  variant: AttentionVariant,
+  dims: AttentionDims,
+  features: ReadonlySet<string>,
+  facts: AttentionDeviceFacts,
+  limits: AttentionLimits,
+): string | undefined {
   if (variant === 'lanes') return lanesUnsupported(dims, features, facts, limits);
   try {
     chooseAttentionGeometry(dims, limits);
@@ -108,8 +114,14 @@ export function attentionVariantUnsupported(variant: AttentionVariant, dims: Att
  * - Everything else: `flash`, with chooseAttentionGeometry's geometry, whose device checks apply
  *   (its error names attention when no geometry fits).
  */
-export function chooseAttentionVariant(dims: AttentionDims, features: ReadonlySet<string>, limits: AttentionLimits, facts: AttentionDeviceFacts): AttentionVariant {
-  if (facts.fallbackAdapter && dims.headDim <= LANES_POLICY_MAX_HD && lanesUnsupported(dims, features, facts, limits) === undefined) return 'lanes';
+export function chooseAttentionVariant(
+  dims: AttentionDims,
+  features: ReadonlySet<string>,
+  limits: AttentionLimits,
+  facts: AttentionDeviceFacts,
+): AttentionVariant {
+  if (facts.fallbackAdapter && dims.headDim <= LANES_POLICY_MAX_HD && lanesUnsupported(dims, features, facts, limits) === undefined)
+    return 'lanes';
   chooseAttentionGeometry(dims, limits);
   return 'flash';
 }
@@ -162,12 +174,22 @@ export interface TttBackwardOptions extends AttentionForwardOptions {
 }
 
 /** Encode causal GQA attention with key padding (no submit): writes o and lse. */
-export async function attentionForward(gpu: Gpu, t: AttentionForwardTensors, dims: AttentionDims, options: AttentionForwardOptions = {}): Promise<void> {
+export async function attentionForward(
+  gpu: Gpu,
+  t: AttentionForwardTensors,
+  dims: AttentionDims,
+  options: AttentionForwardOptions = {},
+): Promise<void> {
   await tttAttentionForward(gpu, { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse }, { ...dims, step: 0 }, options);
 }
 
 /** Encode the backward of attentionForward (no submit): writes dQ, dK, dV. */
-export async function attentionBackward(gpu: Gpu, t: AttentionBackwardTensors, dims: AttentionDims, options: AttentionForwardOptions = {}): Promise<void> {
+export async function attentionBackward(
+  gpu: Gpu,
+  t: AttentionBackwardTensors,
+  dims: AttentionDims,
+  options: AttentionForwardOptions = {},
+): Promise<void> {
   await tttAttentionBackward(
     gpu,
     { q: t.q, kCache: t.k, vCache: t.v, mask: t.mask, o: t.o, lse: t.lse, dO: t.dO, dQ: t.dQ, dKCache: t.dK, dVCache: t.dV },
@@ -177,7 +199,12 @@ export async function attentionBackward(gpu: Gpu, t: AttentionBackwardTensors, d
 }
 
 /** Encode the TTT attention forward at `dims.step` (no submit): writes o and lse. */
-export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: TttAttentionDims, options: AttentionForwardOptions = {}): Promise<void> {
+export async function tttAttentionForward(
+  gpu: Gpu,
+  t: TttForwardTensors,
+  dims: TttAttentionDims,
+  options: AttentionForwardOptions = {},
+): Promise<void> {
   checkDims(dims);
   const { batch: B, seq: S, heads: H } = dims;
   checkActivations(t, dims);
@@ -195,7 +222,12 @@ export async function tttAttentionForward(gpu: Gpu, t: TttForwardTensors, dims: 
  * Encode the TTT attention backward at `dims.step` (no submit): writes dQ and dKCache/dVCache
  * slots 0..step (other slots untouched). Needs the forward's o and lse.
  */
-export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims: TttAttentionDims, options: TttBackwardOptions = {}): Promise<void> {
+export async function tttAttentionBackward(
+  gpu: Gpu,
+  t: TttBackwardTensors,
+  dims: TttAttentionDims,
+  options: TttBackwardOptions = {},
+): Promise<void> {
   checkDims(dims);
   const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D } = dims;
   checkActivations(t, dims);
@@ -214,7 +246,12 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
   // (L, D) per row. Released right after encoding: a buffer handed out again later is only written
   // by work queued after these dispatches, so reuse is ordered behind them.
   const stats = gpu.tensor([B, H, S, 2], 'f32', 'attention.rowStats');
-  gpu.batcher.dispatch(prep, uniforms, [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()], [Math.ceil((S * H) / geometry.PREP_WG), B]);
+  gpu.batcher.dispatch(
+    prep,
+    uniforms,
+    [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()],
+    [Math.ceil((S * H) / geometry.PREP_WG), B],
+  );
   gpu.batcher.dispatch(
     dq,
     uniforms,
@@ -224,7 +261,16 @@ export async function tttAttentionBackward(gpu: Gpu, t: TttBackwardTensors, dims
   gpu.batcher.dispatch(
     dkv,
     uniforms,
-    [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding(), stats.binding(), t.dKCache.binding(), t.dVCache.binding()],
+    [
+      t.q.binding(),
+      t.kCache.binding(),
+      t.vCache.binding(),
+      t.mask.binding(),
+      t.dO.binding(),
+      stats.binding(),
+      t.dKCache.binding(),
+      t.dVCache.binding(),
+    ],
     [Math.ceil(S / geometry.BK), G, B],
   );
   gpu.release(stats);
@@ -250,8 +296,10 @@ interface ResolvedKernels {
  */
 export function resolveAttentionVariant(ctx: GpuContext, dims: AttentionDims, options: AttentionForwardOptions): AttentionVariant {
   const facts = attentionDeviceFacts(ctx);
-  const variant = options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, ctx.features, ctx.limits, facts));
-  if (!ATTENTION_VARIANTS.includes(variant)) throw new Error(`attention: unknown variant "${String(variant)}" (known: ${ATTENTION_VARIANTS.join(', ')})`);
+  const variant =
+    options.variant ?? (options.geometry !== undefined ? 'flash' : chooseAttentionVariant(dims, ctx.features, ctx.limits, facts));
+  if (!ATTENTION_VARIANTS.includes(variant))
+    throw new Error(`attention: unknown variant "${String(variant)}" (known: ${ATTENTION_VARIANTS.join(', ')})`);
   if (variant === 'lanes') {
     if (options.geometry !== undefined) throw new Error('attention: a geometry applies to the flash variant only, not lanes');
     const why = lanesUnsupported(dims, ctx.features, facts, ctx.limits);
@@ -263,7 +311,11 @@ export function resolveAttentionVariant(ctx: GpuContext, dims: AttentionDims, op
 /** The variant's kernels and geometry for `dims` on this device. */
 function resolveKernels(gpu: Gpu, dims: TttAttentionDims, options: AttentionForwardOptions): ResolvedKernels {
   if (resolveAttentionVariant(gpu.ctx, dims, options) === 'lanes') {
-    return { geometry: LANES_GEOMETRY, kernels: LANES_KERNELS, lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / LANES_SUBGROUP) } };
+    return {
+      geometry: LANES_GEOMETRY,
+      kernels: LANES_KERNELS,
+      lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / LANES_SUBGROUP) },
+    };
   }
   const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
   return { geometry, kernels: kernelsFor(geometry), lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / geometry.TPR) } };
@@ -272,9 +324,14 @@ function resolveKernels(gpu: Gpu, dims: TttAttentionDims, options: AttentionForw
 /** Uniform block shared by every attention kernel (matches `Params` in the WGSL). */
 function params(dims: TttAttentionDims, accumulate: boolean): Uint8Array {
   return new UniformWriter()
-    .u32(dims.batch).u32(dims.seq).u32(dims.heads).u32(dims.kvHeads)
-    .u32(dims.step).u32(accumulate ? 1 : 0)
-    .f32(1 / Math.sqrt(dims.headDim)).u32(0)
+    .u32(dims.batch)
+    .u32(dims.seq)
+    .u32(dims.heads)
+    .u32(dims.kvHeads)
+    .u32(dims.step)
+    .u32(accumulate ? 1 : 0)
+    .f32(1 / Math.sqrt(dims.headDim))
+    .u32(0)
     .finish();
 }
 

@@ -20,8 +20,16 @@ import { checkNoAlias, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-
 import { shaderSource } from './shader-source.ts';
 
 export const CAST_KERNELS = {
-  f32ToF16: { name: 'copy/cast_f32_f16', source: shaderSource('copy/cast_f32_f16', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write', 'write'] },
-  f16ToF32: { name: 'copy/cast_f16_f32', source: shaderSource('copy/cast_f16_f32', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
+  f32ToF16: {
+    name: 'copy/cast_f32_f16',
+    source: shaderSource('copy/cast_f32_f16', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'write', 'write'],
+  },
+  f16ToF32: {
+    name: 'copy/cast_f16_f32',
+    source: shaderSource('copy/cast_f16_f32', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'write'],
+  },
 } as const satisfies Record<string, KernelDef>;
 
 interface Segment {
@@ -45,7 +53,9 @@ function segments(op: string, src: Tensor, dst: Tensor, half: 'src' | 'dst'): Se
       const offset = half === 'src' ? seg.srcOffset : seg.dstOffset;
       if (offset % 2 !== 0) {
         const t = half === 'src' ? src : dst;
-        throw new Error(`${op}: f16 tensor ${t.label} ${fmtShape(t.shape)} is split into parts at an odd element (rows of ${width}); row-split f16 tensors need an even row width`);
+        throw new Error(
+          `${op}: f16 tensor ${t.label} ${fmtShape(t.shape)} is split into parts at an odd element (rows of ${width}); row-split f16 tensors need an even row width`,
+        );
       }
       out.push(seg);
     }
@@ -56,7 +66,10 @@ function segments(op: string, src: Tensor, dst: Tensor, half: 'src' | 'dst'): Se
 function checkPair(op: string, src: Tensor, dst: Tensor, from: 'f32' | 'f16', to: 'f32' | 'f16'): void {
   if (src.dtype !== from) throw new Error(`${op}: src (${src.label} ${fmtShape(src.shape)}) must be ${from}, got ${src.dtype}`);
   if (dst.dtype !== to) throw new Error(`${op}: dst (${dst.label} ${fmtShape(dst.shape)}) must be ${to}, got ${dst.dtype}`);
-  if (src.shape.join() !== dst.shape.join()) throw new Error(`${op}: dst (${dst.label}) is ${fmtShape(dst.shape)}, src (${src.label}) is ${fmtShape(src.shape)}; the shapes must be equal`);
+  if (src.shape.join() !== dst.shape.join())
+    throw new Error(
+      `${op}: dst (${dst.label}) is ${fmtShape(dst.shape)}, src (${src.label}) is ${fmtShape(src.shape)}; the shapes must be equal`,
+    );
   checkNoAlias(op, dst, [['src', src]], 'dst');
 }
 
@@ -66,8 +79,19 @@ const bind = (p: TensorPart): GPUBufferBinding => ({ buffer: p.buffer, offset: p
 export async function castF32ToF16(gpu: Gpu, src: Tensor, dst: Tensor, overflow: Tensor): Promise<void> {
   const op = 'castF32ToF16';
   checkPair(op, src, dst, 'f32', 'f16');
-  if (overflow.dtype !== 'u32' || overflow.numel < 1 || overflow.isChunked) throw new Error(`${op}: overflow (${overflow.label} ${fmtShape(overflow.shape)}) must be a single-part u32 tensor of at least 1 element, got ${overflow.dtype}`);
-  checkNoAlias(op, overflow, [['src', src], ['dst', dst]], 'overflow');
+  if (overflow.dtype !== 'u32' || overflow.numel < 1 || overflow.isChunked)
+    throw new Error(
+      `${op}: overflow (${overflow.label} ${fmtShape(overflow.shape)}) must be a single-part u32 tensor of at least 1 element, got ${overflow.dtype}`,
+    );
+  checkNoAlias(
+    op,
+    overflow,
+    [
+      ['src', src],
+      ['dst', dst],
+    ],
+    'overflow',
+  );
   if (src.numel === 0) return;
   const segs = segments(op, src, dst, 'dst');
   const kernel = await gpu.pipelines.get(CAST_KERNELS.f32ToF16);

@@ -12,7 +12,11 @@ import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { checkInt, checkNoAlias, checkSinglePart, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
-export const COPY_STRIDED_KERNEL: KernelDef = { name: 'copy/strided', source: shaderSource('copy/strided', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] };
+export const COPY_STRIDED_KERNEL: KernelDef = {
+  name: 'copy/strided',
+  source: shaderSource('copy/strided', ELEMENTWISE_CONSTANTS),
+  bindings: ['uniform', 'read', 'write'],
+};
 
 export interface StridedCopyArgs {
   rows: number;

@@ -65,7 +65,9 @@ export function checkTensor(op: string, name: string, t: Tensor, dtype: DType, m
 export function checkSinglePart(op: string, name: string, t: Tensor, dtype: DType, minElements: number): void {
   checkTensor(op, name, t, dtype, minElements);
   if (t.isChunked) {
-    throw new Error(`${op}: ${name} (${t.label} ${fmtShape(t.shape)}) is split into ${t.parts.length} parts; this kernel needs a single-binding tensor`);
+    throw new Error(
+      `${op}: ${name} (${t.label} ${fmtShape(t.shape)}) is split into ${t.parts.length} parts; this kernel needs a single-binding tensor`,
+    );
   }
 }
 
@@ -84,7 +86,9 @@ export function checkNoAlias(op: string, written: Tensor, others: readonly [stri
   const buffers = new Set(written.parts.map((p) => p.buffer));
   for (const [name, t] of others) {
     if (t.parts.some((p) => buffers.has(p.buffer))) {
-      throw new Error(`${op}: ${writtenName} (${written.label}) shares a GPU buffer with ${name} (${t.label}); WebGPU forbids binding a written buffer twice in one dispatch`);
+      throw new Error(
+        `${op}: ${writtenName} (${written.label}) shares a GPU buffer with ${name} (${t.label}); WebGPU forbids binding a written buffer twice in one dispatch`,
+      );
     }
   }
 }

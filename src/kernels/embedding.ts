@@ -20,10 +20,26 @@ import { checkInt, checkNoAlias, checkSinglePart, checkTensor, ELEMENTWISE_CONST
 import { shaderSource } from './shader-source.ts';
 
 export const EMBEDDING_KERNELS = {
-  gather: { name: 'embedding/gather', source: shaderSource('embedding/gather', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 0 }), bindings: ['uniform', 'read', 'read', 'write'] },
-  gatherF16: { name: 'embedding/gather_f16', source: shaderSource('embedding/gather_f16', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 1 }), bindings: ['uniform', 'read', 'read', 'write'] },
-  links: { name: 'embedding/links', source: shaderSource('embedding/links', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
-  scatter: { name: 'embedding/scatter', source: shaderSource('embedding/scatter', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'read', 'write'] },
+  gather: {
+    name: 'embedding/gather',
+    source: shaderSource('embedding/gather', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 0 }),
+    bindings: ['uniform', 'read', 'read', 'write'],
+  },
+  gatherF16: {
+    name: 'embedding/gather_f16',
+    source: shaderSource('embedding/gather_f16', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 1 }),
+    bindings: ['uniform', 'read', 'read', 'write'],
+  },
+  links: {
+    name: 'embedding/links',
+    source: shaderSource('embedding/links', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'write'],
+  },
+  scatter: {
+    name: 'embedding/scatter',
+    source: shaderSource('embedding/scatter', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'read', 'write'],
+  },
 } as const satisfies Record<string, KernelDef>;
 
 export interface EmbeddingShape {
@@ -61,7 +77,14 @@ export async function embeddingForward(gpu: Gpu, ids: Tensor, table: Tensor, out
   const kernel = await gpu.pipelines.get(table.dtype === 'f16' ? EMBEDDING_KERNELS.gatherF16 : EMBEDDING_KERNELS.gather);
   const grid = elementGrid(gpu, n * hidden);
   table.parts.forEach((part, i) => {
-    const uniforms = new UniformWriter().u32(n).u32(hidden).u32(vocab).u32(part.rowStart).u32(part.rowCount).u32(i === 0 ? 1 : 0).finish();
+    const uniforms = new UniformWriter()
+      .u32(n)
+      .u32(hidden)
+      .u32(vocab)
+      .u32(part.rowStart)
+      .u32(part.rowCount)
+      .u32(i === 0 ? 1 : 0)
+      .finish();
     const tablePart = { buffer: part.buffer, offset: part.byteOffset, size: part.byteLength };
     gpu.batcher.dispatch(kernel, uniforms, [ids.binding(), tablePart, out.binding()], grid);
   });
@@ -92,11 +115,23 @@ export async function embeddingBackward(
   checkSinglePart(op, 'dOut', dOut, 'f32', n * hidden);
   checkTable(op, 'dTable', dTable, shape);
   checkSinglePart(op, 'links', links, 'i32', 2 * n);
-  checkNoAlias(op, dTable, [['dOut', dOut], ['ids', ids], ['links', links]], 'dTable');
+  checkNoAlias(
+    op,
+    dTable,
+    [
+      ['dOut', dOut],
+      ['ids', ids],
+      ['links', links],
+    ],
+    'dTable',
+  );
   checkNoAlias(op, links, [['ids', ids]], 'links');
   if (!options.accumulate) for (const part of dTable.parts) gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
   if (n === 0) return;
-  const [linksKernel, scatterKernel] = await Promise.all([gpu.pipelines.get(EMBEDDING_KERNELS.links), gpu.pipelines.get(EMBEDDING_KERNELS.scatter)]);
+  const [linksKernel, scatterKernel] = await Promise.all([
+    gpu.pipelines.get(EMBEDDING_KERNELS.links),
+    gpu.pipelines.get(EMBEDDING_KERNELS.scatter),
+  ]);
   gpu.batcher.dispatch(linksKernel, new UniformWriter().u32(n).u32(vocab).finish(), [ids.binding(), links.binding()], elementGrid(gpu, n));
   const grid = elementGrid(gpu, n * hidden);
   for (const part of dTable.parts) {

@@ -37,10 +37,21 @@ export interface LinearOptions {
 }
 
 /** y = alpha · x · Wᵀ + beta · y. */
-export async function linearForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, shape: LinearShape, options: LinearOptions = {}): Promise<void> {
+export async function linearForward(
+  gpu: Gpu,
+  x: Tensor,
+  w: Tensor,
+  y: Tensor,
+  shape: LinearShape,
+  options: LinearOptions = {},
+): Promise<void> {
   const { rows: R, inFeatures: K, outFeatures: N } = shape;
   const beta = options.beta ?? 0;
-  check('linearForward', shape, [['x', x, R, K], ['W', w, N, K], ['y', y, R, N]]);
+  check('linearForward', shape, [
+    ['x', x, R, K],
+    ['W', w, N, K],
+    ['y', y, R, N],
+  ]);
   if (!x.isChunked && !w.isChunked && !y.isChunked) {
     await matmul(gpu, x, w, y, { M: R, N, K }, { transB: true, beta, ...alphaOf(options) });
     return;
@@ -51,7 +62,14 @@ export async function linearForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, s
       for (const wp of spansOf(w, N)) {
         const yb = await openBlock(gpu, y, R, N, seg, wp.start, wp.count, beta !== 0 ? 'update' : 'write');
         try {
-          await matmul(gpu, xb.tensor, partTensor(w, wp.part, K), yb.tensor, { M: seg.count, N: wp.count, K }, { transB: true, beta, ...alphaOf(options) });
+          await matmul(
+            gpu,
+            xb.tensor,
+            partTensor(w, wp.part, K),
+            yb.tensor,
+            { M: seg.count, N: wp.count, K },
+            { transB: true, beta, ...alphaOf(options) },
+          );
           await yb.writeBack();
         } finally {
           yb.release();
@@ -64,10 +82,21 @@ export async function linearForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, s
 }
 
 /** dx = dy · W + beta · dx (the input gradient of y = x · Wᵀ). */
-export async function linearInputGrad(gpu: Gpu, dy: Tensor, w: Tensor, dx: Tensor, shape: LinearShape, options: LinearOptions = {}): Promise<void> {
+export async function linearInputGrad(
+  gpu: Gpu,
+  dy: Tensor,
+  w: Tensor,
+  dx: Tensor,
+  shape: LinearShape,
+  options: LinearOptions = {},
+): Promise<void> {
   const { rows: R, inFeatures: K, outFeatures: N } = shape;
   const beta = options.beta ?? 0;
-  check('linearInputGrad', shape, [['dy', dy, R, N], ['W', w, N, K], ['dx', dx, R, K]]);
+  check('linearInputGrad', shape, [
+    ['dy', dy, R, N],
+    ['W', w, N, K],
+    ['dx', dx, R, K],
+  ]);
   if (!dy.isChunked && !w.isChunked && !dx.isChunked) {
     await matmul(gpu, dy, w, dx, { M: R, N: K, K: N }, { beta, ...alphaOf(options) });
     return;
@@ -79,7 +108,14 @@ export async function linearInputGrad(gpu: Gpu, dy: Tensor, w: Tensor, dx: Tenso
       for (const wp of spansOf(w, N)) {
         const dyb = await openBlock(gpu, dy, R, N, seg, wp.start, wp.count, 'read');
         try {
-          await matmul(gpu, dyb.tensor, partTensor(w, wp.part, K), dxb.tensor, { M: seg.count, N: K, K: wp.count }, { beta: first ? beta : 1, ...alphaOf(options) });
+          await matmul(
+            gpu,
+            dyb.tensor,
+            partTensor(w, wp.part, K),
+            dxb.tensor,
+            { M: seg.count, N: K, K: wp.count },
+            { beta: first ? beta : 1, ...alphaOf(options) },
+          );
         } finally {
           dyb.release();
         }
@@ -93,10 +129,21 @@ export async function linearInputGrad(gpu: Gpu, dy: Tensor, w: Tensor, dx: Tenso
 }
 
 /** dW = dyᵀ · x + beta · dW (the weight gradient of y = x · Wᵀ); beta defaults to 1. */
-export async function linearWeightGrad(gpu: Gpu, dy: Tensor, x: Tensor, dw: Tensor, shape: LinearShape, options: LinearOptions = {}): Promise<void> {
+export async function linearWeightGrad(
+  gpu: Gpu,
+  dy: Tensor,
+  x: Tensor,
+  dw: Tensor,
+  shape: LinearShape,
+  options: LinearOptions = {},
+): Promise<void> {
   const { rows: R, inFeatures: K, outFeatures: N } = shape;
   const beta = options.beta ?? 1;
-  check('linearWeightGrad', shape, [['dy', dy, R, N], ['x', x, R, K], ['dW', dw, N, K]]);
+  check('linearWeightGrad', shape, [
+    ['dy', dy, R, N],
+    ['x', x, R, K],
+    ['dW', dw, N, K],
+  ]);
   if (!dy.isChunked && !x.isChunked && !dw.isChunked) {
     await matmul(gpu, dy, x, dw, { M: N, N: K, K: R }, { transA: true, beta, ...alphaOf(options) });
     return;
@@ -108,7 +155,14 @@ export async function linearWeightGrad(gpu: Gpu, dy: Tensor, x: Tensor, dw: Tens
       for (const wp of spansOf(dw, N)) {
         const dyb = await openBlock(gpu, dy, R, N, seg, wp.start, wp.count, 'read');
         try {
-          await matmul(gpu, dyb.tensor, xb.tensor, partTensor(dw, wp.part, K), { M: wp.count, N: K, K: seg.count }, { transA: true, beta: first ? beta : 1, ...alphaOf(options) });
+          await matmul(
+            gpu,
+            dyb.tensor,
+            xb.tensor,
+            partTensor(dw, wp.part, K),
+            { M: wp.count, N: K, K: seg.count },
+            { transA: true, beta: first ? beta : 1, ...alphaOf(options) },
+          );
         } finally {
           dyb.release();
         }
@@ -133,7 +187,8 @@ function check(op: string, shape: LinearShape, operands: readonly Operand[]): vo
   }
   for (const [name, t, rows, width] of operands) {
     if (t.dtype !== 'f32') throw new Error(`${op}: ${name} (${t.label}) must be f32, got ${t.dtype}`);
-    if (t.numel !== rows * width) throw new Error(`${op}: ${name} (${t.label} ${fmtShape(t.shape)}) must hold ${rows} × ${width} elements, has ${t.numel}`);
+    if (t.numel !== rows * width)
+      throw new Error(`${op}: ${name} (${t.label} ${fmtShape(t.shape)}) must hold ${rows} × ${width} elements, has ${t.numel}`);
     if (t.isChunked && t.rowElements % width !== 0) {
       throw new Error(`${op}: ${name} (${t.label} ${fmtShape(t.shape)}) is split into parts that are not whole rows of width ${width}`);
     }
@@ -184,9 +239,19 @@ interface Block {
  * part when the block is whole rows at an aligned offset, else a scratch copy ('read' fills it,
  * 'write' writes it back, 'update' does both).
  */
-async function openBlock(gpu: Gpu, t: Tensor, rows: number, width: number, seg: Segment, col: number, cols: number, mode: 'read' | 'write' | 'update'): Promise<Block> {
+async function openBlock(
+  gpu: Gpu,
+  t: Tensor,
+  rows: number,
+  width: number,
+  seg: Segment,
+  col: number,
+  cols: number,
+  mode: 'read' | 'write' | 'update',
+): Promise<Block> {
   const span = spansOf(t, rows).find((s) => seg.start >= s.start && seg.start < s.start + s.count);
-  if (!span || seg.start + seg.count > span.start + span.count) throw new Error(`linear: ${t.label} rows [${seg.start}, ${seg.start + seg.count}) straddle its parts`);
+  if (!span || seg.start + seg.count > span.start + span.count)
+    throw new Error(`linear: ${t.label} rows [${seg.start}, ${seg.start + seg.count}) straddle its parts`);
   const local = seg.start - span.start;
   const byteOffset = span.part.byteOffset + local * width * 4;
   const align = gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256;

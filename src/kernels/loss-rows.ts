@@ -43,7 +43,12 @@ export function lossRowKernels(wide: KernelDef): Readonly<Record<RowVariant, Ker
   return {
     wide,
     rows: { ...wide, name: `${wide.name}-rows`, source: shaderSource(`${wide.name}-rows`, LOSS_ROW_GEOMETRY.rows) },
-    subgroup: { ...wide, name: `${wide.name}-subgroup`, source: shaderSource(`${wide.name}-subgroup`, LOSS_ROW_GEOMETRY.subgroup), requires: ['subgroups'] },
+    subgroup: {
+      ...wide,
+      name: `${wide.name}-subgroup`,
+      source: shaderSource(`${wide.name}-subgroup`, LOSS_ROW_GEOMETRY.subgroup),
+      requires: ['subgroups'],
+    },
   };
 }
 
@@ -64,7 +69,9 @@ export function checkRowTensor(op: string, name: string, t: Tensor, dtype: DType
   const last = t.shape.length === 0 ? 1 : t.shape[t.shape.length - 1];
   const ok = t.numel === rows * width && outer > 0 && rows % outer === 0 && (width === 1 || last === width);
   if (!ok) {
-    throw new Error(`${op}: ${name} (${t.label}) has shape ${fmtShape(t.shape)}; expected ${rows} rows × ${width} (e.g. ${fmtShape(width === 1 ? [rows] : [rows, width])})`);
+    throw new Error(
+      `${op}: ${name} (${t.label}) has shape ${fmtShape(t.shape)}; expected ${rows} rows × ${width} (e.g. ${fmtShape(width === 1 ? [rows] : [rows, width])})`,
+    );
   }
 }
 
@@ -83,12 +90,17 @@ export function checkPositiveInt(op: string, name: string, value: number): void 
  * Fail if a written tensor shares a GPU buffer with any other operand of the same dispatch
  * (a writable binding aliasing another binding is invalid in WebGPU). Read-only operands may share.
  */
-export function checkDistinct(op: string, writes: Readonly<Record<string, Tensor | undefined>>, reads: Readonly<Record<string, Tensor | undefined>>): void {
+export function checkDistinct(
+  op: string,
+  writes: Readonly<Record<string, Tensor | undefined>>,
+  reads: Readonly<Record<string, Tensor | undefined>>,
+): void {
   const owner = new Map<GPUBuffer, string>();
   for (const [name, t] of Object.entries(writes)) {
     for (const p of t?.parts ?? []) {
       const other = owner.get(p.buffer);
-      if (other !== undefined) throw new Error(`${op}: ${name} and ${other} share a GPU buffer; pass distinct tensors (or use the in-place mode)`);
+      if (other !== undefined)
+        throw new Error(`${op}: ${name} and ${other} share a GPU buffer; pass distinct tensors (or use the in-place mode)`);
       owner.set(p.buffer, name);
     }
   }
@@ -197,7 +209,8 @@ export async function reduceColumns(gpu: Gpu, input: Tensor, out: Tensor, option
   checkPositiveInt(op, 'cols', cols);
   const want: DType = mode === 'sum' ? 'f32' : 'i32';
   if (input.dtype !== want) throw new Error(`${op}: input (${input.label}) must be ${want} for mode ${mode}, got ${input.dtype}`);
-  if (input.numel < rows * cols) throw new Error(`${op}: input (${input.label} ${fmtShape(input.shape)}) has ${input.numel} elements, rows × cols needs ${rows * cols}`);
+  if (input.numel < rows * cols)
+    throw new Error(`${op}: input (${input.label} ${fmtShape(input.shape)}) has ${input.numel} elements, rows × cols needs ${rows * cols}`);
   if (out.dtype !== 'f32') throw new Error(`${op}: out (${out.label}) must be f32, got ${out.dtype}`);
   if (!Number.isInteger(outOffset) || outOffset < 0 || outOffset + cols > out.numel) {
     throw new Error(`${op}: out (${out.label} ${fmtShape(out.shape)}) cannot hold ${cols} values at offset ${outOffset}`);

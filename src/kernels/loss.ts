@@ -24,7 +24,18 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkDistinct, checkPositiveInt, checkRowTensor, lossRowGrid, lossRowKernels, lossRowVariant, placeholder, reduceColumns, rowSegments, type RowKernelOptions } from './loss-rows.ts';
+import {
+  checkDistinct,
+  checkPositiveInt,
+  checkRowTensor,
+  lossRowGrid,
+  lossRowKernels,
+  lossRowVariant,
+  placeholder,
+  reduceColumns,
+  rowSegments,
+  type RowKernelOptions,
+} from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
 export type GradMode = 'none' | 'in-place' | 'separate';
@@ -121,15 +132,34 @@ export async function softCrossEntropy(gpu: Gpu, x: SoftCrossEntropyTensors, o: 
   for (const seg of rowSegments(rows, operands)) {
     const [z, p, m, l, g] = seg.operands;
     const uniforms = new UniformWriter()
-      .u32(seg.count).u32(seg.start).u32(D).u32(S).u32(k)
-      .u32(z.partRow).u32(p.partRow).u32(m.partRow).u32(g?.partRow ?? 0).u32(l.partRow)
+      .u32(seg.count)
+      .u32(seg.start)
+      .u32(D)
+      .u32(S)
+      .u32(k)
+      .u32(z.partRow)
+      .u32(p.partRow)
+      .u32(m.partRow)
+      .u32(g?.partRow ?? 0)
+      .u32(l.partRow)
       .f32((o.gradScale ?? 1) / denominator)
       .finish();
-    gpu.batcher.dispatch(kernel, uniforms, [z.binding, p.binding, m.binding, g?.binding ?? gradOut.binding(), l.binding], lossRowGrid(gpu, seg.count, variant));
+    gpu.batcher.dispatch(
+      kernel,
+      uniforms,
+      [z.binding, p.binding, m.binding, g?.binding ?? gradOut.binding(), l.binding],
+      lossRowGrid(gpu, seg.count, variant),
+    );
   }
   await reduceColumns(gpu, rowLoss, x.lossOut, { rows, cols: 1, outOffset: o.slot, scale: 1 / denominator });
   if (o.total) {
-    await reduceColumns(gpu, rowLoss, x.lossOut, { rows, cols: 1, outOffset: o.total.slot, scale: o.total.weight / denominator, accumulate: o.total.accumulate });
+    await reduceColumns(gpu, rowLoss, x.lossOut, {
+      rows,
+      cols: 1,
+      outOffset: o.total.slot,
+      scale: o.total.weight / denominator,
+      accumulate: o.total.accumulate,
+    });
   }
   // Safe before the dispatches run: queue order keeps any later user of the buffer behind them.
   gpu.release(rowLoss);
@@ -180,11 +210,23 @@ export async function hardCrossEntropy(gpu: Gpu, x: HardCrossEntropyTensors, o: 
   for (const seg of rowSegments(rows, operands)) {
     const [lx, lab, l, g] = seg.operands;
     const uniforms = new UniformWriter()
-      .u32(seg.count).u32(seg.start).u32(V)
-      .u32(lx.partRow).u32(lab.partRow).u32(g?.partRow ?? 0).u32(l.partRow).u32(o.slot + 1)
-      .f32(o.gradScale ?? 1).f32(useCount ? 1 : 1 / (o.denominator as number))
+      .u32(seg.count)
+      .u32(seg.start)
+      .u32(V)
+      .u32(lx.partRow)
+      .u32(lab.partRow)
+      .u32(g?.partRow ?? 0)
+      .u32(l.partRow)
+      .u32(o.slot + 1)
+      .f32(o.gradScale ?? 1)
+      .f32(useCount ? 1 : 1 / (o.denominator as number))
       .finish();
-    gpu.batcher.dispatch(kernel, uniforms, [lx.binding, lab.binding, g?.binding ?? gradOut.binding(), l.binding, x.lossOut.binding()], lossRowGrid(gpu, seg.count, variant));
+    gpu.batcher.dispatch(
+      kernel,
+      uniforms,
+      [lx.binding, lab.binding, g?.binding ?? gradOut.binding(), l.binding, x.lossOut.binding()],
+      lossRowGrid(gpu, seg.count, variant),
+    );
   }
   await reduceColumns(gpu, rowLoss, x.lossOut, { rows, cols: 1, outOffset: o.slot });
   gpu.release(rowLoss);

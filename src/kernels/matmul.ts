@@ -104,7 +104,9 @@ const isF16wVariant = (v: MatmulVariant): v is MatmulF16wVariant => (MATMUL_F16W
 /** The kernel of `variant` for a B of `bDType`, or why there is none. */
 export function matmulKernelFor(variant: MatmulVariant, bDType: MatmulWeightDType): KernelDef | string {
   if (bDType === 'f32') return MATMUL_KERNELS[variant];
-  return isF16wVariant(variant) ? MATMUL_F16W_KERNELS[variant] : `matmul variant ${variant} has no f16-weight version (f16 B works with ${MATMUL_F16W_VARIANTS.join(', ')})`;
+  return isF16wVariant(variant)
+    ? MATMUL_F16W_KERNELS[variant]
+    : `matmul variant ${variant} has no f16-weight version (f16 B works with ${MATMUL_F16W_VARIANTS.join(', ')})`;
 }
 
 /** Relative error (‖C − C_ref‖₂ / ‖C_ref‖₂) a variant is held to against the float64 reference. */
@@ -145,7 +147,12 @@ export function matmulDeviceFacts(ctx: GpuContext): MatmulDeviceFacts {
 }
 
 /** Why `variant` cannot run on this device, or undefined when it can. */
-export function matmulVariantUnsupported(variant: MatmulVariant, features: ReadonlySet<string>, facts: MatmulDeviceFacts, bDType: MatmulWeightDType = 'f32'): string | undefined {
+export function matmulVariantUnsupported(
+  variant: MatmulVariant,
+  features: ReadonlySet<string>,
+  facts: MatmulDeviceFacts,
+  bDType: MatmulWeightDType = 'f32',
+): string | undefined {
   const kernel = matmulKernelFor(variant, bDType);
   if (typeof kernel === 'string') return kernel;
   for (const feature of kernel.requires ?? []) {
@@ -179,7 +186,11 @@ export function availableMatmulVariants(features: ReadonlySet<string>, facts: Ma
  *   f32 weights keep the rule above even at M = 1: gemv sums in another order, and the f32 path
  *   stays bit for bit what it was.
  */
-export function chooseMatmulVariant(shape: MatmulShape, features: ReadonlySet<string> = new Set(), facts: MatmulDeviceFacts = {}): MatmulVariant {
+export function chooseMatmulVariant(
+  shape: MatmulShape,
+  features: ReadonlySet<string> = new Set(),
+  facts: MatmulDeviceFacts = {},
+): MatmulVariant {
   const { M, N } = shape;
   if (shape.bDType === 'f16' && M === 1 && shape.transB && shape.K % 2 === 0) return 'gemv';
   if (facts.fallbackAdapter) {
@@ -219,8 +230,12 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
     [b, strideB * (batch - 1) + K * N, 'B'],
     [c, strideC * (batch - 1) + M * N, 'C'],
   ] as const) {
-    if (t.dtype !== 'f32' && !(name === 'B' && t.dtype === 'f16')) throw new Error(`matmul: ${name} (${t.label}) must be f32${name === 'B' ? ' or f16' : ''}, got ${t.dtype}`);
-    if (t.numel < need) throw new Error(`matmul: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements, M=${M} N=${N} K=${K} batch=${batch} needs ${need}`);
+    if (t.dtype !== 'f32' && !(name === 'B' && t.dtype === 'f16'))
+      throw new Error(`matmul: ${name} (${t.label}) must be f32${name === 'B' ? ' or f16' : ''}, got ${t.dtype}`);
+    if (t.numel < need)
+      throw new Error(
+        `matmul: ${name} (${t.label} ${fmtShape(t.shape)}) has ${t.numel} elements, M=${M} N=${N} K=${K} batch=${batch} needs ${need}`,
+      );
   }
   const facts = matmulDeviceFacts(gpu.ctx);
   const bDType: MatmulWeightDType = b.dtype === 'f16' ? 'f16' : 'f32';
@@ -235,9 +250,14 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
     TRANS_B: options.transB ?? false,
   });
   const uniforms = new UniformWriter()
-    .u32(M).u32(N).u32(K)
-    .u32(strideA).u32(strideB).u32(strideC)
-    .f32(options.alpha ?? 1).f32(options.beta ?? 0)
+    .u32(M)
+    .u32(N)
+    .u32(K)
+    .u32(strideA)
+    .u32(strideB)
+    .u32(strideC)
+    .f32(options.alpha ?? 1)
+    .f32(options.beta ?? 0)
     .finish();
   const { TILE_M, TILE_N } = MATMUL_GEOMETRY[variant];
   gpu.batcher.dispatch(kernel, uniforms, [a.binding(), b.binding(), c.binding()], [Math.ceil(N / TILE_N), Math.ceil(M / TILE_M), batch]);
@@ -248,6 +268,8 @@ function checkGemv(b: Tensor, s: { M: number; K: number; transB: boolean; stride
   if (s.M !== 1) throw new Error(`matmul: variant gemv computes one row (M = 1), got M=${s.M}`);
   if (!s.transB) throw new Error(`matmul: variant gemv needs transB (B (${b.label}) stored [N, K])`);
   if (b.dtype === 'f16' && (s.K % 2 !== 0 || (s.batch > 1 && s.strideB % 2 !== 0))) {
-    throw new Error(`matmul: variant gemv reads f16 B (${b.label}) in (k, k+1) pairs and needs an even K and batch stride, got K=${s.K} strideB=${s.strideB}`);
+    throw new Error(
+      `matmul: variant gemv reads f16 B (${b.label}) in (k, k+1) pairs and needs an even K and batch stride, got K=${s.K} strideB=${s.strideB}`,
+    );
   }
 }

@@ -15,7 +15,18 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, lossRowGrid, lossRowKernels, lossRowVariant, reduceColumns, rowSegments, type RowKernelOptions } from './loss-rows.ts';
+import {
+  checkDistinct,
+  checkPositiveInt,
+  checkRowTensor,
+  checkVector,
+  lossRowGrid,
+  lossRowKernels,
+  lossRowVariant,
+  reduceColumns,
+  rowSegments,
+  type RowKernelOptions,
+} from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const METRICS_KERNEL: KernelDef = {
@@ -71,9 +82,15 @@ export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions
   checkVector(op, 'used', x.used, 'i32', D);
   if (x.metricsOut.dtype !== 'f32') throw new Error(`${op}: metricsOut (${x.metricsOut.label}) must be f32, got ${x.metricsOut.dtype}`);
   if (!Number.isInteger(o.slot) || o.slot < 0 || 4 * (o.slot + 1) > x.metricsOut.numel) {
-    throw new Error(`${op}: slot ${o.slot} needs ${4 * (o.slot + 1)} elements, metricsOut (${x.metricsOut.label} ${fmtShape(x.metricsOut.shape)}) has ${x.metricsOut.numel}`);
+    throw new Error(
+      `${op}: slot ${o.slot} needs ${4 * (o.slot + 1)} elements, metricsOut (${x.metricsOut.label} ${fmtShape(x.metricsOut.shape)}) has ${x.metricsOut.numel}`,
+    );
   }
-  checkDistinct(op, { metricsOut: x.metricsOut }, { logits: x.logits, pTilde: x.pTilde, tok: x.tok, lossMask: x.lossMask, positionMask: x.positionMask, used: x.used });
+  checkDistinct(
+    op,
+    { metricsOut: x.metricsOut },
+    { logits: x.logits, pTilde: x.pTilde, tok: x.tok, lossMask: x.lossMask, positionMask: x.positionMask, used: x.used },
+  );
 
   const rowStats = gpu.tensor([rows, 4], 'f32', 'metric-row-terms');
   const variant = lossRowVariant(gpu, op, D, rows, o.variant);
@@ -89,10 +106,24 @@ export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions
   for (const seg of rowSegments(rows, operands)) {
     const [z, q, tok, lm, pm, out] = seg.operands;
     const uniforms = new UniformWriter()
-      .u32(seg.count).u32(seg.start).u32(D).u32(S).u32(k)
-      .u32(z.partRow).u32(q.partRow).u32(tok.partRow).u32(lm.partRow).u32(pm.partRow).u32(out.partRow)
+      .u32(seg.count)
+      .u32(seg.start)
+      .u32(D)
+      .u32(S)
+      .u32(k)
+      .u32(z.partRow)
+      .u32(q.partRow)
+      .u32(tok.partRow)
+      .u32(lm.partRow)
+      .u32(pm.partRow)
+      .u32(out.partRow)
       .finish();
-    gpu.batcher.dispatch(kernel, uniforms, [z.binding, q.binding, tok.binding, lm.binding, pm.binding, x.used.binding(), out.binding], lossRowGrid(gpu, seg.count, variant));
+    gpu.batcher.dispatch(
+      kernel,
+      uniforms,
+      [z.binding, q.binding, tok.binding, lm.binding, pm.binding, x.used.binding(), out.binding],
+      lossRowGrid(gpu, seg.count, variant),
+    );
   }
   await reduceColumns(gpu, rowStats, x.metricsOut, { rows, cols: 4, outOffset: 4 * o.slot, accumulate: o.accumulate ?? false });
   gpu.release(rowStats);

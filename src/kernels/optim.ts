@@ -15,7 +15,15 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type Tensor, type TensorPart } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkTensor, ELEMENTWISE_CONSTANTS, elementGrid } from './elementwise-common.ts';
+import {
+  checkFinite,
+  checkInt,
+  checkNoAlias,
+  checkSinglePart,
+  checkTensor,
+  ELEMENTWISE_CONSTANTS,
+  elementGrid,
+} from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
 /** Invocations per sumsq workgroup (the shader's WG); with ELEMENTS_PER_INVOCATION it fixes the grid. */
@@ -25,7 +33,11 @@ export const OPTIM_KERNELS = {
   sumsq: { name: 'optim/sumsq', source: shaderSource('optim/sumsq', { WG: SUMSQ_WG }), bindings: ['uniform', 'read', 'write'] },
   finalize: { name: 'optim/finalize', source: shaderSource('optim/finalize'), bindings: ['uniform', 'read', 'write'] },
   scale: { name: 'optim/scale', source: shaderSource('optim/scale', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
-  adamw: { name: 'optim/adamw', source: shaderSource('optim/adamw', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'write', 'write', 'write'] },
+  adamw: {
+    name: 'optim/adamw',
+    source: shaderSource('optim/adamw', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'write', 'write', 'write'],
+  },
 } as const satisfies Record<string, KernelDef>;
 
 /** Each sumsq invocation handles about this many elements before the tree reduction. */
@@ -61,7 +73,13 @@ export interface GradNormOptions {
  * Encode result[0] = ‖(g₁, g₂, …)‖₂ over all gradients and result[1] = min(1, maxNorm / (norm + 1e-6))
  * (no submit, no readback). `partials` is an f32 workspace of gradNormWorkspaceSize(grads) elements.
  */
-export async function globalGradNorm(gpu: Gpu, grads: readonly Tensor[], partials: Tensor, result: Tensor, options: GradNormOptions): Promise<void> {
+export async function globalGradNorm(
+  gpu: Gpu,
+  grads: readonly Tensor[],
+  partials: Tensor,
+  result: Tensor,
+  options: GradNormOptions,
+): Promise<void> {
   const op = 'globalGradNorm';
   if (grads.length === 0) throw new Error(`${op}: no gradients given`);
   if (Number.isNaN(options.maxNorm) || options.maxNorm <= 0) throw new Error(`${op}: maxNorm must be > 0, got ${options.maxNorm}`);
@@ -139,27 +157,68 @@ export async function adamwStep(gpu: Gpu, param: Tensor, grad: Tensor, m: Tensor
   const op = 'adamwStep';
   checkAdamwOptions(op, options);
   checkTensor(op, 'param', param, 'f32', 0);
-  for (const [name, t] of [['grad', grad], ['m', m], ['v', v]] as const) {
+  for (const [name, t] of [
+    ['grad', grad],
+    ['m', m],
+    ['v', v],
+  ] as const) {
     checkTensor(op, name, t, 'f32', param.numel);
-    const sameParts = t.numel === param.numel && t.parts.length === param.parts.length && t.parts.every((p, i) => p.rowCount * t.rowElements === param.parts[i].rowCount * param.rowElements);
+    const sameParts =
+      t.numel === param.numel &&
+      t.parts.length === param.parts.length &&
+      t.parts.every((p, i) => p.rowCount * t.rowElements === param.parts[i].rowCount * param.rowElements);
     if (!sameParts) {
-      throw new Error(`${op}: ${name} (${t.label} ${fmtShape(t.shape)}) must have the element count and row parts of param (${param.label} ${fmtShape(param.shape)})`);
+      throw new Error(
+        `${op}: ${name} (${t.label} ${fmtShape(t.shape)}) must have the element count and row parts of param (${param.label} ${fmtShape(param.shape)})`,
+      );
     }
   }
-  checkNoAlias(op, param, [['grad', grad], ['m', m], ['v', v]], 'param');
-  checkNoAlias(op, m, [['grad', grad], ['v', v]], 'm');
+  checkNoAlias(
+    op,
+    param,
+    [
+      ['grad', grad],
+      ['m', m],
+      ['v', v],
+    ],
+    'param',
+  );
+  checkNoAlias(
+    op,
+    m,
+    [
+      ['grad', grad],
+      ['v', v],
+    ],
+    'm',
+  );
   checkNoAlias(op, v, [['grad', grad]], 'v');
   if (options.clip) {
     checkSinglePart(op, 'clip', options.clip, 'f32', 2);
-    checkNoAlias(op, options.clip, [['param', param], ['m', m], ['v', v]], 'clip');
+    checkNoAlias(
+      op,
+      options.clip,
+      [
+        ['param', param],
+        ['m', m],
+        ['v', v],
+      ],
+      'clip',
+    );
   }
   const kernel = await gpu.pipelines.get(OPTIM_KERNELS.adamw, { USE_CLIP: options.clip !== undefined });
   const { decay, stepSize, bc2Sqrt } = adamwScalars(options);
   param.parts.forEach((part, i) => {
     const n = partElements(param, part);
     const uniforms = new UniformWriter()
-      .u32(n).f32(decay).f32(1 - options.beta1).f32(options.beta2)
-      .f32(1 - options.beta2).f32(stepSize).f32(bc2Sqrt).f32(options.eps)
+      .u32(n)
+      .f32(decay)
+      .f32(1 - options.beta1)
+      .f32(options.beta2)
+      .f32(1 - options.beta2)
+      .f32(stepSize)
+      .f32(bc2Sqrt)
+      .f32(options.eps)
       .finish();
     const g = binding(grad.parts[i]);
     // Without clipping the shader never reads binding 2; bind the gradient there (read-only aliasing is allowed).

@@ -31,8 +31,14 @@ export const KERNEL_FAMILIES: readonly KernelFamily[] = [
   { family: 'rmsnorm', kernels: Object.values(RMSNORM_KERNELS) },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL] },
   { family: 'swiglu', kernels: Object.values(SWIGLU_KERNELS) },
-  { family: 'attention', kernels: [...Object.values(ATTENTION_KERNELS), ...LANES_ONLY_KERNELS, DECODE_ATTENTION_KERNEL, ATTENTION_PROBS_KERNEL] },
-  { family: 'loss', kernels: [...[TEACHER_KERNELS, SOFT_CE_KERNELS, HARD_CE_KERNELS, METRICS_KERNELS].flatMap((k) => Object.values(k)), REDUCE_KERNEL] },
+  {
+    family: 'attention',
+    kernels: [...Object.values(ATTENTION_KERNELS), ...LANES_ONLY_KERNELS, DECODE_ATTENTION_KERNEL, ATTENTION_PROBS_KERNEL],
+  },
+  {
+    family: 'loss',
+    kernels: [...[TEACHER_KERNELS, SOFT_CE_KERNELS, HARD_CE_KERNELS, METRICS_KERNELS].flatMap((k) => Object.values(k)), REDUCE_KERNEL],
+  },
   { family: 'optim', kernels: Object.values(OPTIM_KERNELS) },
   { family: 'copy', kernels: [COPY_STRIDED_KERNEL, ...Object.values(CAST_KERNELS)] },
 ];

@@ -46,12 +46,38 @@ const SUBGROUPS = ['subgroups'] as const;
 export const RMSNORM_KERNELS = {
   forward: { name: 'rmsnorm/forward', source: shaderSource('rmsnorm/forward'), bindings: FWD_BINDINGS },
   backwardDx: { name: 'rmsnorm/backward_dx', source: shaderSource('rmsnorm/backward_dx'), bindings: DX_BINDINGS },
-  backwardDw: { name: 'rmsnorm/backward_dw', source: shaderSource('rmsnorm/backward_dw', { WG_X: RMSNORM_DW_COLUMNS }), bindings: DW_BINDINGS },
-  forwardRows: { name: 'rmsnorm/forward_rows', source: shaderSource('rmsnorm/forward_rows', RMSNORM_ROW_GEOMETRY.rows), bindings: FWD_BINDINGS },
-  backwardDxRows: { name: 'rmsnorm/backward_dx_rows', source: shaderSource('rmsnorm/backward_dx_rows', RMSNORM_ROW_GEOMETRY.rows), bindings: DX_BINDINGS },
-  forwardSubgroup: { name: 'rmsnorm/forward_subgroup', source: shaderSource('rmsnorm/forward_subgroup', RMSNORM_ROW_GEOMETRY.subgroup), bindings: FWD_BINDINGS, requires: SUBGROUPS },
-  backwardDxSubgroup: { name: 'rmsnorm/backward_dx_subgroup', source: shaderSource('rmsnorm/backward_dx_subgroup', RMSNORM_ROW_GEOMETRY.subgroup), bindings: DX_BINDINGS, requires: SUBGROUPS },
-  backwardDwColumns: { name: 'rmsnorm/backward_dw_columns', source: shaderSource('rmsnorm/backward_dw_columns', { WG_X: RMSNORM_DW_COLUMNS_LANES }), bindings: DW_BINDINGS },
+  backwardDw: {
+    name: 'rmsnorm/backward_dw',
+    source: shaderSource('rmsnorm/backward_dw', { WG_X: RMSNORM_DW_COLUMNS }),
+    bindings: DW_BINDINGS,
+  },
+  forwardRows: {
+    name: 'rmsnorm/forward_rows',
+    source: shaderSource('rmsnorm/forward_rows', RMSNORM_ROW_GEOMETRY.rows),
+    bindings: FWD_BINDINGS,
+  },
+  backwardDxRows: {
+    name: 'rmsnorm/backward_dx_rows',
+    source: shaderSource('rmsnorm/backward_dx_rows', RMSNORM_ROW_GEOMETRY.rows),
+    bindings: DX_BINDINGS,
+  },
+  forwardSubgroup: {
+    name: 'rmsnorm/forward_subgroup',
+    source: shaderSource('rmsnorm/forward_subgroup', RMSNORM_ROW_GEOMETRY.subgroup),
+    bindings: FWD_BINDINGS,
+    requires: SUBGROUPS,
+  },
+  backwardDxSubgroup: {
+    name: 'rmsnorm/backward_dx_subgroup',
+    source: shaderSource('rmsnorm/backward_dx_subgroup', RMSNORM_ROW_GEOMETRY.subgroup),
+    bindings: DX_BINDINGS,
+    requires: SUBGROUPS,
+  },
+  backwardDwColumns: {
+    name: 'rmsnorm/backward_dw_columns',
+    source: shaderSource('rmsnorm/backward_dw_columns', { WG_X: RMSNORM_DW_COLUMNS_LANES }),
+    bindings: DW_BINDINGS,
+  },
 } as const satisfies Record<string, KernelDef>;
 
 const FORWARD_BY_VARIANT: Readonly<Record<RowVariant, KernelDef>> = {
@@ -97,12 +123,34 @@ export async function rmsnormForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, 
   checkSinglePart(op, 'w', w, 'f32', hidden);
   checkSinglePart(op, 'y', y, 'f32', stridedExtent(rows, hidden, strideY));
   checkSinglePart(op, 'invRms', invRms, 'f32', rows);
-  checkNoAlias(op, y, [['x', x], ['w', w], ['invRms', invRms]], 'y');
-  checkNoAlias(op, invRms, [['x', x], ['w', w]], 'invRms');
+  checkNoAlias(
+    op,
+    y,
+    [
+      ['x', x],
+      ['w', w],
+      ['invRms', invRms],
+    ],
+    'y',
+  );
+  checkNoAlias(
+    op,
+    invRms,
+    [
+      ['x', x],
+      ['w', w],
+    ],
+    'invRms',
+  );
   const variant = resolveRowVariant(op, 'rmsnorm', gpu.ctx, { width: hidden, rows }, RMSNORM_ROW_GEOMETRY, args.variant);
   const kernel = await gpu.pipelines.get(FORWARD_BY_VARIANT[variant]);
   const uniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).f32(args.eps).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [x.binding(), w.binding(), y.binding(), invRms.binding()], rowLayoutGrid(gpu.ctx, rows, variant, RMSNORM_ROW_GEOMETRY));
+  gpu.batcher.dispatch(
+    kernel,
+    uniforms,
+    [x.binding(), w.binding(), y.binding(), invRms.binding()],
+    rowLayoutGrid(gpu.ctx, rows, variant, RMSNORM_ROW_GEOMETRY),
+  );
 }
 
 export interface RmsnormBackwardOptions {
@@ -134,18 +182,45 @@ export async function rmsnormBackward(
   checkSinglePart(op, 'invRms', invRms, 'f32', rows);
   checkSinglePart(op, 'dy', dy, 'f32', stridedExtent(rows, hidden, strideY));
   checkSinglePart(op, 'dx', dx, 'f32', stridedExtent(rows, hidden, strideX));
-  checkNoAlias(op, dx, [['x', x], ['w', w], ['invRms', invRms], ['dy', dy]], 'dx');
+  checkNoAlias(
+    op,
+    dx,
+    [
+      ['x', x],
+      ['w', w],
+      ['invRms', invRms],
+      ['dy', dy],
+    ],
+    'dx',
+  );
   if (dw) {
     checkSinglePart(op, 'dw', dw, 'f32', hidden);
-    checkNoAlias(op, dw, [['x', x], ['dy', dy], ['invRms', invRms], ['dx', dx]], 'dw');
+    checkNoAlias(
+      op,
+      dw,
+      [
+        ['x', x],
+        ['dy', dy],
+        ['invRms', invRms],
+        ['dx', dx],
+      ],
+      'dw',
+    );
   }
   const variant = resolveRowVariant(op, 'rmsnorm', gpu.ctx, { width: hidden, rows }, RMSNORM_ROW_GEOMETRY, args.variant);
   const dxKernel = await gpu.pipelines.get(DX_BY_VARIANT[variant], { ACCUMULATE: options.accumulateDx ?? false });
   const dxUniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).u32(strideX).finish();
-  gpu.batcher.dispatch(dxKernel, dxUniforms, [x.binding(), w.binding(), dy.binding(), invRms.binding(), dx.binding()], rowLayoutGrid(gpu.ctx, rows, variant, RMSNORM_ROW_GEOMETRY));
+  gpu.batcher.dispatch(
+    dxKernel,
+    dxUniforms,
+    [x.binding(), w.binding(), dy.binding(), invRms.binding(), dx.binding()],
+    rowLayoutGrid(gpu.ctx, rows, variant, RMSNORM_ROW_GEOMETRY),
+  );
   if (!dw) return;
   const wide = variant === 'wide';
-  const dwKernel = await gpu.pipelines.get(wide ? RMSNORM_KERNELS.backwardDw : RMSNORM_KERNELS.backwardDwColumns, { ACCUMULATE: options.accumulateDw ?? false });
+  const dwKernel = await gpu.pipelines.get(wide ? RMSNORM_KERNELS.backwardDw : RMSNORM_KERNELS.backwardDwColumns, {
+    ACCUMULATE: options.accumulateDw ?? false,
+  });
   const dwUniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).finish();
   const columns = wide ? RMSNORM_DW_COLUMNS : RMSNORM_DW_COLUMNS_LANES;
   gpu.batcher.dispatch(dwKernel, dwUniforms, [x.binding(), dy.binding(), invRms.binding(), dw.binding()], [Math.ceil(hidden / columns)]);

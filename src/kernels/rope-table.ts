@@ -51,7 +51,14 @@ export interface RopeTableArgs {
 }
 
 /** Encode y = RoPE(x) with (cos, sin) = table[positions[row]] (no submit). */
-export async function ropeTableForward(gpu: Gpu, x: Tensor, positions: Tensor, table: Tensor, y: Tensor, args: RopeTableArgs): Promise<void> {
+export async function ropeTableForward(
+  gpu: Gpu,
+  x: Tensor,
+  positions: Tensor,
+  table: Tensor,
+  y: Tensor,
+  args: RopeTableArgs,
+): Promise<void> {
   const op = 'ropeTableForward';
   const { rows, nHeads, headDim } = args;
   checkInt(`${op}: rows`, rows, 0);
@@ -59,15 +66,30 @@ export async function ropeTableForward(gpu: Gpu, x: Tensor, positions: Tensor, t
   checkInt(`${op}: headDim`, headDim, 2);
   if (headDim % 2 !== 0) throw new Error(`${op}: headDim must be even, got ${headDim}`);
   const half = headDim / 2;
-  if (table.numel % (half * 2) !== 0 || table.numel === 0) throw new Error(`${op}: table (${table.label}) has ${table.numel} elements, not a whole number of [headDim/2 = ${half}, 2] rows`);
+  if (table.numel % (half * 2) !== 0 || table.numel === 0)
+    throw new Error(`${op}: table (${table.label}) has ${table.numel} elements, not a whole number of [headDim/2 = ${half}, 2] rows`);
   const tableRows = table.numel / (half * 2);
   checkSinglePart(op, 'positions', positions, 'i32', rows);
   checkSinglePart(op, 'table', table, 'f32', tableRows * half * 2);
   checkSinglePart(op, 'x', x, 'f32', rows * nHeads * headDim);
   checkSinglePart(op, 'y', y, 'f32', rows * nHeads * headDim);
-  checkNoAlias(op, y, [['x', x], ['positions', positions], ['table', table]], 'y');
+  checkNoAlias(
+    op,
+    y,
+    [
+      ['x', x],
+      ['positions', positions],
+      ['table', table],
+    ],
+    'y',
+  );
   if (rows === 0) return;
   const kernel = await gpu.pipelines.get(ROPE_TABLE_KERNEL);
   const uniforms = new UniformWriter().u32(rows).u32(nHeads).u32(headDim).u32(tableRows).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [positions.binding(), table.binding(), x.binding(), y.binding()], elementGrid(gpu, rows * nHeads * half));
+  gpu.batcher.dispatch(
+    kernel,
+    uniforms,
+    [positions.binding(), table.binding(), x.binding(), y.binding()],
+    elementGrid(gpu, rows * nHeads * half),
+  );
 }

@@ -49,13 +49,20 @@ export function rowDeviceFacts(ctx: GpuContext): RowDeviceFacts {
 export function checkRowGeometries(family: string, g: RowGeometries): RowGeometries {
   for (const [variant, { LANES, ROWS }] of Object.entries(g)) {
     const pow2 = Number.isInteger(LANES) && LANES >= 1 && (LANES & (LANES - 1)) === 0;
-    if (!pow2 || !Number.isInteger(ROWS) || ROWS < 1) throw new Error(`${family} row geometry ${variant}: LANES must be a power of two and ROWS ≥ 1, got ${LANES} x ${ROWS}`);
+    if (!pow2 || !Number.isInteger(ROWS) || ROWS < 1)
+      throw new Error(`${family} row geometry ${variant}: LANES must be a power of two and ROWS ≥ 1, got ${LANES} x ${ROWS}`);
   }
   return g;
 }
 
 /** Why `variant` cannot run on this device, or undefined when it can. */
-export function rowVariantUnsupported(family: string, variant: RowVariant, geometry: RowGeometries, features: ReadonlySet<string>, facts: RowDeviceFacts): string | undefined {
+export function rowVariantUnsupported(
+  family: string,
+  variant: RowVariant,
+  geometry: RowGeometries,
+  features: ReadonlySet<string>,
+  facts: RowDeviceFacts,
+): string | undefined {
   if (!ROW_VARIANTS.includes(variant)) return `${family} variant must be one of ${ROW_VARIANTS.join(', ')}, got ${String(variant)}`;
   if (variant !== 'subgroup') return undefined;
   if (!features.has('subgroups')) return `${family} variant subgroup needs the WebGPU feature "subgroups"`;
@@ -68,7 +75,12 @@ export function rowVariantUnsupported(family: string, variant: RowVariant, geome
 }
 
 /** The variants this device can run, the original first. */
-export function availableRowVariants(family: string, geometry: RowGeometries, features: ReadonlySet<string>, facts: RowDeviceFacts = {}): RowVariant[] {
+export function availableRowVariants(
+  family: string,
+  geometry: RowGeometries,
+  features: ReadonlySet<string>,
+  facts: RowDeviceFacts = {},
+): RowVariant[] {
   return ROW_VARIANTS.filter((v) => rowVariantUnsupported(family, v, geometry, features, facts) === undefined);
 }
 
@@ -86,7 +98,12 @@ export interface RowShape {
  * - GPUs: `wide` (256 lanes per row keeps a GPU's wide workgroups busy), except rows of at most
  *   64 elements, where it would leave at least three quarters of its lanes without a column.
  */
-export function chooseRowVariant(shape: RowShape, geometry: RowGeometries, features: ReadonlySet<string> = new Set(), facts: RowDeviceFacts = {}): RowVariant {
+export function chooseRowVariant(
+  shape: RowShape,
+  geometry: RowGeometries,
+  features: ReadonlySet<string> = new Set(),
+  facts: RowDeviceFacts = {},
+): RowVariant {
   if (facts.fallbackAdapter) return rowVariantUnsupported('row', 'subgroup', geometry, features, facts) === undefined ? 'subgroup' : 'rows';
   return shape.width <= 64 ? 'rows' : 'wide';
 }
@@ -95,7 +112,14 @@ export function chooseRowVariant(shape: RowShape, geometry: RowGeometries, featu
  * The variant `op` runs: the caller's override when given (refused, naming `op`, when this device
  * cannot run it), else the policy's.
  */
-export function resolveRowVariant(op: string, family: string, ctx: GpuContext, shape: RowShape, geometry: RowGeometries, override?: RowVariant): RowVariant {
+export function resolveRowVariant(
+  op: string,
+  family: string,
+  ctx: GpuContext,
+  shape: RowShape,
+  geometry: RowGeometries,
+  override?: RowVariant,
+): RowVariant {
   const facts = rowDeviceFacts(ctx);
   const variant = override ?? chooseRowVariant(shape, geometry, ctx.features, facts);
   const unsupported = rowVariantUnsupported(family, variant, geometry, ctx.features, facts);

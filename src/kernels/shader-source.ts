@@ -31,7 +31,8 @@ export function shaderSource(name: string, constants: ShaderConstants = {}): str
   if (entries.length === 0) return source;
   const lines = entries.map(([key, value]) => {
     if (!NAME.test(key)) throw new Error(`shader ${name}: constant name "${key}" must be an upper-case WGSL identifier`);
-    if (!Number.isInteger(value) || value < 0 || value > 0xffffffff) throw new Error(`shader ${name}: constant ${key} = ${value} is not a u32`);
+    if (!Number.isInteger(value) || value < 0 || value > 0xffffffff)
+      throw new Error(`shader ${name}: constant ${key} = ${value} is not a u32`);
     if (new RegExp(`\\b(?:const|override|var|let|alias|fn|struct)\\s+${key}\\b`).test(source)) {
       throw new Error(`shader ${name} declares ${key} itself; its value comes from the kernel module, so the shader must only use it`);
     }

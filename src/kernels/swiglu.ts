@@ -7,12 +7,28 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkInt, checkNoAlias, checkSinglePart, checkStride, ELEMENTWISE_CONSTANTS, elementGrid, stridedExtent } from './elementwise-common.ts';
+import {
+  checkInt,
+  checkNoAlias,
+  checkSinglePart,
+  checkStride,
+  ELEMENTWISE_CONSTANTS,
+  elementGrid,
+  stridedExtent,
+} from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const SWIGLU_KERNELS = {
-  forward: { name: 'swiglu/forward', source: shaderSource('swiglu/forward', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'write'] },
-  backward: { name: 'swiglu/backward', source: shaderSource('swiglu/backward', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'] },
+  forward: {
+    name: 'swiglu/forward',
+    source: shaderSource('swiglu/forward', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'write'],
+  },
+  backward: {
+    name: 'swiglu/backward',
+    source: shaderSource('swiglu/backward', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'],
+  },
 } as const satisfies Record<string, KernelDef>;
 
 export interface SwigluArgs {
@@ -36,7 +52,13 @@ function resolve(op: string, args: SwigluArgs) {
   checkStride(op, 'strideH', strideH, args.inter);
   const extent = (stride: number) => stridedExtent(args.rows, args.inter, stride);
   const uniforms = new UniformWriter().u32(args.rows).u32(args.inter).u32(strideGate).u32(strideUp).u32(strideH).finish();
-  return { gateExtent: extent(strideGate), upExtent: extent(strideUp), hExtent: extent(strideH), uniforms, elements: args.rows * args.inter };
+  return {
+    gateExtent: extent(strideGate),
+    upExtent: extent(strideUp),
+    hExtent: extent(strideH),
+    uniforms,
+    elements: args.rows * args.inter,
+  };
 }
 
 /** Encode h = silu(gate) ⊙ up (no submit). */
@@ -46,13 +68,29 @@ export async function swigluForward(gpu: Gpu, gate: Tensor, up: Tensor, h: Tenso
   checkSinglePart(op, 'gate', gate, 'f32', r.gateExtent);
   checkSinglePart(op, 'up', up, 'f32', r.upExtent);
   checkSinglePart(op, 'h', h, 'f32', r.hExtent);
-  checkNoAlias(op, h, [['gate', gate], ['up', up]], 'h');
+  checkNoAlias(
+    op,
+    h,
+    [
+      ['gate', gate],
+      ['up', up],
+    ],
+    'h',
+  );
   const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.forward);
   gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), h.binding()], elementGrid(gpu, r.elements));
 }
 
 /** Encode dgate and dup of h = silu(gate) ⊙ up given dh (no submit). */
-export async function swigluBackward(gpu: Gpu, gate: Tensor, up: Tensor, dh: Tensor, dgate: Tensor, dup: Tensor, args: SwigluArgs): Promise<void> {
+export async function swigluBackward(
+  gpu: Gpu,
+  gate: Tensor,
+  up: Tensor,
+  dh: Tensor,
+  dgate: Tensor,
+  dup: Tensor,
+  args: SwigluArgs,
+): Promise<void> {
   const op = 'swigluBackward';
   const r = resolve(op, args);
   checkSinglePart(op, 'gate', gate, 'f32', r.gateExtent);
@@ -60,8 +98,32 @@ export async function swigluBackward(gpu: Gpu, gate: Tensor, up: Tensor, dh: Ten
   checkSinglePart(op, 'dh', dh, 'f32', r.hExtent);
   checkSinglePart(op, 'dgate', dgate, 'f32', r.gateExtent);
   checkSinglePart(op, 'dup', dup, 'f32', r.upExtent);
-  checkNoAlias(op, dgate, [['gate', gate], ['up', up], ['dh', dh], ['dup', dup]], 'dgate');
-  checkNoAlias(op, dup, [['gate', gate], ['up', up], ['dh', dh]], 'dup');
+  checkNoAlias(
+    op,
+    dgate,
+    [
+      ['gate', gate],
+      ['up', up],
+      ['dh', dh],
+      ['dup', dup],
+    ],
+    'dgate',
+  );
+  checkNoAlias(
+    op,
+    dup,
+    [
+      ['gate', gate],
+      ['up', up],
+      ['dh', dh],
+    ],
+    'dup',
+  );
   const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.backward);
-  gpu.batcher.dispatch(kernel, r.uniforms, [gate.binding(), up.binding(), dh.binding(), dgate.binding(), dup.binding()], elementGrid(gpu, r.elements));
+  gpu.batcher.dispatch(
+    kernel,
+    r.uniforms,
+    [gate.binding(), up.binding(), dh.binding(), dgate.binding(), dup.binding()],
+    elementGrid(gpu, r.elements),
+  );
 }

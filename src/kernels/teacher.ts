@@ -16,7 +16,17 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkDistinct, checkPositiveInt, checkRowTensor, checkVector, lossRowGrid, lossRowKernels, lossRowVariant, rowSegments, type RowKernelOptions } from './loss-rows.ts';
+import {
+  checkDistinct,
+  checkPositiveInt,
+  checkRowTensor,
+  checkVector,
+  lossRowGrid,
+  lossRowKernels,
+  lossRowVariant,
+  rowSegments,
+  type RowKernelOptions,
+} from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const TEACHER_KERNEL: KernelDef = {
@@ -73,12 +83,23 @@ export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherSh
 
   const variant = lossRowVariant(gpu, op, vocab, rows, options.variant);
   const kernel = await gpu.pipelines.get(TEACHER_KERNELS[variant]);
-  const segments = rowSegments(rows, [x.logits, x.lossMask, x.p, x.pTilde, x.tok, x.positionMask].map((tensor) => ({ tensor })));
+  const segments = rowSegments(
+    rows,
+    [x.logits, x.lossMask, x.p, x.pTilde, x.tok, x.positionMask].map((tensor) => ({ tensor })),
+  );
   for (const seg of segments) {
     const [T, lm, p, q, tok, pm] = seg.operands;
     const uniforms = new UniformWriter()
-      .u32(seg.count).u32(seg.start).u32(vocab).u32(draftVocab)
-      .u32(T.partRow).u32(lm.partRow).u32(p.partRow).u32(q.partRow).u32(tok.partRow).u32(pm.partRow)
+      .u32(seg.count)
+      .u32(seg.start)
+      .u32(vocab)
+      .u32(draftVocab)
+      .u32(T.partRow)
+      .u32(lm.partRow)
+      .u32(p.partRow)
+      .u32(q.partRow)
+      .u32(tok.partRow)
+      .u32(pm.partRow)
       .finish();
     gpu.batcher.dispatch(
       kernel,

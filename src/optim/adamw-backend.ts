@@ -61,7 +61,10 @@ export class AdamWBackend {
   private partials: Tensor | undefined;
   private readonly normResult: Tensor;
 
-  constructor(private readonly gpu: Gpu, readonly config: OptimizerConfig) {
+  constructor(
+    private readonly gpu: Gpu,
+    readonly config: OptimizerConfig,
+  ) {
     this.normResult = gpu.zeros([2], 'f32', 'grad-norm');
   }
 
@@ -90,7 +93,8 @@ export class AdamWBackend {
   }
 
   zeroGrad(): void {
-    for (const p of this.params) for (const part of p.grad.parts) this.gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
+    for (const p of this.params)
+      for (const part of p.grad.parts) this.gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
   }
 
   currentLr(): number {
@@ -131,7 +135,10 @@ export class AdamWBackend {
    * the skipped one.
    */
   markSkipped(step: number): void {
-    if (step !== this.step) throw new Error(`markSkipped(${step}): the newest optimizer step is ${this.step}; a skip must be reported before the next step is encoded`);
+    if (step !== this.step)
+      throw new Error(
+        `markSkipped(${step}): the newest optimizer step is ${this.step}; a skip must be reported before the next step is encoded`,
+      );
     if (step === this.lastMarked) throw new Error(`markSkipped(${step}): step ${step} is already marked skipped`);
     this.lastMarked = step;
     this.skippedSteps++;

@@ -308,7 +308,10 @@ class UrlFileStore extends ReadOnlyModelStore {
     } catch (err) {
       if ((err as Error).name === 'AbortError') throw err;
       // A network failure or a cross-origin server without CORS headers: fetch says only "Failed to fetch".
-      throw new Error(`${url}: ${method} failed (${(err as Error).message}); is the server up, and does it allow cross-origin requests (CORS)?`, { cause: err });
+      throw new Error(
+        `${url}: ${method} failed (${(err as Error).message}); is the server up, and does it allow cross-origin requests (CORS)?`,
+        { cause: err },
+      );
     }
   }
 
@@ -371,7 +374,7 @@ class UrlFileStore extends ReadOnlyModelStore {
 
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
     const { key, url } = this.locate(path);
-        checkRange(url, offset, length);
+    checkRange(url, offset, length);
     const kept = this.whole.get(key);
     if (kept) return sliceWhole(url, await kept, offset, length);
     if (length === 0) return new Uint8Array(0); // "bytes=N-(N-1)" is not a valid range
@@ -394,7 +397,9 @@ class UrlFileStore extends ReadOnlyModelStore {
     }
     if (response.status === 416) {
       const total = parseContentRange(response.headers.get('content-range'))?.total;
-      throw new Error(`${url}: ${statusText(response)}: wanted bytes ${offset}-${last}${total === undefined ? '' : ` of a ${total}-byte file`}`);
+      throw new Error(
+        `${url}: ${statusText(response)}: wanted bytes ${offset}-${last}${total === undefined ? '' : ` of a ${total}-byte file`}`,
+      );
     }
     throw this.httpError(url, response, `reading bytes ${offset}-${last}`);
   }
@@ -403,19 +408,23 @@ class UrlFileStore extends ReadOnlyModelStore {
     const { key, url } = this.locate(path);
     const known = this.sizes.get(key);
     if (known !== undefined) return known;
-        const head = await this.request(url, 'HEAD');
+    const head = await this.request(url, 'HEAD');
     const fromHead = head.status === 200 ? bodyLength(head) : undefined;
     if (fromHead !== undefined) {
       this.sizes.set(key, fromHead);
       return fromHead;
     }
-    if (head.status !== 200 && head.status !== 405 && head.status !== 501) throw this.httpError(url, head, 'asking for the file size (HEAD)');
+    if (head.status !== 200 && head.status !== 405 && head.status !== 501)
+      throw this.httpError(url, head, 'asking for the file size (HEAD)');
     // No usable HEAD: ask for the first byte; a 206's Content-Range carries the total.
     const probe = await this.request(url, 'GET', 'bytes=0-0');
     if (probe.status === 206) {
       const total = parseContentRange(probe.headers.get('content-range'))?.total;
       await probe.body?.cancel();
-      if (total === undefined) throw new Error(`${url}: the server answers ranges but its Content-Range gives no total size (cross-origin servers must expose Content-Range)`);
+      if (total === undefined)
+        throw new Error(
+          `${url}: the server answers ranges but its Content-Range gives no total size (cross-origin servers must expose Content-Range)`,
+        );
       this.sizes.set(key, total);
       return total;
     }
@@ -431,7 +440,7 @@ class UrlFileStore extends ReadOnlyModelStore {
   async exists(path: string): Promise<boolean> {
     const { key, url } = this.locate(path);
     if (this.sizes.has(key) || this.whole.has(key)) return true;
-        const head = await this.request(url, 'HEAD');
+    const head = await this.request(url, 'HEAD');
     if (head.status === 200) {
       const length = bodyLength(head);
       if (length !== undefined) this.sizes.set(key, length);

@@ -8,14 +8,7 @@
  */
 import { deleteDB, openDB, type IDBPDatabase, type IDBPTransaction } from 'idb';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import type {
-  AppendLog,
-  FileStore,
-  KeyValueDatabase,
-  KeyValueKey,
-  KeyValueSchema,
-  KeyValueTransaction,
-} from '../ports/storage.ts';
+import type { AppendLog, FileStore, KeyValueDatabase, KeyValueKey, KeyValueSchema, KeyValueTransaction } from '../ports/storage.ts';
 import type { Platform } from '../cli/platform.ts';
 
 // The read-only model stores (picked or dropped files, a base URL), for the page to import from here.
@@ -113,7 +106,11 @@ class IndexedDbKeyValueDatabase implements KeyValueDatabase {
     private readonly db: IDBPDatabase,
   ) {}
 
-  async transaction<T>(stores: readonly string[], mode: 'readonly' | 'readwrite', body: (tx: KeyValueTransaction) => Promise<T>): Promise<T> {
+  async transaction<T>(
+    stores: readonly string[],
+    mode: 'readonly' | 'readwrite',
+    body: (tx: KeyValueTransaction) => Promise<T>,
+  ): Promise<T> {
     // Strict durability: the commit event fires only after the data is flushed to disk.
     const tx = this.db.transaction([...stores], mode, mode === 'readwrite' ? { durability: 'strict' } : {}) as unknown as AnyTransaction;
     const done = tx.done;

@@ -80,7 +80,9 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
       let inFlight = 0;
       let idleTimer: ReturnType<typeof setTimeout> | undefined;
       const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
-      ws.on('error', (err: Error & { code?: string }) => log(`control connection from ${info.remoteAddress} failed: ${err.code ?? ''} ${err.message}`.trim()));
+      ws.on('error', (err: Error & { code?: string }) =>
+        log(`control connection from ${info.remoteAddress} failed: ${err.code ?? ''} ${err.message}`.trim()),
+      );
       const closeWith = (code: number, why: string): void => {
         log(`closing control connection from ${info.remoteAddress}: ${why}`);
         ws.close(code, Buffer.from(why).subarray(0, 123).toString());
@@ -88,7 +90,10 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
       };
       const armIdle = (): void => {
         clearTimeout(idleTimer);
-        idleTimer = setTimeout(() => (inFlight === 0 ? closeWith(CLOSE_GOING_AWAY, `idle for ${idleTimeoutMs} ms`) : armIdle()), idleTimeoutMs);
+        idleTimer = setTimeout(
+          () => (inFlight === 0 ? closeWith(CLOSE_GOING_AWAY, `idle for ${idleTimeoutMs} ms`) : armIdle()),
+          idleTimeoutMs,
+        );
         idleTimer.unref?.();
       };
       void closed.then(() => clearTimeout(idleTimer));
@@ -97,7 +102,8 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
         ws.send(JSON.stringify(message));
       };
       const own = (workerId: string, op: ControlOp): string => {
-        if (!workers.has(workerId)) throw new ControlRequestError(`${op}: worker ${JSON.stringify(workerId)} was not registered on this connection; register first`);
+        if (!workers.has(workerId))
+          throw new ControlRequestError(`${op}: worker ${JSON.stringify(workerId)} was not registered on this connection; register first`);
         return workerId;
       };
 
@@ -110,8 +116,14 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
           case 'register': {
             const a = parseControlArgs('register', args);
             if (a.workerId !== undefined && workers.has(a.workerId)) return { workerId: a.workerId };
-            if (workers.size >= maxWorkers) throw new ControlRequestError(`register: this connection already registered ${maxWorkers} workers`);
-            const workerId = await controller.registerRolloutWorker({ ...(a.workerId === undefined ? {} : { workerId: a.workerId }), strategy: a.strategy ?? 'eagle3', role: 'rollout', via: 'gateway' });
+            if (workers.size >= maxWorkers)
+              throw new ControlRequestError(`register: this connection already registered ${maxWorkers} workers`);
+            const workerId = await controller.registerRolloutWorker({
+              ...(a.workerId === undefined ? {} : { workerId: a.workerId }),
+              strategy: a.strategy ?? 'eagle3',
+              role: 'rollout',
+              via: 'gateway',
+            });
             workers.add(workerId);
             options.onRequest?.(`register ${workerId} (from ${info.remoteAddress})`);
             return { workerId };
@@ -123,7 +135,8 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
           case 'lease': {
             const a = parseControlArgs('lease', args);
             const tasks = await controller.leasePromptTasks(own(a.workerId, op), a.max);
-            if (tasks.length > 0) options.onRequest?.(`lease ${a.workerId}: ${tasks.length} prompt(s) ${tasks.map((t) => t.taskId).join(' ')}`);
+            if (tasks.length > 0)
+              options.onRequest?.(`lease ${a.workerId}: ${tasks.length} prompt(s) ${tasks.map((t) => t.taskId).join(' ')}`);
             return { tasks: tasks as unknown as Record<string, unknown>[], leaseMs: options.promptLeaseMs };
           }
           case 'commit': {
@@ -147,7 +160,8 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
       const onMessage = (data: RawData, isBinary: boolean): void => {
         armIdle();
         const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-        if (buf.byteLength > maxMessageBytes) return closeWith(CLOSE_TOO_BIG, `control message of ${buf.byteLength} bytes exceeds the limit of ${maxMessageBytes} bytes`);
+        if (buf.byteLength > maxMessageBytes)
+          return closeWith(CLOSE_TOO_BIG, `control message of ${buf.byteLength} bytes exceeds the limit of ${maxMessageBytes} bytes`);
         if (isBinary) return closeWith(CLOSE_PROTOCOL_ERROR, 'binary frame on the control connection (features go through the data plane)');
         let parsed: unknown;
         try {
@@ -159,12 +173,32 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
         if (!request.success) {
           // A request whose id is readable is answered; one without an id cannot be.
           const id = (parsed as { id?: unknown } | null)?.id;
-          if (typeof id === 'number' && Number.isSafeInteger(id)) return send({ t: 'res', id, ok: false, error: controlErrorToWire(new ControlRequestError(describeIssues('request', request.error))) });
+          if (typeof id === 'number' && Number.isSafeInteger(id))
+            return send({
+              t: 'res',
+              id,
+              ok: false,
+              error: controlErrorToWire(new ControlRequestError(describeIssues('request', request.error))),
+            });
           return closeWith(CLOSE_PROTOCOL_ERROR, describeIssues('request', request.error));
         }
         const { id, op, args } = request.data;
-        if (!isControlOp(op)) return send({ t: 'res', id, ok: false, error: controlErrorToWire(new ControlRequestError(`unknown control op ${JSON.stringify(op.slice(0, 64))}`)) });
-        if (inFlight >= maxInFlight) return send({ t: 'res', id, ok: false, error: controlErrorToWire(new ControlRequestError(`more than ${maxInFlight} concurrent requests on one control connection; wait for answers first`)) });
+        if (!isControlOp(op))
+          return send({
+            t: 'res',
+            id,
+            ok: false,
+            error: controlErrorToWire(new ControlRequestError(`unknown control op ${JSON.stringify(op.slice(0, 64))}`)),
+          });
+        if (inFlight >= maxInFlight)
+          return send({
+            t: 'res',
+            id,
+            ok: false,
+            error: controlErrorToWire(
+              new ControlRequestError(`more than ${maxInFlight} concurrent requests on one control connection; wait for answers first`),
+            ),
+          });
         inFlight++;
         handle(op, args)
           .then((value) => send({ t: 'res', id, ok: true, value }))
@@ -181,7 +215,13 @@ export function controlGateway(options: ControlGatewayOptions): GatewayExtension
         }
       });
       armIdle();
-      const hello: ControlHello = { t: 'hello', protocol: CONTROL_PROTOCOL_VERSION, run: controller.runId, promptLeaseMs: options.promptLeaseMs, maxMessageBytes };
+      const hello: ControlHello = {
+        t: 'hello',
+        protocol: CONTROL_PROTOCOL_VERSION,
+        run: controller.runId,
+        promptLeaseMs: options.promptLeaseMs,
+        maxMessageBytes,
+      };
       send(hello);
       return closed;
     },
@@ -202,6 +242,12 @@ export async function startRunGateway(options: GatewayServeOptions): Promise<Ser
       if (info.namespace !== null) throw new ControlRequestError('this gateway serves one run: connect without ?ns=');
       return options.openClient();
     },
-    control: controlGateway({ controller: options.controller, record: options.record, promptLeaseMs: options.promptLeaseMs, onLog: options.onLog, onRequest: options.onLog }),
+    control: controlGateway({
+      controller: options.controller,
+      record: options.record,
+      promptLeaseMs: options.promptLeaseMs,
+      onLog: options.onLog,
+      onRequest: options.onLog,
+    }),
   });
 }

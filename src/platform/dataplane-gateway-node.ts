@@ -124,8 +124,10 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   const host = options.host ?? '127.0.0.1';
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const maxInFlight = options.maxInFlight ?? 16;
-  if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1024) throw new DataPlaneError('invalid_argument', `maxMessageBytes must be an integer >= 1024, got ${maxMessageBytes}`);
-  if (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1) throw new DataPlaneError('invalid_argument', `maxInFlight must be a positive integer, got ${maxInFlight}`);
+  if (!Number.isSafeInteger(maxMessageBytes) || maxMessageBytes < 1024)
+    throw new DataPlaneError('invalid_argument', `maxMessageBytes must be an integer >= 1024, got ${maxMessageBytes}`);
+  if (!Number.isSafeInteger(maxInFlight) || maxInFlight < 1)
+    throw new DataPlaneError('invalid_argument', `maxInFlight must be a positive integer, got ${maxInFlight}`);
   const maxConnections = positiveInteger(options.maxConnections ?? 64, 'maxConnections');
   const handshakeTimeoutMs = positiveInteger(options.handshakeTimeoutMs ?? 10_000, 'handshakeTimeoutMs');
   const idleTimeoutMs = positiveInteger(options.idleTimeoutMs ?? 600_000, 'idleTimeoutMs');
@@ -139,7 +141,8 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   // can still take it, and never let the error reach the process.
   http.on('clientError', (err: NodeJS.ErrnoException, socket: Duplex) => {
     log(`dropped a malformed or broken request: ${err.code ?? err.message}`);
-    if (socket.writable && err.code !== 'ECONNRESET') socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
+    if (socket.writable && err.code !== 'ECONNRESET')
+      socket.end('HTTP/1.1 400 Bad Request\r\nconnection: close\r\ncontent-length: 0\r\n\r\n');
     else socket.destroy();
   });
   // Sockets waiting for their upgrade request; each is closed if its headers do not arrive in time.
@@ -155,7 +158,8 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     maxPayload: maxMessageBytes,
     perMessageDeflate: false,
     // Answer with the protocol name only; the token subprotocol is never echoed back.
-    handleProtocols: (offered) => (offered.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : control && offered.has(control.protocol) ? control.protocol : false),
+    handleProtocols: (offered) =>
+      offered.has(GATEWAY_PROTOCOL) ? GATEWAY_PROTOCOL : control && offered.has(control.protocol) ? control.protocol : false,
   });
   const control = options.control;
   const sockets = new Set<WebSocket>();
@@ -163,28 +167,38 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
 
   http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
     // A reset while we answer (e.g. a refused client that sends RST) must stay this socket's problem.
-    socket.on('error', (err: NodeJS.ErrnoException) => log(`socket error during the upgrade from ${req.socket.remoteAddress}: ${err.code ?? err.message}`));
+    socket.on('error', (err: NodeJS.ErrnoException) =>
+      log(`socket error during the upgrade from ${req.socket.remoteAddress}: ${err.code ?? err.message}`),
+    );
     (socket as Duplex & { setTimeout(ms: number): void }).setTimeout(0);
     const refuse = (status: number, text: string, why: string): void => {
       log(`refused upgrade from ${req.socket.remoteAddress}: ${why}`);
-      socket.end(`HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`);
+      socket.end(
+        `HTTP/1.1 ${status} ${text}\r\nconnection: close\r\ncontent-type: text/plain\r\ncontent-length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`,
+      );
     };
-    const offered = String(req.headers['sec-websocket-protocol'] ?? '').split(',').map((s) => s.trim());
+    const offered = String(req.headers['sec-websocket-protocol'] ?? '')
+      .split(',')
+      .map((s) => s.trim());
     const toControl = control !== undefined && !offered.includes(GATEWAY_PROTOCOL) && offered.includes(control.protocol);
-    if (!offered.includes(GATEWAY_PROTOCOL) && !toControl) return refuse(400, 'Bad Request', `offer the ${GATEWAY_PROTOCOL}${control ? ` or ${control.protocol}` : ''} subprotocol`);
+    if (!offered.includes(GATEWAY_PROTOCOL) && !toControl)
+      return refuse(400, 'Bad Request', `offer the ${GATEWAY_PROTOCOL}${control ? ` or ${control.protocol}` : ''} subprotocol`);
     const token = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX))?.slice(TOKEN_PROTOCOL_PREFIX.length);
-    if (token === undefined || !timingSafeEqual(digest(token), tokenDigest)) return refuse(401, 'Unauthorized', 'missing or wrong gateway token');
+    if (token === undefined || !timingSafeEqual(digest(token), tokenDigest))
+      return refuse(401, 'Unauthorized', 'missing or wrong gateway token');
     if (options.allowedOrigins && !options.allowedOrigins.includes(String(req.headers.origin))) {
       return refuse(403, 'Forbidden', `origin ${JSON.stringify(req.headers.origin ?? null)} is not allowed`);
     }
-    if (sockets.size >= maxConnections) return refuse(503, 'Service Unavailable', `the gateway already holds ${maxConnections} connections`);
+    if (sockets.size >= maxConnections)
+      return refuse(503, 'Service Unavailable', `the gateway already holds ${maxConnections} connections`);
     let ns: string | null;
     try {
       ns = new URL(req.url ?? '/', 'ws://gateway').searchParams.get('ns');
     } catch {
       return refuse(400, 'Bad Request', 'malformed request URL');
     }
-    if (ns !== null && !NAMESPACE_PATTERN.test(ns)) return refuse(400, 'Bad Request', 'namespace must be 1..64 characters of [A-Za-z0-9_-]');
+    if (ns !== null && !NAMESPACE_PATTERN.test(ns))
+      return refuse(400, 'Bad Request', 'namespace must be 1..64 characters of [A-Za-z0-9_-]');
     wss.handleUpgrade(req, socket, head, (ws) => {
       sockets.add(ws);
       const info = { namespace: ns, remoteAddress: String(req.socket.remoteAddress) };
@@ -200,7 +214,9 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   async function serve(ws: WebSocket, info: ConnectionInfo): Promise<void> {
     ws.binaryType = 'nodebuffer';
     // `ws` reports a frame it rejects (and a reset) as 'error', then closes: log it, keep serving others.
-    ws.on('error', (err: Error & { code?: string }) => log(`connection from ${info.remoteAddress} failed: ${err.code ?? ''} ${err.message}`.trim()));
+    ws.on('error', (err: Error & { code?: string }) =>
+      log(`connection from ${info.remoteAddress} failed: ${err.code ?? ''} ${err.message}`.trim()),
+    );
     const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
     let idleTimer: ReturnType<typeof setTimeout> | undefined;
     const armIdle = (): void => {
@@ -232,7 +248,17 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     const dispatch = (message: Message<RequestHeader>): void => {
       const { id } = message.header;
       if (inFlight >= maxInFlight) {
-        send({ t: 'res', id, ok: false, error: errorToWire(new DataPlaneError('invalid_argument', `more than ${maxInFlight} concurrent requests on one gateway connection; wait for answers first`)) });
+        send({
+          t: 'res',
+          id,
+          ok: false,
+          error: errorToWire(
+            new DataPlaneError(
+              'invalid_argument',
+              `more than ${maxInFlight} concurrent requests on one gateway connection; wait for answers first`,
+            ),
+          ),
+        });
         return;
       }
       inFlight++;
@@ -309,7 +335,8 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
 }
 
 function positiveInteger(value: number, name: string): number {
-  if (!Number.isSafeInteger(value) || value < 1) throw new DataPlaneError('invalid_argument', `${name} must be a positive integer, got ${value}`);
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new DataPlaneError('invalid_argument', `${name} must be a positive integer, got ${value}`);
   return value;
 }
 
@@ -330,12 +357,18 @@ interface Reply {
 }
 
 function plain(value: unknown, what: string): Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value)) throw new DataPlaneError('invalid_argument', `${what} arguments must be an object`);
+  if (value === null || typeof value !== 'object' || Array.isArray(value))
+    throw new DataPlaneError('invalid_argument', `${what} arguments must be an object`);
   return value as Record<string, unknown>;
 }
 
 /** Runs one request on the server-side client; every argument is re-validated by that client. */
-async function handle(client: DataPlaneClient, message: Message<RequestHeader>, maxMessageBytes: number, gpu: Gpu | undefined): Promise<Reply> {
+async function handle(
+  client: DataPlaneClient,
+  message: Message<RequestHeader>,
+  maxMessageBytes: number,
+  gpu: Gpu | undefined,
+): Promise<Reply> {
   const { op, args, rows } = message.header;
   const a = plain(args, op);
   const done = (value: unknown): Reply => ({ value: value ?? null, rows: [], frames: [] });
@@ -354,7 +387,12 @@ async function handle(client: DataPlaneClient, message: Message<RequestHeader>, 
       return done(await client.checkConsumptionStatus(a.partition as string, a.tasks as string[]));
     case 'put': {
       const columns = decodeColumns(a.columns, rows, message.frames, `putSamples(${String(a.partition)})`);
-      const receipt = await client.putSamples({ partition: a.partition as string, sampleIds: a.sampleIds as string[], columns, tags: a.tags as never });
+      const receipt = await client.putSamples({
+        partition: a.partition as string,
+        sampleIds: a.sampleIds as string[],
+        columns,
+        tags: a.tags as never,
+      });
       return done(receipt.toJSON());
     }
     case 'get':
@@ -381,7 +419,10 @@ async function columnsReply(columns: Columns, what: string, maxMessageBytes: num
     }
   }
   if (total > maxMessageBytes) {
-    throw new DataPlaneError('invalid_argument', `${what} result holds ${total} bytes, over the gateway's message limit of ${maxMessageBytes} bytes; read fewer ids or fields per call`);
+    throw new DataPlaneError(
+      'invalid_argument',
+      `${what} result holds ${total} bytes, over the gateway's message limit of ${maxMessageBytes} bytes; read fewer ids or fields per call`,
+    );
   }
   const rows: RowRef[] = [];
   const frames: Uint8Array[] = [];

@@ -123,11 +123,22 @@ export class WaitPacer {
   readonly maxSleepMs: number;
   private readonly now: () => number;
 
-  constructor(private readonly schedulers: TickSchedulers, options: WaitPacerOptions = {}) {
-    const { spinTicks = SPIN_TICKS, sleepFraction = SLEEP_FRACTION, minSleepMs = MIN_SLEEP_MS, maxSleepMs = MAX_SLEEP_MS, now = () => performance.now() } = options;
-    if (!Number.isInteger(spinTicks) || spinTicks < 0) throw new Error(`WaitPacer: spinTicks must be a non-negative integer, got ${spinTicks}`);
+  constructor(
+    private readonly schedulers: TickSchedulers,
+    options: WaitPacerOptions = {},
+  ) {
+    const {
+      spinTicks = SPIN_TICKS,
+      sleepFraction = SLEEP_FRACTION,
+      minSleepMs = MIN_SLEEP_MS,
+      maxSleepMs = MAX_SLEEP_MS,
+      now = () => performance.now(),
+    } = options;
+    if (!Number.isInteger(spinTicks) || spinTicks < 0)
+      throw new Error(`WaitPacer: spinTicks must be a non-negative integer, got ${spinTicks}`);
     if (!(sleepFraction > 0 && sleepFraction <= 1)) throw new Error(`WaitPacer: sleepFraction must be in (0, 1], got ${sleepFraction}`);
-    if (!(minSleepMs > 0 && maxSleepMs >= minSleepMs && Number.isFinite(maxSleepMs))) throw new Error(`WaitPacer: need 0 < minSleepMs <= maxSleepMs, got ${minSleepMs} and ${maxSleepMs}`);
+    if (!(minSleepMs > 0 && maxSleepMs >= minSleepMs && Number.isFinite(maxSleepMs)))
+      throw new Error(`WaitPacer: need 0 < minSleepMs <= maxSleepMs, got ${minSleepMs} and ${maxSleepMs}`);
     this.spinTicks = spinTicks;
     this.sleepFraction = sleepFraction;
     this.minSleepMs = minSleepMs;

@@ -5,7 +5,16 @@
  */
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, lockHeldError, namingPath, parseLockOwner, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
+import {
+  keyValueDatabaseUnavailable,
+  lockHeldError,
+  namingPath,
+  parseLockOwner,
+  type AppendLog,
+  type FileLock,
+  type FileStore,
+  type LockOwner,
+} from '../ports/storage.ts';
 
 const live = new Set<GpuContext>();
 

@@ -17,7 +17,9 @@ async function ensureShaders(): Promise<void> {
   try {
     await import('../../scripts/embed-shaders.ts');
   } catch (err) {
-    console.error(`speclab: ${fileURLToPath(SHADERS)} is missing and could not be generated (${(err as Error).message}); run \`npm run gen\``);
+    console.error(
+      `speclab: ${fileURLToPath(SHADERS)} is missing and could not be generated (${(err as Error).message}); run \`npm run gen\``,
+    );
   } finally {
     console.log = log;
   }

@@ -19,9 +19,27 @@ import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { hostname } from 'node:os';
 import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
-import { autoWaitPacingMode, installWaitPacing, isWaitPacingInstalled, parseWaitPacingSetting, WaitPacer, type WaitPacingMode, type WaitPacingSetting, type WaitPacingStats } from './dawn-wait-pacing.ts';
+import {
+  autoWaitPacingMode,
+  installWaitPacing,
+  isWaitPacingInstalled,
+  parseWaitPacingSetting,
+  WaitPacer,
+  type WaitPacingMode,
+  type WaitPacingSetting,
+  type WaitPacingStats,
+} from './dawn-wait-pacing.ts';
 import type { Platform } from '../cli/platform.ts';
-import { keyValueDatabaseUnavailable, lockHeldError, namingPath, parseLockOwner, type AppendLog, type FileLock, type FileStore, type LockOwner } from '../ports/storage.ts';
+import {
+  keyValueDatabaseUnavailable,
+  lockHeldError,
+  namingPath,
+  parseLockOwner,
+  type AppendLog,
+  type FileLock,
+  type FileStore,
+  type LockOwner,
+} from '../ports/storage.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -36,10 +54,11 @@ const sleepCell = new Int32Array(new SharedArrayBuffer(4));
 const waitPacer = new WaitPacer({
   immediate: (run) => originalSetImmediate(run),
   // Atomics.wait on a cell nobody notifies: a plain sub-millisecond sleep of this thread.
-  sleepy: (run, ms) => originalSetImmediate(() => {
-    Atomics.wait(sleepCell, 0, 0, ms);
-    run();
-  }),
+  sleepy: (run, ms) =>
+    originalSetImmediate(() => {
+      Atomics.wait(sleepCell, 0, 0, ms);
+      run();
+    }),
 });
 
 /** SPECLAB_GPU_WAIT, read once, before the first context is opened. */

@@ -39,12 +39,16 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
   } catch (err) {
     client.disconnect();
     const why = err instanceof Error ? err.message : String(err);
-    throw new DataPlaneError('unavailable', `Redis at ${url}: could not connect within ${options.connectTimeoutMs ?? 5000} ms: ${why || lastError}`);
+    throw new DataPlaneError(
+      'unavailable',
+      `Redis at ${url}: could not connect within ${options.connectTimeoutMs ?? 5000} ms: ${why || lastError}`,
+    );
   }
   const shas = new Map<string, string>();
   let closed = false;
 
-  const toWire = (a: RedisArg): string | Buffer | number => (a instanceof Uint8Array ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : a);
+  const toWire = (a: RedisArg): string | Buffer | number =>
+    a instanceof Uint8Array ? Buffer.from(a.buffer, a.byteOffset, a.byteLength) : a;
 
   return {
     async evalScript(script: string, keys: readonly string[], args: readonly RedisArg[]): Promise<RedisReply> {

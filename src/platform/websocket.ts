@@ -7,7 +7,9 @@ import type { WebSocketConstructor } from '../dataplane/ws-client.ts';
 export function standardWebSocket(): WebSocketConstructor {
   const ctor = (globalThis as { WebSocket?: unknown }).WebSocket;
   if (typeof ctor !== 'function') {
-    throw new Error('this runtime has no global WebSocket (Node < 22?): pass nodeWebSocket from src/platform/dataplane-gateway-node.ts instead');
+    throw new Error(
+      'this runtime has no global WebSocket (Node < 22?): pass nodeWebSocket from src/platform/dataplane-gateway-node.ts instead',
+    );
   }
   return ctor as WebSocketConstructor;
 }

@@ -54,7 +54,9 @@ export interface LockOwner {
 export function parseLockOwner(text: string): LockOwner | null {
   try {
     const owner = JSON.parse(text) as Partial<LockOwner> | null;
-    return owner && Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' && typeof owner.since === 'string' ? (owner as LockOwner) : null;
+    return owner && Number.isSafeInteger(owner.pid) && typeof owner.host === 'string' && typeof owner.since === 'string'
+      ? (owner as LockOwner)
+      : null;
   } catch {
     return null;
   }
@@ -157,7 +159,12 @@ export async function namingPath<T>(path: string, op: string, body: () => Promis
   } catch (err) {
     const e = err as Error & { code?: string };
     if (typeof e?.message === 'string' && e.message.startsWith(`${path}: `)) throw err;
-    const why = e?.code === 'EISDIR' || e?.name === 'IsADirectory' ? 'is a directory, not a file' : e?.code === 'ENOSPC' ? 'no space left on the device' : (e?.message ?? String(err));
+    const why =
+      e?.code === 'EISDIR' || e?.name === 'IsADirectory'
+        ? 'is a directory, not a file'
+        : e?.code === 'ENOSPC'
+          ? 'no space left on the device'
+          : (e?.message ?? String(err));
     throw Object.assign(new Error(`${path}: ${op} failed: ${why}`, { cause: err }), { code: e?.code });
   }
 }

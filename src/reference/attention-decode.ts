@@ -13,7 +13,13 @@ export interface DecodeDims {
   maxLen: number;
 }
 
-export function decodeAttentionRef(q: ArrayLike<number>, kCache: ArrayLike<number>, vCache: ArrayLike<number>, lengths: ArrayLike<number>, d: DecodeDims): Float64Array {
+export function decodeAttentionRef(
+  q: ArrayLike<number>,
+  kCache: ArrayLike<number>,
+  vCache: ArrayLike<number>,
+  lengths: ArrayLike<number>,
+  d: DecodeDims,
+): Float64Array {
   const { batch: B, heads: H, kvHeads: G, headDim: D, maxLen: T } = d;
   const group = H / G;
   const scale = 1 / Math.sqrt(D);

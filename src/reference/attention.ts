@@ -71,7 +71,15 @@ function checkDims(d: TttDims, q: Arr, kSteps: readonly Arr[], vSteps: readonly 
  * Scores (already including the additive mask) and softmax probabilities of one (b, h, t) row,
  * over the S step-0 keys followed by the k diagonal keys. `empty` marks a row with no allowed key.
  */
-function rowProbs(d: TttDims, q: Arr, kSteps: readonly Arr[], mask: Arr, b: number, h: number, t: number): { p: Float64Array; lse: number; empty: boolean } {
+function rowProbs(
+  d: TttDims,
+  q: Arr,
+  kSteps: readonly Arr[],
+  mask: Arr,
+  b: number,
+  h: number,
+  t: number,
+): { p: Float64Array; lse: number; empty: boolean } {
   const { seq: S, heads: H, kvHeads: G, headDim: D, step: k } = d;
   const g = Math.floor(h / (H / G));
   const scale = 1 / Math.sqrt(D);
@@ -133,7 +141,14 @@ export function tttAttentionRef(q: Arr, kSteps: readonly Arr[], vSteps: readonly
  * dp = dO·V, ds = p ⊙ (dp − Σ p·dp); dq = Σ ds·K/√hd, dK += ds·q/√hd, dV += p·dO. Blocked
  * entries have p = 0 exactly, so they contribute nothing.
  */
-export function tttAttentionBackwardRef(q: Arr, kSteps: readonly Arr[], vSteps: readonly Arr[], mask: Arr, dO: Arr, d: TttDims): TttRefGrads {
+export function tttAttentionBackwardRef(
+  q: Arr,
+  kSteps: readonly Arr[],
+  vSteps: readonly Arr[],
+  mask: Arr,
+  dO: Arr,
+  d: TttDims,
+): TttRefGrads {
   checkDims(d, q, kSteps, vSteps, mask);
   const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D, step: k } = d;
   const scale = 1 / Math.sqrt(D);

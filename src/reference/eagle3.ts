@@ -190,11 +190,16 @@ function checkInputs(c: Eagle3Config, x: Eagle3RefInputs, params: Eagle3RefParam
   expect('target', x.target.length, B * S * c.vocabSize);
   expect('t2d', x.t2d.length, c.vocabSize);
   expect('d2t', x.d2t.length, c.draftVocabSize);
-  if (!Number.isInteger(x.tttLength) || x.tttLength < 1) throw new Error(`eagle3 reference: tttLength must be a positive integer, got ${x.tttLength}`);
+  if (!Number.isInteger(x.tttLength) || x.tttLength < 1)
+    throw new Error(`eagle3 reference: tttLength must be a positive integer, got ${x.tttLength}`);
   for (const [name, shape] of [[EMBED_NAME, [c.vocabSize, c.hiddenSize]] as [string, number[]], ...eagle3ParameterShapes(c)]) {
     const p = params[name];
     if (!p) throw new Error(`eagle3 reference: missing parameter ${name}`);
-    expect(name, p.length, shape.reduce((a, b) => a * b, 1));
+    expect(
+      name,
+      p.length,
+      shape.reduce((a, b) => a * b, 1),
+    );
   }
 }
 
@@ -207,7 +212,12 @@ function shiftIds(ids: ArrayLike<number>, rows: number, S: number, k: number): F
  * One micro-step: forward, losses, metrics and (unless `withGrad` is false) the gradients of
  * `lossScale · total_loss`.
  */
-export function eagle3StepReference(c: Eagle3Config, params: Eagle3RefParams, x: Eagle3RefInputs, options: { lossScale?: number; withGrad?: boolean } = {}): Eagle3RefResult {
+export function eagle3StepReference(
+  c: Eagle3Config,
+  params: Eagle3RefParams,
+  x: Eagle3RefInputs,
+  options: { lossScale?: number; withGrad?: boolean } = {},
+): Eagle3RefResult {
   checkInputs(c, x, params);
   const { batch: B, seqLen: S, tttLength: L } = x;
   const rows = B * S;
@@ -260,8 +270,15 @@ export function eagle3StepReference(c: Eagle3Config, params: Eagle3RefParams, x:
     acts.push({ emb, hIn, z, q, kRot, v, qRot, attn, h1, n, gate, up, act, hOut, f, logits });
     const s = eagle3StepRef(teacher, logits, x.lossMask, used, rows, S, k);
     steps.push({
-      logits, hidden: hOut, ploss: s.ploss, acc: s.acc, acceptanceRate: s.acceptanceRate,
-      correct: s.correct, denom: s.denom, acceptSum: s.acceptSum, acceptCount: s.acceptCount,
+      logits,
+      hidden: hOut,
+      ploss: s.ploss,
+      acc: s.acc,
+      acceptanceRate: s.acceptanceRate,
+      correct: s.correct,
+      denom: s.denom,
+      acceptSum: s.acceptSum,
+      acceptCount: s.acceptCount,
     });
     totalLoss += PLOSS_DECAY ** k * s.ploss;
     hIn = hOut;

@@ -30,7 +30,13 @@ export interface TargetModelConfig {
   readonly ropeScaling:
     | { readonly type: 'default' }
     | { readonly type: 'linear'; readonly factor: number }
-    | { readonly type: 'llama3'; readonly factor: number; readonly lowFreqFactor: number; readonly highFreqFactor: number; readonly originalMaxPositionEmbeddings: number };
+    | {
+        readonly type: 'llama3';
+        readonly factor: number;
+        readonly lowFreqFactor: number;
+        readonly highFreqFactor: number;
+        readonly originalMaxPositionEmbeddings: number;
+      };
 }
 
 /** One decoder layer's weights, row-major like PyTorch (a Linear weight is [out, in]). */
@@ -113,7 +119,14 @@ export interface ForwardOutput {
 }
 
 /** y[r, o] = Σᵢ x[r, i] · W[o, i] + b[o]  (PyTorch Linear: W is [out, in]). */
-function linear(x: Float64Array, rows: number, inDim: number, w: ArrayLike<number>, outDim: number, bias?: ArrayLike<number>): Float64Array {
+function linear(
+  x: Float64Array,
+  rows: number,
+  inDim: number,
+  w: ArrayLike<number>,
+  outDim: number,
+  bias?: ArrayLike<number>,
+): Float64Array {
   const y = new Float64Array(rows * outDim);
   for (let r = 0; r < rows; r++) {
     for (let o = 0; o < outDim; o++) {
@@ -159,7 +172,14 @@ function applyRope(x: Float64Array, seqLen: number, heads: number, headDim: numb
 }
 
 /** One sequence through one decoder layer's attention block (input already normed). */
-function attention(c: TargetModelConfig, w: LayerWeights, x: Float64Array, seqLen: number, mask: ArrayLike<number>, invFreq: Float64Array): Float64Array {
+function attention(
+  c: TargetModelConfig,
+  w: LayerWeights,
+  x: Float64Array,
+  seqLen: number,
+  mask: ArrayLike<number>,
+  invFreq: Float64Array,
+): Float64Array {
   const { hiddenSize: H, numHeads, numKvHeads, headDim } = c;
   let q = linear(x, seqLen, H, w.qProj, numHeads * headDim, w.qBias);
   let k = linear(x, seqLen, H, w.kProj, numKvHeads * headDim, w.kBias);
@@ -226,11 +246,14 @@ export function forwardReference(model: ReferenceModel, input: ForwardInput): Fo
   const logits = new Float64Array(batch * seqLen * c.vocabSize);
 
   for (let b = 0; b < batch; b++) {
-    const mask = input.attentionMask ? Array.from({ length: seqLen }, (_, t) => input.attentionMask![b * seqLen + t]) : new Array<number>(seqLen).fill(1);
+    const mask = input.attentionMask
+      ? Array.from({ length: seqLen }, (_, t) => input.attentionMask![b * seqLen + t])
+      : new Array<number>(seqLen).fill(1);
     let h = new Float64Array(rowSize);
     for (let t = 0; t < seqLen; t++) {
       const id = inputIds[b * seqLen + t];
-      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize) throw new Error(`forwardReference: token id ${id} at [${b}, ${t}] outside vocab ${c.vocabSize}`);
+      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize)
+        throw new Error(`forwardReference: token id ${id} at [${b}, ${t}] outside vocab ${c.vocabSize}`);
       for (let j = 0; j < H; j++) h[t * H + j] = w.embedTokens[id * H + j];
     }
     hiddenStates[0].set(h, b * rowSize);

@@ -51,7 +51,7 @@ export function adamwRef(
     const vHat = vi / bc2;
     out.m[i] = mi;
     out.v[i] = vi;
-    out.param[i] = param[i] * (1 - lr * weightDecay) - lr * mHat / (Math.sqrt(vHat) + eps);
+    out.param[i] = param[i] * (1 - lr * weightDecay) - (lr * mHat) / (Math.sqrt(vHat) + eps);
   }
   return out;
 }

@@ -9,7 +9,11 @@ export interface RefRmsnormArgs {
   eps: number;
 }
 
-export function rmsnormForwardRef(x: ArrayLike<number>, w: ArrayLike<number>, args: RefRmsnormArgs): { y: Float64Array; invRms: Float64Array } {
+export function rmsnormForwardRef(
+  x: ArrayLike<number>,
+  w: ArrayLike<number>,
+  args: RefRmsnormArgs,
+): { y: Float64Array; invRms: Float64Array } {
   const { rows, hidden, eps } = args;
   const y = new Float64Array(rows * hidden);
   const invRms = new Float64Array(rows);
@@ -39,7 +43,7 @@ export function rmsnormBackwardRef(
     for (let j = 0; j < hidden; j++) dot += dy[r * hidden + j] * w[j] * x[r * hidden + j];
     for (let j = 0; j < hidden; j++) {
       const i = r * hidden + j;
-      dx[i] = inv * dy[i] * w[j] - x[i] * inv ** 3 * dot / hidden;
+      dx[i] = inv * dy[i] * w[j] - (x[i] * inv ** 3 * dot) / hidden;
       dw[j] += dy[i] * x[i] * inv;
     }
   }

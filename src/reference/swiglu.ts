@@ -13,7 +13,11 @@ export function swigluForwardRef(gate: ArrayLike<number>, up: ArrayLike<number>)
   return h;
 }
 
-export function swigluBackwardRef(gate: ArrayLike<number>, up: ArrayLike<number>, dh: ArrayLike<number>): { dgate: Float64Array; dup: Float64Array } {
+export function swigluBackwardRef(
+  gate: ArrayLike<number>,
+  up: ArrayLike<number>,
+  dh: ArrayLike<number>,
+): { dgate: Float64Array; dup: Float64Array } {
   const dgate = new Float64Array(gate.length);
   const dup = new Float64Array(gate.length);
   for (let i = 0; i < gate.length; i++) {

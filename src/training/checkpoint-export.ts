@@ -24,7 +24,10 @@ import { COMPLETE_MARKER, loadCheckpoint, parseCheckpointDirName, scanCheckpoint
 export const RUN_CHECKPOINTS_DIR = 'checkpoints';
 
 /** Draft config JSON and vocabulary kept in an EAGLE3 training checkpoint, so it can be exported alone. */
-export function eagle3CheckpointExtras(draftConfigJson: Readonly<Record<string, unknown>>, vocab: Eagle3Vocab): { extra: Record<string, unknown>; buffers: Record<string, TensorToWrite> } {
+export function eagle3CheckpointExtras(
+  draftConfigJson: Readonly<Record<string, unknown>>,
+  vocab: Eagle3Vocab,
+): { extra: Record<string, unknown>; buffers: Record<string, TensorToWrite> } {
   const config = parseEagle3Config(draftConfigJson, 'draft config');
   checkVocab(config, vocab, 'checkpoint vocabulary');
   const d2t = BigInt64Array.from(Array.from(vocab.d2t, (x) => BigInt(x)));
@@ -55,7 +58,15 @@ export interface Eagle3RunRecord {
 /** `saveCheckpoint`'s `extra` and `buffers` for a checkpoint of an EAGLE3 run: the checkpoint is self-contained. */
 export function eagle3RunExtras(run: Eagle3RunRecord): { extra: Record<string, unknown>; buffers: Record<string, TensorToWrite> } {
   const { extra, buffers } = eagle3CheckpointExtras(eagle3DraftConfigJson(run.draftConfig, run.auxLayerIds), run.vocab);
-  return { extra: { ...extra, auxLayerIds: [...run.auxLayerIds], mode: run.mode, settings: JSON.parse(JSON.stringify(run.settings ?? {})) as unknown }, buffers };
+  return {
+    extra: {
+      ...extra,
+      auxLayerIds: [...run.auxLayerIds],
+      mode: run.mode,
+      settings: JSON.parse(JSON.stringify(run.settings ?? {})) as unknown,
+    },
+    buffers,
+  };
 }
 
 const join = (dir: string, name: string): string => (dir === '' ? name : `${dir.replace(/\/+$/, '')}/${name}`);
@@ -78,11 +89,19 @@ export async function resolveRunCheckpoint(store: FileStore, path: string): Prom
   const folder = isRun ? runCheckpoints : dir;
   const { complete, incomplete } = await scanCheckpoints(store, folder);
   const runs = [...new Set(complete.map((r) => r.runId))];
-  if (runs.length > 1) throw new Error(`${shown(store, folder)}: holds checkpoints of ${runs.length} runs (${runs.join(', ')}); name the step folder to export (<run id>-step<N>)`);
+  if (runs.length > 1)
+    throw new Error(
+      `${shown(store, folder)}: holds checkpoints of ${runs.length} runs (${runs.join(', ')}); name the step folder to export (<run id>-step<N>)`,
+    );
   const latest = complete.at(-1);
   if (latest) return latest;
-  const partial = incomplete.length > 0 ? `; ${incomplete.length} step folder(s) without a valid ${COMPLETE_MARKER} marker (a save cut short): ${incomplete.map((r) => r.dir.slice(r.dir.lastIndexOf('/') + 1)).join(', ')}` : '';
-  throw new Error(`${shown(store, dir)}: no complete training checkpoint to export (looked for <run id>-step<N> folders with a ${COMPLETE_MARKER} marker in ${shown(store, folder)}${partial})`);
+  const partial =
+    incomplete.length > 0
+      ? `; ${incomplete.length} step folder(s) without a valid ${COMPLETE_MARKER} marker (a save cut short): ${incomplete.map((r) => r.dir.slice(r.dir.lastIndexOf('/') + 1)).join(', ')}`
+      : '';
+  throw new Error(
+    `${shown(store, dir)}: no complete training checkpoint to export (looked for <run id>-step<N> folders with a ${COMPLETE_MARKER} marker in ${shown(store, folder)}${partial})`,
+  );
 }
 
 /**
@@ -90,7 +109,13 @@ export async function resolveRunCheckpoint(store: FileStore, path: string): Prom
  * The draft config (and with it the aux layers of eagle_config) comes from the checkpoint unless
  * `draftConfigJson` is given; t2d/d2t must be among the checkpoint's buffers.
  */
-export async function exportEagle3Checkpoint(store: FileStore, dir: string, out: FileStore, outDir: string, draftConfigJson?: Readonly<Record<string, unknown>>): Promise<{ config: Eagle3Config; step: number }> {
+export async function exportEagle3Checkpoint(
+  store: FileStore,
+  dir: string,
+  out: FileStore,
+  outDir: string,
+  draftConfigJson?: Readonly<Record<string, unknown>>,
+): Promise<{ config: Eagle3Config; step: number }> {
   const name = dir.replace(/\/+$/, '');
   const parsed = parseCheckpointDirName(name.slice(name.lastIndexOf('/') + 1));
   if (!parsed) throw new Error(`${store.root}/${dir}: not a checkpoint folder name (expected <run id>-step<N>)`);
@@ -104,18 +129,32 @@ export async function exportEagle3Checkpoint(store: FileStore, dir: string, out:
     );
   }
   const config = parseEagle3Config(rawConfig, draftConfigJson ? 'draft config' : `${where}/state.json extra.draftConfig`);
-  if (loaded.state.contract.strategy !== 'eagle3') throw new Error(`${where}: the checkpoint is of strategy "${loaded.state.contract.strategy}", not eagle3`);
+  if (loaded.state.contract.strategy !== 'eagle3')
+    throw new Error(`${where}: the checkpoint is of strategy "${loaded.state.contract.strategy}", not eagle3`);
   for (const key of ['t2d', 'd2t']) {
-    if (!loaded.weights.has(key)) throw new Error(`${loaded.weights.source}: missing buffer "${key}": the checkpoint was saved without the draft vocabulary (by an older speclab, or without eagle3RunExtras), which the weights do not determine; it cannot be exported`);
+    if (!loaded.weights.has(key))
+      throw new Error(
+        `${loaded.weights.source}: missing buffer "${key}": the checkpoint was saved without the draft vocabulary (by an older speclab, or without eagle3RunExtras), which the weights do not determine; it cannot be exported`,
+      );
   }
   const weights: Record<string, Float32Array> = {};
   for (const [param, shape] of eagle3ParameterShapes(config)) {
     if (!loaded.weights.has(param)) throw new Error(`${loaded.weights.source}: missing weight "${param}" of the EAGLE3 draft`);
-    if (loaded.weights.shape(param).join() !== shape.join()) throw new Error(`${loaded.weights.source}: weight "${param}" has shape [${loaded.weights.shape(param)}], the draft config needs [${shape}]`);
+    if (loaded.weights.shape(param).join() !== shape.join())
+      throw new Error(
+        `${loaded.weights.source}: weight "${param}" has shape [${loaded.weights.shape(param)}], the draft config needs [${shape}]`,
+      );
     weights[param] = loaded.weights.f32(param);
   }
   const auxLayerIds = eagleAuxLayerIds(rawConfig) ?? (saved ? eagleAuxLayerIds(saved) : undefined);
-  await writeEagle3Export(out, outDir, config, weights, { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') }, { auxLayerIds });
+  await writeEagle3Export(
+    out,
+    outDir,
+    config,
+    weights,
+    { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') },
+    { auxLayerIds },
+  );
   return { config, step: loaded.state.globalStep };
 }
 
@@ -124,7 +163,13 @@ export async function exportEagle3Checkpoint(store: FileStore, dir: string, out:
  * checkpoints folder or a step folder: `resolveRunCheckpoint`), written to `out`/`outDir`.
  * `speclab train` writes its final `<out>/draft` with it too.
  */
-export async function exportRunCheckpoint(store: FileStore, path: string, out: FileStore, outDir = '', draftConfigJson?: Readonly<Record<string, unknown>>): Promise<{ config: Eagle3Config; step: number; checkpoint: string }> {
+export async function exportRunCheckpoint(
+  store: FileStore,
+  path: string,
+  out: FileStore,
+  outDir = '',
+  draftConfigJson?: Readonly<Record<string, unknown>>,
+): Promise<{ config: Eagle3Config; step: number; checkpoint: string }> {
   const ref = await resolveRunCheckpoint(store, path);
   const exported = await exportEagle3Checkpoint(store, ref.dir, out, outDir, draftConfigJson);
   return { ...exported, checkpoint: `${store.root}/${ref.dir}` };

@@ -43,7 +43,12 @@ export async function waitForRoundCommits(
     if (missing.length === 0) return;
     const failed = (await controller.promptFailures()).filter((f) => tasks.has(f.taskId));
     if (failed.length > 0) {
-      throw new Error(`round ${round}: ${failed.length} prompt(s) failed in rollout and will never be committed: ${failed.slice(0, 3).map((f) => `${f.taskId}: ${f.reason}`).join('; ')}`);
+      throw new Error(
+        `round ${round}: ${failed.length} prompt(s) failed in rollout and will never be committed: ${failed
+          .slice(0, 3)
+          .map((f) => `${f.taskId}: ${f.reason}`)
+          .join('; ')}`,
+      );
     }
     if (options.now() - lastProgress > stallMs) {
       const { rolloutWorkers, promptsLeased } = await controller.status();

@@ -70,7 +70,12 @@ async function readTemplate(roots: FileRoots, choice: string | undefined): Promi
 }
 
 /** Reads, renders and masks the conversation files; refusals name the file, line and field. */
-export async function loadConversationData(roots: FileRoots, targetDir: string, vocabSize: number, settings: ConversationDataSettings): Promise<ConversationData> {
+export async function loadConversationData(
+  roots: FileRoots,
+  targetDir: string,
+  vocabSize: number,
+  settings: ConversationDataSettings,
+): Promise<ConversationData> {
   if (settings.data.length === 0) throw new Error('--data: no conversation file given');
   const tokenizer = await ChatTokenizer.load(roots.files(targetDir), '');
   const chat = resolveChatTemplate(await readTemplate(roots, settings.chatTemplate), tokenizer);
@@ -80,7 +85,14 @@ export async function loadConversationData(roots: FileRoots, targetDir: string, 
     const rows = await readConversations(await roots.files(dir).read(name), path);
     const t = tokenizeConversations(tokenizer, rows.rows, { vocabSize, maxLength: settings.maxLength, file: path, chat });
     const skipped = [...rows.skipped, ...t.skipped].sort((a, b) => a.line - b.line);
-    files.push({ file: path, rows: rows.rows.length + rows.skipped.length, samples: t.samples.length, skipped, truncated: t.truncated, lossTokens: t.lossTokens });
+    files.push({
+      file: path,
+      rows: rows.rows.length + rows.skipped.length,
+      samples: t.samples.length,
+      skipped,
+      truncated: t.truncated,
+      lossTokens: t.lossTokens,
+    });
     return t.samples;
   };
   const all: ChatSample[] = [];
@@ -91,7 +103,10 @@ export async function loadConversationData(roots: FileRoots, targetDir: string, 
     held = (await read(settings.evalData)).slice(0, settings.evalPrompts);
     train = all;
   } else {
-    if (all.length <= settings.evalPrompts) throw new Error(`--data: ${all.length} usable conversations, need more than --eval-prompts ${settings.evalPrompts} (the last ones are held out; or give --eval-data)`);
+    if (all.length <= settings.evalPrompts)
+      throw new Error(
+        `--data: ${all.length} usable conversations, need more than --eval-prompts ${settings.evalPrompts} (the last ones are held out; or give --eval-data)`,
+      );
     held = all.slice(all.length - settings.evalPrompts);
     train = all.slice(0, all.length - settings.evalPrompts);
   }

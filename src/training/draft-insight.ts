@@ -94,7 +94,8 @@ export interface DraftInsight {
 /** Where held-out sample `sample` lives: its batch and row. */
 export function locateSample(batches: readonly TrainBatch<Tensor>[], sample: number): { batch: TrainBatch<Tensor>; row: number } {
   const total = batches.reduce((a, b) => a + b.sampleIds.length, 0);
-  if (!Number.isInteger(sample) || sample < 0 || sample >= total) throw new RangeError(`draft insight: sample must be an integer in [0, ${total}) (the held-out samples), got ${sample}`);
+  if (!Number.isInteger(sample) || sample < 0 || sample >= total)
+    throw new RangeError(`draft insight: sample must be an integer in [0, ${total}) (the held-out samples), got ${sample}`);
   let rest = sample;
   for (const batch of batches) {
     if (rest < batch.sampleIds.length) return { batch, row: rest };
@@ -104,13 +105,18 @@ export function locateSample(batches: readonly TrainBatch<Tensor>[], sample: num
 }
 
 /** Captures the insight of held-out sample `sample` with the weights as they are now. */
-export async function captureDraftInsight(parts: DraftInsightParts, sample: number, options: DraftInsightOptions = {}): Promise<DraftInsight> {
+export async function captureDraftInsight(
+  parts: DraftInsightParts,
+  sample: number,
+  options: DraftInsightOptions = {},
+): Promise<DraftInsight> {
   const { gpu, strategy, d2t } = parts;
   const c = strategy.model.config;
   const K = strategy.tttLength;
   const D = c.draftVocabSize;
   const topK = options.topK ?? 5;
-  if (!Number.isInteger(topK) || topK < 1 || topK > D) throw new RangeError(`draft insight: topK must be an integer in [1, ${D}] (the draft vocabulary), got ${topK}`);
+  if (!Number.isInteger(topK) || topK < 1 || topK > D)
+    throw new RangeError(`draft insight: topK must be an integer in [1, ${D}] (the draft vocabulary), got ${topK}`);
   if (d2t.length !== D) throw new Error(`draft insight: d2t has ${d2t.length} entries, the draft vocabulary ${D}`);
   const { batch, row } = locateSample(parts.batches, sample);
   strategy.validateBatch(batch);
@@ -132,14 +138,26 @@ export async function captureDraftInsight(parts: DraftInsightParts, sample: numb
     const out = await strategy.evaluate(batch, {
       teacher: async (x) => copyElements(gpu, x.tok, row * S, tok, 0, S),
       attention: (k, x) =>
-        attentionProbs(gpu, { q: x.q, kCache: x.kCache, mask: x.mask, lse: x.lse, probs }, { batch: B, seq: S, heads: H, kvHeads: c.numKvHeads, headDim: c.headDim, step: k, sample: row, slots: K }),
+        attentionProbs(
+          gpu,
+          { q: x.q, kCache: x.kCache, mask: x.mask, lse: x.lse, probs },
+          { batch: B, seq: S, heads: H, kvHeads: c.numKvHeads, headDim: c.headDim, step: k, sample: row, slots: K },
+        ),
       logits: async (k, x) => copyElements(gpu, x, row * S * D, logits, k * S * D, S * D),
     });
     const reads = [gpu.readLater(probs), gpu.readLater(logits), gpu.readLater(tok), ...small.map((s) => gpu.readLater(s))];
     // The batch's loss and metrics are not part of the insight; awaited so a failure surfaces here.
     await Promise.all([out.loss, out.metrics]);
     const [p, z, tk, ids, mask, lossMask] = await Promise.all(reads);
-    return describe({ parts, sample, batch, row, S, K, H, W, D, topK }, p as Float32Array, z as Float32Array, [...tk], [...ids], [...mask], [...lossMask]);
+    return describe(
+      { parts, sample, batch, row, S, K, H, W, D, topK },
+      p as Float32Array,
+      z as Float32Array,
+      [...tk],
+      [...ids],
+      [...mask],
+      [...lossMask],
+    );
   } finally {
     // Reads are queued before the release; any reuse of these buffers is ordered after them.
     gpu.release(probs, logits, tok, ...small);
@@ -159,12 +177,29 @@ interface Shape {
   topK: number;
 }
 
-function describe(s: Shape, probs: Float32Array, logits: Float32Array, tok: number[], ids: number[], mask: number[], lossMask: number[]): DraftInsight {
+function describe(
+  s: Shape,
+  probs: Float32Array,
+  logits: Float32Array,
+  tok: number[],
+  ids: number[],
+  mask: number[],
+  lossMask: number[],
+): DraftInsight {
   const { S, K, D, topK } = s;
   const d2t = s.parts.d2t;
   const steps: InsightStep[] = [];
   for (let k = 0; k < K; k++) {
-    const st: InsightStep = { tokens: [], targets: [], supervised: [], top: [], argmax: [], correct: [], correctCount: 0, supervisedCount: 0 };
+    const st: InsightStep = {
+      tokens: [],
+      targets: [],
+      supervised: [],
+      top: [],
+      argmax: [],
+      correct: [],
+      correctCount: 0,
+      supervisedCount: 0,
+    };
     for (let i = 0; i < S; i++) {
       const inside = i + k < S;
       st.tokens.push(inside ? ids[i + k] : 0);

@@ -17,11 +17,22 @@ import type { Continuation, TrainSequence } from './train-sequence.ts';
 export type { Continuation, TrainSequence } from './train-sequence.ts';
 
 /** Continuations of `prompts` by the target (greedy unless sampled), `chunk` prompts per batched generation. */
-export async function continueWithTarget(target: TargetModel, prompts: readonly number[][], responseLength: number, chunk = 16, how: Continuation = {}): Promise<TrainSequence[]> {
+export async function continueWithTarget(
+  target: TargetModel,
+  prompts: readonly number[][],
+  responseLength: number,
+  chunk = 16,
+  how: Continuation = {},
+): Promise<TrainSequence[]> {
   const out: TrainSequence[] = [];
   for (let i = 0; i < prompts.length; i += chunk) {
     const part = prompts.slice(i, i + chunk);
-    const responses = await generate(target, part, { maxNewTokens: responseLength, temperature: how.temperature, seed: (how.seed ?? 0) + i, eosTokenIds: how.eosTokenIds });
+    const responses = await generate(target, part, {
+      maxNewTokens: responseLength,
+      temperature: how.temperature,
+      seed: (how.seed ?? 0) + i,
+      eosTokenIds: how.eosTokenIds,
+    });
     part.forEach((p, j) => out.push({ inputIds: [...p, ...responses[j]], lossMask: [...p.map(() => 0), ...responses[j].map(() => 1)] }));
   }
   return out;
@@ -29,7 +40,15 @@ export async function continueWithTarget(target: TargetModel, prompts: readonly 
 
 /** Vocabulary mapping over the sequences' loss-masked tokens, and the share of those tokens it covers. */
 export function draftVocab(sequences: readonly TrainSequence[], vocab: number, draftVocabSize: number): DraftVocab {
-  return vocabFromCounts(countLossTokens(sequences.flatMap((s) => s.inputIds), sequences.flatMap((s) => s.lossMask), vocab), vocab, draftVocabSize);
+  return vocabFromCounts(
+    countLossTokens(
+      sequences.flatMap((s) => s.inputIds),
+      sequences.flatMap((s) => s.lossMask),
+      vocab,
+    ),
+    vocab,
+    draftVocabSize,
+  );
 }
 
 export interface DraftVocab {
@@ -87,7 +106,13 @@ export function shuffledIndices(n: number, rng: { int(lo: number, hi: number): n
 const SEQUENCES_FILE = 'sequences.json';
 
 /** The sequences of an earlier open of this run when their prompts match; else generated and saved. */
-export async function loadOrGenerateSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number, how: Continuation = {}): Promise<TrainSequence[]> {
+export async function loadOrGenerateSequences(
+  files: FileStore,
+  target: TargetModel,
+  prompts: readonly number[][],
+  responseLength: number,
+  how: Continuation = {},
+): Promise<TrainSequence[]> {
   // Greedy runs keep the key they always had, so their sequences.json still matches.
   const key = JSON.stringify({ prompts, responseLength, target: target.config, ...(Object.keys(how).length > 0 ? { how } : {}) });
   return cachedSequences(files, key, () => continueWithTarget(target, prompts, responseLength, 16, how));
@@ -97,7 +122,10 @@ export async function loadOrGenerateSequences(files: FileStore, target: TargetMo
 async function cachedSequences(files: FileStore, key: string, make: () => Promise<TrainSequence[]>): Promise<TrainSequence[]> {
   if (await files.exists(SEQUENCES_FILE)) {
     // Sealed: a flipped loss-mask bit or a cut file is refused, never trained on.
-    const saved = openSealedJson(await files.read(SEQUENCES_FILE), `${files.root}/${SEQUENCES_FILE}`, 'the run\'s training sequences') as { key?: string; sequences?: TrainSequence[] };
+    const saved = openSealedJson(await files.read(SEQUENCES_FILE), `${files.root}/${SEQUENCES_FILE}`, "the run's training sequences") as {
+      key?: string;
+      sequences?: TrainSequence[];
+    };
     if (saved.key === key && Array.isArray(saved.sequences)) return saved.sequences;
   }
   const sequences = await make();
@@ -117,7 +145,13 @@ export interface SequenceSource {
 }
 
 /** A session's training sequences: copies of the given ones, or the target's (cached in sequences.json). */
-export async function sessionSequences(files: FileStore, target: TargetModel, from: SequenceSource, responseLength: number, say: (detail: string) => void): Promise<TrainSequence[]> {
+export async function sessionSequences(
+  files: FileStore,
+  target: TargetModel,
+  from: SequenceSource,
+  responseLength: number,
+  say: (detail: string) => void,
+): Promise<TrainSequence[]> {
   const given = [from.trainPrompts, from.regenerate, from.trainSequences].filter((x) => x !== undefined);
   if (given.length !== 1) throw new Error('training data: give one of trainPrompts, regenerate or trainSequences');
   if (given[0].length === 0) throw new Error('training data: none given');

@@ -57,15 +57,41 @@ import { StreamOrderLease } from './stream-order-lease.ts';
 import { stableHash } from '../util/stable-hash.ts';
 import type { DraftInsightParts } from './draft-insight.ts';
 
-import { sessionSettingsSchema, type ResumeReport, type SessionCluster, type SessionEvent, type SessionInputs, type SessionSettings, type SessionStep, type SessionStorage } from './session-types.ts';
+import {
+  sessionSettingsSchema,
+  type ResumeReport,
+  type SessionCluster,
+  type SessionEvent,
+  type SessionInputs,
+  type SessionSettings,
+  type SessionStep,
+  type SessionStorage,
+} from './session-types.ts';
 
-export { sessionSettingsSchema, type ResumeReport, type SessionCluster, type SessionEvent, type SessionInputs, type SessionSettings, type SessionStep, type SessionStorage };
+export {
+  sessionSettingsSchema,
+  type ResumeReport,
+  type SessionCluster,
+  type SessionEvent,
+  type SessionInputs,
+  type SessionSettings,
+  type SessionStep,
+  type SessionStorage,
+};
 
 type SessionLease = RefLease & Pick<TrainLease, 'ack'>;
 
 /** What the rollout of a session captures per sample; a rollout process of a cluster run must capture the same. */
-export function sessionCapture(target: TargetModel['config'], auxLayerIds: readonly number[], settings: Pick<SessionSettings, 'tttLength' | 'featurePrecision'>): CaptureConfig {
-  return { ...eagle3CaptureConfig(target, auxLayerIds), extra: { ttt_length: settings.tttLength }, featurePrecision: settings.featurePrecision };
+export function sessionCapture(
+  target: TargetModel['config'],
+  auxLayerIds: readonly number[],
+  settings: Pick<SessionSettings, 'tttLength' | 'featurePrecision'>,
+): CaptureConfig {
+  return {
+    ...eagle3CaptureConfig(target, auxLayerIds),
+    extra: { ttt_length: settings.tttLength },
+    featurePrecision: settings.featurePrecision,
+  };
 }
 
 /** The feature-store columns of that capture: token ids and masks i32, hidden states and logits at the feature precision. */
@@ -75,7 +101,10 @@ export function sessionFeatureFields(capture: CaptureConfig): Record<string, DTy
 }
 
 /** Everything `open` builds for a session, handed to the constructor in one piece. */
-interface SessionParts extends Pick<Eagle3TrainingSession, 'sequences' | 'mapping' | 'coverage' | 'distinctTokens' | 'draftConfig' | 'auxLayerIds' | 'initialWeights' | 'totalSteps' | 'contract'> {
+interface SessionParts extends Pick<
+  Eagle3TrainingSession,
+  'sequences' | 'mapping' | 'coverage' | 'distinctTokens' | 'draftConfig' | 'auxLayerIds' | 'initialWeights' | 'totalSteps' | 'contract'
+> {
   inputs: SessionInputs;
   evaluation?: PeriodicEvaluation;
   /** The rounds of the whole stream; `resume` trims the committed tasks out of them. */
@@ -130,9 +159,34 @@ export class Eagle3TrainingSession {
   private readonly extras: SessionParts['extras'];
 
   private constructor(parts: SessionParts) {
-    ({ inputs: this.inputs, sequences: this.sequences, mapping: this.mapping, coverage: this.coverage, distinctTokens: this.distinctTokens, draftConfig: this.draftConfig } = parts);
-    ({ auxLayerIds: this.auxLayerIds, initialWeights: this.initialWeights, totalSteps: this.totalSteps, contract: this.contract, rounds: this.rounds, owned: this.owned, extras: this.extras } = parts);
-    ({ controller: this.controller, store: this.store, workers: this.workers, backend: this.backend, core: this.core, trainer: this.trainer, loader: this.loader, lease: this.lease, evaluation: this.evaluation } = parts);
+    ({
+      inputs: this.inputs,
+      sequences: this.sequences,
+      mapping: this.mapping,
+      coverage: this.coverage,
+      distinctTokens: this.distinctTokens,
+      draftConfig: this.draftConfig,
+    } = parts);
+    ({
+      auxLayerIds: this.auxLayerIds,
+      initialWeights: this.initialWeights,
+      totalSteps: this.totalSteps,
+      contract: this.contract,
+      rounds: this.rounds,
+      owned: this.owned,
+      extras: this.extras,
+    } = parts);
+    ({
+      controller: this.controller,
+      store: this.store,
+      workers: this.workers,
+      backend: this.backend,
+      core: this.core,
+      trainer: this.trainer,
+      loader: this.loader,
+      lease: this.lease,
+      evaluation: this.evaluation,
+    } = parts);
     this.openedAt = parts.inputs.now();
     this.avgLength = parts.sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(parts.sequences.length, 1);
   }
@@ -144,7 +198,9 @@ export class Eagle3TrainingSession {
     const emit = inputs.onEvent ?? (() => undefined);
     const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
     const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
-    const sequences = await sessionSequences(storage.checkpoints, target, inputs, settings.responseLength, (detail) => emit({ kind: 'phase', phase: 'data', detail }));
+    const sequences = await sessionSequences(storage.checkpoints, target, inputs, settings.responseLength, (detail) =>
+      emit({ kind: 'phase', phase: 'data', detail }),
+    );
     const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
     const draftConfig = draftConfigFor(target, draftVocabSize);
     const initialWeights = initialEagle3Weights(draftConfig, inputs.embedTokens, new Rng(settings.seed + 1));
@@ -159,13 +215,17 @@ export class Eagle3TrainingSession {
     const totalSteps = rounds.reduce((a, r) => a + Math.ceil(r.length / settings.batchSize), 0);
 
     const cluster = inputs.cluster;
-    if (cluster && cluster.stores.metadata !== storage.metadata) throw new Error('Eagle3TrainingSession: in cluster mode storage.metadata must be cluster.stores.metadata (the shared ledger)');
+    if (cluster && cluster.stores.metadata !== storage.metadata)
+      throw new Error('Eagle3TrainingSession: in cluster mode storage.metadata must be cluster.stores.metadata (the shared ledger)');
     const store = cluster ? cluster.features : new LocalFeatureStore(gpu, { spill: storage.spill });
-    const controller = cluster ? DataFlowController.over(runId, cluster.stores, { featureStore: store }) : new DataFlowController({ runId, store: storage.metadata, featureStore: store });
+    const controller = cluster
+      ? DataFlowController.over(runId, cluster.stores, { featureStore: store })
+      : new DataFlowController({ runId, store: storage.metadata, featureStore: store });
     const capture = sessionCapture(tc, auxLayerIds, settings);
     const source = new TargetFeatureSource(target);
     const workers: RolloutWorker[] = [];
-    for (let i = 0; i < (cluster ? 0 : settings.rolloutWorkers); i++) workers.push(await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
+    for (let i = 0; i < (cluster ? 0 : settings.rolloutWorkers); i++)
+      workers.push(await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
     const backend = new AdamWBackend(gpu, {
       ...SPECFORGE_OPTIMIZER,
       lr: settings.lr,
@@ -187,12 +247,39 @@ export class Eagle3TrainingSession {
       tttLength: settings.tttLength,
       batchSize: settings.batchSize,
       accumulationSteps: 1,
-      draftConfigHash: stableHash({ draftConfig, auxLayerIds, epochs: settings.epochs, roundPrompts: settings.roundPrompts, seed: settings.seed, sequences: sequences.length, ...precisionContract(settings.featurePrecision) }),
+      draftConfigHash: stableHash({
+        draftConfig,
+        auxLayerIds,
+        epochs: settings.epochs,
+        roundPrompts: settings.roundPrompts,
+        seed: settings.seed,
+        sequences: sequences.length,
+        ...precisionContract(settings.featurePrecision),
+      }),
       dataHash: stableHash(sequences),
     };
     const session = new Eagle3TrainingSession({
-      inputs, sequences, mapping, coverage, distinctTokens: distinct, draftConfig, auxLayerIds, initialWeights, totalSteps, contract, rounds,
-      controller, store, workers, backend, core, trainer, loader, lease, owned: [...(evaluation ? [evaluation] : []), draft, backend], evaluation,
+      inputs,
+      sequences,
+      mapping,
+      coverage,
+      distinctTokens: distinct,
+      draftConfig,
+      auxLayerIds,
+      initialWeights,
+      totalSteps,
+      contract,
+      rounds,
+      controller,
+      store,
+      workers,
+      backend,
+      core,
+      trainer,
+      loader,
+      lease,
+      owned: [...(evaluation ? [evaluation] : []), draft, backend],
+      evaluation,
       extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
     });
     try {
@@ -220,7 +307,11 @@ export class Eagle3TrainingSession {
   private async resume(): Promise<void> {
     const { storage, runId } = this.inputs;
     const marker = await storage.metadata.durableMarker();
-    const restored = await resumeFromCheckpoint(storage.checkpoints, this.inputs.gpu, this.backend, { runId, marker, contract: this.contract });
+    const restored = await resumeFromCheckpoint(storage.checkpoints, this.inputs.gpu, this.backend, {
+      runId,
+      marker,
+      contract: this.contract,
+    });
     // A shared queue outlives this trainer: leases a dead predecessor held would keep its refs out of
     // the requeue, so the queue is rebuilt from the ledger (one trainer per run).
     if (this.inputs.cluster) await this.controller.queue.clear();
@@ -230,14 +321,19 @@ export class Eagle3TrainingSession {
     const committed = new Set(await storage.metadata.allCommittedIds());
     const report = await this.controller.reconcileOnRestart(this.store);
     // A shared (data-plane) store keeps requeued features itself; only a spilling local store is checked here.
-    if (this.store instanceof LocalFeatureStore) await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
+    if (this.store instanceof LocalFeatureStore)
+      await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
     if (restored) {
       this.trainer.globalStep = restored.state.globalStep;
       this.core.microStep = restored.state.microStep;
       this.samplesConsumed = restored.state.data.samplesConsumed;
       this.lastCheckpoint = restored.state.globalStep;
       this.resumed = { step: restored.state.globalStep, requeued: report.requeued.length, released: report.released.length };
-      this.inputs.onEvent?.({ kind: 'phase', phase: 'resume', detail: `step ${restored.state.globalStep}: ${report.released.length} samples already trained, ${report.requeued.length} committed samples requeued` });
+      this.inputs.onEvent?.({
+        kind: 'phase',
+        phase: 'resume',
+        detail: `step ${restored.state.globalStep}: ${report.released.length} samples already trained, ${report.requeued.length} committed samples requeued`,
+      });
     }
     // Read the ledger once: rounds whose every task is committed are done, and a partly committed round
     // keeps only the rest (rounds after it were never started, so the plan needs no further lookups).
@@ -263,11 +359,26 @@ export class Eagle3TrainingSession {
     if (this.inputs.cluster) {
       const round = this.untrained?.[r] ?? pending;
       const sampleIds = round.map((t) => onlineSampleId(this.inputs.runId, t.taskId));
-      const onProgress = (done: number, total: number) => this.inputs.onEvent?.({ kind: 'phase', phase: 'rollout', detail: `round ${r}: ${done} of ${total} samples committed by rollout workers` });
-      await waitForRoundCommits(r, sampleIds, round.map((t) => t.taskId), this.controller, this.inputs.storage.metadata, { ...this.inputs.cluster, now: this.inputs.now, onProgress });
+      const onProgress = (done: number, total: number) =>
+        this.inputs.onEvent?.({
+          kind: 'phase',
+          phase: 'rollout',
+          detail: `round ${r}: ${done} of ${total} samples committed by rollout workers`,
+        });
+      await waitForRoundCommits(
+        r,
+        sampleIds,
+        round.map((t) => t.taskId),
+        this.controller,
+        this.inputs.storage.metadata,
+        { ...this.inputs.cluster, now: this.inputs.now, onProgress },
+      );
       // Rollout workers only commit (enqueueCommits false): the round is enqueued here, from the ledger,
       // once all of it is committed, so it is complete before training and a late enqueue cannot race an ack.
-      const trained = new Set([...(await this.inputs.storage.metadata.durableMarker()).acked, ...this.pendingAcks.map((ref) => ref.sampleId)]);
+      const trained = new Set([
+        ...(await this.inputs.storage.metadata.durableMarker()).acked,
+        ...this.pendingAcks.map((ref) => ref.sampleId),
+      ]);
       const refs = await this.inputs.storage.metadata.getCommittedMany(sampleIds.filter((id) => !trained.has(id)));
       await this.controller.queue.put(refs.filter((ref) => ref !== undefined));
       // The workers capture the next round while this one trains (enqueued in its turn: the same stream).
@@ -282,7 +393,7 @@ export class Eagle3TrainingSession {
     // order, and with it the batch order, does not depend on timing.
     const share = Math.ceil(pending.length / this.workers.length);
     let committed = 0;
-    for (let progress = true; progress; ) {
+    for (let progress = true; progress;) {
       progress = false;
       for (const w of this.workers) {
         const refs = await w.runOnce(share);
@@ -290,7 +401,10 @@ export class Eagle3TrainingSession {
         progress ||= refs.length > 0;
       }
     }
-    if (committed !== pending.length) throw new Error(`round ${r}: ${committed} of ${pending.length} samples committed (${(await this.controller.promptFailures()).map((f) => f.reason).join('; ')})`);
+    if (committed !== pending.length)
+      throw new Error(
+        `round ${r}: ${committed} of ${pending.length} samples committed (${(await this.controller.promptFailures()).map((f) => f.reason).join('; ')})`,
+      );
     this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: committed, seconds: (this.inputs.now() - t0) / 1000 });
   }
 
@@ -329,7 +443,8 @@ export class Eagle3TrainingSession {
         if (checkpointed) await this.flush();
       },
     });
-    if (!result) throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
+    if (!result)
+      throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
     return result;
   }
 
@@ -342,7 +457,13 @@ export class Eagle3TrainingSession {
   private describe(log: StepLog, checkpointed: boolean): SessionStep {
     this.tokensTrained += log.samples * this.avgLength;
     const elapsed = (this.inputs.now() - this.openedAt) / 1000;
-    return { ...log, totalSteps: this.totalSteps, ...eagle3StepMetrics(log.metrics, this.inputs.settings.tttLength), tokensPerSecond: this.tokensTrained / elapsed, checkpointed };
+    return {
+      ...log,
+      totalSteps: this.totalSteps,
+      ...eagle3StepMetrics(log.metrics, this.inputs.settings.tttLength),
+      tokensPerSecond: this.tokensTrained / elapsed,
+      checkpointed,
+    };
   }
 
   /** Checkpoint the current step and durably ack every sample trained since the last checkpoint. */
@@ -351,7 +472,14 @@ export class Eagle3TrainingSession {
     if (this.pendingAcks.length === 0 && step === this.lastCheckpoint) return;
     const { storage, runId, gpu } = this.inputs;
     // Resume reads the data position from the ledger; the checkpoint keeps it for the record.
-    await saveRunCheckpoint(storage.checkpoints, gpu, this.backend, { runId, globalStep: step, microStep: this.core.microStep, samplesConsumed: this.samplesConsumed, contract: this.contract, extras: this.extras });
+    await saveRunCheckpoint(storage.checkpoints, gpu, this.backend, {
+      runId,
+      globalStep: step,
+      microStep: this.core.microStep,
+      samplesConsumed: this.samplesConsumed,
+      contract: this.contract,
+      extras: this.extras,
+    });
     const acked = this.pendingAcks;
     this.pendingAcks = [];
     if (acked.length > 0) await this.lease.ack(acked, { globalStep: step, optimizerDurable: true });
@@ -368,7 +496,12 @@ export class Eagle3TrainingSession {
 
   /** The untrained draft (this run's initial weights). */
   initialDraft(): Eagle3DraftCheckpoint {
-    return { config: this.draftConfig, weights: withoutEmbedding(this.initialWeights), d2t: this.mapping.d2t, auxLayerIds: this.auxLayerIds };
+    return {
+      config: this.draftConfig,
+      weights: withoutEmbedding(this.initialWeights),
+      d2t: this.mapping.d2t,
+      auxLayerIds: this.auxLayerIds,
+    };
   }
 
   /** Trained parameters by name (the frozen embedding excluded). */
@@ -390,7 +523,12 @@ export class Eagle3TrainingSession {
   }
 
   async status(): Promise<{ controller: ControllerStatus; featureStore: FeatureStoreHealth; round: number; rounds: number }> {
-    return { controller: await this.controller.status(), featureStore: this.store.health(), round: this.nextRound, rounds: this.rounds.length };
+    return {
+      controller: await this.controller.status(),
+      featureStore: this.store.health(),
+      round: this.nextRound,
+      rounds: this.rounds.length,
+    };
   }
 
   destroy(): void {

@@ -28,12 +28,20 @@ export function asWidened(t: Tensor): Tensor {
  * the new tensors (the caller releases them once the step is encoded). Without an f16 feature the
  * tensors are returned as they are and nothing is dispatched.
  */
-export async function widenF16Features(gpu: Gpu | undefined, tensors: Readonly<Record<string, Tensor>>, names: readonly string[], where: string): Promise<{ tensors: Record<string, Tensor>; made: Tensor[] }> {
+export async function widenF16Features(
+  gpu: Gpu | undefined,
+  tensors: Readonly<Record<string, Tensor>>,
+  names: readonly string[],
+  where: string,
+): Promise<{ tensors: Record<string, Tensor>; made: Tensor[] }> {
   const out: Record<string, Tensor> = { ...tensors };
   const made: Tensor[] = [];
   const half = names.filter((n) => tensors[n]?.dtype === 'f16');
   if (half.length === 0) return { tensors: out, made };
-  if (!gpu) throw new Error(`${where}: f16 feature ${half[0]} ${fmtShape(tensors[half[0]].shape)} needs the draft's Gpu to be widened to f32 (pass { gpu } to the strategy)`);
+  if (!gpu)
+    throw new Error(
+      `${where}: f16 feature ${half[0]} ${fmtShape(tensors[half[0]].shape)} needs the draft's Gpu to be widened to f32 (pass { gpu } to the strategy)`,
+    );
   try {
     for (const name of half) {
       const wide = await toF32(gpu, tensors[name], name);

@@ -53,7 +53,8 @@ export interface EvalMetrics extends SpecForgeMetricValues {
 }
 
 export function emptyEvalSums(tttLength: number): EvalSums {
-  if (!Number.isInteger(tttLength) || tttLength < 1) throw new RangeError(`emptyEvalSums: tttLength must be a positive integer, got ${tttLength}`);
+  if (!Number.isInteger(tttLength) || tttLength < 1)
+    throw new RangeError(`emptyEvalSums: tttLength must be a positive integer, got ${tttLength}`);
   const zeros = () => new Array<number>(tttLength).fill(0);
   return { batches: 0, lossNum: 0, weight: 0, correct: zeros(), denom: zeros(), plossNum: zeros(), acceptNum: zeros() };
 }
@@ -62,7 +63,10 @@ export function emptyEvalSums(tttLength: number): EvalSums {
 export function metricPositions(metrics: Readonly<Record<string, number>>): number {
   let L = 0;
   while (typeof metrics[`correct_${L}`] === 'number') L++;
-  if (L === 0) throw new Error(`held-out eval: the strategy's metrics carry no per-position counts (correct_0; have ${Object.keys(metrics).join(', ')})`);
+  if (L === 0)
+    throw new Error(
+      `held-out eval: the strategy's metrics carry no per-position counts (correct_0; have ${Object.keys(metrics).join(', ')})`,
+    );
   return L;
 }
 
@@ -161,7 +165,11 @@ export interface HeldOutCaptureOptions {
 export class HeldOutBatches {
   private list: TrainBatch<Tensor>[] | undefined;
 
-  constructor(private readonly gpu: Gpu, batches: TrainBatch<Tensor>[], readonly samples: number) {
+  constructor(
+    private readonly gpu: Gpu,
+    batches: TrainBatch<Tensor>[],
+    readonly samples: number,
+  ) {
     this.list = batches;
   }
 
@@ -183,8 +191,10 @@ export class HeldOutBatches {
  */
 export async function captureHeldOutBatches(o: HeldOutCaptureOptions): Promise<HeldOutBatches> {
   const { gpu, source, capture, sequences } = o;
-  if (!Number.isInteger(o.batchSize) || o.batchSize < 1) throw new RangeError(`captureHeldOutBatches: batchSize must be a positive integer, got ${o.batchSize}`);
-  if (!Number.isInteger(o.tttLength) || o.tttLength < 1) throw new RangeError(`captureHeldOutBatches: tttLength must be a positive integer, got ${o.tttLength}`);
+  if (!Number.isInteger(o.batchSize) || o.batchSize < 1)
+    throw new RangeError(`captureHeldOutBatches: batchSize must be a positive integer, got ${o.batchSize}`);
+  if (!Number.isInteger(o.tttLength) || o.tttLength < 1)
+    throw new RangeError(`captureHeldOutBatches: tttLength must be a positive integer, got ${o.tttLength}`);
   const prefix = o.idPrefix ?? 'heldout';
   const width = String(Math.max(sequences.length - 1, 0)).length;
   const store = new LocalFeatureStore(gpu, { storeId: prefix });
@@ -193,22 +203,49 @@ export async function captureHeldOutBatches(o: HeldOutCaptureOptions): Promise<H
     for (let start = 0; start < sequences.length; start += o.batchSize) {
       const chunk = sequences.slice(start, start + o.batchSize);
       const ids = chunk.map((_, i) => `${prefix}-${String(start + i).padStart(width, '0')}`);
-      const tasks = chunk.map((s, i) => makePromptTask({ taskId: ids[i], runId: prefix, sourceId: prefix, payload: { input_ids: [...s.inputIds], loss_mask: [...s.lossMask] }, maxLength: s.inputIds.length }, `held-out sequence ${start + i}`));
+      const tasks = chunk.map((s, i) =>
+        makePromptTask(
+          {
+            taskId: ids[i],
+            runId: prefix,
+            sourceId: prefix,
+            payload: { input_ids: [...s.inputIds], loss_mask: [...s.lossMask] },
+            maxLength: s.inputIds.length,
+          },
+          `held-out sequence ${start + i}`,
+        ),
+      );
       const captured = await source.generateFeatures(tasks, capture);
       const refs: SampleRef[] = [];
       try {
         try {
-          if (captured.length !== tasks.length) throw new RangeError(`captureHeldOutBatches: the feature source returned ${captured.length} results for ${tasks.length} sequences`);
+          if (captured.length !== tasks.length)
+            throw new RangeError(
+              `captureHeldOutBatches: the feature source returned ${captured.length} results for ${tasks.length} sequences`,
+            );
           for (const [i, c] of captured.entries()) {
             verifyCapture(c.tensors, capture, { sampleId: ids[i], recordedAuxLayerIds: c.auxLayerIds });
-            refs.push(await store.put(c.tensors, ids[i], { runId: prefix, targetRepr: capture.targetRepr, vocabMapVersion: capture.vocabMapVersion, numTokens: chunk[i].inputIds.length, extra: { ttt_length: o.tttLength } }));
+            refs.push(
+              await store.put(c.tensors, ids[i], {
+                runId: prefix,
+                targetRepr: capture.targetRepr,
+                vocabMapVersion: capture.vocabMapVersion,
+                numTokens: chunk[i].inputIds.length,
+                extra: { ttt_length: o.tttLength },
+              }),
+            );
           }
         } catch (err) {
           // The store owns what it accepted (freed by the aborts below); the rest is still ours.
           for (const c of captured.slice(refs.length)) gpu.release(...Object.values(c.tensors));
           throw err;
         }
-        const loader = new FeatureDataLoader(gpu, store, { refs }, { batchSize: refs.length, dropLast: false, prefetch: false, shuffle: false });
+        const loader = new FeatureDataLoader(
+          gpu,
+          store,
+          { refs },
+          { batchSize: refs.length, dropLast: false, prefetch: false, shuffle: false },
+        );
         for await (const b of loader) {
           // Rebuilt without refs: a held-out batch is never acked.
           batches.push(makeTrainBatch({ sampleIds: b.sampleIds, strategy: b.strategy, tensors: b.tensors, metadata: b.metadata }));

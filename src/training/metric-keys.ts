@@ -71,7 +71,8 @@ export function simulatedAcceptLength(accs: readonly number[]): number {
  * step's micro-batches (StepLog.metrics): ratios of sums, never means of ratios.
  */
 export function reduceTrainMetrics(metrics: Readonly<Record<string, number>>, tttLength: number): SpecForgeMetricValues {
-  if (!Number.isInteger(tttLength) || tttLength < 1) throw new RangeError(`reduceTrainMetrics: tttLength must be a positive integer, got ${tttLength}`);
+  if (!Number.isInteger(tttLength) || tttLength < 1)
+    throw new RangeError(`reduceTrainMetrics: tttLength must be a positive integer, got ${tttLength}`);
   const get = (key: string): number => {
     const v = metrics[key];
     if (typeof v !== 'number') throw new Error(`reduceTrainMetrics: metric "${key}" is missing (have ${Object.keys(metrics).join(', ')})`);
@@ -108,7 +109,8 @@ export function weightedLoss(plosses: readonly number[]): number {
 export function specForgeMetrics(prefix: 'train' | 'eval', v: SpecForgeMetricValues): Record<string, number> {
   const L = v.accs.length;
   if (v.plosses.length !== L) throw new Error(`specForgeMetrics: ${v.plosses.length} plosses for ${L} accuracies`);
-  if (v.acceptanceRates && v.acceptanceRates.length !== L) throw new Error(`specForgeMetrics: ${v.acceptanceRates.length} acceptance rates for ${L} accuracies`);
+  if (v.acceptanceRates && v.acceptanceRates.length !== L)
+    throw new Error(`specForgeMetrics: ${v.acceptanceRates.length} acceptance rates for ${L} accuracies`);
   const out: Record<string, number> = {};
   if (prefix === 'eval') {
     out['eval/avg_loss'] = v.loss;

@@ -6,7 +6,10 @@
 export class NonFiniteGuard {
   private count = 0;
 
-  constructor(readonly limit: number, private readonly flag = '--max-nonfinite-steps') {
+  constructor(
+    readonly limit: number,
+    private readonly flag = '--max-nonfinite-steps',
+  ) {
     if (!Number.isInteger(limit) || limit < 0) throw new RangeError(`NonFiniteGuard: limit must be a non-negative integer, got ${limit}`);
   }
 
@@ -20,7 +23,9 @@ export class NonFiniteGuard {
     if (Number.isFinite(loss) && Number.isFinite(gradNorm)) return undefined;
     this.count += 1;
     if (this.count > this.limit) {
-      throw new Error(`step ${step}: ${this.count} optimizer steps had a non-finite loss or gradient norm (limit ${this.flag} ${this.limit}); stopping before this step is acked. Lower --lr or --max-grad-norm, then --resume`);
+      throw new Error(
+        `step ${step}: ${this.count} optimizer steps had a non-finite loss or gradient norm (limit ${this.flag} ${this.limit}); stopping before this step is acked. Lower --lr or --max-grad-norm, then --resume`,
+      );
     }
     return `step ${step}: loss ${loss}, gradient norm ${gradNorm}: not finite; the update was skipped (${this.count} of at most ${this.limit})`;
   }

@@ -68,7 +68,14 @@ export function offlineContract(manifest: OfflineManifest, settings: OfflineTrai
     tttLength: settings.tttLength,
     batchSize: settings.batchSize,
     accumulationSteps: 1,
-    draftConfigHash: stableHash({ mode: 'offline', draftConfig, auxLayerIds: manifest.auxLayerIds, epochs: settings.epochs, seed: settings.seed, samples: manifest.samples }),
+    draftConfigHash: stableHash({
+      mode: 'offline',
+      draftConfig,
+      auxLayerIds: manifest.auxLayerIds,
+      epochs: settings.epochs,
+      seed: settings.seed,
+      samples: manifest.samples,
+    }),
     dataHash: stableHash(manifest),
   };
 }
@@ -94,9 +101,11 @@ export function checkManifestTarget(manifest: OfflineManifest, target: TargetMod
     ['hiddenSize', manifest.hiddenSize, c.hiddenSize],
     ['vocabSize', manifest.vocabSize, c.vocabSize],
   ] as const) {
-    if (want !== have) throw new Error(`${where}: ${field} ${want} in the manifest, but the target has ${have} (prepared for another target)`);
+    if (want !== have)
+      throw new Error(`${where}: ${field} ${want} in the manifest, but the target has ${have} (prepared for another target)`);
   }
-  for (const id of manifest.auxLayerIds) if (id >= c.numLayers) throw new Error(`${where}: aux layer ${id} outside the target's layers 0..${c.numLayers - 1}`);
+  for (const id of manifest.auxLayerIds)
+    if (id >= c.numLayers) throw new Error(`${where}: aux layer ${id} outside the target's layers 0..${c.numLayers - 1}`);
 }
 
 export interface OfflineTrainInputs {
@@ -152,7 +161,10 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
   });
   let draft: Eagle3DraftModel | undefined;
   try {
-    draft = new Eagle3DraftModel(gpu, backend, inputs.draftConfig, inputs.initialWeights, { t2d: inputs.mapping.t2d, d2t: inputs.mapping.d2t });
+    draft = new Eagle3DraftModel(gpu, backend, inputs.draftConfig, inputs.initialWeights, {
+      t2d: inputs.mapping.t2d,
+      d2t: inputs.mapping.d2t,
+    });
     const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, targetHead: target });
     const core = new TrainerCore(strategy, backend, 1);
     const trainer = new TrainerController(gpu, core);
@@ -162,12 +174,21 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
       const { state, ref } = restored;
       consumed = state.data.samplesConsumed;
       const expected = Math.min(state.globalStep * settings.batchSize, stream.length);
-      if (consumed !== expected) throw new CheckpointRefusedError(`resume ${runId} from ${checkpoints!.root}/${ref.dir}: ${consumed} samples consumed at step ${state.globalStep}, the stream of batch ${settings.batchSize} has ${expected} there`);
+      if (consumed !== expected)
+        throw new CheckpointRefusedError(
+          `resume ${runId} from ${checkpoints!.root}/${ref.dir}: ${consumed} samples consumed at step ${state.globalStep}, the stream of batch ${settings.batchSize} has ${expected} there`,
+        );
       trainer.globalStep = state.globalStep;
       core.microStep = state.microStep;
       inputs.onResume?.(state.globalStep);
     }
-    const extras = eagle3RunExtras({ mode: 'offline', draftConfig: inputs.draftConfig, auxLayerIds: manifest.auxLayerIds, vocab: inputs.mapping, settings });
+    const extras = eagle3RunExtras({
+      mode: 'offline',
+      draftConfig: inputs.draftConfig,
+      auxLayerIds: manifest.auxLayerIds,
+      vocab: inputs.mapping,
+      settings,
+    });
     const every = settings.checkpointEvery ?? 8;
     let lastCheckpoint = restored?.state.globalStep ?? 0;
     let losses: number[] = [];
@@ -175,7 +196,12 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
     if (rest.length > 0) {
       const store: FeatureStore = new LocalFeatureStore(gpu, { storeId: 'offline', files });
       const H = manifest.hiddenSize;
-      const loader = new FeatureDataLoader(gpu, store, { refs: rest }, { batchSize: settings.batchSize, dropLast: false, transform: offlineEagle3Transform(gpu, H, manifest.auxLayerIds.length * H) });
+      const loader = new FeatureDataLoader(
+        gpu,
+        store,
+        { refs: rest },
+        { batchSize: settings.batchSize, dropLast: false, transform: offlineEagle3Transform(gpu, H, manifest.auxLayerIds.length * H) },
+      );
       let log: StepLog | undefined;
       const fit = await trainer.fit(loader, {
         onStep: (l) => (log = l),
@@ -184,7 +210,14 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
           const checkpointed = checkpoints !== undefined && checkpointDue(step, every, totalSteps);
           await inputs.onStep?.({ ...log!, totalSteps, ...eagle3StepMetrics(log!.metrics, settings.tttLength), checkpointed });
           if (!checkpoints || !checkpointed) return;
-          await saveRunCheckpoint(checkpoints, gpu, backend, { runId, globalStep: step, microStep: core.microStep, samplesConsumed: consumed, contract, extras });
+          await saveRunCheckpoint(checkpoints, gpu, backend, {
+            runId,
+            globalStep: step,
+            microStep: core.microStep,
+            samplesConsumed: consumed,
+            contract,
+            extras,
+          });
           await pruneCheckpoints(checkpoints, runId, lastCheckpoint);
           lastCheckpoint = step;
         },

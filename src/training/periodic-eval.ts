@@ -25,10 +25,25 @@ export class PeriodicEvaluation {
     private readonly evaluator: HeldOutEvaluator,
   ) {}
 
-  static async open(gpu: Gpu, source: FeatureSource, capture: CaptureConfig, strategy: DraftTrainStrategy, o: { batchSize: number; tttLength: number }, settings: PeriodicEvalSettings): Promise<PeriodicEvaluation> {
-    if (!Number.isInteger(settings.every) || settings.every < 1) throw new RangeError(`evaluation: every must be a positive integer, got ${settings.every}`);
+  static async open(
+    gpu: Gpu,
+    source: FeatureSource,
+    capture: CaptureConfig,
+    strategy: DraftTrainStrategy,
+    o: { batchSize: number; tttLength: number },
+    settings: PeriodicEvalSettings,
+  ): Promise<PeriodicEvaluation> {
+    if (!Number.isInteger(settings.every) || settings.every < 1)
+      throw new RangeError(`evaluation: every must be a positive integer, got ${settings.every}`);
     if (settings.sequences.length === 0) throw new Error('evaluation: no held-out sequences');
-    const heldOut = await captureHeldOutBatches({ gpu, source, capture, sequences: settings.sequences, batchSize: o.batchSize, tttLength: o.tttLength });
+    const heldOut = await captureHeldOutBatches({
+      gpu,
+      source,
+      capture,
+      sequences: settings.sequences,
+      batchSize: o.batchSize,
+      tttLength: o.tttLength,
+    });
     return new PeriodicEvaluation(settings.every, heldOut, new HeldOutEvaluator(strategy, heldOut.batches));
   }
 

@@ -47,7 +47,13 @@ function turnsOf(row: TrainSequence, endOfTurn: readonly number[], where: string
 }
 
 /** The rows with every reply written by the target (`chunk` rows per batched generation). */
-export async function regenerateReplies(target: TargetModel, rows: readonly TrainSequence[], responseLength: number, how: Continuation = {}, chunk = 16): Promise<TrainSequence[]> {
+export async function regenerateReplies(
+  target: TargetModel,
+  rows: readonly TrainSequence[],
+  responseLength: number,
+  how: Continuation = {},
+  chunk = 16,
+): Promise<TrainSequence[]> {
   const endOfTurn = how.eosTokenIds ?? [];
   const turns = rows.map((r, i) => turnsOf(r, endOfTurn, `conversation ${i + 1}`));
   const built = turns.map((t) => ({ inputIds: [...t.contexts[0]], lossMask: t.contexts[0].map(() => 0) }));
@@ -58,7 +64,11 @@ export async function regenerateReplies(target: TargetModel, rows: readonly Trai
       const part = active.slice(c, c + chunk);
       // Turn 0 uses continueWithTarget's seeds; later turns move the seed on by the row count.
       const seed = (how.seed ?? 0) + c + k * rows.length;
-      const replies = await generate(target, part.map((i) => built[i].inputIds), { maxNewTokens: responseLength, temperature: how.temperature, seed, eosTokenIds: how.eosTokenIds });
+      const replies = await generate(
+        target,
+        part.map((i) => built[i].inputIds),
+        { maxNewTokens: responseLength, temperature: how.temperature, seed, eosTokenIds: how.eosTokenIds },
+      );
       part.forEach((i, j) => {
         const last = k === turns[i].contexts.length - 1;
         const reply = [...replies[j]];

@@ -11,7 +11,12 @@ import type { FileStore } from '../ports/storage.ts';
  * missing one means the ledger lost an ack it had made durable (a torn journal tail that was in fact
  * fsynced), or the spill folder was damaged. Training would otherwise fail later with "no spill file".
  */
-export async function checkRequeuedSpills(runId: string, store: LocalFeatureStore, storage: { readonly metadata: MetadataStore; readonly spill?: FileStore }, requeued: readonly string[]): Promise<void> {
+export async function checkRequeuedSpills(
+  runId: string,
+  store: LocalFeatureStore,
+  storage: { readonly metadata: MetadataStore; readonly spill?: FileStore },
+  requeued: readonly string[],
+): Promise<void> {
   if (!storage.spill || requeued.length === 0) return;
   const spilled = new Set(await store.spilledSampleIds());
   const missing = requeued.filter((id) => !spilled.has(id));
@@ -21,5 +26,7 @@ export async function checkRequeuedSpills(runId: string, store: LocalFeatureStor
   const cause = note
     ? `the ledger lost an acknowledged record (${note}); the metadata journal is damaged`
     : `the spill folder ${storage.spill.root} was damaged or emptied`;
-  throw new Error(`resume ${runId}: ${missing.length} committed but unacked sample(s) (${shown}) have no spill file, which is deleted only after a durable ack: ${cause}, so this run is not resumable`);
+  throw new Error(
+    `resume ${runId}: ${missing.length} committed but unacked sample(s) (${shown}) have no spill file, which is deleted only after a durable ack: ${cause}, so this run is not resumable`,
+  );
 }

@@ -47,7 +47,10 @@ export function checkpointDue(step: number, every: number, totalSteps: number): 
 }
 
 /** Per TTT step k: SpecForge's ploss_k and acc_k over a step's micro-batches, and the simulated acceptance length Σ_k Π_{j≤k} acc_j. */
-export function eagle3StepMetrics(metrics: Readonly<Record<string, number>>, tttLength: number): { plosses: number[]; accs: number[]; simulatedAcceptance: number } {
+export function eagle3StepMetrics(
+  metrics: Readonly<Record<string, number>>,
+  tttLength: number,
+): { plosses: number[]; accs: number[]; simulatedAcceptance: number } {
   const plosses = Array.from({ length: tttLength }, (_, k) => metrics[`ploss_num_${k}`] / Math.max(metrics[`ploss_den_${k}`], 1e-6));
   const accs = Array.from({ length: tttLength }, (_, k) => metrics[`correct_${k}`] / Math.max(metrics[`denom_${k}`], 1e-6));
   let prod = 1;

@@ -21,8 +21,12 @@ export interface RunContract {
 /** Every field of `a` that differs from `b`, as "field: saved → now" lines. */
 export function contractDrift(saved: RunContract, now: RunContract): string[] {
   const keys: (keyof RunContract)[] = ['strategy', 'tttLength', 'batchSize', 'accumulationSteps', 'draftConfigHash', 'dataHash'];
-  const why: Partial<Record<keyof RunContract, string>> = { dataHash: ' (the training sequences differ: the prompts, the prompt length or the response length changed)' };
-  return keys.filter((k) => saved[k] !== now[k]).map((k) => `${k}: checkpoint ${JSON.stringify(saved[k] ?? null)}, this run ${JSON.stringify(now[k] ?? null)}${why[k] ?? ''}`);
+  const why: Partial<Record<keyof RunContract, string>> = {
+    dataHash: ' (the training sequences differ: the prompts, the prompt length or the response length changed)',
+  };
+  return keys
+    .filter((k) => saved[k] !== now[k])
+    .map((k) => `${k}: checkpoint ${JSON.stringify(saved[k] ?? null)}, this run ${JSON.stringify(now[k] ?? null)}${why[k] ?? ''}`);
 }
 
 export function optimizerDrift(saved: OptimizerConfig, now: OptimizerConfig): string[] {

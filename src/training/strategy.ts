@@ -38,7 +38,9 @@ export class MissingFeatureError extends Error {
 export function requireFeatures(strategy: string, batch: TrainBatch<Tensor>, names: readonly string[]): void {
   for (const name of names) {
     if (!(name in batch.tensors)) {
-      throw new MissingFeatureError(`${strategy}: batch [${batch.sampleIds.join(', ')}] lacks feature "${name}" (has ${Object.keys(batch.tensors).join(', ')})`);
+      throw new MissingFeatureError(
+        `${strategy}: batch [${batch.sampleIds.join(', ')}] lacks feature "${name}" (has ${Object.keys(batch.tensors).join(', ')})`,
+      );
     }
   }
 }

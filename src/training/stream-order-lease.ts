@@ -32,8 +32,13 @@ export class StreamOrderLease implements RefLease {
       const unknown = all.filter((r) => !this.rank.has(r.sampleId));
       if (unknown.length > 0) {
         // A ref outside the stream (another run's, or a stream built from other settings) must not be trained on.
-        await this.lease.fail(unknown, 'not a sample of this run\'s stream', false);
-        throw new Error(`cluster trainer: ${unknown.length} queued sample(s) are not in this run's stream (${unknown.slice(0, 3).map((r) => r.sampleId).join(', ')}); were they committed by a rollout of another run or other settings?`);
+        await this.lease.fail(unknown, "not a sample of this run's stream", false);
+        throw new Error(
+          `cluster trainer: ${unknown.length} queued sample(s) are not in this run's stream (${unknown
+            .slice(0, 3)
+            .map((r) => r.sampleId)
+            .join(', ')}); were they committed by a rollout of another run or other settings?`,
+        );
       }
       this.buffer = all.sort((a, b) => this.rank.get(a.sampleId)! - this.rank.get(b.sampleId)!);
     }

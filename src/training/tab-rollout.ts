@@ -19,7 +19,14 @@
  * GPU against Dawn on another driver) may round differently; the manifest checks what must match
  * (target, capture), not the rounding of a driver.
  */
-import { makePromptTask, makeSampleRef, type PromptTask, type PromptTaskInput, type SampleRef, type SampleRefInput } from '../contracts/index.ts';
+import {
+  makePromptTask,
+  makeSampleRef,
+  type PromptTask,
+  type PromptTaskInput,
+  type SampleRef,
+  type SampleRefInput,
+} from '../contracts/index.ts';
 import type { PromptFailOutcome } from '../control/control-stores.ts';
 import { differences, stableJson, type RunManifest } from '../control/redis/redis-run-record.ts';
 import { DataPlaneFeatureStore } from '../data/dataplane-feature-store.ts';
@@ -40,7 +47,13 @@ import { sessionCapture } from './eagle3-session.ts';
 /** What a tab reports while it works (the page shows it). */
 export type TabRolloutEvent =
   | { readonly kind: 'status'; readonly text: string }
-  | { readonly kind: 'joined'; readonly workerId: string; readonly auxLayerIds: readonly number[]; readonly featurePrecision: string; readonly leaseMs: number }
+  | {
+      readonly kind: 'joined';
+      readonly workerId: string;
+      readonly auxLayerIds: readonly number[];
+      readonly featurePrecision: string;
+      readonly leaseMs: number;
+    }
   | { readonly kind: 'leased'; readonly taskIds: readonly string[] }
   | { readonly kind: 'committed'; readonly sampleIds: readonly string[]; readonly taskIds: readonly string[] }
   | { readonly kind: 'finished'; readonly committed: number };
@@ -53,7 +66,10 @@ export class GatewayRolloutEndpoints implements RolloutEndpoints {
   constructor(
     private readonly control: ControlGatewayClient,
     readonly runId: string,
-    private readonly hooks: { onLeased?(tasks: readonly PromptTask[]): Promise<void> | void; onCommitted?(refs: readonly SampleRef[]): void } = {},
+    private readonly hooks: {
+      onLeased?(tasks: readonly PromptTask[]): Promise<void> | void;
+      onCommitted?(refs: readonly SampleRef[]): void;
+    } = {},
   ) {}
 
   async registerRolloutWorker(info: Record<string, unknown> = {}): Promise<string> {
@@ -82,12 +98,22 @@ export class GatewayRolloutEndpoints implements RolloutEndpoints {
 
 /** The target description of `speclab train --cluster` (src/cli/cluster-run.ts targetDescription; a test keeps the two equal). */
 export function tabTargetDescription(config: TargetModel['config'], precision: 'f32' | 'f16'): Record<string, unknown> {
-  return { configHash: stableHash(config), numLayers: config.numLayers, hiddenSize: config.hiddenSize, vocabSize: config.vocabSize, precision };
+  return {
+    configHash: stableHash(config),
+    numLayers: config.numLayers,
+    hiddenSize: config.hiddenSize,
+    vocabSize: config.vocabSize,
+    precision,
+  };
 }
 
 /** The manifest's capture settings and target precision; a field that is missing or damaged is named. */
-export function manifestSettings(manifest: RunManifest, run: string): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16'; targetPrecision: 'f32' | 'f16' } {
-  const damaged = (field: string) => new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
+export function manifestSettings(
+  manifest: RunManifest,
+  run: string,
+): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16'; targetPrecision: 'f32' | 'f16' } {
+  const damaged = (field: string) =>
+    new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
   const capture = manifest.capture as { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown } | undefined;
   if (!capture || typeof capture !== 'object') throw damaged('capture');
   const aux = capture.auxLayerIds;
@@ -106,7 +132,9 @@ export function requireManifestField(manifest: RunManifest, field: 'capture' | '
   if (stableJson(manifest[field]) === stableJson(mine)) return;
   const diff = differences((manifest[field] ?? {}) as RunManifest, JSON.parse(stableJson(mine)) as RunManifest);
   const hint = field === 'target' ? "load the trainer's target" : 'a worker must capture what the trainer trains on';
-  throw new Error(`run ${run}: this tab's ${field} differs from the run manifest's (${field}.${diff.replace(/, /g, `, ${field}.`)}; manifest → this tab): ${hint}; refusing to capture`);
+  throw new Error(
+    `run ${run}: this tab's ${field} differs from the run manifest's (${field}.${diff.replace(/, /g, `, ${field}.`)}; manifest → this tab): ${hint}; refusing to capture`,
+  );
 }
 
 export interface TabRolloutOptions {
@@ -146,7 +174,10 @@ export async function runTabRollout(options: TabRolloutOptions): Promise<{ worke
     const deadline = performance.now() + (options.waitMs ?? 60_000);
     let { manifest } = await control.manifest();
     while (!manifest) {
-      if (performance.now() >= deadline) throw new Error(`run ${run}: no trainer published this run within ${options.waitMs ?? 60_000} ms; start speclab train --cluster … --run ${run} first`);
+      if (performance.now() >= deadline)
+        throw new Error(
+          `run ${run}: no trainer published this run within ${options.waitMs ?? 60_000} ms; start speclab train --cluster … --run ${run} first`,
+        );
       emit({ kind: 'status', text: `waiting for the trainer of run ${run}` });
       await sleep(250);
       ({ manifest } = await control.manifest());
@@ -160,7 +191,12 @@ export async function runTabRollout(options: TabRolloutOptions): Promise<{ worke
 
     const target = TargetModel.create(gpu, checkpoint);
     cleanup.push(() => target.destroy());
-    const client: DataPlaneClient = await connectDataPlaneGateway({ url: options.gatewayUrl, token: options.token, WebSocket: options.WebSocket, gpu });
+    const client: DataPlaneClient = await connectDataPlaneGateway({
+      url: options.gatewayUrl,
+      token: options.token,
+      WebSocket: options.WebSocket,
+      gpu,
+    });
     cleanup.push(() => client.close());
     // Attach: the trainer registered the partition (a worker must never wipe it).
     const store = new DataPlaneFeatureStore(gpu, client, run);
@@ -169,10 +205,23 @@ export async function runTabRollout(options: TabRolloutOptions): Promise<{ worke
         emit({ kind: 'leased', taskIds: tasks.map((t) => t.taskId) });
         await options.afterLease?.(tasks);
       },
-      onCommitted: (refs) => emit({ kind: 'committed', sampleIds: refs.map((r) => r.sampleId), taskIds: refs.flatMap((r) => (r.sourceTaskId === null ? [] : [r.sourceTaskId])) }),
+      onCommitted: (refs) =>
+        emit({
+          kind: 'committed',
+          sampleIds: refs.map((r) => r.sampleId),
+          taskIds: refs.flatMap((r) => (r.sourceTaskId === null ? [] : [r.sourceTaskId])),
+        }),
     });
-    const worker = await RolloutWorker.create(endpoints, new TargetFeatureSource(target), store, gpu, capture, { workerId: options.workerId });
-    emit({ kind: 'joined', workerId: worker.workerId, auxLayerIds: capture.auxLayerIds, featurePrecision: wanted.featurePrecision, leaseMs: control.hello.promptLeaseMs });
+    const worker = await RolloutWorker.create(endpoints, new TargetFeatureSource(target), store, gpu, capture, {
+      workerId: options.workerId,
+    });
+    emit({
+      kind: 'joined',
+      workerId: worker.workerId,
+      auxLayerIds: capture.auxLayerIds,
+      featurePrecision: wanted.featurePrecision,
+      leaseMs: control.hello.promptLeaseMs,
+    });
     let lastDataPlaneCall = performance.now();
     const committed = await runRolloutLoop(worker, {
       batch: options.batch ?? 4,

@@ -103,7 +103,10 @@ export function checkTrainableConfig(c: TargetModelConfig): void {
   if (c.oBias) unsupported.push('o_proj bias');
   if (c.mlpBias) unsupported.push('MLP biases');
   if (c.qkNorm) unsupported.push('q/k norms (Qwen3)');
-  if (unsupported.length) throw new Error(`target trainer: ${c.architecture} config uses ${unsupported.join(', ')}, which the trainer does not support (Llama without biases only)`);
+  if (unsupported.length)
+    throw new Error(
+      `target trainer: ${c.architecture} config uses ${unsupported.join(', ')}, which the trainer does not support (Llama without biases only)`,
+    );
   if (c.headDim % 2 !== 0) throw new Error(`target trainer: head_dim must be even for RoPE, got ${c.headDim}`);
 }
 
@@ -112,7 +115,11 @@ export function checkTrainableConfig(c: TargetModelConfig): void {
  * RMSNorm weights 1. `residualScale` (GPT-2 style) divides o_proj and down_proj by √(2·layers) so
  * the residual stream starts at unit scale; HF's Llama init does not, so it defaults to false.
  */
-export function initialTargetWeights(c: TargetModelConfig, rng: Rng, options: { initializerRange?: number; residualScale?: boolean } = {}): Record<string, Float32Array> {
+export function initialTargetWeights(
+  c: TargetModelConfig,
+  rng: Rng,
+  options: { initializerRange?: number; residualScale?: boolean } = {},
+): Record<string, Float32Array> {
   const range = options.initializerRange ?? 0.02;
   if (!(range > 0)) throw new Error(`initialTargetWeights: initializerRange must be positive, got ${range}`);
   const out: Record<string, Float32Array> = {};
@@ -130,7 +137,11 @@ export function initialTargetWeights(c: TargetModelConfig, rng: Rng, options: { 
 }
 
 /** Registers every tensor of `values` (targetParameterShapes' names) in the backend. */
-export function registerTargetParameters(backend: AdamWBackend, c: TargetModelConfig, values: Readonly<Record<string, ArrayLike<number>>>): TrainParameters {
+export function registerTargetParameters(
+  backend: AdamWBackend,
+  c: TargetModelConfig,
+  values: Readonly<Record<string, ArrayLike<number>>>,
+): TrainParameters {
   const byName = new Map<string, Parameter>();
   for (const [name, shape] of targetParameterShapes(c)) {
     const v = values[name];
@@ -157,7 +168,10 @@ export function registerTargetParameters(backend: AdamWBackend, c: TargetModelCo
   }
   const embed = get('model.embed_tokens.weight');
   for (const p of byName.values()) {
-    if (p.value.isChunked) throw new Error(`target trainer: ${p.name} [${p.value.shape.join(', ')}] exceeds one GPU binding; the trainer needs every weight in one buffer`);
+    if (p.value.isChunked)
+      throw new Error(
+        `target trainer: ${p.name} [${p.value.shape.join(', ')}] exceeds one GPU binding; the trainer needs every weight in one buffer`,
+      );
   }
   return { embed, layers, finalNorm: get('model.norm.weight'), lmHead: c.tieWordEmbeddings ? embed : get('lm_head.weight') };
 }
@@ -180,7 +194,12 @@ export function toTargetWeights(c: TargetModelConfig, values: Readonly<Record<st
     });
   }
   const embedTokens = values['model.embed_tokens.weight'];
-  return { embedTokens, layers, finalNorm: values['model.norm.weight'], lmHead: c.tieWordEmbeddings ? embedTokens : values['lm_head.weight'] };
+  return {
+    embedTokens,
+    layers,
+    finalNorm: values['model.norm.weight'],
+    lmHead: c.tieWordEmbeddings ? embedTokens : values['lm_head.weight'],
+  };
 }
 
 /** What one layer keeps for the backward. */
@@ -260,17 +279,26 @@ export class TargetTrainer {
     const c = this.config;
     const gpu = this.gpu;
     const { batch: B, seqLen: S } = batch;
-    for (const [name, v] of [['batch', B], ['seqLen', S]] as const) {
+    for (const [name, v] of [
+      ['batch', B],
+      ['seqLen', S],
+    ] as const) {
       if (!Number.isInteger(v) || v < 1) throw new Error(`target trainer: ${name} must be a positive integer, got ${v}`);
     }
     const R = B * S;
-    if (batch.inputIds.length !== R) throw new Error(`target trainer: inputIds has ${batch.inputIds.length} ids, batch ${B} × seqLen ${S} needs ${R}`);
-    if (batch.labels.length !== R) throw new Error(`target trainer: labels has ${batch.labels.length} values, batch ${B} × seqLen ${S} needs ${R}`);
+    if (batch.inputIds.length !== R)
+      throw new Error(`target trainer: inputIds has ${batch.inputIds.length} ids, batch ${B} × seqLen ${S} needs ${R}`);
+    if (batch.labels.length !== R)
+      throw new Error(`target trainer: labels has ${batch.labels.length} values, batch ${B} × seqLen ${S} needs ${R}`);
     for (let i = 0; i < R; i++) {
       const id = batch.inputIds[i];
-      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize) throw new Error(`target trainer: token id ${id} at index ${i} outside the vocabulary [0, ${c.vocabSize})`);
+      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize)
+        throw new Error(`target trainer: token id ${id} at index ${i} outside the vocabulary [0, ${c.vocabSize})`);
       const label = batch.labels[i];
-      if (!Number.isInteger(label) || label >= c.vocabSize) throw new Error(`target trainer: label ${label} at index ${i} outside the vocabulary [0, ${c.vocabSize}) (use a negative label to ignore a position)`);
+      if (!Number.isInteger(label) || label >= c.vocabSize)
+        throw new Error(
+          `target trainer: label ${label} at index ${i} outside the vocabulary [0, ${c.vocabSize}) (use a negative label to ignore a position)`,
+        );
     }
     if (!Number.isFinite(lossScale)) throw new Error(`target trainer: lossScale must be finite, got ${lossScale}`);
     this.ensureRope(S);
@@ -328,7 +356,11 @@ export class TargetTrainer {
         await ropeTableForward(gpu, qRaw, pos, this.rope!, a.q, rope(c.numHeads));
         await ropeTableForward(gpu, kRaw, pos, this.rope!, a.k, rope(c.numKvHeads));
         gpu.release(qRaw, kRaw);
-        await attentionForward(gpu, { q: a.q, k: a.k, v: a.v, mask, o: a.o, lse: a.lse }, { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim });
+        await attentionForward(
+          gpu,
+          { q: a.q, k: a.k, v: a.v, mask, o: a.o, lse: a.lse },
+          { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim },
+        );
         a.h1 = keep(gpu.clone(h, `train.l${l}.h1`));
         await linear(a.o, w.o.value, a.h1, H, qw, 1);
         await rmsnormForward(gpu, a.h1, w.postNorm.value, a.x2, a.invRms2, { rows: R, hidden: H, eps });
@@ -345,7 +377,11 @@ export class TargetTrainer {
       await rmsnormForward(gpu, h, P.finalNorm.value, f, invRmsF, { rows: R, hidden: H, eps });
       const logits = keep(gpu.tensor([R, V], 'f32', 'train.logits'));
       await linear(f, P.lmHead.value, logits, V, H);
-      await hardCrossEntropy(gpu, { logits, labels, lossOut }, { rows: R, vocab: V, grad: withGrad ? 'in-place' : 'none', gradScale: lossScale, slot: 0 });
+      await hardCrossEntropy(
+        gpu,
+        { logits, labels, lossOut },
+        { rows: R, vocab: V, grad: withGrad ? 'in-place' : 'none', gradScale: lossScale, slot: 0 },
+      );
       if (!withGrad) return lossOut;
 
       // ---- backward. logits now hold dLoss/dlogits (scaled by lossScale / label count).
@@ -377,7 +413,17 @@ export class TargetTrainer {
           await dInput(dGate, w.gate.value, dx2, I, H);
           await dInput(dUp, w.up.value, dx2, I, H, 1);
           const dH1 = gpu.clone(dH, 'train.dH1');
-          await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRms2, dx2, dH1, w.postNorm.grad, { rows: R, hidden: H }, { accumulateDx: true, accumulateDw: true });
+          await rmsnormBackward(
+            gpu,
+            a.h1,
+            w.postNorm.value,
+            a.invRms2,
+            dx2,
+            dH1,
+            w.postNorm.grad,
+            { rows: R, hidden: H },
+            { accumulateDx: true, accumulateDw: true },
+          );
           gpu.release(dH, dAct, dGate, dUp, dx2);
 
           // h₁ = h + o·W_oᵀ, o = attention(RoPE(x₁·W_qᵀ), RoPE(x₁·W_kᵀ), x₁·W_vᵀ).
@@ -387,7 +433,11 @@ export class TargetTrainer {
           const dK = gpu.tensor([R, kvw], 'f32', 'train.dK');
           const dV = gpu.tensor([R, kvw], 'f32', 'train.dV');
           await dInput(dH1, w.o.value, dO, H, qw);
-          await attentionBackward(gpu, { q: a.q, k: a.k, v: a.v, mask, o: a.o, lse: a.lse, dO, dQ, dK, dV }, { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim });
+          await attentionBackward(
+            gpu,
+            { q: a.q, k: a.k, v: a.v, mask, o: a.o, lse: a.lse, dO, dQ, dK, dV },
+            { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim },
+          );
           const dqRaw = gpu.tensor([R, qw], 'f32', 'train.dqRaw');
           const dkRaw = gpu.tensor([R, kvw], 'f32', 'train.dkRaw');
           await ropeTableForward(gpu, dQ, pos, this.ropeInverse!, dqRaw, rope(c.numHeads));
@@ -400,7 +450,17 @@ export class TargetTrainer {
           await dInput(dkRaw, w.k.value, dx1, kvw, H, 1);
           await dInput(dV, w.v.value, dx1, kvw, H, 1);
           const dHIn = gpu.clone(dH1, 'train.dHIn');
-          await rmsnormBackward(gpu, a.hIn, w.inputNorm.value, a.invRms1, dx1, dHIn, w.inputNorm.grad, { rows: R, hidden: H }, { accumulateDx: true, accumulateDw: true });
+          await rmsnormBackward(
+            gpu,
+            a.hIn,
+            w.inputNorm.value,
+            a.invRms1,
+            dx1,
+            dHIn,
+            w.inputNorm.grad,
+            { rows: R, hidden: H },
+            { accumulateDx: true, accumulateDw: true },
+          );
           gpu.release(dH1, dO, dQ, dK, dV, dqRaw, dkRaw, dx1);
           dH = dHIn;
         }

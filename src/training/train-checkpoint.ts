@@ -102,7 +102,8 @@ export class CheckpointRefusedError extends Error {
 const RUN_ID = /^[A-Za-z0-9._-]+$/;
 
 function checkRunId(runId: string): void {
-  if (!RUN_ID.test(runId)) throw new Error(`checkpoint: run id ${JSON.stringify(runId)} must be non-empty and use only letters, digits, '.', '_' and '-'`);
+  if (!RUN_ID.test(runId))
+    throw new Error(`checkpoint: run id ${JSON.stringify(runId)} must be non-empty and use only letters, digits, '.', '_' and '-'`);
 }
 
 function checkCount(value: number, what: string): void {
@@ -191,7 +192,12 @@ export async function scanCheckpoints(store: FileStore, under = ''): Promise<{ c
  * Reads the GPU tensors back (after all queued work), deletes this run's folders for steps ≥
  * globalStep, writes the three files, then `COMPLETE`.
  */
-export async function saveCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWBackend, options: SaveCheckpointOptions): Promise<CheckpointRef> {
+export async function saveCheckpoint(
+  store: FileStore,
+  gpu: Gpu,
+  backend: AdamWBackend,
+  options: SaveCheckpointOptions,
+): Promise<CheckpointRef> {
   const { runId, globalStep, microStep, epoch, data } = options;
   const dir = checkpointDirName(runId, globalStep);
   checkCount(microStep, 'microStep');
@@ -199,13 +205,20 @@ export async function saveCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWB
   checkCount(data.epochBatch, 'data.epochBatch');
   checkCount(data.epochSamples, 'data.epochSamples');
   checkCount(data.samplesConsumed, 'data.samplesConsumed');
-  for (const [k, v] of Object.entries(options.rng ?? {})) if (!Number.isFinite(v)) throw new RangeError(`checkpoint: rng.${k} must be a finite number, got ${v}`);
+  for (const [k, v] of Object.entries(options.rng ?? {}))
+    if (!Number.isFinite(v)) throw new RangeError(`checkpoint: rng.${k} must be a finite number, got ${v}`);
   const buffers = options.buffers ?? {};
   for (const name of Object.keys(buffers)) {
     if (backend.params.some((p) => p.name === name)) throw new Error(`checkpoint: buffer ${name} has the name of a trained parameter`);
   }
 
-  const reads = backend.params.map((p) => ({ name: p.name, shape: p.value.shape, value: gpu.readLater(p.value), m: gpu.readLater(p.m), v: gpu.readLater(p.v) }));
+  const reads = backend.params.map((p) => ({
+    name: p.name,
+    shape: p.value.shape,
+    value: gpu.readLater(p.value),
+    m: gpu.readLater(p.m),
+    v: gpu.readLater(p.v),
+  }));
   await gpu.sync();
   const weights: Record<string, TensorToWrite> = {};
   const moments: Record<string, TensorToWrite> = {};
@@ -276,7 +289,9 @@ export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Prom
     if (!(await store.exists(`${ref.dir}/${name}`))) throw new Error(`${where}/${name}: missing`);
     const b = await store.read(`${ref.dir}/${name}`);
     if (b.byteLength !== expect.bytes || crc32(b) !== expect.crc32) {
-      throw new Error(`${where}/${name}: ${b.byteLength} bytes with CRC-32 ${crc32(b).toString(16)}, the ${COMPLETE_MARKER} marker recorded ${expect.bytes} bytes with ${expect.crc32.toString(16)} (damaged)`);
+      throw new Error(
+        `${where}/${name}: ${b.byteLength} bytes with CRC-32 ${crc32(b).toString(16)}, the ${COMPLETE_MARKER} marker recorded ${expect.bytes} bytes with ${expect.crc32.toString(16)} (damaged)`,
+      );
     }
     bytes[name] = b;
   }
@@ -286,16 +301,24 @@ export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Prom
   } catch (err) {
     throw new Error(`${where}/state.json: not valid JSON (${(err as Error).message})`, { cause: err });
   }
-  if (state?.format !== CHECKPOINT_FORMAT) throw new Error(`${where}/state.json: format is ${JSON.stringify(state?.format)}, expected ${CHECKPOINT_FORMAT}`);
-  if (state.version !== CHECKPOINT_VERSION) throw new Error(`${where}/state.json: version ${state.version} is not supported (expected ${CHECKPOINT_VERSION})`);
-  if (state.globalStep !== ref.step) throw new Error(`${where}/state.json: globalStep ${state.globalStep} does not match the folder's step ${ref.step}`);
+  if (state?.format !== CHECKPOINT_FORMAT)
+    throw new Error(`${where}/state.json: format is ${JSON.stringify(state?.format)}, expected ${CHECKPOINT_FORMAT}`);
+  if (state.version !== CHECKPOINT_VERSION)
+    throw new Error(`${where}/state.json: version ${state.version} is not supported (expected ${CHECKPOINT_VERSION})`);
+  if (state.globalStep !== ref.step)
+    throw new Error(`${where}/state.json: globalStep ${state.globalStep} does not match the folder's step ${ref.step}`);
   const weights = new SafetensorsFile(bytes['weights.safetensors'], `${where}/weights.safetensors`);
   const optimizer = new SafetensorsFile(bytes['optimizer.safetensors'], `${where}/optimizer.safetensors`);
   for (const p of state.parameters) {
-    for (const [file, key] of [[weights, p.name], [optimizer, `${p.name}.m`], [optimizer, `${p.name}.v`]] as const) {
+    for (const [file, key] of [
+      [weights, p.name],
+      [optimizer, `${p.name}.m`],
+      [optimizer, `${p.name}.v`],
+    ] as const) {
       if (!file.has(key)) throw new Error(`${file.source}: missing tensor "${key}"`);
       if (file.entry(key).dtype !== 'F32') throw new Error(`${file.source}: tensor "${key}" is ${file.entry(key).dtype}, expected F32`);
-      if (file.shape(key).join() !== p.shape.join()) throw new Error(`${file.source}: tensor "${key}" has shape [${file.shape(key)}], state.json says [${p.shape}]`);
+      if (file.shape(key).join() !== p.shape.join())
+        throw new Error(`${file.source}: tensor "${key}" has shape [${file.shape(key)}], state.json says [${p.shape}]`);
     }
   }
   return { ref, state, weights, optimizer };
@@ -328,7 +351,12 @@ export interface ResumeResult {
  * fresh run (no checkpoint and no durable ack). The caller restores the trainer counters, epoch,
  * data position and RNG from the returned state.
  */
-export async function resumeFromCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWBackend, options: ResumeOptions): Promise<ResumeResult | undefined> {
+export async function resumeFromCheckpoint(
+  store: FileStore,
+  gpu: Gpu,
+  backend: AdamWBackend,
+  options: ResumeOptions,
+): Promise<ResumeResult | undefined> {
   const complete = await listCheckpoints(store, options.runId);
   const ref = options.marker ? await ackedCheckpoint(store, options.runId, complete, options.marker) : complete.at(-1);
   if (!ref) return undefined;
@@ -337,7 +365,12 @@ export async function resumeFromCheckpoint(store: FileStore, gpu: Gpu, backend: 
 }
 
 /** The checkpoint the durable marker designates (undefined for a fresh run), or a refusal. */
-async function ackedCheckpoint(store: FileStore, runId: string, complete: CheckpointRef[], marker: NonNullable<ResumeOptions['marker']>): Promise<CheckpointRef | undefined> {
+async function ackedCheckpoint(
+  store: FileStore,
+  runId: string,
+  complete: CheckpointRef[],
+  marker: NonNullable<ResumeOptions['marker']>,
+): Promise<CheckpointRef | undefined> {
   const options = { runId, marker };
   const ackStep = marker.globalStep;
   // A crash between a save and its ack leaves the newest checkpoint one step ahead of the ledger;
@@ -349,28 +382,45 @@ async function ackedCheckpoint(store: FileStore, runId: string, complete: Checkp
   const ref = complete.find((r) => r.step === ackStep && r.step < (complete.at(-1)?.step ?? -1)) ?? complete.at(-1);
   if (!ref) {
     if (ackStep !== null && ackStep > 0) {
-      throw new CheckpointRefusedError(`resume ${options.runId}: the metadata store has durably acked step ${ackStep} but ${store.root} holds no complete checkpoint of this run; refusing to replay acked samples against fresh weights`);
+      throw new CheckpointRefusedError(
+        `resume ${options.runId}: the metadata store has durably acked step ${ackStep} but ${store.root} holds no complete checkpoint of this run; refusing to replay acked samples against fresh weights`,
+      );
     }
     return undefined;
   }
-  const ackedFolder = ackStep !== null && ackStep > ref.step ? (await stepFolders(store, options.runId)).find((f) => f.step === ackStep) : undefined;
-  if (ackedFolder) throw new CheckpointRefusedError(`resume ${options.runId}: the ledger durably acked step ${ackStep}, whose checkpoint is written first, but ${store.root}/${ackedFolder.dir} has no valid ${COMPLETE_MARKER} marker: that checkpoint was damaged after it was written, so this run is not resumable`);
+  const ackedFolder =
+    ackStep !== null && ackStep > ref.step ? (await stepFolders(store, options.runId)).find((f) => f.step === ackStep) : undefined;
+  if (ackedFolder)
+    throw new CheckpointRefusedError(
+      `resume ${options.runId}: the ledger durably acked step ${ackStep}, whose checkpoint is written first, but ${store.root}/${ackedFolder.dir} has no valid ${COMPLETE_MARKER} marker: that checkpoint was damaged after it was written, so this run is not resumable`,
+    );
   if (ackStep !== ref.step) {
     throw new CheckpointRefusedError(
       `resume ${options.runId}: the durable ack step is ${ackStep === null ? 'unset' : ackStep} but the latest complete checkpoint (${store.root}/${ref.dir}) is step ${ref.step}; they must be equal (acks ran ahead of the checkpoint, or the checkpoint is from another ledger), so this run is not resumable`,
     );
   }
   if (!options.marker.optimizerDurable) {
-    throw new CheckpointRefusedError(`resume ${options.runId}: the durable marker at step ${ackStep} was not written with optimizerDurable=true`);
+    throw new CheckpointRefusedError(
+      `resume ${options.runId}: the durable marker at step ${ackStep} was not written with optimizerDurable=true`,
+    );
   }
   return ref;
 }
 
 /** Check `loaded` against the run contract and the model, then overwrite the backend's tensors and counters with it. */
-function restoreCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWBackend, loaded: LoadedCheckpoint, options: ResumeOptions): ResumeResult {
+function restoreCheckpoint(
+  store: FileStore,
+  gpu: Gpu,
+  backend: AdamWBackend,
+  loaded: LoadedCheckpoint,
+  options: ResumeOptions,
+): ResumeResult {
   const { state, ref } = loaded;
   const drift = [...contractDrift(state.contract, options.contract), ...optimizerDrift(state.optimizer, backend.config)];
-  if (drift.length > 0) throw new CheckpointRefusedError(`resume ${options.runId} from ${store.root}/${ref.dir}: the run contract drifted (${drift.join('; ')})`);
+  if (drift.length > 0)
+    throw new CheckpointRefusedError(
+      `resume ${options.runId} from ${store.root}/${ref.dir}: the run contract drifted (${drift.join('; ')})`,
+    );
 
   const saved = new Map(state.parameters.map((p) => [p.name, p.shape]));
   const have = backend.params.map((p) => p.name);
@@ -384,7 +434,9 @@ function restoreCheckpoint(store: FileStore, gpu: Gpu, backend: AdamWBackend, lo
   for (const p of backend.params) {
     const shape = saved.get(p.name)!;
     if (shape.join() !== p.value.shape.join()) {
-      throw new CheckpointRefusedError(`resume ${options.runId}: parameter ${p.name} is [${shape}] in ${store.root}/${ref.dir}, [${p.value.shape}] in this model`);
+      throw new CheckpointRefusedError(
+        `resume ${options.runId}: parameter ${p.name} is [${shape}] in ${store.root}/${ref.dir}, [${p.value.shape}] in this model`,
+      );
     }
   }
   // Everything checked: now overwrite the GPU tensors (writes are ordered after queued work).

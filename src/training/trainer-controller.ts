@@ -57,7 +57,10 @@ export class TrainerController {
   globalStep = 0;
   epoch = 0;
 
-  constructor(private readonly gpu: Gpu, private readonly core: TrainerCore) {}
+  constructor(
+    private readonly gpu: Gpu,
+    private readonly core: TrainerCore,
+  ) {}
 
   async fit(data: BatchSource, options: FitOptions = {}): Promise<FitResult> {
     this.globalStep = options.startStep ?? this.globalStep;

@@ -38,6 +38,7 @@ export function parseByteSize(text: string, what: string): number {
   const unit = m ? UNITS[(m[2] || 'b').toLowerCase()] : undefined;
   if (!m || unit === undefined) throw new Error(`${what}: ${JSON.stringify(text)} is not a byte size (e.g. 8GB, 512MiB, 1073741824)`);
   const bytes = Math.floor(Number(m[1]) * unit);
-  if (!(bytes >= 1) || !Number.isSafeInteger(bytes)) throw new Error(`${what}: ${JSON.stringify(text)} must be between 1 byte and ${Number.MAX_SAFE_INTEGER} bytes`);
+  if (!(bytes >= 1) || !Number.isSafeInteger(bytes))
+    throw new Error(`${what}: ${JSON.stringify(text)} must be between 1 byte and ${Number.MAX_SAFE_INTEGER} bytes`);
   return bytes;
 }

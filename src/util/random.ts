@@ -10,7 +10,8 @@ export class Rng {
   }
   /** Continue exactly where a generator whose `saveState()` returned `state` stood. */
   static fromState(state: number): Rng {
-    if (!Number.isInteger(state) || state < 0 || state > 0xffffffff) throw new RangeError(`Rng.fromState: state must be a 32-bit unsigned integer, got ${state}`);
+    if (!Number.isInteger(state) || state < 0 || state > 0xffffffff)
+      throw new RangeError(`Rng.fromState: state must be a 32-bit unsigned integer, got ${state}`);
     const rng = new Rng(1);
     rng.state = state;
     return rng;

@@ -38,7 +38,10 @@ export function openSealedJson(bytes: Uint8Array, source: string, what: string):
   const body = bytes.subarray(newline + 1);
   if (body.byteLength !== header.bytes) refuse(`${body.byteLength} bytes after the header, which recorded ${String(header.bytes)}`);
   const crc = crc32(body);
-  if (crc !== header.crc32) refuse(`CRC-32 ${crc.toString(16)}, the header recorded ${typeof header.crc32 === 'number' ? header.crc32.toString(16) : String(header.crc32)}`);
+  if (crc !== header.crc32)
+    refuse(
+      `CRC-32 ${crc.toString(16)}, the header recorded ${typeof header.crc32 === 'number' ? header.crc32.toString(16) : String(header.crc32)}`,
+    );
   try {
     return JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(body));
   } catch (err) {

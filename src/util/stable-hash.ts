@@ -6,7 +6,9 @@
 import { crc32 } from './crc32.ts';
 
 export function stableHash(value: unknown): string {
-  return crc32(new TextEncoder().encode(canonicalJson(value))).toString(16).padStart(8, '0');
+  return crc32(new TextEncoder().encode(canonicalJson(value)))
+    .toString(16)
+    .padStart(8, '0');
 }
 
 /** JSON with sorted object keys and no undefined members. */

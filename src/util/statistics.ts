@@ -7,7 +7,10 @@
  * Algorithms: the series and Lentz continued fraction of Numerical Recipes §6.2; Lanczos g = 7, n = 9.
  */
 
-const LANCZOS = [0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7];
+const LANCZOS = [
+  0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313, -176.61502916214059, 12.507343278686905,
+  -0.13857109526572012, 9.9843695780195716e-6, 1.5056327351493116e-7,
+];
 
 /** ln Γ(x) for x > 0 (about 15 significant digits). */
 export function lnGamma(x: number): number {
@@ -111,7 +114,8 @@ export function chiSquareGoodnessOfFit(counts: readonly number[], probs: readonl
   const n = counts.reduce((a, b) => a + b, 0);
   const total = probs.reduce((a, b) => a + b, 0);
   if (!(n > 0)) throw new Error('chiSquareGoodnessOfFit: no observations');
-  if (probs.some((p) => !(p >= 0)) || Math.abs(total - 1) > 1e-9) throw new Error(`chiSquareGoodnessOfFit: probabilities must be ≥ 0 and sum to 1 (sum ${total})`);
+  if (probs.some((p) => !(p >= 0)) || Math.abs(total - 1) > 1e-9)
+    throw new Error(`chiSquareGoodnessOfFit: probabilities must be ≥ 0 and sum to 1 (sum ${total})`);
   const observed: number[] = [];
   const expected: number[] = [];
   let pooledObserved = 0;

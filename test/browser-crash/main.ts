@@ -78,7 +78,10 @@ async function train(): Promise<void> {
   for (;;) {
     const tasks = await controller.leasePromptTasks(worker, batch);
     if (tasks.length === 0) break;
-    await controller.commitSamples(worker, tasks.map((task) => sampleRef(task.taskId)));
+    await controller.commitSamples(
+      worker,
+      tasks.map((task) => sampleRef(task.taskId)),
+    );
   }
 
   let step = 0;
@@ -148,10 +151,17 @@ async function recover(): Promise<void> {
     assert(landedSteps >= ackBefore && landedSteps <= ackTotal, `landed steps ${landedSteps} outside [${ackBefore}, ${ackTotal}]`);
   });
   await check('marker step and durable flag are those of the last landed ack', () => {
-    assertDeepEqual([marker.globalStep, marker.optimizerDurable], [landedSteps > 0 ? landedSteps : null, landedSteps > 0], 'step / durable');
+    assertDeepEqual(
+      [marker.globalStep, marker.optimizerDurable],
+      [landedSteps > 0 ? landedSteps : null, landedSteps > 0],
+      'step / durable',
+    );
   });
   await check('the durable ack never runs ahead of the persisted optimizer state', () => {
-    const ok = landedSteps === 0 ? checkpointStep === null || checkpointStep === 1 : checkpointStep === landedSteps || checkpointStep === landedSteps + 1;
+    const ok =
+      landedSteps === 0
+        ? checkpointStep === null || checkpointStep === 1
+        : checkpointStep === landedSteps || checkpointStep === landedSteps + 1;
     assert(ok, `optimizer state of step ${checkpointStep}, durable ack of step ${landedSteps}`);
   });
   await check('every committed sample is either released (durably acked, once) or requeued, never both', () => {
@@ -163,11 +173,19 @@ async function recover(): Promise<void> {
     assertDeepEqual(report.released, landedIds, 'released = the durably acked refs, in commit order');
   });
   await check('nothing acked is requeued; the requeued refs are the ones leasable again', async () => {
-    assertDeepEqual(report.requeued.filter((id) => marker.acked.has(id)), [], 'acked ids among the requeued');
+    assertDeepEqual(
+      report.requeued.filter((id) => marker.acked.has(id)),
+      [],
+      'acked ids among the requeued',
+    );
     assertDeepEqual(report.requeued, plannedIds.slice(landedIds.length), 'requeued = everything not durably acked, in commit order');
     const trainer = await controller.registerTrainer({ trainerId: 'trainer-after-crash' });
     const leased = await controller.leaseTrainRefs(trainer, n + 1);
-    assertDeepEqual(leased.map((r) => r.sampleId), report.requeued, 'leasable after the restart');
+    assertDeepEqual(
+      leased.map((r) => r.sampleId),
+      report.requeued,
+      'leasable after the restart',
+    );
   });
   await check('released features were adopted then aborted', () => {
     assertDeepEqual([adopted, [...resident]], [landedIds, []], 'adopted / still resident');

@@ -62,7 +62,14 @@ export function startNode(nodeArgs: readonly string[], options: NodeProcessOptio
       await new Promise((r) => setTimeout(r, options.pollMs));
     }
   };
-  return { pid: child.pid ?? -1, output: () => output, exited, signal: (sig) => child.kill(sig), waitFor, kill: () => child.kill('SIGKILL') };
+  return {
+    pid: child.pid ?? -1,
+    output: () => output,
+    exited,
+    signal: (sig) => child.kill(sig),
+    waitFor,
+    kill: () => child.kill('SIGKILL'),
+  };
 }
 
 /** Starts `node bin/speclab.mjs ...args` in the repository root; `timeoutMs` SIGKILLs a hung one. */

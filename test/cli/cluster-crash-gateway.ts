@@ -36,19 +36,26 @@ const POINTS: GatewayPoint[] = [
     name: 'tab-mid-capture-holding-a-lease',
     batch: 4,
     wait: (_run, tab) => tab.waitFor(/leased 4 /),
-    check: (s, run) => (s.promptsLeased > 0 && s.samplesCommitted === 0 && run.tabCommitted() === 0 ? '' : `${s.promptsLeased} leased, ${s.samplesCommitted} committed`),
+    check: (s, run) =>
+      s.promptsLeased > 0 && s.samplesCommitted === 0 && run.tabCommitted() === 0
+        ? ''
+        : `${s.promptsLeased} leased, ${s.samplesCommitted} committed`,
   },
   {
     name: 'after-tab-first-commit',
     batch: 2,
     wait: (_run, tab) => tab.waitFor(/committed \d+ \(total/),
-    check: (s, run) => (s.samplesCommitted >= 1 && s.samplesCommitted === run.tabCommitted() && !s.durableGlobalStep ? '' : `${s.samplesCommitted} committed (${run.tabCommitted()} by the tab), durable step ${s.durableGlobalStep}`),
+    check: (s, run) =>
+      s.samplesCommitted >= 1 && s.samplesCommitted === run.tabCommitted() && !s.durableGlobalStep
+        ? ''
+        : `${s.samplesCommitted} committed (${run.tabCommitted()} by the tab), durable step ${s.durableGlobalStep}`,
   },
   {
     name: 'after-checkpoint-of-step-2-from-tab-samples',
     batch: 2,
     wait: (run) => until('durable ack of step 2', async () => (await run.status()).durableGlobalStep === 2),
-    check: (s, run) => (s.durableAcked >= 4 && run.tabCommitted() >= 4 ? '' : `${s.durableAcked} durably acked, ${run.tabCommitted()} committed by the tab`),
+    check: (s, run) =>
+      s.durableAcked >= 4 && run.tabCommitted() >= 4 ? '' : `${s.durableAcked} durably acked, ${run.tabCommitted()} committed by the tab`,
     withNode: true,
   },
 ];
@@ -66,7 +73,13 @@ export async function gatewayCases(shared: RedisServer, reference: StepRecord[])
       // The tab fails closed: exit 1 naming the gateway it lost, not a hang.
       run.rollouts.delete('tab-1');
       const te = await exitWithin(tab, 'the tab client', 30_000, 'the gateway died (it hangs instead of failing closed)');
-      if (te.code !== 1 || !/^tab-client: .*gateway \S+ closed the (control connection \(code 1006: connection lost|connection \(code 1006)/m.test(te.output)) throw new Error(`the tab client exited ${te.code} (${te.signal}) when the gateway died, want 1 with a line naming the gateway:\n${te.output.slice(-1500)}`);
+      if (
+        te.code !== 1 ||
+        !/^tab-client: .*gateway \S+ closed the (control connection \(code 1006: connection lost|connection \(code 1006)/m.test(te.output)
+      )
+        throw new Error(
+          `the tab client exited ${te.code} (${te.signal}) when the gateway died, want 1 with a line naming the gateway:\n${te.output.slice(-1500)}`,
+        );
       await run.gateway();
       run.tab('tab-2', point.batch);
       if (point.withNode) run.rollout('b');

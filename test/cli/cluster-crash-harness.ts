@@ -22,7 +22,38 @@ export const root = mkdtempSync(join(tmpdir(), 'speclab-cluster-crash-'));
 export const TOTAL_STEPS = 6;
 export const TOTAL_SAMPLES = 12;
 const LEASE_MS = 3000;
-const FLAGS = ['--target', target, '--train-prompts', '6', '--eval-prompts', '1', '--response-length', '12', '--epochs', '2', '--round-prompts', '4', '--batch-size', '2', '--lr', '1e-2', '--max-new-tokens', '8', '--eval-train-prompts', '0', '--eval-every', '0', '--checkpoint-every', '2', '--log-every', '1', '--seed', '3', '--prompt-lease-ms', String(LEASE_MS)];
+const FLAGS = [
+  '--target',
+  target,
+  '--train-prompts',
+  '6',
+  '--eval-prompts',
+  '1',
+  '--response-length',
+  '12',
+  '--epochs',
+  '2',
+  '--round-prompts',
+  '4',
+  '--batch-size',
+  '2',
+  '--lr',
+  '1e-2',
+  '--max-new-tokens',
+  '8',
+  '--eval-train-prompts',
+  '0',
+  '--eval-every',
+  '0',
+  '--checkpoint-every',
+  '2',
+  '--log-every',
+  '1',
+  '--seed',
+  '3',
+  '--prompt-lease-ms',
+  String(LEASE_MS),
+];
 const PROCESS_MS = 180_000;
 export const started: CliProcess[] = [];
 export const servers: RedisServer[] = [];
@@ -72,7 +103,12 @@ function tabClient(args: string[]): CliProcess {
 }
 
 /** Exit of `p`, or an error naming it when it has not ended within `ms` (a hang). */
-export async function exitWithin(p: CliProcess, name: string, ms: number, after = 'Redis died (it hangs instead of failing closed)'): Promise<ProcessExit> {
+export async function exitWithin(
+  p: CliProcess,
+  name: string,
+  ms: number,
+  after = 'Redis died (it hangs instead of failing closed)',
+): Promise<ProcessExit> {
   const timer = sleep(ms).then(() => 'hang' as const);
   const r = await Promise.race([p.exited, timer]);
   if (r === 'hang') {
@@ -107,7 +143,20 @@ export class Run {
   }
 
   rollout(id: string, batch = 2): CliProcess {
-    const p = cli(['rollout', ...this.cluster, '--target', target, '--batch', String(batch), '--poll-ms', '10', '--worker-id', id, '--wait-ms', '90000']);
+    const p = cli([
+      'rollout',
+      ...this.cluster,
+      '--target',
+      target,
+      '--batch',
+      String(batch),
+      '--poll-ms',
+      '10',
+      '--worker-id',
+      id,
+      '--wait-ms',
+      '90000',
+    ]);
     this.rollouts.set(id, p);
     return p;
   }
@@ -140,7 +189,24 @@ export class Run {
 
   /** A tab client joining through the gateway (started first), registered as a worker expected to finish. */
   tab(id: string, batch = 2): CliProcess {
-    const p = tabClient(['--gateway', this.gatewayUrl, '--token-file', this.tokenFile!, '--run', this.name, '--target', target, '--batch', String(batch), '--poll-ms', '10', '--worker-id', id, '--wait-ms', '90000']);
+    const p = tabClient([
+      '--gateway',
+      this.gatewayUrl,
+      '--token-file',
+      this.tokenFile!,
+      '--run',
+      this.name,
+      '--target',
+      target,
+      '--batch',
+      String(batch),
+      '--poll-ms',
+      '10',
+      '--worker-id',
+      id,
+      '--wait-ms',
+      '90000',
+    ]);
     this.rollouts.set(id, p);
     this.tabs.push(p);
     return p;
@@ -173,7 +239,9 @@ let worstRel = 0;
 export function report(name: string, problems: string[], seconds: number): void {
   if (problems.length === 0) passed++;
   else failed++;
-  console.log(`${problems.length === 0 ? 'ok  ' : 'not ok'} ${name} (${seconds.toFixed(1)} s)${problems.length === 0 ? '' : `\n    ${problems.join('\n    ')}`}`);
+  console.log(
+    `${problems.length === 0 ? 'ok  ' : 'not ok'} ${name} (${seconds.toFixed(1)} s)${problems.length === 0 ? '' : `\n    ${problems.join('\n    ')}`}`,
+  );
 }
 
 export function tally(): { passed: number; failed: number; worstRel: number } {
@@ -183,18 +251,30 @@ export function tally(): { passed: number; failed: number; worstRel: number } {
 /** The assertions every case ends with, on a run whose trainer has ended for the last time. */
 export async function verify(run: Run, reference: StepRecord[], problems: string[]): Promise<void> {
   const last = run.trainerExits.at(-1);
-  if (last?.code !== 0) problems.push(`the trainer's final exit is ${last?.code ?? 'none'} (${last?.signal ?? ''}):\n${last?.output.slice(-2000)}`);
+  if (last?.code !== 0)
+    problems.push(`the trainer's final exit is ${last?.code ?? 'none'} (${last?.signal ?? ''}):\n${last?.output.slice(-2000)}`);
   // The workers still running exit 0 once the run is finished.
   for (const [id, p] of run.rollouts) {
-    const e = await exitWithin(p, `rollout ${id}`, 30_000, 'the trainer ended').catch((err: Error) => ({ code: -1, signal: null, output: err.message }));
-    if (e.code !== 0) problems.push(`rollout ${id} exited ${e.code} (${e.signal}), want 0 once the run is finished:\n${e.output.slice(-1500)}`);
+    const e = await exitWithin(p, `rollout ${id}`, 30_000, 'the trainer ended').catch((err: Error) => ({
+      code: -1,
+      signal: null,
+      output: err.message,
+    }));
+    if (e.code !== 0)
+      problems.push(`rollout ${id} exited ${e.code} (${e.signal}), want 0 once the run is finished:\n${e.output.slice(-1500)}`);
   }
   // `speclab status`, the command a person runs.
   const st = cli(['status', ...run.cluster, '--format', 'json']);
   const se = await st.exited;
   try {
     const s = JSON.parse(se.output.trim().split('\n').at(-1) ?? '') as Record<string, number>;
-    const want = { samplesCommitted: TOTAL_SAMPLES, durableAcked: TOTAL_SAMPLES, trainBacklog: 0, promptsFailed: 0, durableGlobalStep: TOTAL_STEPS };
+    const want = {
+      samplesCommitted: TOTAL_SAMPLES,
+      durableAcked: TOTAL_SAMPLES,
+      trainBacklog: 0,
+      promptsFailed: 0,
+      durableGlobalStep: TOTAL_STEPS,
+    };
     for (const [k, v] of Object.entries(want)) if (s[k] !== v) problems.push(`status ${k} = ${s[k]}, want ${v}`);
   } catch {
     problems.push(`speclab status did not print JSON (exit ${se.code}):\n${se.output.slice(-1000)}`);
@@ -207,13 +287,17 @@ export async function verify(run: Run, reference: StepRecord[], problems: string
   if (steps !== want) problems.push(`unmarked steps ${steps}, want ${want}`);
   const resumedFrom = run.trainerExits.slice(1).map((e) => Number(/resuming after step (\d+)/.exec(e.output)?.[1] ?? 0));
   const minResume = resumedFrom.length > 0 ? Math.min(...resumedFrom) : TOTAL_STEPS;
-  for (const r of records.filter((x) => x.replay)) if (r.step <= minResume) problems.push(`step ${r.step} trained again although durable (resumes from ${resumedFrom.join(', ')})`);
+  for (const r of records.filter((x) => x.replay))
+    if (r.step <= minResume) problems.push(`step ${r.step} trained again although durable (resumes from ${resumedFrom.join(', ')})`);
   for (const r of records) {
     const ref = reference.find((x) => x.step === r.step);
     if (!ref) continue;
     const rel = Math.abs(r.loss - ref.loss) / Math.max(Math.abs(ref.loss), 1e-12);
     worstRel = Math.max(worstRel, rel);
-    if (rel > 1e-6) problems.push(`step ${r.step}${r.replay ? ' (replay)' : ''}: loss ${r.loss} vs reference ${ref.loss} (relative ${rel.toExponential(2)})`);
+    if (rel > 1e-6)
+      problems.push(
+        `step ${r.step}${r.replay ? ' (replay)' : ''}: loss ${r.loss} vs reference ${ref.loss} (relative ${rel.toExponential(2)})`,
+      );
   }
 }
 
@@ -221,7 +305,12 @@ export async function verify(run: Run, reference: StepRecord[], problems: string
 const ONLY = process.argv[2];
 
 /** One case on a fresh run id (on `server`, or a Redis of its own): its body, then `verify`. */
-export async function runCase(name: string, server: RedisServer | undefined, reference: StepRecord[], body: (run: Run) => Promise<void>): Promise<void> {
+export async function runCase(
+  name: string,
+  server: RedisServer | undefined,
+  reference: StepRecord[],
+  body: (run: Run) => Promise<void>,
+): Promise<void> {
   if (ONLY !== undefined && !name.includes(ONLY)) return;
   const t0 = performance.now();
   const problems: string[] = [];
@@ -243,6 +332,7 @@ export async function runCase(name: string, server: RedisServer | undefined, ref
 export async function killAt(p: CliProcess, what: string): Promise<ProcessExit> {
   p.kill();
   const e = await p.exited;
-  if (e.signal !== 'SIGKILL') throw new Error(`${what}: the process had already ended (exit ${e.code}) before the kill point:\n${e.output.slice(-1500)}`);
+  if (e.signal !== 'SIGKILL')
+    throw new Error(`${what}: the process had already ended (exit ${e.code}) before the kill point:\n${e.output.slice(-1500)}`);
   return e;
 }

@@ -31,7 +31,22 @@
 import { rmSync } from 'node:fs';
 import process from 'node:process';
 import { startRedisServer } from '../dataplane/redis-fixture.ts';
-import { exitWithin, killAt, report, root, Run, runCase, servers, started, tally, TOTAL_STEPS, trainRecords, until, verify, type StepRecord } from './cluster-crash-harness.ts';
+import {
+  exitWithin,
+  killAt,
+  report,
+  root,
+  Run,
+  runCase,
+  servers,
+  started,
+  tally,
+  TOTAL_STEPS,
+  trainRecords,
+  until,
+  verify,
+  type StepRecord,
+} from './cluster-crash-harness.ts';
 import { gatewayCases } from './cluster-crash-gateway.ts';
 
 const T0 = performance.now();
@@ -50,7 +65,8 @@ try {
     const e = await run.trainerExit();
     reference = trainRecords(run.out);
     const problems: string[] = [];
-    if (e.code !== 0 || reference.length !== TOTAL_STEPS) problems.push(`exit ${e.code}, ${reference.length} steps\n${e.output.slice(-2000)}`);
+    if (e.code !== 0 || reference.length !== TOTAL_STEPS)
+      problems.push(`exit ${e.code}, ${reference.length} steps\n${e.output.slice(-2000)}`);
     else await verify(run, reference, problems);
     report('reference uninterrupted', problems, (performance.now() - t0) / 1000);
     if (problems.length > 0) throw new Error('no reference run');
@@ -59,7 +75,11 @@ try {
   // 1. A rollout worker SIGKILLed; the other one finishes the run.
   const joined = /joined run/;
   const commits = (n: number) => new RegExp(`committed \\d+ \\(total \\d+\\)(?:[\\s\\S]*committed \\d+ \\(total \\d+\\)){${n - 1}}`);
-  for (const [point, pattern] of [['after-join', joined], ['after-first-commit', commits(1)], ['after-second-commit', commits(2)]] as const) {
+  for (const [point, pattern] of [
+    ['after-join', joined],
+    ['after-first-commit', commits(1)],
+    ['after-second-commit', commits(2)],
+  ] as const) {
     await runCase(`rollout-kill ${point}`, shared, reference, async (run) => {
       const a = run.rollout('a');
       run.rollout('b');
@@ -81,13 +101,15 @@ try {
     await killAt(a, 'rollout a');
     run.rollouts.delete('a');
     const s = await run.status();
-    if (s.promptsLeased === 0 || s.samplesCommitted !== 0) throw new Error(`at the kill: ${s.promptsLeased} leased, ${s.samplesCommitted} committed`);
+    if (s.promptsLeased === 0 || s.samplesCommitted !== 0)
+      throw new Error(`at the kill: ${s.promptsLeased} leased, ${s.samplesCommitted} committed`);
     run.rollout('b');
     await run.trainerExit();
   });
 
   // 2. The trainer SIGKILLed, then resumed; the rollouts keep running.
-  const durable = (step: number) => (run: Run) => until(`durable ack of step ${step}`, async () => (await run.status()).durableGlobalStep === step);
+  const durable = (step: number) => (run: Run) =>
+    until(`durable ack of step ${step}`, async () => (await run.status()).durableGlobalStep === step);
   const trainerPoints: [string, (run: Run) => Promise<void>][] = [
     ['waiting-for-round-1', (run) => run.trainer.waitFor(/phase train: /)],
     ['after-step-1', (run) => run.trainer.waitFor(/step 1\/6/)],
@@ -129,11 +151,13 @@ try {
       // Every process fails closed: exit 1, no hang.
       const te = await exitWithin(run.trainer, 'the trainer', 30_000);
       run.trainerExits.push(te);
-      if (te.code !== 1) throw new Error(`the trainer exited ${te.code} (${te.signal}) when Redis died, want 1:\n${te.output.slice(-1500)}`);
+      if (te.code !== 1)
+        throw new Error(`the trainer exited ${te.code} (${te.signal}) when Redis died, want 1:\n${te.output.slice(-1500)}`);
       const dead: string[] = [];
       for (const [id, p] of run.rollouts) {
         const e = await exitWithin(p, `rollout ${id}`, 30_000);
-        if (e.code !== 1 && e.code !== 0) throw new Error(`rollout ${id} exited ${e.code} (${e.signal}) when Redis died:\n${e.output.slice(-1500)}`);
+        if (e.code !== 1 && e.code !== 0)
+          throw new Error(`rollout ${id} exited ${e.code} (${e.signal}) when Redis died:\n${e.output.slice(-1500)}`);
         dead.push(id);
       }
       const again = await startRedisServer({ durable: true, dir, port });
@@ -157,6 +181,8 @@ try {
 }
 const { passed, failed, worstRel } = tally();
 const total = passed + failed;
-console.log(`cluster crash matrix: ${total} cases, ${passed} passed in ${((performance.now() - T0) / 1000).toFixed(0)} s; worst relative loss difference ${worstRel.toExponential(2)}`);
+console.log(
+  `cluster crash matrix: ${total} cases, ${passed} passed in ${((performance.now() - T0) / 1000).toFixed(0)} s; worst relative loss difference ${worstRel.toExponential(2)}`,
+);
 console.log(`[node] ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);

@@ -42,24 +42,48 @@ try {
   check('the clone has no generated shaders', !existsSync(shaders), 'src/kernels/shaders.gen.ts is tracked?');
 
   const help = run(process.execPath, ['bin/speclab.mjs', '--help']);
-  check('speclab --help exits 0', help.code === 0 && /Usage: speclab <command>/.test(help.out) && /\btrain\b/.test(help.out), `exit ${help.code}\n${help.out}${help.err}`);
+  check(
+    'speclab --help exits 0',
+    help.code === 0 && /Usage: speclab <command>/.test(help.out) && /\btrain\b/.test(help.out),
+    `exit ${help.code}\n${help.out}${help.err}`,
+  );
   const trainHelp = run(process.execPath, ['bin/speclab.mjs', 'train', '--help']);
-  check('speclab train --help exits 0 and lists the settings', trainHelp.code === 0 && /--batch-size <n>/.test(trainHelp.out), `exit ${trainHelp.code}\n${trainHelp.out}${trainHelp.err}`);
+  check(
+    'speclab train --help exits 0 and lists the settings',
+    trainHelp.code === 0 && /--batch-size <n>/.test(trainHelp.out),
+    `exit ${trainHelp.code}\n${trainHelp.out}${trainHelp.err}`,
+  );
   const version = run(process.execPath, ['bin/speclab.mjs', 'eval', '--version']);
-  check('speclab eval --version exits 0', version.code === 0 && /^\d+\.\d+\.\d+/.test(version.out), `exit ${version.code}\n${version.out}${version.err}`);
+  check(
+    'speclab eval --version exits 0',
+    version.code === 0 && /^\d+\.\d+\.\d+/.test(version.out),
+    `exit ${version.code}\n${version.out}${version.err}`,
+  );
   const bad = run(process.execPath, ['bin/speclab.mjs', 'train', '--bogus']);
-  check('an unknown option exits 2 with one line', bad.code === 2 && bad.err.trim().split('\n').length === 1 && /--bogus/.test(bad.err), `exit ${bad.code}\n${bad.err}`);
+  check(
+    'an unknown option exits 2 with one line',
+    bad.code === 2 && bad.err.trim().split('\n').length === 1 && /--bogus/.test(bad.err),
+    `exit ${bad.code}\n${bad.err}`,
+  );
   check('help needed no shaders', !existsSync(shaders), 'shaders.gen.ts appeared');
 
   const deno = join(repo, 'node_modules/.bin/deno');
   if (existsSync(deno)) {
     const denoHelp = run(deno, ['run', '-A', 'src/platform/deno-main.ts', 'prepare', '--help']);
-    check('deno: speclab prepare --help exits 0', denoHelp.code === 0 && /--response-length <n>/.test(denoHelp.out), `exit ${denoHelp.code}\n${denoHelp.out}${denoHelp.err}`);
+    check(
+      'deno: speclab prepare --help exits 0',
+      denoHelp.code === 0 && /--response-length <n>/.test(denoHelp.out),
+      `exit ${denoHelp.code}\n${denoHelp.out}${denoHelp.err}`,
+    );
   }
 
   // A command that needs the kernels generates the shaders first (it may then fail for want of a GPU).
   const selfcheck = run(process.execPath, ['bin/speclab.mjs', 'selfcheck']);
-  check('selfcheck generates src/kernels/shaders.gen.ts and loads the kernels', existsSync(shaders) && !/ERR_MODULE_NOT_FOUND|shaders\.gen\.ts is missing/.test(`${selfcheck.out}${selfcheck.err}`), `exit ${selfcheck.code}\n${selfcheck.out.slice(-2000)}${selfcheck.err.slice(-2000)}`);
+  check(
+    'selfcheck generates src/kernels/shaders.gen.ts and loads the kernels',
+    existsSync(shaders) && !/ERR_MODULE_NOT_FOUND|shaders\.gen\.ts is missing/.test(`${selfcheck.out}${selfcheck.err}`),
+    `exit ${selfcheck.code}\n${selfcheck.out.slice(-2000)}${selfcheck.err.slice(-2000)}`,
+  );
 } finally {
   rmSync(clone, { recursive: true, force: true });
 }

@@ -25,34 +25,81 @@ const URL_ = 'redis://127.0.0.1:6399/0';
 const gateway = (...argv: string[]) => gatewayArgs(parseCommand(GATEWAY_DEF, argv));
 
 export default defineSuite('cli/gateway', (t) => {
-  t.test('flags: defaults, one-line usage errors naming the flag; the token file', async (ctx) => {
-    assertDeepEqual(
-      gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok'),
-      { cluster: URL_, run: 'r1', tokenFile: 'tok', host: '127.0.0.1', port: 8765, origins: undefined, waitMs: 60_000 },
-      'defaults',
-    );
-    assertDeepEqual(gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--origin', 'http://127.0.0.1:4173,https://lab.example', '--port', '0').origins, ['http://127.0.0.1:4173', 'https://lab.example'], 'origins');
-    assertThrows(() => gateway('--run', 'r1', '--token-file', 'tok'), /^--cluster is required$/, 'no --cluster');
-    assertThrows(() => gateway('--cluster', URL_, '--run', 'r1'), /^--token-file is required$/, 'no --token-file');
-    assertThrows(() => gateway('--cluster', 'http://h', '--run', 'r1', '--token-file', 'tok'), /^--cluster: "http:\/\/h" is not a redis:\/\/ URL$/, 'bad cluster URL');
-    assertThrows(() => gateway('--cluster', URL_, '--run', 'a{b', '--token-file', 'tok'), /--run must not contain braces/, 'bad run id');
-    assertThrows(() => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--port', '70000'), /^--port: /, 'port out of range');
-    assertThrows(() => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--origin', 'http://h/lab'), /^--origin: "http:\/\/h\/lab" is not an origin like http:\/\/host:port \(scheme, host and port only, no path\)$/, 'origin with a path');
-    assertThrows(() => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--origin', 'lab'), /^--origin: "lab" is not an origin/, 'not an origin');
-    assertThrows(() => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--host', 'a b'), /^--host: "a b" is not a host name or address$/, 'bad host');
+  t.test(
+    'flags: defaults, one-line usage errors naming the flag; the token file',
+    async (ctx) => {
+      assertDeepEqual(
+        gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok'),
+        { cluster: URL_, run: 'r1', tokenFile: 'tok', host: '127.0.0.1', port: 8765, origins: undefined, waitMs: 60_000 },
+        'defaults',
+      );
+      assertDeepEqual(
+        gateway(
+          '--cluster',
+          URL_,
+          '--run',
+          'r1',
+          '--token-file',
+          'tok',
+          '--origin',
+          'http://127.0.0.1:4173,https://lab.example',
+          '--port',
+          '0',
+        ).origins,
+        ['http://127.0.0.1:4173', 'https://lab.example'],
+        'origins',
+      );
+      assertThrows(() => gateway('--run', 'r1', '--token-file', 'tok'), /^--cluster is required$/, 'no --cluster');
+      assertThrows(() => gateway('--cluster', URL_, '--run', 'r1'), /^--token-file is required$/, 'no --token-file');
+      assertThrows(
+        () => gateway('--cluster', 'http://h', '--run', 'r1', '--token-file', 'tok'),
+        /^--cluster: "http:\/\/h" is not a redis:\/\/ URL$/,
+        'bad cluster URL',
+      );
+      assertThrows(() => gateway('--cluster', URL_, '--run', 'a{b', '--token-file', 'tok'), /--run must not contain braces/, 'bad run id');
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--port', '70000'),
+        /^--port: /,
+        'port out of range',
+      );
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--origin', 'http://h/lab'),
+        /^--origin: "http:\/\/h\/lab" is not an origin like http:\/\/host:port \(scheme, host and port only, no path\)$/,
+        'origin with a path',
+      );
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--origin', 'lab'),
+        /^--origin: "lab" is not an origin/,
+        'not an origin',
+      );
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok', '--host', 'a b'),
+        /^--host: "a b" is not a host name or address$/,
+        'bad host',
+      );
 
-    const tmp = tempStore(ctx.platform, 'gateway-token');
-    try {
-      const root = tmp.files.root;
-      await tmp.files.writeAtomic('good', new TextEncoder().encode(`${'ab12'.repeat(8)}\nignored\n`));
-      assertEqual(await readGatewayToken(ctx.platform, `${root}/good`), 'ab12'.repeat(8), 'the first line is the token');
-      await tmp.files.writeAtomic('short', new TextEncoder().encode('abc\n'));
-      await assertRejects(() => readGatewayToken(ctx.platform, `${root}/short`), /^--token-file: the first line of .*short must be a token of 16\.\.256 characters of \[A-Za-z0-9_-\]/, 'a short token');
-      await assertRejects(() => readGatewayToken(ctx.platform, `${root}/missing`), /^--token-file: cannot read .*missing/, 'a missing file');
-    } finally {
-      await tmp.cleanup();
-    }
-  }, { only: ['node', 'deno'] });
+      const tmp = tempStore(ctx.platform, 'gateway-token');
+      try {
+        const root = tmp.files.root;
+        await tmp.files.writeAtomic('good', new TextEncoder().encode(`${'ab12'.repeat(8)}\nignored\n`));
+        assertEqual(await readGatewayToken(ctx.platform, `${root}/good`), 'ab12'.repeat(8), 'the first line is the token');
+        await tmp.files.writeAtomic('short', new TextEncoder().encode('abc\n'));
+        await assertRejects(
+          () => readGatewayToken(ctx.platform, `${root}/short`),
+          /^--token-file: the first line of .*short must be a token of 16\.\.256 characters of \[A-Za-z0-9_-\]/,
+          'a short token',
+        );
+        await assertRejects(
+          () => readGatewayToken(ctx.platform, `${root}/missing`),
+          /^--token-file: cannot read .*missing/,
+          'a missing file',
+        );
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node', 'deno'] },
+  );
 
   t.test(
     'real processes: no trainer within --wait-ms is refused in one line; Ctrl-C while waiting or serving exits 0',
@@ -68,7 +115,10 @@ export default defineSuite('cli/gateway', (t) => {
         const common = ['--cluster', redis.url, '--token-file', `${tmp.files.root}/token`, '--port', '0'];
         const nobody = await startCli(['gateway', ...common, '--run', 'no-run', '--wait-ms', '0']).exited;
         assertEqual(nobody.code, 1, `no trainer: exit 1\n${nobody.output}`);
-        assert(/^speclab gateway: --run no-run: no trainer published this run on .* within 0 ms \(--wait-ms\)/m.test(nobody.output), nobody.output);
+        assert(
+          /^speclab gateway: --run no-run: no trainer published this run on .* within 0 ms \(--wait-ms\)/m.test(nobody.output),
+          nobody.output,
+        );
 
         const waiting = startCli(['gateway', ...common, '--run', 'wait-run']);
         started.push(waiting);
@@ -87,7 +137,12 @@ export default defineSuite('cli/gateway', (t) => {
         const serving = startCli(['gateway', ...common, '--run', 'serve-run', '--origin', 'http://127.0.0.1:4173']);
         started.push(serving);
         await serving.waitFor(/to add a tab as a rollout worker/);
-        assert(/serving run serve-run of .* at ws:\/\/127\.0\.0\.1:\d+\/ \(data plane and rollout control; prompt lease 5000 ms; origins http:\/\/127\.0\.0\.1:4173\)/.test(serving.output()), serving.output());
+        assert(
+          /serving run serve-run of .* at ws:\/\/127\.0\.0\.1:\d+\/ \(data plane and rollout control; prompt lease 5000 ms; origins http:\/\/127\.0\.0\.1:4173\)/.test(
+            serving.output(),
+          ),
+          serving.output(),
+        );
         serving.signal('SIGINT');
         const ended = await serving.exited;
         assertEqual(ended.code, 0, `interrupted while serving\n${ended.output}`);

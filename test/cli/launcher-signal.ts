@@ -36,7 +36,10 @@ function processesMentioning(marker: string): number[] {
 }
 
 try {
-  const child = spawn(process.execPath, ['bin/speclab.mjs', 'train', '--out', out, '--fresh', '--aux-layers', '0,1,1'], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/speclab.mjs', 'train', '--out', out, '--fresh', '--aux-layers', '0,1,1'], {
+    cwd: repo,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -48,7 +51,11 @@ try {
   const how = await exited;
   await new Promise((r) => setTimeout(r, 500));
   const left = processesMentioning(out);
-  check(`SIGTERM to the launcher's pid ends the command (exit: ${String(how)})`, left.length === 0, `still running: pids ${left.join(', ')}`);
+  check(
+    `SIGTERM to the launcher's pid ends the command (exit: ${String(how)})`,
+    left.length === 0,
+    `still running: pids ${left.join(', ')}`,
+  );
   for (const pid of left) process.kill(pid, 'SIGKILL');
 } finally {
   rmSync(out, { recursive: true, force: true });

@@ -30,7 +30,8 @@ function parse(argv: readonly string[]): Map<Flag, string> {
     if (argv[i + 1] === undefined) throw new Error(`${flag}: needs a value`);
     values.set(flag, argv[i + 1]);
   }
-  for (const flag of ['--gateway', '--token-file', '--run', '--target'] as const) if (!values.has(flag)) throw new Error(`${flag}: required`);
+  for (const flag of ['--gateway', '--token-file', '--run', '--target'] as const)
+    if (!values.has(flag)) throw new Error(`${flag}: required`);
   return values;
 }
 
@@ -65,9 +66,12 @@ async function main(): Promise<number> {
       onEvent: (e) => {
         if (e.kind === 'joined') {
           name = e.workerId;
-          console.log(`tab ${name}: joined run ${run} via ${values.get('--gateway')} (aux layers [${e.auxLayerIds.join(', ')}], features ${e.featurePrecision}, prompt lease ${e.leaseMs} ms)`);
+          console.log(
+            `tab ${name}: joined run ${run} via ${values.get('--gateway')} (aux layers [${e.auxLayerIds.join(', ')}], features ${e.featurePrecision}, prompt lease ${e.leaseMs} ms)`,
+          );
         } else if (e.kind === 'leased') console.log(`tab ${name}: leased ${e.taskIds.length} (${e.taskIds.join(' ')})`);
-        else if (e.kind === 'committed') console.log(`tab ${name}: committed ${e.sampleIds.length} (total ${(total += e.sampleIds.length)})`);
+        else if (e.kind === 'committed')
+          console.log(`tab ${name}: committed ${e.sampleIds.length} (total ${(total += e.sampleIds.length)})`);
       },
     });
     console.log(`tab ${result.workerId}: the run is finished; committed ${result.committed} samples`);

@@ -24,7 +24,30 @@ const repo = fileURLToPath(new URL('../..', import.meta.url));
 const target = resolve(repo, process.env.SPECLAB_FIXTURES ?? '../shared/fixtures', 'hf/llama-tiny');
 const root = mkdtempSync(join(tmpdir(), 'speclab-train-kill-'));
 const TOTAL_STEPS = 12;
-const FLAGS = ['--target', target, '--train-prompts', '8', '--eval-prompts', '1', '--response-length', '16', '--epochs', '3', '--round-prompts', '8', '--batch-size', '2', '--max-new-tokens', '8', '--eval-train-prompts', '0', '--checkpoint-every', '2', '--log-every', '1'];
+const FLAGS = [
+  '--target',
+  target,
+  '--train-prompts',
+  '8',
+  '--eval-prompts',
+  '1',
+  '--response-length',
+  '16',
+  '--epochs',
+  '3',
+  '--round-prompts',
+  '8',
+  '--batch-size',
+  '2',
+  '--max-new-tokens',
+  '8',
+  '--eval-train-prompts',
+  '0',
+  '--checkpoint-every',
+  '2',
+  '--log-every',
+  '1',
+];
 
 let passed = 0;
 let failed = 0;
@@ -50,7 +73,11 @@ function trainRecords(out: string): StepRecord[] {
 }
 
 function train(out: string, extra: string[] = []): { code: number | null; output: string } {
-  const r = spawnSync(process.execPath, ['bin/speclab.mjs', 'train', ...FLAGS, '--out', out, ...extra], { cwd: repo, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync(process.execPath, ['bin/speclab.mjs', 'train', ...FLAGS, '--out', out, ...extra], {
+    cwd: repo,
+    encoding: 'utf8',
+    timeout: 120_000,
+  });
   return { code: r.status, output: `${r.stdout}${r.stderr}` };
 }
 
@@ -58,7 +85,10 @@ type KillPoint = { kind: 'line'; step: number } | { kind: 'ack'; step: number };
 
 /** Starts a run and SIGKILLs it at `point`, watching the run folder as the trainer writes. */
 async function trainAndKill(out: string, point: KillPoint): Promise<{ signal: NodeJS.Signals | null; output: string }> {
-  const child = spawn(process.execPath, ['bin/speclab.mjs', 'train', ...FLAGS, '--out', out], { cwd: repo, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, ['bin/speclab.mjs', 'train', ...FLAGS, '--out', out], {
+    cwd: repo,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -89,7 +119,11 @@ try {
   const whole = join(root, 'whole');
   const uninterrupted = train(whole);
   const reference = trainRecords(whole);
-  check('an uninterrupted run trains every step', uninterrupted.code === 0 && reference.length === TOTAL_STEPS, `exit ${uninterrupted.code}, ${reference.length} steps\n${uninterrupted.output.slice(-1500)}`);
+  check(
+    'an uninterrupted run trains every step',
+    uninterrupted.code === 0 && reference.length === TOTAL_STEPS,
+    `exit ${uninterrupted.code}, ${reference.length} steps\n${uninterrupted.output.slice(-1500)}`,
+  );
 
   const points: [string, KillPoint][] = [
     ['at the line of durable step 4', { kind: 'line', step: 4 }],
@@ -100,7 +134,11 @@ try {
     const out = join(root, `kill-${point.kind}-${point.step}`);
     const killed = await trainAndKill(out, point);
     const before = trainRecords(out);
-    check(`${name}: the trainer died by SIGKILL mid-run`, killed.signal === 'SIGKILL' && before.length < TOTAL_STEPS, `signal ${killed.signal}, ${before.length} steps logged\n${killed.output.slice(-1500)}`);
+    check(
+      `${name}: the trainer died by SIGKILL mid-run`,
+      killed.signal === 'SIGKILL' && before.length < TOTAL_STEPS,
+      `signal ${killed.signal}, ${before.length} steps logged\n${killed.output.slice(-1500)}`,
+    );
     const resumed = train(out, ['--resume']);
     const durable = Number(/resuming after step (\d+)/.exec(resumed.output)?.[1] ?? 0);
     check(`${name}: the resume exits 0`, resumed.code === 0, resumed.output.slice(-1500));
@@ -108,20 +146,50 @@ try {
     const plain = records.filter((r) => !r.replay);
     const replays = records.filter((r) => r.replay);
     const steps = plain.map((r) => r.step).join(',');
-    check(`${name}: every step once, unmarked (durable at the kill: step ${durable}, logged: ${before.length})`, steps === reference.map((r) => r.step).join(','), `unmarked steps ${steps}`);
-    const expectReplayed = before.filter((r) => r.step > durable).map((r) => r.step).join(',');
-    check(`${name}: replays are exactly the logged steps past the durable one [${expectReplayed}]`, replays.map((r) => r.step).join(',') === expectReplayed, `replay records for steps ${replays.map((r) => r.step).join(',')}`);
-    if (point.kind === 'ack') check(`${name}: the step is durable and not replayed`, durable >= point.step && !replays.some((r) => r.step === point.step), `durable ${durable}`);
-    if (point.kind === 'line' && point.step === 5) check(`${name}: the step is replayed, marked`, durable === 4 && replays.some((r) => r.step === 5), `durable ${durable}`);
+    check(
+      `${name}: every step once, unmarked (durable at the kill: step ${durable}, logged: ${before.length})`,
+      steps === reference.map((r) => r.step).join(','),
+      `unmarked steps ${steps}`,
+    );
+    const expectReplayed = before
+      .filter((r) => r.step > durable)
+      .map((r) => r.step)
+      .join(',');
+    check(
+      `${name}: replays are exactly the logged steps past the durable one [${expectReplayed}]`,
+      replays.map((r) => r.step).join(',') === expectReplayed,
+      `replay records for steps ${replays.map((r) => r.step).join(',')}`,
+    );
+    if (point.kind === 'ack')
+      check(
+        `${name}: the step is durable and not replayed`,
+        durable >= point.step && !replays.some((r) => r.step === point.step),
+        `durable ${durable}`,
+      );
+    if (point.kind === 'line' && point.step === 5)
+      check(`${name}: the step is replayed, marked`, durable === 4 && replays.some((r) => r.step === 5), `durable ${durable}`);
     const draftFiles = ['config.json', 'model.safetensors'];
-    const sameExport = draftFiles.every((f) => Buffer.compare(readFileSync(join(out, 'draft', f)), readFileSync(join(whole, 'draft', f))) === 0);
+    const sameExport = draftFiles.every(
+      (f) => Buffer.compare(readFileSync(join(out, 'draft', f)), readFileSync(join(whole, 'draft', f))) === 0,
+    );
     check(`${name}: the resumed run's export is byte-identical to the uninterrupted run's`, sameExport, 'draft/ differs');
     const exported = join(out, 'exported');
-    const ex = spawnSync(process.execPath, ['bin/speclab.mjs', 'export', '--checkpoint', out, '--out', exported], { cwd: repo, encoding: 'utf8', timeout: 120_000 });
-    const sameAsExport = ex.status === 0 && draftFiles.every((f) => Buffer.compare(readFileSync(join(exported, f)), readFileSync(join(whole, 'draft', f))) === 0);
+    const ex = spawnSync(process.execPath, ['bin/speclab.mjs', 'export', '--checkpoint', out, '--out', exported], {
+      cwd: repo,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    const sameAsExport =
+      ex.status === 0 &&
+      draftFiles.every((f) => Buffer.compare(readFileSync(join(exported, f)), readFileSync(join(whole, 'draft', f))) === 0);
     check(`${name}: speclab export --checkpoint RUN_DIR gives the same bytes`, sameAsExport, `exit ${ex.status}\n${ex.stdout}${ex.stderr}`);
-    const lossesEqual = plain.every((r, i) => r.loss === reference[i]?.loss) && replays.every((r) => r.loss === plain.find((p) => p.step === r.step)?.loss);
-    check(`${name}: losses equal the uninterrupted run's, replays included`, lossesEqual, plain.map((r, i) => `${r.step}: ${r.loss} vs ${reference[i]?.loss}`).join('; '));
+    const lossesEqual =
+      plain.every((r, i) => r.loss === reference[i]?.loss) && replays.every((r) => r.loss === plain.find((p) => p.step === r.step)?.loss);
+    check(
+      `${name}: losses equal the uninterrupted run's, replays included`,
+      lossesEqual,
+      plain.map((r, i) => `${r.step}: ${r.loss} vs ${reference[i]?.loss}`).join('; '),
+    );
   }
 } finally {
   rmSync(root, { recursive: true, force: true });

@@ -9,11 +9,29 @@ const text = (bytes: Uint8Array): string => new TextDecoder().decode(bytes);
 export default defineSuite('config/hf-config', (t) => {
   t.test('fixture configs: llama-tiny and qwen2-tiny (transformers 5 rope_parameters)', async ({ fixture }) => {
     const llama = parseHfConfig(text(await fixture('hf/llama-tiny/config.json')), 'llama-tiny/config.json');
-    assertDeepEqual(llama, {
-      architecture: 'LlamaForCausalLM', hiddenSize: 64, numLayers: 6, numHeads: 4, numKvHeads: 2, headDim: 16,
-      intermediateSize: 176, vocabSize: 384, rmsNormEps: 1e-6, ropeTheta: 10000, ropeScaling: { type: 'default' },
-      maxPositionEmbeddings: 256, tieWordEmbeddings: false, qkvBias: false, oBias: false, mlpBias: false, qkNorm: false,
-    }, 'llama-tiny');
+    assertDeepEqual(
+      llama,
+      {
+        architecture: 'LlamaForCausalLM',
+        hiddenSize: 64,
+        numLayers: 6,
+        numHeads: 4,
+        numKvHeads: 2,
+        headDim: 16,
+        intermediateSize: 176,
+        vocabSize: 384,
+        rmsNormEps: 1e-6,
+        ropeTheta: 10000,
+        ropeScaling: { type: 'default' },
+        maxPositionEmbeddings: 256,
+        tieWordEmbeddings: false,
+        qkvBias: false,
+        oBias: false,
+        mlpBias: false,
+        qkNorm: false,
+      },
+      'llama-tiny',
+    );
     const qwen2 = parseHfConfig(text(await fixture('hf/qwen2-tiny/config.json')));
     assertEqual(qwen2.architecture, 'Qwen2ForCausalLM', 'qwen2 architecture');
     assert(qwen2.qkvBias && !qwen2.oBias && !qwen2.qkNorm, 'qwen2 has q/k/v biases only');
@@ -32,24 +50,41 @@ export default defineSuite('config/hf-config', (t) => {
   t.test('hostile sizes are refused at parse time, naming the field, before anything is allocated', () => {
     for (const layers of [1e9, 3e7, 1025]) {
       const started = performance.now();
-      assertThrows(() => parseHfConfig(qwen3Config({ num_hidden_layers: layers }), 'big/config.json'), /big\/config\.json: invalid model config \(num_hidden_layers: Too big/, `num_hidden_layers ${layers}`);
+      assertThrows(
+        () => parseHfConfig(qwen3Config({ num_hidden_layers: layers }), 'big/config.json'),
+        /big\/config\.json: invalid model config \(num_hidden_layers: Too big/,
+        `num_hidden_layers ${layers}`,
+      );
       assert(performance.now() - started < 100, `refused in ${(performance.now() - started).toFixed(1)} ms`);
     }
     assertThrows(() => parseHfConfig(qwen3Config({ vocab_size: 1e12 })), /vocab_size: Too big/, 'vocab_size');
     assertThrows(() => parseHfConfig(qwen3Config({ hidden_size: 2 ** 20 })), /hidden_size: Too big/, 'hidden_size');
-    assertThrows(() => parseHfConfig(qwen3Config({ max_position_embeddings: 1e10 })), /max_position_embeddings: Too big/, 'max_position_embeddings');
+    assertThrows(
+      () => parseHfConfig(qwen3Config({ max_position_embeddings: 1e10 })),
+      /max_position_embeddings: Too big/,
+      'max_position_embeddings',
+    );
     assertEqual(parseHfConfig(qwen3Config({ num_hidden_layers: 1024 })).numLayers, 1024, 'the bound itself is accepted');
   });
 
   t.test('llama3 rope scaling: high frequencies kept, low ones divided, middle blended', () => {
     const c = parseHfConfig({
       ...qwen3Config({ architectures: ['LlamaForCausalLM'], head_dim: 128, hidden_size: 512 }),
-      rope_parameters: { rope_type: 'llama3', rope_theta: 500000, factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 8192 },
+      rope_parameters: {
+        rope_type: 'llama3',
+        rope_theta: 500000,
+        factor: 8,
+        low_freq_factor: 1,
+        high_freq_factor: 4,
+        original_max_position_embeddings: 8192,
+      },
     });
     assertEqual(c.ropeTheta, 500000, 'rope_theta from rope_parameters');
     const inv = ropeInverseFrequencies(c);
     const plain = ropeInverseFrequencies({ ...c, ropeScaling: { type: 'default' } });
-    let kept = 0, divided = 0, blended = 0;
+    let kept = 0,
+      divided = 0,
+      blended = 0;
     for (let i = 0; i < inv.length; i++) {
       const wavelen = (2 * Math.PI) / plain[i];
       if (wavelen < 8192 / 4) {

@@ -25,12 +25,32 @@ export default defineSuite('control/no-tensors', (t) => {
 
   t.test('a tensor in a payload list, Map or Set is reported with its path', () => {
     const items: unknown[] = [1, 'a', null, frameworkTensor];
-    assertThrows(() => assertNoTensors({ payload: { items } }, 'task'), /task\.payload\.items\[3\] is a tensor-like value \(Object \(tensor-like: dtype, shape, device\)/, 'array element');
-    assertThrows(() => assertNoTensors({ m: new Map([['w', { b: new ArrayBuffer(8) }]]) }), /<root>\.m\.get\("w"\)\.b is a tensor-like value \(ArrayBuffer/, 'Map value');
-    assertThrows(() => assertNoTensors({ s: new Set([gpuBufferLike]) }), /<root>\.s\.<element 0> is a tensor-like value \(.*GPUBuffer-like/, 'Set element');
-    assertThrows(() => assertNoTensors({ 'odd key': new DataView(new ArrayBuffer(4)) }), /<root>\["odd key"\] is a tensor-like value \(DataView/, 'quoted key');
+    assertThrows(
+      () => assertNoTensors({ payload: { items } }, 'task'),
+      /task\.payload\.items\[3\] is a tensor-like value \(Object \(tensor-like: dtype, shape, device\)/,
+      'array element',
+    );
+    assertThrows(
+      () => assertNoTensors({ m: new Map([['w', { b: new ArrayBuffer(8) }]]) }),
+      /<root>\.m\.get\("w"\)\.b is a tensor-like value \(ArrayBuffer/,
+      'Map value',
+    );
+    assertThrows(
+      () => assertNoTensors({ s: new Set([gpuBufferLike]) }),
+      /<root>\.s\.<element 0> is a tensor-like value \(.*GPUBuffer-like/,
+      'Set element',
+    );
+    assertThrows(
+      () => assertNoTensors({ 'odd key': new DataView(new ArrayBuffer(4)) }),
+      /<root>\["odd key"\] is a tensor-like value \(DataView/,
+      'quoted key',
+    );
     if (typeof SharedArrayBuffer !== 'undefined') {
-      assertThrows(() => assertNoTensors([new SharedArrayBuffer(4)]), /<root>\[0\] is a tensor-like value \(SharedArrayBuffer/, 'SharedArrayBuffer');
+      assertThrows(
+        () => assertNoTensors([new SharedArrayBuffer(4)]),
+        /<root>\[0\] is a tensor-like value \(SharedArrayBuffer/,
+        'SharedArrayBuffer',
+      );
     }
   });
 
@@ -52,7 +72,11 @@ export default defineSuite('control/no-tensors', (t) => {
     a.self = a;
     assertNoTensors({ a, again: a });
     b.bad = new Uint8Array(1);
-    const err = assertThrows(() => assertNoTensors({ a }), /<root>\.a\.b\.bad is a tensor-like value \(Uint8Array/, 'tensor behind a cycle');
+    const err = assertThrows(
+      () => assertNoTensors({ a }),
+      /<root>\.a\.b\.bad is a tensor-like value \(Uint8Array/,
+      'tensor behind a cycle',
+    );
     assertEqual(err.name, 'TypeError', 'error type');
   });
 });

@@ -43,12 +43,32 @@ class ObservedStore extends InMemoryMetadataStore {
 export default defineSuite('control/controller', (t) => {
   t.test('controller carries no tensor: every entry point rejects tensors with their path', async () => {
     const { controller, worker, trainer } = await rig();
-    await assertRejects(() => controller.ingestPrompts([{ taskId: 'x', payload: { hidden: new Float32Array(4) } }]), /ingestPrompts prompts\[0\]\.payload\.hidden is a tensor-like value/, 'prompt payload');
-    await assertRejects(() => controller.registerRolloutWorker({ cache: { dtype: 'f32', shape: [1], device: 'gpu' } }), /registerRolloutWorker\.info\.cache is a tensor-like value/, 'worker info');
+    await assertRejects(
+      () => controller.ingestPrompts([{ taskId: 'x', payload: { hidden: new Float32Array(4) } }]),
+      /ingestPrompts prompts\[0\]\.payload\.hidden is a tensor-like value/,
+      'prompt payload',
+    );
+    await assertRejects(
+      () => controller.registerRolloutWorker({ cache: { dtype: 'f32', shape: [1], device: 'gpu' } }),
+      /registerRolloutWorker\.info\.cache is a tensor-like value/,
+      'worker info',
+    );
     const smuggled = { ...sampleRef('t0'), metadata: { logits: new Uint16Array(8) } } as unknown as SampleRef;
-    await assertRejects(() => controller.commitSamples(worker, [smuggled]), /commitSamples refs\[0\]\.metadata\.logits is a tensor-like value/, 'online ref');
-    await assertRejects(() => controller.enqueueOfflineRefs([offlineRef(0), smuggled]), /enqueueOfflineRefs refs\[1\]\.metadata\.logits/, 'offline ref');
-    await assertRejects(() => controller.ackTrainRefs(trainer, [new Uint8Array(2)] as unknown as string[]), /ackTrainRefs: sampleIds\[0\] is a tensor-like value/, 'ack ids');
+    await assertRejects(
+      () => controller.commitSamples(worker, [smuggled]),
+      /commitSamples refs\[0\]\.metadata\.logits is a tensor-like value/,
+      'online ref',
+    );
+    await assertRejects(
+      () => controller.enqueueOfflineRefs([offlineRef(0), smuggled]),
+      /enqueueOfflineRefs refs\[1\]\.metadata\.logits/,
+      'offline ref',
+    );
+    await assertRejects(
+      () => controller.ackTrainRefs(trainer, [new Uint8Array(2)] as unknown as string[]),
+      /ackTrainRefs: sampleIds\[0\] is a tensor-like value/,
+      'ack ids',
+    );
     const status = await controller.status();
     assertNoTensors(status, 'status');
     assertEqual(status.samplesCommitted, 0, 'nothing committed');
@@ -78,11 +98,19 @@ export default defineSuite('control/controller', (t) => {
     const { controller, worker } = await rig();
     await ingest(controller, 't0', 't1');
     const tasks = await controller.leasePromptTasks(worker, 5);
-    assertDeepEqual(tasks.map((x) => x.taskId), ['t0', 't1'], 'leased in order');
+    assertDeepEqual(
+      tasks.map((x) => x.taskId),
+      ['t0', 't1'],
+      'leased in order',
+    );
     assertEqual(tasks[0].runId, RUN_ID, 'task stamped with the run id');
     await controller.commitSamples(worker, [sampleRef('t0')]);
     const s = await controller.status();
-    assertDeepEqual([s.prompts, s.promptsPending, s.promptsLeased, s.promptsCompleted], [1, 0, 1, 1], 'prompts / pending / leased / completed');
+    assertDeepEqual(
+      [s.prompts, s.promptsPending, s.promptsLeased, s.promptsCompleted],
+      [1, 0, 1, 1],
+      'prompts / pending / leased / completed',
+    );
   });
 
   t.test('one bad ref rejects the whole batch; nothing is committed or released', async () => {
@@ -90,14 +118,21 @@ export default defineSuite('control/controller', (t) => {
     await ingest(controller, 't0', 't1');
     await controller.leasePromptTasks(worker, 2);
     const bad = { ...sampleRef('t1'), numTokens: -3 } as SampleRef;
-    await assertRejects(() => controller.commitSamples(worker, [sampleRef('t0'), bad]), /commitSamples refs\[1\] is invalid[\s\S]*numTokens/, 'bad batch');
+    await assertRejects(
+      () => controller.commitSamples(worker, [sampleRef('t0'), bad]),
+      /commitSamples refs\[1\] is invalid[\s\S]*numTokens/,
+      'bad batch',
+    );
     const s = await controller.status();
     assertDeepEqual([s.samplesCommitted, s.queueDepth, s.promptsLeased], [0, 0, 2], 'committed / depth / leased unchanged');
   });
 
   t.test('ingest: defaults, preserved task ids, minted ids, payload defaulting, idempotent re-ingest', async () => {
     const { controller } = await rig();
-    const [given, minted] = await controller.ingestPrompts([{ taskId: 'keep-me', payload: { text: 'hi' }, maxLength: 512 }, { text: 'whole dict is the payload' }]);
+    const [given, minted] = await controller.ingestPrompts([
+      { taskId: 'keep-me', payload: { text: 'hi' }, maxLength: 512 },
+      { text: 'whole dict is the payload' },
+    ]);
     assertEqual(given, 'keep-me', 'task id preserved');
     assert(/^task-[0-9a-f]{12}$/.test(minted), `minted id ${minted}`);
     const a = (await controller.promptTask('keep-me'))!;
@@ -105,7 +140,11 @@ export default defineSuite('control/controller', (t) => {
     assertDeepEqual((await controller.promptTask(minted))!.payload, { text: 'whole dict is the payload' }, 'payload = whole dict');
     await controller.ingestPrompts([{ taskId: 'keep-me', payload: { text: 'again' } }]);
     assertEqual((await controller.promptTask('keep-me'))!.payload.text, 'hi', 'pending task not overwritten');
-    await assertRejects(() => controller.ingestPrompts([{ payload: {}, text: 'stray' }]), /unknown field\(s\) text; prompt data belongs under payload/, 'stray field next to payload');
+    await assertRejects(
+      () => controller.ingestPrompts([{ payload: {}, text: 'stray' }]),
+      /unknown field\(s\) text; prompt data belongs under payload/,
+      'stray field next to payload',
+    );
     await assertRejects(() => controller.ingestPrompts([{ payload: {}, maxLength: 0 }]), /maxLength/, 'bad maxLength');
   });
 
@@ -130,10 +169,18 @@ export default defineSuite('control/controller', (t) => {
     await controller.enqueueOfflineRefs([offlineRef(0)]);
     const refs = await controller.leaseTrainRefs(trainer, 1);
     store.failNext = true;
-    await assertRejects(() => controller.ackTrainRefs(trainer, ids(refs), { globalStep: 1, optimizerDurable: true }), /disk full/, 'store failure surfaces');
+    await assertRejects(
+      () => controller.ackTrainRefs(trainer, ids(refs), { globalStep: 1, optimizerDurable: true }),
+      /disk full/,
+      'store failure surfaces',
+    );
     assertEqual(await controller.queue.inFlight(), 1, 'lease kept');
     assertEqual((await store.durableMarker()).acked.size, 0, 'nothing acked');
-    assertEqual((await controller.ackTrainRefs(trainer, ids(refs), { globalStep: 1, optimizerDurable: true })).released, 1, 'retry releases');
+    assertEqual(
+      (await controller.ackTrainRefs(trainer, ids(refs), { globalStep: 1, optimizerDurable: true })).released,
+      1,
+      'retry releases',
+    );
   });
 
   t.test('ack without a step still releases and leaves the step', async () => {
@@ -155,10 +202,22 @@ export default defineSuite('control/controller', (t) => {
     assertEqual((await store.durableMarker()).acked.size, 2, 'ack reached the store');
     const [last] = await lease.get(1);
     assertDeepEqual(await lease.fail([last], 'loader error', true), { requeued: [last.sampleId], terminal: [] }, 'retryable fail');
-    assertDeepEqual(await lease.fail(await lease.get(1), 'feature evicted', false), { requeued: [], terminal: [last.sampleId] }, 'terminal fail');
+    assertDeepEqual(
+      await lease.fail(await lease.get(1), 'feature evicted', false),
+      { requeued: [], terminal: [last.sampleId] },
+      'terminal fail',
+    );
     const s = await controller.status();
-    assertDeepEqual([s.queueDepth, s.queueInFlight, s.queueTerminal, s.trainBacklog], [0, 0, 1, 1], 'depth / in flight / terminal / backlog');
-    await assertRejects(() => controller.trainLease('nobody'), /trainLease: unknown trainer "nobody"; call registerTrainer first/, 'unknown trainer');
+    assertDeepEqual(
+      [s.queueDepth, s.queueInFlight, s.queueTerminal, s.trainBacklog],
+      [0, 0, 1, 1],
+      'depth / in flight / terminal / backlog',
+    );
+    await assertRejects(
+      () => controller.trainLease('nobody'),
+      /trainLease: unknown trainer "nobody"; call registerTrainer first/,
+      'unknown trainer',
+    );
   });
 
   t.test('partition keys are accepted and honoured', async () => {
@@ -172,11 +231,23 @@ export default defineSuite('control/controller', (t) => {
 
   t.test('unknown workers and bad arguments are rejected by name', async () => {
     const { controller, worker } = await rig();
-    await assertRejects(() => controller.leasePromptTasks('ghost', 1), /leasePromptTasks: unknown rollout worker "ghost"; call registerRolloutWorker first/, 'unknown worker');
+    await assertRejects(
+      () => controller.leasePromptTasks('ghost', 1),
+      /leasePromptTasks: unknown rollout worker "ghost"; call registerRolloutWorker first/,
+      'unknown worker',
+    );
     await assertRejects(() => controller.leasePromptTasks(worker, -1), /maxTasks must be a non-negative integer/, 'negative lease size');
-    await assertRejects(() => controller.failPromptTasks(worker, ['t0'], 42 as unknown as string, true), /reason must be a string/, 'non-string reason');
+    await assertRejects(
+      () => controller.failPromptTasks(worker, ['t0'], 42 as unknown as string, true),
+      /reason must be a string/,
+      'non-string reason',
+    );
     await assertRejects(() => controller.commitSamples('ghost', []), /commitSamples: unknown rollout worker/, 'commit from unknown worker');
-    await assertRejects(() => controller.registerTrainer({ trainerId: '' }), /info\.trainerId must be a non-empty string/, 'empty trainer id');
+    await assertRejects(
+      () => controller.registerTrainer({ trainerId: '' }),
+      /info\.trainerId must be a non-empty string/,
+      'empty trainer id',
+    );
     assertEqual(await controller.registerRolloutWorker({ workerId: worker, host: 'other' }), worker, 're-registration keeps the id');
     assertEqual((await controller.status()).rolloutWorkers, 1, 're-registration overwrites');
   });

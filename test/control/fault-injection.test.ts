@@ -40,7 +40,10 @@ async function produceAndLease(controller: DataFlowController): Promise<SampleRe
   const trainer = await controller.registerTrainer({ trainerId: 'trainer-0' });
   await ingest(controller, 's0', 's1', 's2');
   await controller.leasePromptTasks(worker, 3);
-  await controller.commitSamples(worker, ['s0', 's1', 's2'].map((id) => sampleRef(id)));
+  await controller.commitSamples(
+    worker,
+    ['s0', 's1', 's2'].map((id) => sampleRef(id)),
+  );
   return controller.leaseTrainRefs(trainer, 3);
 }
 
@@ -99,45 +102,69 @@ async function withCrashRig(
 function recoveryTests(t: SuiteBuilder, backend: DurableBackend): void {
   const only = { only: backend.only };
 
-  t.test(`${backend.prefix}: crash before ack → every committed ref requeued, none released`, async ({ platform }) => {
-    await withCrashRig(backend, platform, 'crash-before-ack', async ({ crashed, restart }) => {
-      assertEqual((await produceAndLease(await crashed())).length, 3, 'leased before the crash');
-      const after = await restart();
-      const features = new ResidentFeatures();
-      const report = await after.reconcileOnRestart(features);
-      assertDeepEqual(report.requeued, ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id)), 'requeued in commit order');
-      assertDeepEqual(report.released, [], 'none released');
-      assertEqual(await after.queue.depth(), 3, 'queue depth');
-      assertDeepEqual((await after.reconcileOnRestart(features)).requeued, [], 'reconcile is idempotent');
-      assertEqual(await after.queue.depth(), 3, 'no duplicates after a second reconcile');
-    });
-  }, only);
+  t.test(
+    `${backend.prefix}: crash before ack → every committed ref requeued, none released`,
+    async ({ platform }) => {
+      await withCrashRig(backend, platform, 'crash-before-ack', async ({ crashed, restart }) => {
+        assertEqual((await produceAndLease(await crashed())).length, 3, 'leased before the crash');
+        const after = await restart();
+        const features = new ResidentFeatures();
+        const report = await after.reconcileOnRestart(features);
+        assertDeepEqual(
+          report.requeued,
+          ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id)),
+          'requeued in commit order',
+        );
+        assertDeepEqual(report.released, [], 'none released');
+        assertEqual(await after.queue.depth(), 3, 'queue depth');
+        assertDeepEqual((await after.reconcileOnRestart(features)).requeued, [], 'reconcile is idempotent');
+        assertEqual(await after.queue.depth(), 3, 'no duplicates after a second reconcile');
+      });
+    },
+    only,
+  );
 
-  t.test(`${backend.prefix}: crash after a durable ack of {s0, s1} → those released (features aborted), s2 requeued`, async ({ platform }) => {
-    await withCrashRig(backend, platform, 'crash-after-ack', async ({ crashed, restart }) => {
-      const before = await crashed();
-      const leased = await produceAndLease(before);
-      await before.ackTrainRefs('trainer-0', [leased[0].sampleId, leased[1].sampleId], { globalStep: 1, optimizerDurable: true });
-      const after = await restart();
-      const features = new ResidentFeatures();
-      const report = await after.reconcileOnRestart(features);
-      const [s0, s1, s2] = ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id));
-      assertDeepEqual([report.released, report.requeued, report.globalStep, report.optimizerDurable], [[s0, s1], [s2], 1, true], 'released / requeued / step / durable');
-      assertDeepEqual([features.adopted, [...features.resident]], [[s0, s1], []], 'released features adopted then aborted');
-      const s = await after.status();
-      assertDeepEqual([s.queueDepth, s.samplesCommitted, s.durableAcked, s.trainBacklog], [1, 3, 2, 1], 'depth / committed / acked / backlog');
-    });
-  }, only);
+  t.test(
+    `${backend.prefix}: crash after a durable ack of {s0, s1} → those released (features aborted), s2 requeued`,
+    async ({ platform }) => {
+      await withCrashRig(backend, platform, 'crash-after-ack', async ({ crashed, restart }) => {
+        const before = await crashed();
+        const leased = await produceAndLease(before);
+        await before.ackTrainRefs('trainer-0', [leased[0].sampleId, leased[1].sampleId], { globalStep: 1, optimizerDurable: true });
+        const after = await restart();
+        const features = new ResidentFeatures();
+        const report = await after.reconcileOnRestart(features);
+        const [s0, s1, s2] = ['s0', 's1', 's2'].map((id) => onlineSampleId(RUN_ID, id));
+        assertDeepEqual(
+          [report.released, report.requeued, report.globalStep, report.optimizerDurable],
+          [[s0, s1], [s2], 1, true],
+          'released / requeued / step / durable',
+        );
+        assertDeepEqual([features.adopted, [...features.resident]], [[s0, s1], []], 'released features adopted then aborted');
+        const s = await after.status();
+        assertDeepEqual(
+          [s.queueDepth, s.samplesCommitted, s.durableAcked, s.trainBacklog],
+          [1, 3, 2, 1],
+          'depth / committed / acked / backlog',
+        );
+      });
+    },
+    only,
+  );
 
-  t.test(`${backend.prefix}: an ack that was not optimizer-durable releases nothing`, async ({ platform }) => {
-    await withCrashRig(backend, platform, 'not-durable', async ({ crashed, restart }) => {
-      const before = await crashed();
-      const leased = await produceAndLease(before);
-      await before.ackTrainRefs('trainer-0', [leased[0].sampleId], { globalStep: 1, optimizerDurable: false });
-      const report = await (await restart()).reconcileOnRestart();
-      assertDeepEqual([report.released.length, report.requeued.length], [0, 3], 'all requeued (at-least-once training)');
-    });
-  }, only);
+  t.test(
+    `${backend.prefix}: an ack that was not optimizer-durable releases nothing`,
+    async ({ platform }) => {
+      await withCrashRig(backend, platform, 'not-durable', async ({ crashed, restart }) => {
+        const before = await crashed();
+        const leased = await produceAndLease(before);
+        await before.ackTrainRefs('trainer-0', [leased[0].sampleId], { globalStep: 1, optimizerDurable: false });
+        const report = await (await restart()).reconcileOnRestart();
+        assertDeepEqual([report.released.length, report.requeued.length], [0, 3], 'all requeued (at-least-once training)');
+      });
+    },
+    only,
+  );
 }
 
 export default defineSuite('control/fault-injection', (t) => {
@@ -179,8 +206,15 @@ export default defineSuite('control/fault-injection', (t) => {
 
   t.test('a tensor in commit metadata is rejected and nothing is committed', async () => {
     const { controller, worker } = await rig();
-    const ref = { ...sampleRef('t0'), metadata: { target_repr: 'hidden_state', smuggled: { dtype: 'bf16', shape: [8], device: 'cuda' } } } as unknown as SampleRef;
-    await assertRejects(() => controller.commitSamples(worker, [ref]), /commitSamples refs\[0\]\.metadata\.smuggled is a tensor-like value/, 'rejected');
+    const ref = {
+      ...sampleRef('t0'),
+      metadata: { target_repr: 'hidden_state', smuggled: { dtype: 'bf16', shape: [8], device: 'cuda' } },
+    } as unknown as SampleRef;
+    await assertRejects(
+      () => controller.commitSamples(worker, [ref]),
+      /commitSamples refs\[0\]\.metadata\.smuggled is a tensor-like value/,
+      'rejected',
+    );
     assertEqual((await controller.status()).samplesCommitted, 0, 'nothing committed');
   });
 
@@ -192,9 +226,20 @@ export default defineSuite('control/fault-injection', (t) => {
     await controller.commitSamples(worker, [sampleRef('t1')]);
     const [ref] = await controller.leaseTrainRefs(trainer, 1);
     await controller.failRefs(trainer, [ref.sampleId], 'feature evicted', false);
-    assertNoTensors({ prompts: await controller.promptFailures(), refs: await controller.queue.terminalFailures(), status: await controller.status() }, 'failures');
-    assertDeepEqual(await controller.queue.terminalFailures(), [{ sampleId: ref.sampleId, reason: 'feature evicted', attempts: 1 }], 'ref failure record');
-    await assertRejects(() => controller.failPromptTasks(worker, ['t1'], { error: new Float32Array(1) } as unknown as string, false), /reason must be a string/, 'a tensor cannot ride in a reason');
+    assertNoTensors(
+      { prompts: await controller.promptFailures(), refs: await controller.queue.terminalFailures(), status: await controller.status() },
+      'failures',
+    );
+    assertDeepEqual(
+      await controller.queue.terminalFailures(),
+      [{ sampleId: ref.sampleId, reason: 'feature evicted', attempts: 1 }],
+      'ref failure record',
+    );
+    await assertRejects(
+      () => controller.failPromptTasks(worker, ['t1'], { error: new Float32Array(1) } as unknown as string, false),
+      /reason must be a string/,
+      'a tensor cannot ride in a reason',
+    );
   });
 
   for (const backend of [FILE_JOURNAL, INDEXEDDB]) recoveryTests(t, backend);

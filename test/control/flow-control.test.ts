@@ -43,11 +43,27 @@ export default defineSuite('control/flow-control', (t) => {
 
   t.test('invalid watermarks are rejected naming the field', () => {
     assertThrows(() => resolveFlowControlLimits({ highWatermarkRefs: 0 }), /highWatermarkRefs must be an integer ≥ 1/, 'zero high');
-    assertThrows(() => resolveFlowControlLimits({ highWatermarkRefs: 4, lowWatermarkRefs: 5 }), /lowWatermarkRefs \(5\) must not exceed highWatermarkRefs \(4\)/, 'low above high');
+    assertThrows(
+      () => resolveFlowControlLimits({ highWatermarkRefs: 4, lowWatermarkRefs: 5 }),
+      /lowWatermarkRefs \(5\) must not exceed highWatermarkRefs \(4\)/,
+      'low above high',
+    );
     assertThrows(() => resolveFlowControlLimits({ lowWatermarkRefs: -1 }), /lowWatermarkRefs must be an integer ≥ 0/, 'negative low');
-    assertThrows(() => resolveFlowControlLimits({ lowWatermarkBytes: 10 }), /lowWatermarkBytes needs highWatermarkBytes/, 'low bytes without high');
-    assertThrows(() => resolveFlowControlLimits({ highWatermarkBytes: 10, lowWatermarkBytes: 11 }), /lowWatermarkBytes \(11\) must not exceed/, 'low bytes above high');
-    assertThrows(() => resolveFlowControlLimits({ maxPromptLeasePerWorker: 0 }), /maxPromptLeasePerWorker must be an integer ≥ 1/, 'zero lease cap');
+    assertThrows(
+      () => resolveFlowControlLimits({ lowWatermarkBytes: 10 }),
+      /lowWatermarkBytes needs highWatermarkBytes/,
+      'low bytes without high',
+    );
+    assertThrows(
+      () => resolveFlowControlLimits({ highWatermarkBytes: 10, lowWatermarkBytes: 11 }),
+      /lowWatermarkBytes \(11\) must not exceed/,
+      'low bytes above high',
+    );
+    assertThrows(
+      () => resolveFlowControlLimits({ maxPromptLeasePerWorker: 0 }),
+      /maxPromptLeasePerWorker must be an integer ≥ 1/,
+      'zero lease cap',
+    );
     assertThrows(() => resolveFlowControlLimits({ highWatermarkRefs: 2.5 }), /highWatermarkRefs must be an integer/, 'fractional');
   });
 

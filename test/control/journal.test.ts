@@ -14,7 +14,11 @@ function concat(parts: Uint8Array[]): Uint8Array {
   return out;
 }
 
-const frames = [{ type: 'a', n: 1 }, { type: 'b', list: [1, 2, 3] }, { type: 'c', s: 'ünïcode' }].map(encodeFrame);
+const frames = [
+  { type: 'a', n: 1 },
+  { type: 'b', list: [1, 2, 3] },
+  { type: 'c', s: 'ünïcode' },
+].map(encodeFrame);
 const whole = concat(frames);
 const lastStart = frames[0].length + frames[1].length;
 
@@ -26,7 +30,15 @@ export default defineSuite('control/journal', (t) => {
 
   t.test('intact frames decode in order', () => {
     const scan = scanJournal(whole, 'j');
-    assertDeepEqual(scan.records, [{ type: 'a', n: 1 }, { type: 'b', list: [1, 2, 3] }, { type: 'c', s: 'ünïcode' }], 'records');
+    assertDeepEqual(
+      scan.records,
+      [
+        { type: 'a', n: 1 },
+        { type: 'b', list: [1, 2, 3] },
+        { type: 'c', s: 'ünïcode' },
+      ],
+      'records',
+    );
     assertEqual(scan.tornBytes, 0, 'no torn tail');
     assertEqual(scan.validBytes, whole.length, 'all bytes valid');
   });
@@ -45,7 +57,11 @@ export default defineSuite('control/journal', (t) => {
     assertEqual(scanJournal(lastBad, 'j').records.length, 2, 'last record dropped');
     const middleBad = whole.slice();
     middleBad[frames[0].length + 14] ^= 0xff;
-    assertThrows(() => scanJournal(middleBad, 'journal-x'), /journal-x: damaged record at byte \d+ \(checksum mismatch\) is followed by more data/, 'middle corruption');
+    assertThrows(
+      () => scanJournal(middleBad, 'journal-x'),
+      /journal-x: damaged record at byte \d+ \(checksum mismatch\) is followed by more data/,
+      'middle corruption',
+    );
   });
 
   t.test('a zero-filled tail is dropped', () => {

@@ -12,17 +12,26 @@ import { sampleRef } from '../contracts/fixtures.ts';
 
 export type StoreFactory = (ctx: TestContext) => Promise<{ store: MetadataStore; cleanup: () => Promise<void> }>;
 
-export function metadataStoreConformance(t: SuiteBuilder, label: string, open: StoreFactory, options: { only?: readonly RuntimeName[] } = {}): void {
+export function metadataStoreConformance(
+  t: SuiteBuilder,
+  label: string,
+  open: StoreFactory,
+  options: { only?: readonly RuntimeName[] } = {},
+): void {
   const check = (name: string, body: (store: MetadataStore) => Promise<void>): void => {
-    t.test(`${label}: ${name}`, async (ctx) => {
-      const { store, cleanup } = await open(ctx);
-      try {
-        await body(store);
-      } finally {
-        await store.close();
-        await cleanup();
-      }
-    }, { only: options.only });
+    t.test(
+      `${label}: ${name}`,
+      async (ctx) => {
+        const { store, cleanup } = await open(ctx);
+        try {
+          await body(store);
+        } finally {
+          await store.close();
+          await cleanup();
+        }
+      },
+      { only: options.only },
+    );
   };
   const [s0, s1, s2] = ['s0', 's1', 's2'].map((id) => sampleRef(id));
 
@@ -33,7 +42,11 @@ export function metadataStoreConformance(t: SuiteBuilder, label: string, open: S
     assertEqual(await store.isCommitted('nope'), false, 'isCommitted unknown');
     assertDeepEqual(await store.getCommitted(s0.sampleId), s0, 'getCommitted returns the ref');
     assertEqual(await store.getCommitted('nope'), undefined, 'getCommitted unknown');
-    assertDeepEqual(await store.getCommittedMany(['nope', s0.sampleId, s0.sampleId]), [undefined, s0, s0], 'getCommittedMany keeps order and unknowns');
+    assertDeepEqual(
+      await store.getCommittedMany(['nope', s0.sampleId, s0.sampleId]),
+      [undefined, s0, s0],
+      'getCommittedMany keeps order and unknowns',
+    );
     assertDeepEqual(await store.getCommittedMany([]), [], 'getCommittedMany of nothing');
     assertEqual(await store.committedCount(), 1, 'committedCount');
   });
@@ -41,12 +54,21 @@ export function metadataStoreConformance(t: SuiteBuilder, label: string, open: S
   check('batch commit: per-ref flags, repeats within a batch are duplicates, insertion order kept', async (store) => {
     assertDeepEqual(await store.commitSamples([s2, s0, s2]), [true, true, false], 'first batch');
     assertDeepEqual(await store.commitSamples([s0, s1]), [false, true], 'second batch');
-    assertDeepEqual(await store.allCommittedIds(), [s2, s0, s1].map((r) => r.sampleId), 'commit order');
+    assertDeepEqual(
+      await store.allCommittedIds(),
+      [s2, s0, s1].map((r) => r.sampleId),
+      'commit order',
+    );
     assertDeepEqual(await store.commitSamples([]), [], 'empty batch');
   });
 
   check('concurrent commits of the same id report it fresh exactly once', async (store) => {
-    const results = await Promise.all([store.commitSamples([s0]), store.commitSamples([s0, s1]), store.commitSample(s0), store.commitSamples([s1])]);
+    const results = await Promise.all([
+      store.commitSamples([s0]),
+      store.commitSamples([s0, s1]),
+      store.commitSample(s0),
+      store.commitSamples([s1]),
+    ]);
     const flags = results.flat();
     assertEqual(flags.filter(Boolean).length, 2, 'one fresh flag per distinct id');
     assertEqual(await store.committedCount(), 2, 'two committed');
@@ -72,8 +94,16 @@ export function metadataStoreConformance(t: SuiteBuilder, label: string, open: S
   });
 
   check('bad input is rejected with nothing recorded', async (store) => {
-    await assertRejects(() => store.recordTrainAck([s0.sampleId], { globalStep: -1, optimizerDurable: true }), /globalStep must be a non-negative integer/, 'negative step');
-    await assertRejects(() => store.recordTrainAck([42 as unknown as string], { optimizerDurable: true }), /sampleIds\[0\] must be a non-empty string/, 'non-string id');
+    await assertRejects(
+      () => store.recordTrainAck([s0.sampleId], { globalStep: -1, optimizerDurable: true }),
+      /globalStep must be a non-negative integer/,
+      'negative step',
+    );
+    await assertRejects(
+      () => store.recordTrainAck([42 as unknown as string], { optimizerDurable: true }),
+      /sampleIds\[0\] must be a non-empty string/,
+      'non-string id',
+    );
     const smuggled = { ...s1, metadata: { x: new Float32Array(2) } } as unknown as SampleRef;
     await assertRejects(() => store.commitSamples([s0, smuggled]), /refs\[1\]\.metadata\.x is a tensor-like value/, 'tensor in a ref');
     const broken = { ...s2, strategy: 'nope' } as unknown as SampleRef;

@@ -10,7 +10,11 @@ export default defineSuite('control/prompts', (t) => {
     const other = await controller.registerRolloutWorker({ workerId: 'rollout-b' });
     await ingest(controller, 't0');
     await controller.leasePromptTasks(worker, 1);
-    assertDeepEqual(await controller.failPromptTasks(other, ['t0', 'nope'], 'not mine', false), { requeued: [], failed: [], skipped: ['t0', 'nope'] }, 'skipped');
+    assertDeepEqual(
+      await controller.failPromptTasks(other, ['t0', 'nope'], 'not mine', false),
+      { requeued: [], failed: [], skipped: ['t0', 'nope'] },
+      'skipped',
+    );
     assertEqual((await controller.promptFailures()).length, 0, 'no failure recorded');
     assertDeepEqual((await controller.failPromptTasks(worker, ['t0'], 'oom', true)).requeued, ['t0'], 'owner may fail it');
   });
@@ -23,7 +27,11 @@ export default defineSuite('control/prompts', (t) => {
     const [again] = await controller.leasePromptTasks(worker, 1);
     assertEqual(again.attempt, 1, 'attempt incremented');
     assertDeepEqual((await controller.failPromptTasks(worker, ['t0'], 'engine crash', true)).failed, ['t0'], 'second failure terminal');
-    assertDeepEqual(await controller.promptFailures(), [{ taskId: 't0', reason: 'engine crash (attempts exhausted: 2)', attempt: 1 }], 'terminal record');
+    assertDeepEqual(
+      await controller.promptFailures(),
+      [{ taskId: 't0', reason: 'engine crash (attempts exhausted: 2)', attempt: 1 }],
+      'terminal record',
+    );
     assertEqual(await controller.promptTask('t0'), undefined, 'terminal task record dropped');
   });
 
@@ -34,17 +42,36 @@ export default defineSuite('control/prompts', (t) => {
     await ingest(controller, 't0', 't1');
     await controller.leasePromptTasks(worker, 1);
     now = 1_400;
-    assertDeepEqual((await controller.leasePromptTasks(other, 5)).map((x) => x.taskId), ['t1'], 'not yet expired');
+    assertDeepEqual(
+      (await controller.leasePromptTasks(other, 5)).map((x) => x.taskId),
+      ['t1'],
+      'not yet expired',
+    );
     now = 1_500;
     const [reclaimed] = await controller.leasePromptTasks(other, 5);
-    assertDeepEqual([reclaimed.taskId, reclaimed.attempt], ['t0', 1], 'dead worker\'s task reclaimed');
+    assertDeepEqual([reclaimed.taskId, reclaimed.attempt], ['t0', 1], "dead worker's task reclaimed");
     assertDeepEqual((await controller.failPromptTasks(worker, ['t0'], 'late', true)).skipped, ['t0'], 'the dead worker no longer owns it');
     now = 2_000; // both leases of rollout-b expire: t1 (attempt 0 → 1), t0 (attempt 1 → 2)
     const tasks = await controller.leasePromptTasks(worker, 5);
-    assertDeepEqual(tasks.map((x) => [x.taskId, x.attempt]), [['t1', 1], ['t0', 2]], 'expired again, requeued in lease order');
+    assertDeepEqual(
+      tasks.map((x) => [x.taskId, x.attempt]),
+      [
+        ['t1', 1],
+        ['t0', 2],
+      ],
+      'expired again, requeued in lease order',
+    );
     now = 2_500;
-    assertDeepEqual((await controller.leasePromptTasks(worker, 5)).map((x) => x.taskId), ['t1'], 't0 exhausted its 3 attempts');
-    assertEqual((await controller.promptFailures())[0].reason, 'prompt lease of worker rollout-a expired after 500 ms (attempts exhausted: 3)', 'expiry reason');
+    assertDeepEqual(
+      (await controller.leasePromptTasks(worker, 5)).map((x) => x.taskId),
+      ['t1'],
+      't0 exhausted its 3 attempts',
+    );
+    assertEqual(
+      (await controller.promptFailures())[0].reason,
+      'prompt lease of worker rollout-a expired after 500 ms (attempts exhausted: 3)',
+      'expiry reason',
+    );
   });
 
   t.test('a fresh commit finishes a task even after its lease expired', async () => {

@@ -32,16 +32,25 @@ export type RefQueueEnvFactory = (ctx: TestContext) => Promise<RefQueueEnv>;
 const ids = (refs: readonly SampleRef[]): string[] => refs.map((r) => r.sampleId.split(':')[1]);
 const [a, b, c] = ['a', 'b', 'c'].map((t) => sampleRef(t));
 
-export function refQueueConformance(t: SuiteBuilder, label: string, env: RefQueueEnvFactory, options: { only?: readonly RuntimeName[] } = {}): void {
+export function refQueueConformance(
+  t: SuiteBuilder,
+  label: string,
+  env: RefQueueEnvFactory,
+  options: { only?: readonly RuntimeName[] } = {},
+): void {
   const check = (name: string, body: (e: RefQueueEnv) => Promise<void>): void => {
-    t.test(`${label}: ${name}`, async (ctx) => {
-      const e = await env(ctx);
-      try {
-        await body(e);
-      } finally {
-        await e.cleanup();
-      }
-    }, { only: options.only });
+    t.test(
+      `${label}: ${name}`,
+      async (ctx) => {
+        const e = await env(ctx);
+        try {
+          await body(e);
+        } finally {
+          await e.cleanup();
+        }
+      },
+      { only: options.only },
+    );
   };
   const withQueue = (name: string, body: (q: RefQueue) => Promise<void>, open: RefQueueOpenOptions = {}): void =>
     check(name, async (e) => body(await e.open(open)));
@@ -88,19 +97,35 @@ export function refQueueConformance(t: SuiteBuilder, label: string, env: RefQueu
     await q.get(2);
     await q.fail([a], 'first', false);
     await q.fail([b], 'second', false);
-    assertDeepEqual((await q.terminalFailures()).map((f) => f.reason), ['first', 'second'], 'in the order they happened');
+    assertDeepEqual(
+      (await q.terminalFailures()).map((f) => f.reason),
+      ['first', 'second'],
+      'in the order they happened',
+    );
     assertDeepEqual(await q.put([a]), [a.sampleId], 'put again');
-    assertDeepEqual((await q.terminalFailures()).map((f) => f.sampleId), [b.sampleId], 'only b is still terminal');
+    assertDeepEqual(
+      (await q.terminalFailures()).map((f) => f.sampleId),
+      [b.sampleId],
+      'only b is still terminal',
+    );
   });
 
-  withQueue('ack ends a ref for good: put again, it starts over with fresh deliveries', async (q) => {
-    await q.put([a]);
-    await q.ack(await q.get(1));
-    assertDeepEqual(await q.put([a]), [a.sampleId], 'an acked id is neither pending nor leased');
-    await q.get(1);
-    assertDeepEqual(await q.fail([a], 'x', true), { requeued: [], terminal: [a.sampleId] }, 'maxAttempts 1: the first delivery is the last');
-    assertEqual((await q.terminalFailures())[0].attempts, 1, 'one delivery counted since the ack');
-  }, { maxAttempts: 1 });
+  withQueue(
+    'ack ends a ref for good: put again, it starts over with fresh deliveries',
+    async (q) => {
+      await q.put([a]);
+      await q.ack(await q.get(1));
+      assertDeepEqual(await q.put([a]), [a.sampleId], 'an acked id is neither pending nor leased');
+      await q.get(1);
+      assertDeepEqual(
+        await q.fail([a], 'x', true),
+        { requeued: [], terminal: [a.sampleId] },
+        'maxAttempts 1: the first delivery is the last',
+      );
+      assertEqual((await q.terminalFailures())[0].attempts, 1, 'one delivery counted since the ack');
+    },
+    { maxAttempts: 1 },
+  );
 
   withQueue('empty get returns immediately without a timeout; maxRefs 0 leases nothing', async (q) => {
     const start = performance.now();
@@ -137,8 +162,16 @@ export function refQueueConformance(t: SuiteBuilder, label: string, env: RefQueu
     assertDeepEqual(ids(await q.get(1)), ['b'], 'b expired too and is back');
     now = 400;
     assertDeepEqual(await q.get(5), [], 'second expiry of each exhausts maxAttempts=2');
-    assertDeepEqual((await q.terminalFailures()).map((f) => f.reason), ['lease expired after 100 ms (attempts exhausted: 2)', 'lease expired after 100 ms (attempts exhausted: 2)'], 'terminal reasons');
-    assertDeepEqual((await q.terminalFailures()).map((f) => f.sampleId), [a.sampleId, b.sampleId], 'in lease order');
+    assertDeepEqual(
+      (await q.terminalFailures()).map((f) => f.reason),
+      ['lease expired after 100 ms (attempts exhausted: 2)', 'lease expired after 100 ms (attempts exhausted: 2)'],
+      'terminal reasons',
+    );
+    assertDeepEqual(
+      (await q.terminalFailures()).map((f) => f.sampleId),
+      [a.sampleId, b.sampleId],
+      'in lease order',
+    );
     assertEqual(await q.inFlight(), 0, 'nothing leased');
   });
 
@@ -202,7 +235,11 @@ export function refQueueConformance(t: SuiteBuilder, label: string, env: RefQueu
     assertEqual(await q.depth(), 0, 'nothing pending, in any partition');
     assertEqual(await q.inFlight(), 0, 'nothing leased');
     assertEqual(await q.isLeased(second.sampleId), false, 'the lease is gone');
-    assertDeepEqual((await q.terminalFailures()).map((f) => f.sampleId), [first.sampleId], 'terminal failures kept');
+    assertDeepEqual(
+      (await q.terminalFailures()).map((f) => f.sampleId),
+      [first.sampleId],
+      'terminal failures kept',
+    );
     assertDeepEqual(await q.put([second, c]), [second.sampleId, c.sampleId], 'a cleared ref can be put again');
     assertDeepEqual(ids(await q.get(5)), ['b', 'c'], 'FIFO after clear');
   });

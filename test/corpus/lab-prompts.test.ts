@@ -19,7 +19,14 @@ export default defineSuite('corpus/lab-prompts', (t) => {
       const lab = ctx.platform.files(LAB_TARGET_DIR);
       const committed = await lab.read(LAB_PROMPTS_FILE);
       const parsed = parseLabPrompts(committed, LAB_PROMPTS_FILE, 2048);
-      const { train, held } = await labCorpusPrompts(ctx.platform, validateTrainConfig({ trainPrompts: parsed.train.length, evalPrompts: parsed.heldOut.length, promptLength: parsed.train[0].ids.length }));
+      const { train, held } = await labCorpusPrompts(
+        ctx.platform,
+        validateTrainConfig({
+          trainPrompts: parsed.train.length,
+          evalPrompts: parsed.heldOut.length,
+          promptLength: parsed.train[0].ids.length,
+        }),
+      );
       const tokenizer = await ChatTokenizer.load(lab, '');
       const rebuilt = buildLabPromptsFile(train, held, (ids) => tokenizer.decode(ids));
       assertEqual(new TextDecoder().decode(rebuilt), new TextDecoder().decode(committed), 'byte-identical rebuild');
@@ -29,8 +36,21 @@ export default defineSuite('corpus/lab-prompts', (t) => {
 
   t.test('malformed files are refused naming the file and the field', () => {
     assertThrows(() => parseLabPrompts(encode('{'), 'p.json', 10), /p\.json: not valid JSON/, 'bad JSON');
-    assertThrows(() => parseLabPrompts(encode({ source: 's', train: [], heldOut: [{ ids: [1], text: 'a' }] }), 'p.json', 10), /p\.json: train: /, 'empty train');
-    assertThrows(() => parseLabPrompts(encode({ source: 's', train: [{ ids: [1, 'x'], text: 'a' }], heldOut: [{ ids: [1], text: 'a' }] }), 'p.json', 10), /p\.json: train\.0\.ids\.1/, 'non-integer id');
-    assertThrows(() => parseLabPrompts(encode({ source: 's', train: [{ ids: [1], text: 'a' }], heldOut: [{ ids: [12], text: 'b' }] }), 'p.json', 10), /p\.json: heldOut\.0: token id 12 outside the vocabulary \[0, 10\)/, 'id outside the vocabulary');
+    assertThrows(
+      () => parseLabPrompts(encode({ source: 's', train: [], heldOut: [{ ids: [1], text: 'a' }] }), 'p.json', 10),
+      /p\.json: train: /,
+      'empty train',
+    );
+    assertThrows(
+      () =>
+        parseLabPrompts(encode({ source: 's', train: [{ ids: [1, 'x'], text: 'a' }], heldOut: [{ ids: [1], text: 'a' }] }), 'p.json', 10),
+      /p\.json: train\.0\.ids\.1/,
+      'non-integer id',
+    );
+    assertThrows(
+      () => parseLabPrompts(encode({ source: 's', train: [{ ids: [1], text: 'a' }], heldOut: [{ ids: [12], text: 'b' }] }), 'p.json', 10),
+      /p\.json: heldOut\.0: token id 12 outside the vocabulary \[0, 10\)/,
+      'id outside the vocabulary',
+    );
   });
 });

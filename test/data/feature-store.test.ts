@@ -7,8 +7,16 @@ import { defineSuite } from '../harness/suite.ts';
 
 function sample(gpu: Gpu, seed: number, tokens = 5, hidden = 3) {
   return {
-    input_ids: gpu.upload([tokens], 'i32', Array.from({ length: tokens }, (_, i) => seed * 100 + i)),
-    hidden_state: gpu.upload([tokens, hidden], 'f32', Array.from({ length: tokens * hidden }, (_, i) => seed + i / 10)),
+    input_ids: gpu.upload(
+      [tokens],
+      'i32',
+      Array.from({ length: tokens }, (_, i) => seed * 100 + i),
+    ),
+    hidden_state: gpu.upload(
+      [tokens, hidden],
+      'f32',
+      Array.from({ length: tokens * hidden }, (_, i) => seed + i / 10),
+    ),
   };
 }
 
@@ -133,7 +141,7 @@ export default defineSuite('data/feature-store', (t) => {
     gpu.destroy();
   });
 
-  t.test('generations come from the store\'s clock; stores given one clock never reuse a generation', async ({ gpu: ctx }) => {
+  t.test("generations come from the store's clock; stores given one clock never reuse a generation", async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const generationOf = (uri: string) => parseMemUri(uri).generation;
     const own = new LocalFeatureStore(gpu, { storeId: 'own' });

@@ -44,8 +44,15 @@ export default defineSuite('data/loader', (t) => {
   t.test('offline reader lists shards lazily in sorted order with deterministic ids', async ({ platform }) => {
     const files = await writeManifest(platform, 'list');
     const refs = await new OfflineManifestReader(files, '', { runId: 'off', tttLength: 3 }).read();
-    assertDeepEqual(refs.map((r) => r.sampleId), ['off:00000000', 'off:00000001', 'off:00000002', 'off:00000003', 'off:00000004'], 'ids');
-    assert(refs[0].featureStoreUri.endsWith('rows_0/data_0.safetensors') && refs[4].featureStoreUri.endsWith('rows_2/data_4.safetensors'), 'sorted paths');
+    assertDeepEqual(
+      refs.map((r) => r.sampleId),
+      ['off:00000000', 'off:00000001', 'off:00000002', 'off:00000003', 'off:00000004'],
+      'ids',
+    );
+    assert(
+      refs[0].featureStoreUri.endsWith('rows_0/data_0.safetensors') && refs[4].featureStoreUri.endsWith('rows_2/data_4.safetensors'),
+      'sorted paths',
+    );
     assertEqual(refs[2].metadata.ttt_length, 3, 'metadata');
     await files.remove('');
   });
@@ -95,7 +102,11 @@ export default defineSuite('data/loader', (t) => {
     const b = epochOrder(10, 1, { shuffle: true, seed: 7 });
     assertDeepEqual(epochOrder(10, 0, { shuffle: true, seed: 7 }), a, 'deterministic');
     assert(a.join() !== b.join(), 'differs across epochs');
-    assertDeepEqual([...a].sort((x, y) => x - y), [0, 1, 2, 3, 4, 5, 6, 7, 8, 9], 'a permutation');
+    assertDeepEqual(
+      [...a].sort((x, y) => x - y),
+      [0, 1, 2, 3, 4, 5, 6, 7, 8, 9],
+      'a permutation',
+    );
     const r0 = epochOrder(5, 0, { rank: 0, worldSize: 2 });
     const r1 = epochOrder(5, 0, { rank: 1, worldSize: 2 });
     assertDeepEqual(r0, [0, 2, 4], 'rank 0');
@@ -123,13 +134,21 @@ export default defineSuite('data/loader', (t) => {
     const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
     const worker = await controller.registerRolloutWorker({ workerId: 'w0' });
     const store = new LocalFeatureStore(gpu);
-    const refs = await Promise.all([0, 1, 2, 3, 4].map((i) =>
-      store.put(
-        { input_ids: gpu.upload([LENGTHS[i]], 'i32', Array.from({ length: LENGTHS[i] }, (_, p) => i * 10 + p)) },
-        `run:t${i}`,
-        { runId: 'run', targetRepr: i === 4 ? 'hidden_state' : 'logits' },
+    const refs = await Promise.all(
+      [0, 1, 2, 3, 4].map((i) =>
+        store.put(
+          {
+            input_ids: gpu.upload(
+              [LENGTHS[i]],
+              'i32',
+              Array.from({ length: LENGTHS[i] }, (_, p) => i * 10 + p),
+            ),
+          },
+          `run:t${i}`,
+          { runId: 'run', targetRepr: i === 4 ? 'hidden_state' : 'logits' },
+        ),
       ),
-    ));
+    );
     await controller.commitSamples(worker, refs.slice(0, 4));
     const lease = await controller.trainLease();
     const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 3 });
@@ -143,17 +162,26 @@ export default defineSuite('data/loader', (t) => {
     assertEqual(status.queueInFlight, 3, 'the trained batch stays leased until the trainer acks');
     assertEqual(status.queueTerminal, 1, 'the tail was failed terminally');
     assertEqual(store.health().residentSamples, 1, 'consumed (t0-t2) and aborted (t3) samples are gone; only uncommitted t4 remains');
-    await lease.ack(batches[0].map((id) => refs[Number(id.slice(5))]), { globalStep: 1, optimizerDurable: true });
+    await lease.ack(
+      batches[0].map((id) => refs[Number(id.slice(5))]),
+      { globalStep: 1, optimizerDurable: true },
+    );
     status = await controller.status();
     assertEqual(status.queueInFlight, 0, 'acked');
 
     // A batch mixing target representations is refused, failed terminally, and its leases released.
-    const extra = await Promise.all([5, 6].map((i) => store.put({ input_ids: gpu.upload([2], 'i32', [i, i]) }, `run:t${i}`, { runId: 'run', targetRepr: 'logits' })));
+    const extra = await Promise.all(
+      [5, 6].map((i) => store.put({ input_ids: gpu.upload([2], 'i32', [i, i]) }, `run:t${i}`, { runId: 'run', targetRepr: 'logits' })),
+    );
     await controller.commitSamples(worker, [refs[4], extra[0]]);
     const mixed = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 2 });
-    await assertRejects(async () => {
-      for await (const b of mixed) gpu.release(...Object.values(b.tensors));
-    }, /mixes target representations/, 'mixed target_repr');
+    await assertRejects(
+      async () => {
+        for await (const b of mixed) gpu.release(...Object.values(b.tensors));
+      },
+      /mixes target representations/,
+      'mixed target_repr',
+    );
     status = await controller.status();
     assertEqual(status.queueInFlight, 0, 'mixed batch released');
     store.abort('run:t4');
@@ -170,15 +198,30 @@ export default defineSuite('data/loader', (t) => {
     const loader = new FeatureDataLoader(gpu, store, { refs }, { batchSize: 2, shuffle: true, seed: 7 });
     let batches = 0;
     for await (const batch of loader) {
-      assertDeepEqual(batch.refs.map((r) => r.sampleId), batch.sampleIds, 'refs follow sampleIds');
-      assert(batch.refs.every((r) => refs.includes(r)), 'the refs are the ones the loader was given');
+      assertDeepEqual(
+        batch.refs.map((r) => r.sampleId),
+        batch.sampleIds,
+        'refs follow sampleIds',
+      );
+      assert(
+        batch.refs.every((r) => refs.includes(r)),
+        'the refs are the ones the loader was given',
+      );
       gpu.release(...Object.values(batch.tensors));
       batches++;
     }
     assertEqual(batches, 2, 'two full batches');
     const hidden = gpu.tensor([1, 2, H], 'f32');
-    assertDeepEqual(makeTrainBatch({ sampleIds: ['a'], strategy: 'eagle3', tensors: { hidden } }).refs, [], 'a hand-built batch has no refs');
-    assertThrows(() => makeTrainBatch({ sampleIds: ['a', 'b'], strategy: 'eagle3', tensors: { hidden }, refs: [refs[0], refs[1]] }), /TrainBatch\.refs: refs \[.*\] do not match sampleIds \[a,b\]/, 'mismatched refs');
+    assertDeepEqual(
+      makeTrainBatch({ sampleIds: ['a'], strategy: 'eagle3', tensors: { hidden } }).refs,
+      [],
+      'a hand-built batch has no refs',
+    );
+    assertThrows(
+      () => makeTrainBatch({ sampleIds: ['a', 'b'], strategy: 'eagle3', tensors: { hidden }, refs: [refs[0], refs[1]] }),
+      /TrainBatch\.refs: refs \[.*\] do not match sampleIds \[a,b\]/,
+      'mismatched refs',
+    );
     gpu.release(hidden);
     await files.remove('');
     gpu.destroy();

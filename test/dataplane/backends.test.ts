@@ -36,14 +36,20 @@ export const noopConformance: Suite = conformanceSuite('dataplane/conformance/no
 });
 
 export const localHostConformance: Suite = conformanceSuite('dataplane/conformance/local-host', async (_ctx, gpu) => {
-  const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 }, { gpu });
+  const client = await createDataPlaneClient(
+    { impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 },
+    { gpu },
+  );
   return inProcessEnv(client, gpu, undefined);
 });
 
 export const localGpuConformance: Suite = conformanceSuite('dataplane/conformance/local-gpu', async (ctx, given) => {
   const owned = given ? undefined : new Gpu(ctx.gpu);
   const gpu = given ?? owned!;
-  const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 }, { gpu });
+  const client = await createDataPlaneClient(
+    { impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 },
+    { gpu },
+  );
   return inProcessEnv(client, gpu, owned);
 });
 

@@ -28,7 +28,11 @@ try {
     // Each page connection names its namespace; it becomes the Redis key prefix.
     openClient: (info) =>
       createDataPlaneClient(
-        { impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: `gw:${info.namespace ?? 'default'}:` }, claimPollMs: 5 },
+        {
+          impl: 'transferQueue',
+          backend: { kind: 'redis', url: redis.url, keyPrefix: `gw:${info.namespace ?? 'default'}:` },
+          claimPollMs: 5,
+        },
         { connectRedis: (url) => connectRedis(url) },
       ),
     onLog: (line) => console.log(`[gateway] ${line}`),
@@ -36,7 +40,19 @@ try {
   try {
     console.log(`[gateway] listening on ${gateway.url} in front of ${redis.url}`);
     const [command, args] = deno
-      ? [resolve(root, 'node_modules/.bin/deno'), ['run', '--allow-read', '--allow-write', '--allow-env', '--allow-run', '--allow-net=127.0.0.1', resolve(root, 'test/runners/deno.ts'), filter]]
+      ? [
+          resolve(root, 'node_modules/.bin/deno'),
+          [
+            'run',
+            '--allow-read',
+            '--allow-write',
+            '--allow-env',
+            '--allow-run',
+            '--allow-net=127.0.0.1',
+            resolve(root, 'test/runners/deno.ts'),
+            filter,
+          ],
+        ]
       : [process.execPath, ['--import', 'tsx', resolve(root, 'test/runners/browser.ts'), filter]];
     const runner = spawn(command, args, {
       cwd: root,

@@ -30,10 +30,23 @@ const RUN = 'tabs-run';
 const LEASE_MS = 60_000;
 
 const ref = (taskId: string) =>
-  makeSampleRef({ sampleId: onlineSampleId(RUN, taskId), runId: RUN, sourceTaskId: taskId, featureStoreUri: `dataplane://${RUN}/${taskId}`, featureKeys: {}, featureSpecs: {}, strategy: 'eagle3' });
+  makeSampleRef({
+    sampleId: onlineSampleId(RUN, taskId),
+    runId: RUN,
+    sourceTaskId: taskId,
+    featureStoreUri: `dataplane://${RUN}/${taskId}`,
+    featureKeys: {},
+    featureSpecs: {},
+    strategy: 'eagle3',
+  });
 
 /** Raw frames on an authenticated control connection: the answers received, then the close. */
-async function raw(url: string, token: string, frames: (string | Uint8Array)[], answers: number): Promise<{ replies: unknown[]; code: number | null; reason: string }> {
+async function raw(
+  url: string,
+  token: string,
+  frames: (string | Uint8Array)[],
+  answers: number,
+): Promise<{ replies: unknown[]; code: number | null; reason: string }> {
   const { WebSocket } = await nodeOnlyImport<WsModule>('ws');
   return new Promise((resolve, reject) => {
     const ws = new WebSocket(url, [CONTROL_PROTOCOL, TOKEN_PROTOCOL_PREFIX + token]);
@@ -49,7 +62,9 @@ async function raw(url: string, token: string, frames: (string | Uint8Array)[], 
       if (replies.length === answers) ws.close();
     });
     // Answers come as requests finish, not in order: sort them by request id.
-    ws.on('close', (code, reason) => resolve({ replies: replies.sort((x, y) => (x as { id: number }).id - (y as { id: number }).id), code, reason: String(reason) }));
+    ws.on('close', (code, reason) =>
+      resolve({ replies: replies.sort((x, y) => (x as { id: number }).id - (y as { id: number }).id), code, reason: String(reason) }),
+    );
     ws.on('error', reject);
   });
 }
@@ -95,64 +110,128 @@ export default defineSuite('dataplane/gateway-control', (t) => {
         // Key order of stableJson (the record stores manifests sorted).
         const manifest = { capture: { auxLayerIds: [0] }, promptLeaseMs: LEASE_MS, run: RUN, target: { precision: 'f32' } };
         await record.publish(manifest);
-        const taskIds = await trainer.ingestPrompts([{ taskId: 'p0', payload: { text: 'a' } }, { taskId: 'p1', payload: { text: 'b' } }, { taskId: 'p2', payload: { text: 'c' } }]);
+        const taskIds = await trainer.ingestPrompts([
+          { taskId: 'p0', payload: { text: 'a' } },
+          { taskId: 'p1', payload: { text: 'b' } },
+          { taskId: 'p2', payload: { text: 'c' } },
+        ]);
         const token = gw.newGatewayToken();
         const gateway = await startRunGateway({
           token,
           host: '127.0.0.1',
           port: 0,
-          openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gwc:' }, claimPollMs: 5 }, { connectRedis }),
+          openClient: () =>
+            createDataPlaneClient(
+              { impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gwc:' }, claimPollMs: 5 },
+              { connectRedis },
+            ),
           controller: DataFlowController.over(RUN, stores, { enqueueCommits: false }),
           record,
           promptLeaseMs: LEASE_MS,
         });
         closers.push(() => gateway.close());
-        const connect = (o: { run?: string; token?: string } = {}) => connectControlGateway({ url: gateway.url, token: o.token ?? token, WebSocket: gw.nodeWebSocket, run: o.run ?? RUN });
+        const connect = (o: { run?: string; token?: string } = {}) =>
+          connectControlGateway({ url: gateway.url, token: o.token ?? token, WebSocket: gw.nodeWebSocket, run: o.run ?? RUN });
         const tab = await connect();
         closers.push(() => tab.close());
-        assertDeepEqual([tab.hello.run, tab.hello.promptLeaseMs, tab.hello.protocol], [RUN, LEASE_MS, 1], 'hello: run, prompt lease, version');
+        assertDeepEqual(
+          [tab.hello.run, tab.hello.promptLeaseMs, tab.hello.protocol],
+          [RUN, LEASE_MS, 1],
+          'hello: run, prompt lease, version',
+        );
         assertDeepEqual(await tab.manifest(), { manifest, finished: false }, 'manifest as the trainer published it');
 
-        await assertRejects(() => tab.lease('tab-1', 2), /lease: gateway refused: .*worker "tab-1" was not registered on this connection/, 'lease before register');
+        await assertRejects(
+          () => tab.lease('tab-1', 2),
+          /lease: gateway refused: .*worker "tab-1" was not registered on this connection/,
+          'lease before register',
+        );
         assertEqual((await tab.register({ workerId: 'tab-1' })).workerId, 'tab-1', 'register with an id');
         assert(/^rollout-[0-9a-f]{8}$/.test((await tab.register({})).workerId), 'register mints an id');
         const leased = await tab.lease('tab-1', 2);
-        assertDeepEqual(leased.tasks.map((task) => task.taskId), taskIds.slice(0, 2), 'lease: FIFO, up to max');
+        assertDeepEqual(
+          leased.tasks.map((task) => task.taskId),
+          taskIds.slice(0, 2),
+          'lease: FIFO, up to max',
+        );
         assertEqual(leased.leaseMs, LEASE_MS, 'lease: the run prompt lease');
         assertEqual((await trainer.status()).promptsLeased, 2, 'the Redis ledger holds the lease');
 
         // Bad arguments: an error naming the field, nothing changed.
         await assertRejects(() => tab.lease('tab-1', 0), /lease: gateway refused: ControlRequestError: lease args\.max: /, 'lease max 0');
-        const odd = await raw(gateway.url, token, ['{"t":"req","id":1,"op":"lease","args":{"workerId":"tab-1","max":2,"extra":1}}', '{"t":"req","id":2,"op":"drop","args":{}}'], 2);
+        const odd = await raw(
+          gateway.url,
+          token,
+          ['{"t":"req","id":1,"op":"lease","args":{"workerId":"tab-1","max":2,"extra":1}}', '{"t":"req","id":2,"op":"drop","args":{}}'],
+          2,
+        );
         assert(/lease args: .*extra/i.test(JSON.stringify(odd.replies[0])), `an unknown field is named: ${JSON.stringify(odd.replies[0])}`);
-        assert(/unknown control op \\"drop\\"/.test(JSON.stringify(odd.replies[1])), `an unknown op is named: ${JSON.stringify(odd.replies[1])}`);
+        assert(
+          /unknown control op \\"drop\\"/.test(JSON.stringify(odd.replies[1])),
+          `an unknown op is named: ${JSON.stringify(odd.replies[1])}`,
+        );
         assertEqual(odd.code, 1005, 'answered, and the connection stayed open until the client closed it');
-        await assertRejects(() => tab.commit('tab-1', [{ sampleId: 'x' }]), /commit: gateway refused: .*commitSamples/, 'an invalid ref is refused by the controller');
+        await assertRejects(
+          () => tab.commit('tab-1', [{ sampleId: 'x' }]),
+          /commit: gateway refused: .*commitSamples/,
+          'an invalid ref is refused by the controller',
+        );
         assertEqual((await trainer.status()).samplesCommitted, 0, 'the refused commit committed nothing');
 
         const fresh = await tab.commit('tab-1', [ref('p0')]);
-        assertDeepEqual(fresh.fresh.map((r) => r.sampleId), [onlineSampleId(RUN, 'p0')], 'commit returns the fresh ref');
+        assertDeepEqual(
+          fresh.fresh.map((r) => r.sampleId),
+          [onlineSampleId(RUN, 'p0')],
+          'commit returns the fresh ref',
+        );
         assertEqual((await tab.commit('tab-1', [ref('p0')])).fresh.length, 0, 'a duplicate commit is dropped');
-        assertDeepEqual(await tab.fail('tab-1', ['p1'], 'tab closed', true), { requeued: ['p1'], failed: [], skipped: [] }, 'fail requeues');
+        assertDeepEqual(
+          await tab.fail('tab-1', ['p1'], 'tab closed', true),
+          { requeued: ['p1'], failed: [], skipped: [] },
+          'fail requeues',
+        );
         const after = await trainer.status();
         assertDeepEqual([after.samplesCommitted, after.promptsLeased, after.promptsPending], [1, 0, 2], 'ledger after commit and fail');
 
         // Another connection may not act for tab-1.
         const other = await connect();
         closers.push(() => other.close());
-        await assertRejects(() => other.lease('tab-1', 1), /not registered on this connection/, 'a connection acts only for its own workers');
-        await assertRejects(() => connect({ run: 'another-run' }), /serves run "tabs-run", not "another-run"/, 'a client of another run is refused');
+        await assertRejects(
+          () => other.lease('tab-1', 1),
+          /not registered on this connection/,
+          'a connection acts only for its own workers',
+        );
+        await assertRejects(
+          () => connect({ run: 'another-run' }),
+          /serves run "tabs-run", not "another-run"/,
+          'a client of another run is refused',
+        );
         await assertRejects(() => connect({ token: 'x'.repeat(32) }), /closed the control connection/, 'a wrong token is refused');
-        assertEqual(await upgradeStatus(gateway.url, ['speclab-control.v2', TOKEN_PROTOCOL_PREFIX + token]), 400, 'another protocol version is refused in the handshake');
+        assertEqual(
+          await upgradeStatus(gateway.url, ['speclab-control.v2', TOKEN_PROTOCOL_PREFIX + token]),
+          400,
+          'another protocol version is refused in the handshake',
+        );
 
         // Frames that cannot be answered close that connection; answerable ones get errors.
         const bad = await raw(gateway.url, token, ['{"t":"req","id":7,"op":"lease","args":{"workerId":"a b","max":1}}'], 1);
         assertEqual((bad.replies[0] as { id: number; ok: boolean }).ok, false, 'a request with an id is answered');
-        assert(/lease args\.workerId/.test(JSON.stringify(bad.replies[0])), `the answer names the field: ${JSON.stringify(bad.replies[0])}`);
-        assertEqual((await raw(gateway.url, token, ['{"t":"req","id":"x"}'], 0)).code, 1002, 'a request without an id closes the connection (protocol error)');
+        assert(
+          /lease args\.workerId/.test(JSON.stringify(bad.replies[0])),
+          `the answer names the field: ${JSON.stringify(bad.replies[0])}`,
+        );
+        assertEqual(
+          (await raw(gateway.url, token, ['{"t":"req","id":"x"}'], 0)).code,
+          1002,
+          'a request without an id closes the connection (protocol error)',
+        );
         assertEqual((await raw(gateway.url, token, ['not json'], 0)).code, 1002, 'a text frame that is not JSON closes it');
         assertEqual((await raw(gateway.url, token, [new Uint8Array([1, 2, 3])], 0)).code, 1002, 'a binary frame closes it');
-        assertEqual((await raw(gateway.url, token, ['x'.repeat(1024 * 1024 + 1)], 0)).code, 1009, 'a message over the bound closes it (too big)');
+        assertEqual(
+          (await raw(gateway.url, token, ['x'.repeat(1024 * 1024 + 1)], 0)).code,
+          1009,
+          'a message over the bound closes it (too big)',
+        );
 
         // The gateway serves on: the first tab's connection, and the data plane on the same port.
         assertEqual((await tab.heartbeat('tab-1')).finished, false, 'heartbeat before the end');
@@ -186,7 +265,11 @@ export default defineSuite('dataplane/gateway-control', (t) => {
           token,
           host: '127.0.0.1',
           port: 0,
-          openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gwf:' }, claimPollMs: 5 }, { connectRedis }),
+          openClient: () =>
+            createDataPlaneClient(
+              { impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: 'gwf:' }, claimPollMs: 5 },
+              { connectRedis },
+            ),
           controller: DataFlowController.over(RUN, stores, { enqueueCommits: false }),
           record,
           promptLeaseMs: LEASE_MS,
@@ -195,7 +278,22 @@ export default defineSuite('dataplane/gateway-control', (t) => {
         let seed = 0x5eed1234;
         const next = () => ((seed ^= seed << 13), (seed ^= seed >>> 17), (seed ^= seed << 5), (seed >>> 0) / 2 ** 32);
         const pick = <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)];
-        const values = (): unknown => pick<() => unknown>([() => null, () => -1, () => 1e308, () => 2 ** 53, () => 'w', () => 'x'.repeat(600), () => true, () => [], () => [{}], () => ({}), () => ({ sampleId: 1 }), () => 'tab-f', () => 3])();
+        const values = (): unknown =>
+          pick<() => unknown>([
+            () => null,
+            () => -1,
+            () => 1e308,
+            () => 2 ** 53,
+            () => 'w',
+            () => 'x'.repeat(600),
+            () => true,
+            () => [],
+            () => [{}],
+            () => ({}),
+            () => ({ sampleId: 1 }),
+            () => 'tab-f',
+            () => 3,
+          ])();
         const ops = ['manifest', 'register', 'heartbeat', 'lease', 'commit', 'fail', 'complete', 'x', '', '__proto__'];
         const fields = ['workerId', 'max', 'refs', 'taskIds', 'reason', 'retryable', 'strategy', 'constructor', 'extra'];
         const frames = [JSON.stringify({ t: 'req', id: 0, op: 'register', args: { workerId: 'tab-f' } })];
@@ -221,10 +319,18 @@ export default defineSuite('dataplane/gateway-control', (t) => {
             if (got.length === frames.length) ws.close();
             else if (got.length === sent) burst();
           });
-          ws.on('close', (code) => (got.length === frames.length ? resolve(got) : reject(new Error(`closed (${code}) after ${got.length} of ${frames.length} answers`))));
+          ws.on('close', (code) =>
+            got.length === frames.length
+              ? resolve(got)
+              : reject(new Error(`closed (${code}) after ${got.length} of ${frames.length} answers`)),
+          );
           ws.on('error', reject);
         });
-        assertDeepEqual(answers.map((a) => a.id).sort((x, y) => x - y), frames.map((_, i) => i), 'every request answered once');
+        assertDeepEqual(
+          answers.map((a) => a.id).sort((x, y) => x - y),
+          frames.map((_, i) => i),
+          'every request answered once',
+        );
         assert(answers.filter((a) => !a.ok).length > 300, 'most random requests are refused');
         const tab = await connectControlGateway({ url: gateway.url, token, WebSocket: gw.nodeWebSocket, run: RUN });
         await tab.register({ workerId: 'tab-g' });

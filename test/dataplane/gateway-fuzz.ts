@@ -150,7 +150,10 @@ for (const [name, protocols] of [
 for (const [name, bytes] of [
   ['garbage instead of a request line', randomBytes(512)],
   ['a header without a colon', Buffer.from('GET / HTTP/1.1\r\nHost 127.0.0.1\r\n\r\n')],
-  ['a request with a bad URL', Buffer.from(upgradeRequest([GATEWAY_PROTOCOL, TOKEN_PROTOCOL_PREFIX + token]).replace('GET / ', 'GET //[ '))],
+  [
+    'a request with a bad URL',
+    Buffer.from(upgradeRequest([GATEWAY_PROTOCOL, TOKEN_PROTOCOL_PREFIX + token]).replace('GET / ', 'GET //[ ')),
+  ],
 ] as const) {
   const s = await open();
   s.write(bytes);
@@ -204,7 +207,11 @@ for (const [name, bytes] of BAD_FRAMES) {
   const extra = await open();
   extra.write(upgradeRequest([GATEWAY_PROTOCOL, TOKEN_PROTOCOL_PREFIX + token]));
   const { data } = await drain(extra);
-  check(`upgrade number ${MAX_CONNECTIONS + 1} is refused with 503`, data.toString('latin1').startsWith('HTTP/1.1 503'), data.toString('latin1').split('\r\n')[0]);
+  check(
+    `upgrade number ${MAX_CONNECTIONS + 1} is refused with 503`,
+    data.toString('latin1').startsWith('HTTP/1.1 503'),
+    data.toString('latin1').split('\r\n')[0],
+  );
   for (const s of held) s.destroy();
   await sleep(100);
   check('after the held connections go, the gateway serves again', await stillServes());

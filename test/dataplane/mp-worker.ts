@@ -34,7 +34,10 @@ function report(record: Record<string, unknown>): void {
 }
 
 async function client(url: string) {
-  return createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url, keyPrefix: 'mp' }, claimPollMs: 10 }, { connectRedis });
+  return createDataPlaneClient(
+    { impl: 'transferQueue', backend: { kind: 'redis', url, keyPrefix: 'mp' }, claimPollMs: 10 },
+    { connectRedis },
+  );
 }
 
 async function producer(url: string, index: number, count: number, putBatch: number, maxBytes: number): Promise<void> {
@@ -57,7 +60,14 @@ async function producer(url: string, index: number, count: number, putBatch: num
     await dp.putSamples({ partition: PARTITION, sampleIds: ids, columns: { input_ids: inputIds, hidden }, tags });
   }
   const t = dp.totals();
-  report({ kind: 'produced', producer: index, count, bytesPut: t.bytesPut, peakBytesOutstanding: t.peakBytesOutstanding, backpressureWaits: waits });
+  report({
+    kind: 'produced',
+    producer: index,
+    count,
+    bytesPut: t.bytesPut,
+    peakBytesOutstanding: t.peakBytesOutstanding,
+    backpressureWaits: waits,
+  });
   await dp.close();
 }
 
@@ -66,8 +76,10 @@ function verify(id: string, ids: HostTensor, hidden: HostTensor, tagLen: unknown
   if (!m) return `unexpected id ${id}`;
   const p = payload(Number(m[1]), Number(m[2]));
   if (tagLen !== p.len) return `${id}: seq_len tag ${String(tagLen)} != ${p.len}`;
-  if (ids.dtype !== 'i32' || ids.shape.join() !== String(p.len) || Array.from(ids.data).join() !== p.ids.join()) return `${id}: input_ids differ`;
-  if (hidden.dtype !== 'f32' || hidden.shape.join() !== `${p.len},2` || Array.from(hidden.data).join() !== p.hidden.join()) return `${id}: hidden differs`;
+  if (ids.dtype !== 'i32' || ids.shape.join() !== String(p.len) || Array.from(ids.data).join() !== p.ids.join())
+    return `${id}: input_ids differ`;
+  if (hidden.dtype !== 'f32' || hidden.shape.join() !== `${p.len},2` || Array.from(hidden.data).join() !== p.hidden.join())
+    return `${id}: hidden differs`;
   return null;
 }
 
@@ -88,7 +100,15 @@ async function consumer(url: string, name: string): Promise<void> {
   while (!stop) {
     let meta;
     try {
-      meta = await dp.claimMeta({ partition: PARTITION, task: TASK, requiredFields: [...FIELDS], batchSize: 64, minBatch: 1, timeoutMs: 500, leaseMs: LEASE_MS });
+      meta = await dp.claimMeta({
+        partition: PARTITION,
+        task: TASK,
+        requiredFields: [...FIELDS],
+        batchSize: 64,
+        minBatch: 1,
+        timeoutMs: 500,
+        leaseMs: LEASE_MS,
+      });
     } catch (err) {
       if (err instanceof ClaimTimeoutError) continue; // idle: producers are slow, or only leased rows remain
       throw err;
@@ -117,7 +137,14 @@ async function consumer(url: string, name: string): Promise<void> {
 
 async function victim(url: string): Promise<void> {
   const dp = await client(url);
-  const meta = await dp.claimMeta({ partition: PARTITION, task: TASK, requiredFields: [...FIELDS], batchSize: 16, timeoutMs: 60_000, leaseMs: 1500 });
+  const meta = await dp.claimMeta({
+    partition: PARTITION,
+    task: TASK,
+    requiredFields: [...FIELDS],
+    batchSize: 16,
+    timeoutMs: 60_000,
+    leaseMs: 1500,
+  });
   report({ kind: 'claimed', ids: meta.sampleIds });
   // Simulate a consumer that dies mid-batch: never ack, never release; the parent SIGKILLs us.
   setInterval(() => undefined, 1000);
@@ -131,6 +158,6 @@ try {
   else throw new Error(`unknown role ${role}`);
   if (role !== 'victim') process.exit(0);
 } catch (err) {
-  report({ kind: 'error', role, message: err instanceof Error ? err.stack ?? err.message : String(err) });
+  report({ kind: 'error', role, message: err instanceof Error ? (err.stack ?? err.message) : String(err) });
   process.exit(1);
 }

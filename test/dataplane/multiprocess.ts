@@ -52,7 +52,9 @@ interface Worker {
 
 function startWorker(name: string, args: string[], onReport: (r: Report, w: Worker) => void): Worker {
   const child = spawn(process.execPath, ['--import', 'tsx', workerPath, ...args], { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'] });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
   const worker: Worker = { name, child, exited, stderr: '' };
   child.stderr!.on('data', (chunk: Buffer) => (worker.stderr += chunk.toString()));
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -76,7 +78,10 @@ const timer = setTimeout(() => {
 }, DEADLINE_MS);
 
 try {
-  const admin = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'mp' }, claimPollMs: 10 }, { connectRedis });
+  const admin = await createDataPlaneClient(
+    { impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'mp' }, claimPollMs: 10 },
+    { connectRedis },
+  );
   await admin.registerPartition({ partition: 'mp', fields: { input_ids: 'i32', hidden: 'f32' }, consumerTasks: ['train'] });
 
   const produced: Report[] = [];
@@ -97,8 +102,7 @@ try {
       // The replacement starts at once; the first two only when both are connected.
       if (w.name === 'consumer2') w.child.stdin!.write('go\n');
       else if (ready.has('consumer0') && ready.has('consumer1')) for (const c of consumers.slice(0, 2)) c.child.stdin!.write('go\n');
-    }
-    else if (r.kind === 'produced') produced.push(r);
+    } else if (r.kind === 'produced') produced.push(r);
     else if (r.kind === 'lost') lost.push(...(r.ids as string[]));
     else if (r.kind === 'acked') {
       for (const id of r.ids as string[]) ackedBy.set(id, [...(ackedBy.get(id) ?? []), String(r.consumer)]);
@@ -127,7 +131,13 @@ try {
   })();
 
   for (let p = 0; p < PRODUCERS; p++) {
-    workers.push(startWorker(`producer${p}`, ['producer', server.url, String(p), String(PER_PRODUCER), String(PUT_BATCH), String(MAX_BYTES_OUTSTANDING)], onReport));
+    workers.push(
+      startWorker(
+        `producer${p}`,
+        ['producer', server.url, String(p), String(PER_PRODUCER), String(PUT_BATCH), String(MAX_BYTES_OUTSTANDING)],
+        onReport,
+      ),
+    );
   }
 
   // The victim claims a leased batch, reports it, and is killed before it can ack.
@@ -143,14 +153,18 @@ try {
   victimClaim = await victimClaimed;
   const victim = workers.find((w) => w.name === 'victim')!;
   const victimExit = await victim.exited;
-  check('victim consumer claimed a leased batch and was SIGKILLed before acking', victimClaim.length === 16 && victimExit.signal === 'SIGKILL', `${victimClaim.length} rows, signal ${victimExit.signal}`);
+  check(
+    'victim consumer claimed a leased batch and was SIGKILLed before acking',
+    victimClaim.length === 16 && victimExit.signal === 'SIGKILL',
+    `${victimClaim.length} rows, signal ${victimExit.signal}`,
+  );
 
   consumers = [0, 1].map((c) => startWorker(`consumer${c}`, ['consumer', server.url, `c${c}`], onReport));
   workers.push(...consumers);
 
   // Wait for every worker, including a replacement started while waiting.
   let exits: { w: Worker; code: number | null; signal: NodeJS.Signals | null }[] = [];
-  for (let seen = 0; seen !== workers.length; ) {
+  for (let seen = 0; seen !== workers.length;) {
     seen = workers.length;
     exits = await Promise.all(workers.map(async (w) => ({ w, ...(await w.exited) })));
   }
@@ -166,10 +180,18 @@ try {
     check(`${w.name} exited cleanly`, code === 0, code === 0 ? '' : `code ${code}, signal ${signal}, stderr: ${w.stderr.slice(-400)}`);
   }
   check('no worker reported an error', errors.length === 0, errors.join(' | ').slice(0, 800));
-  check('both producers put all their samples', produced.length === PRODUCERS && produced.every((r) => r.count === PER_PRODUCER), JSON.stringify(produced));
+  check(
+    'both producers put all their samples',
+    produced.length === PRODUCERS && produced.every((r) => r.count === PER_PRODUCER),
+    JSON.stringify(produced),
+  );
   const peak = Math.max(...produced.map((r) => Number(r.peakBytesOutstanding)));
   const waits = produced.reduce((a, r) => a + Number(r.backpressureWaits), 0);
-  check('producers respected the bytes-outstanding back-pressure limit (one put batch of slack)', peak <= MAX_BYTES_OUTSTANDING + PUT_BATCH * 9 * 12, `peak ${peak} B, limit ${MAX_BYTES_OUTSTANDING} B, ${waits} waits`);
+  check(
+    'producers respected the bytes-outstanding back-pressure limit (one put batch of slack)',
+    peak <= MAX_BYTES_OUTSTANDING + PUT_BATCH * 9 * 12,
+    `peak ${peak} B, limit ${MAX_BYTES_OUTSTANDING} B, ${waits} waits`,
+  );
 
   const expected = new Set<string>();
   for (let p = 0; p < PRODUCERS; p++) for (let i = 0; i < PER_PRODUCER; i++) expected.add(`p${p}_s${i}`);
@@ -180,22 +202,48 @@ try {
   // every sample was consumed. Unreported ones can only be the last batch of the consumer killed
   // mid-run (at most one claim of 64), acked in the store just before its report died with it.
   const stats = await admin.partitionStats('mp');
-  check(`all ${TOTAL} samples were consumed (none lost): the store is empty after every put`, stats.samples === 0 && unexpected.length === 0, `${stats.samples} left, ${unexpected.length} unexpected`);
-  check('samples consumed but never reported are at most the killed consumer\'s last batch', missing.length <= 64, `${ackedBy.size} reported, ${missing.length} unreported e.g. ${missing.slice(0, 3).join(',')}`);
-  check('every sample was consumed exactly once', duplicated.length === 0, `${duplicated.length} acked twice, e.g. ${JSON.stringify(duplicated.slice(0, 2))}`);
+  check(
+    `all ${TOTAL} samples were consumed (none lost): the store is empty after every put`,
+    stats.samples === 0 && unexpected.length === 0,
+    `${stats.samples} left, ${unexpected.length} unexpected`,
+  );
+  check(
+    "samples consumed but never reported are at most the killed consumer's last batch",
+    missing.length <= 64,
+    `${ackedBy.size} reported, ${missing.length} unreported e.g. ${missing.slice(0, 3).join(',')}`,
+  );
+  check(
+    'every sample was consumed exactly once',
+    duplicated.length === 0,
+    `${duplicated.length} acked twice, e.g. ${JSON.stringify(duplicated.slice(0, 2))}`,
+  );
   const split = [0, 1, 2].map((c) => [...ackedBy.values()].filter((by) => by[0] === `c${c}`).length);
   // The replacement may find the task already drained by the survivor when the machine is loaded
   // (its process starts in seconds); its clean exit is checked above, its share is only reported.
-  check('both original consumers of the one task took part (c1 before its kill)', split[0] > 0 && split[1] > 0, `c0 ${split[0]}, c1 ${split[1]}, c2 (replacement) ${split[2]}`);
-  check('the killed consumer\'s rows came back after lease expiry and were consumed', victimClaim.every((id) => ackedBy.get(id)?.length === 1), `${victimClaim.filter((id) => ackedBy.has(id)).length}/${victimClaim.length}`);
+  check(
+    'both original consumers of the one task took part (c1 before its kill)',
+    split[0] > 0 && split[1] > 0,
+    `c0 ${split[0]}, c1 ${split[1]}, c2 (replacement) ${split[2]}`,
+  );
+  check(
+    "the killed consumer's rows came back after lease expiry and were consumed",
+    victimClaim.every((id) => ackedBy.get(id)?.length === 1),
+    `${victimClaim.filter((id) => ackedBy.has(id)).length}/${victimClaim.length}`,
+  );
   check('every payload byte and seq_len tag verified by the consumers', bad.length === 0, bad.slice(0, 3).join('; '));
   check('no lease expired under a live consumer', lost.length === 0, `${lost.length} lost`);
 
-  check('the store ends empty: consumers cleared every row and its bytes', stats.samples === 0 && stats.bytesHeld === 0, `${stats.samples} samples, ${stats.bytesHeld} bytes`);
-  console.log(`[node] ${TOTAL} samples through ${PRODUCERS} producers and 2 consumers (one victim and one running consumer killed, one replacement) in ${seconds} s`);
+  check(
+    'the store ends empty: consumers cleared every row and its bytes',
+    stats.samples === 0 && stats.bytesHeld === 0,
+    `${stats.samples} samples, ${stats.bytesHeld} bytes`,
+  );
+  console.log(
+    `[node] ${TOTAL} samples through ${PRODUCERS} producers and 2 consumers (one victim and one running consumer killed, one replacement) in ${seconds} s`,
+  );
   await admin.close();
 } catch (err) {
-  check('orchestration', false, err instanceof Error ? err.stack ?? err.message : String(err));
+  check('orchestration', false, err instanceof Error ? (err.stack ?? err.message) : String(err));
 } finally {
   clearTimeout(timer);
   for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill('SIGKILL');

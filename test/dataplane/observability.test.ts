@@ -27,24 +27,46 @@ export default defineSuite('dataplane/observability', (t) => {
     await m.checkConsumptionStatus('train', ['trainer']);
     await m.clearSamples('train', ['a', 'b']);
     await m.close();
-    assertDeepEqual(events.map((e) => [e.op, e.partition, e.nKeys, e.nBytes, e.status]), [
-      ['register', 'train', 0, 0, 'ok'],
-      ['put', 'train', 2, 16, 'ok'],
-      ['claim', 'train', 2, 0, 'ok'],
-      ['getData', 'train', 2, 16, 'ok'],
-      ['get', 'train', 1, 8, 'ok'],
-      ['consumption', 'train', 0, 0, 'ok'],
-      ['clear', 'train', 2, 0, 'ok'],
-      ['close', '', 0, 0, 'ok'],
-    ], 'events');
-    assert(events.every((e) => e.wallMs >= 0 && Number.isFinite(e.wallMs)), 'wall times are finite, non-negative');
+    assertDeepEqual(
+      events.map((e) => [e.op, e.partition, e.nKeys, e.nBytes, e.status]),
+      [
+        ['register', 'train', 0, 0, 'ok'],
+        ['put', 'train', 2, 16, 'ok'],
+        ['claim', 'train', 2, 0, 'ok'],
+        ['getData', 'train', 2, 16, 'ok'],
+        ['get', 'train', 1, 8, 'ok'],
+        ['consumption', 'train', 0, 0, 'ok'],
+        ['clear', 'train', 2, 0, 'ok'],
+        ['close', '', 0, 0, 'ok'],
+      ],
+      'events',
+    );
+    assert(
+      events.every((e) => e.wallMs >= 0 && Number.isFinite(e.wallMs)),
+      'wall times are finite, non-negative',
+    );
   });
 
   t.test('errors and timeouts are recorded, then re-raised', async () => {
     const { m, events } = await wrapped();
-    await assertRejects(() => m.getSamples({ partition: 'train', sampleIds: ['ghost'], fields: ['hidden'] }), /unknown or cleared/, 'error re-raised');
-    await assertRejects(() => m.claimMeta({ partition: 'train', task: 'trainer', requiredFields: ['hidden'], batchSize: 1, timeoutMs: 20 }), /timed out/, 'timeout re-raised');
-    assertDeepEqual(events.slice(1).map((e) => [e.op, e.status]), [['get', 'error'], ['claim', 'timeout']], 'statuses');
+    await assertRejects(
+      () => m.getSamples({ partition: 'train', sampleIds: ['ghost'], fields: ['hidden'] }),
+      /unknown or cleared/,
+      'error re-raised',
+    );
+    await assertRejects(
+      () => m.claimMeta({ partition: 'train', task: 'trainer', requiredFields: ['hidden'], batchSize: 1, timeoutMs: 20 }),
+      /timed out/,
+      'timeout re-raised',
+    );
+    assertDeepEqual(
+      events.slice(1).map((e) => [e.op, e.status]),
+      [
+        ['get', 'error'],
+        ['claim', 'timeout'],
+      ],
+      'statuses',
+    );
     const totals = m.totals();
     assertEqual(totals.errors, 1, 'error count');
     assertEqual(totals.timeouts, 1, 'timeout count');
@@ -58,7 +80,7 @@ export default defineSuite('dataplane/observability', (t) => {
     await m.putSamples({ partition: 'train', sampleIds: ['c'], columns: { hidden: [f32([1, 2])] } });
     assertEqual(m.totals().peakBytesOutstanding, 24, 'peak');
     await m.clearSamples('train', ['a']);
-    assertEqual(m.totals().bytesOutstanding, 12, 'exactly a\'s 12 bytes subtracted');
+    assertEqual(m.totals().bytesOutstanding, 12, "exactly a's 12 bytes subtracted");
     assertEqual(m.totals().keysOutstanding, 2, 'keys outstanding');
     await m.clearSamples('train', { all: true });
     const totals = m.totals();
@@ -66,7 +88,10 @@ export default defineSuite('dataplane/observability', (t) => {
     assertEqual(totals.peakBytesOutstanding, 24, 'peak survives');
     assertEqual(totals.bytesPut, 24, 'bytes put');
     assertDeepEqual(totals.bytesOutstandingByPartition, { train: 0 }, 'per partition');
-    assert(/^dataplane ops=\d+ put=0\.0MB .*outstanding=0\.0MB peak=0\.0MB errors=0 timeouts=0$/.test(m.progressLine()), `progress line: ${m.progressLine()}`);
+    assert(
+      /^dataplane ops=\d+ put=0\.0MB .*outstanding=0\.0MB peak=0\.0MB errors=0 timeouts=0$/.test(m.progressLine()),
+      `progress line: ${m.progressLine()}`,
+    );
   });
 
   t.test('back-pressure blocks at the byte limit and clears when consumers free bytes elsewhere', async () => {
@@ -75,7 +100,11 @@ export default defineSuite('dataplane/observability', (t) => {
     assertDeepEqual(m.backpressure(), { blocked: false, bytesOutstanding: 8, limitBytes: 16 }, 'under the limit');
     await m.putSamples({ partition: 'train', sampleIds: ['b'], columns: { hidden: [f32([1, 2])] } });
     assertEqual(m.backpressure().blocked, true, 'at the limit');
-    await assertRejects(() => m.waitForCapacity({ timeoutMs: 30, pollMs: 5 }), /16 bytes outstanding ≥ limit 16/, 'nobody clears: times out');
+    await assertRejects(
+      () => m.waitForCapacity({ timeoutMs: 30, pollMs: 5 }),
+      /16 bytes outstanding ≥ limit 16/,
+      'nobody clears: times out',
+    );
     // A consumer clears through another handle on the same store (as another process would).
     setTimeout(() => void m.inner.clearSamples('train', ['a']), 20);
     const state = await m.waitForCapacity({ timeoutMs: 2000, pollMs: 5 });
@@ -88,8 +117,14 @@ export default defineSuite('dataplane/observability', (t) => {
       [{ impl: 'transfer_queue', claimPollMs: 5 }, /impl/],
       [{ impl: 'noop' }, /claimPollMs/],
       [{ impl: 'transferQueue', claimPollMs: 5 }, /backend/],
-      [{ impl: 'transferQueue', backend: { kind: 'local', columns: 'host', extra: 1 }, claimPollMs: 5 }, /backend: .*extra|Unrecognized key/],
-      [{ impl: 'transferQueue', backend: { kind: 'redis', url: 'http://x', keyPrefix: 'p' }, claimPollMs: 5 }, /backend\.url: must be a redis:\/\//],
+      [
+        { impl: 'transferQueue', backend: { kind: 'local', columns: 'host', extra: 1 }, claimPollMs: 5 },
+        /backend: .*extra|Unrecognized key/,
+      ],
+      [
+        { impl: 'transferQueue', backend: { kind: 'redis', url: 'http://x', keyPrefix: 'p' }, claimPollMs: 5 },
+        /backend\.url: must be a redis:\/\//,
+      ],
       [{ impl: 'noop', claimPollMs: -1 }, /claimPollMs/],
     ];
     for (const [cfg, pattern] of bad) {
@@ -99,21 +134,48 @@ export default defineSuite('dataplane/observability', (t) => {
       } catch (err) {
         message = (err as Error).message;
       }
-      assert(/^invalid data plane config: /.test(message) && pattern.test(message), `config ${JSON.stringify(cfg)} → "${message}" should match ${pattern}`);
+      assert(
+        /^invalid data plane config: /.test(message) && pattern.test(message),
+        `config ${JSON.stringify(cfg)} → "${message}" should match ${pattern}`,
+      );
     }
-    await assertRejects(() => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: 'redis://127.0.0.1:1/0', keyPrefix: 'p' }, claimPollMs: 5 }), /needs deps\.connectRedis/, 'redis without a platform connection');
-    await assertRejects(() => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 }), /columns "gpu" needs deps\.gpu/, 'gpu columns without a Gpu');
+    await assertRejects(
+      () =>
+        createDataPlaneClient({
+          impl: 'transferQueue',
+          backend: { kind: 'redis', url: 'redis://127.0.0.1:1/0', keyPrefix: 'p' },
+          claimPollMs: 5,
+        }),
+      /needs deps\.connectRedis/,
+      'redis without a platform connection',
+    );
+    await assertRejects(
+      () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 }),
+      /columns "gpu" needs deps\.gpu/,
+      'gpu columns without a Gpu',
+    );
     const events: DataPlaneEvent[] = [];
-    const c: DataPlaneClient = await createDataPlaneClient({ impl: 'noop', claimPollMs: 5, observability: { enabled: true, maxBytesOutstanding: 1024 } }, { onEvent: (e) => events.push(e) });
+    const c: DataPlaneClient = await createDataPlaneClient(
+      { impl: 'noop', claimPollMs: 5, observability: { enabled: true, maxBytesOutstanding: 1024 } },
+      { onEvent: (e) => events.push(e) },
+    );
     assert(c instanceof MetricsDataPlaneClient, 'wrapped');
     assertEqual(c.kind, 'metrics(noop)', 'kind names both layers');
     await c.registerPartition({ partition: 'p', fields: { x: 'f32' }, consumerTasks: ['t'] });
     assertEqual(events.length, 1, 'events flow to the sink');
-    const plain = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'auto' }, claimPollMs: 5, observability: { enabled: false } });
+    const plain = await createDataPlaneClient({
+      impl: 'transferQueue',
+      backend: { kind: 'local', columns: 'auto' },
+      claimPollMs: 5,
+      observability: { enabled: false },
+    });
     assertEqual(plain.kind, 'transferQueue/local-host', 'auto without a Gpu keeps typed arrays; disabled observability does not wrap');
     // The ColumnStore seam: an injected store backs the local transfer queue.
     const store = new HostColumnStore();
-    const seam = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 }, { columnStore: store });
+    const seam = await createDataPlaneClient(
+      { impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 },
+      { columnStore: store },
+    );
     await seam.registerPartition({ partition: 'p', fields: { x: 'f32' }, consumerTasks: ['t'] });
     await seam.putSamples({ partition: 'p', sampleIds: ['a'], columns: { x: [f32([1, 2, 3])] } });
     assertEqual(store.bytesHeld, 12, 'bytes landed in the injected store');

@@ -44,33 +44,45 @@ const suite: Suite = defineSuite('dataplane/redis-failures', (t) => {
     return { server, client };
   };
 
-  t.test('a killed Redis fails the next call as unavailable, naming the operation and partition', async () => {
-    const { server, client } = await open();
-    await server.stop();
-    const { error } = await failure(() => client.partitionStats('p'));
-    assertUnavailable(error, /Redis stats on partition "p" failed/, 'stats after the kill');
-    await client.close();
-  }, { only });
-
-  t.test('a Redis that is not there fails the connect as unavailable, naming the address', async () => {
-    const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
-    const { error } = await failure(() => connectRedis('redis://127.0.0.1:1/0', { connectTimeoutMs: 1000 }));
-    assertUnavailable(error, /Redis at redis:\/\/127\.0\.0\.1:1\/0: could not connect/, 'connect to a closed port');
-  }, { only });
-
-  t.test('a frozen Redis fails a call within the command timeout instead of blocking it', async () => {
-    const { server, client } = await open(500);
-    try {
-      server.signal('SIGSTOP');
-      const { error, ms } = await failure(() => client.partitionStats('p'));
-      assertUnavailable(error, /Redis stats on partition "p" failed: .*timed out/i, 'stats on a frozen server');
-      assert(ms < 5000, `failed after ${ms.toFixed(0)} ms, within a few command timeouts`);
-    } finally {
-      server.signal('SIGCONT');
-      await client.close();
+  t.test(
+    'a killed Redis fails the next call as unavailable, naming the operation and partition',
+    async () => {
+      const { server, client } = await open();
       await server.stop();
-    }
-  }, { only });
+      const { error } = await failure(() => client.partitionStats('p'));
+      assertUnavailable(error, /Redis stats on partition "p" failed/, 'stats after the kill');
+      await client.close();
+    },
+    { only },
+  );
+
+  t.test(
+    'a Redis that is not there fails the connect as unavailable, naming the address',
+    async () => {
+      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
+      const { error } = await failure(() => connectRedis('redis://127.0.0.1:1/0', { connectTimeoutMs: 1000 }));
+      assertUnavailable(error, /Redis at redis:\/\/127\.0\.0\.1:1\/0: could not connect/, 'connect to a closed port');
+    },
+    { only },
+  );
+
+  t.test(
+    'a frozen Redis fails a call within the command timeout instead of blocking it',
+    async () => {
+      const { server, client } = await open(500);
+      try {
+        server.signal('SIGSTOP');
+        const { error, ms } = await failure(() => client.partitionStats('p'));
+        assertUnavailable(error, /Redis stats on partition "p" failed: .*timed out/i, 'stats on a frozen server');
+        assert(ms < 5000, `failed after ${ms.toFixed(0)} ms, within a few command timeouts`);
+      } finally {
+        server.signal('SIGCONT');
+        await client.close();
+        await server.stop();
+      }
+    },
+    { only },
+  );
 });
 
 export default suite;

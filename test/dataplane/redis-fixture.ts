@@ -56,9 +56,13 @@ export async function startRedisServer(options: RedisServerOptions = {}): Promis
   for (let attempt = 0; attempt < (options.port === undefined ? 3 : 1); attempt++) {
     const port = options.port ?? (await freePort());
     const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'speclab-redis-'));
-    const child = spawn(REDIS_BIN, ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', ...persistence, '--protected-mode', 'yes'], {
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
+    const child = spawn(
+      REDIS_BIN,
+      ['--port', String(port), '--bind', '127.0.0.1', '--dir', dir, '--save', '', ...persistence, '--protected-mode', 'yes'],
+      {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
     // If the test process ends without stop() (a timed-out test never reaches its finally), take
     // the server down with it instead of leaving an orphan behind.
     const onExit = (): void => {

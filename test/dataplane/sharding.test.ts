@@ -6,7 +6,14 @@ import { shardBinPacked, shardContiguous, shardLengthBalanced, shardTokenTotals,
 import { Rng } from '../../src/util/random.ts';
 
 function batch(lengths: number[]): KVBatchMeta {
-  return new KVBatchMeta({ partition: 'train', taskName: 'trainer', sampleIds: lengths.map((_, i) => `s${i}`), fields: ['input_ids'], sequenceLengths: lengths, extraInfo: { step: 3 } });
+  return new KVBatchMeta({
+    partition: 'train',
+    taskName: 'trainer',
+    sampleIds: lengths.map((_, i) => `s${i}`),
+    fields: ['input_ids'],
+    sequenceLengths: lengths,
+    extraInfo: { step: 3 },
+  });
 }
 
 /** Skewed lengths like real rollouts: many short, a few very long. */
@@ -19,12 +26,18 @@ function checkCoverage(meta: KVBatchMeta, plan: ShardPlan, dp: number, what: str
   const all = plan.shards.flatMap((s) => s.sampleIds);
   assertEqual(new Set(all).size, meta.size, `${what}: shards are disjoint`);
   assertDeepEqual([...all].sort(), [...meta.sampleIds].sort(), `${what}: union is the input`);
-  assertDeepEqual(plan.order.map((i) => meta.sampleIds[i]), all, `${what}: order maps shard rows back to input positions`);
+  assertDeepEqual(
+    plan.order.map((i) => meta.sampleIds[i]),
+    all,
+    `${what}: order maps shard rows back to input positions`,
+  );
   for (const s of plan.shards) {
     assertEqual(s.partition, meta.partition, `${what}: partition kept`);
     assertEqual(s.taskName, meta.taskName, `${what}: task kept`);
     assertDeepEqual(s.fields, meta.fields, `${what}: fields kept`);
-    s.sampleIds.forEach((id, k) => assertEqual(s.sequenceLengths![k], meta.sequenceLengths![meta.sampleIds.indexOf(id)], `${what}: length of ${id}`));
+    s.sampleIds.forEach((id, k) =>
+      assertEqual(s.sequenceLengths![k], meta.sequenceLengths![meta.sampleIds.indexOf(id)], `${what}: length of ${id}`),
+    );
   }
 }
 
@@ -33,7 +46,15 @@ export default defineSuite('dataplane/sharding', (t) => {
     const m = batch([5, 1, 7, 2, 9, 4]);
     const plan = shardContiguous(m, 3);
     checkCoverage(m, plan, 3, 'contiguous');
-    assertDeepEqual(plan.shards.map((s) => s.sampleIds), [['s0', 's1'], ['s2', 's3'], ['s4', 's5']], 'blocks');
+    assertDeepEqual(
+      plan.shards.map((s) => s.sampleIds),
+      [
+        ['s0', 's1'],
+        ['s2', 's3'],
+        ['s4', 's5'],
+      ],
+      'blocks',
+    );
     assertDeepEqual(plan.order, [0, 1, 2, 3, 4, 5], 'identity order');
     assertThrows(() => shardContiguous(m, 4), /6 rows do not split evenly over dpSize 4/, 'uneven split');
     assertThrows(() => shardContiguous(m, 0), /dpSize must be a positive integer/, 'dp 0');
@@ -55,7 +76,11 @@ export default defineSuite('dataplane/sharding', (t) => {
       const contiguous = shardTokenTotals(shardContiguous(m, dp));
       assert(spread <= Math.max(...contiguous) - Math.min(...contiguous), `dp=${dp}: no worse than contiguous`);
     }
-    assertThrows(() => shardLengthBalanced(new KVBatchMeta({ partition: 'p', sampleIds: ['a', 'b'] }), 2), /no sequenceLengths/, 'needs lengths');
+    assertThrows(
+      () => shardLengthBalanced(new KVBatchMeta({ partition: 'p', sampleIds: ['a', 'b'] }), 2),
+      /no sequenceLengths/,
+      'needs lengths',
+    );
   });
 
   t.test('bin packing: capacity respected, bin count a multiple of dp, equal bins per rank, balanced', () => {
@@ -92,9 +117,21 @@ export default defineSuite('dataplane/sharding', (t) => {
   t.test('bin packing raises the bin count to a multiple of dp and rejects impossible plans', () => {
     const m = batch([10, 10, 10]);
     const plan = shardBinPacked(m, 3, { maxTokensPerBin: 100 });
-    assertDeepEqual(plan.shards.map((s) => s.extraInfo.binRows), [[1], [1], [1]], 'one bin of 30 split into three bins of one row');
+    assertDeepEqual(
+      plan.shards.map((s) => s.extraInfo.binRows),
+      [[1], [1], [1]],
+      'one bin of 30 split into three bins of one row',
+    );
     assertThrows(() => shardBinPacked(m, 4, { maxTokensPerBin: 100 }), /3 rows cannot fill 4 bins/, 'fewer rows than bins');
-    assertThrows(() => shardBinPacked(batch([10, 300]), 1, { maxTokensPerBin: 256 }), /sample "s1" needs 300 padded tokens, more than maxTokensPerBin 256/, 'row over capacity');
-    assertThrows(() => shardBinPacked(batch([10]), 1, { maxTokensPerBin: 256, padMultiple: 0 }), /padMultiple must be a positive integer/, 'bad pad');
+    assertThrows(
+      () => shardBinPacked(batch([10, 300]), 1, { maxTokensPerBin: 256 }),
+      /sample "s1" needs 300 padded tokens, more than maxTokensPerBin 256/,
+      'row over capacity',
+    );
+    assertThrows(
+      () => shardBinPacked(batch([10]), 1, { maxTokensPerBin: 256, padMultiple: 0 }),
+      /padMultiple must be a positive integer/,
+      'bad pad',
+    );
   });
 });

@@ -27,7 +27,17 @@ export const SMALL = {
 } as const;
 export type Settings = Record<keyof typeof SMALL, number>;
 
-export const CHARTS = ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-eval', 'chart-accept-rate', 'chart-throughput', 'chart-queue', 'chart-store', 'chart-lifecycle'] as const;
+export const CHARTS = [
+  'chart-loss',
+  'chart-acc',
+  'chart-acceptance',
+  'chart-eval',
+  'chart-accept-rate',
+  'chart-throughput',
+  'chart-queue',
+  'chart-store',
+  'chart-lifecycle',
+] as const;
 
 export interface Status {
   phase: string;
@@ -64,9 +74,17 @@ export async function pageDiagnosis(page: Page): Promise<string> {
   const text = async (selector: string): Promise<string> => {
     const el = page.locator(selector);
     if ((await el.count().catch(() => 0)) === 0) return '';
-    return ((await el.first().textContent().catch(() => '')) ?? '').trim();
+    return (
+      (await el
+        .first()
+        .textContent()
+        .catch(() => '')) ?? ''
+    ).trim();
   };
-  const gpuShown = await page.locator('#gpu-error').isVisible().catch(() => false);
+  const gpuShown = await page
+    .locator('#gpu-error')
+    .isVisible()
+    .catch(() => false);
   return [
     `#status: ${(await text('#status')) || '(empty)'}`,
     `#model-status: ${(await text('#model-status')) || '(empty)'}`,
@@ -91,7 +109,10 @@ export async function waitForPhase(page: Page, wanted: readonly Phase[], timeout
     { timeout, polling: 250 },
   );
   const status = await readStatus(page);
-  expect(wanted as readonly string[], `#status data-phase is "${status.phase}", wanted ${wanted.join(' | ')}; ${await pageDiagnosis(page)}`).toContain(status.phase);
+  expect(
+    wanted as readonly string[],
+    `#status data-phase is "${status.phase}", wanted ${wanted.join(' | ')}; ${await pageDiagnosis(page)}`,
+  ).toContain(status.phase);
   return status;
 }
 
@@ -109,7 +130,9 @@ export async function settle(page: Page): Promise<Status> {
   await expect(page.locator('#status')).toBeAttached();
   try {
     await expect(page.locator('#gpu-error'), 'WebGPU should be available (SwiftShader)').toBeHidden();
-    await expect(page.locator('#model-status'), 'the lab target loads').toHaveAttribute('data-state', /^(ready|error)$/, { timeout: 3 * MINUTE });
+    await expect(page.locator('#model-status'), 'the lab target loads').toHaveAttribute('data-state', /^(ready|error)$/, {
+      timeout: 3 * MINUTE,
+    });
     await expect(page.locator('#model-status'), 'the lab target loads').toHaveAttribute('data-state', 'ready', { timeout: 1000 });
     await expect(page.locator('#start'), '#start becomes enabled').toBeEnabled({ timeout: MINUTE });
     await expect(page.locator('#gpu-error'), 'WebGPU should be available (SwiftShader)').toBeHidden();
@@ -160,7 +183,12 @@ export async function snapWidths(page: Page, testInfo: TestInfo, name: string, d
         const height = await page.evaluate(() => document.documentElement.scrollHeight);
         const doc = fileURLToPath(new URL(`../../docs/lab-${width}.png`, import.meta.url));
         await mkdir(dirname(doc), { recursive: true });
-        await page.screenshot({ path: doc, fullPage: true, clip: { x: 0, y: 0, width, height: Math.min(height, width === 1280 ? 1500 : 2400) }, scale: 'css' });
+        await page.screenshot({
+          path: doc,
+          fullPage: true,
+          clip: { x: 0, y: 0, width, height: Math.min(height, width === 1280 ? 1500 : 2400) },
+          scale: 'css',
+        });
       }
     }
   } finally {
@@ -178,7 +206,15 @@ export async function expectNoHorizontalScroll(page: Page, width: number): Promi
 export async function expectAccessible(page: Page, when: string): Promise<void> {
   const results = await new AxeBuilder({ page }).analyze();
   const bad = results.violations.filter((v) => v.impact === 'serious' || v.impact === 'critical');
-  const text = bad.map((v) => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; ')}`).join('\n');
+  const text = bad
+    .map(
+      (v) =>
+        `${v.id} (${v.impact}): ${v.help} — ${v.nodes
+          .slice(0, 3)
+          .map((n) => n.target.join(' '))
+          .join('; ')}`,
+    )
+    .join('\n');
   expect(bad.length, `axe ${when}: serious or critical violations\n${text}`).toBe(0);
 }
 
@@ -195,7 +231,9 @@ export async function tabTo(page: Page, id: string, limit = 80): Promise<void> {
     }
     await page.keyboard.press('Tab');
   }
-  throw new Error(`#${id} was not reached with ${limit} presses of Tab (focus is on #${await page.evaluate(() => document.activeElement?.id ?? '')})`);
+  throw new Error(
+    `#${id} was not reached with ${limit} presses of Tab (focus is on #${await page.evaluate(() => document.activeElement?.id ?? '')})`,
+  );
 }
 
 /** What `watch` saw: every console line, and the errors among them (console errors and page errors). */
@@ -256,7 +294,9 @@ export function safetensorsHeader(bytes: Buffer): Record<string, unknown> {
  */
 export async function runSpeculative(page: Page): Promise<Record<string, string>> {
   const select = page.locator('#spec-prompt');
-  const values = (await select.locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value))).filter((v) => v !== '');
+  const values = (await select.locator('option').evaluateAll((os) => os.map((o) => (o as HTMLOptionElement).value))).filter(
+    (v) => v !== '',
+  );
   expect(values.length, '#spec-prompt offers prompts').toBeGreaterThan(0);
   await select.selectOption(values[0]);
   await expect(page.locator('#spec-run')).toBeEnabled();
@@ -273,4 +313,3 @@ export async function runSpeculative(page: Page): Promise<Record<string, string>
   expect(Number(s.tpsTarget), 'data-tps-target').toBeGreaterThan(0);
   return s;
 }
-

@@ -7,7 +7,18 @@
  * the accessibility check. The screenshot goes to test-results/e2e/insight-1280.png.
  */
 import { expect, test, type Page } from '@playwright/test';
-import { applySettings, attachConsole, discardSavedRun, expectAccessible, expectNoConsoleErrors, openLab, TRAIN_TIMEOUT, waitForPhase, watch, type Settings } from './lab-helpers.ts';
+import {
+  applySettings,
+  attachConsole,
+  discardSavedRun,
+  expectAccessible,
+  expectNoConsoleErrors,
+  openLab,
+  TRAIN_TIMEOUT,
+  waitForPhase,
+  watch,
+  type Settings,
+} from './lab-helpers.ts';
 
 /** 4 prompts × 1 epoch / batch 2 = 2 optimizer steps, TTT length 3. */
 const MINI: Settings = { 'train-prompts': 4, 'response-length': 8, epochs: 1, 'batch-size': 2, 'ttt-length': 3, 'rollout-workers': 1 };
@@ -50,10 +61,12 @@ test('draft insight: attention rows sum to 1 and top-k lists per TTT step after 
     for (let i = 0; i < 3; i++) await page.keyboard.press('ArrowRight');
     await expect(slider).toHaveValue('3');
     await expect(page.locator('#insight-attention tbody tr'), '4 sequence keys + 2 own-state keys').toHaveCount(4 + TTT - 1);
-    for (const [k, sum] of (await columnSums(page)).entries()) expect(Math.abs(sum - 1), `TTT step ${k}: the query's probabilities sum to 1 (got ${sum})`).toBeLessThan(1e-4);
+    for (const [k, sum] of (await columnSums(page)).entries())
+      expect(Math.abs(sum - 1), `TTT step ${k}: the query's probabilities sum to 1 (got ${sum})`).toBeLessThan(1e-4);
     // A single head instead of the mean: still a distribution.
     await page.locator('#insight-head').selectOption('1');
-    for (const [k, sum] of (await columnSums(page)).entries()) expect(Math.abs(sum - 1), `head 1, TTT step ${k}: sums to 1 (got ${sum})`).toBeLessThan(1e-4);
+    for (const [k, sum] of (await columnSums(page)).entries())
+      expect(Math.abs(sum - 1), `head 1, TTT step ${k}: sums to 1 (got ${sum})`).toBeLessThan(1e-4);
     // Own-state keys of later steps are not visible at step 0.
     await expect(page.locator('#insight-attention tbody tr').last().locator('td[data-step="0"]')).toHaveText('—');
 
@@ -64,7 +77,10 @@ test('draft insight: attention rows sum to 1 and top-k lists per TTT step after 
     await expect(first.locator('td[data-step]'), 'a top-k cell per TTT step').toHaveCount(TTT);
     await expect(first.locator('td[data-step="0"] li'), 'the top-5 of step 0').toHaveCount(5);
     const probs = await first.locator('td[data-step="0"] li').evaluateAll((lis) => lis.map((li) => Number((li as HTMLElement).dataset.p)));
-    expect(probs.every((p, i) => p > 0 && p <= 1 && (i === 0 || p <= probs[i - 1])), `top-k probabilities, most probable first: ${probs}`).toBe(true);
+    expect(
+      probs.every((p, i) => p > 0 && p <= 1 && (i === 0 || p <= probs[i - 1])),
+      `top-k probabilities, most probable first: ${probs}`,
+    ).toBe(true);
     await expectAccessible(page, 'with the insight panel');
     // A clip of the full page, the sticky status bar hidden: it would cover the panel's top.
     const clip = await page.locator('#insight-section').evaluate((el) => {

@@ -7,7 +7,15 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import { expect, test, type Page } from '@playwright/test';
-import { attachConsole, expectAccessible, expectNoConsoleErrors, expectNoHorizontalScroll, openLab, snapWidths, watch } from './lab-helpers.ts';
+import {
+  attachConsole,
+  expectAccessible,
+  expectNoConsoleErrors,
+  expectNoHorizontalScroll,
+  openLab,
+  snapWidths,
+  watch,
+} from './lab-helpers.ts';
 
 const CLI_METRICS = fileURLToPath(new URL('../web/lab/cli-metrics.jsonl', import.meta.url));
 
@@ -25,14 +33,33 @@ async function tabOrder(page: Page, limit = 80): Promise<string[]> {
 }
 
 test.describe('lab page without a run', () => {
-  test('at 390 px: no horizontal scroll, every control reachable with the keyboard, no serious axe violations', async ({ page }, testInfo) => {
+  test('at 390 px: no horizontal scroll, every control reachable with the keyboard, no serious axe violations', async ({
+    page,
+  }, testInfo) => {
     const log = watch(page);
     try {
       await page.setViewportSize({ width: 390, height: 844 });
       await openLab(page);
       await expectNoHorizontalScroll(page, 390);
       const order = await tabOrder(page);
-      for (const id of ['ttt-length', 'draft-vocab', 'batch-size', 'lr', 'rollout-workers', 'epochs', 'train-prompts', 'response-length', 'start', 'spec-prompt', 'metrics-file', 'model-files', 'model-files-flat', 'model-url', 'model-url-load', 'import-files']) {
+      for (const id of [
+        'ttt-length',
+        'draft-vocab',
+        'batch-size',
+        'lr',
+        'rollout-workers',
+        'epochs',
+        'train-prompts',
+        'response-length',
+        'start',
+        'spec-prompt',
+        'metrics-file',
+        'model-files',
+        'model-files-flat',
+        'model-url',
+        'model-url-load',
+        'import-files',
+      ]) {
         expect(order, `Tab reaches #${id} (order: ${order.join(', ')})`).toContain(id);
         const box = await page.locator(`#${id}`).boundingBox();
         expect(box && box.x >= 0 && box.x + box.width <= 390, `#${id} lies within 390 px`).toBe(true);
@@ -40,7 +67,9 @@ test.describe('lab page without a run', () => {
       await expectAccessible(page, 'at 390 px');
       // The status bar stays in view when the page is scrolled to its end.
       await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
-      await expect.poll(async () => (await page.locator('#statusbar').boundingBox())?.y, 'the status bar sticks to the top').toBeLessThan(5);
+      await expect
+        .poll(async () => (await page.locator('#statusbar').boundingBox())?.y, 'the status bar sticks to the top')
+        .toBeLessThan(5);
       await expect(page.locator('#bar-model')).toContainText('lab-target');
       await page.evaluate(() => window.scrollTo(0, 0));
       // An invalid setting at 390 px: the message wraps beside the input, nothing scrolls sideways.
@@ -57,7 +86,9 @@ test.describe('lab page without a run', () => {
     }
   });
 
-  test('a speclab train metrics.jsonl, picked or dropped, draws the charts; a bad one is refused naming the line', async ({ page }, testInfo) => {
+  test('a speclab train metrics.jsonl, picked or dropped, draws the charts; a bad one is refused naming the line', async ({
+    page,
+  }, testInfo) => {
     const log = watch(page);
     try {
       await openLab(page);
@@ -72,21 +103,33 @@ test.describe('lab page without a run', () => {
       await expect(page.locator('#charts-source')).toHaveAttribute('data-source', 'file');
       for (const id of ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-eval', 'chart-accept-rate', 'chart-throughput']) {
         await expect(page.locator(`#${id} canvas`).first(), `#${id} is drawn from the file`).toBeVisible();
-        await expect(page.locator(`.chart-numbers[data-for="${id}"] td`).first(), `#${id}'s table shows the file's numbers`).toHaveText(/\d/);
+        await expect(page.locator(`.chart-numbers[data-for="${id}"] td`).first(), `#${id}'s table shows the file's numbers`).toHaveText(
+          /\d/,
+        );
       }
       // The file's 3 draft positions rebuilt the charts (the page starts with 4): one plot per chart, not two.
-      for (const id of ['chart-loss', 'chart-acc', 'chart-eval', 'chart-accept-rate']) await expect(page.locator(`#${id} .uplot`), `#${id} holds one plot`).toHaveCount(1);
+      for (const id of ['chart-loss', 'chart-acc', 'chart-eval', 'chart-accept-rate'])
+        await expect(page.locator(`#${id} .uplot`), `#${id} holds one plot`).toHaveCount(1);
       await expect(page.locator('.chart-numbers[data-for="chart-loss"] .swatch'), 'a row per draft position of the file').toHaveCount(3);
       // The CLI logs no queue or feature-store status: those charts stay empty, not made up.
       await expect(page.locator('.chart-numbers[data-for="chart-queue"] td').first()).toHaveText('—');
-      const last = JSON.parse(text.split('\n').filter((l) => l.includes('"phase":"train"')).pop()!) as { plosses: number[] };
-      await expect(page.locator('.chart-numbers[data-for="chart-loss"] tr', { hasText: 'loss k=0' }).locator('td')).toHaveText(last.plosses[0].toFixed(2));
+      const last = JSON.parse(
+        text
+          .split('\n')
+          .filter((l) => l.includes('"phase":"train"'))
+          .pop()!,
+      ) as { plosses: number[] };
+      await expect(page.locator('.chart-numbers[data-for="chart-loss"] tr', { hasText: 'loss k=0' }).locator('td')).toHaveText(
+        last.plosses[0].toFixed(2),
+      );
       await snapWidths(page, testInfo, 'metrics-file');
 
       // A bad line fails naming the file and the line.
       const lines = text.split('\n');
       lines[2] = '{"phase": "train", "step": 1,';
-      await page.locator('#metrics-file').setInputFiles({ name: 'broken.jsonl', mimeType: 'application/json', buffer: Buffer.from(lines.join('\n')) });
+      await page
+        .locator('#metrics-file')
+        .setInputFiles({ name: 'broken.jsonl', mimeType: 'application/json', buffer: Buffer.from(lines.join('\n')) });
       await expect(status).toHaveAttribute('data-state', 'error');
       await expect(status).toContainText('broken.jsonl line 3: not JSON');
 

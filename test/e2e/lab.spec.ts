@@ -20,8 +20,30 @@ import { CHROMIUM_PATH } from '../runners/chromium-flags.ts';
 import { sealJson } from '../../src/util/sealed-json.ts';
 import { DEFAULT_SETTINGS } from '../../web/lab/protocol.ts';
 import {
-  applySettings, attachConsole, bytesOf, CHARTS, discardSavedRun, expectAccessible, expectNoConsoleErrors, expectNoHorizontalScroll, MINUTE, openLab,
-  pageDiagnosis, readStatus, runSpeculative, safetensorsHeader, settle, SMALL, snap, snapWidths, tabTo, TRAIN_TIMEOUT, waitForPhase, watch, type PageLog, type Settings,
+  applySettings,
+  attachConsole,
+  bytesOf,
+  CHARTS,
+  discardSavedRun,
+  expectAccessible,
+  expectNoConsoleErrors,
+  expectNoHorizontalScroll,
+  MINUTE,
+  openLab,
+  pageDiagnosis,
+  readStatus,
+  runSpeculative,
+  safetensorsHeader,
+  settle,
+  SMALL,
+  snap,
+  snapWidths,
+  tabTo,
+  TRAIN_TIMEOUT,
+  waitForPhase,
+  watch,
+  type PageLog,
+  type Settings,
 } from './lab-helpers.ts';
 
 const LAB_TARGET = fileURLToPath(new URL('../../assets/lab-target/', import.meta.url));
@@ -36,7 +58,13 @@ test.describe('browser', () => {
       const adapter = await gpu.requestAdapter();
       if (!adapter) return { ok: false, why: 'requestAdapter() returned null' };
       const device = await adapter.requestDevice();
-      const facts = { ok: true, why: '', vendor: adapter.info.vendor, architecture: adapter.info.architecture, description: adapter.info.description };
+      const facts = {
+        ok: true,
+        why: '',
+        vendor: adapter.info.vendor,
+        architecture: adapter.info.architecture,
+        description: adapter.info.description,
+      };
       device.destroy();
       return facts;
     });
@@ -118,13 +146,17 @@ test.describe.serial('one training run', () => {
     const plan = page.locator('#memory-plan');
     await expect(plan, '#memory-plan shows before Start').toBeVisible();
     const planBox = await plan.boundingBox();
-    expect(planBox && planBox.y + planBox.height <= 900, '#memory-plan is in the first screen at 1280 × 900, beside the settings').toBe(true);
+    expect(planBox && planBox.y + planBox.height <= 900, '#memory-plan is in the first screen at 1280 × 900, beside the settings').toBe(
+      true,
+    );
     await expect(plan, '#memory-plan fits the adapter').toHaveAttribute('data-state', 'fits');
     await expect(plan).toContainText(/GPU memory plan: \S+ \S+ in all, largest .*fits this adapter/);
     await expect(plan.locator('table.memory-plan tr', { hasText: 'draft weights' })).toBeVisible();
     const planned = Number(await plan.getAttribute('data-total'));
     await page.locator('#batch-size').fill(String(2 * SMALL['batch-size']));
-    await expect.poll(async () => Number(await plan.getAttribute('data-total')), 'a larger batch needs more memory').toBeGreaterThan(planned);
+    await expect
+      .poll(async () => Number(await plan.getAttribute('data-total')), 'a larger batch needs more memory')
+      .toBeGreaterThan(planned);
     await page.locator('#batch-size').fill(String(SMALL['batch-size']));
     await expect(plan).toHaveAttribute('data-total', String(planned));
     await snap(page, testInfo, 'settings');
@@ -134,7 +166,11 @@ test.describe.serial('one training run', () => {
       const el = document.querySelector<HTMLElement>('#progress')!;
       const seen: string[] = [];
       (window as unknown as { progressSeen: string[] }).progressSeen = seen;
-      new MutationObserver(() => seen.push(`${el.dataset.task} ${el.dataset.done}/${el.dataset.total} eta=${el.dataset.etaS} | ${el.querySelector('#progress-label')?.textContent}`)).observe(el, { attributes: true, subtree: true, childList: true, characterData: true });
+      new MutationObserver(() =>
+        seen.push(
+          `${el.dataset.task} ${el.dataset.done}/${el.dataset.total} eta=${el.dataset.etaS} | ${el.querySelector('#progress-label')?.textContent}`,
+        ),
+      ).observe(el, { attributes: true, subtree: true, childList: true, characterData: true });
     });
     // Keyboard only: Tab to Start and press Enter; Tab to Pause, Space; Tab to Resume, Enter.
     await tabTo(page, 'start');
@@ -150,7 +186,9 @@ test.describe.serial('one training run', () => {
     const steps = (SMALL.epochs * SMALL['train-prompts']) / SMALL['batch-size'];
     expect(done.total, 'data-total = epochs × prompts / batch').toBe(steps);
     expect(done.step, 'every step ran').toBe(done.total);
-    expect(Number.isFinite(done.firstLoss) && done.firstLoss > 0, `data-first-loss is a positive number (got ${done.firstLoss})`).toBe(true);
+    expect(Number.isFinite(done.firstLoss) && done.firstLoss > 0, `data-first-loss is a positive number (got ${done.firstLoss})`).toBe(
+      true,
+    );
     expect(Number.isFinite(done.loss), `data-loss is a number (got ${done.loss})`).toBe(true);
     expect(done.loss, `the loss falls: step 1 ${done.firstLoss} → step ${done.step} ${done.loss}`).toBeLessThan(done.firstLoss);
     expect(done.acked, 'every sample acked once').toBe(SMALL.epochs * SMALL['train-prompts']);
@@ -159,15 +197,26 @@ test.describe.serial('one training run', () => {
     // Progress: the data phase counted the prompts, the first (compiling) step is timed apart from the steady state.
     const seen = await page.evaluate(() => (window as unknown as { progressSeen: string[] }).progressSeen);
     const promptsTotal = seen.find((line) => line.startsWith(`prompts ${SMALL['train-prompts']}/${SMALL['train-prompts']}`));
-    expect(promptsTotal, `the data phase reported all ${SMALL['train-prompts']} training prompts done; seen:\n${seen.slice(0, 20).join('\n')}`).toBeTruthy();
-    expect(seen.some((line) => /^prompts \d+\/\d+ .*Data 2 of 2 .* of \d+ prompts/.test(line)), 'the data phase says what it does, with counts').toBe(true);
-    expect(seen.some((line) => /^training \d+\/\d+ eta=\d/.test(line)), 'training shows an ETA').toBe(true);
+    expect(
+      promptsTotal,
+      `the data phase reported all ${SMALL['train-prompts']} training prompts done; seen:\n${seen.slice(0, 20).join('\n')}`,
+    ).toBeTruthy();
+    expect(
+      seen.some((line) => /^prompts \d+\/\d+ .*Data 2 of 2 .* of \d+ prompts/.test(line)),
+      'the data phase says what it does, with counts',
+    ).toBe(true);
+    expect(
+      seen.some((line) => /^training \d+\/\d+ eta=\d/.test(line)),
+      'training shows an ETA',
+    ).toBe(true);
     const prog = await page.locator('#progress').evaluate((el: HTMLElement) => ({ ...el.dataset }) as Record<string, string>);
     expect(Number(prog.firstStepMs), 'the first step (shader compile) is timed').toBeGreaterThan(0);
     expect(Number(prog.steadyStepMs), 'the steady-state step time is measured').toBeGreaterThan(0);
     expect(Number(prog.evalsDone), 'held-out evaluations counted').toBeGreaterThan(0);
     expect(prog.evalsDone, 'every held-out evaluation ran').toBe(prog.evalsTotal);
-    await expect(page.locator('#progress-timing')).toContainText(/First step .* \(includes compiling the GPU shaders, once per tab\); steady state .* per step/);
+    await expect(page.locator('#progress-timing')).toContainText(
+      /First step .* \(includes compiling the GPU shaders, once per tab\); steady state .* per step/,
+    );
     console.log(`[lab] first step ${prog.firstStepMs} ms, then ${prog.steadyStepMs} ms per step`);
 
     for (const id of CHARTS) {
@@ -184,9 +233,14 @@ test.describe.serial('one training run', () => {
     await expect(page.locator('.chart-numbers[data-for="chart-queue"]')).not.toContainText('MB');
     await expect(page.locator('.chart-numbers[data-for="chart-store"]')).toContainText('MB');
     // Acceptance length includes the bonus token: the simulated one is at least 1.
-    const accCell = await page.locator('.chart-numbers[data-for="chart-acceptance"] tr', { hasText: 'training batch (simulated)' }).locator('td').textContent();
+    const accCell = await page
+      .locator('.chart-numbers[data-for="chart-acceptance"] tr', { hasText: 'training batch (simulated)' })
+      .locator('td')
+      .textContent();
     expect(Number(accCell), `simulated acceptance length (bonus included) ≥ 1 (got ${accCell})`).toBeGreaterThanOrEqual(1);
-    await expect(page.locator('.chart-numbers[data-for="chart-accept-rate"]'), 'per-position acceptance over training').toContainText(/held-out rate k=0\s*0\.\d{3}/);
+    await expect(page.locator('.chart-numbers[data-for="chart-accept-rate"]'), 'per-position acceptance over training').toContainText(
+      /held-out rate k=0\s*0\.\d{3}/,
+    );
     await expect(page.locator('#ttt-visibility .visible').first(), '#ttt-visibility shows visible cells').toBeVisible();
 
     // Evaluation while training: the held-out prompts are scored every few steps and at the last.
@@ -197,12 +251,17 @@ test.describe.serial('one training run', () => {
     const accLen = Number(ev.accLen);
     const acc0 = Number(ev.acc0);
     expect(evStep, 'the last step is always evaluated (#eval-status data-step)').toBe(done.total);
-    expect(Number.isFinite(accLen) && accLen >= 1 && accLen <= SMALL['ttt-length'] + 1, `held-out data-acc-len (bonus included) is in [1, ttt length + 1] (got ${ev.accLen})`).toBe(true);
+    expect(
+      Number.isFinite(accLen) && accLen >= 1 && accLen <= SMALL['ttt-length'] + 1,
+      `held-out data-acc-len (bonus included) is in [1, ttt length + 1] (got ${ev.accLen})`,
+    ).toBe(true);
     expect(Number.isFinite(acc0) && acc0 >= 0 && acc0 <= 1, `held-out data-acc0 is in [0, 1] (got ${ev.acc0})`).toBe(true);
     expect(Number(ev.tokens), 'held-out tokens were scored').toBeGreaterThan(0);
     await expect(evalStatus, '#eval-status says it in words').toContainText('simulated acceptance length');
     await expect(page.locator('#chart-eval canvas').first(), '#chart-eval has a uPlot canvas').toBeVisible();
-    await expect(page.locator('.chart-numbers[data-for="chart-acceptance"]'), 'the acceptance table has a held-out row').toContainText('held-out');
+    await expect(page.locator('.chart-numbers[data-for="chart-acceptance"]'), 'the acceptance table has a held-out row').toContainText(
+      'held-out',
+    );
     console.log(`[lab] held-out after step ${evStep}: simulated acceptance length ${accLen}, acc_0 ${acc0}, loss ${ev.loss}`);
 
     // A finished run offers Train again; its settings are editable for the next run.
@@ -221,7 +280,9 @@ test.describe.serial('one training run', () => {
     await page.setViewportSize({ width: 1280, height: 900 });
 
     trained = true;
-    console.log(`[lab] trained ${done.step} steps: loss ${done.firstLoss} → ${done.loss}; ${done.committed} samples committed, ${done.acked} acked`);
+    console.log(
+      `[lab] trained ${done.step} steps: loss ${done.firstLoss} → ${done.loss}; ${done.committed} samples committed, ${done.acked} acked`,
+    );
     await snapWidths(page, testInfo, 'trained');
   });
 
@@ -231,7 +292,9 @@ test.describe.serial('one training run', () => {
     const s = await runSpeculative(page);
     expect(await page.locator('#spec-output span').count(), '#spec-output shows the tokens').toBeGreaterThan(0);
     trainedSpec = s;
-    console.log(`[lab] trained draft: acceptance length ${s.acceptance}, ${s.tpsDraft} tokens/s with the draft, ${s.tpsTarget} target alone`);
+    console.log(
+      `[lab] trained draft: acceptance length ${s.acceptance}, ${s.tpsDraft} tokens/s with the draft, ${s.tpsTarget} target alone`,
+    );
     // The speed against the target alone, said plainly (a slow-down on a software adapter is common).
     const speed = page.locator('#spec-speed');
     await expect(speed).toHaveAttribute('data-state', /^(faster|slower)$/);
@@ -285,7 +348,10 @@ test.describe.serial('one training run', () => {
     const dialog = page.locator('#export-dialog');
     await expect(dialog, 'a confirmation before the download').toBeVisible({ timeout: MINUTE });
     await expect(dialog).toContainText(/speclab-eagle3-draft-step8\.zip \(\S+ \S+\)/);
-    for (const name of ['config.json', 'model.safetensors']) await expect(dialog.locator('#export-entries tr', { hasText: name }), `the dialog lists ${name} with its size`).toContainText(/\d+(\.\d+)? (B|KiB|MiB)/);
+    for (const name of ['config.json', 'model.safetensors'])
+      await expect(dialog.locator('#export-entries tr', { hasText: name }), `the dialog lists ${name} with its size`).toContainText(
+        /\d+(\.\d+)? (B|KiB|MiB)/,
+      );
     await snap(page, testInfo, 'export-dialog');
     const [download] = await Promise.all([page.waitForEvent('download', { timeout: MINUTE }), page.locator('#export-confirm').click()]);
     await expect(dialog).toBeHidden();
@@ -298,7 +364,7 @@ test.describe.serial('one training run', () => {
       if (!entry.directory) exported.push({ name: entry.filename, buffer: Buffer.from(await entry.getData(new Uint8ArrayWriter())) });
     }
     await zip.close();
-    expect(exported.map((f) => f.name).sort(), 'the zip\'s entries').toEqual(['config.json', 'model.safetensors']);
+    expect(exported.map((f) => f.name).sort(), "the zip's entries").toEqual(['config.json', 'model.safetensors']);
 
     const config = JSON.parse(bytesOf(exported, 'config.json').toString('utf8')) as { architectures?: string[] };
     expect(config.architectures, 'an SGLang EAGLE3 draft config').toEqual(['LlamaForCausalLMEagle3']);
@@ -327,7 +393,10 @@ test.describe.serial('one training run', () => {
     const s = await runSpeculative(page);
     if (trainedSpec) {
       expect(s.text, 'the imported draft decodes the same text').toBe(trainedSpec.text);
-      expect(Number(s.acceptance), 'the imported draft has the trained draft\'s acceptance length').toBeCloseTo(Number(trainedSpec.acceptance), 6);
+      expect(Number(s.acceptance), "the imported draft has the trained draft's acceptance length").toBeCloseTo(
+        Number(trainedSpec.acceptance),
+        6,
+      );
     }
     await snap(page, testInfo, 'imported-speculative');
   });
@@ -392,11 +461,17 @@ test.describe('persistence', () => {
       expect(['training', 'error'], `after a reload the run waits for #start (phase "${reloaded.phase}")`).not.toContain(reloaded.phase);
       expect(reloaded.step, 'the last checkpointed step is > 0').toBeGreaterThan(0);
       expect(reloaded.step, `the last checkpointed step is ≤ the step shown at unload (${stepAtUnload})`).toBeLessThanOrEqual(stepAtUnload);
-      expect.soft(reloaded.acked, 'after a reload, data-acked shows the durable ack: exactly the checkpointed steps × batch').toBe(reloaded.step * settings['batch-size']);
-      console.log(`[lab] reloaded at step ${stepAtUnload} of ${total}; saved run at step ${reloaded.step}, ${reloaded.acked} samples acked`);
+      expect
+        .soft(reloaded.acked, 'after a reload, data-acked shows the durable ack: exactly the checkpointed steps × batch')
+        .toBe(reloaded.step * settings['batch-size']);
+      console.log(
+        `[lab] reloaded at step ${stepAtUnload} of ${total}; saved run at step ${reloaded.step}, ${reloaded.acked} samples acked`,
+      );
       // The curves come back from the run's own metrics, up to the last checkpoint (the step it continues after).
       const source = page.locator('#charts-source');
-      await expect(source, 'the charts are restored from the saved run').toHaveAttribute('data-restored', String(reloaded.step), { timeout: MINUTE });
+      await expect(source, 'the charts are restored from the saved run').toHaveAttribute('data-restored', String(reloaded.step), {
+        timeout: MINUTE,
+      });
       await expect(source).toContainText(`restored up to step ${reloaded.step}`);
       for (const id of ['chart-loss', 'chart-acc', 'chart-acceptance', 'chart-throughput']) {
         await expect(page.locator(`#${id} canvas`).first(), `#${id} is drawn again after the reload`).toBeVisible();
@@ -414,7 +489,10 @@ test.describe('persistence', () => {
       expect(done.resumable, 'a finished run is not resumable').toBe(false);
       // The restored steps and the continued ones make one curve: a point per step, none twice.
       await expect(page.locator('.chart-numbers[data-for="chart-loss"] td').first()).toHaveText(/\d/);
-      expect(await page.evaluate(() => document.querySelector('#charts-source')?.getAttribute('data-source')), 'the charts show this run').toBe('run');
+      expect(
+        await page.evaluate(() => document.querySelector('#charts-source')?.getAttribute('data-source')),
+        'the charts show this run',
+      ).toBe('run');
       await snap(page, testInfo, 'continued');
       expectNoConsoleErrors(log);
     } finally {
@@ -431,24 +509,29 @@ test.describe('persistence', () => {
       const sealed = sealJson({ settings: { ...DEFAULT_SETTINGS }, model: 'lab-target', total: 48 });
       const at = sealed.lastIndexOf('4'.charCodeAt(0));
       sealed[at] = '5'.charCodeAt(0);
-      await page.evaluate(async (bytes) => {
-        const db = await new Promise<IDBDatabase>((resolve, reject) => {
-          const open = indexedDB.open('speclab-files:speclab-lab', 1);
-          open.onupgradeneeded = () => open.result.createObjectStore('files');
-          open.onsuccess = () => resolve(open.result);
-          open.onerror = () => reject(open.error ?? new Error('indexedDB.open failed'));
-        });
-        await new Promise<void>((resolve, reject) => {
-          const tx = db.transaction('files', 'readwrite');
-          tx.objectStore('files').put(new Uint8Array(bytes), 'run.json');
-          tx.oncomplete = () => resolve();
-          tx.onerror = () => reject(tx.error ?? new Error('IndexedDB write failed'));
-        });
-        db.close();
-      }, [...sealed]);
+      await page.evaluate(
+        async (bytes) => {
+          const db = await new Promise<IDBDatabase>((resolve, reject) => {
+            const open = indexedDB.open('speclab-files:speclab-lab', 1);
+            open.onupgradeneeded = () => open.result.createObjectStore('files');
+            open.onsuccess = () => resolve(open.result);
+            open.onerror = () => reject(open.error ?? new Error('indexedDB.open failed'));
+          });
+          await new Promise<void>((resolve, reject) => {
+            const tx = db.transaction('files', 'readwrite');
+            tx.objectStore('files').put(new Uint8Array(bytes), 'run.json');
+            tx.oncomplete = () => resolve();
+            tx.onerror = () => reject(tx.error ?? new Error('IndexedDB write failed'));
+          });
+          db.close();
+        },
+        [...sealed],
+      );
       await page.reload();
       await expect(page.locator('#status'), 'the damaged run is reported').toHaveAttribute('data-damaged', 'true', { timeout: 3 * MINUTE });
-      await expect(page.locator('#run-detail'), 'the message names the file and the check').toContainText(/speclab-lab\/run\.json: the saved run .* is damaged \(CRC-32/);
+      await expect(page.locator('#run-detail'), 'the message names the file and the check').toContainText(
+        /speclab-lab\/run\.json: the saved run .* is damaged \(CRC-32/,
+      );
       await expect(page.locator('#start'), 'nothing can continue a damaged run').toBeDisabled();
       await expect(page.locator('#discard'), 'Discard is offered').toBeEnabled();
       await snap(page, testInfo, 'damaged-run');
@@ -521,7 +604,12 @@ test.describe('model files', () => {
       await snap(page, testInfo, 'bad-architecture');
 
       const weights = bytesOf(files, 'model.safetensors');
-      await pickModel(page, testInfo, 'truncated-weights', replace(files, 'model.safetensors', weights.subarray(0, Math.floor(weights.length / 2))));
+      await pickModel(
+        page,
+        testInfo,
+        'truncated-weights',
+        replace(files, 'model.safetensors', weights.subarray(0, Math.floor(weights.length / 2))),
+      );
       await expectModelError(page, ['model.safetensors'], ['NopeForCausalLM']);
       await snap(page, testInfo, 'truncated-weights');
 
@@ -530,7 +618,10 @@ test.describe('model files', () => {
       const status = page.locator('#model-status');
       await expect(status).toHaveAttribute('data-state', /^(ready|loading)$/, { timeout: MINUTE });
       await expect(status).toHaveAttribute('data-state', /^(ready|error)$/, { timeout: 2 * MINUTE });
-      expect(await status.getAttribute('data-state'), `#model-status after picking the intact lab target: ${(await status.textContent())?.trim()}`).toBe('ready');
+      expect(
+        await status.getAttribute('data-state'),
+        `#model-status after picking the intact lab target: ${(await status.textContent())?.trim()}`,
+      ).toBe('ready');
       await snap(page, testInfo, 'model-ready');
       expectNoConsoleErrors(log);
     } finally {

@@ -38,13 +38,30 @@ test.afterAll(async () => {
   if (dir) await rm(dir, { recursive: true, force: true });
 });
 
-test('a tab is a rollout worker of a cluster run; a tab closed mid-lease is redone by speclab rollout after the lease', async ({ browser }, testInfo) => {
+test('a tab is a rollout worker of a cluster run; a tab closed mid-lease is redone by speclab rollout after the lease', async ({
+  browser,
+}, testInfo) => {
   test.setTimeout(5 * MINUTE);
   dir = await mkdtemp(join(tmpdir(), 'speclab-rollout-tab-'));
   redis = await startRedisServer({ durable: true });
   const token = newGatewayToken();
   await writeFile(join(dir, 'token'), `${token}\n`);
-  const settings = { target: 'assets/lab-target', trainPrompts: 4, evalPrompts: 1, responseLength: 8, epochs: 1, roundPrompts: 2, batchSize: 2, maxNewTokens: 4, evalTrainPrompts: 0, evalEvery: 0, checkpointEvery: 1, logEvery: 1, seed: 3, promptLeaseMs: 3000 };
+  const settings = {
+    target: 'assets/lab-target',
+    trainPrompts: 4,
+    evalPrompts: 1,
+    responseLength: 8,
+    epochs: 1,
+    roundPrompts: 2,
+    batchSize: 2,
+    maxNewTokens: 4,
+    evalTrainPrompts: 0,
+    evalEvery: 0,
+    checkpointEvery: 1,
+    logEvery: 1,
+    seed: 3,
+    promptLeaseMs: 3000,
+  };
   await writeFile(join(dir, 'train.json'), JSON.stringify(settings));
   const cluster = ['--cluster', redis.url, '--run', RUN];
   const trainer = startCli(['train', '--config', join(dir, 'train.json'), '--out', join(dir, 'out'), ...cluster], 5 * MINUTE);
@@ -77,7 +94,10 @@ test('a tab is a rollout worker of a cluster run; a tab closed mid-lease is redo
   await context.close();
 
   // A Node worker takes the held prompts back once their lease expired.
-  const rollout = startCli(['rollout', ...cluster, '--target', 'assets/lab-target', '--batch', '2', '--poll-ms', '50', '--worker-id', 'node-redo'], 4 * MINUTE);
+  const rollout = startCli(
+    ['rollout', ...cluster, '--target', 'assets/lab-target', '--batch', '2', '--poll-ms', '50', '--worker-id', 'node-redo'],
+    4 * MINUTE,
+  );
   processes.push(rollout);
   const trained = await trainer.exited;
   expect(trained.code, trained.output.slice(-3000)).toBe(0);
@@ -91,7 +111,9 @@ test('a tab is a rollout worker of a cluster run; a tab closed mid-lease is redo
   try {
     const stores = await openRedisControlStores(link, RUN, { requireDurable: false });
     const state = await DataFlowController.over(RUN, stores).status();
-    expect([state.promptsPending, state.promptsLeased, state.promptsFailed, state.samplesCommitted, state.trainBacklog]).toEqual([0, 0, 0, 4, 0]);
+    expect([state.promptsPending, state.promptsLeased, state.promptsFailed, state.samplesCommitted, state.trainBacklog]).toEqual([
+      0, 0, 0, 4, 0,
+    ]);
     const committed = await stores.metadata.allCommittedIds();
     expect(new Set(committed).size).toBe(committed.length);
     const marker = await stores.metadata.durableMarker();
@@ -102,7 +124,11 @@ test('a tab is a rollout worker of a cluster run; a tab closed mid-lease is redo
   } finally {
     await link.close();
   }
-  const steps = (await readFile(join(dir, 'out', 'metrics.jsonl'), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as { phase?: string; step: number }).filter((r) => r.phase === 'train');
+  const steps = (await readFile(join(dir, 'out', 'metrics.jsonl'), 'utf8'))
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { phase?: string; step: number })
+    .filter((r) => r.phase === 'train');
   expect(steps.map((s) => s.step)).toEqual([1, 2]);
   expect(gateway.output()).toContain(`lease ${tabWorker}: 2 prompt(s)`);
 });

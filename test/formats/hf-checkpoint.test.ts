@@ -4,7 +4,13 @@
  */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
-import { expectedTensors, isMatrixWeight, loadHfCheckpoint, type MatrixWeight, type TargetWeights } from '../../src/formats/hf-checkpoint.ts';
+import {
+  expectedTensors,
+  isMatrixWeight,
+  loadHfCheckpoint,
+  type MatrixWeight,
+  type TargetWeights,
+} from '../../src/formats/hf-checkpoint.ts';
 import { f32ToF16Ref } from '../../src/reference/cast.ts';
 import { SafetensorsFile, bf16ToF32, f32ToBf16, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
@@ -24,9 +30,16 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
       assertDeepEqual([...ckpt.weights.lmHead.subarray(0, 8)], [...file.f32('lm_head.weight').subarray(0, 8)], 'lm_head values');
       assertDeepEqual(ckpt.unused, [], 'no unused tensors');
       const total = progress[0][1];
-      assertEqual(total, [...file.header.entries.values()].reduce((a, e) => a + e.end - e.begin, 0), 'total bytes = all tensors');
+      assertEqual(
+        total,
+        [...file.header.entries.values()].reduce((a, e) => a + e.end - e.begin, 0),
+        'total bytes = all tensors',
+      );
       assertDeepEqual(progress[progress.length - 1], [total, total], 'ends at total');
-      assert(progress.every((p, i) => i === 0 || p[0] > progress[i - 1][0]), 'strictly increasing');
+      assert(
+        progress.every((p, i) => i === 0 || p[0] > progress[i - 1][0]),
+        'strictly increasing',
+      );
       assertEqual(progress.length, file.names.length + 1, 'one report per tensor plus the start');
     } finally {
       await tmp.cleanup();
@@ -46,7 +59,10 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
       });
       await tmp.files.writeAtomic('q/config.json', await fixture('hf/qwen2-tiny/config.json'));
       for (const s of [0, 1]) await tmp.files.writeAtomic(`q/model-0000${s + 1}-of-00002.safetensors`, writeSafetensors(shards[s]));
-      await tmp.files.writeAtomic('q/model.safetensors.index.json', new TextEncoder().encode(JSON.stringify({ metadata: {}, weight_map: weightMap })));
+      await tmp.files.writeAtomic(
+        'q/model.safetensors.index.json',
+        new TextEncoder().encode(JSON.stringify({ metadata: {}, weight_map: weightMap })),
+      );
       const ckpt = await loadHfCheckpoint(tmp.files, 'q');
       const want = Float32Array.from(file.f32('model.layers.5.self_attn.q_proj.bias'), (v) => bf16ToF32(f32ToBf16(v)));
       assertDeepEqual([...ckpt.weights.layers[5].qBias!], [...want], 'bf16 bias widened exactly');
@@ -55,7 +71,11 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
       // The index names a shard that does not hold the tensor.
       weightMap['model.norm.weight'] = 'model-00001-of-00002.safetensors';
       await tmp.files.writeAtomic('q/model.safetensors.index.json', new TextEncoder().encode(JSON.stringify({ weight_map: weightMap })));
-      await assertRejects(() => loadHfCheckpoint(tmp.files, 'q'), /tensor "model\.norm\.weight" is listed in shard model-00001-of-00002\.safetensors, which does not contain it/, 'index mismatch');
+      await assertRejects(
+        () => loadHfCheckpoint(tmp.files, 'q'),
+        /tensor "model\.norm\.weight" is listed in shard model-00001-of-00002\.safetensors, which does not contain it/,
+        'index mismatch',
+      );
     } finally {
       await tmp.cleanup();
     }
@@ -88,21 +108,42 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
         await tmp.files.writeAtomic(`${dir}/model.safetensors`, writeSafetensors(tensors));
       };
       await write('missing', (t) => delete t['model.layers.2.mlp.up_proj.weight']);
-      await assertRejects(() => loadHfCheckpoint(tmp.files, 'missing'), /missing tensor "model\.layers\.2\.mlp\.up_proj\.weight" \(expected shape \[176, 64\]\)/, 'missing');
+      await assertRejects(
+        () => loadHfCheckpoint(tmp.files, 'missing'),
+        /missing tensor "model\.layers\.2\.mlp\.up_proj\.weight" \(expected shape \[176, 64\]\)/,
+        'missing',
+      );
       await write('shape', (t) => (t['model.norm.weight'] = { dtype: 'F32', shape: [32], data: new Uint8Array(128) }));
-      await assertRejects(() => loadHfCheckpoint(tmp.files, 'shape'), /tensor "model\.norm\.weight" has shape \[32\], config implies \[64\]/, 'wrong shape');
+      await assertRejects(
+        () => loadHfCheckpoint(tmp.files, 'shape'),
+        /tensor "model\.norm\.weight" has shape \[32\], config implies \[64\]/,
+        'wrong shape',
+      );
       await write('int', (t) => (t['model.norm.weight'] = { dtype: 'I32', shape: [64], data: new Uint8Array(256) }));
-      await assertRejects(() => loadHfCheckpoint(tmp.files, 'int'), /tensor "model\.norm\.weight" is I32, expected a float dtype/, 'int dtype');
+      await assertRejects(
+        () => loadHfCheckpoint(tmp.files, 'int'),
+        /tensor "model\.norm\.weight" is I32, expected a float dtype/,
+        'int dtype',
+      );
       await write('extra', (t) => (t['model.rotary_emb.inv_freq'] = { dtype: 'F32', shape: [8], data: new Uint8Array(32) }));
       assertDeepEqual((await loadHfCheckpoint(tmp.files, 'extra')).unused, ['model.rotary_emb.inv_freq'], 'unused reported');
       await assertRejects(() => loadHfCheckpoint(tmp.files, 'nowhere'), /config\.json/, 'no checkpoint');
-      for (const [what, value] of [['NaN', Number.NaN], ['Inf', Number.POSITIVE_INFINITY]] as const) {
+      for (const [what, value] of [
+        ['NaN', Number.NaN],
+        ['Inf', Number.POSITIVE_INFINITY],
+      ] as const) {
         await write(`nonfinite-${what}`, (t) => {
           const bad = Float32Array.from(file.f32('model.layers.1.self_attn.o_proj.weight'));
           bad[7] = value;
           t['model.layers.1.self_attn.o_proj.weight'] = encodeTensor(bad, file.shape('model.layers.1.self_attn.o_proj.weight'), 'F32');
         });
-        await assertRejects(() => loadHfCheckpoint(tmp.files, `nonfinite-${what}`), new RegExp(`nonfinite-${what}/model\\.safetensors: tensor "model\\.layers\\.1\\.self_attn\\.o_proj\\.weight" holds a non-finite value \\(${what === 'NaN' ? 'NaN' : 'Infinity'}\\) at element 7`), `${what} weight refused naming the tensor`);
+        await assertRejects(
+          () => loadHfCheckpoint(tmp.files, `nonfinite-${what}`),
+          new RegExp(
+            `nonfinite-${what}/model\\.safetensors: tensor "model\\.layers\\.1\\.self_attn\\.o_proj\\.weight" holds a non-finite value \\(${what === 'NaN' ? 'NaN' : 'Infinity'}\\) at element 7`,
+          ),
+          `${what} weight refused naming the tensor`,
+        );
       }
     } finally {
       await tmp.cleanup();
@@ -111,11 +152,23 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
 
   /** Every array of `w` by tensor name (a tied lm_head is the embedding). */
   const byName = (w: TargetWeights<MatrixWeight>): Map<string, MatrixWeight> => {
-    const m = new Map<string, MatrixWeight>([['model.embed_tokens.weight', w.embedTokens], ['model.norm.weight', w.finalNorm], ['lm_head.weight', w.lmHead]]);
+    const m = new Map<string, MatrixWeight>([
+      ['model.embed_tokens.weight', w.embedTokens],
+      ['model.norm.weight', w.finalNorm],
+      ['lm_head.weight', w.lmHead],
+    ]);
     const keys: Record<string, string> = {
-      inputNorm: 'input_layernorm.weight', qProj: 'self_attn.q_proj.weight', kProj: 'self_attn.k_proj.weight', vProj: 'self_attn.v_proj.weight',
-      oProj: 'self_attn.o_proj.weight', qNorm: 'self_attn.q_norm.weight', kNorm: 'self_attn.k_norm.weight', postAttentionNorm: 'post_attention_layernorm.weight',
-      gateProj: 'mlp.gate_proj.weight', upProj: 'mlp.up_proj.weight', downProj: 'mlp.down_proj.weight',
+      inputNorm: 'input_layernorm.weight',
+      qProj: 'self_attn.q_proj.weight',
+      kProj: 'self_attn.k_proj.weight',
+      vProj: 'self_attn.v_proj.weight',
+      oProj: 'self_attn.o_proj.weight',
+      qNorm: 'self_attn.q_norm.weight',
+      kNorm: 'self_attn.k_norm.weight',
+      postAttentionNorm: 'post_attention_layernorm.weight',
+      gateProj: 'mlp.gate_proj.weight',
+      upProj: 'mlp.up_proj.weight',
+      downProj: 'mlp.down_proj.weight',
     };
     w.layers.forEach((l, i) => {
       for (const [k, v] of Object.entries(l) as [string, MatrixWeight | undefined][]) if (v) m.set(`model.layers.${i}.${keys[k]}`, v);
@@ -142,7 +195,10 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
             want.set(name, [...bits]);
           } else {
             tensors[name] = encodeTensor(v, shape, dtype);
-            want.set(name, Array.from(v, (x) => f32ToF16Ref(dtype === 'BF16' ? bf16ToF32(f32ToBf16(x)) : x)));
+            want.set(
+              name,
+              Array.from(v, (x) => f32ToF16Ref(dtype === 'BF16' ? bf16ToF32(f32ToBf16(x)) : x)),
+            );
           }
         }
         await tmp.files.writeAtomic('m/config.json', new TextEncoder().encode(JSON.stringify(config)));
@@ -160,7 +216,11 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
             assertDeepEqual([...values], [...refs.get(name)!], `${name} values as the f32 load`);
           }
         }
-        assertEqual([...got.keys()].filter(isMatrixWeight).length, 2 + 7 * f32.config.numLayers, 'embedding, lm_head and 7 matrices per layer');
+        assertEqual(
+          [...got.keys()].filter(isMatrixWeight).length,
+          2 + 7 * f32.config.numLayers,
+          'embedding, lm_head and 7 matrices per layer',
+        );
       } finally {
         await tmp.cleanup();
       }
@@ -184,11 +244,19 @@ export default defineSuite('formats/hf-checkpoint', (t) => {
         }
         await tmp.files.writeAtomic(`big-${dtype}/config.json`, new TextEncoder().encode(JSON.stringify(config)));
         await tmp.files.writeAtomic(`big-${dtype}/model.safetensors`, writeSafetensors(tensors));
-        await assertRejects(() => loadHfCheckpoint(tmp.files, `big-${dtype}`, { weightPrecision: 'f16' }), /tensor "model\.layers\.1\.mlp\.up_proj\.weight": value -70\d+ at index 5 is outside the f16 range/, `${dtype} out of range`);
+        await assertRejects(
+          () => loadHfCheckpoint(tmp.files, `big-${dtype}`, { weightPrecision: 'f16' }),
+          /tensor "model\.layers\.1\.mlp\.up_proj\.weight": value -70\d+ at index 5 is outside the f16 range/,
+          `${dtype} out of range`,
+        );
         const wide = await loadHfCheckpoint(tmp.files, `big-${dtype}`);
         assertEqual(Math.round(wide.weights.layers[1].upProj[5]), dtype === 'BF16' ? -70144 : -70000, `${dtype} loads at f32 precision`);
       }
-      await assertRejects(() => loadHfCheckpoint(tmp.files, 'ok', { weightPrecision: 'f8' as 'f16' }), /weightPrecision must be one of f32, f16, got "f8"/, 'unknown precision');
+      await assertRejects(
+        () => loadHfCheckpoint(tmp.files, 'ok', { weightPrecision: 'f8' as 'f16' }),
+        /weightPrecision must be one of f32, f16, got "f8"/,
+        'unknown precision',
+      );
     } finally {
       await tmp.cleanup();
     }

@@ -54,9 +54,19 @@ function checkConsistent(header: SafetensorsHeader, fileSize: number): void {
   const ranges: [number, number][] = [];
   for (const e of header.entries.values()) {
     assert(DTYPES.includes(e.dtype), `${e.name}: dtype ${e.dtype} is supported`);
-    assert(e.shape.every((d) => Number.isSafeInteger(d) && d >= 0), `${e.name}: shape [${e.shape}] is non-negative integers`);
-    assert(e.begin >= header.dataStart && e.end <= fileSize && e.begin <= e.end, `${e.name}: [${e.begin}, ${e.end}) inside the data section`);
-    assertEqual(e.end - e.begin, e.shape.reduce((a, d) => a * d, SAFETENSORS_DTYPE_BYTES[e.dtype]), `${e.name}: byte count`);
+    assert(
+      e.shape.every((d) => Number.isSafeInteger(d) && d >= 0),
+      `${e.name}: shape [${e.shape}] is non-negative integers`,
+    );
+    assert(
+      e.begin >= header.dataStart && e.end <= fileSize && e.begin <= e.end,
+      `${e.name}: [${e.begin}, ${e.end}) inside the data section`,
+    );
+    assertEqual(
+      e.end - e.begin,
+      e.shape.reduce((a, d) => a * d, SAFETENSORS_DTYPE_BYTES[e.dtype]),
+      `${e.name}: byte count`,
+    );
     ranges.push([e.begin, e.end]);
   }
   ranges.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
@@ -71,7 +81,11 @@ function parseOrCleanError(bytes: Uint8Array): 'ok' | 'error' {
     for (const e of file.header.entries.values()) {
       const isFloat = e.dtype === 'F32' || e.dtype === 'F64' || e.dtype === 'F16' || e.dtype === 'BF16';
       const n = isFloat ? file.f32(e.name).length : file.i32(e.name).length;
-      assertEqual(n, e.shape.reduce((a, d) => a * d, 1), `${e.name}: decoded length`);
+      assertEqual(
+        n,
+        e.shape.reduce((a, d) => a * d, 1),
+        `${e.name}: decoded length`,
+      );
     }
     return 'ok';
   } catch (err) {
@@ -111,13 +125,16 @@ export default defineSuite('formats/safetensors', (t) => {
     const bf16 = new Uint16Array([...f32].map(f32ToBf16));
     const f16 = new Uint16Array([0x3c00, 0xc000, 0x3800, 0]); // 1, -2, 0.5, 0
     const i64 = new BigInt64Array([5n, -7n]);
-    const bytes = writeSafetensors({
-      'a.f32': { dtype: 'F32', shape: [2, 2], data: new Uint8Array(f32.buffer) },
-      'b.bf16': { dtype: 'BF16', shape: [4], data: new Uint8Array(bf16.buffer) },
-      'c.f16': { dtype: 'F16', shape: [4], data: new Uint8Array(f16.buffer) },
-      'd.i64': { dtype: 'I64', shape: [2], data: new Uint8Array(i64.buffer) },
-      'é.empty': { dtype: 'F32', shape: [0, 3], data: new Uint8Array(0) },
-    }, { note: 'x' });
+    const bytes = writeSafetensors(
+      {
+        'a.f32': { dtype: 'F32', shape: [2, 2], data: new Uint8Array(f32.buffer) },
+        'b.bf16': { dtype: 'BF16', shape: [4], data: new Uint8Array(bf16.buffer) },
+        'c.f16': { dtype: 'F16', shape: [4], data: new Uint8Array(f16.buffer) },
+        'd.i64': { dtype: 'I64', shape: [2], data: new Uint8Array(i64.buffer) },
+        'é.empty': { dtype: 'F32', shape: [0, 3], data: new Uint8Array(0) },
+      },
+      { note: 'x' },
+    );
     const mem = new SafetensorsFile(bytes, 'mem');
     assertEqual(mem.header.dataStart % 8, 0, 'data section 8-byte aligned');
     const tmp = tempStore(platform, 'st-roundtrip');
@@ -125,9 +142,14 @@ export default defineSuite('formats/safetensors', (t) => {
       await tmp.files.writeAtomic('m.safetensors', bytes);
       // Record what the reader asks of the store: it must never read the whole file at once.
       const reads: number[] = [];
-      const store = { ...tmp.files, root: tmp.files.root, size: (p: string) => tmp.files.size(p), exists: (p: string) => tmp.files.exists(p),
+      const store = {
+        ...tmp.files,
+        root: tmp.files.root,
+        size: (p: string) => tmp.files.size(p),
+        exists: (p: string) => tmp.files.exists(p),
         read: () => Promise.reject(new Error('whole-file read')),
-        readRange: (p: string, offset: number, length: number) => (reads.push(length), tmp.files.readRange(p, offset, length)) };
+        readRange: (p: string, offset: number, length: number) => (reads.push(length), tmp.files.readRange(p, offset, length)),
+      };
       const streamed = await SafetensorsReader.open(store, 'm.safetensors');
       assertDeepEqual(reads, [8, streamed.header.dataStart - 8], 'open reads the prefix, then the header only');
       for (const r of [mem, streamed]) {
@@ -138,7 +160,11 @@ export default defineSuite('formats/safetensors', (t) => {
         assertEqual((await r.f32('é.empty')).length, 0, 'empty tensor');
         assertDeepEqual(r.header.metadata, { note: 'x' }, 'metadata');
       }
-      assertEqual(reads.slice(2).reduce((a, n) => a + n, 0), bytes.length - streamed.header.dataStart, 'then one range per tensor');
+      assertEqual(
+        reads.slice(2).reduce((a, n) => a + n, 0),
+        bytes.length - streamed.header.dataStart,
+        'then one range per tensor',
+      );
       await assertRejects(() => streamed.f32('d.i64'), /m\.safetensors: tensor "d\.i64" is I64, not a float tensor/, 'wrong accessor');
       await assertRejects(() => streamed.f32('nope'), /m\.safetensors: no tensor named "nope"/, 'missing tensor');
     } finally {
@@ -151,11 +177,23 @@ export default defineSuite('formats/safetensors', (t) => {
     const tmp = tempStore(platform, 'st-trunc');
     try {
       await tmp.files.writeAtomic('cut.safetensors', good.subarray(0, good.length - 4));
-      await assertRejects(() => SafetensorsReader.open(tmp.files, 'cut.safetensors'), /cut\.safetensors: tensor "w": data_offsets \[0, 256\] run past/, 'truncated data');
+      await assertRejects(
+        () => SafetensorsReader.open(tmp.files, 'cut.safetensors'),
+        /cut\.safetensors: tensor "w": data_offsets \[0, 256\] run past/,
+        'truncated data',
+      );
       await tmp.files.writeAtomic('tiny.safetensors', good.subarray(0, 5));
-      await assertRejects(() => SafetensorsReader.open(tmp.files, 'tiny.safetensors'), /tiny\.safetensors: file is 5 bytes, too short/, 'shorter than prefix');
+      await assertRejects(
+        () => SafetensorsReader.open(tmp.files, 'tiny.safetensors'),
+        /tiny\.safetensors: file is 5 bytes, too short/,
+        'shorter than prefix',
+      );
       await tmp.files.writeAtomic('head.safetensors', good.subarray(0, 20));
-      await assertRejects(() => SafetensorsReader.open(tmp.files, 'head.safetensors'), /head\.safetensors: header length \d+ runs past the end/, 'header cut');
+      await assertRejects(
+        () => SafetensorsReader.open(tmp.files, 'head.safetensors'),
+        /head\.safetensors: header length \d+ runs past the end/,
+        'header cut',
+      );
     } finally {
       await tmp.cleanup();
     }
@@ -164,18 +202,34 @@ export default defineSuite('formats/safetensors', (t) => {
   t.test('each class of hostile header gets a clear error naming file and tensor', () => {
     const ok = { dtype: 'F32', shape: [2], data_offsets: [0, 8] };
     const cases: [string, Uint8Array, RegExp][] = [
-      ['huge header length', (() => { const b = rawFile({}, 0); new DataView(b.buffer).setBigUint64(0, 2n ** 40n, true); return b; })(), /header length 1099511627776 exceeds/],
+      [
+        'huge header length',
+        (() => {
+          const b = rawFile({}, 0);
+          new DataView(b.buffer).setBigUint64(0, 2n ** 40n, true);
+          return b;
+        })(),
+        /header length 1099511627776 exceeds/,
+      ],
       ['not JSON', rawFile(null, 0, '{"a": '), /header is not valid JSON/],
       ['not UTF-8', rawFile(null, 0, '{}').map((v, i) => (i === 9 ? 0xff : v)), /header is not valid UTF-8/],
       ['array header', rawFile([1, 2], 0), /header must be a JSON object, got an array/],
       ['null header', rawFile(null, 0), /header must be a JSON object, got null/],
       ['entry not object', rawFile({ w: 3 }, 0), /tensor "w": entry must be an object/],
       ['unsupported dtype', rawFile({ w: { ...ok, dtype: 'F8_E5M2' } }, 8), /tensor "w": unsupported dtype "F8_E5M2"/],
-      ['negative dim', rawFile({ w: { ...ok, shape: [-2] } }, 8), /tensor "w": shape must be an array of non-negative integers, got \[-2\]/],
+      [
+        'negative dim',
+        rawFile({ w: { ...ok, shape: [-2] } }, 8),
+        /tensor "w": shape must be an array of non-negative integers, got \[-2\]/,
+      ],
       ['fractional dim', rawFile({ w: { ...ok, shape: [1.5] } }, 8), /tensor "w": shape must be/],
       ['offsets not pair', rawFile({ w: { ...ok, data_offsets: [0] } }, 8), /tensor "w": data_offsets must be two/],
       ['reversed offsets', rawFile({ w: { ...ok, data_offsets: [8, 0] } }, 8), /tensor "w": data_offsets \[8, 0\] are reversed/],
-      ['past data section', rawFile({ w: { ...ok, data_offsets: [4, 12] } }, 8), /tensor "w": data_offsets \[4, 12\] run past the 8-byte data section/],
+      [
+        'past data section',
+        rawFile({ w: { ...ok, data_offsets: [4, 12] } }, 8),
+        /tensor "w": data_offsets \[4, 12\] run past the 8-byte data section/,
+      ],
       ['byte count mismatch', rawFile({ w: { ...ok, shape: [3] } }, 8), /tensor "w": F32\[3\] needs 12 bytes, data_offsets give 8/],
       ['overflowing numel', rawFile({ w: { ...ok, shape: [2 ** 30, 2 ** 30, 2 ** 30] } }, 8), /tensor "w": F32\[.*\] needs .* bytes/],
       ['overlap', rawFile({ a: ok, b: { ...ok, data_offsets: [4, 12] } }, 12), /tensor "b" overlaps the tensor before it/],
@@ -196,25 +250,30 @@ export default defineSuite('formats/safetensors', (t) => {
     let errors = 0;
     let oks = 0;
     fc.assert(
-      fc.property(arbFile, fc.array(fc.tuple(fc.nat(), fc.nat(), fc.constantFrom('set', 'delete', 'add')), { minLength: 1, maxLength: 3 }), arbWeird, (bytes, edits, weird) => {
-        const { json } = headerOf(bytes);
-        for (const [pickEntry, pickField, op] of edits) {
-          const weirdCopy = structuredClone(weird); // one object placed twice would make the header cyclic
-          const names = Object.keys(json);
-          const name = names[pickEntry % names.length];
-          const entry = json[name];
-          if (op === 'add') json[`extra${pickField}`] = weirdCopy;
-          else if (!entry || typeof entry !== 'object' || Array.isArray(entry)) json[name] = weirdCopy;
-          else {
-            const fields = Object.keys(entry);
-            const field = fields[pickField % Math.max(fields.length, 1)] ?? 'dtype';
-            if (op === 'delete') delete (entry as Record<string, unknown>)[field];
-            else (entry as Record<string, unknown>)[field] = weirdCopy;
+      fc.property(
+        arbFile,
+        fc.array(fc.tuple(fc.nat(), fc.nat(), fc.constantFrom('set', 'delete', 'add')), { minLength: 1, maxLength: 3 }),
+        arbWeird,
+        (bytes, edits, weird) => {
+          const { json } = headerOf(bytes);
+          for (const [pickEntry, pickField, op] of edits) {
+            const weirdCopy = structuredClone(weird); // one object placed twice would make the header cyclic
+            const names = Object.keys(json);
+            const name = names[pickEntry % names.length];
+            const entry = json[name];
+            if (op === 'add') json[`extra${pickField}`] = weirdCopy;
+            else if (!entry || typeof entry !== 'object' || Array.isArray(entry)) json[name] = weirdCopy;
+            else {
+              const fields = Object.keys(entry);
+              const field = fields[pickField % Math.max(fields.length, 1)] ?? 'dtype';
+              if (op === 'delete') delete (entry as Record<string, unknown>)[field];
+              else (entry as Record<string, unknown>)[field] = weirdCopy;
+            }
           }
-        }
-        if (parseOrCleanError(withHeader(bytes, json)) === 'ok') oks++;
-        else errors++;
-      }),
+          if (parseOrCleanError(withHeader(bytes, json)) === 'ok') oks++;
+          else errors++;
+        },
+      ),
       { numRuns: 400, seed: 20261129 },
     );
     assert(errors > 0, 'some mutations were rejected');
@@ -260,7 +319,12 @@ export default defineSuite('formats/safetensors', (t) => {
           try {
             const reader = await SafetensorsReader.open(tmp.files, file);
             streamed = JSON.stringify([...reader.header.entries.values()]);
-            for (const name of reader.names) assertDeepEqual([...(await reader.raw(name))], [...data.subarray(reader.entry(name).begin, reader.entry(name).end)], `${name} bytes`);
+            for (const name of reader.names)
+              assertDeepEqual(
+                [...(await reader.raw(name))],
+                [...data.subarray(reader.entry(name).begin, reader.entry(name).end)],
+                `${name} bytes`,
+              );
           } catch (err) {
             streamed = `error ${(err as Error).message.replace(`${tmp.files.root}/${file}: `, '')}`;
           }

@@ -18,7 +18,31 @@ function byteAlphabet(): string[] {
   return table;
 }
 
-const MERGES = ['h e', 'l l', 'he ll', 'hell o', 'Ġ w', 'o r', 'Ġw or', 'Ġwor l', 'Ġworl d', 'Ġ t', 'Ġt h', 'Ġth e', 'a s', 'u s', 'us e', 'use r', 'as s', 'ass i', 'assi s', 'assis t', 'assist a', 'assista n', 'assistan t'];
+const MERGES = [
+  'h e',
+  'l l',
+  'he ll',
+  'hell o',
+  'Ġ w',
+  'o r',
+  'Ġw or',
+  'Ġwor l',
+  'Ġworl d',
+  'Ġ t',
+  'Ġt h',
+  'Ġth e',
+  'a s',
+  'u s',
+  'us e',
+  'use r',
+  'as s',
+  'ass i',
+  'assi s',
+  'assis t',
+  'assist a',
+  'assista n',
+  'assistan t',
+];
 const SPECIAL = ['<|endoftext|>', '<|im_start|>', '<|im_end|>'];
 
 function tinyTokenizerJson(): Record<string, unknown> {
@@ -28,16 +52,35 @@ function tinyTokenizerJson(): Record<string, unknown> {
   const base = Object.keys(vocab).length;
   return {
     version: '1.0',
-    added_tokens: SPECIAL.map((content, i) => ({ id: base + i, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true })),
+    added_tokens: SPECIAL.map((content, i) => ({
+      id: base + i,
+      content,
+      single_word: false,
+      lstrip: false,
+      rstrip: false,
+      normalized: false,
+      special: true,
+    })),
     normalizer: null,
     pre_tokenizer: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: true },
     post_processor: null,
     decoder: { type: 'ByteLevel', add_prefix_space: false, trim_offsets: false, use_regex: true },
-    model: { type: 'BPE', dropout: null, unk_token: null, continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges: MERGES },
+    model: {
+      type: 'BPE',
+      dropout: null,
+      unk_token: null,
+      continuing_subword_prefix: null,
+      end_of_word_suffix: null,
+      fuse_unk: false,
+      byte_fallback: false,
+      vocab,
+      merges: MERGES,
+    },
   };
 }
 
-const CHATML = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+const CHATML =
+  "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
 const CONFIG = { chat_template: CHATML, eos_token: '<|im_end|>', pad_token: '<|endoftext|>', bos_token: null, model_max_length: 4096 };
 
 const chat: ChatMessage[] = [
@@ -71,15 +114,24 @@ export default defineSuite('formats/tokenizer', (t) => {
   t.test('chat template renders ChatML; loss mask covers assistant replies and their end-of-turn', () => {
     const tok = new ChatTokenizer(tinyTokenizerJson(), CONFIG, 'tiny');
     const sample = tok.buildTrainingSample(chat, CHAT_MARKERS.qwen);
-    assertEqual(sample.text, '<|im_start|>system\nbe kind<|im_end|>\n<|im_start|>user\nhello world<|im_end|>\n<|im_start|>assistant\nhello the world<|im_end|>\n<|im_start|>user\nthe user<|im_end|>\n<|im_start|>assistant\nworld!<|im_end|>\n', 'rendered');
+    assertEqual(
+      sample.text,
+      '<|im_start|>system\nbe kind<|im_end|>\n<|im_start|>user\nhello world<|im_end|>\n<|im_start|>assistant\nhello the world<|im_end|>\n<|im_start|>user\nthe user<|im_end|>\n<|im_start|>assistant\nworld!<|im_end|>\n',
+      'rendered',
+    );
     assertDeepEqual([...sample.inputIds], tok.encode(sample.text), 'ids are the whole text tokenized');
     const spans = runs(sample.lossMask);
     assertEqual(spans.length, 2, 'one masked run per assistant turn');
     const decoded = spans.map(([s, e]) => tok.decode([...sample.inputIds.subarray(s, e)]));
     assertDeepEqual(decoded, ['hello the world<|im_end|>\n', 'world!<|im_end|>\n'], 'masked tokens are exactly replies + end of turn');
-    for (const [s] of spans) assertEqual(tok.decode([...sample.inputIds.subarray(s - 2, s)]), 'assistant\n', 'header right before each run is unmasked');
+    for (const [s] of spans)
+      assertEqual(tok.decode([...sample.inputIds.subarray(s - 2, s)]), 'assistant\n', 'header right before each run is unmasked');
     const ones = sample.lossMask.reduce((a, v) => a + v, 0);
-    assertEqual(ones, spans.reduce((a, [s, e]) => a + e - s, 0), 'no stray ones');
+    assertEqual(
+      ones,
+      spans.reduce((a, [s, e]) => a + e - s, 0),
+      'no stray ones',
+    );
 
     const last = tok.buildTrainingSample(chat, CHAT_MARKERS.qwen, { onlyLastTurn: true });
     assertDeepEqual(runs(last.lossMask), [spans[1]], 'only the last turn');
@@ -91,11 +143,21 @@ export default defineSuite('formats/tokenizer', (t) => {
   t.test('generation prompt, template list form, and load from a FileStore', async ({ platform }) => {
     const tmp = tempStore(platform, 'tokenizer');
     try {
-      const config = { ...CONFIG, chat_template: [{ name: 'tool_use', template: 'x' }, { name: 'default', template: CHATML }] };
+      const config = {
+        ...CONFIG,
+        chat_template: [
+          { name: 'tool_use', template: 'x' },
+          { name: 'default', template: CHATML },
+        ],
+      };
       await tmp.files.writeAtomic('tok/tokenizer.json', new TextEncoder().encode(JSON.stringify(tinyTokenizerJson())));
       await tmp.files.writeAtomic('tok/tokenizer_config.json', new TextEncoder().encode(JSON.stringify(config)));
       const tok = await ChatTokenizer.load(tmp.files, 'tok');
-      assertEqual(tok.applyChatTemplate([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true }), '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n', 'generation prompt');
+      assertEqual(
+        tok.applyChatTemplate([{ role: 'user', content: 'hi' }], { addGenerationPrompt: true }),
+        '<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n',
+        'generation prompt',
+      );
       await assertRejects(() => ChatTokenizer.load(tmp.files, 'missing'), /missing\/tokenizer\.json: not found/, 'missing files');
     } finally {
       await tmp.cleanup();
@@ -104,13 +166,29 @@ export default defineSuite('formats/tokenizer', (t) => {
 
   t.test('bad conversations and configs fail clearly', () => {
     const tok = new ChatTokenizer(tinyTokenizerJson(), CONFIG, 'tiny');
-    assertThrows(() => tok.buildTrainingSample([{ role: 'assistant', content: 'x' }], CHAT_MARKERS.qwen), /tiny: message 0 has role "assistant", expected "user"/, 'starts with assistant');
-    assertThrows(() => tok.buildTrainingSample([{ role: 'user', content: 'x' }], CHAT_MARKERS.qwen), /no assistant turn/, 'nothing to train on');
+    assertThrows(
+      () => tok.buildTrainingSample([{ role: 'assistant', content: 'x' }], CHAT_MARKERS.qwen),
+      /tiny: message 0 has role "assistant", expected "user"/,
+      'starts with assistant',
+    );
+    assertThrows(
+      () => tok.buildTrainingSample([{ role: 'user', content: 'x' }], CHAT_MARKERS.qwen),
+      /no assistant turn/,
+      'nothing to train on',
+    );
     assertThrows(() => tok.buildTrainingSample(chat, CHAT_MARKERS.llama3), /no assistant header .*wrong chat markers/, 'wrong markers');
     const noTemplate = new ChatTokenizer(tinyTokenizerJson(), { eos_token: '<|im_end|>' }, 'plain');
     assertThrows(() => noTemplate.applyChatTemplate(chat), /plain\/tokenizer_config\.json: no chat_template/, 'no template');
-    assertThrows(() => new ChatTokenizer(tinyTokenizerJson(), { chat_template: '{% for %}' }, 'broken'), /broken\/tokenizer_config\.json: chat_template does not parse/, 'bad template');
-    assertThrows(() => new ChatTokenizer({ ...tinyTokenizerJson(), model: { type: 'Nope' } }, CONFIG, 'weird'), /weird\/tokenizer\.json: cannot build tokenizer/, 'bad model');
+    assertThrows(
+      () => new ChatTokenizer(tinyTokenizerJson(), { chat_template: '{% for %}' }, 'broken'),
+      /broken\/tokenizer_config\.json: chat_template does not parse/,
+      'bad template',
+    );
+    assertThrows(
+      () => new ChatTokenizer({ ...tinyTokenizerJson(), model: { type: 'Nope' } }, CONFIG, 'weird'),
+      /weird\/tokenizer\.json: cannot build tokenizer/,
+      'bad model',
+    );
     assert(tok.tokenId('<|im_end|>') !== undefined, 'special id known');
   });
 });

@@ -1,6 +1,13 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { sizeClass } from '../../src/gpu/buffer-pool.ts';
-import { GpuDeviceLostError, GpuError, GpuInternalError, GpuOutOfMemoryError, GpuValidationError, toTypedError } from '../../src/gpu/errors.ts';
+import {
+  GpuDeviceLostError,
+  GpuError,
+  GpuInternalError,
+  GpuOutOfMemoryError,
+  GpuValidationError,
+  toTypedError,
+} from '../../src/gpu/errors.ts';
 import { planRowChunks } from '../../src/gpu/tensor.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
@@ -32,20 +39,32 @@ export default defineSuite('gpu/core', (t) => {
     assertEqual(b.part.buffer, a.part.buffer, 'same size class → same buffer');
     const stats = gpu.pool.stats();
     assertEqual(stats.hits, 1, 'pool hits');
-    assertThrows(() => {
-      gpu.release(b);
-      gpu.release(b);
-    }, /released twice/, 'double release');
+    assertThrows(
+      () => {
+        gpu.release(b);
+        gpu.release(b);
+      },
+      /released twice/,
+      'double release',
+    );
     gpu.destroy();
   });
 
   t.test('upload / read round trip for every dtype', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const f = gpu.upload([3, 5], 'f32', Float32Array.from({ length: 15 }, (_, i) => i * 0.5 - 3));
+    const f = gpu.upload(
+      [3, 5],
+      'f32',
+      Float32Array.from({ length: 15 }, (_, i) => i * 0.5 - 3),
+    );
     const i = gpu.upload([7], 'i32', [-3, -2, -1, 0, 1, 2, 2147483647]);
     const u = gpu.upload([2], 'u32', [0, 4294967295]);
     const h = gpu.upload([3], 'f16', [0x3c00, 0xc000, 0x7bff]);
-    assertDeepEqual([...(await gpu.read(f))], Array.from({ length: 15 }, (_, k) => k * 0.5 - 3), 'f32');
+    assertDeepEqual(
+      [...(await gpu.read(f))],
+      Array.from({ length: 15 }, (_, k) => k * 0.5 - 3),
+      'f32',
+    );
     assertDeepEqual([...(await gpu.read(i))], [-3, -2, -1, 0, 1, 2, 2147483647], 'i32');
     assertDeepEqual([...(await gpu.read(u))], [0, 4294967295], 'u32');
     assertDeepEqual([...(await gpu.read(h))], [0x3c00, 0xc000, 0x7bff], 'f16 bits (odd count padded to 4 bytes)');
@@ -100,7 +119,11 @@ export default defineSuite('gpu/core', (t) => {
 
   t.test('an invalid shader is a GpuValidationError naming the kernel', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const bad = { name: 'test/broken', source: '// broken\n@compute @workgroup_size(1) fn main() { let x: f32 = undefined_thing; }', bindings: [] as const };
+    const bad = {
+      name: 'test/broken',
+      source: '// broken\n@compute @workgroup_size(1) fn main() { let x: f32 = undefined_thing; }',
+      bindings: [] as const,
+    };
     const err = await assertRejects(() => gpu.pipelines.get(bad), /test\/broken/, 'broken shader');
     assert(err instanceof GpuValidationError, `expected GpuValidationError, got ${err.name}`);
     gpu.destroy();

@@ -47,7 +47,9 @@ export function relativeError(actual: Numeric, reference: Numeric): number {
 export function assertRelClose(actual: Numeric, reference: Numeric, tolerance: number, what: string): number {
   const err = relativeError(actual, reference);
   if (!(err <= tolerance)) {
-    throw new AssertionError(`${what}: relative error ${err.toExponential(3)} > ${tolerance.toExponential(1)}${firstMismatch(actual, reference)}`);
+    throw new AssertionError(
+      `${what}: relative error ${err.toExponential(3)} > ${tolerance.toExponential(1)}${firstMismatch(actual, reference)}`,
+    );
   }
   return err;
 }

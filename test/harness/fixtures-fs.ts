@@ -8,7 +8,10 @@ export function fileFixtures(platform: Platform): (path: string) => Promise<Uint
     try {
       return await store.read(path);
     } catch (err) {
-      throw new Error(`fixture ${path} not readable under ${store.root} (set SPECLAB_FIXTURES to the fixtures folder): ${(err as Error).message}`, { cause: err });
+      throw new Error(
+        `fixture ${path} not readable under ${store.root} (set SPECLAB_FIXTURES to the fixtures folder): ${(err as Error).message}`,
+        { cause: err },
+      );
     }
   };
 }

@@ -8,7 +8,12 @@ import { assert, assertEqual, assertRejects, assertThrows } from '../harness/ass
 import { defineSuite } from '../harness/suite.ts';
 import { bigramPrompts, ToyEmbeddingTarget } from './toy-target.ts';
 
-const CAPTURE: CaptureConfig = { featureNames: ['input_ids', 'hidden_state', 'labels'], auxLayerIds: [], targetRepr: 'hidden_state', targetHiddenSize: 8 };
+const CAPTURE: CaptureConfig = {
+  featureNames: ['input_ids', 'hidden_state', 'labels'],
+  auxLayerIds: [],
+  targetRepr: 'hidden_state',
+  targetHiddenSize: 8,
+};
 
 async function setup(gpu: Gpu, prompts = 2, options: { maxResidentBytes?: number } = {}) {
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
@@ -24,12 +29,30 @@ export default defineSuite('inference/rollout-worker', (t) => {
     const gpu = new Gpu(ctx);
     const aux = gpu.tensor([4, 24], 'f32');
     const target = gpu.tensor([4, 100], 'f32');
-    const cap: CaptureConfig = { featureNames: ['hidden_state', 'target'], auxLayerIds: [10, 15, 20], targetRepr: 'logits', targetHiddenSize: 8, targetVocabSize: 100 };
+    const cap: CaptureConfig = {
+      featureNames: ['hidden_state', 'target'],
+      auxLayerIds: [10, 15, 20],
+      targetRepr: 'logits',
+      targetHiddenSize: 8,
+      targetVocabSize: 100,
+    };
     verifyCapture({ hidden_state: aux, target }, cap, { sampleId: 's', recordedAuxLayerIds: [10, 15, 20] });
-    assertThrows(() => verifyCapture({ hidden_state: aux, target }, cap, { sampleId: 's', recordedAuxLayerIds: [10, 15, 21] }), /sample s: aux layers captured \[10,15,21\]/, 'layers');
+    assertThrows(
+      () => verifyCapture({ hidden_state: aux, target }, cap, { sampleId: 's', recordedAuxLayerIds: [10, 15, 21] }),
+      /sample s: aux layers captured \[10,15,21\]/,
+      'layers',
+    );
     assertThrows(() => verifyCapture({ hidden_state: aux }, cap, { sampleId: 's' }), /feature "target" missing/, 'missing');
-    assertThrows(() => verifyCapture({ hidden_state: aux, target }, { ...cap, targetHiddenSize: 9 }, { sampleId: 's' }), /aux hidden width 24/, 'width');
-    assertThrows(() => verifyCapture({ hidden_state: aux, target }, { ...cap, targetVocabSize: 101 }, { sampleId: 's' }), /last dim 100 != expected 101/, 'logits expect V');
+    assertThrows(
+      () => verifyCapture({ hidden_state: aux, target }, { ...cap, targetHiddenSize: 9 }, { sampleId: 's' }),
+      /aux hidden width 24/,
+      'width',
+    );
+    assertThrows(
+      () => verifyCapture({ hidden_state: aux, target }, { ...cap, targetVocabSize: 101 }, { sampleId: 's' }),
+      /last dim 100 != expected 101/,
+      'logits expect V',
+    );
     const pruned = { ...cap, targetRepr: 'pruned_logits' as const, draftVocabSize: 100 };
     const err = assertThrows(() => verifyCapture({ hidden_state: aux, target }, pruned, { sampleId: 's' }), /vocabMapVersion/, 'pruned');
     assert(err instanceof CaptureMismatchError, err.name);
@@ -85,7 +108,11 @@ export default defineSuite('inference/rollout-worker', (t) => {
     const w = await RolloutWorker.create(controller, target, store, gpu, capture, { workerId: 'w2' });
     target.wrongLayersFor = 1;
     // The toy target records the requested layer ids, except for task 1 (shifted by one).
-    await assertRejects(() => w.runOnce(8), /sample run:t1: aux layers captured \[6\] differ from the requested \[5\]/, 'mismatch raised after commit');
+    await assertRejects(
+      () => w.runOnce(8),
+      /sample run:t1: aux layers captured \[6\] differ from the requested \[5\]/,
+      'mismatch raised after commit',
+    );
     const s = await controller.status();
     assertEqual(s.samplesCommitted, 1, 'good sample committed');
     assertEqual(s.promptsFailed, 1, 'bad one terminal');

@@ -64,7 +64,11 @@ function randomPrompts(rng: Rng, lengths: number[], vocab: number): number[][] {
 /** Proposes the target's own greedy continuation (known in advance): every draft must be accepted. */
 class OracleProposer implements DraftProposer {
   private prompt: readonly number[] = [];
-  constructor(private readonly continuations: Map<string, number[]>, private readonly wrong = false, private readonly vocab = 0) {}
+  constructor(
+    private readonly continuations: Map<string, number[]>,
+    private readonly wrong = false,
+    private readonly vocab = 0,
+  ) {}
   begin(prompt: readonly number[]): void {
     this.prompt = prompt;
   }
@@ -94,7 +98,13 @@ class CheckingProposer implements DraftProposer {
   readonly compared: number[] = [];
   private readonly inner: Eagle3Proposer;
   private readonly fresh: Eagle3Proposer;
-  constructor(private readonly gpu: Gpu, incremental: Eagle3Drafter, scratch: Eagle3Drafter, private readonly continuations: Map<string, number[]>, private readonly vocab: number) {
+  constructor(
+    private readonly gpu: Gpu,
+    incremental: Eagle3Drafter,
+    scratch: Eagle3Drafter,
+    private readonly continuations: Map<string, number[]>,
+    private readonly vocab: number,
+  ) {
     this.inner = new Eagle3Proposer(incremental);
     this.fresh = new Eagle3Proposer(scratch);
   }
@@ -109,7 +119,11 @@ class CheckingProposer implements DraftProposer {
     const all = this.gpu.upload([tokens.length - 1, newAux.shape[1]], 'f32', this.auxRows, 'aux.all');
     try {
       this.fresh.begin(this.prompt, tokens.length + k + 1);
-      assertDeepEqual(drafts, await this.fresh.propose(tokens, all, k), `round ${this.round}: incremental proposals equal a from-scratch recomputation`);
+      assertDeepEqual(
+        drafts,
+        await this.fresh.propose(tokens, all, k),
+        `round ${this.round}: incremental proposals equal a from-scratch recomputation`,
+      );
       this.compared.push(drafts.length);
     } finally {
       this.fresh.end();
@@ -144,11 +158,22 @@ export default defineSuite('inference/speculative', (t) => {
       let worst = 0;
       for (let i = 0; i < m; i++) {
         const w = heads * headDim;
-        const want = decodeAttentionRef(q.subarray(i * w, (i + 1) * w), k, v, [start + i + 1], { batch: 1, heads, kvHeads, headDim, maxLen });
+        const want = decodeAttentionRef(q.subarray(i * w, (i + 1) * w), k, v, [start + i + 1], {
+          batch: 1,
+          heads,
+          kvHeads,
+          headDim,
+          maxLen,
+        });
         worst = Math.max(worst, assertRelClose(got.subarray(i * w, (i + 1) * w), want, 1e-5, `row ${i}`));
       }
       ctx.note('worst rel err', worst);
-      await assertRejects(() => extendAttentionForward(gpu, { q: tq, kCache: tk, vCache: tv, o: to }, { rows: m, start: 20, heads, kvHeads, headDim, maxLen }), /exceed the cache capacity/, 'overflow');
+      await assertRejects(
+        () =>
+          extendAttentionForward(gpu, { q: tq, kCache: tk, vCache: tv, o: to }, { rows: m, start: 20, heads, kvHeads, headDim, maxLen }),
+        /exceed the cache capacity/,
+        'overflow',
+      );
     } finally {
       gpu.release(tq, tk, tv, to);
       gpu.destroy();
@@ -192,162 +217,276 @@ export default defineSuite('inference/speculative', (t) => {
   });
 
   for (const variant of VARIANTS) {
-    t.test(`draft inference equals the training forward: step_logits.k row t (${variant.name})`, async (ctx) => {
-      const { draft, file } = await loadFixtureDraft(ctx, variant.prefix);
-      const c = draft.config;
-      const [B, S] = file.shape('input_ids') as [number, number];
-      const ids = file.i32('input_ids');
-      const mask = file.i32('attention_mask');
-      const aux = file.f32('hidden_states');
-      const steps = [0, 1, 2, 3].map((k) => file.f32(`${variant.prefix}step_logits.${k}`));
-      const D = c.draftVocabSize;
-      const A = 3 * c.targetHiddenSize;
-      const gpu = new Gpu(ctx.gpu);
-      const embed = gpu.upload([c.vocabSize, c.hiddenSize], 'f32', file.f32(`${variant.prefix}param.${EMBED_NAME}`), 'embed');
-      const drafter = new Eagle3Drafter(gpu, draft, embed);
-      drafter.reserve(S + 4);
-      let worst0 = 0;
-      let worstK = 0;
-      try {
-        for (let b = 0; b < B; b++) {
-          let len = 0;
-          for (let s = 0; s < S; s++) len += mask[b * S + s];
-          const tokenAt = (s: number) => (s < S ? ids[b * S + s] : 0);
-          // Step 0: every valid row at once (catch-up over positions 0..len−1).
-          const hAux = gpu.upload([len, A], 'f32', aux.subarray(b * S * A, (b * S + len) * A), 'aux');
-          const h0 = await drafter.fc(hAux, len);
-          const out = await drafter.rows(h0, Array.from({ length: len }, (_, s) => tokenAt(s)), 0);
-          const got = (await gpu.read(out.logits)) as Float32Array;
-          gpu.release(hAux, h0, out.hOut, out.logits);
-          worst0 = Math.max(worst0, assertRelClose(got, steps[0].subarray(b * S * D, (b * S + len) * D), 1e-4, `b ${b} step 0`));
-          // Steps 1..3 from a few rows t: catch up rows 0..t, then chain with teacher-forced tokens.
-          for (const t0 of [0, Math.floor(len / 2), len - 1]) {
-            const hA = gpu.upload([t0 + 1, A], 'f32', aux.subarray(b * S * A, (b * S + t0 + 1) * A), 'aux');
-            const hF = await drafter.fc(hA, t0 + 1);
-            let cur = await drafter.rows(hF, Array.from({ length: t0 + 1 }, (_, s) => tokenAt(s)), 0);
-            gpu.release(hA, hF);
-            for (let k = 1; k <= 3; k++) {
-              const hPrev = gpu.tensor([1, c.hiddenSize], 'f32', 'hPrev');
-              const rows = cur.hOut.shape[0];
-              gpu.batcher.copyBuffer(cur.hOut.part.buffer, cur.hOut.part.byteOffset + (rows - 1) * c.hiddenSize * 4, hPrev.part.buffer, hPrev.part.byteOffset, c.hiddenSize * 4);
+    t.test(
+      `draft inference equals the training forward: step_logits.k row t (${variant.name})`,
+      async (ctx) => {
+        const { draft, file } = await loadFixtureDraft(ctx, variant.prefix);
+        const c = draft.config;
+        const [B, S] = file.shape('input_ids') as [number, number];
+        const ids = file.i32('input_ids');
+        const mask = file.i32('attention_mask');
+        const aux = file.f32('hidden_states');
+        const steps = [0, 1, 2, 3].map((k) => file.f32(`${variant.prefix}step_logits.${k}`));
+        const D = c.draftVocabSize;
+        const A = 3 * c.targetHiddenSize;
+        const gpu = new Gpu(ctx.gpu);
+        const embed = gpu.upload([c.vocabSize, c.hiddenSize], 'f32', file.f32(`${variant.prefix}param.${EMBED_NAME}`), 'embed');
+        const drafter = new Eagle3Drafter(gpu, draft, embed);
+        drafter.reserve(S + 4);
+        let worst0 = 0;
+        let worstK = 0;
+        try {
+          for (let b = 0; b < B; b++) {
+            let len = 0;
+            for (let s = 0; s < S; s++) len += mask[b * S + s];
+            const tokenAt = (s: number) => (s < S ? ids[b * S + s] : 0);
+            // Step 0: every valid row at once (catch-up over positions 0..len−1).
+            const hAux = gpu.upload([len, A], 'f32', aux.subarray(b * S * A, (b * S + len) * A), 'aux');
+            const h0 = await drafter.fc(hAux, len);
+            const out = await drafter.rows(
+              h0,
+              Array.from({ length: len }, (_, s) => tokenAt(s)),
+              0,
+            );
+            const got = (await gpu.read(out.logits)) as Float32Array;
+            gpu.release(hAux, h0, out.hOut, out.logits);
+            worst0 = Math.max(worst0, assertRelClose(got, steps[0].subarray(b * S * D, (b * S + len) * D), 1e-4, `b ${b} step 0`));
+            // Steps 1..3 from a few rows t: catch up rows 0..t, then chain with teacher-forced tokens.
+            for (const t0 of [0, Math.floor(len / 2), len - 1]) {
+              const hA = gpu.upload([t0 + 1, A], 'f32', aux.subarray(b * S * A, (b * S + t0 + 1) * A), 'aux');
+              const hF = await drafter.fc(hA, t0 + 1);
+              let cur = await drafter.rows(
+                hF,
+                Array.from({ length: t0 + 1 }, (_, s) => tokenAt(s)),
+                0,
+              );
+              gpu.release(hA, hF);
+              for (let k = 1; k <= 3; k++) {
+                const hPrev = gpu.tensor([1, c.hiddenSize], 'f32', 'hPrev');
+                const rows = cur.hOut.shape[0];
+                gpu.batcher.copyBuffer(
+                  cur.hOut.part.buffer,
+                  cur.hOut.part.byteOffset + (rows - 1) * c.hiddenSize * 4,
+                  hPrev.part.buffer,
+                  hPrev.part.byteOffset,
+                  c.hiddenSize * 4,
+                );
+                gpu.release(cur.hOut, cur.logits);
+                cur = await drafter.rows(hPrev, [tokenAt(t0 + k)], t0 + k);
+                gpu.release(hPrev);
+                const logits = (await gpu.read(cur.logits)) as Float32Array;
+                const row = (b * S + t0) * D;
+                worstK = Math.max(worstK, assertRelClose(logits, steps[k].subarray(row, row + D), 1e-4, `b ${b} row ${t0} step ${k}`));
+              }
               gpu.release(cur.hOut, cur.logits);
-              cur = await drafter.rows(hPrev, [tokenAt(t0 + k)], t0 + k);
-              gpu.release(hPrev);
-              const logits = (await gpu.read(cur.logits)) as Float32Array;
-              const row = (b * S + t0) * D;
-              worstK = Math.max(worstK, assertRelClose(logits, steps[k].subarray(row, row + D), 1e-4, `b ${b} row ${t0} step ${k}`));
             }
-            gpu.release(cur.hOut, cur.logits);
           }
+          ctx.note('step 0 worst rel err', worst0);
+          ctx.note('steps 1-3 worst rel err', worstK);
+        } finally {
+          drafter.destroy();
+          gpu.release(embed);
+          gpu.destroy();
         }
-        ctx.note('step 0 worst rel err', worst0);
-        ctx.note('steps 1-3 worst rel err', worstK);
-      } finally {
-        drafter.destroy();
-        gpu.release(embed);
-        gpu.destroy();
-      }
-    }, { timeoutMs: 300_000 });
+      },
+      { timeoutMs: 300_000 },
+    );
   }
 
-  t.test('speculative decoding is lossless for k = 1, 3, 5; oracle proposer gives k + 1, a wrong one 1', async (ctx) => {
-    const checkpoint = await loadTarget(ctx);
-    const { draft } = await loadFixtureDraft(ctx, 'strong.');
-    const gpu = new Gpu(ctx.gpu);
-    const target = TargetModel.create(gpu, checkpoint);
-    const drafter = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
-    const V = checkpoint.config.vocabSize;
-    const auxLayerIds = defaultAuxLayerIds(checkpoint.config.numLayers);
-    const prompts = randomPrompts(new Rng(11), [5, 9, 14], V);
-    try {
-      const maxNew = 25; // = 1 + 4·6 = 1 + 6·4 = 1 + 2·12: whole oracle rounds for k = 1, 3, 5
-      const reference = await Promise.all(prompts.map(async (p) => (await generate(target, [p], { maxNewTokens: maxNew }))[0]));
-      const continuations = new Map(prompts.map((p, i) => [p.join(','), reference[i]]));
-      for (const k of [1, 3, 5]) {
-        const options = { maxNewTokens: maxNew, numDraftTokens: k, auxLayerIds };
-        const r = await speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, options);
-        assertDeepEqual(r.tokens, reference, `k = ${k}: speculative tokens equal greedy generate`);
-        assert(r.acceptanceLength >= 1, `k = ${k}: acceptance length ${r.acceptanceLength} ≥ 1`);
-        assertRelClose([r.acceptanceLength], [1 + r.acceptedDraftTokens / r.verifications], 1e-12, `k = ${k}: acceptance length = 1 + accepted / verifications`);
-        assertEqual(r.verifiedTokens, prompts.length * (maxNew - 1), `k = ${k}: every token but the prefill's comes from a verification`);
-        assert(r.acceptedPerStep.every((a) => a >= 0 && a <= k), `k = ${k}: accepted per step within 0..k`);
-        ctx.note(`eagle3 k=${k} acceptance length`, Number(r.acceptanceLength.toFixed(4)));
-
-        const oracle = await speculativeGenerate(target, new OracleProposer(continuations), prompts, options);
-        assertDeepEqual(oracle.tokens, reference, `k = ${k}: oracle tokens equal greedy generate`);
-        assertEqual(oracle.acceptanceLength, k + 1, `k = ${k}: oracle acceptance length`);
-        assertEqual(oracle.verifications, prompts.length * ((maxNew - 1) / (k + 1)), `k = ${k}: oracle verifications`);
-
-        const wrong = await speculativeGenerate(target, new OracleProposer(continuations, true, V), prompts, options);
-        assertDeepEqual(wrong.tokens, reference, `k = ${k}: always-wrong proposer still lossless`);
-        assertEqual(wrong.acceptanceLength, 1, `k = ${k}: always-wrong acceptance length`);
-      }
-      // Partial acceptance: the incremental draft cache stays equal to a from-scratch recomputation.
-      const scratch = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
+  t.test(
+    'speculative decoding is lossless for k = 1, 3, 5; oracle proposer gives k + 1, a wrong one 1',
+    async (ctx) => {
+      const checkpoint = await loadTarget(ctx);
+      const { draft } = await loadFixtureDraft(ctx, 'strong.');
+      const gpu = new Gpu(ctx.gpu);
+      const target = TargetModel.create(gpu, checkpoint);
+      const drafter = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
+      const V = checkpoint.config.vocabSize;
+      const auxLayerIds = defaultAuxLayerIds(checkpoint.config.numLayers);
+      const prompts = randomPrompts(new Rng(11), [5, 9, 14], V);
       try {
-        const checking = new CheckingProposer(gpu, drafter, scratch, continuations, V);
-        const r = await speculativeGenerate(target, checking, prompts, { maxNewTokens: maxNew, numDraftTokens: 3, auxLayerIds });
-        assertDeepEqual(r.tokens, reference, 'partial acceptance: lossless');
-        // Rounds that verified drafts (the last one of a prompt may verify none) follow the schedule.
-        const accepted = r.acceptedPerStep.filter((_, i) => r.draftedPerStep[i] > 0);
-        assertDeepEqual(accepted, checking.scheduled, 'accepted drafts per round follow the schedule');
-        assert(checking.compared.length > 10 && checking.compared.length === accepted.length, `rounds compared: ${checking.compared.length}`);
-        ctx.note('partial-acceptance rounds checked', checking.compared.length);
-      } finally {
-        scratch.destroy();
-      }
-      // Stopping at an EOS id mid-round truncates the output there, like generate.
-      const eos = reference[1][6];
-      const withEos = await speculativeGenerate(target, new Eagle3Proposer(drafter), [prompts[1]], { maxNewTokens: maxNew, numDraftTokens: 3, auxLayerIds, eosTokenIds: [eos] });
-      const ref = (await generate(target, [prompts[1]], { maxNewTokens: maxNew, eosTokenIds: [eos] }))[0];
-      assertDeepEqual(withEos.tokens[0], ref, 'eos stop');
-      await assertRejects(() => speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, { maxNewTokens: 4, numDraftTokens: 0, auxLayerIds }), /numDraftTokens/, 'k = 0');
-    } finally {
-      drafter.destroy();
-      target.destroy();
-      gpu.destroy();
-    }
-  }, { timeoutMs: 600_000 });
+        const maxNew = 25; // = 1 + 4·6 = 1 + 6·4 = 1 + 2·12: whole oracle rounds for k = 1, 3, 5
+        const reference = await Promise.all(prompts.map(async (p) => (await generate(target, [p], { maxNewTokens: maxNew }))[0]));
+        const continuations = new Map(prompts.map((p, i) => [p.join(','), reference[i]]));
+        for (const k of [1, 3, 5]) {
+          const options = { maxNewTokens: maxNew, numDraftTokens: k, auxLayerIds };
+          const r = await speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, options);
+          assertDeepEqual(r.tokens, reference, `k = ${k}: speculative tokens equal greedy generate`);
+          assert(r.acceptanceLength >= 1, `k = ${k}: acceptance length ${r.acceptanceLength} ≥ 1`);
+          assertRelClose(
+            [r.acceptanceLength],
+            [1 + r.acceptedDraftTokens / r.verifications],
+            1e-12,
+            `k = ${k}: acceptance length = 1 + accepted / verifications`,
+          );
+          assertEqual(r.verifiedTokens, prompts.length * (maxNew - 1), `k = ${k}: every token but the prefill's comes from a verification`);
+          assert(
+            r.acceptedPerStep.every((a) => a >= 0 && a <= k),
+            `k = ${k}: accepted per step within 0..k`,
+          );
+          ctx.note(`eagle3 k=${k} acceptance length`, Number(r.acceptanceLength.toFixed(4)));
 
-  t.test('speclab eval on the SGLang export (bf16) + llama-tiny: lossless, prints acceptance and tokens/s', async (ctx) => {
-    const root = ctx.platform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures';
-    const lines: string[] = [];
-    const code = await evalCommand(ctx.platform, [
-      '--target', `${root}/hf/llama-tiny`, '--draft', `${root}/eagle3/export`,
-      '--prompt', '1,2,3,4,5', '--prompt', '17 33 250 9 81 5 64 100', '--max-new-tokens', '12', '--num-draft-tokens', '3',
-    ], (line) => lines.push(line));
-    const text = lines.join('\n');
-    assertEqual(code, 0, `exit code (output:\n${text})`);
-    assert(/lossless: yes/.test(text), `reports lossless:\n${text}`);
-    const acc = /acceptance length ([0-9.]+)/.exec(text);
-    assert(acc !== null && Number(acc[1]) >= 1, `acceptance length printed:\n${text}`);
-    assert(/target only: .* tokens\/s/.test(text) && /speculative: .* tokens\/s/.test(text), `tokens/s printed:\n${text}`);
-    ctx.note('export acceptance length', Number(acc![1]));
-    // Sampled: no token equality to check; the numbers and the rejection-sampling statement are printed.
-    const sampledLines: string[] = [];
-    const sampledCode = await evalCommand(ctx.platform, [
-      '--target', `${root}/hf/llama-tiny`, '--draft', `${root}/eagle3/export`, '--prompt', '1,2,3,4,5',
-      '--max-new-tokens', '8', '--num-draft-tokens', '3', '--temperature', '0.8', '--top-k', '20', '--seed', '3',
-    ], (line) => sampledLines.push(line));
-    const sampledText = sampledLines.join('\n');
-    assertEqual(sampledCode, 0, `sampled exit code (output:\n${sampledText})`);
-    assert(/decoding: sampled \(temperature 0\.8, top-p 1, top-k 20, seed 3/.test(sampledText), `sampling settings printed:\n${sampledText}`);
-    assert(/lossless: by construction \(rejection sampling/.test(sampledText) && /acceptance length [0-9.]+/.test(sampledText), `sampled report:\n${sampledText}`);
-    assert(/target only: .* tokens\/s/.test(sampledText) && /speculative: .* tokens\/s/.test(sampledText), `sampled tokens/s printed:\n${sampledText}`);
-    // A prompts file (one prompt per line, comments skipped) works the same.
-    const tmp = tempStore(ctx.platform, 'spec-prompts');
-    try {
-      await tmp.files.writeAtomic('prompts.txt', new TextEncoder().encode('# token ids\n1,2,3,4,5\n\n17 33 250 9 81 5 64 100\n'));
-      const fileLines: string[] = [];
-      const fromFile = await evalCommand(ctx.platform, ['--target', `${root}/hf/llama-tiny`, '--draft', `${root}/eagle3/export`, '--prompts-file', `${tmp.files.root}/prompts.txt`, '--max-new-tokens', '6', '--num-draft-tokens', '2'], (line) => fileLines.push(line));
-      assertEqual(fromFile, 0, `prompts-file exit code:\n${fileLines.join('\n')}`);
-      assert(fileLines.some((l) => l.startsWith('2 prompt(s)')), `two prompts read from the file:\n${fileLines.join('\n')}`);
-    } finally {
-      await tmp.cleanup();
-    }
-    assertThrows(() => parseEvalArgs(['--target', 'x']), /--draft is required/, 'missing --draft');
-    assertThrows(() => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '']), /--prompt: an empty prompt/, 'an empty prompt');
-    assertThrows(() => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '1,2,99999999999']), /--prompt: 99999999999 is over the limit/, 'a token id past int32');
-    await assertRejects(() => evalCommand(ctx.platform, ['--target', `${root}/hf/llama-tiny`, '--draft', `${root}/hf/llama-tiny`, '--prompt', '1'], () => {}), /missing draft tensor "fc.weight"|invalid EAGLE3|not LlamaForCausalLMEagle3/, 'a target dir as draft');
-  }, { only: ['node', 'deno'], timeoutMs: 300_000 });
+          const oracle = await speculativeGenerate(target, new OracleProposer(continuations), prompts, options);
+          assertDeepEqual(oracle.tokens, reference, `k = ${k}: oracle tokens equal greedy generate`);
+          assertEqual(oracle.acceptanceLength, k + 1, `k = ${k}: oracle acceptance length`);
+          assertEqual(oracle.verifications, prompts.length * ((maxNew - 1) / (k + 1)), `k = ${k}: oracle verifications`);
+
+          const wrong = await speculativeGenerate(target, new OracleProposer(continuations, true, V), prompts, options);
+          assertDeepEqual(wrong.tokens, reference, `k = ${k}: always-wrong proposer still lossless`);
+          assertEqual(wrong.acceptanceLength, 1, `k = ${k}: always-wrong acceptance length`);
+        }
+        // Partial acceptance: the incremental draft cache stays equal to a from-scratch recomputation.
+        const scratch = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
+        try {
+          const checking = new CheckingProposer(gpu, drafter, scratch, continuations, V);
+          const r = await speculativeGenerate(target, checking, prompts, { maxNewTokens: maxNew, numDraftTokens: 3, auxLayerIds });
+          assertDeepEqual(r.tokens, reference, 'partial acceptance: lossless');
+          // Rounds that verified drafts (the last one of a prompt may verify none) follow the schedule.
+          const accepted = r.acceptedPerStep.filter((_, i) => r.draftedPerStep[i] > 0);
+          assertDeepEqual(accepted, checking.scheduled, 'accepted drafts per round follow the schedule');
+          assert(
+            checking.compared.length > 10 && checking.compared.length === accepted.length,
+            `rounds compared: ${checking.compared.length}`,
+          );
+          ctx.note('partial-acceptance rounds checked', checking.compared.length);
+        } finally {
+          scratch.destroy();
+        }
+        // Stopping at an EOS id mid-round truncates the output there, like generate.
+        const eos = reference[1][6];
+        const withEos = await speculativeGenerate(target, new Eagle3Proposer(drafter), [prompts[1]], {
+          maxNewTokens: maxNew,
+          numDraftTokens: 3,
+          auxLayerIds,
+          eosTokenIds: [eos],
+        });
+        const ref = (await generate(target, [prompts[1]], { maxNewTokens: maxNew, eosTokenIds: [eos] }))[0];
+        assertDeepEqual(withEos.tokens[0], ref, 'eos stop');
+        await assertRejects(
+          () => speculativeGenerate(target, new Eagle3Proposer(drafter), prompts, { maxNewTokens: 4, numDraftTokens: 0, auxLayerIds }),
+          /numDraftTokens/,
+          'k = 0',
+        );
+      } finally {
+        drafter.destroy();
+        target.destroy();
+        gpu.destroy();
+      }
+    },
+    { timeoutMs: 600_000 },
+  );
+
+  t.test(
+    'speclab eval on the SGLang export (bf16) + llama-tiny: lossless, prints acceptance and tokens/s',
+    async (ctx) => {
+      const root = ctx.platform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures';
+      const lines: string[] = [];
+      const code = await evalCommand(
+        ctx.platform,
+        [
+          '--target',
+          `${root}/hf/llama-tiny`,
+          '--draft',
+          `${root}/eagle3/export`,
+          '--prompt',
+          '1,2,3,4,5',
+          '--prompt',
+          '17 33 250 9 81 5 64 100',
+          '--max-new-tokens',
+          '12',
+          '--num-draft-tokens',
+          '3',
+        ],
+        (line) => lines.push(line),
+      );
+      const text = lines.join('\n');
+      assertEqual(code, 0, `exit code (output:\n${text})`);
+      assert(/lossless: yes/.test(text), `reports lossless:\n${text}`);
+      const acc = /acceptance length ([0-9.]+)/.exec(text);
+      assert(acc !== null && Number(acc[1]) >= 1, `acceptance length printed:\n${text}`);
+      assert(/target only: .* tokens\/s/.test(text) && /speculative: .* tokens\/s/.test(text), `tokens/s printed:\n${text}`);
+      ctx.note('export acceptance length', Number(acc![1]));
+      // Sampled: no token equality to check; the numbers and the rejection-sampling statement are printed.
+      const sampledLines: string[] = [];
+      const sampledCode = await evalCommand(
+        ctx.platform,
+        [
+          '--target',
+          `${root}/hf/llama-tiny`,
+          '--draft',
+          `${root}/eagle3/export`,
+          '--prompt',
+          '1,2,3,4,5',
+          '--max-new-tokens',
+          '8',
+          '--num-draft-tokens',
+          '3',
+          '--temperature',
+          '0.8',
+          '--top-k',
+          '20',
+          '--seed',
+          '3',
+        ],
+        (line) => sampledLines.push(line),
+      );
+      const sampledText = sampledLines.join('\n');
+      assertEqual(sampledCode, 0, `sampled exit code (output:\n${sampledText})`);
+      assert(
+        /decoding: sampled \(temperature 0\.8, top-p 1, top-k 20, seed 3/.test(sampledText),
+        `sampling settings printed:\n${sampledText}`,
+      );
+      assert(
+        /lossless: by construction \(rejection sampling/.test(sampledText) && /acceptance length [0-9.]+/.test(sampledText),
+        `sampled report:\n${sampledText}`,
+      );
+      assert(
+        /target only: .* tokens\/s/.test(sampledText) && /speculative: .* tokens\/s/.test(sampledText),
+        `sampled tokens/s printed:\n${sampledText}`,
+      );
+      // A prompts file (one prompt per line, comments skipped) works the same.
+      const tmp = tempStore(ctx.platform, 'spec-prompts');
+      try {
+        await tmp.files.writeAtomic('prompts.txt', new TextEncoder().encode('# token ids\n1,2,3,4,5\n\n17 33 250 9 81 5 64 100\n'));
+        const fileLines: string[] = [];
+        const fromFile = await evalCommand(
+          ctx.platform,
+          [
+            '--target',
+            `${root}/hf/llama-tiny`,
+            '--draft',
+            `${root}/eagle3/export`,
+            '--prompts-file',
+            `${tmp.files.root}/prompts.txt`,
+            '--max-new-tokens',
+            '6',
+            '--num-draft-tokens',
+            '2',
+          ],
+          (line) => fileLines.push(line),
+        );
+        assertEqual(fromFile, 0, `prompts-file exit code:\n${fileLines.join('\n')}`);
+        assert(
+          fileLines.some((l) => l.startsWith('2 prompt(s)')),
+          `two prompts read from the file:\n${fileLines.join('\n')}`,
+        );
+      } finally {
+        await tmp.cleanup();
+      }
+      assertThrows(() => parseEvalArgs(['--target', 'x']), /--draft is required/, 'missing --draft');
+      assertThrows(() => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '']), /--prompt: an empty prompt/, 'an empty prompt');
+      assertThrows(
+        () => parseEvalArgs(['--target', 'x', '--draft', 'y', '--prompt', '1,2,99999999999']),
+        /--prompt: 99999999999 is over the limit/,
+        'a token id past int32',
+      );
+      await assertRejects(
+        () =>
+          evalCommand(ctx.platform, ['--target', `${root}/hf/llama-tiny`, '--draft', `${root}/hf/llama-tiny`, '--prompt', '1'], () => {}),
+        /missing draft tensor "fc.weight"|invalid EAGLE3|not LlamaForCausalLMEagle3/,
+        'a target dir as draft',
+      );
+    },
+    { only: ['node', 'deno'], timeoutMs: 300_000 },
+  );
 });

@@ -27,7 +27,13 @@ import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
 const TOL = 1e-4;
 
 function task(id: string, inputIds: number[], lossMask?: number[], maxLength = 4096): PromptTask {
-  return makePromptTask({ taskId: id, runId: 'run', sourceId: 'test', payload: lossMask ? { input_ids: inputIds, loss_mask: lossMask } : { input_ids: inputIds }, maxLength });
+  return makePromptTask({
+    taskId: id,
+    runId: 'run',
+    sourceId: 'test',
+    payload: lossMask ? { input_ids: inputIds, loss_mask: lossMask } : { input_ids: inputIds },
+    maxLength,
+  });
 }
 
 async function setup(ctx: TestContext): Promise<{ gpu: Gpu; model: TargetModel; ref: SafetensorsFile }> {
@@ -36,7 +42,11 @@ async function setup(ctx: TestContext): Promise<{ gpu: Gpu; model: TargetModel; 
     await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'm');
     const checkpoint = await loadHfCheckpoint(tmp.files, 'm');
     const gpu = new Gpu(ctx.gpu);
-    return { gpu, model: TargetModel.create(gpu, checkpoint), ref: new SafetensorsFile(await ctx.fixture('hf/llama-tiny/reference.safetensors'), 'llama-tiny/reference.safetensors') };
+    return {
+      gpu,
+      model: TargetModel.create(gpu, checkpoint),
+      ref: new SafetensorsFile(await ctx.fixture('hf/llama-tiny/reference.safetensors'), 'llama-tiny/reference.safetensors'),
+    };
   } finally {
     await tmp.cleanup();
   }
@@ -53,7 +63,13 @@ function fixtureTasks(ids: Int32Array, mask: Int32Array, seq: number, lossMask: 
   for (let b = 0; b < mask.length / seq; b++) {
     let len = 0;
     while (len < seq && mask[b * seq + len]) len++;
-    out.push(task(`t${b}`, [...ids.subarray(b * seq, b * seq + len)], Array.from({ length: len }, (_, t) => lossMask(b, t))));
+    out.push(
+      task(
+        `t${b}`,
+        [...ids.subarray(b * seq, b * seq + len)],
+        Array.from({ length: len }, (_, t) => lossMask(b, t)),
+      ),
+    );
   }
   return out;
 }
@@ -68,7 +84,7 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const { hiddenSize: H, vocabSize: V } = model.config;
       const capture = eagle3CaptureConfig(model.config);
       assertDeepEqual(capture.auxLayerIds, [1, 2, 2], 'default aux layers of a 6-layer target');
-      const tasks = fixtureTasks(ids, mask, seq, (b, t) => (t * (b + 2)) % 3 === 0 ? 0 : 1);
+      const tasks = fixtureTasks(ids, mask, seq, (b, t) => ((t * (b + 2)) % 3 === 0 ? 0 : 1));
       const source = new TargetFeatureSource(model);
       const features = await source.generateFeatures(tasks, capture);
       assertEqual(source.forwards, 1, 'one batched forward for both tasks');
@@ -86,12 +102,27 @@ export default defineSuite('inference/target-feature-source', (t) => {
         });
         worst = Math.max(worst, assertRelClose(hs, want, TOL, `task ${b} hidden_state`));
         const target = await gpu.read(f.tensors.target);
-        worst = Math.max(worst, assertRelClose(target.subarray(0, (L - 1) * V), rowsOf(ref.f32('logits'), b, seq, V, L - 1, 1), TOL, `task ${b} target = logits[1:]`));
-        assert(target.subarray((L - 1) * V).every((v) => v === 0), `task ${b}: last target row is zero`);
+        worst = Math.max(
+          worst,
+          assertRelClose(
+            target.subarray(0, (L - 1) * V),
+            rowsOf(ref.f32('logits'), b, seq, V, L - 1, 1),
+            TOL,
+            `task ${b} target = logits[1:]`,
+          ),
+        );
+        assert(
+          target.subarray((L - 1) * V).every((v) => v === 0),
+          `task ${b}: last target row is zero`,
+        );
         const x = tasks[b].payload.input_ids as number[];
         assertDeepEqual([...(await gpu.read(f.tensors.input_ids))], [...x.slice(1), 0], `task ${b} input_ids shifted`);
         const payloadMask = tasks[b].payload.loss_mask as number[];
-        assertDeepEqual([...(await gpu.read(f.tensors.loss_mask))], [...payloadMask.slice(0, L - 1), 0], `task ${b} loss_mask unshifted, last position zeroed`);
+        assertDeepEqual(
+          [...(await gpu.read(f.tensors.loss_mask))],
+          [...payloadMask.slice(0, L - 1), 0],
+          `task ${b} loss_mask unshifted, last position zeroed`,
+        );
         gpu.release(...Object.values(f.tensors));
       }
       ctx.note('worst rel err', worst.toExponential(2));
@@ -115,13 +146,28 @@ export default defineSuite('inference/target-feature-source', (t) => {
       let worst = 0;
       for (const [b, f] of features.entries()) {
         const L = f.tensors.input_ids.shape[0];
-        worst = Math.max(worst, assertRelClose(await gpu.read(f.tensors.hidden_state), rowsOf(e.f32('hidden_states'), b, seq, 3 * H, L), TOL, `sample ${b} hidden_states`));
+        worst = Math.max(
+          worst,
+          assertRelClose(
+            await gpu.read(f.tensors.hidden_state),
+            rowsOf(e.f32('hidden_states'), b, seq, 3 * H, L),
+            TOL,
+            `sample ${b} hidden_states`,
+          ),
+        );
         // Rows before the last valid one: SpecForge's last valid row reads a padded position's logits.
         const target = await gpu.read(f.tensors.target);
-        worst = Math.max(worst, assertRelClose(target.subarray(0, (L - 1) * V), rowsOf(e.f32('target'), b, seq, V, L - 1), TOL, `sample ${b} target`));
+        worst = Math.max(
+          worst,
+          assertRelClose(target.subarray(0, (L - 1) * V), rowsOf(e.f32('target'), b, seq, V, L - 1), TOL, `sample ${b} target`),
+        );
         const ids = await gpu.read(f.tensors.input_ids);
         assertDeepEqual([...ids.subarray(0, L - 1)], [...shiftedIds.subarray(b * seq, b * seq + L - 1)], `sample ${b} shifted input_ids`);
-        assertDeepEqual([...(await gpu.read(f.tensors.loss_mask))], [...lossMask.subarray(b * seq, b * seq + L)], `sample ${b} loss_mask (SpecForge's normalised mask)`);
+        assertDeepEqual(
+          [...(await gpu.read(f.tensors.loss_mask))],
+          [...lossMask.subarray(b * seq, b * seq + L)],
+          `sample ${b} loss_mask (SpecForge's normalised mask)`,
+        );
         gpu.release(...Object.values(f.tensors));
       }
       ctx.note('worst rel err', worst.toExponential(2));
@@ -140,14 +186,22 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const grouped = new TargetFeatureSource(model, { maxBatchTokens: 12 });
       const features = await grouped.generateFeatures(tasks, capture);
       assertEqual(grouped.forwards, 2, 'lengths 6 + 4 share a forward, the other 4 (truncated to 3) gets its own');
-      assertDeepEqual(features.map((f) => f.tensors.input_ids.shape[0]), [4, 6, 3], 'task order and maxLength truncation');
+      assertDeepEqual(
+        features.map((f) => f.tensors.input_ids.shape[0]),
+        [4, 6, 3],
+        'task order and maxLength truncation',
+      );
       for (const [i, f] of features.entries()) {
         const [alone] = await new TargetFeatureSource(model).generateFeatures([tasks[i]], capture);
         for (const name of ['hidden_state', 'target'] as const) {
           assertRelClose(await gpu.read(f.tensors[name]), await gpu.read(alone.tensors[name]), 1e-5, `task ${i} ${name} batched vs alone`);
         }
         const L = f.tensors.loss_mask.shape[0];
-        assertDeepEqual([...(await gpu.read(f.tensors.loss_mask))], [...new Array<number>(L - 1).fill(1), 0], 'loss mask defaults to ones (last zeroed)');
+        assertDeepEqual(
+          [...(await gpu.read(f.tensors.loss_mask))],
+          [...new Array<number>(L - 1).fill(1), 0],
+          'loss mask defaults to ones (last zeroed)',
+        );
         gpu.release(...Object.values(f.tensors), ...Object.values(alone.tensors));
       }
     } finally {
@@ -166,9 +220,19 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const worker = await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: 'w0' });
       const ids = [...ref.i32('gen.prompt_ids')];
       const lengths = [12, 7, 9];
-      await controller.ingestPrompts(lengths.map((n, i) => ({ taskId: `p${i}`, payload: { input_ids: ids.slice(0, n), loss_mask: ids.slice(0, n).map((_, t) => (t < 3 ? 0 : 1)) }, maxLength: 64 })));
+      await controller.ingestPrompts(
+        lengths.map((n, i) => ({
+          taskId: `p${i}`,
+          payload: { input_ids: ids.slice(0, n), loss_mask: ids.slice(0, n).map((_, t) => (t < 3 ? 0 : 1)) },
+          maxLength: 64,
+        })),
+      );
       const refs = await worker.runOnce(8);
-      assertDeepEqual(refs.map((r) => r.sampleId), ['run:p0', 'run:p1', 'run:p2'], 'one ref per prompt, in order');
+      assertDeepEqual(
+        refs.map((r) => r.sampleId),
+        ['run:p0', 'run:p1', 'run:p2'],
+        'one ref per prompt, in order',
+      );
       assertEqual(source.forwards, 1, 'one batched forward');
       assertEqual((await controller.status()).queueDepth, 3, 'queue depth');
       for (const [i, r] of refs.entries()) {
@@ -190,12 +254,32 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const source = new TargetFeatureSource(model);
       const capture = eagle3CaptureConfig(model.config);
       const ok = [task('ok', [1, 2, 3])];
-      await assertRejects(() => source.generateFeatures(ok, { ...capture, targetRepr: 'hidden_state' }), /"hidden_state" is not produced/, 'repr');
-      await assertRejects(() => source.generateFeatures(ok, { ...capture, auxLayerIds: [] }), /auxLayerIds is empty \(the EAGLE3 default for this target is \[1, 2, 2\]\)/, 'empty ids');
-      await assertRejects(() => source.generateFeatures(ok, { ...capture, auxLayerIds: [1, 2, 6] }), /aux layer id 6 outside 0..5/, 'layer range');
+      await assertRejects(
+        () => source.generateFeatures(ok, { ...capture, targetRepr: 'hidden_state' }),
+        /"hidden_state" is not produced/,
+        'repr',
+      );
+      await assertRejects(
+        () => source.generateFeatures(ok, { ...capture, auxLayerIds: [] }),
+        /auxLayerIds is empty \(the EAGLE3 default for this target is \[1, 2, 2\]\)/,
+        'empty ids',
+      );
+      await assertRejects(
+        () => source.generateFeatures(ok, { ...capture, auxLayerIds: [1, 2, 6] }),
+        /aux layer id 6 outside 0..5/,
+        'layer range',
+      );
       await assertRejects(() => source.generateFeatures(ok, { ...capture, targetHiddenSize: 32 }), /targetHiddenSize 32/, 'hidden size');
-      await assertRejects(() => source.generateFeatures([task('bad', [1, 384])], capture), /task bad: payload.input_ids\[1\] = 384 is not a token id/, 'token id');
-      await assertRejects(() => source.generateFeatures([task('short', [1, 2], [1])], capture), /task short: payload.loss_mask must be an array of 2 values/, 'mask length');
+      await assertRejects(
+        () => source.generateFeatures([task('bad', [1, 384])], capture),
+        /task bad: payload.input_ids\[1\] = 384 is not a token id/,
+        'token id',
+      );
+      await assertRejects(
+        () => source.generateFeatures([task('short', [1, 2], [1])], capture),
+        /task short: payload.loss_mask must be an array of 2 values/,
+        'mask length',
+      );
       assertDeepEqual(defaultAuxLayerIds(3), [0, 1, 2], 'a 3-layer target: first, second, last');
       assertThrows(() => defaultAuxLayerIds(0), /at least one layer/, 'no layers');
       assertDeepEqual(defaultAuxLayerIds(32), [1, 15, 28], 'Llama-3.1-8B layers');

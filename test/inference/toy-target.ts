@@ -17,7 +17,12 @@ export class ToyEmbeddingTarget implements FeatureSource {
   /** Overrides the recorded aux layer ids for one sample index (capture-mismatch tests). */
   wrongLayersFor?: number;
 
-  constructor(private readonly gpu: Gpu, readonly vocab: number, readonly hidden: number, seed = 1) {
+  constructor(
+    private readonly gpu: Gpu,
+    readonly vocab: number,
+    readonly hidden: number,
+    seed = 1,
+  ) {
     this.table = new Rng(seed).floats(vocab * hidden, 1);
   }
 
@@ -29,7 +34,8 @@ export class ToyEmbeddingTarget implements FeatureSource {
     }
     const out = tasks.map((task, i) => {
       const ids = (task.payload.input_ids as number[]).map(Number);
-      for (const id of ids) if (!(id >= 0 && id < this.vocab)) throw new Error(`task ${task.taskId}: token ${id} outside vocab ${this.vocab}`);
+      for (const id of ids)
+        if (!(id >= 0 && id < this.vocab)) throw new Error(`task ${task.taskId}: token ${id} outside vocab ${this.vocab}`);
       const hidden = new Float32Array(ids.length * this.hidden);
       ids.forEach((id, t) => hidden.set(this.table.subarray(id * this.hidden, (id + 1) * this.hidden), t * this.hidden));
       const labels = ids.map((_, t) => (t + 1 < ids.length ? ids[t + 1] : -1));

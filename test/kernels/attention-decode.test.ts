@@ -49,20 +49,41 @@ export default defineSuite('kernels/attention-decode', (t) => {
     const k = gpu.tensor([1, 4, 1, 8]);
     const lengths = gpu.tensor([1], 'i32');
     const o = gpu.tensor([1, 2, 8]);
-    await assertRejects(() => decodeAttentionForward(gpu, { q, kCache: gpu.tensor([1, 3, 1, 8]), vCache: k, lengths, o }, dims), /kCache .* layout \[B, T, nKV, hd\]/, 'short cache');
-    await assertRejects(() => decodeAttentionForward(gpu, { q, kCache: k, vCache: k, lengths: gpu.tensor([1]), o }, dims), /lengths .* must be i32/, 'f32 lengths');
-    await assertRejects(() => decodeAttentionForward(gpu, { q, kCache: k, vCache: k, lengths, o }, { ...dims, kvHeads: 3 }), /multiple of kvHeads/, 'GQA');
+    await assertRejects(
+      () => decodeAttentionForward(gpu, { q, kCache: gpu.tensor([1, 3, 1, 8]), vCache: k, lengths, o }, dims),
+      /kCache .* layout \[B, T, nKV, hd\]/,
+      'short cache',
+    );
+    await assertRejects(
+      () => decodeAttentionForward(gpu, { q, kCache: k, vCache: k, lengths: gpu.tensor([1]), o }, dims),
+      /lengths .* must be i32/,
+      'f32 lengths',
+    );
+    await assertRejects(
+      () => decodeAttentionForward(gpu, { q, kCache: k, vCache: k, lengths, o }, { ...dims, kvHeads: 3 }),
+      /multiple of kvHeads/,
+      'GQA',
+    );
     gpu.destroy();
   });
 
   t.test('copyStrided places column blocks and row ranges exactly', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const src = gpu.upload([3, 4], 'f32', Array.from({ length: 12 }, (_, i) => i + 1), 'src');
+    const src = gpu.upload(
+      [3, 4],
+      'f32',
+      Array.from({ length: 12 }, (_, i) => i + 1),
+      'src',
+    );
     const dst = gpu.zeros([3, 7], 'f32', 'dst');
     // Columns 1..2 of every src row into columns 4..5 of dst.
     await copyStrided(gpu, src, dst, { rows: 3, width: 2, srcStride: 4, srcOffset: 1, dstStride: 7, dstOffset: 4 });
     assertDeepEqual([...(await gpu.read(dst))], [0, 0, 0, 0, 2, 3, 0, 0, 0, 0, 0, 6, 7, 0, 0, 0, 0, 0, 10, 11, 0], 'column block');
-    await assertRejects(() => copyStrided(gpu, src, dst, { rows: 3, width: 2, dstStride: 7, dstOffset: 6 }), /dst .* needs at least 22/, 'overflow names dst');
+    await assertRejects(
+      () => copyStrided(gpu, src, dst, { rows: 3, width: 2, dstStride: 7, dstOffset: 6 }),
+      /dst .* needs at least 22/,
+      'overflow names dst',
+    );
     gpu.release(src, dst);
     gpu.destroy();
   });

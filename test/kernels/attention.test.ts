@@ -82,7 +82,15 @@ function allFinite(a: ArrayLike<number>, what: string): void {
  * Run the TTT forward and backward at `step` with a cache of `slots` slots (unused slots hold NaN,
  * so reading them would show) and compare everything with the literal docs/eagle3.md §4 reference.
  */
-async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: number, slots: number, seed: number, options: AttentionForwardOptions = {}): Promise<number> {
+async function checkTtt(
+  gpu: Gpu,
+  d: AttentionDims,
+  mask: Int32Array,
+  step: number,
+  slots: number,
+  seed: number,
+  options: AttentionForwardOptions = {},
+): Promise<number> {
   const pr = randomProblem(seed, d, step + 1);
   const dims = { ...d, step };
   const nq = pr.q.length;
@@ -121,7 +129,10 @@ async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: numb
     worst = Math.max(worst, assertRelClose(slot(gotDV, j, nkv), grads.dv[j], TOL, `${tag} dV_${j}`));
   }
   for (let j = step + 1; j < slots; j++) {
-    assert(slot(gotDK, j, nkv).every((x) => x === 7) && slot(gotDV, j, nkv).every((x) => x === 7), `${tag}: gradient slot ${j} was written`);
+    assert(
+      slot(gotDK, j, nkv).every((x) => x === 7) && slot(gotDV, j, nkv).every((x) => x === 7),
+      `${tag}: gradient slot ${j} was written`,
+    );
   }
   assertEqual(gotO.length, nq, 'o length');
   gpu.release(...T);
@@ -129,68 +140,79 @@ async function checkTtt(gpu: Gpu, d: AttentionDims, mask: Int32Array, step: numb
 }
 
 export default defineSuite('kernels/attention', (t) => {
-  t.test('causal GQA forward and backward vs float64 (B2 S37 nH4 nKV2 hd16, 7 padded)', async ({ gpu: ctx, note }) => {
-    const gpu = new Gpu(ctx);
-    const d = MAIN;
-    const mask = rightPadded(d, [0, 7]);
-    const pr = randomProblem(11, d, 1);
-    const q = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', pr.q, 'q');
-    const k = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', pr.ks[0], 'k');
-    const v = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', pr.vs[0], 'v');
-    const m = gpu.upload([d.batch, d.seq], 'i32', mask, 'mask');
-    const dO = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', pr.dO, 'dO');
-    // Output buffers start as NaN: every element must be written.
-    const nan = (n: number) => new Float32Array(n).fill(Number.NaN);
-    const o = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', nan(pr.q.length), 'o');
-    const lse = gpu.upload([d.batch, d.heads, d.seq], 'f32', nan(d.batch * d.heads * d.seq), 'lse');
-    const dQ = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', nan(pr.q.length), 'dQ');
-    const dK = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', nan(pr.ks[0].length), 'dK');
-    const dV = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', nan(pr.ks[0].length), 'dV');
-    await attentionForward(gpu, { q, k, v, mask: m, o, lse }, d);
-    await attentionBackward(gpu, { q, k, v, mask: m, o, lse, dO, dQ, dK, dV }, d);
-    const [gotO, gotL, gotDQ, gotDK, gotDV] = await Promise.all([o, lse, dQ, dK, dV].map((x) => gpu.read(x)));
-    const ref = causalAttentionRef(pr.q, pr.ks[0], pr.vs[0], mask, d);
-    const grads = tttAttentionBackwardRef(pr.q, pr.ks, pr.vs, mask, pr.dO, { ...d, step: 0 });
-    const errs = [
-      assertRelClose(gotO, ref.o, TOL, 'o'),
-      assertRelClose(gotL, ref.lse, TOL, 'lse'),
-      assertRelClose(gotDQ, grads.dq, TOL, 'dQ'),
-      assertRelClose(gotDK, grads.dk[0], TOL, 'dK'),
-      assertRelClose(gotDV, grads.dv[0], TOL, 'dV'),
-    ];
-    // Padded keys (last 7 of row 1) get exactly zero gradient.
-    for (let u = d.seq - 7; u < d.seq; u++) {
-      for (let i = 0; i < d.kvHeads * d.headDim; i++) {
-        const at = (d.seq + u) * d.kvHeads * d.headDim + i;
-        assert(gotDK[at] === 0 && gotDV[at] === 0, `padded key ${u} of row 1 has gradient`);
-      }
-    }
-    note('worstRelErr', Math.max(...errs));
-    gpu.release(q, k, v, m, dO, o, lse, dQ, dK, dV);
-    gpu.destroy();
-  }, COMPILES);
-
-  t.test('causal over more head shapes: MHA hd 16, MQA hd 5, S 1', async ({ gpu: ctx, note }) => {
-    const gpu = new Gpu(ctx);
-    let worst = 0;
-    const cases: [AttentionDims, number[]][] = [
-      [{ batch: 1, seq: 21, heads: 2, kvHeads: 2, headDim: 16 }, [3]],
-      [{ batch: 3, seq: 17, heads: 3, kvHeads: 1, headDim: 5 }, [0, 16, 2]],
-      [{ batch: 2, seq: 1, heads: 2, kvHeads: 1, headDim: 5 }, [0, 0]],
-    ];
-    for (const [d, pads] of cases) worst = Math.max(worst, await checkTtt(gpu, d, rightPadded(d, pads), 0, 1, 21 + d.headDim));
-    note('worstRelErr', worst);
-    gpu.destroy();
-  }, COMPILES);
-
-  for (const step of [0, 1, 3]) {
-    t.test(`TTT step ${step} forward and backward vs literal docs/eagle3.md §4 reference (padding in row 1)`, async ({ gpu: ctx, note }) => {
+  t.test(
+    'causal GQA forward and backward vs float64 (B2 S37 nH4 nKV2 hd16, 7 padded)',
+    async ({ gpu: ctx, note }) => {
       const gpu = new Gpu(ctx);
-      // A 5-slot cache, as allocated for a TTT length of 5; slots past `step` hold NaN.
-      const worst = await checkTtt(gpu, MAIN, rightPadded(MAIN, [0, 7]), step, 5, 300 + step);
+      const d = MAIN;
+      const mask = rightPadded(d, [0, 7]);
+      const pr = randomProblem(11, d, 1);
+      const q = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', pr.q, 'q');
+      const k = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', pr.ks[0], 'k');
+      const v = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', pr.vs[0], 'v');
+      const m = gpu.upload([d.batch, d.seq], 'i32', mask, 'mask');
+      const dO = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', pr.dO, 'dO');
+      // Output buffers start as NaN: every element must be written.
+      const nan = (n: number) => new Float32Array(n).fill(Number.NaN);
+      const o = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', nan(pr.q.length), 'o');
+      const lse = gpu.upload([d.batch, d.heads, d.seq], 'f32', nan(d.batch * d.heads * d.seq), 'lse');
+      const dQ = gpu.upload([d.batch * d.seq, d.heads * d.headDim], 'f32', nan(pr.q.length), 'dQ');
+      const dK = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', nan(pr.ks[0].length), 'dK');
+      const dV = gpu.upload([d.batch, d.seq, d.kvHeads, d.headDim], 'f32', nan(pr.ks[0].length), 'dV');
+      await attentionForward(gpu, { q, k, v, mask: m, o, lse }, d);
+      await attentionBackward(gpu, { q, k, v, mask: m, o, lse, dO, dQ, dK, dV }, d);
+      const [gotO, gotL, gotDQ, gotDK, gotDV] = await Promise.all([o, lse, dQ, dK, dV].map((x) => gpu.read(x)));
+      const ref = causalAttentionRef(pr.q, pr.ks[0], pr.vs[0], mask, d);
+      const grads = tttAttentionBackwardRef(pr.q, pr.ks, pr.vs, mask, pr.dO, { ...d, step: 0 });
+      const errs = [
+        assertRelClose(gotO, ref.o, TOL, 'o'),
+        assertRelClose(gotL, ref.lse, TOL, 'lse'),
+        assertRelClose(gotDQ, grads.dq, TOL, 'dQ'),
+        assertRelClose(gotDK, grads.dk[0], TOL, 'dK'),
+        assertRelClose(gotDV, grads.dv[0], TOL, 'dV'),
+      ];
+      // Padded keys (last 7 of row 1) get exactly zero gradient.
+      for (let u = d.seq - 7; u < d.seq; u++) {
+        for (let i = 0; i < d.kvHeads * d.headDim; i++) {
+          const at = (d.seq + u) * d.kvHeads * d.headDim + i;
+          assert(gotDK[at] === 0 && gotDV[at] === 0, `padded key ${u} of row 1 has gradient`);
+        }
+      }
+      note('worstRelErr', Math.max(...errs));
+      gpu.release(q, k, v, m, dO, o, lse, dQ, dK, dV);
+      gpu.destroy();
+    },
+    COMPILES,
+  );
+
+  t.test(
+    'causal over more head shapes: MHA hd 16, MQA hd 5, S 1',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      let worst = 0;
+      const cases: [AttentionDims, number[]][] = [
+        [{ batch: 1, seq: 21, heads: 2, kvHeads: 2, headDim: 16 }, [3]],
+        [{ batch: 3, seq: 17, heads: 3, kvHeads: 1, headDim: 5 }, [0, 16, 2]],
+        [{ batch: 2, seq: 1, heads: 2, kvHeads: 1, headDim: 5 }, [0, 0]],
+      ];
+      for (const [d, pads] of cases) worst = Math.max(worst, await checkTtt(gpu, d, rightPadded(d, pads), 0, 1, 21 + d.headDim));
       note('worstRelErr', worst);
       gpu.destroy();
-    });
+    },
+    COMPILES,
+  );
+
+  for (const step of [0, 1, 3]) {
+    t.test(
+      `TTT step ${step} forward and backward vs literal docs/eagle3.md §4 reference (padding in row 1)`,
+      async ({ gpu: ctx, note }) => {
+        const gpu = new Gpu(ctx);
+        // A 5-slot cache, as allocated for a TTT length of 5; slots past `step` hold NaN.
+        const worst = await checkTtt(gpu, MAIN, rightPadded(MAIN, [0, 7]), step, 5, 300 + step);
+        note('worstRelErr', worst);
+        gpu.destroy();
+      },
+    );
   }
 
   // Each flash geometry, forward and backward at a TTT step, with padding and a row block the tiles
@@ -206,11 +228,15 @@ export default defineSuite('kernels/attention', (t) => {
   for (const [geometry, headDim] of GEOMETRY_CASES) {
     const d: AttentionDims = { batch: 2, seq: 19, heads: 2, kvHeads: 1, headDim };
     const name = geometry ?? chooseAttentionGeometry(d, {});
-    t.test(`flash geometry ${name}${geometry ? '' : ' (geometry policy)'} at hd ${headDim}: TTT step 2 forward and backward vs float64`, async ({ gpu: ctx, note }) => {
-      const gpu = new Gpu(ctx);
-      note('worstRelErr', await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 500 + headDim, { variant: 'flash', geometry }));
-      gpu.destroy();
-    }, COMPILES);
+    t.test(
+      `flash geometry ${name}${geometry ? '' : ' (geometry policy)'} at hd ${headDim}: TTT step 2 forward and backward vs float64`,
+      async ({ gpu: ctx, note }) => {
+        const gpu = new Gpu(ctx);
+        note('worstRelErr', await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 500 + headDim, { variant: 'flash', geometry }));
+        gpu.destroy();
+      },
+      COMPILES,
+    );
   }
 
   // Each variant by name, with padding, row blocks the sequence misses (S 19) and GQA. lanes at head
@@ -221,28 +247,39 @@ export default defineSuite('kernels/attention', (t) => {
   const VARIANT_HEAD_DIMS: Record<(typeof ATTENTION_VARIANTS)[number], number[]> = { flash: [5, 16], lanes: [5, 16, 36, 64] };
   for (const variant of ATTENTION_VARIANTS) {
     const dims = VARIANT_HEAD_DIMS[variant];
-    t.test(`variant ${variant} at hd ${dims.join(', ')}: TTT step 2 forward and backward vs float64, or refused with the reason`, async ({ gpu: ctx, note }) => {
-      const gpu = new Gpu(ctx);
-      const facts = attentionDeviceFacts(ctx);
-      // A CPU adapter with subgroups must say how wide they are; otherwise lanes would be refused
-      // for a missing fact and every default-policy test here would quietly run flash instead.
-      assert(!(facts.fallbackAdapter && ctx.features.has('subgroups') && facts.subgroupMinSize === undefined), 'a fallback adapter with subgroups reports no subgroupMinSize');
-      let worst = 0;
-      let ran = 0;
-      for (const headDim of dims) {
-        const d: AttentionDims = { batch: 2, seq: 19, heads: 4, kvHeads: 2, headDim };
-        const why = attentionVariantUnsupported(variant, d, ctx.features, facts, ctx.limits);
-        if (why) {
-          await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }), new RegExp(why.replace(/[()"]/g, '.')), `${variant} hd ${headDim}`);
-          note('refused', why);
-          continue;
+    t.test(
+      `variant ${variant} at hd ${dims.join(', ')}: TTT step 2 forward and backward vs float64, or refused with the reason`,
+      async ({ gpu: ctx, note }) => {
+        const gpu = new Gpu(ctx);
+        const facts = attentionDeviceFacts(ctx);
+        // A CPU adapter with subgroups must say how wide they are; otherwise lanes would be refused
+        // for a missing fact and every default-policy test here would quietly run flash instead.
+        assert(
+          !(facts.fallbackAdapter && ctx.features.has('subgroups') && facts.subgroupMinSize === undefined),
+          'a fallback adapter with subgroups reports no subgroupMinSize',
+        );
+        let worst = 0;
+        let ran = 0;
+        for (const headDim of dims) {
+          const d: AttentionDims = { batch: 2, seq: 19, heads: 4, kvHeads: 2, headDim };
+          const why = attentionVariantUnsupported(variant, d, ctx.features, facts, ctx.limits);
+          if (why) {
+            await assertRejects(
+              () => checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }),
+              new RegExp(why.replace(/[()"]/g, '.')),
+              `${variant} hd ${headDim}`,
+            );
+            note('refused', why);
+            continue;
+          }
+          worst = Math.max(worst, await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }));
+          ran++;
         }
-        worst = Math.max(worst, await checkTtt(gpu, d, rightPadded(d, [0, 4]), 2, 3, 600 + headDim, { variant }));
-        ran++;
-      }
-      if (ran > 0) note('worstRelErr', worst);
-      gpu.destroy();
-    }, COMPILES);
+        if (ran > 0) note('worstRelErr', worst);
+        gpu.destroy();
+      },
+      COMPILES,
+    );
   }
 
   t.test('TTT step 0 equals plain causal attention exactly', async ({ gpu: ctx }) => {
@@ -293,7 +330,14 @@ export default defineSuite('kernels/attention', (t) => {
     await attentionForward(gpu, { q, k, v, mask: m, o, lse }, d);
     await attentionBackward(gpu, { q, k, v, mask: m, o, lse, dO, dQ, dK, dV }, d);
     const [gotO, gotL, gotDQ, gotDK, gotDV] = await Promise.all([o, lse, dQ, dK, dV].map((x) => gpu.read(x)));
-    for (const [a, name] of [[gotO, 'o'], [gotL, 'lse'], [gotDQ, 'dQ'], [gotDK, 'dK'], [gotDV, 'dV']] as const) allFinite(a, name);
+    for (const [a, name] of [
+      [gotO, 'o'],
+      [gotL, 'lse'],
+      [gotDQ, 'dQ'],
+      [gotDK, 'dK'],
+      [gotDV, 'dV'],
+    ] as const)
+      allFinite(a, name);
     const rowWidth = d.heads * d.headDim;
     const emptyRows = [...Array.from({ length: d.seq }, (_, i) => i), ...[0, 1, 2, 3, 4].map((i) => d.seq + i)];
     for (const row of emptyRows) {
@@ -301,7 +345,10 @@ export default defineSuite('kernels/attention', (t) => {
         assert(gotO[row * rowWidth + i] === 0 && gotDQ[row * rowWidth + i] === 0, `empty query row ${row}: o and dQ must be 0`);
       }
     }
-    assert(gotDK.slice(0, d.seq * d.kvHeads * d.headDim).every((x) => x === 0), 'dK of the all-padding batch row is 0');
+    assert(
+      gotDK.slice(0, d.seq * d.kvHeads * d.headDim).every((x) => x === 0),
+      'dK of the all-padding batch row is 0',
+    );
     note('worstRelErr', worst);
     gpu.release(q, k, v, m, dO, o, lse, dQ, dK, dV);
     gpu.destroy();
@@ -354,14 +401,26 @@ export default defineSuite('kernels/attention', (t) => {
     const lse = gpu.zeros([1, 2, 4], 'f32', 'lse');
     const shortO = gpu.zeros([3, 16], 'f32', 'shortO');
     await assertRejects(() => attentionForward(gpu, { q, k, v: k, mask: maskF, o, lse }, d), /mask \(maskF\) must be i32/, 'mask dtype');
-    await assertRejects(() => attentionForward(gpu, { q, k, v: k, mask, o: shortO, lse }, d), /o \(shortO \[3, 16\]\) has 48 elements/, 'o size');
-    await assertRejects(() => attentionForward(gpu, { q, k, v: k, mask, o, lse }, { ...d, kvHeads: 3 }), /multiple of kvHeads 3/, 'GQA ratio');
+    await assertRejects(
+      () => attentionForward(gpu, { q, k, v: k, mask, o: shortO, lse }, d),
+      /o \(shortO \[3, 16\]\) has 48 elements/,
+      'o size',
+    );
+    await assertRejects(
+      () => attentionForward(gpu, { q, k, v: k, mask, o, lse }, { ...d, kvHeads: 3 }),
+      /multiple of kvHeads 3/,
+      'GQA ratio',
+    );
     await assertRejects(
       () => tttAttentionForward(gpu, { q, kCache: k, vCache: k, mask, o, lse }, { ...d, step: 1 }),
       /k \/ kCache \(k \[4, 8\]\).*step 1 needs \[J ≥ 2/,
       'cache too small for the step',
     );
-    await assertRejects(() => attentionForward(gpu, { q, k, v: k, mask, o, lse }, { ...d, seq: 0 }), /seq must be a positive integer/, 'zero seq');
+    await assertRejects(
+      () => attentionForward(gpu, { q, k, v: k, mask, o, lse }, { ...d, seq: 0 }),
+      /seq must be a positive integer/,
+      'zero seq',
+    );
     gpu.release(q, k, mask, maskF, o, lse, shortO);
     gpu.destroy();
   });
@@ -382,40 +441,92 @@ export default defineSuite('kernels/attention', (t) => {
     assertEqual(chooseAttentionVariant(lab, none, {}, cpu8), 'flash', 'CPU adapter without the subgroups feature');
     assertEqual(chooseAttentionVariant(lab, sg, {}, cpu4), 'flash', 'CPU adapter with 4-lane subgroups');
     assertEqual(chooseAttentionVariant(lab, sg, {}, gpu32), 'flash', 'GPU, lab draft');
-    assertEqual(chooseAttentionVariant(lab, sg, { maxComputeWorkgroupStorageSize: 1024 }, cpu8), 'lanes', 'lanes needs no workgroup memory');
+    assertEqual(
+      chooseAttentionVariant(lab, sg, { maxComputeWorkgroupStorageSize: 1024 }, cpu8),
+      'lanes',
+      'lanes needs no workgroup memory',
+    );
     assertEqual(chooseAttentionVariant({ ...d, headDim: 7, seq: 1 }, none, {}, {}), 'flash', 'tiny odd shape');
     assertThrows(() => chooseAttentionVariant({ ...d, headDim: 256 }, none, {}, {}), /head dim 256 exceeds 128/, 'head dim too large');
-    assertThrows(() => chooseAttentionVariant(d, none, { maxComputeWorkgroupStorageSize: 8192 }, {}), /workgroup memory/, 'small workgroup memory');
-    assertThrows(() => chooseAttentionVariant(d, none, { maxStorageBuffersPerShaderStage: 4 }, {}), /storage buffers/, 'few storage buffers');
+    assertThrows(
+      () => chooseAttentionVariant(d, none, { maxComputeWorkgroupStorageSize: 8192 }, {}),
+      /workgroup memory/,
+      'small workgroup memory',
+    );
+    assertThrows(
+      () => chooseAttentionVariant(d, none, { maxStorageBuffersPerShaderStage: 4 }, {}),
+      /storage buffers/,
+      'few storage buffers',
+    );
     assertThrows(() => chooseAttentionVariant({ ...d, seq: 16 * 70000 }, none, {}, {}), /exceeds the device's 65535/, 'grid too large');
-    assertEqual(attentionVariantUnsupported('lanes', lab, none, cpu8, {}), 'attention variant lanes needs the WebGPU feature "subgroups"', 'lanes names the missing feature');
-    assertEqual(attentionVariantUnsupported('lanes', { ...lab, headDim: 65 }, sg, cpu8, {}), 'attention variant lanes serves head dims up to 64, got 65', 'lanes names its largest head dim');
+    assertEqual(
+      attentionVariantUnsupported('lanes', lab, none, cpu8, {}),
+      'attention variant lanes needs the WebGPU feature "subgroups"',
+      'lanes names the missing feature',
+    );
+    assertEqual(
+      attentionVariantUnsupported('lanes', { ...lab, headDim: 65 }, sg, cpu8, {}),
+      'attention variant lanes serves head dims up to 64, got 65',
+      'lanes names its largest head dim',
+    );
     assertEqual(attentionVariantUnsupported('flash', lab, none, {}, {}), undefined, 'flash needs nothing');
-    assertThrows(() => chooseAttentionVariant(lab, sg, { maxStorageBuffersPerShaderStage: 4 }, cpu8), /flash kernels bind 8 storage buffers/, 'lanes is not picked where its 8 storage buffers do not fit (nor flash)');
-    assertEqual(attentionVariantUnsupported('lanes', lab, sg, cpu8, { maxStorageBuffersPerShaderStage: 4 }), 'attention variant lanes binds 8 storage buffers, the device allows 4', 'lanes names the storage-buffer limit');
-    assertEqual(attentionVariantUnsupported('lanes', { ...lab, seq: 8 * 70000 }, sg, cpu8, {}), 'attention variant lanes: a grid dimension of 70000 workgroups (seq 560000, heads 4, batch 4) exceeds the device\'s 65535', 'lanes names the grid');
+    assertThrows(
+      () => chooseAttentionVariant(lab, sg, { maxStorageBuffersPerShaderStage: 4 }, cpu8),
+      /flash kernels bind 8 storage buffers/,
+      'lanes is not picked where its 8 storage buffers do not fit (nor flash)',
+    );
+    assertEqual(
+      attentionVariantUnsupported('lanes', lab, sg, cpu8, { maxStorageBuffersPerShaderStage: 4 }),
+      'attention variant lanes binds 8 storage buffers, the device allows 4',
+      'lanes names the storage-buffer limit',
+    );
+    assertEqual(
+      attentionVariantUnsupported('lanes', { ...lab, seq: 8 * 70000 }, sg, cpu8, {}),
+      "attention variant lanes: a grid dimension of 70000 workgroups (seq 560000, heads 4, batch 4) exceeds the device's 65535",
+      'lanes names the grid',
+    );
   });
 
   t.test('a geometry with the lanes variant, or an unknown variant, is refused', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const d: AttentionDims = { batch: 1, seq: 8, heads: 2, kvHeads: 1, headDim: 16 };
-    await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0]), 0, 1, 9, { variant: 'lanes', geometry: 'flash' }), /a geometry applies to the flash variant only/, 'geometry with lanes');
-    await assertRejects(() => checkTtt(gpu, d, rightPadded(d, [0]), 0, 1, 9, { variant: 'tiles' as never }), /unknown variant "tiles" \(known: flash, lanes\)/, 'unknown variant');
+    await assertRejects(
+      () => checkTtt(gpu, d, rightPadded(d, [0]), 0, 1, 9, { variant: 'lanes', geometry: 'flash' }),
+      /a geometry applies to the flash variant only/,
+      'geometry with lanes',
+    );
+    await assertRejects(
+      () => checkTtt(gpu, d, rightPadded(d, [0]), 0, 1, 9, { variant: 'tiles' as never }),
+      /unknown variant "tiles" \(known: flash, lanes\)/,
+      'unknown variant',
+    );
     gpu.destroy();
   });
 
   t.test('geometry policy sizes the tiles to the head dim; bad geometries are refused', async ({ gpu: ctx }) => {
     const d: AttentionDims = { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 };
-    assertDeepEqual([5, 16, 32, 33, 64, 65, 128].map((headDim) => chooseAttentionGeometry({ ...d, headDim }, {})), ['flash', 'flash', 'flash', 'flash', 'flash', 'flash', 'flash'], 'flash wherever it fits');
+    assertDeepEqual(
+      [5, 16, 32, 33, 64, 65, 128].map((headDim) => chooseAttentionGeometry({ ...d, headDim }, {})),
+      ['flash', 'flash', 'flash', 'flash', 'flash', 'flash', 'flash'],
+      'flash wherever it fits',
+    );
     // flash needs 12,352 bytes of workgroup memory, hd32 6,272 (hd64 12,416: never smaller than flash).
-    assertDeepEqual([5, 32].map((headDim) => chooseAttentionGeometry({ ...d, headDim }, { maxComputeWorkgroupStorageSize: 12288 })), ['hd32', 'hd32'], 'sized to the head dim where flash does not fit');
+    assertDeepEqual(
+      [5, 32].map((headDim) => chooseAttentionGeometry({ ...d, headDim }, { maxComputeWorkgroupStorageSize: 12288 })),
+      ['hd32', 'hd32'],
+      'sized to the head dim where flash does not fit',
+    );
     assertEqual(chooseAttentionGeometry({ ...d, seq: 4096, batch: 1 }, {}), 'flash', 'sequence length within the grid limit');
     for (const [name, g] of Object.entries(ATTENTION_GEOMETRIES)) {
       assert(g.MAX_HD % g.TPR === 0 && g.BR * g.TPR >= g.BC && g.BK * g.TPR >= g.BQ, `${name}: the shaders' const_asserts hold`);
     }
     // hd32 fits 8 KiB of workgroup memory; the 128-wide tiles do not.
     assertEqual(chooseAttentionGeometry(d, { maxComputeWorkgroupStorageSize: 8192 }), 'hd32', 'small workgroup memory, small head');
-    assertThrows(() => chooseAttentionGeometry({ ...d, headDim: 128 }, { maxComputeWorkgroupStorageSize: 8192 }), /geometry hd128\) need 12352 bytes/, 'small memory, big head');
+    assertThrows(
+      () => chooseAttentionGeometry({ ...d, headDim: 128 }, { maxComputeWorkgroupStorageSize: 8192 }),
+      /geometry hd128\) need 12352 bytes/,
+      'small memory, big head',
+    );
     const gpu = new Gpu(ctx);
     const q = gpu.zeros([4, 64], 'f32', 'q');
     const k = gpu.zeros([4, 32], 'f32', 'k');
@@ -423,12 +534,28 @@ export default defineSuite('kernels/attention', (t) => {
     const lse = gpu.zeros([1, 2, 4], 'f32', 'lse');
     const t4 = { q, k, v: k, mask, o: q, lse };
     const small: AttentionDims = { batch: 1, seq: 4, heads: 2, kvHeads: 1, headDim: 32 };
-    await assertRejects(() => attentionForward(gpu, t4, { ...small, headDim: 32 }, { geometry: 'hd16' as never }), /unknown geometry "hd16"/, 'unknown name');
-    await assertRejects(() => attentionForward(gpu, t4, small, { geometry: { ...ATTENTION_GEOMETRIES.hd32, TPR: 3 } }), /geometry field TPR must be 1, 2, 4 or 8, got 3/, 'TPR 3');
-    await assertRejects(() => attentionForward(gpu, t4, small, { geometry: { ...ATTENTION_GEOMETRIES.hd32, BC: 0 } }), /geometry field BC must be a positive integer/, 'BC 0');
+    await assertRejects(
+      () => attentionForward(gpu, t4, { ...small, headDim: 32 }, { geometry: 'hd16' as never }),
+      /unknown geometry "hd16"/,
+      'unknown name',
+    );
+    await assertRejects(
+      () => attentionForward(gpu, t4, small, { geometry: { ...ATTENTION_GEOMETRIES.hd32, TPR: 3 } }),
+      /geometry field TPR must be 1, 2, 4 or 8, got 3/,
+      'TPR 3',
+    );
+    await assertRejects(
+      () => attentionForward(gpu, t4, small, { geometry: { ...ATTENTION_GEOMETRIES.hd32, BC: 0 } }),
+      /geometry field BC must be a positive integer/,
+      'BC 0',
+    );
     const q2 = gpu.zeros([4, 128], 'f32', 'q2');
     const k2 = gpu.zeros([4, 64], 'f32', 'k2');
-    await assertRejects(() => attentionForward(gpu, { ...t4, q: q2, k: k2, v: k2, o: q2 }, { ...small, headDim: 64 }, { geometry: 'hd32' }), /head dim 64 exceeds 32, the largest geometry hd32 serves/, 'head too wide');
+    await assertRejects(
+      () => attentionForward(gpu, { ...t4, q: q2, k: k2, v: k2, o: q2 }, { ...small, headDim: 64 }, { geometry: 'hd32' }),
+      /head dim 64 exceeds 32, the largest geometry hd32 serves/,
+      'head too wide',
+    );
     gpu.release(q, k, mask, lse, q2, k2);
     gpu.destroy();
   });

@@ -26,23 +26,68 @@ function narrowingCases(n: number, seed: number): Float32Array {
       bits[i] = ((rng.int(0, 2) << 31) | (exp << 23) | (rng.int(0, 1024) << 13) | 0x1000) >>> 0;
     } else bits[i] = rng.int(0, 2 ** 31) >>> 0; // any finite or non-finite pattern, positive
   }
-  const edges = [0, -0, 65504, -65504, 65519.99, 65520, 2 ** -24, 2 ** -25, 3 * 2 ** -26, 2 ** -14 - 2 ** -25, 1e-45, Infinity, -Infinity, Number.NaN, 1 + 2 ** -11, 1 + 3 * 2 ** -11];
+  const edges = [
+    0,
+    -0,
+    65504,
+    -65504,
+    65519.99,
+    65520,
+    2 ** -24,
+    2 ** -25,
+    3 * 2 ** -26,
+    2 ** -14 - 2 ** -25,
+    1e-45,
+    Infinity,
+    -Infinity,
+    Number.NaN,
+    1 + 2 ** -11,
+    1 + 3 * 2 ** -11,
+  ];
   v.set(edges.slice(0, Math.min(edges.length, n)));
   return v;
 }
 
 export default defineSuite('kernels/cast', (t) => {
   t.test('reference: known f16 bit patterns', () => {
-    const known: [number, number][] = [[1, 0x3c00], [-2, 0xc000], [65504, 0x7bff], [65520, 0x7c00], [2 ** -24, 0x0001], [2 ** -25, 0x0000], [3 * 2 ** -25, 0x0002], [2 ** -14, 0x0400], [1 + 2 ** -11, 0x3c00], [1 + 3 * 2 ** -11, 0x3c02], [0.1, 0x2e66], [-0, 0x8000]];
+    const known: [number, number][] = [
+      [1, 0x3c00],
+      [-2, 0xc000],
+      [65504, 0x7bff],
+      [65520, 0x7c00],
+      [2 ** -24, 0x0001],
+      [2 ** -25, 0x0000],
+      [3 * 2 ** -25, 0x0002],
+      [2 ** -14, 0x0400],
+      [1 + 2 ** -11, 0x3c00],
+      [1 + 3 * 2 ** -11, 0x3c02],
+      [0.1, 0x2e66],
+      [-0, 0x8000],
+    ];
     for (const [x, bits] of known) assertEqual(f32ToF16Ref(Math.fround(x)), bits, `f16(${x})`);
-    const widened: [number, number][] = [[0x3c00, 1], [0xc000, -2], [0x7bff, 65504], [0x0001, 2 ** -24], [0x0400, 2 ** -14], [0x3c02, 1 + 2 ** -9], [0x7c00, Infinity]];
+    const widened: [number, number][] = [
+      [0x3c00, 1],
+      [0xc000, -2],
+      [0x7bff, 65504],
+      [0x0001, 2 ** -24],
+      [0x0400, 2 ** -14],
+      [0x3c02, 1 + 2 ** -9],
+      [0x7c00, Infinity],
+    ];
     for (const [bits, x] of widened) assertEqual(f16ToF32Ref(bits), x, `f32(0x${bits.toString(16)})`);
   });
 
   t.test('f32 → f16 bit-exact vs the reference, with the overflow count, at odd and even sizes', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
     let total = 0;
-    for (const [n, seed] of [[1, 1], [2, 2], [7, 3], [1000, 4], [4097, 5], [65535, 6]] as const) {
+    for (const [n, seed] of [
+      [1, 1],
+      [2, 2],
+      [7, 3],
+      [1000, 4],
+      [4097, 5],
+      [65535, 6],
+    ] as const) {
       const values = narrowingCases(n, seed);
       const want = castF32ToF16Ref(values);
       const src = gpu.upload([n], 'f32', values, 'src');
@@ -50,7 +95,10 @@ export default defineSuite('kernels/cast', (t) => {
       const dst = await toF16(gpu, src, overflow, 'dst');
       const got = (await gpu.read(dst)) as Uint16Array;
       for (let i = 0; i < n; i++) {
-        if (got[i] !== want.bits[i]) throw new Error(`n ${n}: element ${i} (${values[i]}, bits 0x${new Uint32Array(values.buffer)[i].toString(16)}): GPU 0x${got[i].toString(16)}, reference 0x${want.bits[i].toString(16)}`);
+        if (got[i] !== want.bits[i])
+          throw new Error(
+            `n ${n}: element ${i} (${values[i]}, bits 0x${new Uint32Array(values.buffer)[i].toString(16)}): GPU 0x${got[i].toString(16)}, reference 0x${want.bits[i].toString(16)}`,
+          );
       }
       assertEqual((await gpu.read(overflow))[0], want.overflow, `n ${n}: overflow count`);
       total += want.overflow;
@@ -92,7 +140,10 @@ export default defineSuite('kernels/cast', (t) => {
     const src = gpu.upload([rows, width], 'f32', values, 'src');
     const overflow = gpu.zeros([1], 'u32', 'overflow');
     const half = await toF16(gpu, src, overflow, 'half');
-    assert(src.parts.length > half.parts.length && half.parts.length > 1, `split differently (${src.parts.length} vs ${half.parts.length} parts)`);
+    assert(
+      src.parts.length > half.parts.length && half.parts.length > 1,
+      `split differently (${src.parts.length} vs ${half.parts.length} parts)`,
+    );
     const want = castF32ToF16Ref(values);
     const got = (await gpu.read(half)) as Uint16Array;
     assertEqual(got.join(), want.bits.join(), 'split f32 → f16 bits');
@@ -103,7 +154,11 @@ export default defineSuite('kernels/cast', (t) => {
     // Odd rows split into parts: a part would start mid-word; refused naming the tensor.
     const oddSrc = gpu.upload([200, 5], 'f32', new Float32Array(1000), 'odd-rows');
     const oddDst = gpu.tensor([200, 5], 'f16', 'odd-half');
-    await assertRejects(() => castF32ToF16(gpu, oddSrc, oddDst, overflow), /f16 tensor odd-half \[200, 5\] is split into parts at an odd element/, 'odd split refused');
+    await assertRejects(
+      () => castF32ToF16(gpu, oddSrc, oddDst, overflow),
+      /f16 tensor odd-half \[200, 5\] is split into parts at an odd element/,
+      'odd split refused',
+    );
     gpu.release(src, overflow, half, back, oddSrc, oddDst);
     gpu.destroy();
   });
@@ -114,7 +169,11 @@ export default defineSuite('kernels/cast', (t) => {
     const h = gpu.tensor([4], 'f16', 'h');
     const c = gpu.zeros([1], 'u32', 'count');
     await assertRejects(() => castF32ToF16(gpu, h, h, c), /castF32ToF16: src \(h \[4\]\) must be f32, got f16/, 'src dtype');
-    await assertRejects(() => castF32ToF16(gpu, a, gpu.tensor([3], 'f16', 'short'), c), /dst \(short\) is \[3\], src \(a\) is \[4\]/, 'shape');
+    await assertRejects(
+      () => castF32ToF16(gpu, a, gpu.tensor([3], 'f16', 'short'), c),
+      /dst \(short\) is \[3\], src \(a\) is \[4\]/,
+      'shape',
+    );
     await assertRejects(() => castF32ToF16(gpu, a, h, a), /overflow \(a \[4\]\) must be a single-part u32 tensor/, 'counter dtype');
     await assertRejects(() => castF16ToF32(gpu, a, a), /castF16ToF32: src \(a \[4\]\) must be f16, got f32/, 'f16 src');
     gpu.release(a, h, c);

@@ -124,8 +124,16 @@ export default defineSuite('kernels/embedding', (t) => {
     const Short = gpu.tensor([3], 'i32', 'links');
     await assertRejects(() => embeddingForward(gpu, IdsF, Table, Out, shape), /ids \(idsF \[4\]\) must be i32/, 'f32 ids');
     await assertRejects(() => embeddingForward(gpu, Ids, Wide, Out, shape), /table \(wide\) must have shape \[6, 3\]/, 'transposed table');
-    await assertRejects(() => embeddingForward(gpu, Ids, Table, Table, shape), /out \(table \[6, 3\]\) has 18 elements|shares a GPU buffer/, 'out aliasing table');
-    await assertRejects(() => embeddingBackward(gpu, Ids, Out, Table, Short, shape), /links \(links \[3\]\) has 3 elements, needs at least 8/, 'short links');
+    await assertRejects(
+      () => embeddingForward(gpu, Ids, Table, Table, shape),
+      /out \(table \[6, 3\]\) has 18 elements|shares a GPU buffer/,
+      'out aliasing table',
+    );
+    await assertRejects(
+      () => embeddingBackward(gpu, Ids, Out, Table, Short, shape),
+      /links \(links \[3\]\) has 3 elements, needs at least 8/,
+      'short links',
+    );
     await assertRejects(() => embeddingForward(gpu, Ids, Table, Out, { ...shape, hidden: 0 }), /hidden must be an integer/, 'hidden 0');
     assert(true, 'all rejections checked');
     gpu.release(Ids, IdsF, Table, Wide, Out, Short);

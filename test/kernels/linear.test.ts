@@ -62,7 +62,11 @@ async function runAll(gpu: Gpu, rows: number, d: ReturnType<typeof data>, outer?
   await linearWeightGrad(gpu, dy, x, dw, shape);
   await linearWeightGrad(gpu, dy, x, dwAcc, shape, { beta: 1 });
   const [outY, outYAcc, outDx, outDxAcc, outDw, outDwAcc] = await Promise.all([y, yAcc, dx, dxAcc, dw, dwAcc].map((t) => gpu.read(t)));
-  return { tensors: { x, w, y, dx, dw }, out: { y: outY, yAcc: outYAcc, dx: outDx, dxAcc: outDxAcc, dw: outDw, dwAcc: outDwAcc }, release: () => gpu.release(...all) };
+  return {
+    tensors: { x, w, y, dx, dw },
+    out: { y: outY, yAcc: outYAcc, dx: outDx, dxAcc: outDxAcc, dw: outDw, dwAcc: outDwAcc },
+    release: () => gpu.release(...all),
+  };
 }
 
 function references(rows: number, d: ReturnType<typeof data>) {
@@ -76,7 +80,14 @@ function references(rows: number, d: ReturnType<typeof data>) {
   };
 }
 
-async function splitCase(ctx: GpuContext, rows: number, outer: number | undefined, expectSplitActivations: boolean, note: (k: string, v: string) => void, tag: string) {
+async function splitCase(
+  ctx: GpuContext,
+  rows: number,
+  outer: number | undefined,
+  expectSplitActivations: boolean,
+  note: (k: string, v: string) => void,
+  tag: string,
+) {
   const gpu = lowered(ctx, LIMIT);
   const d = data(rows, rows);
   const r = await runAll(gpu, rows, d, outer);
@@ -86,7 +97,8 @@ async function splitCase(ctx: GpuContext, rows: number, outer: number | undefine
   assert(r.tensors.dw.parts.length === partRows.length, 'dW is split like W');
   const ref = references(rows, d);
   let worst = 0;
-  for (const key of Object.keys(ref) as (keyof typeof ref)[]) worst = Math.max(worst, assertRelClose(r.out[key], ref[key], TOL, `${tag}: ${key}`));
+  for (const key of Object.keys(ref) as (keyof typeof ref)[])
+    worst = Math.max(worst, assertRelClose(r.out[key], ref[key], TOL, `${tag}: ${key}`));
   note(`${tag}RelErr`, worst.toExponential(2));
   r.release();
   assertEqual(gpu.pool.stats().liveBuffers, 0, `${tag}: every scratch and tensor released`);
@@ -94,14 +106,21 @@ async function splitCase(ctx: GpuContext, rows: number, outer: number | undefine
 }
 
 export default defineSuite('kernels/linear', (t) => {
-  t.test('W split 21 + 21 + 21 + 7 rows, activations whole: forward, input grad, weight grad (beta 0 and 1) match float64', ({ gpu, note }) =>
-    splitCase(gpu, 8, undefined, false, note, 'weightSplit'), { timeoutMs: SLOW });
+  t.test(
+    'W split 21 + 21 + 21 + 7 rows, activations whole: forward, input grad, weight grad (beta 0 and 1) match float64',
+    ({ gpu, note }) => splitCase(gpu, 8, undefined, false, note, 'weightSplit'),
+    { timeoutMs: SLOW },
+  );
 
-  t.test('W and the [37, ·] activations split at different rows (views and scratch copies): all products match float64', ({ gpu, note }) =>
-    splitCase(gpu, 37, undefined, true, note, 'allSplit'), { timeoutMs: SLOW });
+  t.test(
+    'W and the [37, ·] activations split at different rows (views and scratch copies): all products match float64',
+    ({ gpu, note }) => splitCase(gpu, 37, undefined, true, note, 'allSplit'),
+    { timeoutMs: SLOW },
+  );
 
   t.test('[B, S, ·] activations split by sequence (as a batch of hidden states is) match float64', ({ gpu, note }) =>
-    splitCase(gpu, 36, 6, true, note, 'batchSplit'));
+    splitCase(gpu, 36, 6, true, note, 'batchSplit'),
+  );
 
   t.test('unsplit, each product is the plain matmul bit for bit', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
@@ -135,7 +154,10 @@ export default defineSuite('kernels/linear', (t) => {
     const a = await runAll(gpu, 37, d);
     const b = await runAll(gpu, 37, d);
     for (const key of Object.keys(a.out) as (keyof typeof a.out)[]) {
-      assert(Array.from(a.out[key]).every((v, i) => Object.is(v, b.out[key][i])), `${key} identical across runs`);
+      assert(
+        Array.from(a.out[key]).every((v, i) => Object.is(v, b.out[key][i])),
+        `${key} identical across runs`,
+      );
     }
     a.release();
     b.release();
@@ -150,12 +172,28 @@ export default defineSuite('kernels/linear', (t) => {
     const short = gpu.tensor([8, OUT - 1], 'f32', 'yShort');
     const ids = gpu.tensor([8, IN], 'i32', 'ids');
     const flat = gpu.tensor([OUT * IN], 'f32', 'flatW');
-    await assertRejects(() => linearForward(gpu, x, w, short, shape), /linearForward: y \(yShort \[8, 69\]\) must hold 8 × 70 elements/, 'short output');
+    await assertRejects(
+      () => linearForward(gpu, x, w, short, shape),
+      /linearForward: y \(yShort \[8, 69\]\) must hold 8 × 70 elements/,
+      'short output',
+    );
     await assertRejects(() => linearInputGrad(gpu, short, w, x, shape), /linearInputGrad: dy \(yShort/, 'short dy');
     await assertRejects(() => linearWeightGrad(gpu, short, ids, w, shape), /linearWeightGrad: dy \(yShort/, 'short dy in weight grad');
-    await assertRejects(() => linearForward(gpu, ids, w, gpu.tensor([8, OUT], 'f32', 'y'), shape), /linearForward: x \(ids\) must be f32, got i32/, 'i32 input');
-    await assertRejects(() => linearWeightGrad(gpu, gpu.tensor([8, OUT], 'f32', 'dy'), x, flat, shape), /dW \(flatW \[3360\]\) is split into parts that are not whole rows of width 48/, 'flat split weight');
-    await assertRejects(() => linearForward(gpu, x, w, short, { ...shape, rows: 0 }), /linearForward: rows must be a positive integer, got 0/, 'zero rows');
+    await assertRejects(
+      () => linearForward(gpu, ids, w, gpu.tensor([8, OUT], 'f32', 'y'), shape),
+      /linearForward: x \(ids\) must be f32, got i32/,
+      'i32 input',
+    );
+    await assertRejects(
+      () => linearWeightGrad(gpu, gpu.tensor([8, OUT], 'f32', 'dy'), x, flat, shape),
+      /dW \(flatW \[3360\]\) is split into parts that are not whole rows of width 48/,
+      'flat split weight',
+    );
+    await assertRejects(
+      () => linearForward(gpu, x, w, short, { ...shape, rows: 0 }),
+      /linearForward: rows must be a positive integer, got 0/,
+      'zero rows',
+    );
     gpu.destroy();
   });
 });

@@ -69,7 +69,12 @@ async function runAll(gpu: Gpu, x: LossInputs, variant: RowVariant, chunk: boole
   const pTilde = rowsOf([ROWS, D], 'f32', [4, 17], 'pTilde');
   const tok = gpu.tensor([ROWS], 'i32', 'tok');
   const positionMask = rowsOf([ROWS], 'i32', [13, 8], 'positionMask');
-  await buildTeacher(gpu, { logits: T, t2d, used, lossMask, p, pTilde, tok, positionMask }, { rows: ROWS, vocab: V, draftVocab: D }, { variant });
+  await buildTeacher(
+    gpu,
+    { logits: T, t2d, used, lossMask, p, pTilde, tok, positionMask },
+    { rows: ROWS, vocab: V, draftVocab: D },
+    { variant },
+  );
 
   const Z = rowsOf([ROWS, D], 'f32', [6, 6, 9], 'logits');
   gpu.write(Z, x.z);
@@ -145,26 +150,40 @@ export default defineSuite('kernels/loss-rows', (t) => {
     gpu.destroy();
   });
 
-  t.test('subgroup variant: bit-identical to rows where the device has subgroups, else refused with the reason', async ({ gpu: ctx, note }) => {
-    const gpu = new Gpu(ctx);
-    const x = makeInputs(new Rng(52), 300);
-    if (availableRowVariants('loss', LOSS_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes('subgroup')) {
-      const [a, b] = [await runAll(gpu, x, 'rows', true), await runAll(gpu, x, 'subgroup', true)];
-      for (const key of Object.keys(a) as (keyof LossOutputs)[]) {
-        assert(Array.from(a[key]).every((v, i) => Object.is(v, b[key][i])), `${key}: rows and subgroup differ`);
+  t.test(
+    'subgroup variant: bit-identical to rows where the device has subgroups, else refused with the reason',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const x = makeInputs(new Rng(52), 300);
+      if (availableRowVariants('loss', LOSS_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes('subgroup')) {
+        const [a, b] = [await runAll(gpu, x, 'rows', true), await runAll(gpu, x, 'subgroup', true)];
+        for (const key of Object.keys(a) as (keyof LossOutputs)[]) {
+          assert(
+            Array.from(a[key]).every((v, i) => Object.is(v, b[key][i])),
+            `${key}: rows and subgroup differ`,
+          );
+        }
+        note('checked', 'bit-identical');
+      } else {
+        await assertRejects(
+          () => runAll(gpu, x, 'subgroup', false),
+          /buildTeacher: loss variant subgroup needs (the WebGPU feature "subgroups"|subgroups of at least)/,
+          'refusal',
+        );
+        note('checked', 'refused');
       }
-      note('checked', 'bit-identical');
-    } else {
-      await assertRejects(() => runAll(gpu, x, 'subgroup', false), /buildTeacher: loss variant subgroup needs (the WebGPU feature "subgroups"|subgroups of at least)/, 'refusal');
-      note('checked', 'refused');
-    }
-    gpu.destroy();
-  });
+      gpu.destroy();
+    },
+  );
 
   t.test('an unknown variant is refused naming the op', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const x = makeInputs(new Rng(53), 128);
-    await assertRejects(() => runAll(gpu, x, 'tiled' as RowVariant, false), /buildTeacher: loss variant must be one of wide, rows, subgroup, got tiled/, 'unknown variant');
+    await assertRejects(
+      () => runAll(gpu, x, 'tiled' as RowVariant, false),
+      /buildTeacher: loss variant must be one of wide, rows, subgroup, got tiled/,
+      'unknown variant',
+    );
     gpu.destroy();
   });
 });

@@ -16,7 +16,17 @@ interface TeacherOut {
   positionMask: Tensor;
 }
 
-async function checkTeacher(gpu: Gpu, T: Float32Array, t2d: Int32Array, used: Int32Array, lm: Int32Array, rows: number, V: number, out: TeacherOut, logits: Tensor): Promise<number> {
+async function checkTeacher(
+  gpu: Gpu,
+  T: Float32Array,
+  t2d: Int32Array,
+  used: Int32Array,
+  lm: Int32Array,
+  rows: number,
+  V: number,
+  out: TeacherOut,
+  logits: Tensor,
+): Promise<number> {
   const D = used.length;
   const t2dT = gpu.upload([V], 'i32', t2d, 't2d');
   const usedT = gpu.upload([D], 'i32', used, 'used');
@@ -37,7 +47,11 @@ export default defineSuite('kernels/loss', (t) => {
     const gpu = new Gpu(ctx);
     const rng = new Rng(11);
     let worst = 0;
-    for (const [rows, V, D] of [[37, 1000, 50], [5, 300, 300], [4, 20, 3]]) {
+    for (const [rows, V, D] of [
+      [37, 1000, 50],
+      [5, 300, 300],
+      [4, 20, 3],
+    ]) {
       const { used, t2d } = randomMapping(rng, V, D);
       const T = teacherLogits(rng, rows, V, used);
       const lm = randomMask(rng, rows, 0.8);
@@ -95,9 +109,20 @@ export default defineSuite('kernels/loss', (t) => {
         const G = grad === 'separate' ? gpu.tensor([rows, D], 'f32', 'dlogits') : undefined;
         const gradScale = 0.8 ** k / 2;
         const weight = 0.8 ** k;
-        await softCrossEntropy(gpu, { logits: Z, p: P, positionMask: PM, dlogits: G, lossOut }, {
-          rows, draftVocab: D, seqLen: S, step: k, grad, gradScale, slot, total: { slot: 5, weight, accumulate: slot > 0 },
-        });
+        await softCrossEntropy(
+          gpu,
+          { logits: Z, p: P, positionMask: PM, dlogits: G, lossOut },
+          {
+            rows,
+            draftVocab: D,
+            seqLen: S,
+            step: k,
+            grad,
+            gradScale,
+            slot,
+            total: { slot: 5, weight, accumulate: slot > 0 },
+          },
+        );
         const ps = shiftRowsRef(p, rows, D, S, k, 1 / D);
         const ms = shiftRowsRef(pm, rows, 1, S, k, 0);
         const ref = softCrossEntropyRef(z, ps, ms, rows, D, rows, gradScale);
@@ -131,7 +156,11 @@ export default defineSuite('kernels/loss', (t) => {
     const P = gpu.upload([rows, D], 'f32', p, 'p');
     const PM = gpu.upload([rows], 'i32', pm, 'positionMask');
     const out = gpu.zeros([1], 'f32', 'lossOut');
-    await softCrossEntropy(gpu, { logits: Z, p: P, positionMask: PM, lossOut: out }, { rows, draftVocab: D, seqLen: rows, step: 0, grad: 'in-place', slot: 0 });
+    await softCrossEntropy(
+      gpu,
+      { logits: Z, p: P, positionMask: PM, lossOut: out },
+      { rows, draftVocab: D, seqLen: rows, step: 0, grad: 'in-place', slot: 0 },
+    );
     const ref = softCrossEntropyRef(clean, p, pm, rows, D);
     const e1 = assertRelClose(await gpu.read(Z), ref.grad, 1e-5, 'gradient (zero on masked rows)');
     const e2 = assertRelClose(await gpu.read(out), [ref.loss], 1e-5, 'loss');
@@ -173,13 +202,29 @@ export default defineSuite('kernels/loss', (t) => {
     for (let k = 0; k < 4; k++) {
       const z = rng.floats(rows * D, 2);
       gpu.write(Z, z);
-      await eagle3Metrics(gpu, { logits: Z, pTilde: Q, tok: TOK, lossMask: LM, positionMask: PM, used: USED, metricsOut }, { rows, draftVocab: D, seqLen: S, step: k, slot: k });
-      await softCrossEntropy(gpu, { logits: Z, p: P, positionMask: PM, dlogits: G, lossOut }, { rows, draftVocab: D, seqLen: S, step: k, grad: 'separate', slot: k });
+      await eagle3Metrics(
+        gpu,
+        { logits: Z, pTilde: Q, tok: TOK, lossMask: LM, positionMask: PM, used: USED, metricsOut },
+        { rows, draftVocab: D, seqLen: S, step: k, slot: k },
+      );
+      await softCrossEntropy(
+        gpu,
+        { logits: Z, p: P, positionMask: PM, dlogits: G, lossOut },
+        { rows, draftVocab: D, seqLen: S, step: k, grad: 'separate', slot: k },
+      );
       const pmS = shiftRowsRef(pm, rows, 1, S, k, 0);
       const ref = softCrossEntropyRef(z, shiftRowsRef(p, rows, D, S, k, 1 / D), pmS, rows, D);
       wantLoss.push(ref.loss);
       worst = Math.max(worst, assertRelClose(await gpu.read(G), ref.grad, 1e-5, `grad step ${k}`));
-      const m = metricSumsRef(z, shiftRowsRef(pTilde, rows, D, S, k, 0), shiftRowsRef(tok, rows, 1, S, k, 0), shiftRowsRef(lm, rows, 1, S, k, 0), pmS, used, rows);
+      const m = metricSumsRef(
+        z,
+        shiftRowsRef(pTilde, rows, D, S, k, 0),
+        shiftRowsRef(tok, rows, 1, S, k, 0),
+        shiftRowsRef(lm, rows, 1, S, k, 0),
+        pmS,
+        used,
+        rows,
+      );
       wantMetrics.push(m.correct, m.denom, m.acceptSum, m.acceptCount);
     }
     worst = Math.max(worst, assertRelClose(await gpu.read(lossOut), wantLoss, 1e-5, 'losses'));
@@ -240,33 +285,43 @@ export default defineSuite('kernels/loss', (t) => {
   });
 
   for (const grad of ['separate', 'in-place'] as GradMode[]) {
-    t.test(`hard cross-entropy (grad ${grad}) vs float64: ignored labels, GPU count, fixed denominator, chunked logits`, async ({ gpu: ctx, note }) => {
-      const gpu = new Gpu(ctx);
-      const rng = new Rng(51);
-      const [rows, V] = [19, 777];
-      const labels = Int32Array.from({ length: rows }, (_, r) => (r % 4 === 1 ? -1 : r % 7 === 3 ? -100 : rng.int(0, V)));
-      const LAB = gpu.upload([rows], 'i32', labels, 'labels');
-      const lossOut = gpu.zeros([4], 'f32', 'lossOut');
-      let worst = 0;
-      const want: number[] = [];
-      for (const [slot, denominator] of [[0, undefined], [2, 40]] as const) {
-        const x = rng.floats(rows * V, 5);
-        const X = chunked(gpu, [rows, V], 'f32', [8, 11], 'logits');
-        gpu.write(X, x);
-        const G = grad === 'separate' ? chunked(gpu, [rows, V], 'f32', [5, 14], 'dlogits') : undefined;
-        await hardCrossEntropy(gpu, { logits: X, labels: LAB, dlogits: G, lossOut }, { rows, vocab: V, grad, gradScale: 0.5, denominator, slot });
-        const ref = hardCrossEntropyRef(x, labels, rows, V, denominator, 0.5);
-        want.push(ref.loss, ref.count);
-        worst = Math.max(worst, assertRelClose(await gpu.read(G ?? X), ref.grad, 1e-5, `grad (denominator ${denominator ?? 'count'})`));
-        gpu.release(X, ...(G ? [G] : []));
-      }
-      const got = await gpu.read(lossOut);
-      assert(got[1] === want[1] && got[3] === want[3], `label counts: got ${got[1]}, ${got[3]}, want ${want[1]}`);
-      worst = Math.max(worst, assertRelClose(got, want, 1e-5, 'losses'));
-      note('worstRelErr', worst);
-      gpu.release(LAB, lossOut);
-      gpu.destroy();
-    });
+    t.test(
+      `hard cross-entropy (grad ${grad}) vs float64: ignored labels, GPU count, fixed denominator, chunked logits`,
+      async ({ gpu: ctx, note }) => {
+        const gpu = new Gpu(ctx);
+        const rng = new Rng(51);
+        const [rows, V] = [19, 777];
+        const labels = Int32Array.from({ length: rows }, (_, r) => (r % 4 === 1 ? -1 : r % 7 === 3 ? -100 : rng.int(0, V)));
+        const LAB = gpu.upload([rows], 'i32', labels, 'labels');
+        const lossOut = gpu.zeros([4], 'f32', 'lossOut');
+        let worst = 0;
+        const want: number[] = [];
+        for (const [slot, denominator] of [
+          [0, undefined],
+          [2, 40],
+        ] as const) {
+          const x = rng.floats(rows * V, 5);
+          const X = chunked(gpu, [rows, V], 'f32', [8, 11], 'logits');
+          gpu.write(X, x);
+          const G = grad === 'separate' ? chunked(gpu, [rows, V], 'f32', [5, 14], 'dlogits') : undefined;
+          await hardCrossEntropy(
+            gpu,
+            { logits: X, labels: LAB, dlogits: G, lossOut },
+            { rows, vocab: V, grad, gradScale: 0.5, denominator, slot },
+          );
+          const ref = hardCrossEntropyRef(x, labels, rows, V, denominator, 0.5);
+          want.push(ref.loss, ref.count);
+          worst = Math.max(worst, assertRelClose(await gpu.read(G ?? X), ref.grad, 1e-5, `grad (denominator ${denominator ?? 'count'})`));
+          gpu.release(X, ...(G ? [G] : []));
+        }
+        const got = await gpu.read(lossOut);
+        assert(got[1] === want[1] && got[3] === want[3], `label counts: got ${got[1]}, ${got[3]}, want ${want[1]}`);
+        worst = Math.max(worst, assertRelClose(got, want, 1e-5, 'losses'));
+        note('worstRelErr', worst);
+        gpu.release(LAB, lossOut);
+        gpu.destroy();
+      },
+    );
   }
 
   t.test('hard cross-entropy: a label ≥ V poisons the loss with NaN', async ({ gpu: ctx }) => {
@@ -286,32 +341,73 @@ export default defineSuite('kernels/loss', (t) => {
     const f32 = (shape: number[], label: string): Tensor => gpu.tensor(shape, 'f32', label);
     const i32 = (shape: number[], label: string): Tensor => gpu.tensor(shape, 'i32', label);
     const teacher = {
-      logits: f32([6, 10], 'T'), t2d: i32([10], 't2d'), used: i32([4], 'used'), lossMask: i32([6], 'lm'),
-      p: f32([6, 4], 'p'), pTilde: f32([6, 4], 'q'), tok: i32([6], 'tok'), positionMask: i32([6], 'pm'),
+      logits: f32([6, 10], 'T'),
+      t2d: i32([10], 't2d'),
+      used: i32([4], 'used'),
+      lossMask: i32([6], 'lm'),
+      p: f32([6, 4], 'p'),
+      pTilde: f32([6, 4], 'q'),
+      tok: i32([6], 'tok'),
+      positionMask: i32([6], 'pm'),
     };
     const shape = { rows: 6, vocab: 10, draftVocab: 4 };
-    await assertRejects(() => buildTeacher(gpu, { ...teacher, logits: f32([6, 9], 'T9') }, shape), /logits \(T9\) has shape \[6, 9\]/, 'logits width');
+    await assertRejects(
+      () => buildTeacher(gpu, { ...teacher, logits: f32([6, 9], 'T9') }, shape),
+      /logits \(T9\) has shape \[6, 9\]/,
+      'logits width',
+    );
     await assertRejects(() => buildTeacher(gpu, { ...teacher, t2d: f32([10], 'tf') }, shape), /t2d \(tf\) must be i32/, 't2d dtype');
-    await assertRejects(() => buildTeacher(gpu, { ...teacher, pTilde: teacher.p }, shape), /pTilde and p share a GPU buffer/, 'aliased outputs');
+    await assertRejects(
+      () => buildTeacher(gpu, { ...teacher, pTilde: teacher.p }, shape),
+      /pTilde and p share a GPU buffer/,
+      'aliased outputs',
+    );
     await assertRejects(() => buildTeacher(gpu, teacher, { ...shape, draftVocab: 11 }), /draftVocab 11 exceeds vocab 10/, 'D > V');
     const lossOut = f32([2], 'out');
     const soft = { logits: f32([6, 4], 'z'), p: teacher.p, positionMask: teacher.positionMask, lossOut };
     const opts = { rows: 6, draftVocab: 4, seqLen: 3, step: 1, grad: 'none' as GradMode, slot: 0 };
     await assertRejects(() => softCrossEntropy(gpu, soft, { ...opts, seqLen: 4 }), /rows 6 is not a multiple of seqLen 4/, 'seqLen');
     await assertRejects(() => softCrossEntropy(gpu, soft, { ...opts, grad: 'separate' }), /needs a dlogits tensor/, 'missing dlogits');
-    await assertRejects(() => softCrossEntropy(gpu, { ...soft, dlogits: soft.logits }, { ...opts, grad: 'separate' }), /use grad 'in-place'/, 'dlogits = logits');
-    await assertRejects(() => softCrossEntropy(gpu, soft, { ...opts, slot: 2 }), /slot 2 does not fit lossOut \(out/, 'slot');
-    await assertRejects(() => softCrossEntropy(gpu, { ...soft, positionMask: f32([6], 'pmf') }, opts), /positionMask \(pmf\) must be i32/, 'mask dtype');
     await assertRejects(
-      () => hardCrossEntropy(gpu, { logits: teacher.logits, labels: f32([6], 'labf'), lossOut }, { rows: 6, vocab: 10, grad: 'none', slot: 0 }),
-      /labels \(labf\) must be i32/, 'labels dtype');
+      () => softCrossEntropy(gpu, { ...soft, dlogits: soft.logits }, { ...opts, grad: 'separate' }),
+      /use grad 'in-place'/,
+      'dlogits = logits',
+    );
+    await assertRejects(() => softCrossEntropy(gpu, soft, { ...opts, slot: 2 }), /slot 2 does not fit lossOut \(out/, 'slot');
+    await assertRejects(
+      () => softCrossEntropy(gpu, { ...soft, positionMask: f32([6], 'pmf') }, opts),
+      /positionMask \(pmf\) must be i32/,
+      'mask dtype',
+    );
+    await assertRejects(
+      () =>
+        hardCrossEntropy(gpu, { logits: teacher.logits, labels: f32([6], 'labf'), lossOut }, { rows: 6, vocab: 10, grad: 'none', slot: 0 }),
+      /labels \(labf\) must be i32/,
+      'labels dtype',
+    );
     await assertRejects(
       () => hardCrossEntropy(gpu, { logits: teacher.logits, labels: teacher.tok, lossOut }, { rows: 6, vocab: 10, grad: 'none', slot: 1 }),
-      /slot and slot \+ 1/, 'hard slot');
+      /slot and slot \+ 1/,
+      'hard slot',
+    );
     await assertRejects(
-      () => eagle3Metrics(gpu, { logits: soft.logits, pTilde: teacher.pTilde, tok: teacher.tok, lossMask: teacher.lossMask, positionMask: teacher.positionMask, used: i32([5], 'used5'), metricsOut: f32([4], 'mo') },
-        { rows: 6, draftVocab: 4, seqLen: 3, step: 0, slot: 0 }),
-      /used \(used5\) has shape \[5\]; expected 4 elements/, 'used length');
+      () =>
+        eagle3Metrics(
+          gpu,
+          {
+            logits: soft.logits,
+            pTilde: teacher.pTilde,
+            tok: teacher.tok,
+            lossMask: teacher.lossMask,
+            positionMask: teacher.positionMask,
+            used: i32([5], 'used5'),
+            metricsOut: f32([4], 'mo'),
+          },
+          { rows: 6, draftVocab: 4, seqLen: 3, step: 0, slot: 0 },
+        ),
+      /used \(used5\) has shape \[5\]; expected 4 elements/,
+      'used length',
+    );
     gpu.destroy();
   });
 });

@@ -68,8 +68,14 @@ export default defineSuite('kernels/matmul', (t) => {
   t.test('the test shapes span several tiles of every variant and end in a partial one, in M and N', () => {
     for (const variant of MATMUL_VARIANTS) {
       const { TILE_M, TILE_N } = MATMUL_GEOMETRY[variant];
-      assert(SHAPES.some(([M]) => M > TILE_M && M % TILE_M !== 0), `${variant}: some M crosses a ${TILE_M}-row tile edge`);
-      assert(SHAPES.some(([, N]) => N > TILE_N && N % TILE_N !== 0), `${variant}: some N crosses a ${TILE_N}-column tile edge`);
+      assert(
+        SHAPES.some(([M]) => M > TILE_M && M % TILE_M !== 0),
+        `${variant}: some M crosses a ${TILE_M}-row tile edge`,
+      );
+      assert(
+        SHAPES.some(([, N]) => N > TILE_N && N % TILE_N !== 0),
+        `${variant}: some N crosses a ${TILE_N}-column tile edge`,
+      );
     }
   });
 
@@ -169,78 +175,118 @@ export default defineSuite('kernels/matmul', (t) => {
     assertEqual(chooseMatmulVariant({ M: 2048, N: 8, K: 64 }), 'tiled', 'tall');
     assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, gpuFacts), 'tiled', 'GPU with every feature');
     assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, cpu8), 'subgroup', 'CPU adapter with 8-lane subgroups');
-    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, new Set(['shader-f16']), cpu8), 'blocked', 'CPU adapter without subgroups (Deno)');
+    assertEqual(
+      chooseMatmulVariant({ M: 256, N: 256, K: 256 }, new Set(['shader-f16']), cpu8),
+      'blocked',
+      'CPU adapter without subgroups (Deno)',
+    );
     assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, cpu4), 'blocked', 'CPU adapter with 4-lane subgroups');
     assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, { fallbackAdapter: true }), 'blocked', 'subgroup size unknown');
-    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, none, {}), chooseMatmulVariant({ M: 256, N: 256, K: 256 }, none, {}), 'deterministic');
+    assertEqual(
+      chooseMatmulVariant({ M: 256, N: 256, K: 256 }, none, {}),
+      chooseMatmulVariant({ M: 256, N: 256, K: 256 }, none, {}),
+      'deterministic',
+    );
     assertDeepEqual(availableMatmulVariants(none, cpu8), ['naive', 'tiled', 'blocked'], 'baseline variants need nothing');
-    assertDeepEqual(availableMatmulVariants(all, cpu8), ['naive', 'tiled', 'blocked', 'subgroup', 'tiled-f16'], 'every variant with every feature');
-    assertDeepEqual(availableMatmulVariants(all, cpu4), ['naive', 'tiled', 'blocked', 'tiled-f16'], 'no subgroup kernel on 4-lane subgroups');
+    assertDeepEqual(
+      availableMatmulVariants(all, cpu8),
+      ['naive', 'tiled', 'blocked', 'subgroup', 'tiled-f16'],
+      'every variant with every feature',
+    );
+    assertDeepEqual(
+      availableMatmulVariants(all, cpu4),
+      ['naive', 'tiled', 'blocked', 'tiled-f16'],
+      'no subgroup kernel on 4-lane subgroups',
+    );
   });
 
   for (const variant of MATMUL_F16W_VARIANTS.filter((v) => v !== 'gemv')) {
     for (const layout of LAYOUTS) {
-      t.test(`${variant} ${layout.tag} with f16 weights vs float64 on the f16-rounded weights (rel. err. <= ${F16W_TOL})`, async ({ gpu: ctx, note }) => {
-        const gpu = new Gpu(ctx);
-        const unsupported = matmulVariantUnsupported(variant, ctx.features, matmulDeviceFacts(ctx), 'f16');
-        if (unsupported) {
-          const A = gpu.tensor([4], 'f32');
-          const B = gpu.tensor([4], 'f16');
-          await assertRejects(() => matmul(gpu, A, B, A, { M: 2, N: 2, K: 2 }, { ...layout, variant }), new RegExp(unsupported.replace(/[()]/g, '.')), `${variant} f16w refused`);
-          note('unsupported', unsupported);
+      t.test(
+        `${variant} ${layout.tag} with f16 weights vs float64 on the f16-rounded weights (rel. err. <= ${F16W_TOL})`,
+        async ({ gpu: ctx, note }) => {
+          const gpu = new Gpu(ctx);
+          const unsupported = matmulVariantUnsupported(variant, ctx.features, matmulDeviceFacts(ctx), 'f16');
+          if (unsupported) {
+            const A = gpu.tensor([4], 'f32');
+            const B = gpu.tensor([4], 'f16');
+            await assertRejects(
+              () => matmul(gpu, A, B, A, { M: 2, N: 2, K: 2 }, { ...layout, variant }),
+              new RegExp(unsupported.replace(/[()]/g, '.')),
+              `${variant} f16w refused`,
+            );
+            note('unsupported', unsupported);
+            gpu.destroy();
+            return;
+          }
+          const rng = new Rng(99);
+          let worst = 0;
+          let unrounded = 0;
+          for (const [M, N, K] of SHAPES) {
+            const a = rng.floats(M * K);
+            const b = rng.floats(K * N);
+            const { bits, rounded } = f16Weights(b);
+            const A = gpu.upload([M * K], 'f32', a, 'A');
+            const B = gpu.upload([K * N], 'f16', bits, 'B');
+            const C = gpu.tensor([M * N], 'f32', 'C');
+            await matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant });
+            const got = await gpu.read(C);
+            worst = Math.max(
+              worst,
+              assertRelClose(
+                got,
+                matmulRef(a, rounded, undefined, { M, N, K, ...layout }),
+                F16W_TOL,
+                `${variant} f16w ${layout.tag} ${M}x${N}x${K}`,
+              ),
+            );
+            unrounded = Math.max(
+              unrounded,
+              assertRelClose(got, matmulRef(a, b, undefined, { M, N, K, ...layout }), 1e-2, 'vs f32 weights'),
+            );
+            gpu.release(A, B, C);
+          }
+          // The kernel must really read f16: against the unrounded weights it is off by f16 rounding.
+          assert(unrounded > 1e-5, `${variant} f16w: error vs the f32 weights ${unrounded} is at f32 level`);
+          note('worstRelErr', worst);
+          note('relErrVsF32Weights', unrounded);
           gpu.destroy();
-          return;
-        }
-        const rng = new Rng(99);
-        let worst = 0;
-        let unrounded = 0;
-        for (const [M, N, K] of SHAPES) {
-          const a = rng.floats(M * K);
-          const b = rng.floats(K * N);
-          const { bits, rounded } = f16Weights(b);
-          const A = gpu.upload([M * K], 'f32', a, 'A');
-          const B = gpu.upload([K * N], 'f16', bits, 'B');
-          const C = gpu.tensor([M * N], 'f32', 'C');
-          await matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant });
-          const got = await gpu.read(C);
-          worst = Math.max(worst, assertRelClose(got, matmulRef(a, rounded, undefined, { M, N, K, ...layout }), F16W_TOL, `${variant} f16w ${layout.tag} ${M}x${N}x${K}`));
-          unrounded = Math.max(unrounded, assertRelClose(got, matmulRef(a, b, undefined, { M, N, K, ...layout }), 1e-2, 'vs f32 weights'));
-          gpu.release(A, B, C);
-        }
-        // The kernel must really read f16: against the unrounded weights it is off by f16 rounding.
-        assert(unrounded > 1e-5, `${variant} f16w: error vs the f32 weights ${unrounded} is at f32 level`);
-        note('worstRelErr', worst);
-        note('relErrVsF32Weights', unrounded);
-        gpu.destroy();
-      });
+        },
+      );
     }
   }
 
   for (const weight of ['f32', 'f16'] as const) {
-    t.test(`gemv with ${weight} weights: one row times [N, K]ᵀ, batched, alpha/beta, vs float64 (rel. err. <= 1e-5)`, async ({ gpu: ctx, note }) => {
-      const gpu = new Gpu(ctx);
-      const rng = new Rng(weight === 'f32' ? 5 : 6);
-      let worst = 0;
-      const shapes = weight === 'f32' ? [...GEMV_SHAPES, [5, 1] as [number, number], [70, 33] as [number, number]] : GEMV_SHAPES;
-      for (const [N, K] of shapes) {
-        for (const batch of [1, 2]) {
-          const a = rng.floats(batch * K);
-          const raw = rng.floats(batch * N * K);
-          const { bits, rounded } = f16Weights(raw);
-          const c0 = rng.floats(batch * N);
-          const A = gpu.upload([batch * K], 'f32', a, 'A');
-          const B = weight === 'f16' ? gpu.upload([batch * N * K], 'f16', bits, 'B') : gpu.upload([batch * N * K], 'f32', raw, 'B');
-          const C = gpu.upload([batch * N], 'f32', c0, 'C');
-          const args = { M: 1, N, K, transB: true, batch, alpha: 0.5, beta: batch === 2 ? 1 : 0 };
-          await matmul(gpu, A, B, C, { M: 1, N, K }, { ...args, variant: 'gemv' });
-          const want = matmulRef(a, weight === 'f16' ? rounded : raw, c0, args);
-          worst = Math.max(worst, assertRelClose(await gpu.read(C), want, MATMUL_TOLERANCE.gemv, `gemv ${weight} N=${N} K=${K} batch=${batch}`));
-          gpu.release(A, B, C);
+    t.test(
+      `gemv with ${weight} weights: one row times [N, K]ᵀ, batched, alpha/beta, vs float64 (rel. err. <= 1e-5)`,
+      async ({ gpu: ctx, note }) => {
+        const gpu = new Gpu(ctx);
+        const rng = new Rng(weight === 'f32' ? 5 : 6);
+        let worst = 0;
+        const shapes = weight === 'f32' ? [...GEMV_SHAPES, [5, 1] as [number, number], [70, 33] as [number, number]] : GEMV_SHAPES;
+        for (const [N, K] of shapes) {
+          for (const batch of [1, 2]) {
+            const a = rng.floats(batch * K);
+            const raw = rng.floats(batch * N * K);
+            const { bits, rounded } = f16Weights(raw);
+            const c0 = rng.floats(batch * N);
+            const A = gpu.upload([batch * K], 'f32', a, 'A');
+            const B = weight === 'f16' ? gpu.upload([batch * N * K], 'f16', bits, 'B') : gpu.upload([batch * N * K], 'f32', raw, 'B');
+            const C = gpu.upload([batch * N], 'f32', c0, 'C');
+            const args = { M: 1, N, K, transB: true, batch, alpha: 0.5, beta: batch === 2 ? 1 : 0 };
+            await matmul(gpu, A, B, C, { M: 1, N, K }, { ...args, variant: 'gemv' });
+            const want = matmulRef(a, weight === 'f16' ? rounded : raw, c0, args);
+            worst = Math.max(
+              worst,
+              assertRelClose(await gpu.read(C), want, MATMUL_TOLERANCE.gemv, `gemv ${weight} N=${N} K=${K} batch=${batch}`),
+            );
+            gpu.release(A, B, C);
+          }
         }
-      }
-      note('worstRelErr', worst);
-      gpu.destroy();
-    });
+        note('worstRelErr', worst);
+        gpu.destroy();
+      },
+    );
   }
 
   t.test('f16 weights and gemv refuse what they cannot compute, naming the tensor', async ({ gpu: ctx }) => {
@@ -251,10 +297,26 @@ export default defineSuite('kernels/matmul', (t) => {
     const C = gpu.tensor([8], 'f32', 'out');
     await assertRejects(() => matmul(gpu, W, W, C, { M: 2, N: 2, K: 2 }), /A \(w16\) must be f32, got f16/, 'f16 A');
     await assertRejects(() => matmul(gpu, A, W, W, { M: 2, N: 2, K: 2 }), /C \(w16\) must be f32, got f16/, 'f16 C');
-    await assertRejects(() => matmul(gpu, A, W, C, { M: 2, N: 2, K: 2 }, { variant: 'tiled-f16' }), /tiled-f16 has no f16-weight version/, 'tiled-f16 with f16 B');
-    await assertRejects(() => matmul(gpu, A, W32, C, { M: 2, N: 2, K: 2 }, { variant: 'gemv', transB: true }), /gemv computes one row \(M = 1\), got M=2/, 'gemv M=2');
-    await assertRejects(() => matmul(gpu, A, W32, C, { M: 1, N: 2, K: 2 }, { variant: 'gemv' }), /gemv needs transB \(B \(w32\)/, 'gemv without transB');
-    await assertRejects(() => matmul(gpu, A, W, C, { M: 1, N: 2, K: 3 }, { variant: 'gemv', transB: true }), /gemv reads f16 B \(w16\) in \(k, k\+1\) pairs and needs an even K/, 'gemv f16 odd K');
+    await assertRejects(
+      () => matmul(gpu, A, W, C, { M: 2, N: 2, K: 2 }, { variant: 'tiled-f16' }),
+      /tiled-f16 has no f16-weight version/,
+      'tiled-f16 with f16 B',
+    );
+    await assertRejects(
+      () => matmul(gpu, A, W32, C, { M: 2, N: 2, K: 2 }, { variant: 'gemv', transB: true }),
+      /gemv computes one row \(M = 1\), got M=2/,
+      'gemv M=2',
+    );
+    await assertRejects(
+      () => matmul(gpu, A, W32, C, { M: 1, N: 2, K: 2 }, { variant: 'gemv' }),
+      /gemv needs transB \(B \(w32\)/,
+      'gemv without transB',
+    );
+    await assertRejects(
+      () => matmul(gpu, A, W, C, { M: 1, N: 2, K: 3 }, { variant: 'gemv', transB: true }),
+      /gemv reads f16 B \(w16\) in \(k, k\+1\) pairs and needs an even K/,
+      'gemv f16 odd K',
+    );
     gpu.release(A, W, W32, C);
     gpu.destroy();
   });
@@ -269,9 +331,22 @@ export default defineSuite('kernels/matmul', (t) => {
     assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f32' }, all, cpu8), 'naive', 'decode step, f32 weights: as before');
     assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16', K: 2047 }, all, cpu8), 'naive', 'odd K: rows would start mid-word');
     assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16', transB: false }, all, cpu8), 'naive', 'untransposed weight');
-    assertEqual(chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, cpu8), 'subgroup', 'prefill, f16 weights, CPU adapter');
-    assertEqual(chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, new Set(), cpu8), 'blocked', 'prefill, f16 weights, no subgroups');
-    assertEqual(chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, gpuFacts), 'tiled', 'prefill, f16 weights, GPU');
-    for (const variant of MATMUL_F16W_VARIANTS) assertEqual(matmulVariantUnsupported(variant, all, cpu8, 'f16'), undefined, `${variant} has an f16-weight kernel`);
+    assertEqual(
+      chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, cpu8),
+      'subgroup',
+      'prefill, f16 weights, CPU adapter',
+    );
+    assertEqual(
+      chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, new Set(), cpu8),
+      'blocked',
+      'prefill, f16 weights, no subgroups',
+    );
+    assertEqual(
+      chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, gpuFacts),
+      'tiled',
+      'prefill, f16 weights, GPU',
+    );
+    for (const variant of MATMUL_F16W_VARIANTS)
+      assertEqual(matmulVariantUnsupported(variant, all, cpu8, 'f16'), undefined, `${variant} has an f16-weight kernel`);
   });
 });

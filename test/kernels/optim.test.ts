@@ -24,47 +24,56 @@ function chunked(gpu: Gpu, partRows: number[], cols: number, data: ArrayLike<num
 
 export default defineSuite('kernels/optim', (t) => {
   for (const variant of ['', 'strong.']) {
-    t.test(`fixture ${variant ? 'strong' : 'main'}: grad norm, clipped grads and AdamW step match SpecForge`, async ({ gpu: ctx, fixture, note }) => {
-      const gpu = new Gpu(ctx);
-      const file = new SafetensorsFile(await fixture('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
-      const names = file.names
-        .filter((n) => n.startsWith(`${variant}grad.`))
-        .map((n) => n.slice(`${variant}grad.`.length));
-      assert(names.length === 13 && !names.includes('embed_tokens.weight'), `expected 13 trainable parameters, got ${names.join(', ')}`);
-      const grads = names.map((n) => gpu.upload(file.shape(`${variant}grad.${n}`), 'f32', file.f32(`${variant}grad.${n}`), `grad.${n}`));
-      const partials = gpu.tensor([gradNormWorkspaceSize(grads)], 'f32', 'partials');
-      const result = gpu.tensor([2], 'f32', 'result');
-      await globalGradNorm(gpu, grads, partials, result, { maxNorm: 0.5 });
+    t.test(
+      `fixture ${variant ? 'strong' : 'main'}: grad norm, clipped grads and AdamW step match SpecForge`,
+      async ({ gpu: ctx, fixture, note }) => {
+        const gpu = new Gpu(ctx);
+        const file = new SafetensorsFile(await fixture('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
+        const names = file.names.filter((n) => n.startsWith(`${variant}grad.`)).map((n) => n.slice(`${variant}grad.`.length));
+        assert(names.length === 13 && !names.includes('embed_tokens.weight'), `expected 13 trainable parameters, got ${names.join(', ')}`);
+        const grads = names.map((n) => gpu.upload(file.shape(`${variant}grad.${n}`), 'f32', file.f32(`${variant}grad.${n}`), `grad.${n}`));
+        const partials = gpu.tensor([gradNormWorkspaceSize(grads)], 'f32', 'partials');
+        const result = gpu.tensor([2], 'f32', 'result');
+        await globalGradNorm(gpu, grads, partials, result, { maxNorm: 0.5 });
 
-      // AdamW reads the clip coefficient on the GPU, from the unclipped gradients.
-      const params = names.map((n) => gpu.upload(file.shape(`${variant}param.${n}`), 'f32', file.f32(`${variant}param.${n}`), `param.${n}`));
-      const ms = names.map((n) => gpu.zeros(file.shape(`${variant}param.${n}`), 'f32', `m.${n}`));
-      const vs = names.map((n) => gpu.zeros(file.shape(`${variant}param.${n}`), 'f32', `v.${n}`));
-      for (let i = 0; i < names.length; i++) await adamwStep(gpu, params[i], grads[i], ms[i], vs[i], { ...FIXTURE_ADAMW, clip: result });
-      await clipGradients(gpu, grads, result);
+        // AdamW reads the clip coefficient on the GPU, from the unclipped gradients.
+        const params = names.map((n) =>
+          gpu.upload(file.shape(`${variant}param.${n}`), 'f32', file.f32(`${variant}param.${n}`), `param.${n}`),
+        );
+        const ms = names.map((n) => gpu.zeros(file.shape(`${variant}param.${n}`), 'f32', `m.${n}`));
+        const vs = names.map((n) => gpu.zeros(file.shape(`${variant}param.${n}`), 'f32', `v.${n}`));
+        for (let i = 0; i < names.length; i++) await adamwStep(gpu, params[i], grads[i], ms[i], vs[i], { ...FIXTURE_ADAMW, clip: result });
+        await clipGradients(gpu, grads, result);
 
-      const [norm] = await gpu.read(result);
-      const normErr = assertRelClose([norm], file.f32(`${variant}grad_norm_preclip`), 1e-5, 'grad_norm_preclip');
-      let worstClip = 0;
-      let worstStep = 0;
-      for (let i = 0; i < names.length; i++) {
-        const n = names[i];
-        worstClip = Math.max(worstClip, assertRelClose(await gpu.read(grads[i]), file.f32(`${variant}grad_clipped.${n}`), 1e-5, `grad_clipped.${n}`));
-        worstStep = Math.max(worstStep, assertRelClose(await gpu.read(params[i]), file.f32(`${variant}after_step.${n}`), 1e-5, `after_step.${n}`));
-      }
-      note('gradNormRelErr', normErr);
-      note('worstClippedRelErr', worstClip);
-      note('worstAfterStepRelErr', worstStep);
-      gpu.release(...grads, ...params, ...ms, ...vs, partials, result);
-      gpu.destroy();
-    });
+        const [norm] = await gpu.read(result);
+        const normErr = assertRelClose([norm], file.f32(`${variant}grad_norm_preclip`), 1e-5, 'grad_norm_preclip');
+        let worstClip = 0;
+        let worstStep = 0;
+        for (let i = 0; i < names.length; i++) {
+          const n = names[i];
+          worstClip = Math.max(
+            worstClip,
+            assertRelClose(await gpu.read(grads[i]), file.f32(`${variant}grad_clipped.${n}`), 1e-5, `grad_clipped.${n}`),
+          );
+          worstStep = Math.max(
+            worstStep,
+            assertRelClose(await gpu.read(params[i]), file.f32(`${variant}after_step.${n}`), 1e-5, `after_step.${n}`),
+          );
+        }
+        note('gradNormRelErr', normErr);
+        note('worstClippedRelErr', worstClip);
+        note('worstAfterStepRelErr', worstStep);
+        gpu.release(...grads, ...params, ...ms, ...vs, partials, result);
+        gpu.destroy();
+      },
+    );
   }
 
   t.test('global norm over odd sizes and row parts vs float64; clip coefficient both sides of 1', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
     const rng = new Rng(51);
     const sizes = [1, 3, 257, 2049, 70001, 300000];
-    const data = sizes.map((n, i) => rng.floats(n, 10 ** (i % 3 - 1)));
+    const data = sizes.map((n, i) => rng.floats(n, 10 ** ((i % 3) - 1)));
     const grads = sizes.map((n, i) => gpu.upload([n], 'f32', data[i], `g${i}`));
     const split = rng.floats(37 * 11);
     grads.push(chunked(gpu, [5, 31, 1], 11, split, 'chunked'));
@@ -173,12 +182,20 @@ export default defineSuite('kernels/optim', (t) => {
     const R = gpu.tensor([2], 'f32', 'result');
     const I = gpu.tensor([12], 'i32', 'ints');
     const opts = { ...FIXTURE_ADAMW };
-    await assertRejects(() => adamwStep(gpu, P, Short, M, V, opts), /grad \(short \[11\]\) has 11 elements, needs at least 12/, 'short grad');
+    await assertRejects(
+      () => adamwStep(gpu, P, Short, M, V, opts),
+      /grad \(short \[11\]\) has 11 elements, needs at least 12/,
+      'short grad',
+    );
     await assertRejects(() => adamwStep(gpu, P, G, M, M, opts), /m \(m\) shares a GPU buffer with v/, 'm aliasing v');
     await assertRejects(() => adamwStep(gpu, P, G, M, V, { ...opts, step: 0 }), /step must be an integer ≥ 1/, 'step 0');
     await assertRejects(() => adamwStep(gpu, P, G, M, V, { ...opts, beta2: 1 }), /beta2 must be in \[0, 1\)/, 'beta2 1');
     await assertRejects(() => globalGradNorm(gpu, [G, I], Short, R, { maxNorm: 1 }), /grads\[1\] \(ints \[12\]\) must be f32/, 'i32 grad');
-    await assertRejects(() => globalGradNorm(gpu, [G], R, R, { maxNorm: 1 }), /result \(result\) shares a GPU buffer with partials/, 'result aliasing partials');
+    await assertRejects(
+      () => globalGradNorm(gpu, [G], R, R, { maxNorm: 1 }),
+      /result \(result\) shares a GPU buffer with partials/,
+      'result aliasing partials',
+    );
     await assertRejects(() => globalGradNorm(gpu, [G], Short, R, { maxNorm: 0 }), /maxNorm must be > 0/, 'maxNorm 0');
     await assertRejects(() => clipGradients(gpu, [G], I), /result \(ints \[12\]\) must be f32/, 'i32 result');
     gpu.release(P, G, Short, M, V, R, I);

@@ -68,8 +68,24 @@ export default defineSuite('kernels/rmsnorm', (t) => {
       // Accumulating a second backward doubles both gradients.
       await rmsnormBackward(gpu, X, W, InvRms, DY, DX, DW, args, { accumulateDx: true, accumulateDw: true });
       const dx2 = unpadRows(await gpu.read(DX), rows, hidden, sx, `dx accumulate ${tag}`);
-      worstBwd = Math.max(worstBwd, assertRelClose(dx2, grads.dx.map((v) => 2 * v), 1e-5, `dx accumulate ${tag}`));
-      worstBwd = Math.max(worstBwd, assertRelClose(await gpu.read(DW), grads.dw.map((v) => 2 * v), 1e-5, `dw accumulate ${tag}`));
+      worstBwd = Math.max(
+        worstBwd,
+        assertRelClose(
+          dx2,
+          grads.dx.map((v) => 2 * v),
+          1e-5,
+          `dx accumulate ${tag}`,
+        ),
+      );
+      worstBwd = Math.max(
+        worstBwd,
+        assertRelClose(
+          await gpu.read(DW),
+          grads.dw.map((v) => 2 * v),
+          1e-5,
+          `dw accumulate ${tag}`,
+        ),
+      );
       gpu.release(X, W, Y, InvRms, DY, DX, DW);
     }
     note('worstRelErrForward', worstFwd);
@@ -79,67 +95,90 @@ export default defineSuite('kernels/rmsnorm', (t) => {
 
   // One test per variant: a software adapter takes tens of seconds for each at these row counts.
   for (const variant of ROW_VARIANTS) {
-    t.test(`many rows fold into a 2-D grid (${variant}); frozen weight skips dw`, async ({ gpu: ctx, note }) => {
-      const gpu = new Gpu(ctx);
-      const rng = new Rng(22);
-      const hidden = 3;
-      // Past the 65535-workgroup limit of one dimension in this variant's layout.
-      const rows = 65535 * (variant === 'wide' ? 1 : RMSNORM_ROW_GEOMETRY[variant].ROWS) + 37;
-      const x = makeX(rng, rows, hidden);
-      const w = rng.floats(hidden);
-      const dy = rng.floats(rows * hidden);
-      const X = gpu.upload([rows, hidden], 'f32', x, 'x');
-      const W = gpu.upload([hidden], 'f32', w, 'w');
-      const Y = gpu.tensor([rows, hidden], 'f32', 'y');
-      const InvRms = gpu.tensor([rows], 'f32', 'invRms');
-      const DY = gpu.upload([rows, hidden], 'f32', dy, 'dy');
-      const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
-      if (!availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes(variant)) {
-        await assertRejects(() => rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant }), /rmsnormForward: rmsnorm variant subgroup needs/, 'refusal');
-        note('checked', 'refused');
-      } else {
-        await rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant });
-        let worst = assertRelClose(await gpu.read(Y), rmsnormForwardRef(x, w, { rows, hidden, eps: 1e-5 }).y, 1e-5, `${variant} y`);
-        await rmsnormBackward(gpu, X, W, InvRms, DY, DX, undefined, { rows, hidden, variant });
-        worst = Math.max(worst, assertRelClose(await gpu.read(DX), rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 }).dx, 1e-5, `${variant} dx`));
-        note('worstRelErr', worst);
-      }
-      gpu.release(X, W, Y, InvRms, DY, DX);
-      gpu.destroy();
-    }, { timeoutMs: 300_000 });
+    t.test(
+      `many rows fold into a 2-D grid (${variant}); frozen weight skips dw`,
+      async ({ gpu: ctx, note }) => {
+        const gpu = new Gpu(ctx);
+        const rng = new Rng(22);
+        const hidden = 3;
+        // Past the 65535-workgroup limit of one dimension in this variant's layout.
+        const rows = 65535 * (variant === 'wide' ? 1 : RMSNORM_ROW_GEOMETRY[variant].ROWS) + 37;
+        const x = makeX(rng, rows, hidden);
+        const w = rng.floats(hidden);
+        const dy = rng.floats(rows * hidden);
+        const X = gpu.upload([rows, hidden], 'f32', x, 'x');
+        const W = gpu.upload([hidden], 'f32', w, 'w');
+        const Y = gpu.tensor([rows, hidden], 'f32', 'y');
+        const InvRms = gpu.tensor([rows], 'f32', 'invRms');
+        const DY = gpu.upload([rows, hidden], 'f32', dy, 'dy');
+        const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
+        if (!availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes(variant)) {
+          await assertRejects(
+            () => rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant }),
+            /rmsnormForward: rmsnorm variant subgroup needs/,
+            'refusal',
+          );
+          note('checked', 'refused');
+        } else {
+          await rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant });
+          let worst = assertRelClose(await gpu.read(Y), rmsnormForwardRef(x, w, { rows, hidden, eps: 1e-5 }).y, 1e-5, `${variant} y`);
+          await rmsnormBackward(gpu, X, W, InvRms, DY, DX, undefined, { rows, hidden, variant });
+          worst = Math.max(
+            worst,
+            assertRelClose(await gpu.read(DX), rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 }).dx, 1e-5, `${variant} dx`),
+          );
+          note('worstRelErr', worst);
+        }
+        gpu.release(X, W, Y, InvRms, DY, DX);
+        gpu.destroy();
+      },
+      { timeoutMs: 300_000 },
+    );
   }
 
-  t.test('subgroup variant: bit-identical to rows where the device has subgroups, else refused with the reason', async ({ gpu: ctx, note }) => {
-    const gpu = new Gpu(ctx);
-    const rng = new Rng(23);
-    const [rows, hidden] = [37, 300];
-    const x = makeX(rng, rows, hidden);
-    const X = gpu.upload([rows, hidden], 'f32', x, 'x');
-    const W = gpu.upload([hidden], 'f32', rng.floats(hidden), 'w');
-    const DY = gpu.upload([rows, hidden], 'f32', rng.floats(rows * hidden), 'dy');
-    const run = async (variant: RowVariant): Promise<ArrayLike<number>[]> => {
-      const Y = gpu.tensor([rows, hidden], 'f32', 'y');
-      const R = gpu.tensor([rows], 'f32', 'invRms');
-      const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
-      const DW = gpu.tensor([hidden], 'f32', 'dw');
-      await rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: EPS, variant });
-      await rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant });
-      const out = [await gpu.read(Y), await gpu.read(R), await gpu.read(DX)];
-      gpu.release(Y, R, DX, DW);
-      return out;
-    };
-    if (availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes('subgroup')) {
-      const [a, b] = [await run('rows'), await run('subgroup')];
-      a.forEach((t, i) => assert(Array.from(t).every((v, j) => Object.is(v, b[i][j])), `output ${i}: rows and subgroup differ`));
-      note('checked', 'bit-identical');
-    } else {
-      const args = { rows, hidden, eps: EPS, variant: 'subgroup' as const };
-      await assertRejects(() => rmsnormForward(gpu, X, W, DY, gpu.tensor([rows], 'f32', 'r'), args), /rmsnormForward: rmsnorm variant subgroup needs (the WebGPU feature "subgroups"|subgroups of at least)/, 'refusal');
-      note('checked', 'refused');
-    }
-    gpu.release(X, W, DY);
-    gpu.destroy();
-  });
+  t.test(
+    'subgroup variant: bit-identical to rows where the device has subgroups, else refused with the reason',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const rng = new Rng(23);
+      const [rows, hidden] = [37, 300];
+      const x = makeX(rng, rows, hidden);
+      const X = gpu.upload([rows, hidden], 'f32', x, 'x');
+      const W = gpu.upload([hidden], 'f32', rng.floats(hidden), 'w');
+      const DY = gpu.upload([rows, hidden], 'f32', rng.floats(rows * hidden), 'dy');
+      const run = async (variant: RowVariant): Promise<ArrayLike<number>[]> => {
+        const Y = gpu.tensor([rows, hidden], 'f32', 'y');
+        const R = gpu.tensor([rows], 'f32', 'invRms');
+        const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
+        const DW = gpu.tensor([hidden], 'f32', 'dw');
+        await rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: EPS, variant });
+        await rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant });
+        const out = [await gpu.read(Y), await gpu.read(R), await gpu.read(DX)];
+        gpu.release(Y, R, DX, DW);
+        return out;
+      };
+      if (availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes('subgroup')) {
+        const [a, b] = [await run('rows'), await run('subgroup')];
+        a.forEach((t, i) =>
+          assert(
+            Array.from(t).every((v, j) => Object.is(v, b[i][j])),
+            `output ${i}: rows and subgroup differ`,
+          ),
+        );
+        note('checked', 'bit-identical');
+      } else {
+        const args = { rows, hidden, eps: EPS, variant: 'subgroup' as const };
+        await assertRejects(
+          () => rmsnormForward(gpu, X, W, DY, gpu.tensor([rows], 'f32', 'r'), args),
+          /rmsnormForward: rmsnorm variant subgroup needs (the WebGPU feature "subgroups"|subgroups of at least)/,
+          'refusal',
+        );
+        note('checked', 'refused');
+      }
+      gpu.release(X, W, DY);
+      gpu.destroy();
+    },
+  );
 
   t.test('bad arguments name the tensor at fault', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
@@ -152,8 +191,16 @@ export default defineSuite('kernels/rmsnorm', (t) => {
     const args = { rows: 4, hidden: 8, eps: 1e-6 };
     await assertRejects(() => rmsnormForward(gpu, X, W, Y, R4, args), /w \(w \[7\]\) has 7 elements, needs at least 8/, 'short w');
     await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R, args), /invRms \(invRmsI \[4\]\) must be f32/, 'i32 invRms');
-    await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R4, { ...args, strideX: 9 }), /x \(x \[4, 8\]\) has 32 elements, needs at least 35/, 'stride past the end');
-    await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R4, { ...args, strideY: 7 }), /strideY must be an integer ≥ 8/, 'stride below hidden');
+    await assertRejects(
+      () => rmsnormForward(gpu, X, W8, Y, R4, { ...args, strideX: 9 }),
+      /x \(x \[4, 8\]\) has 32 elements, needs at least 35/,
+      'stride past the end',
+    );
+    await assertRejects(
+      () => rmsnormForward(gpu, X, W8, Y, R4, { ...args, strideY: 7 }),
+      /strideY must be an integer ≥ 8/,
+      'stride below hidden',
+    );
     await assertRejects(() => rmsnormForward(gpu, X, W8, X, R4, args), /y \(x\) shares a GPU buffer with x/, 'in place');
     await assertRejects(() => rmsnormForward(gpu, X, W8, Y, R4, { ...args, eps: Number.NaN }), /eps must be a finite number/, 'NaN eps');
     await assertRejects(() => rmsnormBackward(gpu, X, W8, R4, Y, X, W8, args), /dx \(x\) shares a GPU buffer with x/, 'dx aliasing x');

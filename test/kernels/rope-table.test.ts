@@ -25,9 +25,12 @@ export default defineSuite('kernels/rope-table', (t) => {
         assert(table[(p * 8 + i) * 2 + 1] === Math.fround(Math.sin(angle)), `sin at p ${p} i ${i}`);
       }
     }
-    const scaled = buildRopeTable({ ...cfg, ropeScaling: { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 64 } }, 300);
+    const scaled = buildRopeTable(
+      { ...cfg, ropeScaling: { type: 'llama3', factor: 8, lowFreqFactor: 1, highFreqFactor: 4, originalMaxPositionEmbeddings: 64 } },
+      300,
+    );
     // Dim 0 (wavelength 2π, far below 64 / 4) keeps its frequency; the last dim (longest wavelength) is slowed 8x.
-    assert(scaled[(299 * 8) * 2] === table[(299 * 8) * 2], 'high frequency unchanged');
+    assert(scaled[299 * 8 * 2] === table[299 * 8 * 2], 'high frequency unchanged');
     const last = Math.fround(299 * Math.fround(inv[7] / 8));
     assert(scaled[(299 * 8 + 7) * 2 + 1] === Math.fround(Math.sin(last)), 'low frequency divided by the factor');
   });
@@ -60,8 +63,16 @@ export default defineSuite('kernels/rope-table', (t) => {
     const ty = gpu.tensor([rows, nHeads * headDim], 'f32', 'y');
     await ropeTableForward(gpu, tx, tp, tt, ty, { rows, nHeads, headDim });
     note('rel err', assertRelClose(await gpu.read(ty), want, 1e-6, 'rope-table').toExponential(2));
-    await assertRejects(() => ropeTableForward(gpu, tx, tp, gpu.tensor([5, 7]), ty, { rows, nHeads, headDim }), /table .* not a whole number of \[headDim\/2 = 6, 2\] rows/, 'table shape');
-    await assertRejects(() => ropeTableForward(gpu, tx, tp, tt, tx, { rows, nHeads, headDim }), /y \(x\) shares a GPU buffer with x/, 'aliasing');
+    await assertRejects(
+      () => ropeTableForward(gpu, tx, tp, gpu.tensor([5, 7]), ty, { rows, nHeads, headDim }),
+      /table .* not a whole number of \[headDim\/2 = 6, 2\] rows/,
+      'table shape',
+    );
+    await assertRejects(
+      () => ropeTableForward(gpu, tx, tp, tt, tx, { rows, nHeads, headDim }),
+      /y \(x\) shares a GPU buffer with x/,
+      'aliasing',
+    );
     gpu.release(tx, tp, tt, ty);
     gpu.destroy();
   });

@@ -53,14 +53,62 @@ async function ruleHits(code: string, filePath: string, rule: RegExp): Promise<s
 }
 
 const LAYER_CASES: { name: string; file: string; code: string; fails: boolean; rule: RegExp }[] = [
-  { name: 'gpu importing training (against the table)', file: 'src/gpu/offender.ts', code: "import { Eagle3TrainingSession } from '../training/eagle3-session.ts';\nexport const x = Eagle3TrainingSession;\n", fails: true, rule: /boundaries/ },
-  { name: 'a type-only import against the table', file: 'src/kernels/offender.ts', code: "import type { DataFlowController } from '../control/controller.ts';\nexport type X = DataFlowController;\n", fails: true, rule: /boundaries/ },
-  { name: 'model importing cli (upwards)', file: 'src/model/offender.ts', code: "import { main } from '../cli/main.ts';\nexport const x = main;\n", fails: true, rule: /boundaries/ },
-  { name: 'production code importing the float64 references', file: 'src/model/offender.ts', code: "import { matmulRef } from '../reference/matmul.ts';\nexport const x = matmulRef;\n", fails: true, rule: /boundaries/ },
-  { name: 'a reference importing SpecLab code', file: 'src/reference/offender.ts', code: "import { Rng } from '../util/random.ts';\nexport const x = Rng;\n", fails: true, rule: /boundaries/ },
-  { name: 'web/ importing a Node adapter', file: 'web/lab/offender.ts', code: "import { nodePlatform } from '../../src/platform/node.ts';\nexport const x = nodePlatform;\n", fails: true, rule: /no-restricted-imports/ },
-  { name: 'model importing kernels (down the table)', file: 'src/model/fine.ts', code: "import { matmul } from '../kernels/matmul.ts';\nexport const x = matmul;\n", fails: false, rule: /boundaries|import-x/ },
-  { name: 'speclab selfcheck importing the references', file: 'src/cli/selfcheck.ts', code: "import { matmulRef } from '../reference/matmul.ts';\nexport const x = matmulRef;\n", fails: false, rule: /boundaries/ },
+  {
+    name: 'gpu importing training (against the table)',
+    file: 'src/gpu/offender.ts',
+    code: "import { Eagle3TrainingSession } from '../training/eagle3-session.ts';\nexport const x = Eagle3TrainingSession;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'a type-only import against the table',
+    file: 'src/kernels/offender.ts',
+    code: "import type { DataFlowController } from '../control/controller.ts';\nexport type X = DataFlowController;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'model importing cli (upwards)',
+    file: 'src/model/offender.ts',
+    code: "import { main } from '../cli/main.ts';\nexport const x = main;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'production code importing the float64 references',
+    file: 'src/model/offender.ts',
+    code: "import { matmulRef } from '../reference/matmul.ts';\nexport const x = matmulRef;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'a reference importing SpecLab code',
+    file: 'src/reference/offender.ts',
+    code: "import { Rng } from '../util/random.ts';\nexport const x = Rng;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'web/ importing a Node adapter',
+    file: 'web/lab/offender.ts',
+    code: "import { nodePlatform } from '../../src/platform/node.ts';\nexport const x = nodePlatform;\n",
+    fails: true,
+    rule: /no-restricted-imports/,
+  },
+  {
+    name: 'model importing kernels (down the table)',
+    file: 'src/model/fine.ts',
+    code: "import { matmul } from '../kernels/matmul.ts';\nexport const x = matmul;\n",
+    fails: false,
+    rule: /boundaries|import-x/,
+  },
+  {
+    name: 'speclab selfcheck importing the references',
+    file: 'src/cli/selfcheck.ts',
+    code: "import { matmulRef } from '../reference/matmul.ts';\nexport const x = matmulRef;\n",
+    fails: false,
+    rule: /boundaries/,
+  },
 ];
 for (const c of LAYER_CASES) {
   const hits = await ruleHits(c.code, c.file, c.rule);
@@ -68,9 +116,17 @@ for (const c of LAYER_CASES) {
 }
 
 const long = Array.from({ length: 401 }, (_, i) => `export const x${i} = ${i};`).join('\n') + '\n';
-check('a source file over 400 lines fails lint', (await ruleHits(long, 'src/util/long.ts', /max-lines/)).length > 0, 'max-lines not reported');
+check(
+  'a source file over 400 lines fails lint',
+  (await ruleHits(long, 'src/util/long.ts', /max-lines/)).length > 0,
+  'max-lines not reported',
+);
 const reasoned = `/* eslint-disable max-lines -- longer than 400 lines: a planted example. */\n${long}`;
-check('a source file over 400 lines with its reason on the first line passes', (await ruleHits(reasoned, 'src/util/long.ts', /max-lines/)).length === 0, 'max-lines reported');
+check(
+  'a source file over 400 lines with its reason on the first line passes',
+  (await ruleHits(reasoned, 'src/util/long.ts', /max-lines/)).length === 0,
+  'max-lines reported',
+);
 
 // A cycle needs both files on disk, since the rule follows imports through the resolver.
 const cycleDir = new URL(`../../src/util/lint-proof-${process.pid}/`, import.meta.url).pathname;
@@ -96,9 +152,17 @@ for (const line of readme.split('\n')) {
 for (const layer of LAYERS) {
   const row = documented.get(layer.folder);
   const want = [...layer.imports].sort();
-  check(`README table: src/${layer.folder}/ may import ${want.join(', ') || 'nothing'}`, row !== undefined && row.join() === want.join(), row ? `README says ${row.join(', ')}` : 'no README row');
+  check(
+    `README table: src/${layer.folder}/ may import ${want.join(', ') || 'nothing'}`,
+    row !== undefined && row.join() === want.join(),
+    row ? `README says ${row.join(', ')}` : 'no README row',
+  );
 }
-check('README table has no folder that lint does not know', [...documented.keys()].every((f) => LAYERS.some((l) => l.folder === f)), [...documented.keys()].join(', '));
+check(
+  'README table has no folder that lint does not know',
+  [...documented.keys()].every((f) => LAYERS.some((l) => l.folder === f)),
+  [...documented.keys()].join(', '),
+);
 
 console.log(`[node] ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);

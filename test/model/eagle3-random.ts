@@ -46,11 +46,16 @@ export function randomEagle3Problem(c: Eagle3Config, seed: number, layout: Rando
   // A clear draft-vocabulary winner in two rows of three, so accuracy and acceptance are not noise.
   for (let r = 0; r < B * S; r++) if (r % 3 !== 0) target[r * c.vocabSize + used[(r * 7) % used.length]] += 5;
   const inputs: Eagle3RefInputs = {
-    batch: B, seqLen: S, tttLength: 3,
+    batch: B,
+    seqLen: S,
+    tttLength: 3,
     inputIds: Int32Array.from({ length: B * S }, () => rng.int(0, c.vocabSize)),
-    attentionMask, lossMask,
+    attentionMask,
+    lossMask,
     hiddenStates: rng.floats(B * S * 3 * c.targetHiddenSize, 1),
-    target, t2d, d2t: Int32Array.from(used, (u, i) => u - i),
+    target,
+    t2d,
+    d2t: Int32Array.from(used, (u, i) => u - i),
   };
   return { values, inputs };
 }

@@ -22,8 +22,17 @@ import { randomEagle3Problem, uploadRandomInputs, type RandomProblemLayout } fro
 
 /** Weights are wider than the batch's activations, so a binding limit can split the former only. */
 const CONFIG: Eagle3Config = {
-  hiddenSize: 64, intermediateSize: 128, numHeads: 4, numKvHeads: 2, headDim: 16, vocabSize: 256, draftVocabSize: 128,
-  targetHiddenSize: 96, rmsNormEps: 1e-5, ropeTheta: 500000, maxPositionEmbeddings: 64,
+  hiddenSize: 64,
+  intermediateSize: 128,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 16,
+  vocabSize: 256,
+  draftVocabSize: 128,
+  targetHiddenSize: 96,
+  rmsNormEps: 1e-5,
+  ropeTheta: 500000,
+  maxPositionEmbeddings: 64,
 };
 /** 12 KiB: every weight matrix splits (fc [64, 288] into 7 parts); no per-step activation does. */
 const LIMIT = 12 * 1024;
@@ -88,49 +97,65 @@ function splitGpu(ctx: GpuContext): Gpu {
 }
 
 export default defineSuite('model/eagle3-split', (t) => {
-  t.test('weights, grads, moments and the batch split into row parts: one step matches float64 and the unsplit GPU', async ({ gpu: ctx, note }) => {
-    const seed = 17;
-    const split = splitGpu(ctx);
-    const got = await runStep(split, seed, (backend, inputs) => {
-      for (const [name, parts] of Object.entries(EXPECTED_PARTS)) {
-        const p = backend.param(name);
-        assertDeepEqual([p.value, p.grad, p.m, p.v].map((x) => x.parts.length), [parts, parts, parts, parts], `${name} value/grad/m/v parts`);
-      }
-      assertEqual(inputs.hiddenStates.parts.length, 2, 'hidden_state parts');
-      assertEqual(inputs.target.parts.length, 2, 'target parts');
-    });
-    split.destroy();
-    const whole = new Gpu(ctx);
-    const plain = await runStep(whole, seed);
-    whole.destroy();
+  t.test(
+    'weights, grads, moments and the batch split into row parts: one step matches float64 and the unsplit GPU',
+    async ({ gpu: ctx, note }) => {
+      const seed = 17;
+      const split = splitGpu(ctx);
+      const got = await runStep(split, seed, (backend, inputs) => {
+        for (const [name, parts] of Object.entries(EXPECTED_PARTS)) {
+          const p = backend.param(name);
+          assertDeepEqual(
+            [p.value, p.grad, p.m, p.v].map((x) => x.parts.length),
+            [parts, parts, parts, parts],
+            `${name} value/grad/m/v parts`,
+          );
+        }
+        assertEqual(inputs.hiddenStates.parts.length, 2, 'hidden_state parts');
+        assertEqual(inputs.target.parts.length, 2, 'target parts');
+      });
+      split.destroy();
+      const whole = new Gpu(ctx);
+      const plain = await runStep(whole, seed);
+      whole.destroy();
 
-    const c = CONFIG;
-    const { values, inputs: x } = problem(c, seed);
-    const ref = eagle3StepReference(c, values, x, { lossScale: 0.5 });
-    const names = eagle3ParameterShapes(c).map(([n]) => n);
-    // f32 kernels against float64: the tolerances of test/model/eagle3.test.ts (1e-5 losses and
-    // metric sums, 1e-4 per-parameter gradients); the preclip norm is a sum of squares, held to 1e-5.
-    const refLosses = [...ref.steps.map((s) => s.ploss), ref.totalLoss];
-    const lossErr = assertRelClose(got.losses, refLosses, 1e-5, 'plosses and total loss vs float64');
-    assertRelClose(got.metricSums, ref.steps.flatMap((s) => [s.correct, s.denom, s.acceptSum, s.acceptCount]), 1e-5, 'metric sums vs float64');
-    let gradErr = 0;
-    names.forEach((n, i) => (gradErr = Math.max(gradErr, assertRelClose(got.grads[i], ref.grads[n], 1e-4, `grad ${n} vs float64`))));
-    const refNorm = Math.sqrt(names.reduce((acc, n) => acc + Array.from(ref.grads[n]).reduce((a, g) => a + g * g, 0), 0));
-    const normErr = assertRelClose([got.gradNorm], [refNorm], 1e-5, 'grad_norm_preclip vs float64');
+      const c = CONFIG;
+      const { values, inputs: x } = problem(c, seed);
+      const ref = eagle3StepReference(c, values, x, { lossScale: 0.5 });
+      const names = eagle3ParameterShapes(c).map(([n]) => n);
+      // f32 kernels against float64: the tolerances of test/model/eagle3.test.ts (1e-5 losses and
+      // metric sums, 1e-4 per-parameter gradients); the preclip norm is a sum of squares, held to 1e-5.
+      const refLosses = [...ref.steps.map((s) => s.ploss), ref.totalLoss];
+      const lossErr = assertRelClose(got.losses, refLosses, 1e-5, 'plosses and total loss vs float64');
+      assertRelClose(
+        got.metricSums,
+        ref.steps.flatMap((s) => [s.correct, s.denom, s.acceptSum, s.acceptCount]),
+        1e-5,
+        'metric sums vs float64',
+      );
+      let gradErr = 0;
+      names.forEach((n, i) => (gradErr = Math.max(gradErr, assertRelClose(got.grads[i], ref.grads[n], 1e-4, `grad ${n} vs float64`))));
+      const refNorm = Math.sqrt(names.reduce((acc, n) => acc + Array.from(ref.grads[n]).reduce((a, g) => a + g * g, 0), 0));
+      const normErr = assertRelClose([got.gradNorm], [refNorm], 1e-5, 'grad_norm_preclip vs float64');
 
-    // Split vs unsplit GPU differ only in how the split products are summed (per part and per
-    // row segment instead of one matmul): within 2e-6 relative (measured 5e-7), far inside the float64 bounds.
-    const vsPlain = Math.max(
-      assertRelClose(got.losses, plain.losses, 2e-6, 'losses vs unsplit GPU'),
-      assertRelClose([got.gradNorm], [plain.gradNorm], 2e-6, 'grad norm vs unsplit GPU'),
-      ...names.map((n, i) => assertRelClose(got.grads[i], plain.grads[i], 2e-6, `grad ${n} vs unsplit GPU`)),
-    );
-    assertRelClose(got.metricSums, plain.metricSums, 2e-6, 'metric sums vs unsplit GPU');
-    // The evaluation forward issues the training forward's kernels: the same losses, bit for bit.
-    assert(Array.from(got.evalLosses).every((v, i) => Object.is(v, got.losses[i])), 'evaluation forward losses equal the training step losses');
-    note('lossRelErr', lossErr.toExponential(2));
-    note('gradRelErr', gradErr.toExponential(2));
-    note('gradNormRelErr', normErr.toExponential(2));
-    note('splitVsUnsplitRelErr', vsPlain.toExponential(2));
-  }, { timeoutMs: SLOW });
+      // Split vs unsplit GPU differ only in how the split products are summed (per part and per
+      // row segment instead of one matmul): within 2e-6 relative (measured 5e-7), far inside the float64 bounds.
+      const vsPlain = Math.max(
+        assertRelClose(got.losses, plain.losses, 2e-6, 'losses vs unsplit GPU'),
+        assertRelClose([got.gradNorm], [plain.gradNorm], 2e-6, 'grad norm vs unsplit GPU'),
+        ...names.map((n, i) => assertRelClose(got.grads[i], plain.grads[i], 2e-6, `grad ${n} vs unsplit GPU`)),
+      );
+      assertRelClose(got.metricSums, plain.metricSums, 2e-6, 'metric sums vs unsplit GPU');
+      // The evaluation forward issues the training forward's kernels: the same losses, bit for bit.
+      assert(
+        Array.from(got.evalLosses).every((v, i) => Object.is(v, got.losses[i])),
+        'evaluation forward losses equal the training step losses',
+      );
+      note('lossRelErr', lossErr.toExponential(2));
+      note('gradRelErr', gradErr.toExponential(2));
+      note('gradNormRelErr', normErr.toExponential(2));
+      note('splitVsUnsplitRelErr', vsPlain.toExponential(2));
+    },
+    { timeoutMs: SLOW },
+  );
 });

@@ -5,7 +5,12 @@ import { f32ToBf16, writeSafetensors, type SafetensorsDType, type TensorToWrite 
 import { expectedTensors } from '../../src/formats/hf-checkpoint.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
 
-export async function copyFixtureCheckpoint(fixture: (path: string) => Promise<Uint8Array>, name: string, store: FileStore, dir: string): Promise<void> {
+export async function copyFixtureCheckpoint(
+  fixture: (path: string) => Promise<Uint8Array>,
+  name: string,
+  store: FileStore,
+  dir: string,
+): Promise<void> {
   for (const file of ['config.json', 'model.safetensors']) await store.writeAtomic(`${dir}/${file}`, await fixture(`hf/${name}/${file}`));
 }
 
@@ -41,7 +46,13 @@ export function encodeTensor(values: Float32Array, shape: readonly number[], dty
  * Writes config.json + model.safetensors with seeded random weights for every tensor the config
  * implies (norm weights around 1 so they matter without dominating).
  */
-export async function writeRandomCheckpoint(store: FileStore, dir: string, config: Record<string, unknown>, seed: number, dtype: SafetensorsDType = 'F32'): Promise<void> {
+export async function writeRandomCheckpoint(
+  store: FileStore,
+  dir: string,
+  config: Record<string, unknown>,
+  seed: number,
+  dtype: SafetensorsDType = 'F32',
+): Promise<void> {
   const rng = new Rng(seed);
   const tensors: Record<string, TensorToWrite> = {};
   for (const t of expectedTensors(parseHfConfig(config))) {

@@ -20,7 +20,10 @@ import { copyFixtureCheckpoint, qwen3Config, writeRandomCheckpoint } from './syn
 /** Relative error (‖x16 − x32‖₂ / ‖x32‖₂) allowed between the f16-weight and f32-weight model. */
 const F16_TOL = 1e-2;
 
-async function load(ctx: TestContext, fixture: string | Record<string, unknown>): Promise<{ f32: TargetCheckpoint; f16: TargetCheckpoint<Uint16Array>; ref?: SafetensorsFile }> {
+async function load(
+  ctx: TestContext,
+  fixture: string | Record<string, unknown>,
+): Promise<{ f32: TargetCheckpoint; f16: TargetCheckpoint<Uint16Array>; ref?: SafetensorsFile }> {
   const tmp = tempStore(ctx.platform, 'target-f16');
   try {
     if (typeof fixture === 'string') await copyFixtureCheckpoint(ctx.fixture, fixture, tmp.files, 'm');
@@ -33,7 +36,13 @@ async function load(ctx: TestContext, fixture: string | Record<string, unknown>)
 }
 
 /** f16 vs f32 model: forward logits and hidden states, headLogits, greedy tokens through prefill + decode, bytes. */
-async function compare(ctx: TestContext, f32: TargetCheckpoint, f16: TargetCheckpoint<MatrixWeight>, prompt: number[], newTokens: number): Promise<void> {
+async function compare(
+  ctx: TestContext,
+  f32: TargetCheckpoint,
+  f16: TargetCheckpoint<MatrixWeight>,
+  prompt: number[],
+  newTokens: number,
+): Promise<void> {
   const gpu = new Gpu(ctx.gpu);
   const m32 = TargetModel.create(gpu, f32);
   const m16 = TargetModel.create(gpu, f16);
@@ -53,7 +62,12 @@ async function compare(ctx: TestContext, f32: TargetCheckpoint, f16: TargetCheck
     const logitsErr = assertRelClose(await gpu.read(o16.logits!), logits32, F16_TOL, 'forward logits f16 vs f32');
     ctx.note('logitsRelErr', logitsErr.toExponential(2));
     for (const i of hiddenStates) {
-      const err = assertRelClose(await gpu.read(o16.hiddenStates.get(i)!), await gpu.read(o32.hiddenStates.get(i)!), F16_TOL, `hidden state ${i}`);
+      const err = assertRelClose(
+        await gpu.read(o16.hiddenStates.get(i)!),
+        await gpu.read(o32.hiddenStates.get(i)!),
+        F16_TOL,
+        `hidden state ${i}`,
+      );
       ctx.note(`hidden${i}RelErr`, err.toExponential(2));
     }
     // The head alone on the same (f32-model) final hidden state: only lm_head's rounding differs.
@@ -73,53 +87,68 @@ async function compare(ctx: TestContext, f32: TargetCheckpoint, f16: TargetCheck
 }
 
 export default defineSuite('model/target-f16', (t) => {
-  t.test(`llama-tiny with f16 weights: logits, hidden states and head within ${F16_TOL}, same greedy tokens, <= 0.55x bytes`, async (ctx) => {
-    const { f32, f16, ref } = await load(ctx, 'llama-tiny');
-    const prompt = [...ref!.i32('gen.prompt_ids')];
-    await compare(ctx, f32, f16, prompt, 6);
-    // Two models, a forward each and 6 decode steps each: slow on a loaded software adapter.
-  }, { timeoutMs: 300_000 });
+  t.test(
+    `llama-tiny with f16 weights: logits, hidden states and head within ${F16_TOL}, same greedy tokens, <= 0.55x bytes`,
+    async (ctx) => {
+      const { f32, f16, ref } = await load(ctx, 'llama-tiny');
+      const prompt = [...ref!.i32('gen.prompt_ids')];
+      await compare(ctx, f32, f16, prompt, 6);
+      // Two models, a forward each and 6 decode steps each: slow on a loaded software adapter.
+    },
+    { timeoutMs: 300_000 },
+  );
 
   t.test(`Qwen3-style (q/k norms, tied embeddings) with f16 weights: within ${F16_TOL}, same greedy tokens`, async (ctx) => {
     const { f32, f16 } = await load(ctx, qwen3Config());
     await compare(ctx, f32, f16, [3, 14, 15, 9, 26, 5, 35], 5);
   });
 
-  t.test('f16 bits from the loader and f32 weights rounded at upload give the same model; split parts give the same tokens', async (ctx) => {
-    const { f32, f16, ref } = await load(ctx, 'llama-tiny');
-    const gpu = new Gpu(ctx.gpu);
-    const loaded = TargetModel.create(gpu, f16);
-    const rounded = TargetModel.create(gpu, f32, { weightPrecision: 'f16' });
-    // A 32 KiB planning limit splits the 384 x 64 f16 embedding and lm_head (48 KiB) into two parts.
-    const small = new Gpu(ctx.gpu);
-    Object.defineProperty(small, 'maxBindingBytes', { value: 32 * 1024 });
-    const chunked = TargetModel.create(small, f16);
-    try {
-      assert(chunked.weights.lmHead.isChunked && chunked.weights.embedTokens.isChunked, 'embedding and lm_head split into parts');
-      const prompt = [...ref!.i32('gen.prompt_ids')];
-      const input = { inputIds: prompt, batch: 1, seqLen: prompt.length };
-      const a = await loaded.forward(input);
-      const b = await rounded.forward(input);
-      assertDeepEqual([...(await gpu.read(a.logits!))], [...(await gpu.read(b.logits!))], 'identical logits');
-      gpu.release(a.logits!, b.logits!);
-      const n = ref!.i32('gen.new_token_ids').length;
-      assertDeepEqual(await generate(chunked, [prompt], { maxNewTokens: n }), await generate(loaded, [prompt], { maxNewTokens: n }), 'chunked f16 tokens');
-      // The fixture's HF greedy tokens (computed at f32) survive the f16 rounding of the weights.
-      assertDeepEqual((await generate(loaded, [prompt], { maxNewTokens: n }))[0], [...ref!.i32('gen.new_token_ids')], 'HF greedy tokens');
-    } finally {
-      loaded.destroy();
-      rounded.destroy();
-      chunked.destroy();
-      gpu.destroy();
-      small.destroy();
-    }
-  });
+  t.test(
+    'f16 bits from the loader and f32 weights rounded at upload give the same model; split parts give the same tokens',
+    async (ctx) => {
+      const { f32, f16, ref } = await load(ctx, 'llama-tiny');
+      const gpu = new Gpu(ctx.gpu);
+      const loaded = TargetModel.create(gpu, f16);
+      const rounded = TargetModel.create(gpu, f32, { weightPrecision: 'f16' });
+      // A 32 KiB planning limit splits the 384 x 64 f16 embedding and lm_head (48 KiB) into two parts.
+      const small = new Gpu(ctx.gpu);
+      Object.defineProperty(small, 'maxBindingBytes', { value: 32 * 1024 });
+      const chunked = TargetModel.create(small, f16);
+      try {
+        assert(chunked.weights.lmHead.isChunked && chunked.weights.embedTokens.isChunked, 'embedding and lm_head split into parts');
+        const prompt = [...ref!.i32('gen.prompt_ids')];
+        const input = { inputIds: prompt, batch: 1, seqLen: prompt.length };
+        const a = await loaded.forward(input);
+        const b = await rounded.forward(input);
+        assertDeepEqual([...(await gpu.read(a.logits!))], [...(await gpu.read(b.logits!))], 'identical logits');
+        gpu.release(a.logits!, b.logits!);
+        const n = ref!.i32('gen.new_token_ids').length;
+        assertDeepEqual(
+          await generate(chunked, [prompt], { maxNewTokens: n }),
+          await generate(loaded, [prompt], { maxNewTokens: n }),
+          'chunked f16 tokens',
+        );
+        // The fixture's HF greedy tokens (computed at f32) survive the f16 rounding of the weights.
+        assertDeepEqual((await generate(loaded, [prompt], { maxNewTokens: n }))[0], [...ref!.i32('gen.new_token_ids')], 'HF greedy tokens');
+      } finally {
+        loaded.destroy();
+        rounded.destroy();
+        chunked.destroy();
+        gpu.destroy();
+        small.destroy();
+      }
+    },
+  );
 
   t.test('f16 storage refuses odd row lengths and values beyond ±65504, naming the tensor', async (ctx) => {
     const { f32: odd } = await load(ctx, qwen3Config({ intermediate_size: 47 }));
     const gpu = new Gpu(ctx.gpu);
     try {
-      assertThrows(() => TargetModel.create(gpu, odd, { weightPrecision: 'f16' }), /tensor "model\.layers\.0\.mlp\.down_proj\.weight" \[32, 47\] has rows of 47 elements; f16 storage needs an even row length/, 'odd row');
+      assertThrows(
+        () => TargetModel.create(gpu, odd, { weightPrecision: 'f16' }),
+        /tensor "model\.layers\.0\.mlp\.down_proj\.weight" \[32, 47\] has rows of 47 elements; f16 storage needs an even row length/,
+        'odd row',
+      );
       TargetModel.create(gpu, odd).destroy(); // f32 storage takes any row length
       const { f32 } = await load(ctx, qwen3Config());
       const big = Float32Array.from(f32.weights.layers[1].vProj);

@@ -89,7 +89,12 @@ async function forwardParity(ctx: TestContext, name: string): Promise<void> {
  * state, the pre-norm last layer output and the logits against `ref` (hf/NAME/reference.safetensors).
  * Shared with suites that load the same checkpoint another way (e.g. the browser model-file stores).
  */
-export async function assertForwardMatchesFixture(ctx: TestContext, name: string, checkpoint: TargetCheckpoint, ref: SafetensorsFile): Promise<void> {
+export async function assertForwardMatchesFixture(
+  ctx: TestContext,
+  name: string,
+  checkpoint: TargetCheckpoint,
+  ref: SafetensorsFile,
+): Promise<void> {
   const gpu = new Gpu(ctx.gpu);
   const model = TargetModel.create(gpu, checkpoint);
   try {
@@ -97,14 +102,28 @@ export async function assertForwardMatchesFixture(ctx: TestContext, name: string
     const mask = ref.i32('attention_mask');
     assert(mask.includes(0), 'fixture has padding to exercise the mask');
     const { numLayers: N, hiddenSize: H, vocabSize: V } = checkpoint.config;
-    const out = await model.forward({ inputIds: ref.i32('input_ids'), batch, seqLen, attentionMask: mask }, { hiddenStates: 'all', lastLayerPrenorm: true });
+    const out = await model.forward(
+      { inputIds: ref.i32('input_ids'), batch, seqLen, attentionMask: mask },
+      { hiddenStates: 'all', lastLayerPrenorm: true },
+    );
     let worst = 0;
     for (let i = 0; i <= N; i++) {
       const got = await gpu.read(out.hiddenStates.get(i)!);
-      worst = Math.max(worst, assertRelClose(unpadded(got, mask, H), unpadded(ref.f32(`hidden_states.${i}`), mask, H), TOL, `${name} hidden_states.${i}`));
+      worst = Math.max(
+        worst,
+        assertRelClose(unpadded(got, mask, H), unpadded(ref.f32(`hidden_states.${i}`), mask, H), TOL, `${name} hidden_states.${i}`),
+      );
     }
     const prenorm = await gpu.read(out.lastLayerPrenorm!);
-    worst = Math.max(worst, assertRelClose(unpadded(prenorm, mask, H), unpadded(ref.f32('last_layer_output_prenorm'), mask, H), TOL, `${name} last_layer_output_prenorm`));
+    worst = Math.max(
+      worst,
+      assertRelClose(
+        unpadded(prenorm, mask, H),
+        unpadded(ref.f32('last_layer_output_prenorm'), mask, H),
+        TOL,
+        `${name} last_layer_output_prenorm`,
+      ),
+    );
     const logits = await gpu.read(out.logits!);
     const logitsErr = assertRelClose(unpadded(logits, mask, V), unpadded(ref.f32('logits'), mask, V), TOL, `${name} logits`);
     ctx.note('worst hidden rel err', worst.toExponential(2));
@@ -133,14 +152,21 @@ async function syntheticParity(ctx: TestContext, config: Record<string, unknown>
     let worst = 0;
     for (let i = 0; i <= N; i++) {
       const got = await gpu.read(out.hiddenStates.get(i)!);
-      worst = Math.max(worst, assertRelClose(unpadded(got, mask, H), unpadded(want.hiddenStates[i], mask, H), TOL, `${label} hidden_states.${i}`));
+      worst = Math.max(
+        worst,
+        assertRelClose(unpadded(got, mask, H), unpadded(want.hiddenStates[i], mask, H), TOL, `${label} hidden_states.${i}`),
+      );
     }
     const logits = await gpu.read(out.logits!);
     worst = Math.max(worst, assertRelClose(unpadded(logits, mask, V), unpadded(want.logits, mask, V), TOL, `${label} logits`));
     ctx.note('worst rel err', worst.toExponential(2));
     gpu.release(...out.hiddenStates.values(), out.logits!);
     const prompt = inputIds.slice(0, 5);
-    assertDeepEqual((await generate(model, [prompt], { maxNewTokens: 6 }))[0], greedyGenerateReference(checkpoint, prompt, 6), `${label} greedy tokens`);
+    assertDeepEqual(
+      (await generate(model, [prompt], { maxNewTokens: 6 }))[0],
+      greedyGenerateReference(checkpoint, prompt, 6),
+      `${label} greedy tokens`,
+    );
   } finally {
     model.destroy();
     gpu.destroy();
@@ -159,7 +185,11 @@ async function greedyParity(ctx: TestContext, name: string): Promise<void> {
     // Batched with a shorter second prompt: the first row is unchanged by its neighbour's padding.
     const batched = await generate(model, [prompt, prompt.slice(0, 5)], { maxNewTokens: want.length });
     assertDeepEqual(batched[0], want, `${name} greedy tokens, batch of 2`);
-    assertDeepEqual(batched[1], (await generate(model, [prompt.slice(0, 5)], { maxNewTokens: want.length }))[0], `${name} short prompt alone vs batched`);
+    assertDeepEqual(
+      batched[1],
+      (await generate(model, [prompt.slice(0, 5)], { maxNewTokens: want.length }))[0],
+      `${name} short prompt alone vs batched`,
+    );
     // An end-of-sequence id stops that sequence after emitting it; its neighbour runs to the limit.
     const stop = want[3];
     const stopped = await generate(model, [prompt, prompt.slice(0, 5)], { maxNewTokens: want.length, eosTokenIds: [stop] });
@@ -177,9 +207,16 @@ export default defineSuite('model/target', (t) => {
   t.test('qwen2-tiny (q/k/v bias): each decoder layer maps hidden_states.i−1 → i within 1e-4', (ctx) => layerParity(ctx, 'qwen2-tiny'));
   t.test('llama-tiny: whole forward reproduces every hidden state and the logits within 1e-4', (ctx) => forwardParity(ctx, 'llama-tiny'));
   t.test('qwen2-tiny: whole forward reproduces every hidden state and the logits within 1e-4', (ctx) => forwardParity(ctx, 'qwen2-tiny'));
-  t.test('Qwen3-style checkpoint (q/k norms, tied embeddings) matches the float64 reference', (ctx) => syntheticParity(ctx, qwen3Config(), 21, 'qwen3'));
+  t.test('Qwen3-style checkpoint (q/k norms, tied embeddings) matches the float64 reference', (ctx) =>
+    syntheticParity(ctx, qwen3Config(), 21, 'qwen3'),
+  );
   t.test('Llama checkpoint with o_proj and MLP biases, untied, matches the float64 reference', (ctx) =>
-    syntheticParity(ctx, qwen3Config({ architectures: ['LlamaForCausalLM'], attention_bias: true, mlp_bias: true, tie_word_embeddings: false, head_dim: 8 }), 23, 'llama-bias'),
+    syntheticParity(
+      ctx,
+      qwen3Config({ architectures: ['LlamaForCausalLM'], attention_bias: true, mlp_bias: true, tie_word_embeddings: false, head_dim: 8 }),
+      23,
+      'llama-bias',
+    ),
   );
   t.test('Llama 3 RoPE scaling (llama3 rope_type) and linear scaling match the float64 reference', async (ctx) => {
     const llama3 = { rope_type: 'llama3', factor: 8, low_freq_factor: 1, high_freq_factor: 4, original_max_position_embeddings: 16 };
@@ -262,7 +299,10 @@ export default defineSuite('model/target', (t) => {
       for (const token of a[0]) {
         const logits = forwardReference(checkpoint, { inputIds: seq, batch: 1, seqLen: seq.length }).logits;
         const dist = samplingDistribution(logits.subarray((seq.length - 1) * checkpoint.config.vocabSize), { temperature: 1.5, topP: 0.9 });
-        assert(dist.some(([id]) => id === token), `token ${token} outside the nucleus of ${dist.length} tokens`);
+        assert(
+          dist.some(([id]) => id === token),
+          `token ${token} outside the nucleus of ${dist.length} tokens`,
+        );
         seq.push(token);
       }
     } finally {
@@ -277,11 +317,23 @@ export default defineSuite('model/target', (t) => {
     const full = samplingDistribution(logits, { temperature: 1 });
     const z = logits.reduce((a, l) => a + Math.exp(l), 0);
     full.forEach(([id, p]) => assert(Math.abs(p - Math.exp(logits[id]) / z) < 1e-12, `softmax p[${id}]`));
-    assertDeepEqual(full.map(([id]) => id), [0, 1, 2, 3, 4], 'sorted by probability, ties by id');
-    assertDeepEqual(samplingDistribution(logits, { temperature: 1, topK: 2 }).map(([id]) => id), [0, 1], 'top-k');
+    assertDeepEqual(
+      full.map(([id]) => id),
+      [0, 1, 2, 3, 4],
+      'sorted by probability, ties by id',
+    );
+    assertDeepEqual(
+      samplingDistribution(logits, { temperature: 1, topK: 2 }).map(([id]) => id),
+      [0, 1],
+      'top-k',
+    );
     // p(0) ≈ 0.52, p(0)+p(1) ≈ 0.71: topP 0.6 keeps two tokens.
     const nucleus = samplingDistribution(logits, { temperature: 1, topP: 0.6 });
-    assertDeepEqual(nucleus.map(([id]) => id), [0, 1], 'top-p keeps the smallest set reaching p');
+    assertDeepEqual(
+      nucleus.map(([id]) => id),
+      [0, 1],
+      'top-p keeps the smallest set reaching p',
+    );
     assert(Math.abs(nucleus[0][1] + nucleus[1][1] - 1) < 1e-12, 'renormalised');
     const hot = samplingDistribution(logits, { temperature: 100 });
     assert(hot[0][1] - hot[4][1] < 0.01, 'high temperature flattens');
@@ -299,14 +351,26 @@ export default defineSuite('model/target', (t) => {
     const gpu = new Gpu(ctx.gpu);
     const model = TargetModel.create(gpu, checkpoint);
     try {
-      await assertRejects(() => model.forward({ inputIds: [1, 2, 50], batch: 1, seqLen: 3 }), /token id 50 at index 2 outside the vocabulary \[0, 50\)/, 'token id');
+      await assertRejects(
+        () => model.forward({ inputIds: [1, 2, 50], batch: 1, seqLen: 3 }),
+        /token id 50 at index 2 outside the vocabulary \[0, 50\)/,
+        'token id',
+      );
       await assertRejects(() => model.forward({ inputIds: [1, 2, 3], batch: 1, seqLen: 4 }), /inputIds has 3 ids/, 'id count');
-      await assertRejects(() => model.forward({ inputIds: [1, 2], batch: 1, seqLen: 2, attentionMask: [1] }), /attentionMask has 1 values/, 'mask length');
-      await assertRejects(() => model.forward({ inputIds: [1, 2], batch: 1, seqLen: 2 }, { hiddenStates: [3] }), /hidden state index 3 outside 0..2/, 'hidden index');
+      await assertRejects(
+        () => model.forward({ inputIds: [1, 2], batch: 1, seqLen: 2, attentionMask: [1] }),
+        /attentionMask has 1 values/,
+        'mask length',
+      );
+      await assertRejects(
+        () => model.forward({ inputIds: [1, 2], batch: 1, seqLen: 2 }, { hiddenStates: [3] }),
+        /hidden state index 3 outside 0..2/,
+        'hidden index',
+      );
       const cache = model.createKvCache(1, 4);
       await assertRejects(() => model.decode(cache, [1]), /no prefill/, 'decode before prefill');
       await assertRejects(() => model.prefill(cache, [[1, 2, 3, 4, 5]]), /exceeds the cache capacity 4/, 'capacity');
-      gpu.release((await model.prefill(cache, [[1, 2, 3]])));
+      gpu.release(await model.prefill(cache, [[1, 2, 3]]));
       gpu.release(await model.decode(cache, [4]));
       await assertRejects(() => model.decode(cache, [5]), /is full \(cache capacity 4\)/, 'full cache');
       cache.release(gpu);

@@ -37,7 +37,13 @@ export default defineSuite('optim/adamw-backend', (t) => {
       const refStep = (g: Float32Array, scheduleIndex: number, biasStep: number) => {
         const coef = clipCoefRef(globalNormRef([g]), CONFIG.maxGradNorm);
         const lr = learningRate({ ...CONFIG.schedule, baseLr: CONFIG.lr }, scheduleIndex);
-        return adamwRef(ref.param, Float64Array.from(g, (x) => x * coef), ref.m, ref.v, { ...CONFIG, lr, step: biasStep });
+        return adamwRef(
+          ref.param,
+          Float64Array.from(g, (x) => x * coef),
+          ref.m,
+          ref.v,
+          { ...CONFIG, lr, step: biasStep },
+        );
       };
       for (const [i, g] of grads.entries()) {
         gpu.write(p.grad, g);

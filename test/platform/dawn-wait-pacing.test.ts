@@ -10,7 +10,20 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
-import { autoWaitPacingMode, installWaitPacing, isDawnTick, isWaitPacingInstalled, MAX_SLEEP_MS, MIN_SLEEP_MS, parseWaitPacingSetting, SLEEP_FRACTION, SPIN_TICKS, WaitPacer, type WaitPacingMode, type WaitPacingStats } from '../../src/platform/dawn-wait-pacing.ts';
+import {
+  autoWaitPacingMode,
+  installWaitPacing,
+  isDawnTick,
+  isWaitPacingInstalled,
+  MAX_SLEEP_MS,
+  MIN_SLEEP_MS,
+  parseWaitPacingSetting,
+  SLEEP_FRACTION,
+  SPIN_TICKS,
+  WaitPacer,
+  type WaitPacingMode,
+  type WaitPacingStats,
+} from '../../src/platform/dawn-wait-pacing.ts';
 import { Rng } from '../../src/util/random.ts';
 import { nodeOnlyImport } from '../dataplane/backends.test.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
@@ -76,22 +89,35 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     assertDeepEqual(pacer.stats, { waits: 1, ticks: 10, pacedTicks: 0 }, 'stats');
   });
 
-  t.test('paced mode spins a wait for its first spinTicks continuations, then sleeps a fraction of the wait so far; a new wait spins again', () => {
-    const rec = recordingSchedulers();
-    const pacer = new WaitPacer(rec.schedulers, { spinTicks: 4, sleepFraction: 0.125, minSleepMs: 0.25, maxSleepMs: 0.875, now: rec.now });
-    pacer.mode = 'paced';
-    pacer.schedule(fakeDawnTick(pacer, 9));
-    // The first tick and 4 continuations spin; the rest of the wait sleeps between polls.
-    assertDeepEqual(rec.drain(), ['immediate', 'immediate', 'immediate', 'immediate', 'immediate', 'sleepy', 'sleepy', 'sleepy', 'sleepy'], 'first wait');
-    // Continuations 5..8 are scheduled 5..8 ms into the wait: an eighth of that, capped at 0.875.
-    assertDeepEqual(rec.sleeps, [0.625, 0.75, 0.875, 0.875], 'sleeps grow with the wait up to maxSleepMs');
-    pacer.schedule(fakeDawnTick(pacer, 2));
-    assertDeepEqual(rec.drain(), ['immediate', 'immediate'], 'a new wait starts spinning again');
-    assertDeepEqual(pacer.stats, { waits: 2, ticks: 11, pacedTicks: 4 }, 'stats');
-    pacer.schedule(fakeDawnTick(pacer, 7));
-    rec.drain();
-    assertDeepEqual(rec.sleeps.slice(4), [0.625, 0.75], 'and measures from its own start');
-  });
+  t.test(
+    'paced mode spins a wait for its first spinTicks continuations, then sleeps a fraction of the wait so far; a new wait spins again',
+    () => {
+      const rec = recordingSchedulers();
+      const pacer = new WaitPacer(rec.schedulers, {
+        spinTicks: 4,
+        sleepFraction: 0.125,
+        minSleepMs: 0.25,
+        maxSleepMs: 0.875,
+        now: rec.now,
+      });
+      pacer.mode = 'paced';
+      pacer.schedule(fakeDawnTick(pacer, 9));
+      // The first tick and 4 continuations spin; the rest of the wait sleeps between polls.
+      assertDeepEqual(
+        rec.drain(),
+        ['immediate', 'immediate', 'immediate', 'immediate', 'immediate', 'sleepy', 'sleepy', 'sleepy', 'sleepy'],
+        'first wait',
+      );
+      // Continuations 5..8 are scheduled 5..8 ms into the wait: an eighth of that, capped at 0.875.
+      assertDeepEqual(rec.sleeps, [0.625, 0.75, 0.875, 0.875], 'sleeps grow with the wait up to maxSleepMs');
+      pacer.schedule(fakeDawnTick(pacer, 2));
+      assertDeepEqual(rec.drain(), ['immediate', 'immediate'], 'a new wait starts spinning again');
+      assertDeepEqual(pacer.stats, { waits: 2, ticks: 11, pacedTicks: 4 }, 'stats');
+      pacer.schedule(fakeDawnTick(pacer, 7));
+      rec.drain();
+      assertDeepEqual(rec.sleeps.slice(4), [0.625, 0.75], 'and measures from its own start');
+    },
+  );
 
   t.test('paced mode with spinTicks 0 sleeps from the first continuation; bad options are refused', () => {
     const rec = recordingSchedulers();
@@ -101,12 +127,24 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     assertDeepEqual(rec.drain(), ['immediate', 'sleepy', 'sleepy'], 'ways');
     assertDeepEqual(rec.sleeps, [pacer.sleepMs(1), pacer.sleepMs(2)], 'the default sleeps, 1 and 2 ms into the wait');
     assertThrows(() => new WaitPacer(rec.schedulers, { spinTicks: -1 }), /spinTicks must be a non-negative integer, got -1/, 'negative');
-    assertThrows(() => new WaitPacer(rec.schedulers, { spinTicks: 1.5 }), /spinTicks must be a non-negative integer, got 1.5/, 'fractional');
-    assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 0 }), new RegExp(`need 0 < minSleepMs <= maxSleepMs, got 0 and ${MAX_SLEEP_MS}`), 'zero sleep');
+    assertThrows(
+      () => new WaitPacer(rec.schedulers, { spinTicks: 1.5 }),
+      /spinTicks must be a non-negative integer, got 1.5/,
+      'fractional',
+    );
+    assertThrows(
+      () => new WaitPacer(rec.schedulers, { minSleepMs: 0 }),
+      new RegExp(`need 0 < minSleepMs <= maxSleepMs, got 0 and ${MAX_SLEEP_MS}`),
+      'zero sleep',
+    );
     assertThrows(() => new WaitPacer(rec.schedulers, { sleepFraction: 0 }), /sleepFraction must be in \(0, 1\], got 0/, 'zero fraction');
     assertThrows(() => new WaitPacer(rec.schedulers, { sleepFraction: 2 }), /sleepFraction must be in \(0, 1\], got 2/, 'fraction above 1');
     assertThrows(() => new WaitPacer(rec.schedulers, { minSleepMs: 2, maxSleepMs: 1 }), /got 2 and 1/, 'min above max');
-    assertThrows(() => new WaitPacer(rec.schedulers, { maxSleepMs: Infinity }), new RegExp(`got ${MIN_SLEEP_MS} and Infinity`), 'unbounded');
+    assertThrows(
+      () => new WaitPacer(rec.schedulers, { maxSleepMs: Infinity }),
+      new RegExp(`got ${MIN_SLEEP_MS} and Infinity`),
+      'unbounded',
+    );
   });
 
   t.test('a sleep is SLEEP_FRACTION of the wait so far, within MIN_SLEEP_MS and MAX_SLEEP_MS', () => {
@@ -145,7 +183,10 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
   t.test('installWaitPacing: Dawn ticks go to the pacer, other callers to the original with their arguments', () => {
     const calls: unknown[][] = [];
     const custom = Symbol('custom');
-    const original = Object.assign((callback: (...args: never[]) => void, ...args: unknown[]) => ({ handle: calls.push([callback, ...args]) }), { [custom]: 'kept' });
+    const original = Object.assign(
+      (callback: (...args: never[]) => void, ...args: unknown[]) => ({ handle: calls.push([callback, ...args]) }),
+      { [custom]: 'kept' },
+    );
     const target = { setImmediate: original as (callback: (...args: never[]) => void, ...args: unknown[]) => unknown };
     const rec = recordingSchedulers();
     const pacer = new WaitPacer(rec.schedulers, { spinTicks: 0 });
@@ -166,7 +207,7 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
   });
 
   t.test('SPECLAB_GPU_WAIT is parsed strictly (unset = spin); auto paces only when every live adapter is a CPU one', () => {
-    assertEqual(parseWaitPacingSetting(undefined), 'spin', 'unset: Dawn\'s own behaviour, pacing is opt-in');
+    assertEqual(parseWaitPacingSetting(undefined), 'spin', "unset: Dawn's own behaviour, pacing is opt-in");
     assertEqual(parseWaitPacingSetting(''), 'spin', 'empty');
     for (const s of ['auto', 'spin', 'paced'] as const) assertEqual(parseWaitPacingSetting(s), s, s);
     assertThrows(() => parseWaitPacingSetting('sleepy'), /SPECLAB_GPU_WAIT must be one of auto, spin, paced, got "sleepy"/, 'unknown');
@@ -185,7 +226,11 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
       const { nodeGpuWaitPacing } = await nodeOnlyImport<NodePlatform>('../../src/platform/node.ts');
       const setting = parseWaitPacingSetting(platform.env('SPECLAB_GPU_WAIT'));
       const expected: WaitPacingMode = setting === 'auto' ? autoWaitPacingMode([ctx.record]) : setting;
-      assertEqual(nodeGpuWaitPacing().mode, expected, `mode on ${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`);
+      assertEqual(
+        nodeGpuWaitPacing().mode,
+        expected,
+        `mode on ${ctx.record.description || ctx.record.vendor} (fallback: ${ctx.record.isFallbackAdapter})`,
+      );
       assertEqual(nodeGpuWaitPacing().installed, setting !== 'spin', 'the pacer is installed unless the setting is spin');
 
       // A GPU job of about 2.7 GFLOP: hundreds of milliseconds on a CPU adapter, so its wait is long.
@@ -224,7 +269,10 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
           // wait here runs tens of thousands). The bound allows twice that.
           assert(waits >= 1, 'at least one wait');
           const pacedBound = (w: number) => Math.log(Math.max(w, MIN_SLEEP_MS) / MIN_SLEEP_MS) / SLEEP_FRACTION + w / MAX_SLEEP_MS;
-          assert(ticks <= waits * (SPIN_TICKS + 1) + 2 * waits * pacedBound(ms) + 20, `${waits} paced wait(s) of ${ms.toFixed(0)} ms in all ran ${ticks} ticks`);
+          assert(
+            ticks <= waits * (SPIN_TICKS + 1) + 2 * waits * pacedBound(ms) + 20,
+            `${waits} paced wait(s) of ${ms.toFixed(0)} ms in all ran ${ticks} ticks`,
+          );
           if (ms > 50) assert(paced > 0, `a ${ms.toFixed(0)} ms wait slept between polls`);
         }
       } finally {

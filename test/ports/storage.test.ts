@@ -9,30 +9,59 @@ import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 
 export default defineSuite('ports/storage', (t) => {
-  t.test('a directory read as a file, a missing file and a short range are refused naming the path', async ({ platform }) => {
-    const tmp = tempStore(platform, 'ports');
-    try {
-      await tmp.files.writeAtomic('model/config.json', new TextEncoder().encode('{}'));
-      await assertRejects(() => tmp.files.read('model'), new RegExp(`${tmp.files.root}/model: read failed: is a directory, not a file`), 'a directory as a file');
-      await assertRejects(() => tmp.files.read('model/absent.json'), new RegExp(`${tmp.files.root}/model/absent\\.json: read failed: .*(ENOENT|No such file|not found)`, 'i'), 'a missing file');
-      await assertRejects(() => tmp.files.readRange('model/config.json', 0, 10), /model\/config\.json: wanted 10 bytes at offset 0/, 'a short range');
-      const err = await assertRejects(() => tmp.files.size('nothing-here'), /nothing-here: stat failed/, 'stat of a missing file');
-      assert((err as Error & { code?: string }).code === 'ENOENT' || platform.name === 'deno', 'the error code is kept (Node)');
-    } finally {
-      await tmp.cleanup();
-    }
-  }, { only: ['node', 'deno'] });
+  t.test(
+    'a directory read as a file, a missing file and a short range are refused naming the path',
+    async ({ platform }) => {
+      const tmp = tempStore(platform, 'ports');
+      try {
+        await tmp.files.writeAtomic('model/config.json', new TextEncoder().encode('{}'));
+        await assertRejects(
+          () => tmp.files.read('model'),
+          new RegExp(`${tmp.files.root}/model: read failed: is a directory, not a file`),
+          'a directory as a file',
+        );
+        await assertRejects(
+          () => tmp.files.read('model/absent.json'),
+          new RegExp(`${tmp.files.root}/model/absent\\.json: read failed: .*(ENOENT|No such file|not found)`, 'i'),
+          'a missing file',
+        );
+        await assertRejects(
+          () => tmp.files.readRange('model/config.json', 0, 10),
+          /model\/config\.json: wanted 10 bytes at offset 0/,
+          'a short range',
+        );
+        const err = await assertRejects(() => tmp.files.size('nothing-here'), /nothing-here: stat failed/, 'stat of a missing file');
+        assert((err as Error & { code?: string }).code === 'ENOENT' || platform.name === 'deno', 'the error code is kept (Node)');
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node', 'deno'] },
+  );
 
   t.test('namingPath keeps the code and names a full disk in words', async () => {
     const full = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
-    const err = await assertRejects(() => namingPath('/runs/a/spill/x.safetensors', 'atomic write of 64 bytes', () => Promise.reject(full)), /^\/runs\/a\/spill\/x\.safetensors: atomic write of 64 bytes failed: no space left on the device$/, 'ENOSPC');
+    const err = await assertRejects(
+      () => namingPath('/runs/a/spill/x.safetensors', 'atomic write of 64 bytes', () => Promise.reject(full)),
+      /^\/runs\/a\/spill\/x\.safetensors: atomic write of 64 bytes failed: no space left on the device$/,
+      'ENOSPC',
+    );
     assertEqual((err as Error & { code?: string }).code, 'ENOSPC', 'code kept');
   });
 
   t.test('a lock file is read as its owner only when whole; anything else is null (treated as held)', () => {
     const owner = { pid: 4242, host: 'trainer-1', since: '2026-12-01T00:00:00.000Z' };
     assertEqual(JSON.stringify(parseLockOwner(JSON.stringify(owner))), JSON.stringify(owner), 'a whole lock');
-    for (const text of ['', '{"pid":42', 'null', '[]', '{"pid":"42","host":"h","since":"s"}', '{"pid":1.5,"host":"h","since":"s"}', '{"pid":42,"since":"s"}', '{"pid":42,"host":"h"}']) {
+    for (const text of [
+      '',
+      '{"pid":42',
+      'null',
+      '[]',
+      '{"pid":"42","host":"h","since":"s"}',
+      '{"pid":1.5,"host":"h","since":"s"}',
+      '{"pid":42,"since":"s"}',
+      '{"pid":42,"host":"h"}',
+    ]) {
       assertEqual(parseLockOwner(text), null, `not a lock owner: ${JSON.stringify(text)}`);
     }
   });

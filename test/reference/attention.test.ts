@@ -3,12 +3,7 @@
  * finite differences of the forward, the literal TTT form of docs/eagle3.md §4 at step 0 against the independent
  * plain causal formulation, and the visibility pattern of docs/eagle3.md §8.
  */
-import {
-  causalAttentionRef,
-  tttAttentionBackwardRef,
-  tttAttentionRef,
-  type TttDims,
-} from '../../src/reference/attention.ts';
+import { causalAttentionRef, tttAttentionBackwardRef, tttAttentionRef, type TttDims } from '../../src/reference/attention.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

@@ -39,7 +39,8 @@ function tinyProblem(seed: number) {
   for (const [name, shape] of eagle3ParameterShapes(c)) {
     const n = shape.reduce((a, b) => a * b, 1);
     // Norm weights around 1, matrices large enough that every path carries a visible gradient.
-    params[name] = shape.length === 1 ? Float64Array.from({ length: n }, () => 1 + rng.uniform(-0.3, 0.3)) : Float64Array.from(rng.floats(n, 0.6));
+    params[name] =
+      shape.length === 1 ? Float64Array.from({ length: n }, () => 1 + rng.uniform(-0.3, 0.3)) : Float64Array.from(rng.floats(n, 0.6));
   }
   // Draft vocabulary: target ids 1, 3, 4, 7, 9, 12, 15, 18.
   const used = [1, 3, 4, 7, 9, 12, 15, 18];
@@ -77,9 +78,24 @@ export default defineSuite('reference/eagle3', (t) => {
         worstFwd = Math.max(worstFwd, assertRelClose(ref.steps[k].hidden, fx.expected(`step_hidden.${k}`), 1e-5, `step_hidden.${k}`));
       }
       const worstLoss = Math.max(
-        assertRelClose(ref.steps.map((s) => s.ploss), fx.expected('plosses'), 1e-5, 'plosses'),
-        assertRelClose(ref.steps.map((s) => s.acc), fx.expected('acces'), 1e-5, 'acces'),
-        assertRelClose(ref.steps.map((s) => s.acceptanceRate), fx.expected('acceptance_rates'), 1e-5, 'acceptance_rates'),
+        assertRelClose(
+          ref.steps.map((s) => s.ploss),
+          fx.expected('plosses'),
+          1e-5,
+          'plosses',
+        ),
+        assertRelClose(
+          ref.steps.map((s) => s.acc),
+          fx.expected('acces'),
+          1e-5,
+          'acces',
+        ),
+        assertRelClose(
+          ref.steps.map((s) => s.acceptanceRate),
+          fx.expected('acceptance_rates'),
+          1e-5,
+          'acceptance_rates',
+        ),
         assertRelClose([ref.totalLoss], fx.expected('total_loss'), 1e-5, 'total_loss'),
       );
       let worstGrad = 0;
@@ -101,13 +117,17 @@ export default defineSuite('reference/eagle3', (t) => {
     let worst = 0;
     for (const [name] of eagle3ParameterShapes(TINY)) {
       const x = params[name];
-      const numeric = numericGradient((v) => {
-        const saved = params[name];
-        params[name] = v;
-        const loss = eagle3StepReference(TINY, params, inputs, { withGrad: false }).totalLoss;
-        params[name] = saved;
-        return lossScale * loss;
-      }, Float64Array.from(x), 1e-5);
+      const numeric = numericGradient(
+        (v) => {
+          const saved = params[name];
+          params[name] = v;
+          const loss = eagle3StepReference(TINY, params, inputs, { withGrad: false }).totalLoss;
+          params[name] = saved;
+          return lossScale * loss;
+        },
+        Float64Array.from(x),
+        1e-5,
+      );
       worst = Math.max(worst, assertRelClose(ref.grads[name], numeric, 1e-6, `d total_loss / d ${name}`));
     }
     note('fdRelErr', worst.toExponential(2));

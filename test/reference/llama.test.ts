@@ -31,11 +31,29 @@ async function parity(name: string, { platform, fixture, note }: TestContext): P
     const H = model.config.hiddenSize;
     let worst = 0;
     for (let i = 0; i <= model.config.numLayers; i++) {
-      const err = assertRelClose(unpadded(out.hiddenStates[i], mask, H), unpadded(ref.f32(`hidden_states.${i}`), mask, H), 1e-4, `hidden_states.${i}`);
+      const err = assertRelClose(
+        unpadded(out.hiddenStates[i], mask, H),
+        unpadded(ref.f32(`hidden_states.${i}`), mask, H),
+        1e-4,
+        `hidden_states.${i}`,
+      );
       worst = Math.max(worst, err);
     }
-    worst = Math.max(worst, assertRelClose(unpadded(out.lastLayerPrenorm, mask, H), unpadded(ref.f32('last_layer_output_prenorm'), mask, H), 1e-4, 'last_layer_output_prenorm'));
-    const logitsErr = assertRelClose(unpadded(out.logits, mask, model.config.vocabSize), unpadded(ref.f32('logits'), mask, model.config.vocabSize), 1e-4, 'logits');
+    worst = Math.max(
+      worst,
+      assertRelClose(
+        unpadded(out.lastLayerPrenorm, mask, H),
+        unpadded(ref.f32('last_layer_output_prenorm'), mask, H),
+        1e-4,
+        'last_layer_output_prenorm',
+      ),
+    );
+    const logitsErr = assertRelClose(
+      unpadded(out.logits, mask, model.config.vocabSize),
+      unpadded(ref.f32('logits'), mask, model.config.vocabSize),
+      1e-4,
+      'logits',
+    );
     note('worst hidden rel err', worst.toExponential(2));
     note('logits rel err', logitsErr.toExponential(2));
   } finally {
@@ -68,16 +86,27 @@ export default defineSuite('reference/llama', (t) => {
       // Same weights file under two configs: Qwen3 (q/k norms) and Llama (no norms, so those tensors go unused).
       await writeRandomCheckpoint(tmp.files, 'q3', qwen3Config(), 11);
       await tmp.files.writeAtomic('llama/model.safetensors', await tmp.files.read('q3/model.safetensors'));
-      await tmp.files.writeAtomic('llama/config.json', new TextEncoder().encode(JSON.stringify(qwen3Config({ architectures: ['LlamaForCausalLM'] }))));
+      await tmp.files.writeAtomic(
+        'llama/config.json',
+        new TextEncoder().encode(JSON.stringify(qwen3Config({ architectures: ['LlamaForCausalLM'] }))),
+      );
       const qwen3 = await loadHfCheckpoint(tmp.files, 'q3');
       const llama = await loadHfCheckpoint(tmp.files, 'llama');
       assertEqual(llama.unused.filter((n) => /q_norm|k_norm/.test(n)).length, 4, 'llama ignores the 2 layers × 2 norms');
 
-      const input = { inputIds: [3, 17, 42, 0, 9, 9, 31, 2, 5, 1, 49, 8], batch: 2, seqLen: 6, attentionMask: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0] };
+      const input = {
+        inputIds: [3, 17, 42, 0, 9, 9, 31, 2, 5, 1, 49, 8],
+        batch: 2,
+        seqLen: 6,
+        attentionMask: [1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0],
+      };
       const a = forwardReference(qwen3, input);
       const b = forwardReference(qwen3, input);
       assertEqual(a.hiddenStates.length, 3, 'embeddings + 2 layers');
-      assert(a.hiddenStates.every((h) => h.length === 2 * 6 * 32), 'hidden [2, 6, 32]');
+      assert(
+        a.hiddenStates.every((h) => h.length === 2 * 6 * 32),
+        'hidden [2, 6, 32]',
+      );
       assertEqual(a.logits.length, 2 * 6 * 50, 'logits [2, 6, 50]');
       assert(a.logits.every(Number.isFinite), 'finite logits');
       assertDeepEqual([...a.logits], [...b.logits], 'deterministic');
@@ -97,7 +126,11 @@ export default defineSuite('reference/llama', (t) => {
       // Padding only hides keys: row 0 (no padding) is unaffected by row 1's mask, and a row's real
       // positions do not depend on what sits in its padded slots.
       const swapped = forwardReference(qwen3, { ...input, inputIds: [...input.inputIds.slice(0, 10), 7, 7] });
-      assertDeepEqual([...swapped.logits.subarray(0, 2 * 6 * 50 - 2 * 50)], [...a.logits.subarray(0, 2 * 6 * 50 - 2 * 50)], 'padded tokens do not leak');
+      assertDeepEqual(
+        [...swapped.logits.subarray(0, 2 * 6 * 50 - 2 * 50)],
+        [...a.logits.subarray(0, 2 * 6 * 50 - 2 * 50)],
+        'padded tokens do not leak',
+      );
       assertEqual(greedyGenerateReference(qwen3, [3, 17, 42], 4).length, 4, 'generation length');
     } finally {
       await tmp.cleanup();

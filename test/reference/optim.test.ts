@@ -17,7 +17,14 @@ export default defineSuite('reference/optim', (t) => {
         const g = Array.from(grads[i], (v) => v * coef);
         worst = Math.max(worst, assertRelClose(g, file.f32(`${variant}grad_clipped.${n}`), 1e-6, `${variant}grad_clipped.${n}`));
         const zeros = new Float64Array(g.length);
-        const step = adamwRef(file.f32(`${variant}param.${n}`), g, zeros, zeros, { lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weightDecay: 0.01, step: 1 });
+        const step = adamwRef(file.f32(`${variant}param.${n}`), g, zeros, zeros, {
+          lr: 1e-3,
+          beta1: 0.9,
+          beta2: 0.95,
+          eps: 1e-8,
+          weightDecay: 0.01,
+          step: 1,
+        });
         worst = Math.max(worst, assertRelClose(step.param, file.f32(`${variant}after_step.${n}`), 1e-6, `${variant}after_step.${n}`));
       });
     }

@@ -8,7 +8,10 @@ export default defineSuite('reference/rmsnorm', (t) => {
   t.test('dx and dw match central differences', ({ note }) => {
     const rng = new Rng(62);
     let worst = 0;
-    for (const args of [{ rows: 3, hidden: 5, eps: 1e-6 }, { rows: 2, hidden: 7, eps: 0.1 }]) {
+    for (const args of [
+      { rows: 3, hidden: 5, eps: 1e-6 },
+      { rows: 2, hidden: 7, eps: 0.1 },
+    ]) {
       const x = randomF64(rng, args.rows * args.hidden);
       const w = randomF64(rng, args.hidden).map((v) => 1 + v / 2);
       const c = randomF64(rng, args.rows * args.hidden);

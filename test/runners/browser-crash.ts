@@ -42,10 +42,46 @@ interface Scenario {
 }
 
 const SCENARIOS: Scenario[] = [
-  { name: 'tab closed before any ack: every committed sample requeued', n: 12, batch: 4, ackBefore: 0, ackTotal: 0, gapMs: 0, kill: 'close', killAfterMs: 0 },
-  { name: 'tab closed after durable acks of steps 1-2: those released, the in-progress step requeued', n: 12, batch: 4, ackBefore: 2, ackTotal: 2, gapMs: 0, kill: 'close', killAfterMs: 0 },
-  { name: 'tab closed while acks are being written', n: 96, batch: 4, ackBefore: 2, ackTotal: 20, gapMs: 2, kill: 'close', killAfterMs: 25 },
-  { name: 'renderer crashed while acks are being written', n: 96, batch: 4, ackBefore: 2, ackTotal: 20, gapMs: 2, kill: 'crash', killAfterMs: 25 },
+  {
+    name: 'tab closed before any ack: every committed sample requeued',
+    n: 12,
+    batch: 4,
+    ackBefore: 0,
+    ackTotal: 0,
+    gapMs: 0,
+    kill: 'close',
+    killAfterMs: 0,
+  },
+  {
+    name: 'tab closed after durable acks of steps 1-2: those released, the in-progress step requeued',
+    n: 12,
+    batch: 4,
+    ackBefore: 2,
+    ackTotal: 2,
+    gapMs: 0,
+    kill: 'close',
+    killAfterMs: 0,
+  },
+  {
+    name: 'tab closed while acks are being written',
+    n: 96,
+    batch: 4,
+    ackBefore: 2,
+    ackTotal: 20,
+    gapMs: 2,
+    kill: 'close',
+    killAfterMs: 25,
+  },
+  {
+    name: 'renderer crashed while acks are being written',
+    n: 96,
+    batch: 4,
+    ackBefore: 2,
+    ackTotal: 20,
+    gapMs: 2,
+    kill: 'crash',
+    killAfterMs: 25,
+  },
 ];
 
 const TYPES: Record<string, string> = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json' };
@@ -96,7 +132,12 @@ const context = await chromium.launchPersistentContext(userDataDir, {
 });
 
 /** Opens a tab on the crash page and waits for `key` on window (or the page's own error). */
-async function openPhase<T>(ctx: BrowserContext, query: URLSearchParams, key: string, onLine: (line: string) => void): Promise<{ page: Page; value: T }> {
+async function openPhase<T>(
+  ctx: BrowserContext,
+  query: URLSearchParams,
+  key: string,
+  onLine: (line: string) => void,
+): Promise<{ page: Page; value: T }> {
   const page = await ctx.newPage();
   page.on('console', (msg) => onLine(msg.text()));
   page.on('pageerror', (err) => onLine(`[crash-error] page error: ${err.message}`));
@@ -135,7 +176,11 @@ async function runScenario(scenario: Scenario, index: number): Promise<void> {
   // Phase 1: train, then the tab goes away with the store still open.
   query.set('phase', 'train');
   const { page: first, value: phase1 } = await openPhase<Phase1Report>(context, query, '__phase1', onLine);
-  report(`${prefix} › phase 1 committed ${scenario.n} refs and acked ${scenario.ackBefore} steps durably`, phase1.committed.length === scenario.n && phase1.durableSteps === scenario.ackBefore, JSON.stringify({ committed: phase1.committed.length, durableSteps: phase1.durableSteps, inFlight: phase1.queueInFlight }));
+  report(
+    `${prefix} › phase 1 committed ${scenario.n} refs and acked ${scenario.ackBefore} steps durably`,
+    phase1.committed.length === scenario.n && phase1.durableSteps === scenario.ackBefore,
+    JSON.stringify({ committed: phase1.committed.length, durableSteps: phase1.durableSteps, inFlight: phase1.queueInFlight }),
+  );
   if (scenario.killAfterMs > 0) await new Promise((r) => setTimeout(r, scenario.killAfterMs));
   if (scenario.kill === 'close') {
     await first.close();
@@ -147,13 +192,23 @@ async function runScenario(scenario: Scenario, index: number): Promise<void> {
     await first.close();
   }
   const seenBeforeKill = Math.max(0, ...resolvedAcks);
-  report(`${prefix} › tab 1 is gone (${scenario.kill === 'close' ? 'page.close()' : 'renderer crashed'})`, first.isClosed() && !context.pages().includes(first), `${context.pages().length} page(s) open`);
+  report(
+    `${prefix} › tab 1 is gone (${scenario.kill === 'close' ? 'page.close()' : 'renderer crashed'})`,
+    first.isClosed() && !context.pages().includes(first),
+    `${context.pages().length} page(s) open`,
+  );
 
   // Phase 2: a new tab in the same browser context reopens the database by name.
   query.set('phase', 'recover');
   const { page: second, value: verdict } = await openPhase<Verdict>(context, query, '__verdict', onLine);
   await second.close();
-  const summary = JSON.stringify({ landedSteps: verdict.landedSteps, checkpointStep: verdict.checkpointStep, released: verdict.released, requeued: verdict.requeued, acksSeenResolved: seenBeforeKill });
+  const summary = JSON.stringify({
+    landedSteps: verdict.landedSteps,
+    checkpointStep: verdict.checkpointStep,
+    released: verdict.released,
+    requeued: verdict.requeued,
+    acksSeenResolved: seenBeforeKill,
+  });
   for (const check of verdict.checks) report(`${prefix} › ${check.name}`, check.ok, check.ok ? '' : check.error);
   report(`${prefix} › every ack page 1 saw resolve before the tab went away is durable`, verdict.landedSteps >= seenBeforeKill, summary);
   report(`${prefix} › no page errors`, pageErrors.length === 0, pageErrors.join(' | '));

@@ -21,10 +21,13 @@ const outDir = join(root, `dist/test-browser-${process.pid}`);
 const fixturesDir = resolve(process.env.SPECLAB_FIXTURES ?? join(root, '../shared/fixtures'));
 const filter = process.argv[2];
 
-
 const TYPES: Record<string, string> = {
-  '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
-  '.wasm': 'application/wasm', '.safetensors': 'application/octet-stream',
+  '.html': 'text/html',
+  '.js': 'text/javascript',
+  '.css': 'text/css',
+  '.json': 'application/json',
+  '.wasm': 'application/wasm',
+  '.safetensors': 'application/octet-stream',
 };
 
 await build({
@@ -120,7 +123,8 @@ async function runPage(): Promise<{ passed: number; failed: number }> {
     const gatewayToken = process.env.SPECLAB_GATEWAY_TOKEN;
     if (gatewayUrl || gatewayToken) {
       if (!gatewayUrl || !gatewayToken) throw new Error('set both SPECLAB_GATEWAY_URL and SPECLAB_GATEWAY_TOKEN, or neither');
-      if (!/^ws:\/\/127\.0\.0\.1:\d+\/?$/.test(gatewayUrl)) throw new Error(`SPECLAB_GATEWAY_URL must be ws://127.0.0.1:PORT/ (loopback only), got ${gatewayUrl}`);
+      if (!/^ws:\/\/127\.0\.0\.1:\d+\/?$/.test(gatewayUrl))
+        throw new Error(`SPECLAB_GATEWAY_URL must be ws://127.0.0.1:PORT/ (loopback only), got ${gatewayUrl}`);
       query.set('gateway', gatewayUrl);
       query.set('token', gatewayToken);
     }

@@ -40,8 +40,21 @@ import { BATCH, KILL_POINTS, KILL_STEP, PROMPTS, ROUND, RUN_ID, taskId, type Chi
 
 const V = 16;
 const H = 8;
-const CAPTURE: CaptureConfig = { featureNames: ['input_ids', 'hidden_state', 'labels'], auxLayerIds: [], targetRepr: 'hidden_state', targetHiddenSize: H };
-const OPT: OptimizerConfig = { lr: 0.05, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'constant', totalSteps: 1000, warmupRatio: 0 } };
+const CAPTURE: CaptureConfig = {
+  featureNames: ['input_ids', 'hidden_state', 'labels'],
+  auxLayerIds: [],
+  targetRepr: 'hidden_state',
+  targetHiddenSize: H,
+};
+const OPT: OptimizerConfig = {
+  lr: 0.05,
+  beta1: 0.9,
+  beta2: 0.999,
+  eps: 1e-8,
+  weightDecay: 0,
+  maxGradNorm: 1,
+  schedule: { kind: 'constant', totalSteps: 1000, warmupRatio: 0 },
+};
 
 function announce(event: string, data: Record<string, unknown> = {}): void {
   process.stdout.write(`@@ ${JSON.stringify({ event, pid: process.pid, ...data })}\n`);
@@ -86,12 +99,17 @@ if (!dir || !KILL_POINTS.includes(killAt)) {
 }
 const files = nodePlatform.files(dir);
 const eventsPath = `${files.root}/events.jsonl`;
-const record = (kind: ChildEvent['kind'], step: number, ids: string[]) => appendFileSync(eventsPath, `${JSON.stringify({ pid: process.pid, kind, step, ids } satisfies ChildEvent)}\n`);
+const record = (kind: ChildEvent['kind'], step: number, ids: string[]) =>
+  appendFileSync(eventsPath, `${JSON.stringify({ pid: process.pid, kind, step, ids } satisfies ChildEvent)}\n`);
 
 /** Stops before the second commit of the run (all of that round's features are already spilled). */
 class CrashingController extends DataFlowController {
   private commits = 0;
-  override async commitSamples(workerId: string, refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
+  override async commitSamples(
+    workerId: string,
+    refs: readonly SampleRef[],
+    options: { partitionKey?: string } = {},
+  ): Promise<SampleRef[]> {
     if (killAt === 'after-put' && ++this.commits === 2) await stopHere('after-put', { uncommitted: refs.map((r) => r.sampleId) });
     return super.commitSamples(workerId, refs, options);
   }
@@ -108,7 +126,12 @@ const backend = new AdamWBackend(gpu, OPT);
 const strategy = new LinearProbeStrategy(gpu, backend, H, V, new Rng(9).floats(V * H, 0.1));
 const restoredStep = report.globalStep ?? 0;
 if (restoredStep > 0) {
-  const ckpt = JSON.parse(new TextDecoder().decode(await files.read(`checkpoints/step-${restoredStep}.json`))) as { step: number; weight: number[]; m: number[]; v: number[] };
+  const ckpt = JSON.parse(new TextDecoder().decode(await files.read(`checkpoints/step-${restoredStep}.json`))) as {
+    step: number;
+    weight: number[];
+    m: number[];
+    v: number[];
+  };
   gpu.write(strategy.weight.value, ckpt.weight);
   gpu.write(strategy.weight.m, ckpt.m);
   gpu.write(strategy.weight.v, ckpt.v);
@@ -119,7 +142,8 @@ announce('started', { recovery: metadata.recovery, reconcile: report, restoredSt
 const prompts = bigramPrompts(PROMPTS, V);
 const pending: { taskId: string; payload: { input_ids: number[] }; maxLength: number }[] = [];
 for (let i = 0; i < PROMPTS; i++) {
-  if (!(await metadata.isCommitted(onlineSampleId(RUN_ID, taskId(i))))) pending.push({ taskId: taskId(i), payload: prompts[i], maxLength: 64 });
+  if (!(await metadata.isCommitted(onlineSampleId(RUN_ID, taskId(i)))))
+    pending.push({ taskId: taskId(i), payload: prompts[i], maxLength: 64 });
 }
 await controller.ingestPrompts(pending);
 
@@ -135,7 +159,12 @@ for (;;) {
   const produced = await worker.runOnce(ROUND);
   await trainer.fit(loader, {
     beforeAck: async (step) => {
-      const state = { step, weight: [...(await gpu.read(strategy.weight.value))], m: [...(await gpu.read(strategy.weight.m))], v: [...(await gpu.read(strategy.weight.v))] };
+      const state = {
+        step,
+        weight: [...(await gpu.read(strategy.weight.value))],
+        m: [...(await gpu.read(strategy.weight.m))],
+        v: [...(await gpu.read(strategy.weight.v))],
+      };
       await files.writeAtomic(`checkpoints/step-${step}.json`, new TextEncoder().encode(JSON.stringify(state)));
       // Keep the previous step too: a crash before this step's ack restores that one.
       await files.remove(`checkpoints/step-${step - 2}.json`);
@@ -143,7 +172,10 @@ for (;;) {
     ackFn: async (ids, step, batches) => {
       record('trained', step, ids);
       if (killAt === 'after-step' && step === KILL_STEP) await stopHere('after-step', { ids });
-      await lease.ack(batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs), { globalStep: step, optimizerDurable: true });
+      await lease.ack(
+        batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs),
+        { globalStep: step, optimizerDurable: true },
+      );
       record('acked', step, ids);
     },
   });
@@ -156,6 +188,12 @@ const health = store.health();
 await metadata.close();
 backend.destroy();
 const leftover = { ...gpu.pool.stats() };
-announce('done', { status, health, spilled: await store.spilledSampleIds(), liveBuffers: leftover.liveBuffers, globalStep: trainer.globalStep });
+announce('done', {
+  status,
+  health,
+  spilled: await store.spilledSampleIds(),
+  liveBuffers: leftover.liveBuffers,
+  globalStep: trainer.globalStep,
+});
 gpu.destroy();
 await nodePlatform.exit(0);

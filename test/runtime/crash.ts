@@ -99,17 +99,25 @@ function runChild(dir: string, killAt: KillAt): Promise<ChildRun> {
 
 function only<T extends Announcement>(run: ChildRun, event: Announcement['event']): T {
   const found = run.announcements.filter((a) => a.event === event);
-  assertEqual(found.length, 1, `child ${run.pid}: "${event}" announcements (exit ${run.code ?? run.signal}; stderr tail: ${run.stderr.slice(-600)})`);
+  assertEqual(
+    found.length,
+    1,
+    `child ${run.pid}: "${event}" announcements (exit ${run.code ?? run.signal}; stderr tail: ${run.stderr.slice(-600)})`,
+  );
   return found[0] as T;
 }
 
 function readEvents(dir: string): ChildEvent[] {
   const path = join(dir, 'events.jsonl');
   if (!existsSync(path)) return [];
-  return readFileSync(path, 'utf8').split('\n').filter((l) => l.length > 0).map((l) => JSON.parse(l) as ChildEvent);
+  return readFileSync(path, 'utf8')
+    .split('\n')
+    .filter((l) => l.length > 0)
+    .map((l) => JSON.parse(l) as ChildEvent);
 }
 
-const idsOf = (events: ChildEvent[], pid: number, kind: ChildEvent['kind']): string[] => events.filter((e) => e.pid === pid && e.kind === kind).flatMap((e) => e.ids);
+const idsOf = (events: ChildEvent[], pid: number, kind: ChildEvent['kind']): string[] =>
+  events.filter((e) => e.pid === pid && e.kind === kind).flatMap((e) => e.ids);
 const sorted = (ids: Iterable<string>): string[] => [...ids].sort();
 
 /** What holds after the final life, whatever happened before it. */
@@ -130,7 +138,11 @@ async function checkFinal(dir: string, events: ChildEvent[], lives: ChildRun[], 
   for (const [id, n] of confirmed) assert(n === 1, `sample ${id} acked ${n} times`);
   const trained = new Set(lives.flatMap((life) => idsOf(events, life.pid, 'trained')));
   assertDeepEqual(sorted(trained), sorted(ALL_IDS), 'every sample trained at least once');
-  assertDeepEqual([done.status.samplesCommitted, done.status.durableAcked, done.status.trainBacklog, done.status.queueDepth, done.status.queueInFlight], [PROMPTS, PROMPTS, 0, 0, 0], 'restart status: committed / acked / backlog / depth / in flight');
+  assertDeepEqual(
+    [done.status.samplesCommitted, done.status.durableAcked, done.status.trainBacklog, done.status.queueDepth, done.status.queueInFlight],
+    [PROMPTS, PROMPTS, 0, 0, 0],
+    'restart status: committed / acked / backlog / depth / in flight',
+  );
   assertDeepEqual(done.spilled, [], 'no spill file left (acked samples are aborted)');
   assertEqual(existsSync(join(dir, 'spill')) ? readdirSync(join(dir, 'spill')).length : 0, 0, 'spill folder empty on disk');
   assertEqual(done.health.residentSamples, 0, 'nothing resident at the end');
@@ -142,7 +154,16 @@ interface Scenario {
   name: string;
   killAt: KillAt;
   /** Checks specific to this kill point, after the restart completed. */
-  check(ctx: { dir: string; crashed: ChildRun; point: Announcement; started: Started; events: ChildEvent[]; restartPid: number; done: Done; spillsAtKill: boolean[] }): void;
+  check(ctx: {
+    dir: string;
+    crashed: ChildRun;
+    point: Announcement;
+    started: Started;
+    events: ChildEvent[];
+    restartPid: number;
+    done: Done;
+    spillsAtKill: boolean[];
+  }): void;
 }
 
 /** The window of step KILL_STEP: the ids the crashed child trained at that step. */
@@ -156,14 +177,34 @@ function commonCrashChecks(ctx: Parameters<Scenario['check']>[0]): void {
   const trainedAfter = new Set(idsOf(events, restartPid, 'trained'));
   const released = new Set(started.reconcile.released);
   const requeued = started.reconcile.requeued;
-  assertDeepEqual([...ackedBefore].filter((id) => trainedAfter.has(id)), [], 'samples acked before the crash trained again');
-  assertDeepEqual(requeued.filter((id) => released.has(id)), [], 'released ∩ requeued');
-  assertDeepEqual([...ackedBefore].filter((id) => !released.has(id)), [], 'acked before the crash but not released');
+  assertDeepEqual(
+    [...ackedBefore].filter((id) => trainedAfter.has(id)),
+    [],
+    'samples acked before the crash trained again',
+  );
+  assertDeepEqual(
+    requeued.filter((id) => released.has(id)),
+    [],
+    'released ∩ requeued',
+  );
+  assertDeepEqual(
+    [...ackedBefore].filter((id) => !released.has(id)),
+    [],
+    'acked before the crash but not released',
+  );
   const ackedAfter = new Set(idsOf(events, restartPid, 'acked'));
-  assertDeepEqual(requeued.filter((id) => !ackedAfter.has(id) || !trainedAfter.has(id)), [], 'requeued but not trained and acked by the restart');
+  assertDeepEqual(
+    requeued.filter((id) => !ackedAfter.has(id) || !trainedAfter.has(id)),
+    [],
+    'requeued but not trained and acked by the restart',
+  );
   // At-least-once: trained before the crash without a durable ack → trained again.
   const notDurable = idsOf(events, crashed.pid, 'trained').filter((id) => !released.has(id));
-  assertDeepEqual(notDurable.filter((id) => !trainedAfter.has(id)), [], 'trained before the crash, not durably acked, not retrained');
+  assertDeepEqual(
+    notDurable.filter((id) => !trainedAfter.has(id)),
+    [],
+    'trained before the crash, not durably acked, not retrained',
+  );
   assertEqual(started.recovery.snapshotGeneration === null || started.recovery.snapshotGeneration >= 0, true, 'journal reopened');
 }
 
@@ -184,8 +225,16 @@ const SCENARIOS: Scenario[] = [
       const uncommitted = ctx.point.uncommitted as string[];
       assertEqual(uncommitted.length, 4, 'the round being committed');
       assert(ctx.spillsAtKill.every(Boolean), 'every put of the round was on disk before commitSamples was called');
-      assertDeepEqual(sorted(ctx.started.reconcile.droppedUncommitted), sorted(uncommitted), 'reconcile dropped exactly the uncommitted spills');
-      assertDeepEqual(ctx.started.reconcile.requeued.filter((id) => uncommitted.includes(id)), [], 'uncommitted samples are not requeued');
+      assertDeepEqual(
+        sorted(ctx.started.reconcile.droppedUncommitted),
+        sorted(uncommitted),
+        'reconcile dropped exactly the uncommitted spills',
+      );
+      assertDeepEqual(
+        ctx.started.reconcile.requeued.filter((id) => uncommitted.includes(id)),
+        [],
+        'uncommitted samples are not requeued',
+      );
       assertEqual(ctx.started.recovery.tornBytesDropped, 0, 'no torn tail');
     },
   },
@@ -196,9 +245,16 @@ const SCENARIOS: Scenario[] = [
       commonCrashChecks(ctx);
       const window = ctx.point.ids as string[];
       assertEqual(window.length, BATCH, 'window size');
-      assertDeepEqual(window.filter((id) => !ctx.started.reconcile.requeued.includes(id)), [], 'unacked window requeued');
+      assertDeepEqual(
+        window.filter((id) => !ctx.started.reconcile.requeued.includes(id)),
+        [],
+        'unacked window requeued',
+      );
       assertEqual(ctx.started.restoredStep, KILL_STEP - 1, 'restart restores the checkpoint of the durable ack step, not the later one');
-      assert(ctx.done.health.spill.reads >= window.length, `requeued samples re-materialised from the spill (reads ${ctx.done.health.spill.reads})`);
+      assert(
+        ctx.done.health.spill.reads >= window.length,
+        `requeued samples re-materialised from the spill (reads ${ctx.done.health.spill.reads})`,
+      );
       assertEqual(ctx.started.recovery.tornBytesDropped, 0, 'no torn tail');
     },
   },
@@ -210,7 +266,11 @@ const SCENARIOS: Scenario[] = [
       const window = killWindow(ctx.events, ctx.crashed.pid);
       assert(ctx.started.recovery.tornBytesDropped > 0, `reopen dropped the torn tail (${ctx.started.recovery.tornBytesDropped} bytes)`);
       assertEqual(ctx.started.recovery.tornBytesDropped, ctx.point.written as number, 'exactly the half frame was dropped');
-      assertDeepEqual(window.filter((id) => !ctx.started.reconcile.requeued.includes(id)), [], 'the window whose ack was torn is requeued');
+      assertDeepEqual(
+        window.filter((id) => !ctx.started.reconcile.requeued.includes(id)),
+        [],
+        'the window whose ack was torn is requeued',
+      );
       assertEqual(ctx.started.reconcile.globalStep, KILL_STEP - 1, 'marker step before the torn ack');
       assertEqual(ctx.started.restoredStep, KILL_STEP - 1, 'restored checkpoint step');
     },
@@ -222,11 +282,19 @@ const SCENARIOS: Scenario[] = [
       commonCrashChecks(ctx);
       const window = killWindow(ctx.events, ctx.crashed.pid);
       assertEqual(window.length, BATCH, 'window size');
-      assertDeepEqual(window.filter((id) => !ctx.started.reconcile.released.includes(id)), [], 'the landed ack releases its window');
+      assertDeepEqual(
+        window.filter((id) => !ctx.started.reconcile.released.includes(id)),
+        [],
+        'the landed ack releases its window',
+      );
       assertEqual(ctx.started.reconcile.globalStep, KILL_STEP, 'marker step of the landed ack');
       assertEqual(ctx.started.restoredStep, KILL_STEP, 'restored checkpoint step');
       const trainedAfter = new Set(idsOf(ctx.events, ctx.restartPid, 'trained'));
-      assertDeepEqual(window.filter((id) => trainedAfter.has(id)), [], 'window of the landed ack trained again');
+      assertDeepEqual(
+        window.filter((id) => trainedAfter.has(id)),
+        [],
+        'window of the landed ack trained again',
+      );
       assertEqual(ctx.started.recovery.tornBytesDropped, 0, 'the whole frame reached the file');
     },
   },
@@ -250,7 +318,11 @@ for (const scenario of SCENARIOS) {
       lives.push(crashed);
       point = only(crashed, 'point');
       assertEqual(point.point, scenario.killAt, 'kill point reached');
-      assertEqual(crashed.signal, 'SIGKILL', `crashed child ended by SIGKILL (exit ${crashed.code}; stderr: ${crashed.stderr.slice(-600)})`);
+      assertEqual(
+        crashed.signal,
+        'SIGKILL',
+        `crashed child ended by SIGKILL (exit ${crashed.code}; stderr: ${crashed.stderr.slice(-600)})`,
+      );
       spillsAtKill = ((point.uncommitted as string[] | undefined) ?? []).map((id) => existsSync(join(dir, 'spill', spillPath(id))));
     }
     const restart = await runChild(dir, 'none');
@@ -259,14 +331,27 @@ for (const scenario of SCENARIOS) {
     const started = only<Started>(restart, 'started');
     const done = only<Done>(restart, 'done');
     const events = readEvents(dir);
-    scenario.check({ dir, crashed: crashed ?? restart, point: point ?? restart.announcements[0], started, events, restartPid: restart.pid, done, spillsAtKill });
+    scenario.check({
+      dir,
+      crashed: crashed ?? restart,
+      point: point ?? restart.announcements[0],
+      started,
+      events,
+      restartPid: restart.pid,
+      done,
+      spillsAtKill,
+    });
     await checkFinal(dir, events, lives, done);
     passed++;
-    console.log(`[node] ok   ${name} (${(performance.now() - start).toFixed(0)} ms) ${JSON.stringify({ requeued: started.reconcile.requeued.length, released: started.reconcile.released.length, torn: started.recovery.tornBytesDropped, spillReads: done.health.spill.reads })}`);
+    console.log(
+      `[node] ok   ${name} (${(performance.now() - start).toFixed(0)} ms) ${JSON.stringify({ requeued: started.reconcile.requeued.length, released: started.reconcile.released.length, torn: started.recovery.tornBytesDropped, spillReads: done.health.spill.reads })}`,
+    );
     rmSync(dir, { recursive: true, force: true });
   } catch (err) {
     failed++;
-    console.log(`[node] FAIL ${name} (${(performance.now() - start).toFixed(0)} ms): ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)} (files kept in ${dir})`);
+    console.log(
+      `[node] FAIL ${name} (${(performance.now() - start).toFixed(0)} ms): ${err instanceof Error ? `${err.name}: ${err.message}` : String(err)} (files kept in ${dir})`,
+    );
   }
 }
 console.log(`[node] ${passed} passed, ${failed} failed`);

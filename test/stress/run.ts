@@ -51,7 +51,9 @@ await step('gc between submits while only the device is held', async () => {
   gc();
   if (liveNodeGpuContexts() < 1) throw new Error('the platform dropped the Dawn instance of a live device');
   const ctxAgain = { device };
-  const module = device.createShaderModule({ code: '@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { for (var i = 0u; i < 500u; i++) { x[g.x] = x[g.x] * 0.999 + 1.0; } }' });
+  const module = device.createShaderModule({
+    code: '@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n@compute @workgroup_size(64) fn main(@builtin(global_invocation_id) g: vec3<u32>) { for (var i = 0u; i < 500u; i++) { x[g.x] = x[g.x] * 0.999 + 1.0; } }',
+  });
   const pipeline = device.createComputePipeline({ layout: 'auto', compute: { module, entryPoint: 'main' } });
   const buffer = device.createBuffer({ size: 4 * 65536, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
   const group = device.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries: [{ binding: 0, resource: { buffer } }] });
@@ -81,7 +83,13 @@ await step(`GPU core + matmul suites ${repeats} times in a row`, async () => {
     const summary = await runSuites(nodePlatform, [gpuCore, matmulSuite], { gpu: ctx, fixture: fileFixtures(nodePlatform), log: () => {} });
     ctx.destroy();
     gc();
-    if (summary.failed > 0) throw new Error(`repeat ${r + 1}: ${summary.results.filter((x) => !x.ok).map((x) => `${x.name}: ${x.error}`).join('; ')}`);
+    if (summary.failed > 0)
+      throw new Error(
+        `repeat ${r + 1}: ${summary.results
+          .filter((x) => !x.ok)
+          .map((x) => `${x.name}: ${x.error}`)
+          .join('; ')}`,
+      );
     total += summary.passed;
   }
   return `${total} test passes`;

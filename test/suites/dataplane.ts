@@ -8,4 +8,16 @@ import { gatewayConformance, gatewaySuite } from '../dataplane/gateway.test.ts';
 import redisFailures from '../dataplane/redis-failures.test.ts';
 import gatewayControl from '../dataplane/gateway-control.test.ts';
 
-export const dataplaneSuites: readonly Suite[] = [meta, sharding, observability, noopConformance, localHostConformance, localGpuConformance, redisConformance, redisFailures, gatewayConformance, gatewaySuite, gatewayControl];
+export const dataplaneSuites: readonly Suite[] = [
+  meta,
+  sharding,
+  observability,
+  noopConformance,
+  localHostConformance,
+  localGpuConformance,
+  redisConformance,
+  redisFailures,
+  gatewayConformance,
+  gatewaySuite,
+  gatewayControl,
+];

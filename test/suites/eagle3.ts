@@ -8,4 +8,12 @@ import featurePrecision from '../training/feature-precision.test.ts';
 import heldOutEval from '../training/held-out-eval.test.ts';
 import metricKeys from '../training/metric-keys.test.ts';
 
-export const eagle3Suites: readonly Suite[] = [referenceEagle3, modelEagle3, modelEagle3Split, eagle3Strategy, featurePrecision, heldOutEval, metricKeys];
+export const eagle3Suites: readonly Suite[] = [
+  referenceEagle3,
+  modelEagle3,
+  modelEagle3Split,
+  eagle3Strategy,
+  featurePrecision,
+  heldOutEval,
+  metricKeys,
+];

@@ -21,4 +21,25 @@ import runPlan from '../training/run-plan.test.ts';
 import regenerate from '../training/regenerate.test.ts';
 import memoryPlan from '../training/memory-plan.test.ts';
 
-export const trainSuites: readonly Suite[] = [memoryPlan, runPlan, regenerate, session, draftInsight, clusterRound, streamOrderLease, clusterSession, tabRollout, runExport, trainCli, trainMemory, trainData, runSettings, cli, flagValues, clusterStatus, clusterRoles, gatewayCli, offline];
+export const trainSuites: readonly Suite[] = [
+  memoryPlan,
+  runPlan,
+  regenerate,
+  session,
+  draftInsight,
+  clusterRound,
+  streamOrderLease,
+  clusterSession,
+  tabRollout,
+  runExport,
+  trainCli,
+  trainMemory,
+  trainData,
+  runSettings,
+  cli,
+  flagValues,
+  clusterStatus,
+  clusterRoles,
+  gatewayCli,
+  offline,
+];

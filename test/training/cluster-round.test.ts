@@ -25,7 +25,12 @@ export default defineSuite('training/cluster-round', (t) => {
     const progress: string[] = [];
     setTimeout(() => void controller.commitSamples(worker, [sampleRef('t1', { runId: 'run' })]), 10);
     setTimeout(() => void controller.commitSamples(worker, [sampleRef('t0', { runId: 'run' })]), 40);
-    await waitForRoundCommits(0, ids, ['t0', 't1'], controller, store, { pollMs: 2, stallMs: 5_000, now: () => performance.now(), onProgress: (d, n) => progress.push(`${d}/${n}`) });
+    await waitForRoundCommits(0, ids, ['t0', 't1'], controller, store, {
+      pollMs: 2,
+      stallMs: 5_000,
+      now: () => performance.now(),
+      onProgress: (d, n) => progress.push(`${d}/${n}`),
+    });
     assertDeepEqual(progress.at(-1), '2/2', 'progress reached the whole round');
   });
 
@@ -33,11 +38,19 @@ export default defineSuite('training/cluster-round', (t) => {
     const { store, controller, worker, ids } = await setup();
     const [task] = await controller.leasePromptTasks(worker, 1);
     await controller.failPromptTasks(worker, [task.taskId], 'capture mismatch', false);
-    await assertRejects(() => waitForRoundCommits(3, ids, ['t0', 't1'], controller, store, { pollMs: 2, stallMs: 5_000, now: () => performance.now() }), /round 3: 1 prompt\(s\) failed in rollout .*t0: capture mismatch/, 'failed prompt');
+    await assertRejects(
+      () => waitForRoundCommits(3, ids, ['t0', 't1'], controller, store, { pollMs: 2, stallMs: 5_000, now: () => performance.now() }),
+      /round 3: 1 prompt\(s\) failed in rollout .*t0: capture mismatch/,
+      'failed prompt',
+    );
   });
 
   t.test('no commit for stallMs fails the wait, naming the registered rollout workers', async () => {
     const { store, controller, ids } = await setup();
-    await assertRejects(() => waitForRoundCommits(1, ids, ['t0', 't1'], controller, store, { pollMs: 2, stallMs: 30, now: () => performance.now() }), /round 1: 2 of 2 samples not committed .*\(1 rollout workers registered, 0 prompts leased\); is a `speclab rollout` of this run running\?/, 'stall');
+    await assertRejects(
+      () => waitForRoundCommits(1, ids, ['t0', 't1'], controller, store, { pollMs: 2, stallMs: 30, now: () => performance.now() }),
+      /round 1: 2 of 2 samples not committed .*\(1 rollout workers registered, 0 prompts leased\); is a `speclab rollout` of this run running\?/,
+      'stall',
+    );
   });
 });

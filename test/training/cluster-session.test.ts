@@ -20,7 +20,13 @@ import { RolloutWorker } from '../../src/inference/rollout-worker.ts';
 import { TargetFeatureSource } from '../../src/inference/target-feature-source.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import type { RedisLink } from '../../src/ports/redis-link.ts';
-import { Eagle3TrainingSession, sessionCapture, sessionFeatureFields, sessionSettingsSchema, type SessionStep } from '../../src/training/eagle3-session.ts';
+import {
+  Eagle3TrainingSession,
+  sessionCapture,
+  sessionFeatureFields,
+  sessionSettingsSchema,
+  type SessionStep,
+} from '../../src/training/eagle3-session.ts';
 import { Rng } from '../../src/util/random.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { assert, assertEqual } from '../harness/assert.ts';
@@ -35,7 +41,17 @@ function nodeOnlyImport<T>(specifier: string): Promise<T> {
 }
 
 // Three rounds of four prompts, batch 2: rollout of round r + 1 waits for the trainer to ingest it.
-const SETTINGS = sessionSettingsSchema.parse({ epochs: 2, roundPrompts: 4, batchSize: 2, tttLength: 3, lr: 1e-2, responseLength: 10, checkpointEvery: 4, rolloutWorkers: 1, seed: 5 });
+const SETTINGS = sessionSettingsSchema.parse({
+  epochs: 2,
+  roundPrompts: 4,
+  batchSize: 2,
+  tttLength: 3,
+  lr: 1e-2,
+  responseLength: 10,
+  checkpointEvery: 4,
+  rolloutWorkers: 1,
+  seed: 5,
+});
 const RUN = 'cluster-test';
 
 async function runAll(session: Eagle3TrainingSession): Promise<SessionStep[]> {
@@ -69,16 +85,32 @@ export default defineSuite('training/cluster-session', (t) => {
         const target = TargetModel.create(gpu, checkpoint);
         closers.push(async () => target.destroy());
         const rng = new Rng(17);
-        const prompts = Array.from({ length: 6 }, () => Array.from({ length: 4 + rng.int(0, 4) }, () => rng.int(0, checkpoint.config.vocabSize)));
-        const base = { gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now() };
+        const prompts = Array.from({ length: 6 }, () =>
+          Array.from({ length: 4 + rng.int(0, 4) }, () => rng.int(0, checkpoint.config.vocabSize)),
+        );
+        const base = {
+          gpu,
+          target,
+          embedTokens: checkpoint.weights.embedTokens,
+          trainPrompts: prompts,
+          settings: SETTINGS,
+          runId: RUN,
+          now: () => performance.now(),
+        };
 
-        const single = await Eagle3TrainingSession.open({ ...base, storage: { checkpoints: ctx.platform.files(`${tmp.files.root}/single`), metadata: new InMemoryMetadataStore() } });
+        const single = await Eagle3TrainingSession.open({
+          ...base,
+          storage: { checkpoints: ctx.platform.files(`${tmp.files.root}/single`), metadata: new InMemoryMetadataStore() },
+        });
         const singleSteps = await runAll(single);
         const singleWeights = await single.currentWeights();
         single.destroy();
 
         const dataPlane = async () => {
-          const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'features' }, claimPollMs: 5 }, { gpu, connectRedis: () => connect() });
+          const client = await createDataPlaneClient(
+            { impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'features' }, claimPollMs: 5 },
+            { gpu, connectRedis: () => connect() },
+          );
           closers.push(() => client.close());
           return client;
         };
@@ -99,9 +131,13 @@ export default defineSuite('training/cluster-session', (t) => {
         // once all of it is committed, so a slow worker's enqueue can never race the trainer's acks.
         const rollout = async (i: number): Promise<number> => {
           const link = await connect();
-          const controller = DataFlowController.over(RUN, await openRedisControlStores(link, RUN, { url: server.url }), { enqueueCommits: false });
+          const controller = DataFlowController.over(RUN, await openRedisControlStores(link, RUN, { url: server.url }), {
+            enqueueCommits: false,
+          });
           const store = new DataPlaneFeatureStore(gpu, await dataPlane(), RUN);
-          const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: `rollout-proc-${i}` });
+          const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, {
+            workerId: `rollout-proc-${i}`,
+          });
           const theirs = new RedisRunRecord(link, RUN);
           return runRolloutLoop(worker, { batch: 2, pollMs: 5, finished: () => theirs.finished(), stopped: () => stopLoops });
         };

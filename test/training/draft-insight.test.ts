@@ -12,7 +12,13 @@ import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { attentionProbsRef } from '../../src/reference/attention-probs.ts';
-import { captureDraftInsight, locateSample, predictions, type DraftInsight, type DraftInsightParts } from '../../src/training/draft-insight.ts';
+import {
+  captureDraftInsight,
+  locateSample,
+  predictions,
+  type DraftInsight,
+  type DraftInsightParts,
+} from '../../src/training/draft-insight.ts';
 import { continueWithTarget } from '../../src/training/eagle3-data.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema, type SessionStep } from '../../src/training/eagle3-session.ts';
 import { Rng } from '../../src/util/random.ts';
@@ -20,10 +26,23 @@ import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 
-const SETTINGS = sessionSettingsSchema.parse({ epochs: 1, roundPrompts: 4, batchSize: 2, tttLength: 3, lr: 1e-2, responseLength: 6, checkpointEvery: 100, rolloutWorkers: 1, seed: 7 });
+const SETTINGS = sessionSettingsSchema.parse({
+  epochs: 1,
+  roundPrompts: 4,
+  batchSize: 2,
+  tttLength: 3,
+  lr: 1e-2,
+  responseLength: 6,
+  checkpointEvery: 100,
+  rolloutWorkers: 1,
+  seed: 7,
+});
 
 /** The sample's step-k queries [B·S, nH·hd] and the K cache, read through the forward's own taps. */
-async function forwardOperands(parts: DraftInsightParts, sample: number): Promise<{ q: Float32Array[]; kCache: Float32Array; mask: Int32Array; row: number; batch: number }> {
+async function forwardOperands(
+  parts: DraftInsightParts,
+  sample: number,
+): Promise<{ q: Float32Array[]; kCache: Float32Array; mask: Int32Array; row: number; batch: number }> {
   const { gpu, strategy } = parts;
   const { batch, row } = locateSample(parts.batches, sample);
   const q: Promise<Float32Array>[] = [];
@@ -40,7 +59,11 @@ async function forwardOperands(parts: DraftInsightParts, sample: number): Promis
   return { q: await Promise.all(q), kCache: await kCache!, mask: await mask!, row, batch: batch.sampleIds.length };
 }
 
-function checkProbs(ins: DraftInsight, ops: Awaited<ReturnType<typeof forwardOperands>>, parts: DraftInsightParts): { err: number; rowErr: number } {
+function checkProbs(
+  ins: DraftInsight,
+  ops: Awaited<ReturnType<typeof forwardOperands>>,
+  parts: DraftInsightParts,
+): { err: number; rowErr: number } {
   const c = parts.strategy.model.config;
   const { seq: S, tttLength: K, heads: H, width: W } = ins;
   const slot = ops.batch * S * c.numKvHeads * c.headDim;
@@ -68,10 +91,24 @@ function checkProbs(ins: DraftInsight, ops: Awaited<ReturnType<typeof forwardOpe
   return { err, rowErr };
 }
 
-async function openSession(ctx: TestContext, gpu: Gpu, target: TargetModel, embedTokens: Float32Array, prompts: number[][], heldOut: Awaited<ReturnType<typeof continueWithTarget>>, root: string): Promise<Eagle3TrainingSession> {
+async function openSession(
+  ctx: TestContext,
+  gpu: Gpu,
+  target: TargetModel,
+  embedTokens: Float32Array,
+  prompts: number[][],
+  heldOut: Awaited<ReturnType<typeof continueWithTarget>>,
+  root: string,
+): Promise<Eagle3TrainingSession> {
   const metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
   return Eagle3TrainingSession.open({
-    gpu, target, embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: 'insight-test', now: () => performance.now(),
+    gpu,
+    target,
+    embedTokens,
+    trainPrompts: prompts,
+    settings: SETTINGS,
+    runId: 'insight-test',
+    now: () => performance.now(),
     storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
     evaluation: { sequences: heldOut, every: 1 },
   });
@@ -82,9 +119,18 @@ export default defineSuite('training/draft-insight', (t) => {
     const z = [0.5, 2, -1, 2, 1];
     const { top, argmax } = predictions(z, 3);
     assertEqual(argmax, 1, 'argmax ties go to the lowest id');
-    assertDeepEqual(top.map((x) => x.id), [1, 3, 4], 'top-3 ids, the tie in id order');
+    assertDeepEqual(
+      top.map((x) => x.id),
+      [1, 3, 4],
+      'top-3 ids, the tie in id order',
+    );
     const sum = z.reduce((a, v) => a + Math.exp(v), 0);
-    assertRelClose(top.map((x) => x.p), [Math.exp(2) / sum, Math.exp(2) / sum, Math.exp(1) / sum], 1e-12, 'softmax probabilities');
+    assertRelClose(
+      top.map((x) => x.p),
+      [Math.exp(2) / sum, Math.exp(2) / sum, Math.exp(1) / sum],
+      1e-12,
+      'softmax probabilities',
+    );
     assertDeepEqual(predictions([3], 1).top, [{ id: 0, p: 1 }], 'a one-token vocabulary');
   });
 
@@ -99,7 +145,11 @@ export default defineSuite('training/draft-insight', (t) => {
         const rng = new Rng(13);
         const vocab = checkpoint.config.vocabSize;
         const prompts = Array.from({ length: 4 }, () => Array.from({ length: 5 }, () => rng.int(0, vocab)));
-        const heldOut = await continueWithTarget(target, Array.from({ length: 3 }, () => Array.from({ length: 4 }, () => rng.int(0, vocab))), SETTINGS.responseLength);
+        const heldOut = await continueWithTarget(
+          target,
+          Array.from({ length: 3 }, () => Array.from({ length: 4 }, () => rng.int(0, vocab))),
+          SETTINGS.responseLength,
+        );
         const embed = checkpoint.weights.embedTokens as Float32Array;
         const withInsight = await openSession(ctx, gpu, target, embed, prompts, heldOut, `${tmp.files.root}/with`);
         const without = await openSession(ctx, gpu, target, embed, prompts, heldOut, `${tmp.files.root}/without`);
@@ -132,7 +182,11 @@ export default defineSuite('training/draft-insight', (t) => {
             assertEqual(JSON.stringify(sa.eval), JSON.stringify(b[i].eval), `step ${i + 1}: held-out eval bit-identical`);
           }
           const [wa, wb] = [await withInsight.currentWeights(), await without.currentWeights()];
-          for (const name of Object.keys(wb)) assert(wa[name].every((v, i) => Object.is(v, wb[name][i])), `weight ${name} bit-identical after training with insight captures`);
+          for (const name of Object.keys(wb))
+            assert(
+              wa[name].every((v, i) => Object.is(v, wb[name][i])),
+              `weight ${name} bit-identical after training with insight captures`,
+            );
 
           // The last captures (after the final step) against the forward's own operands.
           const p = parts();
@@ -147,7 +201,10 @@ export default defineSuite('training/draft-insight', (t) => {
               for (let i = 0; i < ins.seq; i++) {
                 const top = st.top[i];
                 assertEqual(top.length, 4, 'top-4 per position');
-                assert(top.every((x, j) => x.id >= 0 && x.id < vocab && (j === 0 || x.p <= top[j - 1].p)), `sample ${ins.sample} row ${i}: target ids, most probable first`);
+                assert(
+                  top.every((x, j) => x.id >= 0 && x.id < vocab && (j === 0 || x.p <= top[j - 1].p)),
+                  `sample ${ins.sample} row ${i}: target ids, most probable first`,
+                );
                 assertEqual(st.argmax[i], top[0].id, 'the argmax heads the top-k');
                 assertEqual(st.correct[i], st.argmax[i] === st.targets[i], 'correct = argmax is the target token');
               }
@@ -159,8 +216,16 @@ export default defineSuite('training/draft-insight', (t) => {
           for (let k = 0; k < SETTINGS.tttLength; k++) {
             const correct = sums.reduce((x, m) => x + m[`correct_${k}`], 0);
             const denom = sums.reduce((x, m) => x + m[`denom_${k}`], 0);
-            assertEqual(last.reduce((x, ins) => x + ins.steps[k].correctCount, 0), correct, `step ${k}: Σ correct over the held-out set = the eval's correct_${k}`);
-            assertEqual(last.reduce((x, ins) => x + ins.steps[k].supervisedCount, 0), denom, `step ${k}: Σ supervised = the eval's denom_${k}`);
+            assertEqual(
+              last.reduce((x, ins) => x + ins.steps[k].correctCount, 0),
+              correct,
+              `step ${k}: Σ correct over the held-out set = the eval's correct_${k}`,
+            );
+            assertEqual(
+              last.reduce((x, ins) => x + ins.steps[k].supervisedCount, 0),
+              denom,
+              `step ${k}: Σ supervised = the eval's denom_${k}`,
+            );
           }
           ctx.note('worst rel err', err.toExponential(2));
           ctx.note('worst |row sum − 1|', rowErr.toExponential(2));

@@ -55,7 +55,11 @@ async function onlineRun(ctx: TestContext, gpu: Gpu, target: TargetModel, store:
   for (let b = 0; b < B; b++) {
     let len = 0;
     while (len < S && mask[b * S + len]) len++;
-    prompts.push({ taskId: `p${b}`, payload: { input_ids: [...ids.subarray(b * S, b * S + len)], loss_mask: [...lossMask.subarray(b * S, b * S + len)] }, maxLength: S });
+    prompts.push({
+      taskId: `p${b}`,
+      payload: { input_ids: [...ids.subarray(b * S, b * S + len)], loss_mask: [...lossMask.subarray(b * S, b * S + len)] },
+      maxLength: S,
+    });
   }
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
   await controller.ingestPrompts(prompts);
@@ -71,7 +75,10 @@ async function onlineRun(ctx: TestContext, gpu: Gpu, target: TargetModel, store:
   const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 2 });
   const result = await new TrainerController(gpu, core).fit(loader, {
     ackFn: async (_ids, step, batches) => {
-      await lease.ack(batches.flatMap((b) => (b as unknown as { refs: Parameters<typeof lease.ack>[0] }).refs), { globalStep: step, optimizerDurable: true });
+      await lease.ack(
+        batches.flatMap((b) => (b as unknown as { refs: Parameters<typeof lease.ack>[0] }).refs),
+        { globalStep: step, optimizerDurable: true },
+      );
     },
   });
   assertEqual((await controller.status()).durableAcked, B, 'both samples durably acked');
@@ -81,9 +88,20 @@ async function onlineRun(ctx: TestContext, gpu: Gpu, target: TargetModel, store:
 }
 
 /** `gpu` must be the one the data plane client was built with: one Gpu, one command stream. */
-async function viaDataPlane(ctx: TestContext, gpu: Gpu, client: DataPlaneClient, reference: number[], note: (k: string, v: number) => void): Promise<void> {
+async function viaDataPlane(
+  ctx: TestContext,
+  gpu: Gpu,
+  client: DataPlaneClient,
+  reference: number[],
+  note: (k: string, v: number) => void,
+): Promise<void> {
   const target = await loadTarget(ctx, gpu);
-  const store = await DataPlaneFeatureStore.open(gpu, client, 'eagle3', { input_ids: 'i32', hidden_state: 'f32', target: 'f32', loss_mask: 'i32' });
+  const store = await DataPlaneFeatureStore.open(gpu, client, 'eagle3', {
+    input_ids: 'i32',
+    hidden_state: 'f32',
+    target: 'f32',
+    loss_mask: 'i32',
+  });
   const losses = await onlineRun(ctx, gpu, target, store);
   await store.drain();
   note('lossRelErrVsFeatureStore', assertRelClose(losses, reference, 1e-6, 'losses through the data plane'));
@@ -94,34 +112,52 @@ async function viaDataPlane(ctx: TestContext, gpu: Gpu, client: DataPlaneClient,
 export default defineSuite('training/eagle3-online', (t) => {
   let reference: number[] = [];
 
-  t.test('target capture → feature store → loader → EAGLE3 step reproduces SpecForge\'s loss', async (ctx) => {
-    const gpu = new Gpu(ctx.gpu);
-    const target = await loadTarget(ctx, gpu);
-    reference = await onlineRun(ctx, gpu, target, new LocalFeatureStore(gpu));
-    const fx = await loadEagle3Fixture(ctx.fixture, '');
-    ctx.note('lossRelErrVsSpecForge', assertRelClose(reference, fx.expected('total_loss'), 1e-5, 'online loss vs SpecForge total_loss'));
-    target.destroy();
-    gpu.destroy();
-  }, { timeoutMs: 600_000 });
-
-  t.test('the same run through the data plane (local GPU columns) gives the same loss', async (ctx) => {
-    const gpu = new Gpu(ctx.gpu);
-    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 }, { gpu });
-    await viaDataPlane(ctx, gpu, client, reference, ctx.note);
-    gpu.destroy();
-  }, { timeoutMs: 600_000 });
-
-  t.test('the same run through the data plane over a real Redis server gives the same loss', async (ctx) => {
-    const { startRedisServer } = await nodeOnlyImport<typeof import('../dataplane/redis-fixture.ts')>('./redis-fixture.ts');
-    const { connectRedis } = await nodeOnlyImport<typeof import('../../src/platform/redis-node.ts')>('../../src/platform/redis-node.ts');
-    const server = await startRedisServer();
-    try {
+  t.test(
+    "target capture → feature store → loader → EAGLE3 step reproduces SpecForge's loss",
+    async (ctx) => {
       const gpu = new Gpu(ctx.gpu);
-      const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'eagle3' }, claimPollMs: 5 }, { gpu, connectRedis: (url) => connectRedis(url) });
+      const target = await loadTarget(ctx, gpu);
+      reference = await onlineRun(ctx, gpu, target, new LocalFeatureStore(gpu));
+      const fx = await loadEagle3Fixture(ctx.fixture, '');
+      ctx.note('lossRelErrVsSpecForge', assertRelClose(reference, fx.expected('total_loss'), 1e-5, 'online loss vs SpecForge total_loss'));
+      target.destroy();
+      gpu.destroy();
+    },
+    { timeoutMs: 600_000 },
+  );
+
+  t.test(
+    'the same run through the data plane (local GPU columns) gives the same loss',
+    async (ctx) => {
+      const gpu = new Gpu(ctx.gpu);
+      const client = await createDataPlaneClient(
+        { impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 },
+        { gpu },
+      );
       await viaDataPlane(ctx, gpu, client, reference, ctx.note);
       gpu.destroy();
-    } finally {
-      await server.stop();
-    }
-  }, { only: ['node'], timeoutMs: 600_000 });
+    },
+    { timeoutMs: 600_000 },
+  );
+
+  t.test(
+    'the same run through the data plane over a real Redis server gives the same loss',
+    async (ctx) => {
+      const { startRedisServer } = await nodeOnlyImport<typeof import('../dataplane/redis-fixture.ts')>('./redis-fixture.ts');
+      const { connectRedis } = await nodeOnlyImport<typeof import('../../src/platform/redis-node.ts')>('../../src/platform/redis-node.ts');
+      const server = await startRedisServer();
+      try {
+        const gpu = new Gpu(ctx.gpu);
+        const client = await createDataPlaneClient(
+          { impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'eagle3' }, claimPollMs: 5 },
+          { gpu, connectRedis: (url) => connectRedis(url) },
+        );
+        await viaDataPlane(ctx, gpu, client, reference, ctx.note);
+        gpu.destroy();
+      } finally {
+        await server.stop();
+      }
+    },
+    { only: ['node'], timeoutMs: 600_000 },
+  );
 });

@@ -19,11 +19,23 @@ import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
 
-const SETTINGS = sessionSettingsSchema.parse({ epochs: 2, roundPrompts: 6, batchSize: 2, tttLength: 3, lr: 1e-2, responseLength: 12, checkpointEvery: 4, rolloutWorkers: 2, seed: 3 });
+const SETTINGS = sessionSettingsSchema.parse({
+  epochs: 2,
+  roundPrompts: 6,
+  batchSize: 2,
+  tttLength: 3,
+  lr: 1e-2,
+  responseLength: 12,
+  checkpointEvery: 4,
+  rolloutWorkers: 2,
+  seed: 3,
+});
 const RUN = 'session-test';
 
 async function openMetadata(ctx: TestContext, files: FileStore, name: string): Promise<MetadataStore> {
-  return ctx.platform.name === 'browser' ? IndexedDbMetadataStore.open(ctx.platform, name) : FileMetadataStore.open(files, { dir: 'metadata' });
+  return ctx.platform.name === 'browser'
+    ? IndexedDbMetadataStore.open(ctx.platform, name)
+    : FileMetadataStore.open(files, { dir: 'metadata' });
 }
 
 export default defineSuite('training/eagle3-session', (t) => {
@@ -52,10 +64,21 @@ export default defineSuite('training/eagle3-session', (t) => {
         dbNames.push(db);
         const metadata = await openMetadata(ctx, ctx.platform.files(root), db);
         const session = await Eagle3TrainingSession.open({
-          gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
+          gpu,
+          target,
+          embedTokens: checkpoint.weights.embedTokens,
+          trainPrompts: prompts,
+          settings: SETTINGS,
+          runId: RUN,
+          now: () => performance.now(),
           storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
           onStep: async (st) => {
-            reports.push({ label, step: st.globalStep, ackedAtReport: (await metadata.durableMarker()).globalStep ?? 0, checkpointed: st.checkpointed });
+            reports.push({
+              label,
+              step: st.globalStep,
+              ackedAtReport: (await metadata.durableMarker()).globalStep ?? 0,
+              checkpointed: st.checkpointed,
+            });
           },
         });
         return { session, metadata, checkpoints: ctx.platform.files(`${root}/checkpoints`) };
@@ -77,8 +100,14 @@ export default defineSuite('training/eagle3-session', (t) => {
         assertEqual((await whole.session.status()).controller.durableAcked, 12, 'every sample acked');
         const wholeReports = reports.filter((r) => r.label === 'whole');
         assertEqual(wholeReports.map((r) => r.step).join(), '1,2,3,4,5,6', 'every step reported once');
-        assert(wholeReports.every((r) => r.ackedAtReport < r.step), `each step is reported before its durable ack: ${JSON.stringify(wholeReports)}`);
-        assert(wholeReports.some((r) => r.checkpointed), 'checkpointed steps among them');
+        assert(
+          wholeReports.every((r) => r.ackedAtReport < r.step),
+          `each step is reported before its durable ack: ${JSON.stringify(wholeReports)}`,
+        );
+        assert(
+          wholeReports.some((r) => r.checkpointed),
+          'checkpointed steps among them',
+        );
         whole.session.destroy();
         await whole.metadata.close();
 
@@ -97,7 +126,8 @@ export default defineSuite('training/eagle3-session', (t) => {
         assertEqual(secondSteps.map((s) => s.globalStep).join(), '5,6', 'the remaining steps');
         const losses = [...firstSteps.slice(0, 4), ...secondSteps].map((s) => s.loss);
         let worst = 0;
-        for (const [i, l] of losses.entries()) worst = Math.max(worst, assertRelClose([l], [wholeSteps[i].loss], 1e-6, `loss of step ${i + 1}`));
+        for (const [i, l] of losses.entries())
+          worst = Math.max(worst, assertRelClose([l], [wholeSteps[i].loss], 1e-6, `loss of step ${i + 1}`));
         ctx.note('lossRelErr', worst.toExponential(2));
         const marker = await second.metadata.durableMarker();
         assertEqual(marker.acked.size, 12, 'every sample acked exactly once');
@@ -137,7 +167,13 @@ export default defineSuite('training/eagle3-session', (t) => {
       const open = async () => {
         const metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
         const session = await Eagle3TrainingSession.open({
-          gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
+          gpu,
+          target,
+          embedTokens: checkpoint.weights.embedTokens,
+          trainPrompts: prompts,
+          settings: SETTINGS,
+          runId: RUN,
+          now: () => performance.now(),
           storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
         });
         return { session, metadata };
@@ -150,16 +186,26 @@ export default defineSuite('training/eagle3-session', (t) => {
         await first.metadata.close();
         // Disk damage after the fsync: the last journal record (that ack) loses its last bytes.
         const metaFiles = ctx.platform.files(`${root}/metadata`);
-        const journal = (await metaFiles.list('')).filter((n) => n.startsWith('journal-')).sort().at(-1)!;
+        const journal = (await metaFiles.list(''))
+          .filter((n) => n.startsWith('journal-'))
+          .sort()
+          .at(-1)!;
         const bytes = await metaFiles.read(journal);
         await metaFiles.writeAtomic(journal, bytes.slice(0, bytes.length - 3));
         const metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
         try {
           await assertRejects(
-            () => Eagle3TrainingSession.open({
-              gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
-              storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
-            }),
+            () =>
+              Eagle3TrainingSession.open({
+                gpu,
+                target,
+                embedTokens: checkpoint.weights.embedTokens,
+                trainPrompts: prompts,
+                settings: SETTINGS,
+                runId: RUN,
+                now: () => performance.now(),
+                storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
+              }),
             /resume session-test: \d+ committed but unacked sample\(s\) .* have no spill file, which is deleted only after a durable ack: the ledger lost an acknowledged record \(opening .*metadata dropped a torn tail of \d+ bytes/,
             'refused naming the journal',
           );

@@ -33,15 +33,28 @@ const CAPTURE: CaptureConfig = { featureNames: Object.keys(FIELDS), auxLayerIds:
 async function trainThrough(gpu: Gpu, store: FeatureStore): Promise<{ losses: number[]; acked: number }> {
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
   const worker = await RolloutWorker.create(controller, new ToyEmbeddingTarget(gpu, V, H), store, gpu, CAPTURE, { workerId: 'w0' });
-  await controller.ingestPrompts(bigramPrompts(24, V).map((p, i) => ({ taskId: `t${String(i).padStart(3, '0')}`, payload: p, maxLength: 64 })));
+  await controller.ingestPrompts(
+    bigramPrompts(24, V).map((p, i) => ({ taskId: `t${String(i).padStart(3, '0')}`, payload: p, maxLength: 64 })),
+  );
   while ((await worker.runOnce(6)).length > 0);
-  const backend = new AdamWBackend(gpu, { lr: 0.05, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 1, schedule: { kind: 'constant', totalSteps: 100, warmupRatio: 0 } });
+  const backend = new AdamWBackend(gpu, {
+    lr: 0.05,
+    beta1: 0.9,
+    beta2: 0.999,
+    eps: 1e-8,
+    weightDecay: 0,
+    maxGradNorm: 1,
+    schedule: { kind: 'constant', totalSteps: 100, warmupRatio: 0 },
+  });
   const core = new TrainerCore(new LinearProbeStrategy(gpu, backend, H, V, new Rng(9).floats(V * H, 0.1)), backend, 1);
   const lease = await controller.trainLease();
   const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: 3, padValues: { labels: -1 } });
   const result = await new TrainerController(gpu, core).fit(loader, {
     ackFn: async (_ids, step, batches) => {
-      await lease.ack(batches.flatMap((b) => (b as unknown as { refs: Parameters<typeof lease.ack>[0] }).refs), { globalStep: step, optimizerDurable: true });
+      await lease.ack(
+        batches.flatMap((b) => (b as unknown as { refs: Parameters<typeof lease.ack>[0] }).refs),
+        { globalStep: step, optimizerDurable: true },
+      );
     },
   });
   backend.destroy();
@@ -65,14 +78,20 @@ async function compare(gpu: Gpu, client: DataPlaneClient, note: (k: string, v: n
 export default defineSuite('training/feature-path', (t) => {
   t.test('data plane with local GPU columns trains exactly like the GPU feature store', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
-    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 }, { gpu });
+    const client = await createDataPlaneClient(
+      { impl: 'transferQueue', backend: { kind: 'local', columns: 'gpu' }, claimPollMs: 5 },
+      { gpu },
+    );
     await compare(gpu, client, note);
     gpu.destroy();
   });
 
   t.test('data plane with host columns trains exactly like the GPU feature store', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
-    const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 }, { gpu });
+    const client = await createDataPlaneClient(
+      { impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 },
+      { gpu },
+    );
     await compare(gpu, client, note);
     gpu.destroy();
   });
@@ -85,7 +104,10 @@ export default defineSuite('training/feature-path', (t) => {
       const { connectRedis } = await nodeOnlyImport<typeof import('../../src/platform/redis-node.ts')>('../../src/platform/redis-node.ts');
       const server = await startRedisServer();
       try {
-        const client = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'path' }, claimPollMs: 5 }, { gpu, connectRedis: (url) => connectRedis(url) });
+        const client = await createDataPlaneClient(
+          { impl: 'transferQueue', backend: { kind: 'redis', url: server.url, keyPrefix: 'path' }, claimPollMs: 5 },
+          { gpu, connectRedis: (url) => connectRedis(url) },
+        );
         await compare(gpu, client, note);
       } finally {
         await server.stop();

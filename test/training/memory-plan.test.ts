@@ -10,7 +10,14 @@ import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../src/optim/adamw-backend.ts';
 import { draftConfigFor } from '../../src/training/eagle3-data.ts';
-import { DRAFT_STEP_ITEMS, formatMemoryPlan, memoryPlanRefusal, planTrainingMemory, type MemoryPlan, type MemoryPlanInput } from '../../src/training/memory-plan.ts';
+import {
+  DRAFT_STEP_ITEMS,
+  formatMemoryPlan,
+  memoryPlanRefusal,
+  planTrainingMemory,
+  type MemoryPlan,
+  type MemoryPlanInput,
+} from '../../src/training/memory-plan.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
@@ -21,17 +28,37 @@ const BIG = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * GiB };
 
 /** A small Llama: H 64, 4 heads of 16 (2 KV heads), I 128, V 256, 2 layers; every size a power of two. */
 function tinyTarget(): TargetModelConfig {
-  return parseHfConfig({
-    architectures: ['LlamaForCausalLM'], hidden_size: 64, num_hidden_layers: 2, num_attention_heads: 4, num_key_value_heads: 2, head_dim: 16,
-    intermediate_size: 128, vocab_size: 256, rms_norm_eps: 1e-5, max_position_embeddings: 512,
-  }, 'tiny config');
+  return parseHfConfig(
+    {
+      architectures: ['LlamaForCausalLM'],
+      hidden_size: 64,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 16,
+      intermediate_size: 128,
+      vocab_size: 256,
+      rms_norm_eps: 1e-5,
+      max_position_embeddings: 512,
+    },
+    'tiny config',
+  );
 }
 
 function tinyInput(overrides: Partial<MemoryPlanInput> = {}): MemoryPlanInput {
   const target = tinyTarget();
   return {
-    target, targetWeights: 'f32', draft: draftConfigFor({ config: target }, 64), batchSize: 2, maxLength: 64, tttLength: 3, features: 'f32',
-    featureStoreSamples: 4, captureBatchTokens: 8192, generationBatch: 0, ...overrides,
+    target,
+    targetWeights: 'f32',
+    draft: draftConfigFor({ config: target }, 64),
+    batchSize: 2,
+    maxLength: 64,
+    tttLength: 3,
+    features: 'f32',
+    featureStoreSamples: 4,
+    captureBatchTokens: 8192,
+    generationBatch: 0,
+    ...overrides,
   };
 }
 
@@ -67,7 +94,11 @@ export default defineSuite('training/memory-plan', (t) => {
     assertEqual(item(plan, 'batch'), 3 * 512 + R * 192 * 4 + R * 256 * 4, 'training batch');
     // The store keeps 4 samples of [64, 192] + [64, 256] f32 and two [64] i32 vectors.
     assertEqual(item(plan, 'featureStore'), 4 * (64 * 192 * 4 + 64 * 256 * 4 + 2 * 256), 'feature store');
-    assertEqual(plan.totalBytes, plan.items.reduce((a, i) => a + i.bytes, 0), 'total = sum of items');
+    assertEqual(
+      plan.totalBytes,
+      plan.items.reduce((a, i) => a + i.bytes, 0),
+      'total = sum of items',
+    );
     const f16 = planTrainingMemory(tinyInput({ features: 'f16' }), { limits: BIG });
     assertEqual(item(f16, 'featureStore'), 4 * (64 * 192 * 2 + 64 * 256 * 2 + 2 * 256), 'f16 features: half the feature bytes');
     const kv = planTrainingMemory(tinyInput({ generationBatch: 16 }), { limits: BIG });
@@ -87,15 +118,26 @@ export default defineSuite('training/memory-plan', (t) => {
   t.test('binding limits: split tensors are noted, a row or a whole-bound tensor past a binding is unfittable', () => {
     // 64 KiB bindings (64-token capture forwards): the 64 KiB embedding fits; the batch's target
     // [2, 64, 256] (128 KiB) is split; the 128 KiB uniform arena is no storage binding.
-    const small = planTrainingMemory(tinyInput({ captureBatchTokens: 64 }), { limits: { maxBufferSize: GiB, maxStorageBufferBindingSize: 64 * KiB } });
-    assert(small.notes.some((n) => /training batch: target \(128 KiB\) is split into 2 parts/.test(n)), `split noted: ${small.notes.join(' | ')}`);
+    const small = planTrainingMemory(tinyInput({ captureBatchTokens: 64 }), {
+      limits: { maxBufferSize: GiB, maxStorageBufferBindingSize: 64 * KiB },
+    });
+    assert(
+      small.notes.some((n) => /training batch: target \(128 KiB\) is split into 2 parts/.test(n)),
+      `split noted: ${small.notes.join(' | ')}`,
+    );
     // A stored sample's target [64, 256] is bound whole: 64 KiB fits, so the plan fits.
     assert(small.fits, `fits with split tensors: ${small.problems.join(' | ')}`);
     const tiny = planTrainingMemory(tinyInput(), { limits: { maxBufferSize: 16 * KiB, maxStorageBufferBindingSize: 16 * KiB } });
     assert(!tiny.fits, 'does not fit');
-    assert(tiny.problems.some((p) => /feature store: target \[64, 256\] f32 is 64\.0 KiB and must fit one binding \(16\.0 KiB\)/.test(p)), `whole-bound tensor named: ${tiny.problems.join(' | ')}`);
+    assert(
+      tiny.problems.some((p) => /feature store: target \[64, 256\] f32 is 64\.0 KiB and must fit one binding \(16\.0 KiB\)/.test(p)),
+      `whole-bound tensor named: ${tiny.problems.join(' | ')}`,
+    );
     const row = planTrainingMemory(tinyInput(), { limits: { maxBufferSize: 512, maxStorageBufferBindingSize: 512 } });
-    assert(row.problems.some((p) => /one row is 1\.00 KiB, more than one binding holds \(512 B\); no split can fit it/.test(p)), `row too big: ${row.problems.join(' | ')}`);
+    assert(
+      row.problems.some((p) => /one row is 1\.00 KiB, more than one binding holds \(512 B\); no split can fit it/.test(p)),
+      `row too big: ${row.problems.join(' | ')}`,
+    );
   });
 
   t.test('a budget below the total: refused with the largest item and suggestions that fit', () => {
@@ -103,56 +145,96 @@ export default defineSuite('training/memory-plan', (t) => {
     const refused = planTrainingMemory(tinyInput({ batchSize: 8 }), { limits: BIG, budgetBytes: Math.floor(plan.totalBytes * 0.8) });
     assert(!refused.fits, 'over budget');
     assertEqual(refused.largest.bytes, Math.max(...refused.items.map((i) => i.bytes)), 'largest item');
-    assert(refused.suggestions.some((s) => /^batch size 8 → 4: .* \(fits\)$/.test(s)), `batch suggestion: ${refused.suggestions.join(' | ')}`);
-    assert(refused.suggestions.some((s) => /^feature precision f32 → f16/.test(s)), 'precision suggestion');
+    assert(
+      refused.suggestions.some((s) => /^batch size 8 → 4: .* \(fits\)$/.test(s)),
+      `batch suggestion: ${refused.suggestions.join(' | ')}`,
+    );
+    assert(
+      refused.suggestions.some((s) => /^feature precision f32 → f16/.test(s)),
+      'precision suggestion',
+    );
     const line = memoryPlanRefusal(refused);
     assert(!line.includes('\n'), 'one line');
-    assert(line.includes(`largest item ${refused.largest.label}`) && /over the budget of/.test(line) && /lower: batch size 8 → 4/.test(line), line);
+    assert(
+      line.includes(`largest item ${refused.largest.label}`) && /over the budget of/.test(line) && /lower: batch size 8 → 4/.test(line),
+      line,
+    );
     const table = formatMemoryPlan(refused);
     assertEqual(table.length, refused.items.length + 3, 'one line per item, the total, the verdict, the suggestions');
-    assert(table.some((l) => /^ {2}total +\S+ \S+ {2}budget /.test(l)), `total line: ${table.join('\n')}`);
+    assert(
+      table.some((l) => /^ {2}total +\S+ \S+ {2}budget /.test(l)),
+      `total line: ${table.join('\n')}`,
+    );
     assert(planTrainingMemory(tinyInput(), { limits: BIG, budgetBytes: plan.totalBytes }).fits, 'a budget equal to the total fits');
-    assertThrows(() => planTrainingMemory(tinyInput({ batchSize: 0 }), { limits: BIG }), /memory plan: batchSize must be a positive integer, got 0/, 'bad input named');
-    assertThrows(() => planTrainingMemory(tinyInput({ features: 'bf16' as 'f16' }), { limits: BIG }), /memory plan: features must be "f32" or "f16"/, 'bad precision named');
+    assertThrows(
+      () => planTrainingMemory(tinyInput({ batchSize: 0 }), { limits: BIG }),
+      /memory plan: batchSize must be a positive integer, got 0/,
+      'bad input named',
+    );
+    assertThrows(
+      () => planTrainingMemory(tinyInput({ features: 'bf16' as 'f16' }), { limits: BIG }),
+      /memory plan: features must be "f32" or "f16"/,
+      'bad precision named',
+    );
   });
 
-  t.test('the plan of a real draft training step is not below its measured peak, and within 1.5× of it', async ({ gpu: ctx, note }) => {
-    const started = performance.now();
-    const input = tinyInput();
-    const draft = input.draft;
-    const plan = planTrainingMemory(input, { limits: BIG });
-    const planned = plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
-    const gpu = new Gpu(ctx);
-    try {
-      const rng = new Rng(3);
-      const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
-      const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < draft.draftVocabSize ? 1 : 0));
-      const model = new Eagle3DraftModel(gpu, backend, draft, initialEagle3Weights(draft, rng.floats(draft.vocabSize * draft.hiddenSize), rng), { t2d, d2t: new Array(draft.draftVocabSize).fill(0) });
-      const [B, S] = [input.batchSize, input.maxLength];
-      const inputs = {
-        inputIds: gpu.upload([B, S], 'i32', Array.from({ length: B * S }, () => rng.int(0, draft.vocabSize)), 'input_ids'),
-        attentionMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'attention_mask'),
-        lossMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'loss_mask'),
-        hiddenStates: gpu.upload([B, S, 3 * draft.targetHiddenSize], 'f32', rng.floats(B * S * 3 * draft.targetHiddenSize), 'hidden_state'),
-        target: gpu.upload([B, S, draft.vocabSize], 'f32', rng.floats(B * S * draft.vocabSize, 3), 'target'),
-      };
-      // Two steps: the second runs on buffers the pool already holds, so the peak is the steady state.
-      for (let step = 0; step < 2; step++) {
-        const out = await model.trainStep(inputs, { tttLength: input.tttLength, lossScale: 1 });
-        const report = await backend.optimizerStep();
-        await Promise.all([out.losses, out.metricSums, report.gradNorm]);
+  t.test(
+    'the plan of a real draft training step is not below its measured peak, and within 1.5× of it',
+    async ({ gpu: ctx, note }) => {
+      const started = performance.now();
+      const input = tinyInput();
+      const draft = input.draft;
+      const plan = planTrainingMemory(input, { limits: BIG });
+      const planned = plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
+      const gpu = new Gpu(ctx);
+      try {
+        const rng = new Rng(3);
+        const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
+        const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < draft.draftVocabSize ? 1 : 0));
+        const model = new Eagle3DraftModel(
+          gpu,
+          backend,
+          draft,
+          initialEagle3Weights(draft, rng.floats(draft.vocabSize * draft.hiddenSize), rng),
+          { t2d, d2t: new Array(draft.draftVocabSize).fill(0) },
+        );
+        const [B, S] = [input.batchSize, input.maxLength];
+        const inputs = {
+          inputIds: gpu.upload(
+            [B, S],
+            'i32',
+            Array.from({ length: B * S }, () => rng.int(0, draft.vocabSize)),
+            'input_ids',
+          ),
+          attentionMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'attention_mask'),
+          lossMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'loss_mask'),
+          hiddenStates: gpu.upload(
+            [B, S, 3 * draft.targetHiddenSize],
+            'f32',
+            rng.floats(B * S * 3 * draft.targetHiddenSize),
+            'hidden_state',
+          ),
+          target: gpu.upload([B, S, draft.vocabSize], 'f32', rng.floats(B * S * draft.vocabSize, 3), 'target'),
+        };
+        // Two steps: the second runs on buffers the pool already holds, so the peak is the steady state.
+        for (let step = 0; step < 2; step++) {
+          const out = await model.trainStep(inputs, { tttLength: input.tttLength, lossScale: 1 });
+          const report = await backend.optimizerStep();
+          await Promise.all([out.losses, out.metricSums, report.gradNorm]);
+        }
+        await gpu.sync();
+        const measured = gpu.memoryStats().peakBytes;
+        note('planned', planned);
+        note('measured', measured);
+        note('ratio', Number((planned / measured).toFixed(3)));
+        note('seconds', Number(((performance.now() - started) / 1000).toFixed(1)));
+        assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
+        assert(planned <= 1.5 * measured, `plan ${planned} bytes is over 1.5× the measured peak ${measured}`);
+        model.destroy();
+      } finally {
+        gpu.destroy();
       }
-      await gpu.sync();
-      const measured = gpu.memoryStats().peakBytes;
-      note('planned', planned);
-      note('measured', measured);
-      note('ratio', Number((planned / measured).toFixed(3)));
-      note('seconds', Number(((performance.now() - started) / 1000).toFixed(1)));
-      assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
-      assert(planned <= 1.5 * measured, `plan ${planned} bytes is over 1.5× the measured peak ${measured}`);
-      model.destroy();
-    } finally {
-      gpu.destroy();
-    }
-  }, { timeoutMs: 300_000 });
+    },
+    { timeoutMs: 300_000 },
+  );
 });

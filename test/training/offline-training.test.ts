@@ -51,7 +51,10 @@ async function assertSameExport(files: FileStore, a: string, b: string, what: st
   for (const name of ['config.json', 'model.safetensors']) {
     const x = await files.read(`${a}/${name}`);
     const y = await files.read(`${b}/${name}`);
-    assert(x.length === y.length && x.every((v, i) => v === y[i]), `${what}: ${a}/${name} (${x.length} bytes) differs from ${b}/${name} (${y.length} bytes)`);
+    assert(
+      x.length === y.length && x.every((v, i) => v === y[i]),
+      `${what}: ${a}/${name} (${x.length} bytes) differs from ${b}/${name} (${y.length} bytes)`,
+    );
   }
 }
 
@@ -74,7 +77,23 @@ export default defineSuite('training/offline', (t) => {
         await tmp.files.writeAtomic('prompts.json', encode(all));
         const responseLength = 6;
         // The last prompt is held out, as `speclab train` does with --eval-prompts 1.
-        await runPrepare(ctx.platform, parsePrepareFlags(['--target', `${root}/target`, '--prompts-file', `${root}/prompts.json`, '--eval-prompts', '1', '--response-length', String(responseLength), '--out', `${root}/features`]), quiet, ctx.gpu);
+        await runPrepare(
+          ctx.platform,
+          parsePrepareFlags([
+            '--target',
+            `${root}/target`,
+            '--prompts-file',
+            `${root}/prompts.json`,
+            '--eval-prompts',
+            '1',
+            '--response-length',
+            String(responseLength),
+            '--out',
+            `${root}/features`,
+          ]),
+          quiet,
+          ctx.gpu,
+        );
 
         const checkpoint = await loadHfCheckpoint(tmp.files, 'target');
         const target = TargetModel.create(gpu, checkpoint);
@@ -90,7 +109,15 @@ export default defineSuite('training/offline', (t) => {
           assertDeepEqual([...shard.i32('loss_mask')], s.lossMask, `shard ${i} loss mask (unshifted)`);
         }
 
-        const settings: OfflineTrainSettings = { epochs: 2, batchSize: 2, tttLength: 3, lr: 1e-2, warmupRatio: 0.1, maxGradNorm: SPECFORGE_OPTIMIZER.maxGradNorm, seed: 0 };
+        const settings: OfflineTrainSettings = {
+          epochs: 2,
+          batchSize: 2,
+          tttLength: 3,
+          lr: 1e-2,
+          warmupRatio: 0.1,
+          maxGradNorm: SPECFORGE_OPTIMIZER.maxGradNorm,
+          seed: 0,
+        };
         const draftVocabSize = 96;
         const online = draftVocab(sequences, tc.vocabSize, draftVocabSize).mapping;
         const mapping = offlineVocab(manifest, draftVocabSize).mapping;
@@ -109,21 +136,40 @@ export default defineSuite('training/offline', (t) => {
           const auxLayerIds = defaultAuxLayerIds(tc.numLayers);
           assertDeepEqual(manifest.auxLayerIds, auxLayerIds, 'prepare used the default aux layers');
           const capture = { ...eagle3CaptureConfig(tc, auxLayerIds), extra: { ttt_length: settings.tttLength } };
-          const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: 'rollout-0' });
-          const backend = new AdamWBackend(gpu, { ...SPECFORGE_OPTIMIZER, lr: settings.lr, maxGradNorm: settings.maxGradNorm, schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio } });
+          const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, {
+            workerId: 'rollout-0',
+          });
+          const backend = new AdamWBackend(gpu, {
+            ...SPECFORGE_OPTIMIZER,
+            lr: settings.lr,
+            maxGradNorm: settings.maxGradNorm,
+            schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
+          });
           const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initial, { t2d: online.t2d, d2t: online.d2t });
           owned.unshift(backend);
           owned.unshift(draft);
-          const trainer = new TrainerController(gpu, new TrainerCore(new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength }), backend, 1));
+          const trainer = new TrainerController(
+            gpu,
+            new TrainerCore(new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength }), backend, 1),
+          );
           const lease = await controller.trainLease();
           const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: settings.batchSize, dropLast: false });
           for (let r = 0; r * 4 < stream.length; r++) {
             const round = stream.slice(r * 4, r * 4 + 4);
-            await controller.ingestPrompts(round.map((s, i) => ({ taskId: `r${r}-${i}-s${s}`, payload: { input_ids: sequences[s].inputIds, loss_mask: sequences[s].lossMask }, maxLength: sequences[s].inputIds.length })));
+            await controller.ingestPrompts(
+              round.map((s, i) => ({
+                taskId: `r${r}-${i}-s${s}`,
+                payload: { input_ids: sequences[s].inputIds, loss_mask: sequences[s].lossMask },
+                maxLength: sequences[s].inputIds.length,
+              })),
+            );
             while ((await worker.runOnce(4)).length > 0);
             await trainer.fit(loader, {
               ackFn: async (_ids, step, batches) => {
-                await lease.ack(batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs), { globalStep: step, optimizerDurable: true });
+                await lease.ack(
+                  batches.flatMap((b) => (b as unknown as { refs: SampleRef[] }).refs),
+                  { globalStep: step, optimizerDurable: true },
+                );
               },
               onStep: (s) => onlineLosses.push(s.loss),
             });
@@ -132,7 +178,16 @@ export default defineSuite('training/offline', (t) => {
         }
 
         // Offline: the prepared shards, the normaliser and the target head.
-        const offline = await trainEagle3Offline({ gpu, target, files: features, manifest, settings, draftConfig, initialWeights: initial, mapping });
+        const offline = await trainEagle3Offline({
+          gpu,
+          target,
+          files: features,
+          manifest,
+          settings,
+          draftConfig,
+          initialWeights: initial,
+          mapping,
+        });
 
         assertEqual(onlineLosses.length, totalSteps, 'online steps');
         assertEqual(offline.losses.length, totalSteps, 'offline steps');
@@ -140,11 +195,15 @@ export default defineSuite('training/offline', (t) => {
         for (let i = 0; i < totalSteps; i++) {
           const rel = Math.abs(offline.losses[i] - onlineLosses[i]) / Math.abs(onlineLosses[i]);
           worst = Math.max(worst, rel);
-          assert(Number.isFinite(onlineLosses[i]) && rel <= 1e-6, `step ${i + 1}: offline loss ${offline.losses[i]} vs online ${onlineLosses[i]} (relative ${rel.toExponential(2)} > 1e-6)`);
+          assert(
+            Number.isFinite(onlineLosses[i]) && rel <= 1e-6,
+            `step ${i + 1}: offline loss ${offline.losses[i]} vs online ${onlineLosses[i]} (relative ${rel.toExponential(2)} > 1e-6)`,
+          );
         }
         assert(new Set(onlineLosses).size > 1, `losses change from step to step: ${onlineLosses.join(', ')}`);
         // And the trained drafts agree: same updates from the same gradients.
-        for (const [name, w] of Object.entries(onlineWeights)) assertRelClose(offline.weights[name], w, 1e-5, `trained ${name}, offline vs online`);
+        for (const [name, w] of Object.entries(onlineWeights))
+          assertRelClose(offline.weights[name], w, 1e-5, `trained ${name}, offline vs online`);
         ctx.note('steps', totalSteps);
         ctx.note('worstRelativeLossDifference', worst);
         ctx.note('losses', onlineLosses.map((l) => l.toFixed(6)).join(' '));
@@ -168,18 +227,58 @@ export default defineSuite('training/offline', (t) => {
       try {
         await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', files, 'target');
         await files.writeAtomic('prompts.json', encode(prompts(5, new Rng(9))));
-        await runPrepare(ctx.platform, parsePrepareFlags(['--target', `${root}/target`, '--prompts-file', `${root}/prompts.json`, '--eval-prompts', '1', '--response-length', '6', '--out', `${root}/features`]), quiet, ctx.gpu);
+        await runPrepare(
+          ctx.platform,
+          parsePrepareFlags([
+            '--target',
+            `${root}/target`,
+            '--prompts-file',
+            `${root}/prompts.json`,
+            '--eval-prompts',
+            '1',
+            '--response-length',
+            '6',
+            '--out',
+            `${root}/features`,
+          ]),
+          quiet,
+          ctx.gpu,
+        );
         const checkpoint = await loadHfCheckpoint(files, 'target');
         target = TargetModel.create(gpu, checkpoint);
         const features = ctx.platform.files(`${root}/features`);
         const manifest = await readOfflineManifest(features);
-        const settings: OfflineTrainSettings = { epochs: 3, batchSize: 2, tttLength: 2, lr: 1e-2, warmupRatio: 0.1, maxGradNorm: SPECFORGE_OPTIMIZER.maxGradNorm, seed: 4, checkpointEvery: 2 };
+        const settings: OfflineTrainSettings = {
+          epochs: 3,
+          batchSize: 2,
+          tttLength: 2,
+          lr: 1e-2,
+          warmupRatio: 0.1,
+          maxGradNorm: SPECFORGE_OPTIMIZER.maxGradNorm,
+          seed: 4,
+          checkpointEvery: 2,
+        };
         const draftConfig = draftConfigFor(target, 96);
         const mapping = offlineVocab(manifest, 96).mapping;
         const initialWeights = initialEagle3Weights(draftConfig, checkpoint.weights.embedTokens, new Rng(settings.seed + 1));
         const t = target;
-        const train = (run: string, over: Partial<OfflineTrainSettings> = {}, onStep?: (step: number, loss: number, checkpointed: boolean) => void) =>
-          trainEagle3Offline({ gpu, target: t, files: features, manifest, settings: { ...settings, ...over }, draftConfig, initialWeights, mapping, checkpoints: ctx.platform.files(`${root}/${run}/checkpoints`), onStep: (st) => onStep?.(st.globalStep, st.loss, st.checkpointed) });
+        const train = (
+          run: string,
+          over: Partial<OfflineTrainSettings> = {},
+          onStep?: (step: number, loss: number, checkpointed: boolean) => void,
+        ) =>
+          trainEagle3Offline({
+            gpu,
+            target: t,
+            files: features,
+            manifest,
+            settings: { ...settings, ...over },
+            draftConfig,
+            initialWeights,
+            mapping,
+            checkpoints: ctx.platform.files(`${root}/${run}/checkpoints`),
+            onStep: (st) => onStep?.(st.globalStep, st.loss, st.checkpointed),
+          });
 
         const wholeReports: boolean[] = [];
         const whole = await train('whole', {}, (_s, _l, c) => wholeReports.push(c));
@@ -190,21 +289,34 @@ export default defineSuite('training/offline', (t) => {
         // "Killed" during step 3: after it was reported, before any checkpoint of it.
         const firstLosses: number[] = [];
         await assertRejects(
-          () => train('killed', {}, (step, loss) => {
-            firstLosses.push(loss);
-            if (step === 3) throw new Error('killed at step 3');
-          }),
+          () =>
+            train('killed', {}, (step, loss) => {
+              firstLosses.push(loss);
+              if (step === 3) throw new Error('killed at step 3');
+            }),
           /killed at step 3/,
           'the stop',
         );
         const killedCheckpoints = ctx.platform.files(`${root}/killed/checkpoints`);
-        assertDeepEqual((await listCheckpoints(killedCheckpoints, 'speclab-train')).map((r) => r.step), [2], 'the checkpoint of step 2 survives');
+        assertDeepEqual(
+          (await listCheckpoints(killedCheckpoints, 'speclab-train')).map((r) => r.step),
+          [2],
+          'the checkpoint of step 2 survives',
+        );
         const resumed = await train('killed');
         assertEqual(resumed.resumedFrom, 2, 'resumed from step 2');
         assertEqual(resumed.steps, 6, 'to the end');
-        assertDeepEqual([...firstLosses.slice(0, 2), ...resumed.losses], whole.losses, 'the losses of the uninterrupted run, step for step');
+        assertDeepEqual(
+          [...firstLosses.slice(0, 2), ...resumed.losses],
+          whole.losses,
+          'the losses of the uninterrupted run, step for step',
+        );
         for (const [name, w] of Object.entries(whole.weights)) assertDeepEqual([...resumed.weights[name]], [...w], `final ${name}`);
-        assertDeepEqual((await listCheckpoints(killedCheckpoints, 'speclab-train')).map((r) => r.step), [4, 6], 'the newest two checkpoints are kept');
+        assertDeepEqual(
+          (await listCheckpoints(killedCheckpoints, 'speclab-train')).map((r) => r.step),
+          [4, 6],
+          'the newest two checkpoints are kept',
+        );
 
         // Self-contained checkpoints, exported alone: the same bytes for both runs and as the final weights export.
         await exportRunCheckpoint(files, 'whole', files, 'whole-draft');
@@ -221,9 +333,21 @@ export default defineSuite('training/offline', (t) => {
         const again = await train('killed');
         assertEqual(again.resumedFrom, 6, 'reopened at its last step');
         assertEqual(again.losses.length, 0, 'nothing left to train');
-        await assertRejects(() => train('killed', { lr: 2e-2 }), /resume speclab-train from .*killed\/checkpoints\/speclab-train-step6: the run contract drifted \(optimizer\.lr: checkpoint 0\.01, this run 0\.02\)/, 'another lr');
-        await assertRejects(() => train('killed', { batchSize: 4 }), /the run contract drifted \(batchSize: checkpoint 2, this run 4.*schedule\.totalSteps: checkpoint 6, this run 3/, 'another batch size');
-        await assertRejects(() => train('killed', { seed: 5 }), /the run contract drifted \(draftConfigHash/, 'another seed (another stream)');
+        await assertRejects(
+          () => train('killed', { lr: 2e-2 }),
+          /resume speclab-train from .*killed\/checkpoints\/speclab-train-step6: the run contract drifted \(optimizer\.lr: checkpoint 0\.01, this run 0\.02\)/,
+          'another lr',
+        );
+        await assertRejects(
+          () => train('killed', { batchSize: 4 }),
+          /the run contract drifted \(batchSize: checkpoint 2, this run 4.*schedule\.totalSteps: checkpoint 6, this run 3/,
+          'another batch size',
+        );
+        await assertRejects(
+          () => train('killed', { seed: 5 }),
+          /the run contract drifted \(draftConfigHash/,
+          'another seed (another stream)',
+        );
         ctx.note('losses', whole.losses.map((l) => l.toFixed(6)).join(' '));
       } finally {
         target?.destroy();
@@ -242,51 +366,174 @@ export default defineSuite('training/offline', (t) => {
       try {
         await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
         const lines: string[] = [];
-        const prepareArgs = ['--target', `${root}/target`, '--train-prompts', '4', '--eval-prompts', '1', '--prompt-length', '5', '--response-length', '6', '--out', `${root}/features`];
+        const prepareArgs = [
+          '--target',
+          `${root}/target`,
+          '--train-prompts',
+          '4',
+          '--eval-prompts',
+          '1',
+          '--prompt-length',
+          '5',
+          '--response-length',
+          '6',
+          '--out',
+          `${root}/features`,
+        ];
         assertEqual(await prepareCommand(ctx.platform, prepareArgs, (l) => lines.push(l), ctx.gpu), 0, 'prepare exit code');
-        assert(lines.some((l) => /^prepared 4 shards \(44 tokens\)/.test(l)), `prepare summary line:\n${lines.join('\n')}`);
+        assert(
+          lines.some((l) => /^prepared 4 shards \(44 tokens\)/.test(l)),
+          `prepare summary line:\n${lines.join('\n')}`,
+        );
 
-        const code = await trainCommand(ctx.platform, ['--offline', `${root}/features`, '--out', `${root}/run`, '--epochs', '2', '--batch-size', '2', '--max-new-tokens', '6', '--eval-train-prompts', '1'], (l) => lines.push(l), ctx.gpu);
+        const code = await trainCommand(
+          ctx.platform,
+          [
+            '--offline',
+            `${root}/features`,
+            '--out',
+            `${root}/run`,
+            '--epochs',
+            '2',
+            '--batch-size',
+            '2',
+            '--max-new-tokens',
+            '6',
+            '--eval-train-prompts',
+            '1',
+          ],
+          (l) => lines.push(l),
+          ctx.gpu,
+        );
         assertEqual(code, 0, `train --offline exit code (lossless)\n${lines.join('\n')}`);
-        const log = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+        const log = new TextDecoder()
+          .decode(await tmp.files.read('run/metrics.jsonl'))
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
         assertEqual(log.filter((r) => r.phase === 'train').length, 4, 'one metrics record per step (2 epochs × 4 shards / batch 2)');
         const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));
         assertEqual(imported.config.vocabSize, 384, 'export vocab');
-        const exportedConfig = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/draft/config.json'))) as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: number[] } };
-        assertDeepEqual(exportedConfig.eagle_config?.eagle_aux_hidden_state_layer_ids, [1, 2, 2], 'export records the aux layers of the features');
+        const exportedConfig = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/draft/config.json'))) as {
+          eagle_config?: { eagle_aux_hidden_state_layer_ids?: number[] };
+        };
+        assertDeepEqual(
+          exportedConfig.eagle_config?.eagle_aux_hidden_state_layer_ids,
+          [1, 2, 2],
+          'export records the aux layers of the features',
+        );
         const trainRecords = log.filter((r) => r.phase === 'train');
-        assert(trainRecords.every((r) => Array.isArray(r.plosses) && Array.isArray(r.accs) && typeof r.checkpointed === 'boolean' && typeof r.simulatedAcceptance === 'number'), 'train records have the online fields');
+        assert(
+          trainRecords.every(
+            (r) =>
+              Array.isArray(r.plosses) &&
+              Array.isArray(r.accs) &&
+              typeof r.checkpointed === 'boolean' &&
+              typeof r.simulatedAcceptance === 'number',
+          ),
+          'train records have the online fields',
+        );
         assertEqual(trainRecords.at(-1)?.checkpointed, true, 'the last step is checkpointed');
         await exportRunCheckpoint(tmp.files, 'run', tmp.files, 'run-export');
-        await assertSameExport(tmp.files, 'run-export', 'run/draft', 'exporting the run folder vs the run\'s own export');
+        await assertSameExport(tmp.files, 'run-export', 'run/draft', "exporting the run folder vs the run's own export");
 
         // The run folder is not overwritten; --resume of the finished run trains nothing and keeps the export.
-        const trainArgs = ['--offline', `${root}/features`, '--epochs', '2', '--batch-size', '2', '--max-new-tokens', '6', '--eval-train-prompts', '1'];
-        await assertRejects(() => trainCommand(ctx.platform, [...trainArgs, '--out', `${root}/run`], quiet, ctx.gpu), /already holds a run .*--resume.*--fresh/, 'an existing run is refused');
-        assertEqual(await trainCommand(ctx.platform, [...trainArgs, '--out', `${root}/run`, '--resume'], quiet, ctx.gpu), 0, 'resume of a finished run');
-        const relog = new TextDecoder().decode(await tmp.files.read('run/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+        const trainArgs = [
+          '--offline',
+          `${root}/features`,
+          '--epochs',
+          '2',
+          '--batch-size',
+          '2',
+          '--max-new-tokens',
+          '6',
+          '--eval-train-prompts',
+          '1',
+        ];
+        await assertRejects(
+          () => trainCommand(ctx.platform, [...trainArgs, '--out', `${root}/run`], quiet, ctx.gpu),
+          /already holds a run .*--resume.*--fresh/,
+          'an existing run is refused',
+        );
+        assertEqual(
+          await trainCommand(ctx.platform, [...trainArgs, '--out', `${root}/run`, '--resume'], quiet, ctx.gpu),
+          0,
+          'resume of a finished run',
+        );
+        const relog = new TextDecoder()
+          .decode(await tmp.files.read('run/metrics.jsonl'))
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
         assertEqual(relog.filter((r) => r.phase === 'train').length, 4, 'no step trained again');
         await assertSameExport(tmp.files, 'run-export', 'run/draft', 'the export after the resume');
 
         // Killed in step 3 (checkpoints every step), then resumed: the export of the uninterrupted run.
         const killArgs = [...trainArgs, '--out', `${root}/killed`, '--checkpoint-every', '1', '--log-every', '1'];
-        await assertRejects(() => trainCommand(ctx.platform, killArgs, (l) => { if (/^phase train {2}step 3\//.test(l)) throw new Error('killed in step 3'); }, ctx.gpu), /killed in step 3/, 'the kill');
+        await assertRejects(
+          () =>
+            trainCommand(
+              ctx.platform,
+              killArgs,
+              (l) => {
+                if (/^phase train {2}step 3\//.test(l)) throw new Error('killed in step 3');
+              },
+              ctx.gpu,
+            ),
+          /killed in step 3/,
+          'the kill',
+        );
         const resumeLines: string[] = [];
-        assertEqual(await trainCommand(ctx.platform, [...killArgs, '--resume'], (l) => resumeLines.push(l), ctx.gpu), 0, `resume after the kill\n${resumeLines.join('\n')}`);
-        assert(resumeLines.some((l) => /^phase resume: step 2 /.test(l)), `resumed from step 2:\n${resumeLines.join('\n')}`);
+        assertEqual(
+          await trainCommand(ctx.platform, [...killArgs, '--resume'], (l) => resumeLines.push(l), ctx.gpu),
+          0,
+          `resume after the kill\n${resumeLines.join('\n')}`,
+        );
+        assert(
+          resumeLines.some((l) => /^phase resume: step 2 /.test(l)),
+          `resumed from step 2:\n${resumeLines.join('\n')}`,
+        );
         await assertSameExport(tmp.files, 'killed/draft', 'run/draft', 'killed-and-resumed vs uninterrupted export');
-        const killedLog = new TextDecoder().decode(await tmp.files.read('killed/metrics.jsonl')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
-        assertDeepEqual(killedLog.filter((r) => r.phase === 'train').map((r) => r.step), [1, 2, 3, 4], 'each step logged once');
-        assertDeepEqual(killedLog.filter((r) => r.phase === 'train').map((r) => r.loss), trainRecords.map((r) => r.loss), 'the losses of the uninterrupted run');
+        const killedLog = new TextDecoder()
+          .decode(await tmp.files.read('killed/metrics.jsonl'))
+          .trim()
+          .split('\n')
+          .map((l) => JSON.parse(l) as Record<string, unknown>);
+        assertDeepEqual(
+          killedLog.filter((r) => r.phase === 'train').map((r) => r.step),
+          [1, 2, 3, 4],
+          'each step logged once',
+        );
+        assertDeepEqual(
+          killedLog.filter((r) => r.phase === 'train').map((r) => r.loss),
+          trainRecords.map((r) => r.loss),
+          'the losses of the uninterrupted run',
+        );
 
         // Bad input to prepare.
-        assertThrows(() => parsePrepareFlags(['--train-prompts', '0']), /trainPrompts \(--train-prompts\)/, 'non-positive count names the flag');
+        assertThrows(
+          () => parsePrepareFlags(['--train-prompts', '0']),
+          /trainPrompts \(--train-prompts\)/,
+          'non-positive count names the flag',
+        );
         assertThrows(() => parsePrepareFlags(['--bogus', '1']), /unknown option --bogus/, 'unknown flag');
         const run = (args: string[]) => prepareCommand(ctx.platform, args, quiet, ctx.gpu);
-        await assertRejects(() => run(['--target', `${root}/target`, '--aux-layers', '1,2,9', '--out', `${root}/other`]), /auxLayers \(--aux-layers\): layer 9 outside 0\.\.5/, 'aux layer out of range');
-        await assertRejects(() => run(['--target', `${root}/no-such-model`, '--out', `${root}/other`]), /no-such-model: no config\.json there/, 'missing target dir');
+        await assertRejects(
+          () => run(['--target', `${root}/target`, '--aux-layers', '1,2,9', '--out', `${root}/other`]),
+          /auxLayers \(--aux-layers\): layer 9 outside 0\.\.5/,
+          'aux layer out of range',
+        );
+        await assertRejects(
+          () => run(['--target', `${root}/no-such-model`, '--out', `${root}/other`]),
+          /no-such-model: no config\.json there/,
+          'missing target dir',
+        );
         await assertRejects(() => run(prepareArgs), /already holds a prepared feature set/, 'an already prepared --out');
-        await assertRejects(() => trainCommand(ctx.platform, ['--offline', `${root}/nothing`, '--out', `${root}/run2`], quiet, ctx.gpu), /nothing\/manifest\.json not found/, 'no manifest');
+        await assertRejects(
+          () => trainCommand(ctx.platform, ['--offline', `${root}/nothing`, '--out', `${root}/run2`], quiet, ctx.gpu),
+          /nothing\/manifest\.json not found/,
+          'no manifest',
+        );
 
         // A shard without one of its tensors fails on first access, naming the file.
         const bad = shardPath(1);
@@ -299,7 +546,26 @@ export default defineSuite('training/offline', (t) => {
         }
         await tmp.files.writeAtomic(`features/${bad}`, writeSafetensors(kept));
         const err = await assertRejects(
-          () => trainCommand(ctx.platform, ['--offline', `${root}/features`, '--out', `${root}/run3`, '--epochs', '1', '--batch-size', '2', '--max-new-tokens', '2', '--eval-train-prompts', '0'], quiet, ctx.gpu),
+          () =>
+            trainCommand(
+              ctx.platform,
+              [
+                '--offline',
+                `${root}/features`,
+                '--out',
+                `${root}/run3`,
+                '--epochs',
+                '1',
+                '--batch-size',
+                '2',
+                '--max-new-tokens',
+                '2',
+                '--eval-train-prompts',
+                '0',
+              ],
+              quiet,
+              ctx.gpu,
+            ),
           /has no tensor "hidden_state"/,
           'missing key',
         );

@@ -31,7 +31,10 @@ export default defineSuite('training/regenerate', (t) => {
         const ids = (n: number) => Array.from({ length: n }, () => rng.int(10, 384));
         // One reply each: [prompt][reply + EOT + CLOSE], reply tokens masked.
         const prompts = [ids(5), ids(7), ids(4)];
-        const rows: TrainSequence[] = prompts.map((p) => ({ inputIds: [...p, ...ids(3), EOT, CLOSE], lossMask: [...p.map(() => 0), 1, 1, 1, 1, 1] }));
+        const rows: TrainSequence[] = prompts.map((p) => ({
+          inputIds: [...p, ...ids(3), EOT, CLOSE],
+          lossMask: [...p.map(() => 0), 1, 1, 1, 1, 1],
+        }));
         for (const how of [{}, { temperature: 0.8, seed: 3 }]) {
           const got = await regenerateReplies(target, rows, 6, { ...how, eosTokenIds: [EOT] });
           const expected = await continueWithTarget(target, prompts, 6, 16, { ...how, eosTokenIds: [EOT] });
@@ -41,16 +44,27 @@ export default defineSuite('training/regenerate', (t) => {
         // Two replies: [c0][r0 EOT CLOSE][c1][r1 EOT CLOSE].
         const c0 = ids(5);
         const c1 = ids(3);
-        const row: TrainSequence = { inputIds: [...c0, ...ids(2), EOT, CLOSE, ...c1, ...ids(2), EOT, CLOSE], lossMask: [...c0.map(() => 0), 1, 1, 1, 1, ...c1.map(() => 0), 1, 1, 1, 1] };
+        const row: TrainSequence = {
+          inputIds: [...c0, ...ids(2), EOT, CLOSE, ...c1, ...ids(2), EOT, CLOSE],
+          lossMask: [...c0.map(() => 0), 1, 1, 1, 1, ...c1.map(() => 0), 1, 1, 1, 1],
+        };
         const [out] = await regenerateReplies(target, [row], 4, { eosTokenIds: [EOT] });
         const [g0] = await generate(target, [c0], { maxNewTokens: 4, eosTokenIds: [EOT] });
         const reply0 = g0[g0.length - 1] === EOT ? [...g0, CLOSE] : [...g0, EOT, CLOSE];
         const before1 = [...c0, ...reply0, ...c1];
         const [g1] = await generate(target, [before1], { maxNewTokens: 4, seed: 1, eosTokenIds: [EOT] });
         assertDeepEqual(out.inputIds, [...before1, ...g1], 'ids: context, closed first reply, context, second reply');
-        assertDeepEqual(out.lossMask, [...c0.map(() => 0), ...reply0.map(() => 1), ...c1.map(() => 0), ...g1.map(() => 1)], 'mask: exactly the two generated replies (the first with its closing)');
+        assertDeepEqual(
+          out.lossMask,
+          [...c0.map(() => 0), ...reply0.map(() => 1), ...c1.map(() => 0), ...g1.map(() => 1)],
+          'mask: exactly the two generated replies (the first with its closing)',
+        );
 
-        await assertRejects(() => regenerateReplies(target, [{ inputIds: [1, 2], lossMask: [1, 1] }], 4), /conversation 1: no prompt before its first reply/, 'a row that starts with a reply');
+        await assertRejects(
+          () => regenerateReplies(target, [{ inputIds: [1, 2], lossMask: [1, 1] }], 4),
+          /conversation 1: no prompt before its first reply/,
+          'a row that starts with a reply',
+        );
       } finally {
         target.destroy();
       }

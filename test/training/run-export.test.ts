@@ -26,7 +26,17 @@ import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
 
-const SETTINGS = sessionSettingsSchema.parse({ epochs: 2, roundPrompts: 6, batchSize: 2, tttLength: 2, lr: 1e-2, responseLength: 8, checkpointEvery: 2, rolloutWorkers: 1, seed: 5 });
+const SETTINGS = sessionSettingsSchema.parse({
+  epochs: 2,
+  roundPrompts: 6,
+  batchSize: 2,
+  tttLength: 2,
+  lr: 1e-2,
+  responseLength: 8,
+  checkpointEvery: 2,
+  rolloutWorkers: 1,
+  seed: 5,
+});
 const RUN = 'export-test';
 const EXPORT_FILES = ['config.json', 'model.safetensors'];
 
@@ -35,7 +45,10 @@ async function assertSameExport(files: FileStore, a: string, b: string, what: st
   for (const name of EXPORT_FILES) {
     const x = await files.read(`${a}/${name}`);
     const y = await files.read(`${b}/${name}`);
-    assert(x.length === y.length && x.every((v, i) => v === y[i]), `${what}: ${a}/${name} (${x.length} bytes) differs from ${b}/${name} (${y.length} bytes)`);
+    assert(
+      x.length === y.length && x.every((v, i) => v === y[i]),
+      `${what}: ${a}/${name} (${x.length} bytes) differs from ${b}/${name} (${y.length} bytes)`,
+    );
   }
 }
 
@@ -59,7 +72,13 @@ export default defineSuite('training/run-export', (t) => {
         metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
         const checkpoints = ctx.platform.files(`${root}/checkpoints`);
         session = await Eagle3TrainingSession.open({
-          gpu, target, embedTokens: checkpoint.weights.embedTokens, trainPrompts: prompts, settings: SETTINGS, runId: RUN, now: () => performance.now(),
+          gpu,
+          target,
+          embedTokens: checkpoint.weights.embedTokens,
+          trainPrompts: prompts,
+          settings: SETTINGS,
+          runId: RUN,
+          now: () => performance.now(),
           storage: { checkpoints, metadata, spill: ctx.platform.files(`${root}/spill`) },
         });
         const checkpointed: number[] = [];
@@ -68,8 +87,20 @@ export default defineSuite('training/run-export', (t) => {
           // The draft as it stands right after its checkpoint, exported the way `speclab train` writes <out>/draft.
           const n = st.globalStep;
           checkpointed.push(n);
-          await writeEagle3Export(files, `live/step${n}`, session.draftConfig, await session.currentWeights(), { t2d: session.mapping.t2d, d2t: session.mapping.d2t }, { auxLayerIds: session.auxLayerIds });
-          const { step, checkpoint: used } = await exportRunCheckpoint(files, `run/checkpoints/${RUN}-step${n}`, files, `exported/step${n}`);
+          await writeEagle3Export(
+            files,
+            `live/step${n}`,
+            session.draftConfig,
+            await session.currentWeights(),
+            { t2d: session.mapping.t2d, d2t: session.mapping.d2t },
+            { auxLayerIds: session.auxLayerIds },
+          );
+          const { step, checkpoint: used } = await exportRunCheckpoint(
+            files,
+            `run/checkpoints/${RUN}-step${n}`,
+            files,
+            `exported/step${n}`,
+          );
           assertEqual(step, n, 'the step folder exports its own step');
           assert(used.endsWith(`run/checkpoints/${RUN}-step${n}`), `the checkpoint used is named: ${used}`);
           await assertSameExport(files, `exported/step${n}`, `live/step${n}`, `step folder ${n}`);
@@ -81,7 +112,11 @@ export default defineSuite('training/run-export', (t) => {
         const last = (await listCheckpoints(checkpoints, RUN)).at(-1)!;
         const loaded = await loadCheckpoint(checkpoints, last);
         const extra = loaded.state.extra as { draftConfig: unknown; auxLayerIds: number[]; settings: unknown; mode: string };
-        assertDeepEqual(extra.draftConfig, JSON.parse(new TextDecoder().decode(await files.read('live/step6/config.json'))), 'extra.draftConfig is the exported config.json');
+        assertDeepEqual(
+          extra.draftConfig,
+          JSON.parse(new TextDecoder().decode(await files.read('live/step6/config.json'))),
+          'extra.draftConfig is the exported config.json',
+        );
         assertDeepEqual(extra.auxLayerIds, [...session.auxLayerIds], 'aux layers');
         assertDeepEqual(extra.settings, JSON.parse(JSON.stringify(SETTINGS)), 'extra.settings: the settings the session got');
         assertEqual(extra.mode, 'online', 'mode');
@@ -109,23 +144,48 @@ export default defineSuite('training/run-export', (t) => {
   );
 
   t.test(
-    'speclab train: exporting its run folder gives the run\'s own <out>/draft, byte for byte',
+    "speclab train: exporting its run folder gives the run's own <out>/draft, byte for byte",
     async (ctx) => {
       const tmp = tempStore(ctx.platform, 'run-export-cli');
       const root = tmp.files.root;
       try {
         await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
-        const settings = { target: `${root}/target`, out: `${root}/run`, trainPrompts: 4, evalPrompts: 1, promptLength: 5, responseLength: 8, epochs: 2, roundPrompts: 4, batchSize: 2, tttLength: 2, checkpointEvery: 3, evalNewTokens: 4, evalTrainPrompts: 0, seed: 1 };
+        const settings = {
+          target: `${root}/target`,
+          out: `${root}/run`,
+          trainPrompts: 4,
+          evalPrompts: 1,
+          promptLength: 5,
+          responseLength: 8,
+          epochs: 2,
+          roundPrompts: 4,
+          batchSize: 2,
+          tttLength: 2,
+          checkpointEvery: 3,
+          evalNewTokens: 4,
+          evalTrainPrompts: 0,
+          seed: 1,
+        };
         await tmp.files.writeAtomic('train.json', new TextEncoder().encode(JSON.stringify(settings)));
         const lines: string[] = [];
-        assertEqual(await trainCommand(ctx.platform, ['--config', `${root}/train.json`], (l) => lines.push(l), ctx.gpu), 0, `train exit code\n${lines.join('\n')}`);
+        assertEqual(
+          await trainCommand(ctx.platform, ['--config', `${root}/train.json`], (l) => lines.push(l), ctx.gpu),
+          0,
+          `train exit code\n${lines.join('\n')}`,
+        );
         assertEqual((await exportRunCheckpoint(tmp.files, 'run', tmp.files, 'exported')).step, 4, 'the last step');
-        await assertSameExport(tmp.files, 'exported', 'run/draft', 'exportRunCheckpoint(run folder) vs the run\'s own export');
-        const state = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/checkpoints/speclab-train-step4/state.json'))) as { extra: { settings: Record<string, unknown> } };
-        assertEqual(state.extra.settings.batchSize, 2, 'the run\'s settings are in the checkpoint');
+        await assertSameExport(tmp.files, 'exported', 'run/draft', "exportRunCheckpoint(run folder) vs the run's own export");
+        const state = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/checkpoints/speclab-train-step4/state.json'))) as {
+          extra: { settings: Record<string, unknown> };
+        };
+        assertEqual(state.extra.settings.batchSize, 2, "the run's settings are in the checkpoint");
         if (ctx.platform.name !== 'browser') {
-          assertEqual(await runCli(ctx.platform, ['export', '--checkpoint', `${root}/run`, '--out', `${root}/cli`]), 0, 'speclab export of the run folder');
-          await assertSameExport(tmp.files, 'cli', 'run/draft', 'speclab export <run> vs the run\'s own export');
+          assertEqual(
+            await runCli(ctx.platform, ['export', '--checkpoint', `${root}/run`, '--out', `${root}/cli`]),
+            0,
+            'speclab export of the run folder',
+          );
+          await assertSameExport(tmp.files, 'cli', 'run/draft', "speclab export <run> vs the run's own export");
         }
       } finally {
         await tmp.cleanup();
@@ -134,47 +194,90 @@ export default defineSuite('training/run-export', (t) => {
     { only: ['node', 'deno'], timeoutMs: 300_000 },
   );
 
-  t.test('refusals: no complete checkpoint names the folder; an old checkpoint without the draft config or vocabulary; two runs in one folder', async (ctx) => {
-    const tmp = tempStore(ctx.platform, 'run-export-refuse');
-    const files = tmp.files;
-    const gpu = new Gpu(ctx.gpu);
-    const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
-    try {
-      backend.addParameter('fc.weight', [2, 3], [1, 2, 3, 4, 5, 6]);
-      const contract = { strategy: 'eagle3', tttLength: 2, batchSize: 2, accumulationSteps: 1, draftConfigHash: 'x' };
-      const save = (store: FileStore, runId: string, step: number, extra: Record<string, unknown>) =>
-        saveCheckpoint(store, gpu, backend, { runId, globalStep: step, microStep: step, epoch: 0, data: { epochBatch: step, epochSamples: 2 * step, samplesConsumed: 2 * step }, contract, extra });
-      const run = ctx.platform.files(`${files.root}/old-run/checkpoints`);
+  t.test(
+    'refusals: no complete checkpoint names the folder; an old checkpoint without the draft config or vocabulary; two runs in one folder',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'run-export-refuse');
+      const files = tmp.files;
+      const gpu = new Gpu(ctx.gpu);
+      const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
+      try {
+        backend.addParameter('fc.weight', [2, 3], [1, 2, 3, 4, 5, 6]);
+        const contract = { strategy: 'eagle3', tttLength: 2, batchSize: 2, accumulationSteps: 1, draftConfigHash: 'x' };
+        const save = (store: FileStore, runId: string, step: number, extra: Record<string, unknown>) =>
+          saveCheckpoint(store, gpu, backend, {
+            runId,
+            globalStep: step,
+            microStep: step,
+            epoch: 0,
+            data: { epochBatch: step, epochSamples: 2 * step, samplesConsumed: 2 * step },
+            contract,
+            extra,
+          });
+        const run = ctx.platform.files(`${files.root}/old-run/checkpoints`);
 
-      await files.writeAtomic('empty/notes.txt', new TextEncoder().encode('nothing here'));
-      await assertRejects(() => exportRunCheckpoint(files, 'empty', files, 'never'), /empty: no complete training checkpoint to export \(looked for <run id>-step<N> folders with a COMPLETE marker in .*empty\)/, 'an empty folder is named');
-      await assertRejects(() => exportRunCheckpoint(files, 'missing', files, 'never'), /missing: no complete training checkpoint to export/, 'a missing folder is named');
+        await files.writeAtomic('empty/notes.txt', new TextEncoder().encode('nothing here'));
+        await assertRejects(
+          () => exportRunCheckpoint(files, 'empty', files, 'never'),
+          /empty: no complete training checkpoint to export \(looked for <run id>-step<N> folders with a COMPLETE marker in .*empty\)/,
+          'an empty folder is named',
+        );
+        await assertRejects(
+          () => exportRunCheckpoint(files, 'missing', files, 'never'),
+          /missing: no complete training checkpoint to export/,
+          'a missing folder is named',
+        );
 
-      // As the session saved checkpoints before they were self-contained: aux layer ids only.
-      const ref = await save(run, 'speclab-train', 2, { auxLayerIds: [1, 2, 3] });
-      await assertRejects(
-        () => exportRunCheckpoint(files, 'old-run', files, 'never'),
-        /old-run\/checkpoints\/speclab-train-step2\/state\.json: no draft config \(extra\.draftConfig\): the checkpoint was written before checkpoints were self-contained/,
-        'an old-format checkpoint says what it lacks',
-      );
-      const draftConfig = { hidden_size: 2, intermediate_size: 4, num_attention_heads: 1, vocab_size: 8, draft_vocab_size: 4, rms_norm_eps: 1e-6 };
-      await assertRejects(() => exportRunCheckpoint(files, 'old-run', files, 'never', draftConfig), /weights\.safetensors: missing buffer "t2d": the checkpoint was saved without the draft vocabulary/, 'with --draft-config, the missing vocabulary');
+        // As the session saved checkpoints before they were self-contained: aux layer ids only.
+        const ref = await save(run, 'speclab-train', 2, { auxLayerIds: [1, 2, 3] });
+        await assertRejects(
+          () => exportRunCheckpoint(files, 'old-run', files, 'never'),
+          /old-run\/checkpoints\/speclab-train-step2\/state\.json: no draft config \(extra\.draftConfig\): the checkpoint was written before checkpoints were self-contained/,
+          'an old-format checkpoint says what it lacks',
+        );
+        const draftConfig = {
+          hidden_size: 2,
+          intermediate_size: 4,
+          num_attention_heads: 1,
+          vocab_size: 8,
+          draft_vocab_size: 4,
+          rms_norm_eps: 1e-6,
+        };
+        await assertRejects(
+          () => exportRunCheckpoint(files, 'old-run', files, 'never', draftConfig),
+          /weights\.safetensors: missing buffer "t2d": the checkpoint was saved without the draft vocabulary/,
+          'with --draft-config, the missing vocabulary',
+        );
 
-      // Only incomplete step folders: the message names the folder and them.
-      await run.remove(`${ref.dir}/${COMPLETE_MARKER}`);
-      await assertRejects(() => exportRunCheckpoint(files, 'old-run', files, 'never'), /old-run: no complete training checkpoint to export .*old-run\/checkpoints; 1 step folder\(s\) without a valid COMPLETE marker .*: speclab-train-step2\)/, 'an incomplete step folder is named');
-      await assertRejects(() => exportRunCheckpoint(files, `old-run/checkpoints/${ref.dir}`, files, 'never'), /speclab-train-step2: not a complete checkpoint/, 'an incomplete step folder named directly');
+        // Only incomplete step folders: the message names the folder and them.
+        await run.remove(`${ref.dir}/${COMPLETE_MARKER}`);
+        await assertRejects(
+          () => exportRunCheckpoint(files, 'old-run', files, 'never'),
+          /old-run: no complete training checkpoint to export .*old-run\/checkpoints; 1 step folder\(s\) without a valid COMPLETE marker .*: speclab-train-step2\)/,
+          'an incomplete step folder is named',
+        );
+        await assertRejects(
+          () => exportRunCheckpoint(files, `old-run/checkpoints/${ref.dir}`, files, 'never'),
+          /speclab-train-step2: not a complete checkpoint/,
+          'an incomplete step folder named directly',
+        );
 
-      // Two runs' checkpoints in one folder: ambiguous.
-      const mixed = ctx.platform.files(`${files.root}/mixed`);
-      await save(mixed, 'a', 1, {});
-      await save(mixed, 'b', 3, {});
-      await assertRejects(() => exportRunCheckpoint(files, 'mixed', files, 'never'), /mixed: holds checkpoints of 2 runs \(a, b\); name the step folder/, 'two runs');
-      assertEqual((await resolveRunCheckpoint(files, 'mixed/b-step3')).step, 3, 'a named step folder is fine');
-    } finally {
-      backend.destroy();
-      gpu.destroy();
-      await tmp.cleanup();
-    }
-  }, { only: ['node', 'deno'] });
+        // Two runs' checkpoints in one folder: ambiguous.
+        const mixed = ctx.platform.files(`${files.root}/mixed`);
+        await save(mixed, 'a', 1, {});
+        await save(mixed, 'b', 3, {});
+        await assertRejects(
+          () => exportRunCheckpoint(files, 'mixed', files, 'never'),
+          /mixed: holds checkpoints of 2 runs \(a, b\); name the step folder/,
+          'two runs',
+        );
+        assertEqual((await resolveRunCheckpoint(files, 'mixed/b-step3')).step, 3, 'a named step folder is fine');
+      } finally {
+        backend.destroy();
+        gpu.destroy();
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node', 'deno'] },
+  );
 });

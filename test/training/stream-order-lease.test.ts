@@ -15,7 +15,11 @@ async function setup(stream: readonly string[]) {
   const worker = await controller.registerRolloutWorker({ workerId: 'w' });
   const rank = new Map(stream.map((task, i) => [sampleRef(task, { runId: 'run' }).sampleId, i]));
   const lease = new StreamOrderLease(await controller.trainLease(), controller.queue, rank);
-  const commit = (...tasks: string[]) => controller.commitSamples(worker, tasks.map((task) => sampleRef(task, { runId: 'run' })));
+  const commit = (...tasks: string[]) =>
+    controller.commitSamples(
+      worker,
+      tasks.map((task) => sampleRef(task, { runId: 'run' })),
+    );
   return { controller, lease, commit };
 }
 
@@ -41,6 +45,10 @@ export default defineSuite('training/stream-order-lease', (t) => {
     await commit('r0-0', 'stray');
     await assertRejects(() => lease.get(2), /1 queued sample\(s\) are not in this run's stream \(run:stray\)/, 'refused');
     const failures = await controller.queue.terminalFailures();
-    assertDeepEqual(failures.map((f) => f.sampleId), ['run:stray'], 'the stray ref is a terminal failure, never trained');
+    assertDeepEqual(
+      failures.map((f) => f.sampleId),
+      ['run:stray'],
+      'the stray ref is a terminal failure, never trained',
+    );
   });
 });

@@ -33,19 +33,44 @@ type ControlPlatform = typeof import('../../src/platform/control-gateway-node.ts
 const LAB_TARGET = 'assets/lab-target';
 
 export default defineSuite('training/tab-rollout', (t) => {
-  t.test('target description equals the trainer\'s; damaged manifests and other targets are refused naming the field', async (ctx) => {
-    const { config } = await loadHfCheckpoint(ctx.platform.files(LAB_TARGET), '');
-    for (const precision of ['f32', 'f16'] as const) assertDeepEqual(tabTargetDescription(config, precision), targetDescription(config, precision), `description (${precision})`);
-    const capture = sessionCapture(config, [0, 1, 1], { tttLength: 3, featurePrecision: 'f16' });
-    const manifest = runManifest('r', capture, targetDescription(config, 'f32'), 5000);
-    assertDeepEqual(manifestSettings(manifest, 'r'), { auxLayerIds: [0, 1, 1], tttLength: 3, featurePrecision: 'f16', targetPrecision: 'f32' }, 'settings from the manifest');
-    assertThrows(() => manifestSettings({ ...manifest, capture: { ...capture, auxLayerIds: [-1] } }, 'r'), /^run r: its manifest has no valid capture\.auxLayerIds/, 'bad aux layers');
-    assertThrows(() => manifestSettings({ ...manifest, capture: { ...capture, extra: {} } }, 'r'), /no valid capture\.extra\.ttt_length/, 'no TTT length');
-    assertThrows(() => manifestSettings({ ...manifest, target: {} }, 'r'), /no valid target\.precision/, 'no target precision');
-    requireManifestField(manifest, 'target', tabTargetDescription(config, 'f32'), 'r');
-    assertThrows(() => requireManifestField(manifest, 'target', tabTargetDescription(config, 'f16'), 'r'), /^run r: this tab's target differs from the run manifest's \(target\.precision: "f32" → "f16"; .*refusing to capture$/, 'another precision');
-    assertThrows(() => requireManifestField(manifest, 'capture', sessionCapture(config, [0, 1], { tttLength: 3, featurePrecision: 'f16' }), 'r'), /capture\.auxLayerIds: \[0,1,1\] → \[0,1\]/, 'other aux layers');
-  }, { only: ['node', 'deno'] });
+  t.test(
+    "target description equals the trainer's; damaged manifests and other targets are refused naming the field",
+    async (ctx) => {
+      const { config } = await loadHfCheckpoint(ctx.platform.files(LAB_TARGET), '');
+      for (const precision of ['f32', 'f16'] as const)
+        assertDeepEqual(tabTargetDescription(config, precision), targetDescription(config, precision), `description (${precision})`);
+      const capture = sessionCapture(config, [0, 1, 1], { tttLength: 3, featurePrecision: 'f16' });
+      const manifest = runManifest('r', capture, targetDescription(config, 'f32'), 5000);
+      assertDeepEqual(
+        manifestSettings(manifest, 'r'),
+        { auxLayerIds: [0, 1, 1], tttLength: 3, featurePrecision: 'f16', targetPrecision: 'f32' },
+        'settings from the manifest',
+      );
+      assertThrows(
+        () => manifestSettings({ ...manifest, capture: { ...capture, auxLayerIds: [-1] } }, 'r'),
+        /^run r: its manifest has no valid capture\.auxLayerIds/,
+        'bad aux layers',
+      );
+      assertThrows(
+        () => manifestSettings({ ...manifest, capture: { ...capture, extra: {} } }, 'r'),
+        /no valid capture\.extra\.ttt_length/,
+        'no TTT length',
+      );
+      assertThrows(() => manifestSettings({ ...manifest, target: {} }, 'r'), /no valid target\.precision/, 'no target precision');
+      requireManifestField(manifest, 'target', tabTargetDescription(config, 'f32'), 'r');
+      assertThrows(
+        () => requireManifestField(manifest, 'target', tabTargetDescription(config, 'f16'), 'r'),
+        /^run r: this tab's target differs from the run manifest's \(target\.precision: "f32" → "f16"; .*refusing to capture$/,
+        'another precision',
+      );
+      assertThrows(
+        () => requireManifestField(manifest, 'capture', sessionCapture(config, [0, 1], { tttLength: 3, featurePrecision: 'f16' }), 'r'),
+        /capture\.auxLayerIds: \[0,1,1\] → \[0,1\]/,
+        'other aux layers',
+      );
+    },
+    { only: ['node', 'deno'] },
+  );
 
   t.test(
     'features a tab stores through the gateway are byte-identical to the Node capture of the same prompts',
@@ -80,7 +105,11 @@ export default defineSuite('training/tab-rollout', (t) => {
           token,
           host: '127.0.0.1',
           port: 0,
-          openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs: 5 }, { connectRedis }),
+          openClient: () =>
+            createDataPlaneClient(
+              { impl: 'transferQueue', backend: { kind: 'redis', url: redis.url, keyPrefix: FEATURE_KEY_PREFIX }, claimPollMs: 5 },
+              { connectRedis },
+            ),
           controller: DataFlowController.over(run, stores, { enqueueCommits: false }),
           record: new RedisRunRecord(link, run),
           promptLeaseMs: 60_000,
@@ -122,7 +151,10 @@ export default defineSuite('training/tab-rollout', (t) => {
             assertDeepEqual(stored.shape, mine.shape, `${task.taskId} ${name} shape`);
             const a = new Uint8Array(stored.data.buffer, stored.data.byteOffset, stored.data.byteLength);
             const b = new Uint8Array(mine.data.buffer, mine.data.byteOffset, mine.data.byteLength);
-            assert(a.length === b.length && a.every((x, k) => x === b[k]), `${task.taskId} ${name}: the stored bytes equal the Node capture's`);
+            assert(
+              a.length === b.length && a.every((x, k) => x === b[k]),
+              `${task.taskId} ${name}: the stored bytes equal the Node capture's`,
+            );
           }
           trainerStore.release(handle);
           gpu.release(...Object.values(local[i].tensors));

@@ -38,7 +38,10 @@ function randomWeights(c: TargetModelConfig, seed: number): Record<string, Float
   const out: Record<string, Float32Array> = {};
   for (const [name, shape] of targetParameterShapes(c)) {
     const n = shape.reduce((a, b) => a * b, 1);
-    out[name] = shape.length === 1 ? Float32Array.from({ length: n }, () => 1 + 0.2 * rng.normal()) : Float32Array.from({ length: n }, () => 0.4 * rng.normal());
+    out[name] =
+      shape.length === 1
+        ? Float32Array.from({ length: n }, () => 1 + 0.2 * rng.normal())
+        : Float32Array.from({ length: n }, () => 0.4 * rng.normal());
   }
   return out;
 }
@@ -74,8 +77,16 @@ function referenceLoss(c: TargetModelConfig, values: Record<string, Float64Array
     };
   });
   const embedTokens = values['model.embed_tokens.weight'];
-  const weights = { embedTokens, layers, finalNorm: values['model.norm.weight'], lmHead: c.tieWordEmbeddings ? embedTokens : values['lm_head.weight'] };
-  const { logits } = forwardReference({ config: c, weights: weights as unknown as TargetWeights }, { inputIds: batch.inputIds, batch: batch.batch, seqLen: batch.seqLen });
+  const weights = {
+    embedTokens,
+    layers,
+    finalNorm: values['model.norm.weight'],
+    lmHead: c.tieWordEmbeddings ? embedTokens : values['lm_head.weight'],
+  };
+  const { logits } = forwardReference(
+    { config: c, weights: weights as unknown as TargetWeights },
+    { inputIds: batch.inputIds, batch: batch.batch, seqLen: batch.seqLen },
+  );
   const V = c.vocabSize;
   let sum = 0;
   let count = 0;
@@ -92,7 +103,15 @@ function referenceLoss(c: TargetModelConfig, values: Record<string, Float64Array
   return sum / count;
 }
 
-const OPT: OptimizerConfig = { lr: 0.01, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, maxGradNorm: 10, schedule: { kind: 'constant', totalSteps: 100, warmupRatio: 0 } };
+const OPT: OptimizerConfig = {
+  lr: 0.01,
+  beta1: 0.9,
+  beta2: 0.999,
+  eps: 1e-8,
+  weightDecay: 0,
+  maxGradNorm: 10,
+  schedule: { kind: 'constant', totalSteps: 100, warmupRatio: 0 },
+};
 
 async function gradientCheck(gpu0: TestGpu, tied: boolean, note: (k: string, v: string) => void): Promise<void> {
   const c = tinyConfig(tied);
@@ -130,7 +149,10 @@ async function gradientCheck(gpu0: TestGpu, tied: boolean, note: (k: string, v: 
         fd.push((plus - minus) / (2 * h));
         got.push(grad[i]);
       }
-      assert(fd.some((g) => Math.abs(g) > 1e-6), `${name}: finite differences are all ~0 (the check would be vacuous)`);
+      assert(
+        fd.some((g) => Math.abs(g) > 1e-6),
+        `${name}: finite differences are all ~0 (the check would be vacuous)`,
+      );
       worst = Math.max(worst, relativeError(got, fd));
       assertRelClose(got, fd, 1e-3, `gradient of ${name} (${tied ? 'tied' : 'untied'})`);
     }
@@ -152,9 +174,13 @@ type TestGpu = ConstructorParameters<typeof Gpu>[0];
 const FIRST_COMPILE = { timeoutMs: 600_000 };
 
 export default defineSuite('training/target-trainer', (t) => {
-  t.test('loss and every parameter gradient match the float64 reference (tied lm_head)', async (ctx) => {
-    await gradientCheck(ctx.gpu, true, ctx.note);
-  }, FIRST_COMPILE);
+  t.test(
+    'loss and every parameter gradient match the float64 reference (tied lm_head)',
+    async (ctx) => {
+      await gradientCheck(ctx.gpu, true, ctx.note);
+    },
+    FIRST_COMPILE,
+  );
 
   t.test('loss and every parameter gradient match the float64 reference (untied lm_head)', async (ctx) => {
     await gradientCheck(ctx.gpu, false, ctx.note);
@@ -189,9 +215,25 @@ export default defineSuite('training/target-trainer', (t) => {
     const backend = new AdamWBackend(gpu, OPT);
     const trainer = new TargetTrainer(gpu, backend, c, randomWeights(c, 1));
     try {
-      await assertRejects(() => trainer.accumulate({ inputIds: [1, 2, 3], labels: [2, 3, -1], batch: 1, seqLen: 4 }), /inputIds has 3 ids/, 'wrong length');
-      await assertRejects(() => trainer.accumulate({ inputIds: [1, 99], labels: [2, -1], batch: 1, seqLen: 2 }), /token id 99/, 'id out of range');
-      const qwen = parseHfConfig({ ...JSON.parse(JSON.stringify({ architectures: ['Qwen2ForCausalLM'] })), hidden_size: 16, num_hidden_layers: 1, num_attention_heads: 4, intermediate_size: 24, vocab_size: 40, rms_norm_eps: 1e-6 });
+      await assertRejects(
+        () => trainer.accumulate({ inputIds: [1, 2, 3], labels: [2, 3, -1], batch: 1, seqLen: 4 }),
+        /inputIds has 3 ids/,
+        'wrong length',
+      );
+      await assertRejects(
+        () => trainer.accumulate({ inputIds: [1, 99], labels: [2, -1], batch: 1, seqLen: 2 }),
+        /token id 99/,
+        'id out of range',
+      );
+      const qwen = parseHfConfig({
+        ...JSON.parse(JSON.stringify({ architectures: ['Qwen2ForCausalLM'] })),
+        hidden_size: 16,
+        num_hidden_layers: 1,
+        num_attention_heads: 4,
+        intermediate_size: 24,
+        vocab_size: 40,
+        rms_norm_eps: 1e-6,
+      });
       await assertRejects(async () => targetParameterShapes(qwen), /does not support/, 'Qwen2 biases');
     } finally {
       trainer.destroy();

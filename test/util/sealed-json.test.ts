@@ -16,7 +16,11 @@ export default defineSuite('util/sealed-json', (t) => {
     const where = /^run\/sequences\.json: the sequences is damaged \(/;
     const cases: [string, Uint8Array, RegExp][] = [
       ['cut short', good.slice(0, good.length - 5), /\d+ bytes after the header, which recorded \d+/],
-      ['a flipped loss-mask bit', new TextEncoder().encode(text.replace('"lossMask": [\n    0', '"lossMask": [\n    1')), /CRC-32 [0-9a-f]+, the header recorded [0-9a-f]+/],
+      [
+        'a flipped loss-mask bit',
+        new TextEncoder().encode(text.replace('"lossMask": [\n    0', '"lossMask": [\n    1')),
+        /CRC-32 [0-9a-f]+, the header recorded [0-9a-f]+/,
+      ],
       ['no header line', new TextEncoder().encode('{"a":1}'), /no header line/],
       ['plain JSON', new TextEncoder().encode('{"a":1}\n{"b":2}'), /the header names format undefined/],
       ['a header that is not JSON', new TextEncoder().encode('speclab\n{}'), /the header line is not JSON/],

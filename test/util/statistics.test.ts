@@ -3,7 +3,14 @@
  * float64): ln Γ, P(a, x) and Q(a, x) on both sides of x = a + 1 (series and continued fraction), the
  * chi-square CDF at the 95% quantiles and an upper tail of 1.6e-63, and the goodness-of-fit test.
  */
-import { chiSquareCdf, chiSquareGoodnessOfFit, chiSquareSurvival, lnGamma, regularizedGammaP, regularizedGammaQ } from '../../src/util/statistics.ts';
+import {
+  chiSquareCdf,
+  chiSquareGoodnessOfFit,
+  chiSquareSurvival,
+  lnGamma,
+  regularizedGammaP,
+  regularizedGammaQ,
+} from '../../src/util/statistics.ts';
 import { assert, assertEqual, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 

@@ -82,7 +82,10 @@ export class LiveChart {
   private renderTable(): void {
     const cell = (v: number | undefined) => (v === undefined ? '—' : this.format(v));
     const head = `<thead><tr><th scope="col">series</th><th scope="col">latest</th></tr></thead>`;
-    const rows = this.names.map((n, i) => `<tr><th scope="row"><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>${n}</th><td>${cell(this.latest[i])}</td></tr>`);
+    const rows = this.names.map(
+      (n, i) =>
+        `<tr><th scope="row"><span class="swatch" style="background:${COLORS[i % COLORS.length]}"></span>${n}</th><td>${cell(this.latest[i])}</td></tr>`,
+    );
     this.table.innerHTML = `${head}<tbody>${rows.join('')}</tbody>`;
   }
 
@@ -117,10 +120,17 @@ export class LiveChart {
         height: HEIGHT,
         scales: { x: { time: false }, y: range ? { range: () => range } : {} },
         axes: [
-          { label: 'optimizer step', incrs: STEP_INCREMENTS, values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')) },
+          {
+            label: 'optimizer step',
+            incrs: STEP_INCREMENTS,
+            values: (_u, ticks) => ticks.map((t) => (Number.isInteger(t) ? String(t) : '')),
+          },
           { label: this.options.yLabel, size: 56, values: (_u, ticks) => ticks.map((t) => format(t)) },
         ],
-        series: [{ label: 'step' }, ...this.names.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true }))],
+        series: [
+          { label: 'step' },
+          ...this.names.map((label, i) => ({ label, stroke: COLORS[i % COLORS.length], width: 1.5, spanGaps: true })),
+        ],
         legend: { show: false },
       },
       this.aligned(),

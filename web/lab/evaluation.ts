@@ -18,7 +18,12 @@ export function evalEvery(s: LabSettings): number {
 }
 
 /** The session's `evaluation` input: the held-out prompts continued greedily by the target. */
-export async function labEvaluation(target: TargetModel, heldOut: readonly number[][], s: LabSettings, onProgress: OnProgress): Promise<PeriodicEvalSettings> {
+export async function labEvaluation(
+  target: TargetModel,
+  heldOut: readonly number[][],
+  s: LabSettings,
+  onProgress: OnProgress,
+): Promise<PeriodicEvalSettings> {
   return { every: evalEvery(s), sequences: await continueWithProgress(target, heldOut, s.responseLength, onProgress) };
 }
 

@@ -15,7 +15,8 @@ export async function offerExport(files: { name: string; bytes: Uint8Array }[], 
   const dialog = $<HTMLDialogElement>('export-dialog');
   dialog.dataset.file = name;
   $('export-summary').textContent = `${name} (${formatBytes(blob.size)}), the draft after step ${step}, holds:`;
-  $<HTMLTableElement>('export-entries').innerHTML = `<thead><tr><th scope="col">file</th><th scope="col">size</th></tr></thead><tbody>${entries.map((e) => `<tr><th scope="row">${e.name}</th><td>${formatBytes(e.bytes)}</td></tr>`).join('')}</tbody>`;
+  $<HTMLTableElement>('export-entries').innerHTML =
+    `<thead><tr><th scope="col">file</th><th scope="col">size</th></tr></thead><tbody>${entries.map((e) => `<tr><th scope="row">${e.name}</th><td>${formatBytes(e.bytes)}</td></tr>`).join('')}</tbody>`;
   dialog.showModal();
   $('export-confirm').focus();
 }
@@ -37,4 +38,3 @@ $('export-cancel').addEventListener('click', () => {
   pendingExport = undefined;
   $<HTMLDialogElement>('export-dialog').close();
 });
-

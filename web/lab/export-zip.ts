@@ -13,7 +13,9 @@ export interface ZipEntrySummary {
 }
 
 /** The zip of `files` and what is inside it. */
-export async function makeExportZip(files: readonly { name: string; bytes: Uint8Array }[]): Promise<{ blob: Blob; entries: ZipEntrySummary[] }> {
+export async function makeExportZip(
+  files: readonly { name: string; bytes: Uint8Array }[],
+): Promise<{ blob: Blob; entries: ZipEntrySummary[] }> {
   const writer = new ZipWriter(new BlobWriter('application/zip'));
   for (const f of files) await writer.add(f.name, new Uint8ArrayReader(f.bytes));
   const blob = await writer.close();

@@ -57,12 +57,19 @@ export class InsightView {
   private readonly head = el('select', { id: 'insight-head' });
   private readonly query = el('input', { id: 'insight-query', type: 'range', min: '0', max: '0', step: '1', value: '0' });
   private readonly queryOut = el('output', { for: 'insight-query' }, '0');
-  private readonly status = el('p', { id: 'insight-status', 'aria-live': 'polite', class: 'detail' }, 'No capture yet: start a run; the draft is captured every few steps.');
+  private readonly status = el(
+    'p',
+    { id: 'insight-status', 'aria-live': 'polite', class: 'detail' },
+    'No capture yet: start a run; the draft is captured every few steps.',
+  );
   private readonly maps = el('div', { class: 'insight-maps', id: 'insight-maps' });
   private readonly attention = el('table', { class: 'insight-table', id: 'insight-attention' });
   private readonly topTable = el('table', { class: 'insight-table', id: 'insight-topk-table' });
 
-  constructor(private readonly host: HTMLElement, private readonly request: (sample: number, topK: number) => void) {
+  constructor(
+    private readonly host: HTMLElement,
+    private readonly request: (sample: number, topK: number) => void,
+  ) {
     host.append(el('style', {}, STYLE));
     const label = (text: string, control: HTMLElement, ...extra: HTMLElement[]) => {
       const l = el('label', {}, `${text} `);
@@ -70,11 +77,27 @@ export class InsightView {
       return l;
     };
     const controls = el('div', { class: 'insight-controls' });
-    controls.append(label('Held-out sample', this.sample), label('Top-k', this.topK), this.capture, label('Head', this.head), label('Query position', this.query, this.queryOut));
+    controls.append(
+      label('Held-out sample', this.sample),
+      label('Top-k', this.topK),
+      this.capture,
+      label('Head', this.head),
+      label('Query position', this.query, this.queryOut),
+    );
     // Scrollable regions take the focus, so they scroll from the keyboard too.
-    const attnWrap = el('div', { class: 'insight-scroll', tabindex: '0', role: 'region', 'aria-label': 'Attention of the chosen query position' });
+    const attnWrap = el('div', {
+      class: 'insight-scroll',
+      tabindex: '0',
+      role: 'region',
+      'aria-label': 'Attention of the chosen query position',
+    });
     attnWrap.append(this.attention);
-    const topWrap = el('div', { class: 'insight-scroll', tabindex: '0', role: 'region', 'aria-label': 'Draft top-k predictions per position' });
+    const topWrap = el('div', {
+      class: 'insight-scroll',
+      tabindex: '0',
+      role: 'region',
+      'aria-label': 'Draft top-k predictions per position',
+    });
     topWrap.append(this.topTable);
     host.append(controls, this.status, this.maps, attnWrap, topWrap);
     this.capture.addEventListener('click', () => this.ask());
@@ -87,7 +110,9 @@ export class InsightView {
   /** The held-out prompts, in the session's held-out order. */
   setPrompts(texts: readonly string[]): void {
     const chosen = this.sample.value;
-    this.sample.replaceChildren(...texts.map((t, i) => el('option', { value: String(i) }, `${i}: ${t.length > 40 ? `${t.slice(0, 40)}…` : t}`)));
+    this.sample.replaceChildren(
+      ...texts.map((t, i) => el('option', { value: String(i) }, `${i}: ${t.length > 40 ? `${t.slice(0, 40)}…` : t}`)),
+    );
     if (chosen && Number(chosen) < texts.length) this.sample.value = chosen;
   }
 
@@ -109,7 +134,10 @@ export class InsightView {
     const first = !this.insight || this.insight.heads !== insight.heads;
     this.insight = insight;
     if (first) {
-      this.head.replaceChildren(el('option', { value: 'mean' }, 'mean over heads'), ...Array.from({ length: insight.heads }, (_, h) => el('option', { value: String(h) }, `head ${h}`)));
+      this.head.replaceChildren(
+        el('option', { value: 'mean' }, 'mean over heads'),
+        ...Array.from({ length: insight.heads }, (_, h) => el('option', { value: String(h) }, `head ${h}`)),
+      );
     }
     this.query.max = String(Math.max(0, insight.length - 1));
     if (Number(this.query.value) > insight.length - 1) this.query.value = String(Math.max(0, insight.length - 1));
@@ -156,7 +184,10 @@ export class InsightView {
     const figures = ins.steps.map((_, k) => {
       const fig = el('figure');
       const canvas = el('canvas', { width: String(cols * cell), height: String(n * cell), role: 'img', 'data-ttt-step': String(k) });
-      canvas.setAttribute('aria-label', `TTT step ${k}: attention of each of ${n} query positions over ${n} sequence keys and ${K - 1} own-state keys; the table below lists the values for query position ${q}`);
+      canvas.setAttribute(
+        'aria-label',
+        `TTT step ${k}: attention of each of ${n} query positions over ${n} sequence keys and ${K - 1} own-state keys; the table below lists the values for query position ${q}`,
+      );
       const g = canvas.getContext('2d');
       if (g) {
         for (let i = 0; i < n; i++) {
@@ -191,7 +222,11 @@ export class InsightView {
     const K = ins.tttLength;
     const rows = ins.steps.map((_, k) => this.rowOf(k, q));
     const headName = this.head.value === 'mean' || this.head.value === '' ? 'mean over heads' : `head ${this.head.value}`;
-    const caption = el('caption', {}, `Attention of query position ${q} (${JSON.stringify(this.tok(ins.inputIds[q]))} at step 0) over its visible keys, per TTT step (${headName}); each step's column sums to 1.`);
+    const caption = el(
+      'caption',
+      {},
+      `Attention of query position ${q} (${JSON.stringify(this.tok(ins.inputIds[q]))} at step 0) over its visible keys, per TTT step (${headName}); each step's column sums to 1.`,
+    );
     const head = el('tr');
     head.append(el('th', { scope: 'col' }, 'Key'), ...ins.steps.map((_, k) => el('th', { scope: 'col' }, `Step ${k}`)));
     const body: HTMLTableRowElement[] = [];
@@ -216,10 +251,15 @@ export class InsightView {
   }
 
   private renderTop(ins: LabInsight): void {
-    const caption = el('caption', {}, `Draft top-${ins.steps[0]?.top[0]?.length ?? 0} per position and TTT step beside the target's token; ✓ marks a correct argmax. Greyed rows are not scored (outside the loss mask).`);
+    const caption = el(
+      'caption',
+      {},
+      `Draft top-${ins.steps[0]?.top[0]?.length ?? 0} per position and TTT step beside the target's token; ✓ marks a correct argmax. Greyed rows are not scored (outside the loss mask).`,
+    );
     const head = el('tr');
     head.append(el('th', { scope: 'col' }, 'Pos'));
-    for (let k = 0; k < ins.tttLength; k++) head.append(el('th', { scope: 'col' }, `Step ${k}: target`), el('th', { scope: 'col' }, `Step ${k}: draft top-k`));
+    for (let k = 0; k < ins.tttLength; k++)
+      head.append(el('th', { scope: 'col' }, `Step ${k}: target`), el('th', { scope: 'col' }, `Step ${k}: draft top-k`));
     const body: HTMLTableRowElement[] = [];
     for (let i = 0; i < ins.length; i++) {
       const tr = el('tr', { 'data-pos': String(i) });
@@ -227,7 +267,11 @@ export class InsightView {
       ins.steps.forEach((st, k) => {
         const scored = st.supervised[i];
         tr.append(el('td', { class: `insight-tok${scored ? '' : ' unscored'}` }, JSON.stringify(this.tok(st.targets[i]))));
-        const td = el('td', { class: `${scored ? (st.correct[i] ? 'correct' : 'wrong') : 'unscored'}`, 'data-step': String(k), 'data-correct': String(st.correct[i]) });
+        const td = el('td', {
+          class: `${scored ? (st.correct[i] ? 'correct' : 'wrong') : 'unscored'}`,
+          'data-step': String(k),
+          'data-correct': String(st.correct[i]),
+        });
         const ol = el('ol', { class: 'insight-top' });
         st.top[i].forEach((x, r) => {
           const mark = r === 0 ? (st.correct[i] ? ' ✓' : ' ✗') : '';

@@ -19,13 +19,23 @@ const positions = (label: string) => (ttt: number) => Array.from({ length: ttt }
 const SPECS: ChartSpec[] = [
   { id: 'chart-loss', yLabel: 'loss (nats)', names: positions('loss'), format: fixed(2) },
   { id: 'chart-acc', yLabel: 'top-1 accuracy', names: positions('acc'), format: fixed(3), yRange: [0, 1] },
-  { id: 'chart-acceptance', yLabel: 'tokens / verify', names: () => ['training batch (simulated)', 'held-out (simulated)'], format: fixed(3) },
+  {
+    id: 'chart-acceptance',
+    yLabel: 'tokens / verify',
+    names: () => ['training batch (simulated)', 'held-out (simulated)'],
+    format: fixed(3),
+  },
   { id: 'chart-eval', yLabel: 'top-1 accuracy', names: positions('held-out acc'), format: fixed(3), yRange: [0, 1] },
   { id: 'chart-accept-rate', yLabel: 'acceptance rate', names: positions('held-out rate'), format: fixed(3), yRange: [0, 1] },
   { id: 'chart-throughput', yLabel: 'tokens / s', names: () => ['training tokens/s'], format: fixed(1) },
   { id: 'chart-queue', yLabel: 'samples', names: () => ['queue depth', 'in flight'], format: count },
   { id: 'chart-store', yLabel: 'MB', names: () => ['resident on the GPU (MB)', 'spilled (MB)'], format: fixed(2) },
-  { id: 'chart-lifecycle', yLabel: 'count', names: () => ['prompts pending', 'prompts leased', 'prompts done', 'samples committed', 'samples acked', 'train backlog'], format: count },
+  {
+    id: 'chart-lifecycle',
+    yLabel: 'count',
+    names: () => ['prompts pending', 'prompts leased', 'prompts done', 'samples committed', 'samples acked', 'train backlog'],
+    format: count,
+  },
 ];
 
 export const CHART_IDS = SPECS.map((s) => s.id);
@@ -73,6 +83,9 @@ export class LabCharts {
     const c = st?.controller;
     at('chart-queue', c ? [c.queueDepth, c.queueInFlight] : []);
     at('chart-store', st ? [st.residentBytes / 1e6, st.spillBytes / 1e6] : []);
-    at('chart-lifecycle', c ? [c.promptsPending, c.promptsLeased, c.promptsCompleted, c.samplesCommitted, c.durableAcked, c.trainBacklog] : []);
+    at(
+      'chart-lifecycle',
+      c ? [c.promptsPending, c.promptsLeased, c.promptsCompleted, c.samplesCommitted, c.durableAcked, c.trainBacklog] : [],
+    );
   }
 }

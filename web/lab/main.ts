@@ -24,7 +24,14 @@ const send = (cmd: Command) => worker.postMessage(cmd);
 const status = $('status');
 const evalStatus = $('eval-status');
 const detail = $('run-detail');
-const buttons = { start: $<HTMLButtonElement>('start'), pause: $<HTMLButtonElement>('pause'), resume: $<HTMLButtonElement>('resume'), stop: $<HTMLButtonElement>('stop'), discard: $<HTMLButtonElement>('discard'), again: $<HTMLButtonElement>('train-again') };
+const buttons = {
+  start: $<HTMLButtonElement>('start'),
+  pause: $<HTMLButtonElement>('pause'),
+  resume: $<HTMLButtonElement>('resume'),
+  stop: $<HTMLButtonElement>('stop'),
+  discard: $<HTMLButtonElement>('discard'),
+  again: $<HTMLButtonElement>('train-again'),
+};
 const specRun = $<HTMLButtonElement>('spec-run');
 const exportButton = $<HTMLButtonElement>('export');
 const progress = new RunProgress($('progress'));
@@ -77,7 +84,10 @@ function setStatus(attrs: Record<string, string | number>): void {
   status.textContent = `${d.phase}: step ${d.step}/${d.total}${loss}; samples committed ${d.committed}, durably acked ${d.acked}${d.resumable === 'true' ? ' — a saved run can be continued' : ''}`;
   const bar = $('bar-run');
   bar.dataset.phase = d.phase ?? '';
-  bar.textContent = d.phase === 'training' || d.phase === 'data' ? progress.summary() : `${d.phase}${Number(d.total) > 0 ? ` · step ${d.step}/${d.total}` : ''}${d.resumable === 'true' ? ' · saved run can be continued' : ''}`;
+  bar.textContent =
+    d.phase === 'training' || d.phase === 'data'
+      ? progress.summary()
+      : `${d.phase}${Number(d.total) > 0 ? ` · step ${d.step}/${d.total}` : ''}${d.resumable === 'true' ? ' · saved run can be continued' : ''}`;
 }
 
 /** The latest held-out evaluation as text and data attributes (data-step, data-acc-len, data-acc0, data-loss). */
@@ -89,7 +99,16 @@ function showEval(e: EvalReport | undefined): void {
     return;
   }
   const len = acceptanceLength(e.simulatedAcceptance);
-  Object.assign(evalStatus.dataset, { state: 'done', step: String(e.step), accLen: String(len), acc0: String(e.accs[0] ?? Number.NaN), loss: String(e.loss), every: String(e.every), sequences: String(e.sequences), tokens: String(e.lossTokens) });
+  Object.assign(evalStatus.dataset, {
+    state: 'done',
+    step: String(e.step),
+    accLen: String(len),
+    acc0: String(e.accs[0] ?? Number.NaN),
+    loss: String(e.loss),
+    every: String(e.every),
+    sequences: String(e.sequences),
+    tokens: String(e.lossTokens),
+  });
   const rates = e.acceptanceRates.map((r, k) => `k=${k} ${r.toFixed(2)}`).join(', ');
   evalStatus.textContent = `Held-out evaluation after step ${e.step} (${e.sequences} prompts, ${e.lossTokens} tokens, every ${e.every} steps): simulated acceptance length ${len.toFixed(3)} tokens per verification (bonus included), acc k=0 ${(e.accs[0] ?? Number.NaN).toFixed(3)}, acceptance rate per position ${rates}, loss ${e.loss.toFixed(4)}`;
 }
@@ -121,7 +140,7 @@ function applyStatus(s: RunStatus): void {
 function drawPoint(p: MetricPoint): void {
   if ($('charts-source').dataset.source !== 'run') {
     charts.reset();
-    chartSource('run', 'This tab\'s run. Acceptance length counts the bonus token, as SGLang reports it.');
+    chartSource('run', "This tab's run. Acceptance length counts the bonus token, as SGLang reports it.");
   }
   charts.push(p);
   if (p.eval) showEval(p.eval);
@@ -133,7 +152,9 @@ function handle(r: Report): void {
     case 'adapter': {
       const a = r.record;
       const name = `${a.description || a.device || a.vendor} (${a.architecture || 'unknown architecture'}${a.isFallbackAdapter ? ', software fallback' : ''})`;
-      $('adapter').textContent = `${name}\nfeatures: ${a.features.join(', ')}\nlimits: ${Object.entries(a.limits).map(([k, v]) => `${k}=${v}`).join(', ')}`;
+      $('adapter').textContent = `${name}\nfeatures: ${a.features.join(', ')}\nlimits: ${Object.entries(a.limits)
+        .map(([k, v]) => `${k}=${v}`)
+        .join(', ')}`;
       $('bar-adapter').textContent = name;
       return;
     }
@@ -161,12 +182,23 @@ function handle(r: Report): void {
       haveDraft ||= r.step > 0;
       writeSettings(r.settings);
       if (r.settings.tttLength !== charts.tttLength) buildCharts(r.settings.tttLength);
-      setStatus({ step: r.step, total: r.total, acked: r.acked, committed: r.committed, resumable: String(!r.finished && phase !== 'training') });
+      setStatus({
+        step: r.step,
+        total: r.total,
+        acked: r.acked,
+        committed: r.committed,
+        resumable: String(!r.finished && phase !== 'training'),
+      });
       onSettingsChange();
       return;
     case 'history': {
       charts.reset();
-      chartSource('run', r.points.length > 0 ? `The saved run, restored up to step ${r.points[r.points.length - 1].step.step} (its last checkpoint).` : 'The charts fill in as the run trains.');
+      chartSource(
+        'run',
+        r.points.length > 0
+          ? `The saved run, restored up to step ${r.points[r.points.length - 1].step.step} (its last checkpoint).`
+          : 'The charts fill in as the run trains.',
+      );
       for (const p of r.points) drawPoint(p);
       $('charts-source').dataset.restored = String(r.points.length);
       const last = r.points[r.points.length - 1];
@@ -265,7 +297,7 @@ function startNew(): void {
     const settings = readSettings();
     if (settings.tttLength !== charts.tttLength) buildCharts(settings.tttLength);
     charts.reset();
-    chartSource('run', 'This tab\'s run. Acceptance length counts the bonus token, as SGLang reports it.');
+    chartSource('run', "This tab's run. Acceptance length counts the bonus token, as SGLang reports it.");
     progress.resetRun();
     showEval(undefined);
     delete status.dataset.firstLoss;
@@ -328,7 +360,10 @@ async function showMetricsFile(file: File): Promise<void> {
     charts.reset();
     for (const p of points) charts.push(p);
     const last = points[points.length - 1].step;
-    chartSource('file', `Showing ${file.name}: ${points.length} steps of a speclab train run (up to step ${last.step} of ${last.total}). A CLI log has no queue, feature-store or lifecycle counts: those charts stay empty. This tab's run is drawn again at its next step.`);
+    chartSource(
+      'file',
+      `Showing ${file.name}: ${points.length} steps of a speclab train run (up to step ${last.step} of ${last.total}). A CLI log has no queue, feature-store or lifecycle counts: those charts stay empty. This tab's run is drawn again at its next step.`,
+    );
     el.dataset.state = 'ready';
     el.dataset.steps = String(points.length);
     el.textContent = `${file.name}: ${points.length} steps, ${points.filter((p) => p.eval).length} held-out evaluations.`;
@@ -350,7 +385,8 @@ document.body.addEventListener('drop', (e) => {
     return;
   }
   // The DataTransfer empties once the handler returns: read it before any await.
-  if (e.dataTransfer) droppedDirectory(e.dataTransfer).then(loadPicked, (err: Error) => handle({ type: 'model', state: 'error', message: err.message }));
+  if (e.dataTransfer)
+    droppedDirectory(e.dataTransfer).then(loadPicked, (err: Error) => handle({ type: 'model', state: 'error', message: err.message }));
 });
 
 send({ type: 'init', labTargetUrl: new URL('lab-target/', document.baseURI).href });

@@ -9,7 +9,10 @@ import type { Phase, Report } from './protocol.ts';
 
 type ProgressReport = Extract<Report, { type: 'progress' }>;
 
-const TASKS = { 'held-out': 'Data 1 of 2 · the target continues the held-out prompts (for evaluation)', prompts: 'Data 2 of 2 · the target continues the training prompts' } as const;
+const TASKS = {
+  'held-out': 'Data 1 of 2 · the target continues the held-out prompts (for evaluation)',
+  prompts: 'Data 2 of 2 · the target continues the training prompts',
+} as const;
 
 export class RunProgress {
   private task: string = 'idle';
@@ -32,8 +35,26 @@ export class RunProgress {
   ) {}
 
   /** The numbers the panel shows (its data attributes). */
-  snapshot(): { task: string; done: number; total: number; etaSeconds?: number; firstStepMs?: number; steadyStepMs?: number; evalsDone: number; evalsTotal: number } {
-    return { task: this.task, done: this.done, total: this.total, etaSeconds: this.etaSeconds, firstStepMs: this.firstStepMs, steadyStepMs: this.steadyStepMs, evalsDone: this.evalsDone, evalsTotal: this.evalsTotal() };
+  snapshot(): {
+    task: string;
+    done: number;
+    total: number;
+    etaSeconds?: number;
+    firstStepMs?: number;
+    steadyStepMs?: number;
+    evalsDone: number;
+    evalsTotal: number;
+  } {
+    return {
+      task: this.task,
+      done: this.done,
+      total: this.total,
+      etaSeconds: this.etaSeconds,
+      firstStepMs: this.firstStepMs,
+      steadyStepMs: this.steadyStepMs,
+      evalsDone: this.evalsDone,
+      evalsTotal: this.evalsTotal(),
+    };
   }
 
   onPhase(phase: Phase): void {
@@ -108,21 +129,37 @@ export class RunProgress {
 
   /** The panel's two lines: what runs, with counts and ETA; and the step timing. */
   texts(): { label: string; timing: string } {
-    const eta = this.etaSeconds !== undefined ? ` · about ${formatDuration(this.etaSeconds)} left` : this.done < this.total ? ' · estimating time left…' : '';
+    const eta =
+      this.etaSeconds !== undefined
+        ? ` · about ${formatDuration(this.etaSeconds)} left`
+        : this.done < this.total
+          ? ' · estimating time left…'
+          : '';
     let label: string;
     if (this.task === 'held-out' || this.task === 'prompts') {
       label = `${TASKS[this.task]}: ${this.done} of ${this.total} prompts${eta}`;
     } else if (this.task === 'training') {
-      label = this.firstStepMs === undefined
-        ? 'Training · first step: compiling the GPU shaders and capturing the first round of hidden states…'
-        : `Training · step ${this.done} of ${this.total}${eta}`;
+      label =
+        this.firstStepMs === undefined
+          ? 'Training · first step: compiling the GPU shaders and capturing the first round of hidden states…'
+          : `Training · step ${this.done} of ${this.total}${eta}`;
     } else {
-      label = { idle: 'Not running.', saved: `Saved run: step ${this.done} of ${this.total} is checkpointed; Continue goes on from there.`, done: `Done: ${this.done} of ${this.total} steps.`, paused: `Paused after step ${this.done}.`, stopped: 'Stopped; a checkpoint is saved.', error: 'Stopped by an error (see below).' }[this.task] ?? this.task;
+      label =
+        {
+          idle: 'Not running.',
+          saved: `Saved run: step ${this.done} of ${this.total} is checkpointed; Continue goes on from there.`,
+          done: `Done: ${this.done} of ${this.total} steps.`,
+          paused: `Paused after step ${this.done}.`,
+          stopped: 'Stopped; a checkpoint is saved.',
+          error: 'Stopped by an error (see below).',
+        }[this.task] ?? this.task;
     }
     const parts: string[] = [];
-    if (this.firstStepMs !== undefined) parts.push(`First step ${formatDuration(this.firstStepMs / 1000)} (includes compiling the GPU shaders, once per tab)`);
+    if (this.firstStepMs !== undefined)
+      parts.push(`First step ${formatDuration(this.firstStepMs / 1000)} (includes compiling the GPU shaders, once per tab)`);
     if (this.steadyStepMs !== undefined) parts.push(`steady state ${formatDuration(this.steadyStepMs / 1000)} per step`);
-    if (this.evalEvery > 0) parts.push(`held-out evaluation ${this.evalsDone} of ${this.evalsTotal()} (every ${this.evalEvery} steps and at the last)`);
+    if (this.evalEvery > 0)
+      parts.push(`held-out evaluation ${this.evalsDone} of ${this.evalsTotal()} (every ${this.evalEvery} steps and at the last)`);
     return { label, timing: parts.length > 0 ? `${parts.join('; ')}.` : '' };
   }
 
@@ -130,7 +167,16 @@ export class RunProgress {
     if (!this.root) return;
     const snap = this.snapshot();
     const num = (v: number | undefined, digits: number) => (v === undefined ? '' : v.toFixed(digits));
-    Object.assign(this.root.dataset, { task: snap.task, done: String(snap.done), total: String(snap.total), etaS: num(snap.etaSeconds, 1), firstStepMs: num(snap.firstStepMs, 0), steadyStepMs: num(snap.steadyStepMs, 0), evalsDone: String(snap.evalsDone), evalsTotal: String(snap.evalsTotal) });
+    Object.assign(this.root.dataset, {
+      task: snap.task,
+      done: String(snap.done),
+      total: String(snap.total),
+      etaS: num(snap.etaSeconds, 1),
+      firstStepMs: num(snap.firstStepMs, 0),
+      steadyStepMs: num(snap.steadyStepMs, 0),
+      evalsDone: String(snap.evalsDone),
+      evalsTotal: String(snap.evalsTotal),
+    });
     const { label, timing } = this.texts();
     this.root.querySelector<HTMLElement>('#progress-label')!.textContent = label;
     this.root.querySelector<HTMLElement>('#progress-timing')!.textContent = timing;

@@ -29,7 +29,16 @@ export function adapterLimitsOf(limits: Readonly<Record<string, number>>): Adapt
   return { maxBufferSize: limits.maxBufferSize, maxStorageBufferBindingSize: limits.maxStorageBufferBindingSize };
 }
 
-export const DEFAULT_SETTINGS: LabSettings = { tttLength: 4, draftVocabSize: 1024, batchSize: 4, lr: 3e-3, rolloutWorkers: 1, epochs: 6, trainPrompts: 32, responseLength: 48 };
+export const DEFAULT_SETTINGS: LabSettings = {
+  tttLength: 4,
+  draftVocabSize: 1024,
+  batchSize: 4,
+  lr: 3e-3,
+  rolloutWorkers: 1,
+  epochs: 6,
+  trainPrompts: 32,
+  responseLength: 48,
+};
 
 export type Command =
   | { type: 'init'; labTargetUrl: string }
@@ -111,17 +120,40 @@ export type Report =
   | { type: 'adapter'; record: AdapterRecord }
   | { type: 'gpu-error'; message: string }
   | { type: 'phase'; phase: Phase; detail: string }
-  | { type: 'saved-run'; step: number; total: number; settings: LabSettings; model: string; finished: boolean; acked: number; committed: number }
+  | {
+      type: 'saved-run';
+      step: number;
+      total: number;
+      settings: LabSettings;
+      model: string;
+      finished: boolean;
+      acked: number;
+      committed: number;
+    }
   | { type: 'no-saved-run' }
   /** run.json failed its seal or its shape check: nothing can continue it; Discard clears it. */
   | { type: 'damaged-run'; message: string }
   /** `eval` on the steps the held-out evaluation ran. */
   | { type: 'step'; step: StepReport; status: RunStatus; eval?: EvalReport }
   | { type: 'status'; status: RunStatus; step: number; total: number }
-  | { type: 'model'; state: 'loading' | 'ready' | 'error'; message: string; loaded?: number; total?: number; /** The model's id, when ready. */ id?: string }
+  | {
+      type: 'model';
+      state: 'loading' | 'ready' | 'error';
+      message: string;
+      loaded?: number;
+      total?: number;
+      /** The model's id, when ready. */ id?: string;
+    }
   | { type: 'prompts'; heldOut: string[] }
   /** The loaded target and the adapter, for the page's GPU memory plan (memory-plan.ts). */
-  | { type: 'memory-basis'; target: TargetModelConfig; trainPromptLengths: number[]; heldOut: number; roundPrompts: number; limits: AdapterLimits }
+  | {
+      type: 'memory-basis';
+      target: TargetModelConfig;
+      trainPromptLengths: number[];
+      heldOut: number;
+      roundPrompts: number;
+      limits: AdapterLimits;
+    }
   | { type: 'spec-token'; text: string; draft: boolean; first: boolean }
   | { type: 'spec-done'; stats: SpecStats }
   | { type: 'spec-error'; message: string }

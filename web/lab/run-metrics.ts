@@ -13,7 +13,7 @@ export const METRICS_FILE = 'metrics.json';
 export async function readRunMetrics(files: FileStore, upTo: number): Promise<MetricPoint[]> {
   if (!(await files.exists(METRICS_FILE))) return [];
   const source = `${files.root}/${METRICS_FILE}`;
-  const value = openSealedJson(await files.read(METRICS_FILE), source, 'the saved run\'s per-step metrics') as { points?: unknown };
+  const value = openSealedJson(await files.read(METRICS_FILE), source, "the saved run's per-step metrics") as { points?: unknown };
   if (!Array.isArray(value.points)) throw new Error(`${source}: no "points" array; refusing to use it`);
   return (value.points as MetricPoint[]).filter((p) => typeof p?.step?.step === 'number' && p.step.step <= upTo);
 }

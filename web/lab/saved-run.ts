@@ -24,7 +24,9 @@ export async function readSavedRun(files: FileStore): Promise<SavedRun | undefin
   const settings = value.settings as Partial<Record<keyof LabSettings, unknown>> | undefined;
   const badSetting = settings && Object.keys(DEFAULT_SETTINGS).find((k) => !Number.isFinite(settings[k as keyof LabSettings]));
   if (typeof value.model !== 'string' || !Number.isInteger(value.total) || !settings || badSetting) {
-    throw new Error(`${source}: the saved run is malformed (${badSetting ? `settings.${badSetting}` : 'model, total or settings'}); refusing to use it`);
+    throw new Error(
+      `${source}: the saved run is malformed (${badSetting ? `settings.${badSetting}` : 'model, total or settings'}); refusing to use it`,
+    );
   }
   return value as SavedRun;
 }

@@ -6,8 +6,14 @@
 import { DEFAULT_SETTINGS, type LabSettings } from './protocol.ts';
 
 export const SETTING_INPUTS: Record<keyof LabSettings, string> = {
-  tttLength: 'ttt-length', draftVocabSize: 'draft-vocab', batchSize: 'batch-size', lr: 'lr',
-  rolloutWorkers: 'rollout-workers', epochs: 'epochs', trainPrompts: 'train-prompts', responseLength: 'response-length',
+  tttLength: 'ttt-length',
+  draftVocabSize: 'draft-vocab',
+  batchSize: 'batch-size',
+  lr: 'lr',
+  rolloutWorkers: 'rollout-workers',
+  epochs: 'epochs',
+  trainPrompts: 'train-prompts',
+  responseLength: 'response-length',
 };
 
 const input = (id: string) => document.getElementById(id) as HTMLInputElement;
@@ -37,7 +43,11 @@ export function numberProblem(label: string, raw: string, limits: NumberLimits):
 
 /** Why `el`'s value is not allowed by its own min / max / step, or undefined when it is. */
 export function invalidReason(el: HTMLInputElement): string | undefined {
-  return numberProblem(labelOf(el), el.value, { min: el.min === '' ? undefined : Number(el.min), max: el.max === '' ? undefined : Number(el.max), integer: el.step !== 'any' });
+  return numberProblem(labelOf(el), el.value, {
+    min: el.min === '' ? undefined : Number(el.min),
+    max: el.max === '' ? undefined : Number(el.max),
+    integer: el.step !== 'any',
+  });
 }
 
 /** Marks every invalid input (aria-invalid, a message after it) and returns the messages. */

@@ -30,9 +30,10 @@ function showSpeed(tpsDraft: number, tpsTarget: number): void {
   const ratio = tpsDraft / tpsTarget;
   el.dataset.state = ratio >= 1 ? 'faster' : 'slower';
   el.dataset.speedup = String(ratio);
-  el.textContent = ratio >= 1
-    ? `Speed-up: ${ratio.toFixed(2)}× faster with the draft (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s).`
-    : `Slow-down: decoding with the draft is ${(1 / ratio).toFixed(2)}× SLOWER than the target alone (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s): the draft's passes cost more here than the accepted tokens save.`;
+  el.textContent =
+    ratio >= 1
+      ? `Speed-up: ${ratio.toFixed(2)}× faster with the draft (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s).`
+      : `Slow-down: decoding with the draft is ${(1 / ratio).toFixed(2)}× SLOWER than the target alone (${tpsDraft.toFixed(1)} against ${tpsTarget.toFixed(1)} tokens/s): the draft's passes cost more here than the accepted tokens save.`;
 }
 
 /** Wires the panel's button: a click checks the sampling inputs and asks the worker to decode. */
@@ -50,7 +51,13 @@ export function initSpecPanel(send: (cmd: Command) => void, button: HTMLButtonEl
     stats.textContent = sampling.temperature > 0 ? `sampling at temperature ${sampling.temperature}…` : 'decoding (greedy)…';
     $('spec-speed').textContent = '';
     button.disabled = true;
-    send({ type: 'spec-run', prompt: Number($<HTMLSelectElement>('spec-prompt').value || 0), maxNewTokens: 32, numDraftTokens: 3, sampling });
+    send({
+      type: 'spec-run',
+      prompt: Number($<HTMLSelectElement>('spec-prompt').value || 0),
+      maxNewTokens: 32,
+      numDraftTokens: 3,
+      sampling,
+    });
   });
 }
 
@@ -67,14 +74,24 @@ export function handleSpecReport(r: Report, button: HTMLButtonElement): boolean 
     case 'spec-done': {
       const s = r.stats;
       const el = $('spec-stats');
-      Object.assign(el.dataset, { state: 'done', acceptance: String(s.acceptance), lossless: String(s.lossless), sampled: String(s.sampled), tpsDraft: String(s.tpsDraft), tpsTarget: String(s.tpsTarget), text: s.text, targetText: s.targetText });
+      Object.assign(el.dataset, {
+        state: 'done',
+        acceptance: String(s.acceptance),
+        lossless: String(s.lossless),
+        sampled: String(s.sampled),
+        tpsDraft: String(s.tpsDraft),
+        tpsTarget: String(s.tpsTarget),
+        text: s.text,
+        targetText: s.targetText,
+      });
       const verdict = s.sampled
         ? 'sampled: accepted by the rejection rule, so the text is distributed exactly as sampling from the target alone (a target-only draw follows for comparison)'
         : s.lossless
           ? 'identical to target-only greedy decoding'
           : 'DIFFERS from target-only decoding';
       el.textContent = `${s.draftSource}: acceptance length ${s.acceptance.toFixed(3)} tokens per target verification (measured, bonus included); ${verdict}.`;
-      if (s.sampled) el.append(Object.assign(document.createElement('span'), { className: 'detail', textContent: ` Target alone: “${s.targetText}”` }));
+      if (s.sampled)
+        el.append(Object.assign(document.createElement('span'), { className: 'detail', textContent: ` Target alone: “${s.targetText}”` }));
       showSpeed(s.tpsDraft, s.tpsTarget);
       button.disabled = false;
       return true;

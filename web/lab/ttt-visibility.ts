@@ -23,5 +23,8 @@ export function renderTttVisibility(container: HTMLElement, tttLength: number, p
     }
   }
   container.innerHTML = cells.join('');
-  container.setAttribute('aria-label', `TTT attention visibility for ${tttLength} steps over ${positions} positions: ${cells.filter((c) => c.includes('visible')).length} of ${n * n} query-key pairs visible`);
+  container.setAttribute(
+    'aria-label',
+    `TTT attention visibility for ${tttLength} steps over ${positions} positions: ${cells.filter((c) => c.includes('visible')).length} of ${n * n} query-key pairs visible`,
+  );
 }

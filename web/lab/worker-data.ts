@@ -15,7 +15,12 @@ const CHUNK = 4;
 export type OnProgress = (done: number, total: number) => void;
 
 /** `prompts` continued by the target (`responseLength` tokens each), reporting after every chunk. */
-export async function continueWithProgress(target: TargetModel, prompts: readonly number[][], responseLength: number, onProgress: OnProgress): Promise<TrainSequence[]> {
+export async function continueWithProgress(
+  target: TargetModel,
+  prompts: readonly number[][],
+  responseLength: number,
+  onProgress: OnProgress,
+): Promise<TrainSequence[]> {
   const out: TrainSequence[] = [];
   onProgress(0, prompts.length);
   for (let i = 0; i < prompts.length; i += CHUNK) {
@@ -28,10 +33,20 @@ export async function continueWithProgress(target: TargetModel, prompts: readonl
 export const LAB_SEQUENCES_FILE = 'lab-sequences.json';
 
 /** The run's training sequences: the saved ones when they were made from these prompts, else made now and saved. */
-export async function labTrainSequences(files: FileStore, target: TargetModel, prompts: readonly number[][], responseLength: number, onProgress: OnProgress): Promise<TrainSequence[]> {
+export async function labTrainSequences(
+  files: FileStore,
+  target: TargetModel,
+  prompts: readonly number[][],
+  responseLength: number,
+  onProgress: OnProgress,
+): Promise<TrainSequence[]> {
   const key = JSON.stringify({ prompts, responseLength, target: target.config });
   if (await files.exists(LAB_SEQUENCES_FILE)) {
-    const saved = openSealedJson(await files.read(LAB_SEQUENCES_FILE), `${files.root}/${LAB_SEQUENCES_FILE}`, 'the run\'s training sequences') as { key?: string; sequences?: TrainSequence[] };
+    const saved = openSealedJson(
+      await files.read(LAB_SEQUENCES_FILE),
+      `${files.root}/${LAB_SEQUENCES_FILE}`,
+      "the run's training sequences",
+    ) as { key?: string; sequences?: TrainSequence[] };
     if (saved.key === key && Array.isArray(saved.sequences)) {
       onProgress(saved.sequences.length, prompts.length);
       return saved.sequences;

@@ -13,9 +13,19 @@ export async function exportDraft(): Promise<void> {
   const session = lab.session;
   if (!session) throw new Error('no trained draft to export: start or continue a run first');
   const files = labFiles();
-  await writeEagle3Export(files, 'export', session.draftConfig, await session.currentWeights(), { t2d: session.mapping.t2d, d2t: session.mapping.d2t }, { auxLayerIds: session.auxLayerIds });
+  await writeEagle3Export(
+    files,
+    'export',
+    session.draftConfig,
+    await session.currentWeights(),
+    { t2d: session.mapping.t2d, d2t: session.mapping.d2t },
+    { auxLayerIds: session.auxLayerIds },
+  );
   const out = await Promise.all(EXPORT_FILES.map(async (name) => ({ name, bytes: await files.read(`export/${name}`) })));
-  post({ type: 'export-files', files: out, step: session.globalStep }, out.map((f) => f.bytes.buffer as ArrayBuffer));
+  post(
+    { type: 'export-files', files: out, step: session.globalStep },
+    out.map((f) => f.bytes.buffer as ArrayBuffer),
+  );
 }
 
 export async function importDraft(fileList: File[]): Promise<void> {
@@ -26,10 +36,24 @@ export async function importDraft(fileList: File[]): Promise<void> {
     const c = draft.config;
     const t = m.checkpoint.config;
     if (c.hiddenSize !== t.hiddenSize || c.vocabSize !== t.vocabSize) {
-      throw new Error(`the draft (hidden ${c.hiddenSize}, vocab ${c.vocabSize}) does not fit the loaded target ${m.id} (hidden ${t.hiddenSize}, vocab ${t.vocabSize})`);
+      throw new Error(
+        `the draft (hidden ${c.hiddenSize}, vocab ${c.vocabSize}) does not fit the loaded target ${m.id} (hidden ${t.hiddenSize}, vocab ${t.vocabSize})`,
+      );
     }
-    lab.imported = { draft: { config: c, weights: withoutEmbedding(draft.values), d2t: draft.vocab.d2t, auxLayerIds: draft.auxLayerIds ?? auxLayersFor(t.numLayers) }, label: `imported draft (${fileList.map((f) => f.name).join(', ')})` };
-    post({ type: 'import', state: 'ready', message: `imported: hidden ${c.hiddenSize}, draft vocab ${c.draftVocabSize}; the speculative panel uses it` });
+    lab.imported = {
+      draft: {
+        config: c,
+        weights: withoutEmbedding(draft.values),
+        d2t: draft.vocab.d2t,
+        auxLayerIds: draft.auxLayerIds ?? auxLayersFor(t.numLayers),
+      },
+      label: `imported draft (${fileList.map((f) => f.name).join(', ')})`,
+    };
+    post({
+      type: 'import',
+      state: 'ready',
+      message: `imported: hidden ${c.hiddenSize}, draft vocab ${c.draftVocabSize}; the speculative panel uses it`,
+    });
   } catch (err) {
     post({ type: 'import', state: 'error', message: `import refused: ${(err as Error).message}` });
   }

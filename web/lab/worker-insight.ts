@@ -37,7 +37,10 @@ async function capture(s: Eagle3TrainingSession, sample: number, topK: number): 
   if (!parts) throw new Error('insight: the open session has no held-out evaluation to draw samples from');
   const insight = await captureDraftInsight(parts, sample, { topK });
   const tokenizer = lab.model?.tokenizer;
-  const ids = new Set<number>([...insight.inputIds, ...insight.steps.flatMap((st) => [...st.targets, ...st.top.flatMap((row) => row.map((x) => x.id))])]);
+  const ids = new Set<number>([
+    ...insight.inputIds,
+    ...insight.steps.flatMap((st) => [...st.targets, ...st.top.flatMap((row) => row.map((x) => x.id))]),
+  ]);
   const tokenText: Record<number, string> = {};
   for (const id of ids) tokenText[id] = tokenizer ? tokenizer.decode([id]) : `#${id}`;
   const report: LabInsight = { ...insight, tokenText };

@@ -24,7 +24,11 @@ export async function init(labTargetUrl: string): Promise<void> {
   }
   const context = lab.ctx;
   context.device.lost.then((info) => {
-    if (!context.isDestroyed) post({ type: 'gpu-error', message: `the GPU device was lost (${info.reason}): ${info.message}. Reload the page; training continues from the last checkpoint.` });
+    if (!context.isDestroyed)
+      post({
+        type: 'gpu-error',
+        message: `the GPU device was lost (${info.reason}): ${info.message}. Reload the page; training continues from the last checkpoint.`,
+      });
   });
   post({ type: 'adapter', record: context.record });
   lab.gpu = new Gpu(context);
@@ -34,7 +38,9 @@ export async function init(labTargetUrl: string): Promise<void> {
 
 /** A model directory over HTTP whose downloads show on the model panel. */
 export function modelUrlStore(url: string): FileStore {
-  return urlStore(url, { onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }) });
+  return urlStore(url, {
+    onProgress: (p) => post({ type: 'model', state: 'loading', message: `fetching ${p.path}`, loaded: p.fetchedBytes }),
+  });
 }
 
 export async function loadModel(store: FileStore, id: string, bundled: boolean): Promise<void> {
@@ -44,7 +50,9 @@ export async function loadModel(store: FileStore, id: string, bundled: boolean):
   }
   post({ type: 'model', state: 'loading', message: `loading ${id}` });
   try {
-    const checkpoint = await loadHfCheckpoint(store, '', { onProgress: (loaded, total) => post({ type: 'model', state: 'loading', message: `loading ${id}`, loaded, total }) });
+    const checkpoint = await loadHfCheckpoint(store, '', {
+      onProgress: (loaded, total) => post({ type: 'model', state: 'loading', message: `loading ${id}`, loaded, total }),
+    });
     const tokenizer = (await store.exists('tokenizer.json')) ? await ChatTokenizer.load(store, '') : undefined;
     let train: number[][];
     let heldOut: number[][];
@@ -68,10 +76,22 @@ export async function loadModel(store: FileStore, id: string, bundled: boolean):
     lab.model = { id, checkpoint, target, tokenizer, train, heldOut };
     lab.imported = undefined;
     const c = checkpoint.config;
-    post({ type: 'model', state: 'ready', message: `${id}: ${c.architecture}, ${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}`, id });
+    post({
+      type: 'model',
+      state: 'ready',
+      message: `${id}: ${c.architecture}, ${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}`,
+      id,
+    });
     post({ type: 'prompts', heldOut: heldText });
     // What the page's memory plan needs (it is computed there, on every settings change).
-    post({ type: 'memory-basis', target: c, trainPromptLengths: train.map((p) => p.length), heldOut: heldOut.length, roundPrompts: LAB_ROUND_PROMPTS, limits: adapterLimitsOf(lab.gpu!.ctx.limits) });
+    post({
+      type: 'memory-basis',
+      target: c,
+      trainPromptLengths: train.map((p) => p.length),
+      heldOut: heldOut.length,
+      roundPrompts: LAB_ROUND_PROMPTS,
+      limits: adapterLimitsOf(lab.gpu!.ctx.limits),
+    });
   } catch (err) {
     post({ type: 'model', state: 'error', message: `refused ${id}: ${(err as Error).message}` });
   }

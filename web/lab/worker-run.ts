@@ -15,7 +15,23 @@ import type { SavedRun } from './saved-run.ts';
 import { readRunMetrics, writeRunMetrics } from './run-metrics.ts';
 import { labTrainSequences } from './worker-data.ts';
 import { afterStep, trainingGate } from './worker-insight.ts';
-import { auxLayersFor, CHECKPOINTS, closeSession, lab, LAB_FILES, labFiles, ledger, LEDGER, phase, platform, post, readSavedRun, RUN_ID, SPILL, writeSavedRun } from './worker-state.ts';
+import {
+  auxLayersFor,
+  CHECKPOINTS,
+  closeSession,
+  lab,
+  LAB_FILES,
+  labFiles,
+  ledger,
+  LEDGER,
+  phase,
+  platform,
+  post,
+  readSavedRun,
+  RUN_ID,
+  SPILL,
+  writeSavedRun,
+} from './worker-state.ts';
 
 export async function reportSavedRun(): Promise<void> {
   let saved: SavedRun | undefined;
@@ -33,7 +49,16 @@ export async function reportSavedRun(): Promise<void> {
   const store = await ledger();
   const marker = await store.durableMarker();
   const step = marker.globalStep ?? 0;
-  post({ type: 'saved-run', step, total: saved.total, settings: saved.settings, model: saved.model, finished: step >= saved.total, acked: marker.acked.size, committed: await store.committedCount() });
+  post({
+    type: 'saved-run',
+    step,
+    total: saved.total,
+    settings: saved.settings,
+    model: saved.model,
+    finished: step >= saved.total,
+    acked: marker.acked.size,
+    committed: await store.committedCount(),
+  });
   if (!lab.running) {
     try {
       post({ type: 'history', points: await readRunMetrics(labFiles(), step) });
@@ -72,11 +97,18 @@ function sessionSettings(s: LabSettings, numLayers: number) {
 async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession> {
   const m = lab.model!;
   resolveDraftVocabSize(settings.draftVocabSize, m.checkpoint.config.vocabSize, 'draft vocab size');
-  if (settings.trainPrompts > m.train.length) throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
+  if (settings.trainPrompts > m.train.length)
+    throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
   phase('data', `${m.heldOut.length} held-out prompts continued by the target for evaluation (${settings.responseLength} tokens each)`);
   lab.evaluation = await labEvaluation(m.target, m.heldOut, settings, progressReporter('held-out'));
   phase('data', `${settings.trainPrompts} prompts continued by the target (${settings.responseLength} tokens each)`);
-  const trainSequences = await labTrainSequences(platform.files(CHECKPOINTS), m.target, m.train.slice(0, settings.trainPrompts), settings.responseLength, progressReporter('prompts'));
+  const trainSequences = await labTrainSequences(
+    platform.files(CHECKPOINTS),
+    m.target,
+    m.train.slice(0, settings.trainPrompts),
+    settings.responseLength,
+    progressReporter('prompts'),
+  );
   return Eagle3TrainingSession.open({
     gpu: lab.gpu!,
     target: m.target,
@@ -95,7 +127,13 @@ async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession
 
 async function runStatus(s: Eagle3TrainingSession): Promise<RunStatus> {
   const st = await s.status();
-  return { controller: st.controller, residentBytes: st.featureStore.residentBytes, spillBytes: st.featureStore.spill?.bytesWritten ?? 0, round: st.round, rounds: st.rounds };
+  return {
+    controller: st.controller,
+    residentBytes: st.featureStore.residentBytes,
+    spillBytes: st.featureStore.spill?.bytesWritten ?? 0,
+    round: st.round,
+    rounds: st.rounds,
+  };
 }
 
 export async function start(settings: LabSettings | undefined): Promise<void> {
@@ -119,7 +157,11 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
     }
     await writeSavedRun({ ...saved, total: lab.session.totalSteps });
     const s = lab.session;
-    const savePoints = () => writeRunMetrics(labFiles(), points.filter((p) => p.step.step <= s.globalStep));
+    const savePoints = () =>
+      writeRunMetrics(
+        labFiles(),
+        points.filter((p) => p.step.step <= s.globalStep),
+      );
     if (s.resumed) phase('training', `resumed after step ${s.resumed.step}: ${s.resumed.requeued} samples requeued from the spill`);
     else phase('training', '');
     post({ type: 'status', status: await runStatus(s), step: s.globalStep, total: s.totalSteps });
@@ -151,7 +193,17 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
       }
       const status = await runStatus(s);
       const point: MetricPoint = {
-        step: { step: st.globalStep, total: st.totalSteps, loss: st.loss, plosses: st.plosses, accs: st.accs, simulatedAcceptance: st.simulatedAcceptance, tokensPerSecond: st.tokensPerSecond, lr: st.lr, checkpointed: st.checkpointed },
+        step: {
+          step: st.globalStep,
+          total: st.totalSteps,
+          loss: st.loss,
+          plosses: st.plosses,
+          accs: st.accs,
+          simulatedAcceptance: st.simulatedAcceptance,
+          tokensPerSecond: st.tokensPerSecond,
+          lr: st.lr,
+          checkpointed: st.checkpointed,
+        },
         status,
         eval: st.eval && lab.evaluation ? evalReport(st.globalStep, lab.evaluation, st.eval) : undefined,
       };

@@ -46,6 +46,15 @@ export async function specRun(prompt: number, maxNewTokens: number, numDraftToke
   });
   post({
     type: 'spec-done',
-    stats: { acceptance: result.acceptanceLength, lossless: result.lossless, sampled, tpsDraft: result.tokensPerSecond, tpsTarget: base.speed.tokensPerSecond, text: decode(out.slice(0, maxNewTokens)), targetText: decode(base.tokens[0]), draftSource: chosen.label },
+    stats: {
+      acceptance: result.acceptanceLength,
+      lossless: result.lossless,
+      sampled,
+      tpsDraft: result.tokensPerSecond,
+      tpsTarget: base.speed.tokensPerSecond,
+      text: decode(out.slice(0, maxNewTokens)),
+      targetText: decode(base.tokens[0]),
+      draftSource: chosen.label,
+    },
   });
 }

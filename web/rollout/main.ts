@@ -47,7 +47,9 @@ function onMessage(message: WorkerMessage): void {
     case 'joined':
       status.dataset.workerId = e.workerId;
       $('worker').textContent = e.workerId;
-      line(`joined as ${e.workerId}: aux layers [${e.auxLayerIds.join(', ')}], features ${e.featurePrecision}, prompt lease ${e.leaseMs} ms`);
+      line(
+        `joined as ${e.workerId}: aux layers [${e.auxLayerIds.join(', ')}], features ${e.featurePrecision}, prompt lease ${e.leaseMs} ms`,
+      );
       return show('running');
     case 'leased':
       counts.leased += e.taskIds.length;

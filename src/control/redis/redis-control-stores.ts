@@ -32,7 +32,11 @@ export interface RedisControlStores extends ControlStores {
   readonly members: RedisMemberRegistry;
 }
 
-export async function openRedisControlStores(link: RedisLink, runId: string, options: RedisControlStoresOptions = {}): Promise<RedisControlStores> {
+export async function openRedisControlStores(
+  link: RedisLink,
+  runId: string,
+  options: RedisControlStoresOptions = {},
+): Promise<RedisControlStores> {
   // The synchronous constructors validate options and the run id first, so a bad option fails
   // before the durability check talks to the server.
   const queue = new RedisRefQueue(link, runId, options.queue);

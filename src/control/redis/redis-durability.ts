@@ -26,7 +26,8 @@ export interface DurabilityCheckOptions {
   readonly url?: string;
 }
 
-const HOW_TO_FIX = 'start redis-server with --appendonly yes --appendfsync always (scripts/redis.sh --durable does), or opt out with requireDurable: false';
+const HOW_TO_FIX =
+  'start redis-server with --appendonly yes --appendfsync always (scripts/redis.sh --durable does), or opt out with requireDurable: false';
 
 export async function checkRedisDurability(link: RedisLink, options: DurabilityCheckOptions): Promise<RedisDurability> {
   const server = options.url === undefined ? 'Redis' : `Redis at ${options.url}`;
@@ -40,11 +41,20 @@ export async function checkRedisDurability(link: RedisLink, options: DurabilityC
     // CONFIG may be renamed away or denied by an ACL on a managed server: durability is then unknown.
     if (!options.require) return Object.freeze({ appendonly: false, appendfsync: 'unknown', durable: false });
     const why = err instanceof Error ? err.message : String(err);
-    throw new Error(`${options.where}: cannot read the persistence config of ${server} (${why}), so an ack's durability is unknown; ${HOW_TO_FIX}`, { cause: err });
+    throw new Error(
+      `${options.where}: cannot read the persistence config of ${server} (${why}), so an ack's durability is unknown; ${HOW_TO_FIX}`,
+      { cause: err },
+    );
   }
-  const result = Object.freeze({ appendonly: appendonly === 'yes', appendfsync, durable: appendonly === 'yes' && appendfsync === 'always' });
+  const result = Object.freeze({
+    appendonly: appendonly === 'yes',
+    appendfsync,
+    durable: appendonly === 'yes' && appendfsync === 'always',
+  });
   if (options.require && !result.durable) {
-    throw new Error(`${options.where}: ${server} is not durable (appendonly=${appendonly}, appendfsync=${appendfsync}), so a crash can lose acknowledged acks; ${HOW_TO_FIX}`);
+    throw new Error(
+      `${options.where}: ${server} is not durable (appendonly=${appendonly}, appendfsync=${appendfsync}), so a crash can lose acknowledged acks; ${HOW_TO_FIX}`,
+    );
   }
   return result;
 }

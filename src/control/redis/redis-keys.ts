@@ -74,10 +74,13 @@ const VISIBLE_ASCII = /^[\x21-\x7e]+$/;
 
 /** Throws one line naming `runId` when it cannot be part of a key. */
 export function validateRunId(runId: string, where: string): string {
-  if (typeof runId !== 'string' || runId.length === 0) throw new TypeError(`${where}: runId must be a non-empty string, got ${JSON.stringify(runId)}`);
+  if (typeof runId !== 'string' || runId.length === 0)
+    throw new TypeError(`${where}: runId must be a non-empty string, got ${JSON.stringify(runId)}`);
   // A brace would end the hash tag early, so one run's keys could land in different slots.
-  if (runId.includes('{') || runId.includes('}')) throw new TypeError(`${where}: runId must not contain braces (it becomes the keys' {hash tag}), got ${JSON.stringify(runId)}`);
-  if (!VISIBLE_ASCII.test(runId)) throw new TypeError(`${where}: runId must be visible ASCII without spaces or control characters, got ${JSON.stringify(runId)}`);
+  if (runId.includes('{') || runId.includes('}'))
+    throw new TypeError(`${where}: runId must not contain braces (it becomes the keys' {hash tag}), got ${JSON.stringify(runId)}`);
+  if (!VISIBLE_ASCII.test(runId))
+    throw new TypeError(`${where}: runId must be visible ASCII without spaces or control characters, got ${JSON.stringify(runId)}`);
   return runId;
 }
 

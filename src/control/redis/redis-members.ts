@@ -19,7 +19,10 @@ export class RedisMemberRegistry implements MemberRegistry {
   private readonly hashes: Readonly<Record<MemberKind, string>>;
   private readonly scripts: ScriptRunner;
 
-  constructor(link: RedisLink, readonly runId: string) {
+  constructor(
+    link: RedisLink,
+    readonly runId: string,
+  ) {
     const k = controlKeys(runId, 'RedisMemberRegistry');
     this.hashes = { rollout: k.membersRollout, trainer: k.membersTrainer };
     this.scripts = new ScriptRunner(link, `RedisMemberRegistry run ${JSON.stringify(runId)}`);
@@ -45,11 +48,13 @@ export class RedisMemberRegistry implements MemberRegistry {
 
   private hashOf(kind: MemberKind, op: string): string {
     const key = Object.hasOwn(this.hashes, kind) ? this.hashes[kind] : undefined;
-    if (key === undefined) throw new TypeError(`RedisMemberRegistry.${op}: kind must be "rollout" or "trainer", got ${JSON.stringify(kind)}`);
+    if (key === undefined)
+      throw new TypeError(`RedisMemberRegistry.${op}: kind must be "rollout" or "trainer", got ${JSON.stringify(kind)}`);
     return key;
   }
 }
 
 function requireId(id: string, op: string): void {
-  if (typeof id !== 'string' || id.length === 0) throw new TypeError(`RedisMemberRegistry.${op}: id must be a non-empty string, got ${JSON.stringify(id)}`);
+  if (typeof id !== 'string' || id.length === 0)
+    throw new TypeError(`RedisMemberRegistry.${op}: id must be a non-empty string, got ${JSON.stringify(id)}`);
 }

@@ -152,10 +152,13 @@ export class RedisMetadataStore implements MetadataStore {
     const acked = new Set(list(ids, this.keys.metaAcked).map((id) => text(id, this.keys.metaAcked)));
     const globalStep = step === null ? null : Number(text(step, this.keys.metaMarker));
     if (globalStep !== null && (!Number.isSafeInteger(globalStep) || globalStep < 0)) {
-      throw this.error(`${this.keys.metaMarker} globalStep ${JSON.stringify(text(step, this.keys.metaMarker))} is not a non-negative integer; the marker is damaged`);
+      throw this.error(
+        `${this.keys.metaMarker} globalStep ${JSON.stringify(text(step, this.keys.metaMarker))} is not a non-negative integer; the marker is damaged`,
+      );
     }
     const durable = flag === null ? '0' : text(flag, this.keys.metaMarker);
-    if (durable !== '1' && durable !== '0') throw this.error(`${this.keys.metaMarker} optimizerDurable ${JSON.stringify(durable)} is not 1 or 0; the marker is damaged`);
+    if (durable !== '1' && durable !== '0')
+      throw this.error(`${this.keys.metaMarker} optimizerDurable ${JSON.stringify(durable)} is not 1 or 0; the marker is damaged`);
     return Object.freeze({ acked, globalStep, optimizerDurable: durable === '1' });
   }
 
@@ -176,7 +179,8 @@ export class RedisMetadataStore implements MetadataStore {
       throw new Error(`${where}: the stored ref is not valid JSON (${(err as Error).message}); the record is damaged`, { cause: err });
     }
     const ref = makeSampleRef(value as SampleRefInput, where);
-    if (ref.sampleId !== sampleId) throw new Error(`${where}: the stored ref belongs to sample ${JSON.stringify(ref.sampleId)}; the record is damaged`);
+    if (ref.sampleId !== sampleId)
+      throw new Error(`${where}: the stored ref belongs to sample ${JSON.stringify(ref.sampleId)}; the record is damaged`);
     return ref;
   }
 

@@ -21,7 +21,17 @@ import { makePromptTask, type PromptTask } from '../../contracts/records.ts';
 import type { RedisLink, RedisReply } from '../../ports/redis-link.ts';
 import type { CommittedTask, PromptCounts, PromptFailOutcome, PromptFailure, PromptLedger } from '../control-stores.ts';
 import { controlKeys } from './redis-keys.ts';
-import { asArray, asNumber, asText, clockArg, LUA_PRELUDE, nullableArg, positiveOrNull, ScriptRunner, parseJsonReply } from './redis-script.ts';
+import {
+  asArray,
+  asNumber,
+  asText,
+  clockArg,
+  LUA_PRELUDE,
+  nullableArg,
+  positiveOrNull,
+  ScriptRunner,
+  parseJsonReply,
+} from './redis-script.ts';
 
 export interface RedisPromptLedgerOptions {
   /** null = prompt leases never expire. */
@@ -183,9 +193,24 @@ export class RedisPromptLedger implements PromptLedger {
   private readonly maxLeasePerWorker: number | null;
   private readonly clock: (() => number) | undefined;
 
-  constructor(link: RedisLink, readonly runId: string, options: RedisPromptLedgerOptions) {
+  constructor(
+    link: RedisLink,
+    readonly runId: string,
+    options: RedisPromptLedgerOptions,
+  ) {
     const k = controlKeys(runId, 'RedisPromptLedger');
-    this.keys = [k.promptSeq, k.promptTasks, k.promptAttempt, k.promptPending, k.promptLeased, k.promptLease, k.promptHeld, k.promptFailed, k.promptFailedWhy, k.promptCompleted];
+    this.keys = [
+      k.promptSeq,
+      k.promptTasks,
+      k.promptAttempt,
+      k.promptPending,
+      k.promptLeased,
+      k.promptLease,
+      k.promptHeld,
+      k.promptFailed,
+      k.promptFailedWhy,
+      k.promptCompleted,
+    ];
     this.scripts = new ScriptRunner(link, `RedisPromptLedger run ${JSON.stringify(runId)}`);
     this.leaseTimeoutMs = positiveOrNull(options.leaseTimeoutMs, 'leaseTimeoutMs', 'RedisPromptLedger');
     this.maxAttempts = positiveOrNull(options.maxAttempts, 'maxAttempts', 'RedisPromptLedger', true);
@@ -204,8 +229,17 @@ export class RedisPromptLedger implements PromptLedger {
 
   async lease(workerId: string, maxTasks: number): Promise<PromptTask[]> {
     requireWorker(workerId, 'lease');
-    if (!Number.isInteger(maxTasks) || maxTasks < 0) throw new RangeError(`RedisPromptLedger.lease: maxTasks must be a non-negative integer, got ${maxTasks}`);
-    const args = [clockArg(this.clock, 'RedisPromptLedger'), workerId, String(maxTasks), nullableArg(this.leaseTimeoutMs), String(this.leaseTimeoutMs), nullableArg(this.maxAttempts), nullableArg(this.maxLeasePerWorker)];
+    if (!Number.isInteger(maxTasks) || maxTasks < 0)
+      throw new RangeError(`RedisPromptLedger.lease: maxTasks must be a non-negative integer, got ${maxTasks}`);
+    const args = [
+      clockArg(this.clock, 'RedisPromptLedger'),
+      workerId,
+      String(maxTasks),
+      nullableArg(this.leaseTimeoutMs),
+      String(this.leaseTimeoutMs),
+      nullableArg(this.maxAttempts),
+      nullableArg(this.maxLeasePerWorker),
+    ];
     const reply = asArray(await this.scripts.run('lease', LEASE_TASKS, this.keys, args), 'lease');
     const out: PromptTask[] = [];
     for (let i = 0; i < reply.length; i += 3) out.push(this.parseTask(asText(reply[i], 'lease'), reply[i + 1], reply[i + 2]));
@@ -216,7 +250,10 @@ export class RedisPromptLedger implements PromptLedger {
     requireWorker(workerId, 'fail');
     if (typeof reason !== 'string') throw new TypeError('RedisPromptLedger.fail: reason must be a string');
     if (taskIds.length === 0) return { requeued: [], failed: [], skipped: [] };
-    const reply = asArray(await this.scripts.run('fail', FAIL, this.keys, [workerId, reason, retryable ? '1' : '0', nullableArg(this.maxAttempts), ...taskIds]), 'fail');
+    const reply = asArray(
+      await this.scripts.run('fail', FAIL, this.keys, [workerId, reason, retryable ? '1' : '0', nullableArg(this.maxAttempts), ...taskIds]),
+      'fail',
+    );
     const [requeued, failed, skipped] = reply.map((list) => asArray(list, 'fail').map((r) => asText(r, 'fail')));
     return { requeued, failed, skipped };
   }
@@ -224,7 +261,9 @@ export class RedisPromptLedger implements PromptLedger {
   async complete(workerId: string, taskIds: readonly string[]): Promise<string[]> {
     requireWorker(workerId, 'complete');
     if (taskIds.length === 0) return [];
-    return asArray(await this.scripts.run('complete', COMPLETE, this.keys, [workerId, ...taskIds]), 'complete').map((r) => asText(r, 'complete'));
+    return asArray(await this.scripts.run('complete', COMPLETE, this.keys, [workerId, ...taskIds]), 'complete').map((r) =>
+      asText(r, 'complete'),
+    );
   }
 
   async committed(workerId: string, tasks: readonly CommittedTask[]): Promise<void> {
@@ -238,15 +277,21 @@ export class RedisPromptLedger implements PromptLedger {
     const out: PromptFailure[] = [];
     for (let i = 0; i < reply.length; i += 2) {
       const taskId = asText(reply[i], 'failuresList');
-      const record = parseJsonReply(this.scripts, reply[i + 1], `failure record of task "${taskId}"`) as { reason?: unknown; attempt?: unknown };
-      if (typeof record.reason !== 'string' || typeof record.attempt !== 'number') throw new Error(`${this.scripts.where}: failure record of task "${taskId}" is damaged (want {reason, attempt})`);
+      const record = parseJsonReply(this.scripts, reply[i + 1], `failure record of task "${taskId}"`) as {
+        reason?: unknown;
+        attempt?: unknown;
+      };
+      if (typeof record.reason !== 'string' || typeof record.attempt !== 'number')
+        throw new Error(`${this.scripts.where}: failure record of task "${taskId}" is damaged (want {reason, attempt})`);
       out.push(Object.freeze({ taskId, reason: record.reason, attempt: record.attempt }));
     }
     return out;
   }
 
   async counts(): Promise<PromptCounts> {
-    const [prompts, pending, leased, failed, completed] = asArray(await this.scripts.run('counts', COUNTS, this.keys, []), 'counts').map((r) => asNumber(r, 'counts'));
+    const [prompts, pending, leased, failed, completed] = asArray(await this.scripts.run('counts', COUNTS, this.keys, []), 'counts').map(
+      (r) => asNumber(r, 'counts'),
+    );
     return { prompts, pending, leased, failed, completed };
   }
 
@@ -262,14 +307,17 @@ export class RedisPromptLedger implements PromptLedger {
     const fields = parseJsonReply(this.scripts, json, `task "${taskId}" in prompt:tasks`);
     if (typeof fields !== 'object' || fields === null || Array.isArray(fields)) throw new Error(`${where} is damaged (not a JSON object)`);
     const a = attempt instanceof Uint8Array ? Number(asText(attempt, 'attempt')) : NaN;
-    if (!Number.isInteger(a) || a < 0) throw new Error(`${this.scripts.where}: task "${taskId}" has a damaged attempt in prompt:attempt (${attempt === null ? 'missing' : asText(attempt, 'attempt')})`);
+    if (!Number.isInteger(a) || a < 0)
+      throw new Error(
+        `${this.scripts.where}: task "${taskId}" has a damaged attempt in prompt:attempt (${attempt === null ? 'missing' : asText(attempt, 'attempt')})`,
+      );
     const task = makePromptTask({ ...(fields as object), attempt: a } as PromptTask, where);
     if (task.taskId !== taskId) throw new Error(`${where} is damaged: it holds taskId ${JSON.stringify(task.taskId)}`);
     return task;
   }
-
 }
 
 function requireWorker(workerId: string, op: string): void {
-  if (typeof workerId !== 'string' || workerId.length === 0) throw new TypeError(`RedisPromptLedger.${op}: workerId must be a non-empty string, got ${JSON.stringify(workerId)}`);
+  if (typeof workerId !== 'string' || workerId.length === 0)
+    throw new TypeError(`RedisPromptLedger.${op}: workerId must be a non-empty string, got ${JSON.stringify(workerId)}`);
 }

@@ -18,7 +18,17 @@ import { makeSampleRef, type SampleRef } from '../../contracts/records.ts';
 import type { RedisLink, RedisReply } from '../../ports/redis-link.ts';
 import type { FailOutcome, RefQueue, TerminalFailure } from '../control-stores.ts';
 import { controlKeys } from './redis-keys.ts';
-import { asArray, asNumber, asText, clockArg, LUA_PRELUDE, nullableArg, positiveOrNull, ScriptRunner, parseJsonReply } from './redis-script.ts';
+import {
+  asArray,
+  asNumber,
+  asText,
+  clockArg,
+  LUA_PRELUDE,
+  nullableArg,
+  positiveOrNull,
+  ScriptRunner,
+  parseJsonReply,
+} from './redis-script.ts';
 
 export interface RedisRefQueueOptions {
   /** A lease older than this goes back to the tail of its partition; null = leases never expire. */
@@ -188,10 +198,24 @@ export class RedisRefQueue implements RefQueue {
   private readonly clock: (() => number) | undefined;
   private readonly pollMs: number;
 
-  constructor(link: RedisLink, readonly runId: string, options: RedisRefQueueOptions = {}) {
+  constructor(
+    link: RedisLink,
+    readonly runId: string,
+    options: RedisRefQueueOptions = {},
+  ) {
     const where = `RedisRefQueue run ${JSON.stringify(runId)}`;
     const k = controlKeys(runId, 'RedisRefQueue');
-    this.keys = [k.queueSeq, k.queuePartitions, k.queueRefs, k.queueLeased, k.queueLease, k.queueHeld, k.queueAttempts, k.queueTerminal, k.queueTerminalWhy];
+    this.keys = [
+      k.queueSeq,
+      k.queuePartitions,
+      k.queueRefs,
+      k.queueLeased,
+      k.queueLease,
+      k.queueHeld,
+      k.queueAttempts,
+      k.queueTerminal,
+      k.queueTerminalWhy,
+    ];
     this.pendPrefix = k.queuePendingPrefix;
     this.scripts = new ScriptRunner(link, where);
     this.leaseTimeoutMs = positiveOrNull(options.leaseTimeoutMs, 'leaseTimeoutMs', 'RedisRefQueue');
@@ -214,7 +238,8 @@ export class RedisRefQueue implements RefQueue {
   }
 
   async get(maxRefs: number, timeoutMs?: number, options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
-    if (!Number.isInteger(maxRefs) || maxRefs < 0) throw new RangeError(`RedisRefQueue.get: maxRefs must be a non-negative integer, got ${maxRefs}`);
+    if (!Number.isInteger(maxRefs) || maxRefs < 0)
+      throw new RangeError(`RedisRefQueue.get: maxRefs must be a non-negative integer, got ${maxRefs}`);
     if (timeoutMs !== undefined && !(timeoutMs >= 0)) throw new RangeError(`RedisRefQueue.get: timeoutMs must be ≥ 0, got ${timeoutMs}`);
     const partition = partitionOf(options.partitionKey, 'get');
     const deadline = timeoutMs === undefined ? undefined : performance.now() + timeoutMs;
@@ -239,15 +264,28 @@ export class RedisRefQueue implements RefQueue {
     if (refs.length === 0) return { requeued: [], terminal: [] };
     const args = [this.pendPrefix, nullableArg(this.maxAttempts), reason, retryable ? '1' : '0', ...refs.map((r) => r.sampleId)];
     const [requeued, terminal] = asArray(await this.scripts.run('fail', FAIL, this.keys, args), 'fail');
-    return { requeued: asArray(requeued, 'fail').map((r) => asText(r, 'fail')), terminal: asArray(terminal, 'fail').map((r) => asText(r, 'fail')) };
+    return {
+      requeued: asArray(requeued, 'fail').map((r) => asText(r, 'fail')),
+      terminal: asArray(terminal, 'fail').map((r) => asText(r, 'fail')),
+    };
   }
 
   async depth(partitionKey?: string): Promise<number> {
-    return asNumber(await this.scripts.run('depth', DEPTH, this.keys, [this.pendPrefix, partitionKey ?? '', partitionKey === undefined ? '1' : '0']), 'depth');
+    return asNumber(
+      await this.scripts.run('depth', DEPTH, this.keys, [this.pendPrefix, partitionKey ?? '', partitionKey === undefined ? '1' : '0']),
+      'depth',
+    );
   }
 
   async inFlight(partitionKey?: string): Promise<number> {
-    return asNumber(await this.scripts.run('inFlight', IN_FLIGHT, this.keys, [this.pendPrefix, partitionKey ?? '', partitionKey === undefined ? '1' : '0']), 'inFlight');
+    return asNumber(
+      await this.scripts.run('inFlight', IN_FLIGHT, this.keys, [
+        this.pendPrefix,
+        partitionKey ?? '',
+        partitionKey === undefined ? '1' : '0',
+      ]),
+      'inFlight',
+    );
   }
 
   async isLeased(sampleId: string): Promise<boolean> {
@@ -259,8 +297,12 @@ export class RedisRefQueue implements RefQueue {
     const out: TerminalFailure[] = [];
     for (let i = 0; i < reply.length; i += 2) {
       const sampleId = asText(reply[i], 'terminalFailures');
-      const record = parseJsonReply(this.scripts, reply[i + 1], `terminal record of "${sampleId}"`) as { reason?: unknown; attempts?: unknown };
-      if (typeof record.reason !== 'string' || typeof record.attempts !== 'number') throw new Error(`${this.scripts.where}: terminal record of "${sampleId}" is damaged (want {reason, attempts})`);
+      const record = parseJsonReply(this.scripts, reply[i + 1], `terminal record of "${sampleId}"`) as {
+        reason?: unknown;
+        attempts?: unknown;
+      };
+      if (typeof record.reason !== 'string' || typeof record.attempts !== 'number')
+        throw new Error(`${this.scripts.where}: terminal record of "${sampleId}" is damaged (want {reason, attempts})`);
       out.push(Object.freeze({ sampleId, reason: record.reason, attempts: record.attempts }));
     }
     return out;
@@ -268,7 +310,15 @@ export class RedisRefQueue implements RefQueue {
 
   private async tryGet(maxRefs: number, partition: string): Promise<SampleRef[]> {
     const expiry = this.leaseTimeoutMs === null ? '' : `lease expired after ${this.leaseTimeoutMs} ms`;
-    const args = [this.pendPrefix, partition, clockArg(this.clock, 'RedisRefQueue'), String(maxRefs), nullableArg(this.leaseTimeoutMs), nullableArg(this.maxAttempts), expiry];
+    const args = [
+      this.pendPrefix,
+      partition,
+      clockArg(this.clock, 'RedisRefQueue'),
+      String(maxRefs),
+      nullableArg(this.leaseTimeoutMs),
+      nullableArg(this.maxAttempts),
+      expiry,
+    ];
     const reply = asArray(await this.scripts.run('get', GET, this.keys, args), 'get');
     const out: SampleRef[] = [];
     for (let i = 0; i < reply.length; i += 2) {
@@ -285,7 +335,6 @@ export class RedisRefQueue implements RefQueue {
     if (ref.sampleId !== id) throw new Error(`${where} is damaged: it holds sampleId ${JSON.stringify(ref.sampleId)}`);
     return ref;
   }
-
 }
 
 function partitionOf(key: string | undefined, op: string): string {

@@ -27,7 +27,10 @@ export class RedisRunRecord {
   private readonly keys: ReturnType<typeof controlKeys>;
   private readonly scripts: ScriptRunner;
 
-  constructor(link: RedisLink, readonly runId: string) {
+  constructor(
+    link: RedisLink,
+    readonly runId: string,
+  ) {
     this.keys = controlKeys(runId, 'RedisRunRecord');
     this.scripts = new ScriptRunner(link, `RedisRunRecord run ${JSON.stringify(runId)}`);
   }
@@ -37,7 +40,10 @@ export class RedisRunRecord {
     const json = stableJson(manifest);
     const reply = await this.scripts.run('publish', PUBLISH, [this.keys.runManifest, this.keys.runFinished], [json]);
     const [ok, stored] = reply as [number, Uint8Array];
-    if (ok !== 1) throw new Error(`run ${this.runId}: Redis already holds another manifest for this run (${differences(JSON.parse(new TextDecoder().decode(stored)) as RunManifest, manifest)}); use another --run, or the settings it was started with`);
+    if (ok !== 1)
+      throw new Error(
+        `run ${this.runId}: Redis already holds another manifest for this run (${differences(JSON.parse(new TextDecoder().decode(stored)) as RunManifest, manifest)}); use another --run, or the settings it was started with`,
+      );
   }
 
   /** The manifest, or undefined before the trainer published it. */
@@ -47,7 +53,9 @@ export class RedisRunRecord {
     try {
       return JSON.parse(text) as RunManifest;
     } catch (err) {
-      throw new Error(`run ${this.runId}: ${this.keys.runManifest} is not valid JSON (${(err as Error).message}); the record is damaged`, { cause: err });
+      throw new Error(`run ${this.runId}: ${this.keys.runManifest} is not valid JSON (${(err as Error).message}); the record is damaged`, {
+        cause: err,
+      });
     }
   }
 
@@ -65,12 +73,16 @@ export type RunRecordReader = Pick<RedisRunRecord, 'read' | 'finished'>;
 
 /** JSON with keys sorted at every level, so equal manifests are equal strings. */
 export function stableJson(value: unknown): string {
-  return JSON.stringify(value, (_k, v: unknown) => (v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b))) : v));
+  return JSON.stringify(value, (_k, v: unknown) =>
+    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => a.localeCompare(b))) : v,
+  );
 }
 
 /** The top-level fields that differ, as `field: stored → given`. */
 export function differences(stored: RunManifest, given: RunManifest): string {
   const keys = [...new Set([...Object.keys(stored), ...Object.keys(given)])].sort();
-  const diff = keys.filter((k) => stableJson(stored[k]) !== stableJson(given[k])).map((k) => `${k}: ${stableJson(stored[k])} → ${stableJson(given[k])}`);
+  const diff = keys
+    .filter((k) => stableJson(stored[k]) !== stableJson(given[k]))
+    .map((k) => `${k}: ${stableJson(stored[k])} → ${stableJson(given[k])}`);
   return diff.join(', ') || 'formatting only';
 }

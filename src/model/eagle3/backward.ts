@@ -53,7 +53,10 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     const a = s.steps[k];
     // f = norm(h_out) (lm_head was done in the forward). dHOut accumulates onto the gradient from step k + 1.
     const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
-    await rmsnormBackward(gpu, a.hOut, w.norm.value, a.invRmsFinal, a.dF, dHOut, w.norm.grad, norm, { accumulateDx: dFromNext !== undefined, accumulateDw: true });
+    await rmsnormBackward(gpu, a.hOut, w.norm.value, a.invRmsFinal, a.dF, dHOut, w.norm.grad, norm, {
+      accumulateDx: dFromNext !== undefined,
+      accumulateDw: true,
+    });
 
     // h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ) · W_dᵀ, n = post_attention_layernorm(h1).
     await dWeight(dHOut, a.act, w.down.grad, H, I);
@@ -68,7 +71,10 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     await dInput(dGate, w.gate.value, dn, I, H);
     await dInput(dUp, w.up.value, dn, I, H, 1);
     const dH1 = gpu.clone(dHOut, `eagle3.s${k}.dH1`);
-    await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, { accumulateDx: true, accumulateDw: true });
+    await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, {
+      accumulateDx: true,
+      accumulateDw: true,
+    });
     gpu.release(dHOut, dAct, dGate, dUp, dn);
 
     // h1 = h_in + o · W_oᵀ; o = TTT attention of step k.
@@ -105,7 +111,17 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     gpu.release(dQRot, dq, dKRot, dk, dv);
 
     // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H.
-    await rmsnormBackward(gpu, a.emb, w.inputNorm.value, a.invRmsEmb, dz, embScratch, w.inputNorm.grad, { ...norm, strideY: 2 * H }, { accumulateDw: true });
+    await rmsnormBackward(
+      gpu,
+      a.emb,
+      w.inputNorm.value,
+      a.invRmsEmb,
+      dz,
+      embScratch,
+      w.inputNorm.grad,
+      { ...norm, strideY: 2 * H },
+      { accumulateDw: true },
+    );
     const dHIn = gpu.clone(dH1, `eagle3.s${k}.dHIn`);
     let dzHidden: Tensor;
     let hiddenStride = 2 * H;
@@ -116,7 +132,17 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       await copyStrided(gpu, dz, dzHidden, { rows: R, width: H, srcStride: 2 * H, srcOffset: H });
       hiddenStride = H;
     }
-    await rmsnormBackward(gpu, a.hIn, w.hiddenNorm.value, a.invRmsHidden, dzHidden, dHIn, w.hiddenNorm.grad, { ...norm, strideY: hiddenStride }, { accumulateDx: true, accumulateDw: true });
+    await rmsnormBackward(
+      gpu,
+      a.hIn,
+      w.hiddenNorm.value,
+      a.invRmsHidden,
+      dzHidden,
+      dHIn,
+      w.hiddenNorm.grad,
+      { ...norm, strideY: hiddenStride },
+      { accumulateDx: true, accumulateDw: true },
+    );
     if (dzHidden.part.buffer !== dz.part.buffer) gpu.release(dzHidden);
     gpu.release(dz, dH1);
 

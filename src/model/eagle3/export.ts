@@ -75,7 +75,8 @@ export function bf16Bytes(values: ArrayLike<number>): Uint8Array {
 
 export function checkVocab(c: Eagle3Config, vocab: Eagle3Vocab, source: string): void {
   if (vocab.t2d.length !== c.vocabSize) throw new Error(`${source}: t2d has ${vocab.t2d.length} entries, vocab_size is ${c.vocabSize}`);
-  if (vocab.d2t.length !== c.draftVocabSize) throw new Error(`${source}: d2t has ${vocab.d2t.length} entries, draft_vocab_size is ${c.draftVocabSize}`);
+  if (vocab.d2t.length !== c.draftVocabSize)
+    throw new Error(`${source}: d2t has ${vocab.d2t.length} entries, draft_vocab_size is ${c.draftVocabSize}`);
   let marked = 0;
   for (let v = 0; v < vocab.t2d.length; v++) if (vocab.t2d[v]) marked++;
   if (marked !== c.draftVocabSize) throw new Error(`${source}: t2d marks ${marked} tokens, draft_vocab_size is ${c.draftVocabSize}`);
@@ -83,14 +84,20 @@ export function checkVocab(c: Eagle3Config, vocab: Eagle3Vocab, source: string):
   for (let i = 0; i < vocab.d2t.length; i++) {
     const target = i + vocab.d2t[i];
     if (!Number.isInteger(target) || target <= previous || target >= c.vocabSize || !vocab.t2d[target]) {
-      throw new Error(`${source}: d2t[${i}] = ${vocab.d2t[i]} maps draft id ${i} to target ${target}, which is not the next token t2d marks (d2t + arange(D) must equal nonzero(t2d))`);
+      throw new Error(
+        `${source}: d2t[${i}] = ${vocab.d2t[i]} maps draft id ${i} to target ${target}, which is not the next token t2d marks (d2t + arange(D) must equal nonzero(t2d))`,
+      );
     }
     previous = target;
   }
 }
 
 /** The bf16 model.safetensors bytes of a draft (weights by SpecForge name; the embedding, if present, is left out). */
-export function eagle3SglangSafetensors(c: Eagle3Config, weights: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab): Uint8Array {
+export function eagle3SglangSafetensors(
+  c: Eagle3Config,
+  weights: Readonly<Record<string, ArrayLike<number>>>,
+  vocab: Eagle3Vocab,
+): Uint8Array {
   checkVocab(c, vocab, 'export');
   const tensors: Record<string, TensorToWrite> = {};
   for (const [name, shape] of eagle3ParameterShapes(c)) {
@@ -121,7 +128,14 @@ export interface ExportOptions {
 }
 
 /** Write `<dir>/model.safetensors` then `<dir>/config.json` (each atomically). */
-export async function writeEagle3Export(store: FileStore, dir: string, c: Eagle3Config, weights: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab, options: ExportOptions = {}): Promise<void> {
+export async function writeEagle3Export(
+  store: FileStore,
+  dir: string,
+  c: Eagle3Config,
+  weights: Readonly<Record<string, ArrayLike<number>>>,
+  vocab: Eagle3Vocab,
+  options: ExportOptions = {},
+): Promise<void> {
   const model = eagle3SglangSafetensors(c, weights, vocab);
   await store.writeAtomic(joinPath(dir, 'model.safetensors'), model);
   const config = eagle3SglangConfig(c);
@@ -145,7 +159,8 @@ export interface ImportedEagle3 {
 
 /** `eagle_config.eagle_aux_hidden_state_layer_ids` of a parsed draft config.json, when present and integral. */
 export function eagleAuxLayerIds(configJson: unknown): number[] | undefined {
-  const ids = (configJson as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: unknown } } | null)?.eagle_config?.eagle_aux_hidden_state_layer_ids;
+  const ids = (configJson as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: unknown } } | null)?.eagle_config
+    ?.eagle_aux_hidden_state_layer_ids;
   return Array.isArray(ids) && ids.every((x) => Number.isInteger(x)) ? (ids as number[]) : undefined;
 }
 
@@ -165,44 +180,55 @@ export async function readEagle3Export(store: FileStore, dir: string, embedding?
   const configText = new TextDecoder().decode(await store.read(configPath));
   const raw = JSON.parse(configText) as Record<string, unknown>;
   const rope = raw.rope_parameters as { rope_type?: string; rope_theta?: number } | undefined | null;
-  if (rope && rope.rope_type !== undefined && rope.rope_type !== 'default') throw new Error(`${configSource}: rope_parameters.rope_type "${rope.rope_type}" is not supported (plain RoPE only)`);
+  if (rope && rope.rope_type !== undefined && rope.rope_type !== 'default')
+    throw new Error(`${configSource}: rope_parameters.rope_type "${rope.rope_type}" is not supported (plain RoPE only)`);
   if (raw.rope_theta === undefined && rope?.rope_theta !== undefined) raw.rope_theta = rope.rope_theta;
   const config = parseEagle3Config(raw, configSource);
 
   const file = new SafetensorsFile(await store.read(modelPath), modelSource);
   for (const name of file.names) {
-    if (name.startsWith(LEFTOVER_PREFIX)) throw new Error(`${modelSource}: key "${name}" carries a leftover "${LEFTOVER_PREFIX}" prefix (strip it before export)`);
+    if (name.startsWith(LEFTOVER_PREFIX))
+      throw new Error(`${modelSource}: key "${name}" carries a leftover "${LEFTOVER_PREFIX}" prefix (strip it before export)`);
   }
   const shapes = new Map<string, number[]>(eagle3ParameterShapes(config));
   for (const name of [...REQUIRED_EXPORT_KEYS, ...shapes.keys()]) {
     if (!file.has(name)) throw new Error(`${modelSource}: missing required key "${name}"`);
   }
   for (const name of file.names) {
-    if (!shapes.has(name) && name !== 't2d' && name !== 'd2t' && name !== EMBED_NAME) throw new Error(`${modelSource}: unexpected key "${name}" (not an EAGLE3 draft weight)`);
+    if (!shapes.has(name) && name !== 't2d' && name !== 'd2t' && name !== EMBED_NAME)
+      throw new Error(`${modelSource}: unexpected key "${name}" (not an EAGLE3 draft weight)`);
   }
   const values: Record<string, Float32Array> = {};
   for (const [name, shape] of shapes) {
     const e = file.entry(name);
     if (!FLOAT_DTYPES.has(e.dtype)) throw new Error(`${modelSource}: key "${name}" is ${e.dtype}, expected a float dtype (BF16)`);
-    if (e.shape.join() !== shape.join()) throw new Error(`${modelSource}: key "${name}" has shape [${e.shape}], the config needs [${shape}]`);
+    if (e.shape.join() !== shape.join())
+      throw new Error(`${modelSource}: key "${name}" has shape [${e.shape}], the config needs [${shape}]`);
     values[name] = file.f32(name);
     assertFinite(values[name], `weight ${name}`, `import ${modelSource}`);
   }
   const t2dEntry = file.entry('t2d');
-  if (t2dEntry.dtype !== 'BOOL' && t2dEntry.dtype !== 'U8') throw new Error(`${modelSource}: key "t2d" is ${t2dEntry.dtype}, expected BOOL`);
+  if (t2dEntry.dtype !== 'BOOL' && t2dEntry.dtype !== 'U8')
+    throw new Error(`${modelSource}: key "t2d" is ${t2dEntry.dtype}, expected BOOL`);
   const d2tEntry = file.entry('d2t');
   if (d2tEntry.dtype !== 'I64' && d2tEntry.dtype !== 'I32') throw new Error(`${modelSource}: key "d2t" is ${d2tEntry.dtype}, expected I64`);
-  if (t2dEntry.shape.join() !== `${config.vocabSize}`) throw new Error(`${modelSource}: key "t2d" has shape [${t2dEntry.shape}], the config needs [${config.vocabSize}]`);
-  if (d2tEntry.shape.join() !== `${config.draftVocabSize}`) throw new Error(`${modelSource}: key "d2t" has shape [${d2tEntry.shape}], the config needs [${config.draftVocabSize}]`);
+  if (t2dEntry.shape.join() !== `${config.vocabSize}`)
+    throw new Error(`${modelSource}: key "t2d" has shape [${t2dEntry.shape}], the config needs [${config.vocabSize}]`);
+  if (d2tEntry.shape.join() !== `${config.draftVocabSize}`)
+    throw new Error(`${modelSource}: key "d2t" has shape [${d2tEntry.shape}], the config needs [${config.draftVocabSize}]`);
   const vocab = { t2d: file.i32('t2d'), d2t: file.i32('d2t') };
   checkVocab(config, vocab, modelSource);
 
   const embedShape = [config.vocabSize, config.hiddenSize];
   if (embedding) {
-    if (embedding.length !== config.vocabSize * config.hiddenSize) throw new Error(`import ${modelSource}: the target embedding has ${embedding.length} values, [${embedShape}] needs ${config.vocabSize * config.hiddenSize}`);
+    if (embedding.length !== config.vocabSize * config.hiddenSize)
+      throw new Error(
+        `import ${modelSource}: the target embedding has ${embedding.length} values, [${embedShape}] needs ${config.vocabSize * config.hiddenSize}`,
+      );
     values[EMBED_NAME] = Float32Array.from(embedding);
   } else if (file.has(EMBED_NAME)) {
-    if (file.shape(EMBED_NAME).join() !== embedShape.join()) throw new Error(`${modelSource}: key "${EMBED_NAME}" has shape [${file.shape(EMBED_NAME)}], the config needs [${embedShape}]`);
+    if (file.shape(EMBED_NAME).join() !== embedShape.join())
+      throw new Error(`${modelSource}: key "${EMBED_NAME}" has shape [${file.shape(EMBED_NAME)}], the config needs [${embedShape}]`);
     values[EMBED_NAME] = file.f32(EMBED_NAME);
   } else {
     throw new Error(`import ${modelSource}: no embedding (exports never carry ${EMBED_NAME}); pass the target model's embed_tokens`);

@@ -123,18 +123,29 @@ export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: nu
   };
   expect('input_ids', ids, 'i32', [[B, S]]);
   expect('attention_mask', x.attentionMask, 'i32', [[B, S]]);
-  expect('loss_mask', x.lossMask, 'i32', [[B, S], [B, S, 1]]);
+  expect('loss_mask', x.lossMask, 'i32', [
+    [B, S],
+    [B, S, 1],
+  ]);
   expect('hidden_state', x.hiddenStates, 'f32', [[B, S, 3 * c.targetHiddenSize]]);
   expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);
   // hidden_state and target may be split into row parts: fc (linear.ts) and the teacher kernel take
   // split tensors. The ids and the mask are bound whole by the embedding and attention kernels.
-  for (const [name, t] of [['input_ids', ids], ['attention_mask', x.attentionMask]] as const) {
+  for (const [name, t] of [
+    ['input_ids', ids],
+    ['attention_mask', x.attentionMask],
+  ] as const) {
     if (t.isChunked) throw new Error(`eagle3: ${name} (${t.label}) is split into ${t.parts.length} parts; it must fit one binding`);
   }
   return { batch: B, seqLen: S };
 }
 
-export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: Eagle3Inputs, options: Eagle3ForwardOptions): Promise<Eagle3ForwardState> {
+export async function eagle3Forward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  inputs: Eagle3Inputs,
+  options: Eagle3ForwardOptions,
+): Promise<Eagle3ForwardState> {
   const c = params.config;
   const w = params.weights;
   const { batch: B, seqLen: S } = checkEagle3Inputs(c, inputs);
@@ -162,7 +173,11 @@ export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: 
     tok: gpu.tensor([R], 'i32', 'eagle3.teacher.tok'),
     positionMask: gpu.tensor([R], 'i32', 'eagle3.teacher.positionMask'),
   };
-  await buildTeacher(gpu, { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher }, { rows: R, vocab: c.vocabSize, draftVocab: D });
+  await buildTeacher(
+    gpu,
+    { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher },
+    { rows: R, vocab: c.vocabSize, draftVocab: D },
+  );
 
   const hidden0 = gpu.tensor([R, H], 'f32', 'eagle3.hidden0');
   await linear(inputs.hiddenStates, w.fc.value, hidden0, H, 3 * c.targetHiddenSize);
@@ -171,7 +186,18 @@ export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: 
   const lossOut = gpu.zeros([L + 1], 'f32', 'eagle3.losses');
   const metricsOut = gpu.zeros([4 * L], 'f32', 'eagle3.metrics');
   const state: Eagle3ForwardState = {
-    dims, inputs, lossScale: options.lossScale, positions, ropeInverse: ropeTables.inverse, hidden0, kCache, vCache, teacher, steps: [], lossOut, metricsOut,
+    dims,
+    inputs,
+    lossScale: options.lossScale,
+    positions,
+    ropeInverse: ropeTables.inverse,
+    hidden0,
+    kCache,
+    vCache,
+    teacher,
+    steps: [],
+    lossOut,
+    metricsOut,
     captured: options.capture ? { logits: [], hidden: [] } : undefined,
   };
   const slot = R * kvDim;
@@ -219,9 +245,18 @@ export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: 
 
     const o = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.o`);
     const lse = gpu.tensor([B, c.numHeads, S], 'f32', `eagle3.s${k}.lse`);
-    await tttAttentionForward(gpu, { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse }, {
-      batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k,
-    });
+    await tttAttentionForward(
+      gpu,
+      { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse },
+      {
+        batch: B,
+        seq: S,
+        heads: c.numHeads,
+        kvHeads: c.numKvHeads,
+        headDim: c.headDim,
+        step: k,
+      },
+    );
     const h1 = gpu.clone(hIn, `eagle3.s${k}.h1`);
     await linear(o, w.o.value, h1, H, qDim, 1);
 
@@ -248,13 +283,39 @@ export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: 
     }
 
     // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
-    await eagle3Metrics(gpu, { logits, pTilde: teacher.pTilde, tok: teacher.tok, lossMask: inputs.lossMask, positionMask: teacher.positionMask, used: params.used, metricsOut }, {
-      rows: R, draftVocab: D, seqLen: S, step: k, slot: k,
-    });
-    await softCrossEntropy(gpu, { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut }, {
-      rows: R, draftVocab: D, seqLen: S, step: k, grad: 'in-place', gradScale: options.lossScale * PLOSS_DECAY ** k,
-      slot: k, total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
-    });
+    await eagle3Metrics(
+      gpu,
+      {
+        logits,
+        pTilde: teacher.pTilde,
+        tok: teacher.tok,
+        lossMask: inputs.lossMask,
+        positionMask: teacher.positionMask,
+        used: params.used,
+        metricsOut,
+      },
+      {
+        rows: R,
+        draftVocab: D,
+        seqLen: S,
+        step: k,
+        slot: k,
+      },
+    );
+    await softCrossEntropy(
+      gpu,
+      { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut },
+      {
+        rows: R,
+        draftVocab: D,
+        seqLen: S,
+        step: k,
+        grad: 'in-place',
+        gradScale: options.lossScale * PLOSS_DECAY ** k,
+        slot: k,
+        total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
+      },
+    );
     // The loss gradient of this step is final now: fold it through lm_head at once, so the step
     // keeps dF [R, H] instead of the [R, D] logits (D is 32000 for Llama-3 drafts).
     const dF = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dF`);
@@ -269,10 +330,38 @@ export async function eagle3Forward(gpu: Gpu, params: Eagle3Parameters, inputs: 
 
 /** Release every tensor the forward allocated (inputs excluded). */
 export function releaseForwardState(gpu: Gpu, s: Eagle3ForwardState): void {
-  gpu.release(...s.positions, s.hidden0, s.kCache, s.vCache, s.teacher.p, s.teacher.pTilde, s.teacher.tok, s.teacher.positionMask, s.lossOut, s.metricsOut);
+  gpu.release(
+    ...s.positions,
+    s.hidden0,
+    s.kCache,
+    s.vCache,
+    s.teacher.p,
+    s.teacher.pTilde,
+    s.teacher.tok,
+    s.teacher.positionMask,
+    s.lossOut,
+    s.metricsOut,
+  );
   for (const a of s.steps) {
     // hIn is hidden0 or the previous step's hOut, both released elsewhere.
-    gpu.release(a.emb, a.invRmsEmb, a.z, a.invRmsHidden, a.qRot, a.o, a.lse, a.h1, a.invRmsPost, a.n, a.gate, a.up, a.act, a.hOut, a.invRmsFinal, a.dF);
+    gpu.release(
+      a.emb,
+      a.invRmsEmb,
+      a.z,
+      a.invRmsHidden,
+      a.qRot,
+      a.o,
+      a.lse,
+      a.h1,
+      a.invRmsPost,
+      a.n,
+      a.gate,
+      a.up,
+      a.act,
+      a.hOut,
+      a.invRmsFinal,
+      a.dF,
+    );
   }
   s.steps.length = 0;
 }

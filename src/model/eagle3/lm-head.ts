@@ -11,7 +11,14 @@ import type { Eagle3Parameters } from './parameters.ts';
  * The lm_head part of one step's backward, run by the forward as soon as the step's loss gradient
  * exists: W_lm.grad += dLogitsᵀ · f and dF = dLogits · W_lm (logits = f · W_lmᵀ).
  */
-export async function lmHeadBackward(gpu: Gpu, params: Eagle3Parameters, dLogits: Tensor, f: Tensor, dF: Tensor, rows: number): Promise<void> {
+export async function lmHeadBackward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  dLogits: Tensor,
+  f: Tensor,
+  dF: Tensor,
+  rows: number,
+): Promise<void> {
   const { hiddenSize: H, draftVocabSize: D } = params.config;
   const w = params.weights.lmHead;
   // lm_head [D, H] is 500 MiB at the Llama-3 draft dims: linear.ts takes it (and its grad) split.

@@ -36,7 +36,13 @@ export interface Eagle3TrainOutput {
 export class Eagle3DraftModel {
   readonly params: Eagle3Parameters;
 
-  constructor(private readonly gpu: Gpu, backend: AdamWBackend, readonly config: Eagle3Config, values: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab) {
+  constructor(
+    private readonly gpu: Gpu,
+    backend: AdamWBackend,
+    readonly config: Eagle3Config,
+    values: Readonly<Record<string, ArrayLike<number>>>,
+    vocab: Eagle3Vocab,
+  ) {
     this.params = new Eagle3Parameters(gpu, backend, config, values, vocab);
   }
 

@@ -65,7 +65,13 @@ export class Eagle3Parameters {
    * Upload `values` (every name of eagle3ParameterShapes plus `embed_tokens.weight`) and register the
    * trainable ones in `backend`. Lengths are checked against the config, naming the tensor.
    */
-  constructor(private readonly gpu: Gpu, backend: AdamWBackend, readonly config: Eagle3Config, values: Readonly<Record<string, ArrayLike<number>>>, vocab: Eagle3Vocab) {
+  constructor(
+    private readonly gpu: Gpu,
+    backend: AdamWBackend,
+    readonly config: Eagle3Config,
+    values: Readonly<Record<string, ArrayLike<number>>>,
+    vocab: Eagle3Vocab,
+  ) {
     const c = config;
     const need = (name: string, shape: readonly number[]): ArrayLike<number> => {
       const v = values[name];
@@ -74,22 +80,30 @@ export class Eagle3Parameters {
       if (v.length !== n) throw new Error(`Eagle3Parameters: ${name} has ${v.length} values, shape [${shape.join(', ')}] needs ${n}`);
       return v;
     };
-    if (vocab.t2d.length !== c.vocabSize) throw new Error(`Eagle3Parameters: t2d has ${vocab.t2d.length} entries, vocab_size is ${c.vocabSize}`);
-    if (vocab.d2t.length !== c.draftVocabSize) throw new Error(`Eagle3Parameters: d2t has ${vocab.d2t.length} entries, draft_vocab_size is ${c.draftVocabSize}`);
+    if (vocab.t2d.length !== c.vocabSize)
+      throw new Error(`Eagle3Parameters: t2d has ${vocab.t2d.length} entries, vocab_size is ${c.vocabSize}`);
+    if (vocab.d2t.length !== c.draftVocabSize)
+      throw new Error(`Eagle3Parameters: d2t has ${vocab.d2t.length} entries, draft_vocab_size is ${c.draftVocabSize}`);
     const used = usedFromD2t(vocab.d2t, c.vocabSize);
     for (let i = 0; i < used.length; i++) {
       if (!vocab.t2d[used[i]]) throw new Error(`Eagle3Parameters: d2t maps draft id ${i} to target ${used[i]}, which t2d does not mark`);
     }
     let marked = 0;
     for (let i = 0; i < vocab.t2d.length; i++) if (vocab.t2d[i]) marked++;
-    if (marked !== c.draftVocabSize) throw new Error(`Eagle3Parameters: t2d marks ${marked} tokens, draft_vocab_size is ${c.draftVocabSize}`);
+    if (marked !== c.draftVocabSize)
+      throw new Error(`Eagle3Parameters: t2d marks ${marked} tokens, draft_vocab_size is ${c.draftVocabSize}`);
 
     // Check every value before allocating anything, so a bad checkpoint leaks no GPU memory.
     const embedShape = [c.vocabSize, c.hiddenSize];
     const embed = need(EMBED_NAME, embedShape);
     const trainable = eagle3ParameterShapes(c).map(([name, shape]) => ({ name, shape, init: need(name, shape) }));
     this.embed = gpu.upload(embedShape, 'f32', embed, EMBED_NAME);
-    this.t2d = gpu.upload([c.vocabSize], 'i32', Int32Array.from(vocab.t2d, (x) => (x ? 1 : 0)), 't2d');
+    this.t2d = gpu.upload(
+      [c.vocabSize],
+      'i32',
+      Int32Array.from(vocab.t2d, (x) => (x ? 1 : 0)),
+      't2d',
+    );
     this.used = gpu.upload([c.draftVocabSize], 'i32', used, 'used');
     this.rope = new Eagle3Rope(gpu, c);
     const handles: Partial<Eagle3Weights> = {};
@@ -109,9 +123,16 @@ export class Eagle3Parameters {
  * PreTrainedModel init follows: every Linear weight ~ N(0, initializerRange²), every RMSNorm weight 1.
  * The embedding is the target's (`embedding`, [V, H]), frozen.
  */
-export function initialEagle3Weights(config: Eagle3Config, embedding: ArrayLike<number>, rng: Rng, initializerRange = 0.02): Record<string, Float32Array> {
+export function initialEagle3Weights(
+  config: Eagle3Config,
+  embedding: ArrayLike<number>,
+  rng: Rng,
+  initializerRange = 0.02,
+): Record<string, Float32Array> {
   if (embedding.length !== config.vocabSize * config.hiddenSize) {
-    throw new Error(`initialEagle3Weights: embedding has ${embedding.length} values, [${config.vocabSize}, ${config.hiddenSize}] needs ${config.vocabSize * config.hiddenSize}`);
+    throw new Error(
+      `initialEagle3Weights: embedding has ${embedding.length} values, [${config.vocabSize}, ${config.hiddenSize}] needs ${config.vocabSize * config.hiddenSize}`,
+    );
   }
   if (!(initializerRange > 0)) throw new Error(`initialEagle3Weights: initializerRange must be positive, got ${initializerRange}`);
   const out: Record<string, Float32Array> = { [EMBED_NAME]: Float32Array.from(embedding) };

@@ -18,7 +18,10 @@ export class Eagle3Rope {
   private inverseTable: Tensor | undefined;
   private rows = 0;
 
-  constructor(private readonly gpu: Gpu, private readonly config: Eagle3Config) {}
+  constructor(
+    private readonly gpu: Gpu,
+    private readonly config: Eagle3Config,
+  ) {}
 
   /** Tables covering positions 0..positions−1 (rebuilt larger when needed). */
   tables(positions: number): { forward: Tensor; inverse: Tensor } {
@@ -39,7 +42,12 @@ export class Eagle3Rope {
   /** i32 [B·S] positions t + step for each TTT step (rows r = b·S + t). */
   stepPositions(batch: number, seqLen: number, steps: number): Tensor[] {
     return Array.from({ length: steps }, (_, k) =>
-      this.gpu.upload([batch * seqLen], 'i32', Int32Array.from({ length: batch * seqLen }, (_, r) => (r % seqLen) + k), `eagle3.positions.s${k}`),
+      this.gpu.upload(
+        [batch * seqLen],
+        'i32',
+        Int32Array.from({ length: batch * seqLen }, (_, r) => (r % seqLen) + k),
+        `eagle3.positions.s${k}`,
+      ),
     );
   }
 

@@ -35,7 +35,8 @@ export function countLossTokens(inputIds: ArrayLike<number>, lossMask: ArrayLike
   for (let i = 0; i < inputIds.length; i++) {
     if (lossMask[i] === 0) continue;
     const id = inputIds[i];
-    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new Error(`countLossTokens: inputIds[${i}] = ${id} is outside the vocabulary [0, ${vocab})`);
+    if (!Number.isInteger(id) || id < 0 || id >= vocab)
+      throw new Error(`countLossTokens: inputIds[${i}] = ${id} is outside the vocabulary [0, ${vocab})`);
     counts.set(id, (counts.get(id) ?? 0) + 1);
   }
   return counts;
@@ -58,7 +59,8 @@ export function buildVocabMapping(counts: TokenCounts, vocab: number, draftVocab
   }
   const entries: [number, number][] = [];
   for (const [id, count] of counts) {
-    if (!Number.isInteger(id) || id < 0 || id >= vocab) throw new Error(`buildVocabMapping: token id ${id} is outside the vocabulary [0, ${vocab})`);
+    if (!Number.isInteger(id) || id < 0 || id >= vocab)
+      throw new Error(`buildVocabMapping: token id ${id} is outside the vocabulary [0, ${vocab})`);
     if (!(count >= 0)) throw new Error(`buildVocabMapping: token ${id} has invalid count ${count}`);
     entries.push([id, count]);
   }
@@ -88,7 +90,8 @@ export function usedFromD2t(d2t: ArrayLike<number>, vocab: number): Int32Array {
   for (let i = 0; i < d2t.length; i++) {
     used[i] = i + d2t[i];
     if (used[i] < 0 || used[i] >= vocab) throw new Error(`usedFromD2t: draft id ${i} maps to target id ${used[i]}, outside [0, ${vocab})`);
-    if (i > 0 && used[i] <= used[i - 1]) throw new Error(`usedFromD2t: target ids must be strictly ascending, but draft ${i} maps to ${used[i]} after ${used[i - 1]}`);
+    if (i > 0 && used[i] <= used[i - 1])
+      throw new Error(`usedFromD2t: target ids must be strictly ascending, but draft ${i} maps to ${used[i]} after ${used[i - 1]}`);
   }
   return used;
 }

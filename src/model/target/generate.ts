@@ -18,7 +18,8 @@ export interface GenerateOptions extends SamplingOptions {
 /** Returns the new tokens of every prompt (at most maxNewTokens each). */
 export async function generate(model: TargetModel, prompts: readonly (readonly number[])[], options: GenerateOptions): Promise<number[][]> {
   const { maxNewTokens } = options;
-  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0) throw new Error(`generate: maxNewTokens must be an integer ≥ 0, got ${maxNewTokens}`);
+  if (!Number.isInteger(maxNewTokens) || maxNewTokens < 0)
+    throw new Error(`generate: maxNewTokens must be an integer ≥ 0, got ${maxNewTokens}`);
   checkSamplingOptions(options);
   if (prompts.length === 0) return [];
   const out = prompts.map((): number[] => []);

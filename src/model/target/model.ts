@@ -117,7 +117,11 @@ export class TargetModel {
   ) {}
 
   /** Uploads a loaded checkpoint's weights (f32 values or f16 bits) at the requested precision. */
-  static create(gpu: Gpu, checkpoint: Pick<TargetCheckpoint<MatrixWeight>, 'config' | 'weights'>, options: TargetModelOptions = {}): TargetModel {
+  static create(
+    gpu: Gpu,
+    checkpoint: Pick<TargetCheckpoint<MatrixWeight>, 'config' | 'weights'>,
+    options: TargetModelOptions = {},
+  ): TargetModel {
     const c = checkpoint.config;
     const precision = options.weightPrecision ?? (checkpoint.weights.embedTokens instanceof Uint16Array ? 'f16' : 'f32');
     return new TargetModel(gpu, c, uploadTargetWeights(gpu, c, checkpoint.weights, precision), precision);
@@ -145,13 +149,19 @@ export class TargetModel {
     const { batch, seqLen } = input;
     checkPositive('forward: batch', batch);
     checkPositive('forward: seqLen', seqLen);
-    if (input.inputIds.length !== batch * seqLen) throw new Error(`TargetModel.forward: inputIds has ${input.inputIds.length} ids, batch ${batch} × seqLen ${seqLen} needs ${batch * seqLen}`);
+    if (input.inputIds.length !== batch * seqLen)
+      throw new Error(
+        `TargetModel.forward: inputIds has ${input.inputIds.length} ids, batch ${batch} × seqLen ${seqLen} needs ${batch * seqLen}`,
+      );
     if (input.attentionMask && input.attentionMask.length !== batch * seqLen) {
-      throw new Error(`TargetModel.forward: attentionMask has ${input.attentionMask.length} values, batch ${batch} × seqLen ${seqLen} needs ${batch * seqLen}`);
+      throw new Error(
+        `TargetModel.forward: attentionMask has ${input.attentionMask.length} values, batch ${batch} × seqLen ${seqLen} needs ${batch * seqLen}`,
+      );
     }
     const wanted = new Set(options.hiddenStates === 'all' ? range(c.numLayers + 1) : (options.hiddenStates ?? []));
     for (const i of wanted) {
-      if (!Number.isInteger(i) || i < 0 || i > c.numLayers) throw new Error(`TargetModel.forward: hidden state index ${i} outside 0..${c.numLayers}`);
+      if (!Number.isInteger(i) || i < 0 || i > c.numLayers)
+        throw new Error(`TargetModel.forward: hidden state index ${i} outside 0..${c.numLayers}`);
     }
     const rows = batch * seqLen;
     const gpu = this.gpu;
@@ -191,9 +201,13 @@ export class TargetModel {
    * layer's input to its output. For tests of the layer in isolation.
    */
   async forwardLayer(layer: number, h: Tensor, input: Omit<TargetForwardInput, 'inputIds'>): Promise<void> {
-    if (!Number.isInteger(layer) || layer < 0 || layer >= this.config.numLayers) throw new Error(`TargetModel.forwardLayer: layer ${layer} outside 0..${this.config.numLayers - 1}`);
+    if (!Number.isInteger(layer) || layer < 0 || layer >= this.config.numLayers)
+      throw new Error(`TargetModel.forwardLayer: layer ${layer} outside 0..${this.config.numLayers - 1}`);
     const rows = input.batch * input.seqLen;
-    if (h.numel !== rows * this.config.hiddenSize) throw new Error(`TargetModel.forwardLayer: h (${h.label}) has ${h.numel} elements, [${rows}, ${this.config.hiddenSize}] needs ${rows * this.config.hiddenSize}`);
+    if (h.numel !== rows * this.config.hiddenSize)
+      throw new Error(
+        `TargetModel.forwardLayer: h (${h.label}) has ${h.numel} elements, [${rows}, ${this.config.hiddenSize}] needs ${rows * this.config.hiddenSize}`,
+      );
     const prefill = this.uploadRows(input.batch, input.seqLen, input.attentionMask);
     try {
       await this.prefillLayer(layer, h, prefill);
@@ -225,8 +239,10 @@ export class TargetModel {
   async prefill(cache: KvCache, prompts: readonly (readonly number[])[]): Promise<Tensor> {
     const c = this.config;
     const gpu = this.gpu;
-    if (prompts.length !== cache.batch) throw new Error(`TargetModel.prefill: ${prompts.length} prompts for a cache of batch ${cache.batch}`);
-    if (cache.lengths.some((n) => n !== 0)) throw new Error('TargetModel.prefill: the cache is not empty (create a new one per generation)');
+    if (prompts.length !== cache.batch)
+      throw new Error(`TargetModel.prefill: ${prompts.length} prompts for a cache of batch ${cache.batch}`);
+    if (cache.lengths.some((n) => n !== 0))
+      throw new Error('TargetModel.prefill: the cache is not empty (create a new one per generation)');
     const lengths = prompts.map((p) => p.length);
     const seq = Math.max(...lengths);
     lengths.forEach((n, b) => {
@@ -248,7 +264,15 @@ export class TargetModel {
       for (let l = 0; l < c.numLayers; l++) await this.prefillLayer(l, h, rowsInfo, cache);
       // The hidden state at each prompt's last token.
       const rowBytes = c.hiddenSize * 4;
-      lengths.forEach((n, b) => gpu.batcher.copyBuffer(h.part.buffer, h.part.byteOffset + (b * seq + n - 1) * rowBytes, last.part.buffer, last.part.byteOffset + b * rowBytes, rowBytes));
+      lengths.forEach((n, b) =>
+        gpu.batcher.copyBuffer(
+          h.part.buffer,
+          h.part.byteOffset + (b * seq + n - 1) * rowBytes,
+          last.part.buffer,
+          last.part.byteOffset + b * rowBytes,
+          rowBytes,
+        ),
+      );
       const logits = await this.finalLogits(last, batch);
       lengths.forEach((n, b) => (cache.lengths[b] = n));
       return logits;
@@ -272,7 +296,12 @@ export class TargetModel {
     });
     this.ensureRope(Math.max(...cache.lengths) + 1);
     const positions = gpu.upload([batch], 'i32', cache.lengths, 'decode.positions');
-    const visible = gpu.upload([batch], 'i32', cache.lengths.map((n) => n + 1), 'decode.lengths');
+    const visible = gpu.upload(
+      [batch],
+      'i32',
+      cache.lengths.map((n) => n + 1),
+      'decode.lengths',
+    );
     const h = await this.embed(tokens, batch, 'decode.h');
     try {
       for (let l = 0; l < c.numLayers; l++) await this.decodeLayer(l, h, cache, positions, visible);
@@ -292,22 +321,35 @@ export class TargetModel {
    * that also returns hidden states). Rolling back is setting cache.lengths[0] lower: later rows are
    * simply overwritten by the next extension.
    */
-  async extend(cache: KvCache, tokens: readonly number[], options: { hiddenStates?: readonly number[] } = {}): Promise<{ logits: Tensor; hiddenStates: Map<number, Tensor> }> {
+  async extend(
+    cache: KvCache,
+    tokens: readonly number[],
+    options: { hiddenStates?: readonly number[] } = {},
+  ): Promise<{ logits: Tensor; hiddenStates: Map<number, Tensor> }> {
     const c = this.config;
     const gpu = this.gpu;
     if (cache.batch !== 1) throw new Error(`TargetModel.extend: needs a cache of batch 1, got batch ${cache.batch}`);
     const m = tokens.length;
     if (m < 1) throw new Error('TargetModel.extend: no tokens to append');
     const start = cache.lengths[0];
-    if (start + m > cache.maxLen) throw new Error(`TargetModel.extend: ${start} cached + ${m} new tokens exceed the cache capacity ${cache.maxLen}`);
+    if (start + m > cache.maxLen)
+      throw new Error(`TargetModel.extend: ${start} cached + ${m} new tokens exceed the cache capacity ${cache.maxLen}`);
     const wanted = new Set(options.hiddenStates ?? []);
     for (const i of wanted) {
-      if (!Number.isInteger(i) || i < 0 || i > c.numLayers) throw new Error(`TargetModel.extend: hidden state index ${i} outside 0..${c.numLayers}`);
+      if (!Number.isInteger(i) || i < 0 || i > c.numLayers)
+        throw new Error(`TargetModel.extend: hidden state index ${i} outside 0..${c.numLayers}`);
     }
     this.ensureRope(start + m);
     // An empty cache takes the causal prefill kernel; otherwise one decode dispatch per new row.
     const rows = start === 0 ? this.uploadRows(1, m) : undefined;
-    const positions = rows ? rows.positions : gpu.upload([m], 'i32', Int32Array.from({ length: m }, (_, i) => start + i), 'extend.positions');
+    const positions = rows
+      ? rows.positions
+      : gpu.upload(
+          [m],
+          'i32',
+          Int32Array.from({ length: m }, (_, i) => start + i),
+          'extend.positions',
+        );
     const h = await this.embed(tokens, m, 'extend.h');
     const hidden = new Map<number, Tensor>();
     const keep = (index: number): void => {
@@ -410,7 +452,12 @@ export class TargetModel {
   }
 
   /** RMSNorm, q/k/v projections (+ bias), Qwen3 q/k norms, RoPE. Returns rotated q, k and v. */
-  private async attentionInputs(w: GpuLayerWeights, h: Tensor, rows: number, positions: Tensor): Promise<{ q: Tensor; k: Tensor; v: Tensor; temps: Tensor[] }> {
+  private async attentionInputs(
+    w: GpuLayerWeights,
+    h: Tensor,
+    rows: number,
+    positions: Tensor,
+  ): Promise<{ q: Tensor; k: Tensor; v: Tensor; temps: Tensor[] }> {
     const c = this.config;
     const gpu = this.gpu;
     const H = c.hiddenSize;
@@ -476,7 +523,16 @@ export class TargetModel {
   // Building blocks
 
   /** out (+)= x·Wᵀ (+ bias), x [rows, inDim], W [outDim, inDim]. */
-  private async linear(x: Tensor, w: Tensor, bias: Tensor | undefined, out: Tensor, rows: number, inDim: number, outDim: number, accumulate = false): Promise<void> {
+  private async linear(
+    x: Tensor,
+    w: Tensor,
+    bias: Tensor | undefined,
+    out: Tensor,
+    rows: number,
+    inDim: number,
+    outDim: number,
+    accumulate = false,
+  ): Promise<void> {
     await matmul(this.gpu, x, w, out, { M: rows, N: outDim, K: inDim }, { transB: true, beta: accumulate ? 1 : 0 });
     // Bias as the K = 1 product ones[rows, 1] · bias[1, outDim], accumulated.
     if (bias) await matmul(this.gpu, this.onesColumn(rows), bias, out, { M: rows, N: outDim, K: 1 }, { beta: 1 });
@@ -513,7 +569,8 @@ export class TargetModel {
     const c = this.config;
     for (let i = 0; i < rows; i++) {
       const id = ids[i];
-      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize) throw new Error(`TargetModel: token id ${id} at index ${i} outside the vocabulary [0, ${c.vocabSize})`);
+      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize)
+        throw new Error(`TargetModel: token id ${id} at index ${i} outside the vocabulary [0, ${c.vocabSize})`);
     }
     const idTensor = this.gpu.upload([rows], 'i32', ids, `${label}.ids`);
     const h = this.gpu.tensor([rows, c.hiddenSize], 'f32', label);
@@ -553,7 +610,9 @@ export class TargetModel {
   async headLogits(x: Tensor): Promise<Tensor> {
     const { hiddenSize: H, vocabSize: V } = this.config;
     if (x.dtype !== 'f32' || x.shape.length < 1 || x.shape[x.shape.length - 1] !== H) {
-      throw new Error(`TargetModel.headLogits: ${x.label} must be f32 [..., ${H}] (the target's hidden size), got ${x.dtype}${fmtShape(x.shape)}`);
+      throw new Error(
+        `TargetModel.headLogits: ${x.label} must be f32 [..., ${H}] (the target's hidden size), got ${x.dtype}${fmtShape(x.shape)}`,
+      );
     }
     const logits = this.gpu.tensor([...x.shape.slice(0, -1), V], 'f32', 'target.head_logits');
     try {
@@ -592,7 +651,8 @@ export class TargetModel {
     for (let b = 0; b < batch; b++) for (let t = 0; t < seq; t++) positions[b * seq + t] = t;
     this.ensureRope(seq);
     const mask = attentionMask ? Int32Array.from(attentionMask, (m) => (m ? 1 : 0)) : new Int32Array(batch * seq).fill(1);
-    if (mask.length !== batch * seq) throw new Error(`TargetModel: attention mask has ${mask.length} values, batch ${batch} × seqLen ${seq} needs ${batch * seq}`);
+    if (mask.length !== batch * seq)
+      throw new Error(`TargetModel: attention mask has ${mask.length} values, batch ${batch} × seqLen ${seq} needs ${batch * seq}`);
     return {
       batch,
       seq,

@@ -47,13 +47,20 @@ export interface GpuTargetWeights {
 }
 
 /** Uploads every weight, checking each array's length against the config (names the tensor on error). */
-export function uploadTargetWeights(gpu: Gpu, c: TargetModelConfig, w: TargetWeights<MatrixWeight>, precision: WeightPrecision = 'f32'): GpuTargetWeights {
-  if (precision !== 'f32' && precision !== 'f16') throw new Error(`target weights: weightPrecision must be f32 or f16, got ${JSON.stringify(precision)}`);
+export function uploadTargetWeights(
+  gpu: Gpu,
+  c: TargetModelConfig,
+  w: TargetWeights<MatrixWeight>,
+  precision: WeightPrecision = 'f32',
+): GpuTargetWeights {
+  if (precision !== 'f32' && precision !== 'f16')
+    throw new Error(`target weights: weightPrecision must be f32 or f16, got ${JSON.stringify(precision)}`);
   const uploaded: Tensor[] = [];
   const check = (name: string, data: ArrayLike<number> | undefined, shape: number[]): void => {
     if (!data) throw new Error(`target weights: tensor "${name}" is missing (config ${c.architecture} needs shape [${shape.join(', ')}])`);
     const n = shape.reduce((a, d) => a * d, 1);
-    if (data.length !== n) throw new Error(`target weights: tensor "${name}" has ${data.length} values, shape [${shape.join(', ')}] needs ${n}`);
+    if (data.length !== n)
+      throw new Error(`target weights: tensor "${name}" has ${data.length} values, shape [${shape.join(', ')}] needs ${n}`);
   };
   const put = (name: string, data: Float32Array | undefined, shape: number[]): Tensor => {
     check(name, data, shape);
@@ -65,7 +72,10 @@ export function uploadTargetWeights(gpu: Gpu, c: TargetModelConfig, w: TargetWei
     if (precision === 'f32') return put(name, data && matrixF32(data), shape);
     check(name, data, shape);
     const cols = shape[shape.length - 1];
-    if (cols % 2 !== 0) throw new Error(`target weights: tensor "${name}" [${shape.join(', ')}] has rows of ${cols} elements; f16 storage needs an even row length`);
+    if (cols % 2 !== 0)
+      throw new Error(
+        `target weights: tensor "${name}" [${shape.join(', ')}] has rows of ${cols} elements; f16 storage needs an even row length`,
+      );
     const bits = data instanceof Uint16Array ? data : f32ToF16Bits(data!, `target weights: tensor "${name}"`);
     const t = gpu.upload(shape, 'f16', bits, name);
     uploaded.push(t);
@@ -80,7 +90,8 @@ export function uploadTargetWeights(gpu: Gpu, c: TargetModelConfig, w: TargetWei
     const qw = c.numHeads * c.headDim;
     const kvw = c.numKvHeads * c.headDim;
     const I = c.intermediateSize;
-    if (w.layers.length !== c.numLayers) throw new Error(`target weights: ${w.layers.length} layers, config has num_hidden_layers ${c.numLayers}`);
+    if (w.layers.length !== c.numLayers)
+      throw new Error(`target weights: ${w.layers.length} layers, config has num_hidden_layers ${c.numLayers}`);
     const embedTokens = matrix('model.embed_tokens.weight', w.embedTokens, [c.vocabSize, H]);
     const layers = w.layers.map((l, i): GpuLayerWeights => {
       const p = `model.layers.${i}`;

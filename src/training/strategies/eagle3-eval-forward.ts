@@ -53,7 +53,13 @@ export interface Eagle3EvalTaps {
 }
 
 /** Encodes the gradient-free forward of one batch; the results come back as pending reads. */
-export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inputs: Eagle3Inputs, tttLength: number, taps: Eagle3EvalTaps = {}): Promise<Eagle3EvalOutput> {
+export async function eagle3EvalForward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  inputs: Eagle3Inputs,
+  tttLength: number,
+  taps: Eagle3EvalTaps = {},
+): Promise<Eagle3EvalOutput> {
   const c = params.config;
   const w = params.weights;
   const { batch: B, seqLen: S } = checkEagle3Inputs(c, inputs);
@@ -85,7 +91,11 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
   const shiftedIds = L > 1 ? gpu.tensor([B, S], 'i32', 'eagle3.eval.ids.shifted') : undefined;
   let hIn = hidden0;
   try {
-    await buildTeacher(gpu, { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher }, { rows: R, vocab: c.vocabSize, draftVocab: D });
+    await buildTeacher(
+      gpu,
+      { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher },
+      { rows: R, vocab: c.vocabSize, draftVocab: D },
+    );
     await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
     await linear(inputs.hiddenStates, w.fc.value, hidden0, H, 3 * c.targetHiddenSize);
     const slot = R * kvDim;
@@ -128,9 +138,18 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
 
       const o = gpu.tensor([R, qDim], 'f32', `eagle3.eval.s${k}.o`);
       const lse = gpu.tensor([B, c.numHeads, S], 'f32', `eagle3.eval.s${k}.lse`);
-      await tttAttentionForward(gpu, { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse }, {
-        batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k,
-      });
+      await tttAttentionForward(
+        gpu,
+        { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse },
+        {
+          batch: B,
+          seq: S,
+          heads: c.numHeads,
+          kvHeads: c.numKvHeads,
+          headDim: c.headDim,
+          step: k,
+        },
+      );
       await taps.attention?.(k, { q: qRot, kCache, mask: inputs.attentionMask, lse });
       const h1 = gpu.clone(hIn, `eagle3.eval.s${k}.h1`);
       await linear(o, w.o.value, h1, H, qDim, 1);
@@ -155,12 +174,38 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
       const logits = gpu.tensor([R, D], 'f32', `eagle3.eval.s${k}.logits`);
       await linear(f, w.lmHead.value, logits, D, H);
       await taps.logits?.(k, logits);
-      await eagle3Metrics(gpu, { logits, pTilde: teacher.pTilde, tok: teacher.tok, lossMask: inputs.lossMask, positionMask: teacher.positionMask, used: params.used, metricsOut }, {
-        rows: R, draftVocab: D, seqLen: S, step: k, slot: k,
-      });
-      await softCrossEntropy(gpu, { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut }, {
-        rows: R, draftVocab: D, seqLen: S, step: k, grad: 'none', slot: k, total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
-      });
+      await eagle3Metrics(
+        gpu,
+        {
+          logits,
+          pTilde: teacher.pTilde,
+          tok: teacher.tok,
+          lossMask: inputs.lossMask,
+          positionMask: teacher.positionMask,
+          used: params.used,
+          metricsOut,
+        },
+        {
+          rows: R,
+          draftVocab: D,
+          seqLen: S,
+          step: k,
+          slot: k,
+        },
+      );
+      await softCrossEntropy(
+        gpu,
+        { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut },
+        {
+          rows: R,
+          draftVocab: D,
+          seqLen: S,
+          step: k,
+          grad: 'none',
+          slot: k,
+          total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
+        },
+      );
       gpu.release(f, logits, invRms);
     }
     return {
@@ -170,6 +215,18 @@ export async function eagle3EvalForward(gpu: Gpu, params: Eagle3Parameters, inpu
     };
   } finally {
     // Reads are queued before the release, and any reuse of these buffers is ordered after them.
-    gpu.release(...positions, hIn, kCache, vCache, teacher.p, teacher.pTilde, teacher.tok, teacher.positionMask, lossOut, metricsOut, ...(shiftedIds ? [shiftedIds] : []));
+    gpu.release(
+      ...positions,
+      hIn,
+      kCache,
+      vCache,
+      teacher.p,
+      teacher.pTilde,
+      teacher.tok,
+      teacher.positionMask,
+      lossOut,
+      metricsOut,
+      ...(shiftedIds ? [shiftedIds] : []),
+    );
   }
 }

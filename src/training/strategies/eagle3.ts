@@ -74,8 +74,12 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   private readonly targetHead?: TargetHead;
   private readonly gpu?: Gpu;
 
-  constructor(readonly model: Eagle3DraftModel, options: Eagle3StrategyOptions) {
-    if (!Number.isInteger(options.tttLength) || options.tttLength < 1) throw new RangeError(`${this.name}: tttLength must be a positive integer, got ${options.tttLength}`);
+  constructor(
+    readonly model: Eagle3DraftModel,
+    options: Eagle3StrategyOptions,
+  ) {
+    if (!Number.isInteger(options.tttLength) || options.tttLength < 1)
+      throw new RangeError(`${this.name}: tttLength must be a positive integer, got ${options.tttLength}`);
     this.tttLength = options.tttLength;
     this.targetHead = options.targetHead;
     this.gpu = options.gpu ?? options.targetHead?.gpu;
@@ -84,13 +88,22 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   validateBatch(batch: TrainBatch<Tensor>): void {
     requireFeatures(this.name, batch, this.requiredFeatures);
     const ttt = batch.metadata.tttLength;
-    if (ttt !== undefined && ttt !== this.tttLength) throw new Error(`${this.name}: batch asks for TTT length ${ttt}, the strategy runs ${this.tttLength}`);
+    if (ttt !== undefined && ttt !== this.tttLength)
+      throw new Error(`${this.name}: batch asks for TTT length ${ttt}, the strategy runs ${this.tttLength}`);
     if (this.needsHead(batch)) {
       const target = batch.tensors.target;
       const Ht = this.model.config.targetHiddenSize;
       const [B, S] = batch.tensors.input_ids.shape;
-      if ((target.dtype !== 'f32' && target.dtype !== 'f16') || target.shape.length !== 3 || target.shape[0] !== B || target.shape[1] !== S || target.shape[2] !== Ht) {
-        throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] target (the target's hidden state) must be f32 or f16 [${B}, ${S}, ${Ht}], got ${target.dtype}${fmtShape(target.shape)}`);
+      if (
+        (target.dtype !== 'f32' && target.dtype !== 'f16') ||
+        target.shape.length !== 3 ||
+        target.shape[0] !== B ||
+        target.shape[1] !== S ||
+        target.shape[2] !== Ht
+      ) {
+        throw new Error(
+          `${this.name}: batch [${batch.sampleIds.join(', ')}] target (the target's hidden state) must be f32 or f16 [${B}, ${S}, ${Ht}], got ${target.dtype}${fmtShape(target.shape)}`,
+        );
       }
       // The other inputs are checked with the projected logits by the draft's forward.
       return;
@@ -98,7 +111,8 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     // f16 features are checked as the f32 tensors they are widened to before the forward.
     for (const name of WIDENED_FEATURES) {
       const t = batch.tensors[name];
-      if (t.dtype !== 'f32' && t.dtype !== 'f16') throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] ${name} must be f32 or f16, got ${t.dtype}`);
+      if (t.dtype !== 'f32' && t.dtype !== 'f16')
+        throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] ${name} must be f32 or f16, got ${t.dtype}`);
     }
     const x = this.inputsOf(batch);
     checkEagle3Inputs(this.model.config, { ...x, hiddenStates: asWidened(x.hiddenStates), target: asWidened(x.target) });
@@ -122,7 +136,9 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     if (!gpu) throw new Error(`${this.name}: evaluate needs the draft's Gpu (pass { gpu } to the strategy)`);
     const L = this.tttLength;
     const out = await this.withTargetLogits(batch, (inputs) => eagle3EvalForward(gpu, this.model.params, inputs, L, taps));
-    const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => eagle3StepMetrics(losses, sums, out.lossDenominator, L));
+    const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) =>
+      eagle3StepMetrics(losses, sums, out.lossDenominator, L),
+    );
     return { loss: out.losses.then((l) => l[L]), metrics };
   }
 
@@ -145,13 +161,21 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   private needsHead(batch: TrainBatch<Tensor>): boolean {
     if (batch.metadata.targetRepr !== 'hidden_state') return false;
     if (!this.targetHead) {
-      throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] carries the target's hidden state; this strategy needs full-vocab target logits (no target head is configured)`);
+      throw new Error(
+        `${this.name}: batch [${batch.sampleIds.join(', ')}] carries the target's hidden state; this strategy needs full-vocab target logits (no target head is configured)`,
+      );
     }
     return true;
   }
 
   private inputsOf(batch: TrainBatch<Tensor>): Eagle3Inputs {
     const t = batch.tensors;
-    return { inputIds: t.input_ids, attentionMask: t.attention_mask, lossMask: t.loss_mask, hiddenStates: t.hidden_state, target: t.target };
+    return {
+      inputIds: t.input_ids,
+      attentionMask: t.attention_mask,
+      lossMask: t.loss_mask,
+      hiddenStates: t.hidden_state,
+      target: t.target,
+    };
   }
 }

@@ -19,14 +19,21 @@ export class LinearProbeStrategy implements DraftTrainStrategy {
   readonly requiredFeatures = ['hidden_state', 'labels'] as const;
   readonly weight: Parameter;
 
-  constructor(private readonly gpu: Gpu, backend: AdamWBackend, readonly hidden: number, readonly classes: number, init: ArrayLike<number>) {
+  constructor(
+    private readonly gpu: Gpu,
+    backend: AdamWBackend,
+    readonly hidden: number,
+    readonly classes: number,
+    init: ArrayLike<number>,
+  ) {
     this.weight = backend.addParameter('probe.weight', [classes, hidden], init);
   }
 
   validateBatch(batch: TrainBatch<Tensor>): void {
     requireFeatures(this.name, batch, this.requiredFeatures);
     const h = batch.tensors.hidden_state;
-    if (h.shape[h.shape.length - 1] !== this.hidden) throw new Error(`${this.name}: hidden_state width ${h.shape.at(-1)} != probe input ${this.hidden}`);
+    if (h.shape[h.shape.length - 1] !== this.hidden)
+      throw new Error(`${this.name}: hidden_state width ${h.shape.at(-1)} != probe input ${this.hidden}`);
   }
 
   async forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput> {
@@ -37,7 +44,11 @@ export class LinearProbeStrategy implements DraftTrainStrategy {
     const dlogits = gpu.tensor([rows, this.classes], 'f32', 'probe.dlogits');
     const lossOut = gpu.zeros([2], 'f32', 'probe.loss');
     await matmul(gpu, x, this.weight.value, logits, { M: rows, N: this.classes, K: this.hidden }, { transB: true });
-    await hardCrossEntropy(gpu, { logits, labels: batch.tensors.labels, dlogits, lossOut }, { rows, vocab: this.classes, grad: 'separate', gradScale: lossScale, slot: 0 });
+    await hardCrossEntropy(
+      gpu,
+      { logits, labels: batch.tensors.labels, dlogits, lossOut },
+      { rows, vocab: this.classes, grad: 'separate', gradScale: lossScale, slot: 0 },
+    );
     // dW [C, H] += dlogitsᵀ · X, with dlogits stored [rows, C] (the transposed-A layout).
     await matmul(gpu, dlogits, x, this.weight.grad, { M: this.classes, N: this.hidden, K: rows }, { transA: true, beta: 1 });
     const read = gpu.readLater(lossOut);

@@ -22,7 +22,7 @@ export default defineSuite('web/lab/progress-view', (t) => {
     now += 9000;
     p.onStep(1, 10, undefined);
     assertEqual(p.snapshot().firstStepMs, 9000, 'first step');
-    assertEqual(p.snapshot().etaSeconds, 81, 'until a second step: the first step\'s time × 9');
+    assertEqual(p.snapshot().etaSeconds, 81, "until a second step: the first step's time × 9");
     now += 500;
     p.onStep(2, 10, 2);
     now += 500;
@@ -32,7 +32,11 @@ export default defineSuite('web/lab/progress-view', (t) => {
     assertEqual(s.etaSeconds, 3.5, '7 steps × 0.5 s');
     assertEqual(s.evalsDone, 1, 'one evaluation so far');
     assertEqual(s.evalsTotal, 5, 'every 2 of 10 steps');
-    assertEqual(p.texts().timing, 'First step 9.0s (includes compiling the GPU shaders, once per tab); steady state 0.5s per step; held-out evaluation 1 of 5 (every 2 steps and at the last).', 'timing line');
+    assertEqual(
+      p.texts().timing,
+      'First step 9.0s (includes compiling the GPU shaders, once per tab); steady state 0.5s per step; held-out evaluation 1 of 5 (every 2 steps and at the last).',
+      'timing line',
+    );
     // A pause does not count as step time: the steady state restarts from the next step.
     p.onPhase('paused');
     now += 60_000;

@@ -6,8 +6,31 @@ import { defineSuite } from '../../harness/suite.ts';
 import { tempStore } from '../../data/temp-store.ts';
 
 const point = (step: number): MetricPoint => ({
-  step: { step, total: 6, loss: 10 - step, plosses: [1, 2], accs: [0.1 * step, 0.05 * step], simulatedAcceptance: 0.1 * step, tokensPerSecond: 50, lr: 0.003, checkpointed: step % 2 === 0 },
-  eval: step === 2 ? { step, every: 2, sequences: 4, lossTokens: 40, loss: 8, plosses: [4, 4], accs: [0.2, 0.1], acceptanceRates: [0.2, 0.5], simulatedAcceptance: 0.22 } : undefined,
+  step: {
+    step,
+    total: 6,
+    loss: 10 - step,
+    plosses: [1, 2],
+    accs: [0.1 * step, 0.05 * step],
+    simulatedAcceptance: 0.1 * step,
+    tokensPerSecond: 50,
+    lr: 0.003,
+    checkpointed: step % 2 === 0,
+  },
+  eval:
+    step === 2
+      ? {
+          step,
+          every: 2,
+          sequences: 4,
+          lossTokens: 40,
+          loss: 8,
+          plosses: [4, 4],
+          accs: [0.2, 0.1],
+          acceptanceRates: [0.2, 0.5],
+          simulatedAcceptance: 0.22,
+        }
+      : undefined,
 });
 
 export default defineSuite('web/lab/run-metrics', (t) => {
@@ -18,7 +41,11 @@ export default defineSuite('web/lab/run-metrics', (t) => {
       const points = [1, 2, 3, 4].map(point);
       await writeRunMetrics(tmp.files, points);
       const back = await readRunMetrics(tmp.files, 2);
-      assertDeepEqual(back.map((p) => p.step.step), [1, 2], 'up to step 2');
+      assertDeepEqual(
+        back.map((p) => p.step.step),
+        [1, 2],
+        'up to step 2',
+      );
       assertEqual(back[1].eval?.acceptanceRates[1], 0.5, 'the held-out evaluation comes back with its step');
       assertEqual((await readRunMetrics(tmp.files, 4)).length, 4, 'all four');
     } finally {
