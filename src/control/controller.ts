@@ -4,9 +4,9 @@
  * go to its own SampleRefQueue and MetadataStore. Every endpoint that accepts data runs the
  * no-tensor guard, so tensors never cross the control plane.
  *
- * Adopted HEAD fixes: prompt-lease expiry, bounded prompt attempts, completePromptTasks, batch
+ * Adopted from SpecForge's later runtime: prompt-lease expiry, bounded prompt attempts, completePromptTasks, batch
  * commit validated up front and returning the fresh refs, `trainBacklog`, reconcileOnRestart.
- * Kept from M4 (HEAD deleted them): TrainLease, leaseTrainRefs, failRefs, enqueueOfflineRefs.
+ * Kept from SpecForge's first runtime design (SpecForge's later runtime deleted them): TrainLease, leaseTrainRefs, failRefs, enqueueOfflineRefs.
  */
 import { assertNoTensors } from '../contracts/no-tensors.ts';
 import { makeJsonRecord, makePromptTask, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
@@ -54,7 +54,7 @@ export interface ControllerOptions {
   /**
    * The feature store whose samples this controller's refs name. When given, an optimizer-durable
    * ack aborts the acked samples' features after the ack is recorded (a spilling store deletes their
-   * files there: they are never needed again), as HEAD's DP ack does after the durable marker.
+   * files there: they are never needed again), as SpecForge's later runtime's data-plane ack does after the durable marker.
    */
   featureStore?: ReleasableFeatureStore;
   /** false: commits are not enqueued (a cluster run's rollout: its trainer enqueues each whole round from the ledger, so a late enqueue cannot race an ack). */

@@ -1,5 +1,5 @@
 /**
- * Producer flow control (docs/control-plane.md §7, HEAD semantics): ref and byte watermarks with hysteresis
+ * Producer flow control (docs/control-plane.md §7, as SpecForge's later runtime defines it): ref and byte watermarks with hysteresis
  * sharing one latch, and a per-worker prompt lease cap.
  *
  * The latch pauses when refs OR bytes reach their high watermark and resumes only when refs AND

@@ -164,7 +164,7 @@ export abstract class StateBackedMetadataStore implements MetadataStore {
   }
 }
 
-/** Process-local store: nothing survives a restart (M4 behaviour; the reference for conformance). */
+/** Process-local store: nothing survives a restart (as in SpecForge's first runtime design; the reference for conformance). */
 export class InMemoryMetadataStore extends StateBackedMetadataStore {
   protected readonly state = new MetadataState();
 

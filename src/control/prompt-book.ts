@@ -8,7 +8,7 @@
  *
  * Only the worker holding a lease may fail or complete it. Leases expire (injectable clock) so a
  * dead worker cannot strand prompts, and attempts are bounded so a poisoned prompt cannot pin the
- * pool (HEAD fixes adopted from day one, docs/control-plane.md §8).
+ * pool (SpecForge's later runtime's fixes, adopted from day one, docs/control-plane.md §8).
  */
 import { makePromptTask, type PromptTask } from '../contracts/records.ts';
 import type { CommittedTask, PromptCounts, PromptFailOutcome, PromptFailure, PromptLedger } from './control-stores.ts';

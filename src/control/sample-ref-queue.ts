@@ -2,7 +2,7 @@
  * SampleRefQueue (docs/control-plane.md §4): the metadata-only lease/ack/fail transport between producers
  * (online commits, offline manifests) and the trainer. Lease identity is the sample id.
  *
- * Beyond M4 (docs/control-plane.md §8) leases can expire (lazily, on the next `get`), every ref has a
+ * Beyond SpecForge's first runtime design (docs/control-plane.md §8) leases can expire (lazily, on the next `get`), every ref has a
  * bounded number of deliveries, and terminal failures are recorded with their reason instead of
  * vanishing. `partitionKey` selects one of several independent FIFOs (e.g. one per DP rank); refs
  * put without a key live in the default partition and are leased only by a `get` without a key.

@@ -1,11 +1,11 @@
 /**
- * FeatureDataLoader (docs/features.md §4, with HEAD's fixes): the bridge that turns SampleRefs + the
+ * FeatureDataLoader (docs/features.md §4, with SpecForge's later runtime's fixes): the bridge that turns SampleRefs + the
  * feature store into collated GPU TrainBatches.
  *
  * Queue mode (online): refs are leased through a TrainLease, never a raw queue. The loader never
  * acks: it hands each batch's sample ids to the trainer, which acks at the optimizer boundary (the
  * durable ack must cover only what the optimizer consumed). A short final batch with `dropLast`
- * is failed terminally and its features aborted (HEAD), so no lease is stranded.
+ * is failed terminally and its features aborted (as in SpecForge's later runtime), so no lease is stranded.
  * Refs mode (offline): a fixed list, re-iterable every epoch, shuffled per epoch with `seed + epoch`,
  * padded by wrapping to a multiple of `worldSize` and sharded rank r ← indices r, r + W, …
  * (DistributedSampler semantics).

@@ -1,6 +1,6 @@
 /**
  * The data plane's tensor holder: a GPU-resident feature store addressed by metadata-only SampleRefs
- * (docs/features.md §1–§2, with HEAD's reclamation fixes). This module owns residency and leases;
+ * (docs/features.md §1–§2, with SpecForge's later runtime's reclamation fixes). This module owns residency and leases;
  * the disk format of the spill is feature-spill.ts and offline `file://` shards are offline-shards.ts.
  *
  * - `put` takes ownership of the caller's GPU tensors (no copy) after checking the byte budget

@@ -1,5 +1,5 @@
 /**
- * Training checkpoints (docs/durability.md §7–§8, HEAD semantics) through a FileStore.
+ * Training checkpoints (docs/durability.md §7–§8, as SpecForge's later runtime defines them) through a FileStore.
  *
  * Layout, one folder per optimizer step: `<runId>-step<N>/`
  *   weights.safetensors    f32 master weights of every backend parameter (+ optional frozen buffers
@@ -34,7 +34,7 @@ export const CHECKPOINT_VERSION = 1;
 export const COMPLETE_MARKER = 'COMPLETE';
 const FILES = ['weights.safetensors', 'optimizer.safetensors', 'state.json'] as const;
 
-/** Where the data stream stands after the checkpointed step (HEAD's epoch_batch / epoch_samples). */
+/** Where the data stream stands after the checkpointed step (SpecForge's later runtime's epoch_batch / epoch_samples). */
 export interface DataPosition {
   /** Micro-batches of the current epoch already consumed. */
   readonly epochBatch: number;

@@ -1,5 +1,5 @@
 /**
- * TrainerController (docs/training.md §3 with HEAD's fixes): the consumer loop. It drives the loader,
+ * TrainerController (docs/training.md §3, with the fixes of SpecForge's later runtime): the consumer loop. It drives the loader,
  * counts optimizer steps, and at every optimizer boundary runs `beforeAck` (e.g. a checkpoint, so the
  * durable ack step and the checkpoint step agree) and then `ackFn` with exactly the sample ids that
  * step consumed. A stream that ends inside an accumulation window raises: acking part of a window

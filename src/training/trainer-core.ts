@@ -1,5 +1,5 @@
 /**
- * TrainerCore (docs/training.md §2, HEAD): one branch-free micro-step. The accumulation boundary is
+ * TrainerCore (docs/training.md §2, as in SpecForge's later runtime): one branch-free micro-step. The accumulation boundary is
  * decided before the backward; the strategy adds gradients scaled by 1/accumulation; at the boundary
  * the backend clips and steps. The core never looks at online/offline or the target representation.
  */

@@ -44,7 +44,7 @@ export interface RedisPromptLedgerOptions {
   readonly clock?: () => number;
 }
 
-const HEAD = `${LUA_PRELUDE}
+const SCRIPT_PRELUDE = `${LUA_PRELUDE}
 local SEQ, TASKS, ATTEMPT, PEND, LEASED, LEASE, HELD, FAILED, WHY, DONE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9], KEYS[10]
 local function release(id, worker)
   redis.call('ZREM', LEASED, id)
@@ -86,7 +86,7 @@ end
 `;
 
 // ARGV: (taskId, JSON without attempt, attempt)*. A task already pending or leased is left as it is.
-const ADD = `${HEAD}
+const ADD = `${SCRIPT_PRELUDE}
 for i = 1, #ARGV, 3 do
   local id = ARGV[i]
   if redis.call('HSETNX', TASKS, id, ARGV[i + 1]) == 1 then
@@ -101,7 +101,7 @@ return 1
 
 // ARGV: now ('' = TIME), workerId, maxTasks, leaseTimeoutMs ('' = never), timeout text, maxAttempts, maxLeasePerWorker.
 // Reply: {id, JSON, attempt}* leased. Expired leases are parsed (and their attempts read) before any write.
-const LEASE_TASKS = `${HEAD}
+const LEASE_TASKS = `${SCRIPT_PRELUDE}
 local now, worker, n = now_ms(ARGV[1]), ARGV[2], tonumber(ARGV[3])
 local timeout, max, cap = tonumber(ARGV[4]), tonumber(ARGV[6]), tonumber(ARGV[7])
 if timeout then
@@ -133,7 +133,7 @@ return out
 `;
 
 // ARGV: workerId, reason, retryable, maxAttempts, taskIds...   Reply: {requeued, failed, skipped}.
-const FAIL = `${HEAD}
+const FAIL = `${SCRIPT_PRELUDE}
 local worker, reason, retryable, max = ARGV[1], ARGV[2], ARGV[3] == '1', tonumber(ARGV[4])
 local mine, skipped = {}, {}
 for i = 5, #ARGV do
@@ -149,7 +149,7 @@ return {requeued, failed, skipped}
 `;
 
 // ARGV: workerId, taskIds...   Reply: the ids retired (leased by this worker).
-const COMPLETE = `${HEAD}
+const COMPLETE = `${SCRIPT_PRELUDE}
 local done = {}
 for i = 2, #ARGV do
   if owner(ARGV[i]) == ARGV[1] then retire(ARGV[i]); done[#done + 1] = ARGV[i] end
@@ -159,7 +159,7 @@ return done
 
 // ARGV: workerId, then (taskId, fresh) pairs: one commit batch. A fresh ref retires its task
 // wherever it is; a duplicate only the committer's lease.
-const COMMITTED = `${HEAD}
+const COMMITTED = `${SCRIPT_PRELUDE}
 local worker, done = ARGV[1], 0
 for i = 2, #ARGV, 2 do
   local id, fresh = ARGV[i], ARGV[i + 1] == '1'
@@ -168,15 +168,15 @@ end
 return done
 `;
 
-const COUNTS = `${HEAD}
+const COUNTS = `${SCRIPT_PRELUDE}
 return {redis.call('HLEN', TASKS), redis.call('ZCARD', PEND), redis.call('ZCARD', LEASED), redis.call('ZCARD', FAILED), tonumber(redis.call('GET', DONE) or '0')}
 `;
 
-const TASK = `${HEAD}
+const TASK = `${SCRIPT_PRELUDE}
 return {redis.call('HGET', TASKS, ARGV[1]), redis.call('HGET', ATTEMPT, ARGV[1])}
 `;
 
-const FAILURES = `${HEAD}
+const FAILURES = `${SCRIPT_PRELUDE}
 local out = {}
 for _, id in ipairs(redis.call('ZRANGE', FAILED, 0, -1)) do
   out[#out + 1] = id

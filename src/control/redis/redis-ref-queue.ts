@@ -42,7 +42,7 @@ export interface RedisRefQueueOptions {
 }
 
 // KEYS (all queue scripts, in this order). ARGV[1] is always the pending-zset prefix.
-const HEAD = `${LUA_PRELUDE}
+const SCRIPT_PRELUDE = `${LUA_PRELUDE}
 local SEQ, PARTS, REFS, LEASED, LEASE, HELD, ATTEMPTS, TERMINAL, WHY = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7], KEYS[8], KEYS[9]
 local PEND = ARGV[1]
 local function release(id, part)
@@ -84,7 +84,7 @@ end
 
 // ARGV: prefix, partition, (id, ref JSON)*. Reply: the ids enqueued. HSETNX on queue:refs is the
 // "already pending or leased anywhere" check, and it also catches a repeat within this put.
-const PUT = `${HEAD}
+const PUT = `${SCRIPT_PRELUDE}
 local part, added = ARGV[2], {}
 for i = 3, #ARGV, 2 do
   if redis.call('HSETNX', REFS, ARGV[i], ARGV[i + 1]) == 1 then added[#added + 1] = ARGV[i] end
@@ -102,7 +102,7 @@ return added
 // ARGV: prefix, partition, now ('' = TIME), maxRefs, leaseTimeoutMs ('' = never), maxAttempts ('' = unbounded), expiry reason.
 // Reply: {id, ref JSON or nil}* for the refs leased; the client refuses a nil or invalid ref by id.
 // The reclaims run first so a ref whose lease just expired can be leased again by this same get.
-const GET = `${HEAD}
+const GET = `${SCRIPT_PRELUDE}
 local part, now, max_refs = ARGV[2], now_ms(ARGV[3]), tonumber(ARGV[4])
 local timeout, max_attempts, expiry = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7]
 if timeout then
@@ -130,7 +130,7 @@ return out
 `;
 
 // ARGV: prefix, ids...   Reply: how many leases were released.
-const ACK = `${HEAD}
+const ACK = `${SCRIPT_PRELUDE}
 local leased, ids, per_part = leased_among(2), {}, {}
 for i, e in ipairs(leased) do
   ids[i] = e[1]
@@ -144,7 +144,7 @@ return #ids
 `;
 
 // ARGV: prefix, maxAttempts ('' = unbounded), reason, retryable ('1' | '0'), ids...   Reply: {requeued, terminal}.
-const FAIL = `${HEAD}
+const FAIL = `${SCRIPT_PRELUDE}
 local max_attempts, reason, retryable = tonumber(ARGV[2]), ARGV[3], ARGV[4] == '1'
 local requeued, terminal = {}, {}
 for _, e in ipairs(leased_among(5)) do
@@ -154,24 +154,24 @@ return {requeued, terminal}
 `;
 
 // ARGV: prefix, partition, all ('1' = sum over every partition, ignoring ARGV[2]). IN_FLIGHT likewise.
-const DEPTH = `${HEAD}
+const DEPTH = `${SCRIPT_PRELUDE}
 if ARGV[3] == '0' then return redis.call('ZCARD', PEND .. ARGV[2]) end
 local n = 0
 for _, part in ipairs(redis.call('SMEMBERS', PARTS)) do n = n + redis.call('ZCARD', PEND .. part) end
 return n
 `;
 
-const IN_FLIGHT = `${HEAD}
+const IN_FLIGHT = `${SCRIPT_PRELUDE}
 if ARGV[3] == '0' then return tonumber(redis.call('HGET', HELD, ARGV[2]) or '0') end
 return redis.call('ZCARD', LEASED)
 `;
 
-const IS_LEASED = `${HEAD}
+const IS_LEASED = `${SCRIPT_PRELUDE}
 return redis.call('HEXISTS', LEASE, ARGV[2])
 `;
 
 // Reply: {id, JSON}* in the order the failures happened.
-const TERMINALS = `${HEAD}
+const TERMINALS = `${SCRIPT_PRELUDE}
 local out = {}
 for _, id in ipairs(redis.call('ZRANGE', TERMINAL, 0, -1)) do
   out[#out + 1] = id
@@ -181,7 +181,7 @@ return out
 `;
 
 // Every pending and leased ref dropped; terminal failures and the sequence kept.
-const CLEAR = `${HEAD}
+const CLEAR = `${SCRIPT_PRELUDE}
 for _, part in ipairs(redis.call('SMEMBERS', PARTS)) do redis.call('DEL', PEND .. part) end
 redis.call('DEL', PARTS, REFS, LEASED, LEASE, HELD, ATTEMPTS)
 return 1

@@ -18,7 +18,7 @@
  * added into the backend. `evaluate` = the same forward, losses and metrics with no gradient at all
  * (SpecForge's eval forward under no_grad; eagle3-eval-forward below). Losses and metrics come back
  * as pending reads; metrics are sums and counts so the trainer can add them across micro-batches
- * (HEAD's numerator/denominator reduction):
+ * (the numerator/denominator reduction of SpecForge's later runtime):
  *   ploss_k, ploss_num_k = ploss_k · n, ploss_den_k = n (n = B·S, SpecForge's per-step denominator),
  *   correct_k, denom_k        (acc_k = Σcorrect / max(Σdenom, 1e-6)),
  *   accept_sum_k, accept_count_k (acceptance_rate_k = Σsum / max(Σcount, 1e-8) within one batch),
