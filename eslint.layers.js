@@ -100,5 +100,6 @@ export const SERVER_ONLY_ADAPTERS = [
   'deno-main',
   'redis-node',
   'dataplane-gateway-node',
+  'dataplane-gateway-connection',
   'control-gateway-node',
 ];

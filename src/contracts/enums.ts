@@ -11,7 +11,10 @@ export const SCHEMA_VERSION = 1;
 export const RunMode = z.enum(['online', 'offline']);
 export type RunMode = z.infer<typeof RunMode>;
 
-/** Draft training strategies: the pair of SpecForge's first runtime design plus the names SpecForge's later runtime added (reserved so refs stay readable). */
+/**
+ * Draft training strategies: the pair of SpecForge's first runtime design plus the names SpecForge's
+ * later runtime added (reserved so refs stay readable).
+ */
 export const DraftStrategyName = z.enum(['eagle3', 'dflash', 'domino', 'dspark', 'peagle']);
 export type DraftStrategyName = z.infer<typeof DraftStrategyName>;
 

@@ -6,10 +6,17 @@
  *
  * Adopted from SpecForge's later runtime: prompt-lease expiry, bounded prompt attempts, completePromptTasks, batch
  * commit validated up front and returning the fresh refs, `trainBacklog`, reconcileOnRestart.
- * Kept from SpecForge's first runtime design (SpecForge's later runtime deleted them): TrainLease, leaseTrainRefs, failRefs, enqueueOfflineRefs.
+ * Kept from SpecForge's first runtime design (SpecForge's later runtime deleted them): TrainLease, leaseTrainRefs,
+ * failRefs, enqueueOfflineRefs.
+ *
+ * This file holds the endpoints, in the order a sample meets them (registration, prompts, train refs,
+ * status and recovery); what they share lives beside it: prompt-input.ts turns a prompt into a
+ * PromptTask, committed-refs.ts asks the metadata store what was committed, endpoint-checks.ts checks
+ * the arguments.
  */
 import { assertNoTensors } from '../contracts/no-tensors.ts';
-import { makeJsonRecord, makePromptTask, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
+import { makeJsonRecord, type JsonRecord, type PromptTask, type SampleRef } from '../contracts/records.ts';
+import { commitFlags, resolveCommitted } from './committed-refs.ts';
 import type {
   ControlStores,
   FailOutcome,
@@ -21,15 +28,12 @@ import type {
   RefQueue,
 } from './control-stores.ts';
 import { InMemoryMemberRegistry } from './member-registry.ts';
+import { positiveIntOrNull, requireCount, requireIds, requireReason } from './endpoint-checks.ts';
 import { validateRefs, type MetadataStore } from './metadata-store.ts';
 import { PromptBook } from './prompt-book.ts';
+import { buildPromptTask, type PromptInput } from './prompt-input.ts';
 import { SampleRefQueue } from './sample-ref-queue.ts';
 import { TrainLease } from './train-lease.ts';
-
-/** An ack or fail named a sample id this controller's metadata store never committed. */
-export class UnknownSampleError extends Error {
-  override name = 'UnknownSampleError';
-}
 
 /**
  * What the controller is built over (src/control/control-stores.ts). `store` is required; the queue,
@@ -57,24 +61,12 @@ export interface ControllerOptions {
    * files there: they are never needed again), as SpecForge's later runtime's data-plane ack does after the durable marker.
    */
   featureStore?: ReleasableFeatureStore;
-  /** false: commits are not enqueued (a cluster run's rollout: its trainer enqueues each whole round from the ledger, so a late enqueue cannot race an ack). */
+  /**
+   * false: commits are not enqueued (a cluster run's rollout: its trainer enqueues each whole round
+   * from the ledger, so a late enqueue cannot race an ack).
+   */
   enqueueCommits?: boolean;
 }
-
-/** A prompt to ingest: known task fields, or arbitrary prompt data that becomes the payload. */
-export type PromptInput = Record<string, unknown>;
-
-const TASK_FIELDS = [
-  'taskId',
-  'sourceId',
-  'payload',
-  'maxLength',
-  'chatTemplate',
-  'lossMaskPolicy',
-  'targetModelVersion',
-  'draftWeightVersion',
-  'metadata',
-];
 
 export interface ControllerStatus {
   runId: string;
@@ -191,7 +183,7 @@ export class DataFlowController {
   /** Builds one PromptTask per input (all validated before any is queued) and returns their ids. */
   async ingestPrompts(prompts: readonly PromptInput[]): Promise<string[]> {
     if (!Array.isArray(prompts)) throw new TypeError('ingestPrompts: prompts must be an array');
-    const tasks = prompts.map((p, i) => this.buildTask(p, `ingestPrompts prompts[${i}]`));
+    const tasks = prompts.map((p, i) => buildPromptTask(p, this.runId, this.randomHex, `ingestPrompts prompts[${i}]`));
     await this.prompts.add(tasks);
     return tasks.map((task) => task.taskId);
   }
@@ -224,7 +216,7 @@ export class DataFlowController {
   async commitSamples(workerId: string, refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
     await this.requireKnown('rollout', workerId, 'commitSamples');
     const valid = validateRefs(refs, 'commitSamples');
-    const flags = await this.commitFlags(valid, 'commitSamples');
+    const flags = await commitFlags(this.store, valid, 'commitSamples');
     const tasks = valid.flatMap((ref, i) => (ref.sourceTaskId === null ? [] : [{ taskId: ref.sourceTaskId, fresh: flags[i] }]));
     await this.prompts.committed(workerId, tasks);
     const fresh = valid.filter((_, i) => flags[i]);
@@ -235,7 +227,7 @@ export class DataFlowController {
   /** Offline ingest: the same dedup and the same queue as online commits (the planes converge here). */
   async enqueueOfflineRefs(refs: readonly SampleRef[], options: { partitionKey?: string } = {}): Promise<SampleRef[]> {
     const valid = validateRefs(refs, 'enqueueOfflineRefs');
-    const flags = await this.commitFlags(valid, 'enqueueOfflineRefs');
+    const flags = await commitFlags(this.store, valid, 'enqueueOfflineRefs');
     const fresh = valid.filter((_, i) => flags[i]);
     await this.queue.put(fresh, options);
     return fresh;
@@ -268,7 +260,7 @@ export class DataFlowController {
     requireIds(sampleIds, 'ackTrainRefs: sampleIds');
     // An id never committed is a caller bug (a typo, another run's id): recording it would put a
     // sample in the durable marker that no restart can account for, so nothing is recorded at all.
-    const refs = await this.resolveKnown(sampleIds, 'ackTrainRefs', 'nothing was acked');
+    const refs = await resolveCommitted(this.store, this.runId, sampleIds, 'ackTrainRefs', 'nothing was acked');
     await this.store.recordTrainAck(sampleIds, { globalStep: ack.globalStep ?? null, optimizerDurable: ack.optimizerDurable ?? false });
     const released = await this.queue.ack(refs);
     // Only after the durable record: a crash before it requeues these samples, which then still need their features.
@@ -280,7 +272,7 @@ export class DataFlowController {
     await this.requireKnown('trainer', ownerId, 'failRefs');
     requireIds(sampleIds, 'failRefs: sampleIds');
     requireReason(reason, retryable, 'failRefs');
-    return this.queue.fail(await this.resolveKnown(sampleIds, 'failRefs', 'nothing was failed'), reason, retryable);
+    return this.queue.fail(await resolveCommitted(this.store, this.runId, sampleIds, 'failRefs', 'nothing was failed'), reason, retryable);
   }
 
   // ── observation and recovery ────────────────────────────────────────────────────────────────
@@ -366,83 +358,6 @@ export class DataFlowController {
     const [what, register] = kind === 'rollout' ? ['rollout worker', 'registerRolloutWorker'] : ['trainer', 'registerTrainer'];
     throw new Error(`${where}: unknown ${what} ${JSON.stringify(id)}; call ${register} first`);
   }
-
-  private buildTask(input: PromptInput, where: string): PromptTask {
-    assertNoTensors(input, where);
-    if (input === null || typeof input !== 'object' || Array.isArray(input)) throw new TypeError(`${where} must be an object`);
-    const hasPayload = 'payload' in input;
-    const unknown = Object.keys(input).filter((k) => !TASK_FIELDS.includes(k));
-    if (hasPayload && unknown.length > 0) {
-      throw new TypeError(`${where}: unknown field(s) ${unknown.join(', ')}; prompt data belongs under payload`);
-    }
-    const fields = Object.fromEntries(Object.entries(input).filter(([k]) => TASK_FIELDS.includes(k)));
-    const task = makePromptTask(
-      {
-        sourceId: 'prompt_source',
-        maxLength: 2048,
-        ...fields,
-        taskId: (input.taskId as string | undefined) ?? `task-${this.randomHex(12)}`,
-        runId: this.runId,
-        payload: (hasPayload ? input.payload : input) as JsonRecord,
-        attempt: 0,
-      },
-      where,
-    );
-    assertNoTensors(task, `${where} (task)`);
-    return task;
-  }
-
-  /** One store transaction for the batch; fresh flag per ref. */
-  private async commitFlags(refs: SampleRef[], where: string): Promise<boolean[]> {
-    const flags = await this.store.commitSamples(refs);
-    if (flags.length !== refs.length) throw new Error(`${where}: metadata store returned ${flags.length} flags for ${refs.length} refs`);
-    return flags;
-  }
-
-  /** The committed refs of `sampleIds`; throws UnknownSampleError naming every id never committed. */
-  private async resolveKnown(sampleIds: readonly string[], where: string, consequence: string): Promise<SampleRef[]> {
-    const refs: SampleRef[] = [];
-    const unknown: string[] = [];
-    const found = await this.store.getCommittedMany(sampleIds);
-    for (const [i, id] of sampleIds.entries()) {
-      const ref = found[i];
-      if (ref !== undefined) refs.push(ref);
-      else unknown.push(id);
-    }
-    if (unknown.length > 0) {
-      const shown = unknown
-        .slice(0, 8)
-        .map((id) => JSON.stringify(id))
-        .join(', ');
-      throw new UnknownSampleError(
-        `${where}: ${unknown.length} sample id(s) were never committed in run ${this.runId}: ${shown}${unknown.length > 8 ? ', ...' : ''}; ${consequence}`,
-      );
-    }
-    return refs;
-  }
-}
-
-function requireIds(ids: readonly string[], where: string): void {
-  assertNoTensors(ids, where);
-  if (!Array.isArray(ids) || ids.some((id) => typeof id !== 'string' || id.length === 0)) {
-    throw new TypeError(`${where} must be an array of non-empty strings`);
-  }
-}
-
-function requireReason(reason: string, retryable: boolean, where: string): void {
-  if (typeof reason !== 'string') throw new TypeError(`${where}: reason must be a string (failure records stay metadata-only)`);
-  if (typeof retryable !== 'boolean') throw new TypeError(`${where}: retryable must be a boolean`);
-}
-
-function requireCount(value: number, where: string): void {
-  if (!Number.isSafeInteger(value) || value < 0) throw new RangeError(`${where} must be a non-negative integer, got ${value}`);
-}
-
-function positiveIntOrNull(value: number | null | undefined, name: string): number | null {
-  if (value === undefined || value === null) return null;
-  if (!Number.isSafeInteger(value) || value < 1)
-    throw new RangeError(`DataFlowController: ${name} must be a positive integer or null, got ${value}`);
-  return value;
 }
 
 function cryptoHex(digits: number): string {

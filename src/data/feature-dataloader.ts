@@ -14,7 +14,8 @@
  * names, dtypes and ranks) → for each ref: store.get → GPU copy into the batch tensor → release
  * right after the copy is encoded (prefetch can never race a release) → right-padding with zeros and
  * an `attention_mask`. f16 features (stored with --feature-precision f16) are collated as f16; a
- * batch mixing f16 and f32 samples of a feature is refused by the homogeneity check. The next batch is materialised while the trainer works on the current one.
+ * batch mixing f16 and f32 samples of a feature is refused by the homogeneity check. The next batch
+ * is materialised while the trainer works on the current one.
  */
 import { makeTrainBatch, type SampleRef, type TrainBatch } from '../contracts/index.ts';
 import type { DraftStrategyName } from '../contracts/enums.ts';

@@ -1,7 +1,10 @@
 /**
  * The data plane's tensor holder: a GPU-resident feature store addressed by metadata-only SampleRefs
- * (docs/features.md §1–§2, with SpecForge's later runtime's reclamation fixes). This module owns residency and leases;
- * the disk format of the spill is feature-spill.ts and offline `file://` shards are offline-shards.ts.
+ * (docs/features.md §1–§2, with SpecForge's later runtime's reclamation fixes). This module owns the
+ * store's operations and their order against the spill (what a put, get, adopt or abort that awaits
+ * may find changed); the books of GPU residency (leases, retired generations, bytes held) are
+ * resident-samples.ts, the disk format of the spill is feature-spill.ts and offline `file://` shards
+ * are offline-shards.ts.
  *
  * - `put` takes ownership of the caller's GPU tensors (no copy) after checking the byte budget
  *   BEFORE insertion: an over-budget put changes nothing and the caller still owns its tensors.
@@ -45,6 +48,7 @@ import {
 } from './feature-store.ts';
 import { FeatureSpill } from './feature-spill.ts';
 import { OfflineShards, isShardRef } from './offline-shards.ts';
+import { ResidentSamples } from './resident-samples.ts';
 
 export interface LocalFeatureStoreOptions {
   storeId?: string;
@@ -60,22 +64,12 @@ export interface LocalFeatureStoreOptions {
   generations?: GenerationClock;
 }
 
-interface Resident {
-  generation: number;
-  tensors: Record<string, Tensor>;
-  bytes: number;
-  putAtMs: number;
-  leases: Set<string>;
-}
-
 export class LocalFeatureStore implements FeatureStore {
   readonly storeId: string;
-  private readonly resident = new Map<string, Resident>();
-  /** Aborted or superseded generations still leased: freed on their last release. */
-  private readonly draining = new Map<string, Resident>();
+  /** GPU residency: resident generations, their leases, and retired ones waiting for their last reader. */
+  private readonly resident: ResidentSamples;
   private leaseCounter = 0;
   private readonly shards: OfflineShards;
-  private forceFreedTotal = 0;
   private readonly clock: () => number;
   private readonly generations: GenerationClock;
   private readonly spill: FeatureSpill | undefined;
@@ -91,6 +85,7 @@ export class LocalFeatureStore implements FeatureStore {
     private readonly options: LocalFeatureStoreOptions = {},
   ) {
     this.storeId = options.storeId ?? 'local';
+    this.resident = new ResidentSamples(gpu);
     this.clock = options.clock ?? (() => performance.now());
     this.generations = options.generations ?? new GenerationClock();
     this.spill = options.spill ? new FeatureSpill(options.spill, gpu, this.storeId, this.generations) : undefined;
@@ -100,20 +95,13 @@ export class LocalFeatureStore implements FeatureStore {
     }
   }
 
-  private residentBytes(): number {
-    let n = 0;
-    for (const r of this.resident.values()) n += r.bytes;
-    for (const r of this.draining.values()) n += r.bytes;
-    return n;
-  }
-
   /** Throws (changing nothing) when adding `bytes` would pass the budget; `freed` = bytes the operation also lets go. */
   private checkBudget(bytes: number, freed: number, what: string): void {
     const limit = this.options.maxResidentBytes;
     if (limit === undefined) return;
     let reserved = 0;
     for (const p of this.putting.values()) reserved += p.bytes;
-    const after = this.residentBytes() + reserved - freed + bytes;
+    const after = this.resident.bytes() + reserved - freed + bytes;
     if (after > limit) {
       throw new FeatureStoreBudgetError(
         `${what}: ${bytes} bytes would bring the store "${this.storeId}" to ${after} bytes, over its budget of ${limit} (the consumer is behind; nothing was stored)`,
@@ -167,7 +155,7 @@ export class LocalFeatureStore implements FeatureStore {
       // A re-put may hand back some of the same tensors; those must not be freed with the old generation.
       const kept = new Set(Object.values(tensors));
       const old = Object.fromEntries(Object.entries(replaced.tensors).filter(([, t]) => !kept.has(t)));
-      this.retire(sampleId, { ...replaced, tensors: old });
+      this.resident.retire(sampleId, { ...replaced, tensors: old });
     }
     this.bumpEpoch(sampleId);
     this.resident.set(sampleId, { generation, tensors: { ...tensors }, bytes, putAtMs: this.clock(), leases: new Set() });
@@ -300,23 +288,7 @@ export class LocalFeatureStore implements FeatureStore {
 
   release(handle: FeatureHandle): void {
     if (this.shards.release(handle)) return;
-    const entry = this.resident.get(handle.sampleId);
-    if (entry && entry.generation === handle.generation) {
-      if (!entry.leases.delete(handle.leaseToken)) return; // idempotent
-      if (entry.leases.size === 0) {
-        // With a spill only the GPU copy goes: the file keeps the sample until abort (the durable ack).
-        this.resident.delete(handle.sampleId);
-        this.free(entry);
-      }
-      return;
-    }
-    // A lease on a retired generation: the last one lets its buffers go.
-    const key = `${handle.sampleId}#${handle.generation}`;
-    const old = this.draining.get(key);
-    if (old && old.leases.delete(handle.leaseToken) && old.leases.size === 0) {
-      this.draining.delete(key);
-      this.free(old);
-    }
+    this.resident.release(handle);
   }
 
   /**
@@ -326,11 +298,7 @@ export class LocalFeatureStore implements FeatureStore {
    */
   abort(sampleId: string): Promise<void> {
     this.bumpEpoch(sampleId);
-    const entry = this.resident.get(sampleId);
-    if (entry) {
-      this.resident.delete(sampleId);
-      this.retire(sampleId, entry);
-    }
+    this.resident.evict(sampleId);
     const spill = this.spill;
     if (!spill) return Promise.resolve();
     return spill.delete(sampleId, this.putting.get(sampleId)?.done);
@@ -356,52 +324,25 @@ export class LocalFeatureStore implements FeatureStore {
   gc(nowMs = this.clock()): { forceFreed: number } {
     const maxAge = this.options.maxHoldAgeMs;
     if (maxAge === undefined) return { forceFreed: 0 };
-    let forceFreed = 0;
-    for (const [id, entry] of [...this.resident]) {
-      if (entry.leases.size === 0 && nowMs - entry.putAtMs > maxAge) {
-        this.resident.delete(id);
-        this.free(entry);
-        forceFreed++;
-      }
-    }
-    this.forceFreedTotal += forceFreed;
-    return { forceFreed };
+    return { forceFreed: this.resident.sweep(nowMs, maxAge) };
   }
 
   health(): FeatureStoreHealth {
-    let leases = 0;
-    let oldest = 0;
-    const now = this.clock();
-    for (const r of this.resident.values()) {
-      leases += r.leases.size;
-      oldest = Math.max(oldest, now - r.putAtMs);
-    }
-    for (const r of this.draining.values()) leases += r.leases.size;
-    leases += this.shards.activeLeases;
+    const r = this.resident.stats(this.clock());
     return {
       storeId: this.storeId,
-      residentSamples: this.resident.size,
-      activeLeases: leases,
-      residentBytes: this.residentBytes(),
+      residentSamples: r.residentSamples,
+      activeLeases: r.leases + this.shards.activeLeases,
+      residentBytes: this.resident.bytes(),
       maxResidentBytes: this.options.maxResidentBytes ?? null,
-      pendingFrees: this.draining.size,
-      oldestAgeMs: oldest,
-      forceFreedTotal: this.forceFreedTotal,
+      pendingFrees: r.pendingFrees,
+      oldestAgeMs: r.oldestAgeMs,
+      forceFreedTotal: r.forceFreedTotal,
       spill: this.spill ? this.spill.stats() : null,
     };
   }
 
   private bumpEpoch(sampleId: string): void {
     this.epochs.set(sampleId, (this.epochs.get(sampleId) ?? 0) + 1);
-  }
-
-  /** Free now if unleased, else park until the last lease is released. */
-  private retire(sampleId: string, entry: Resident): void {
-    if (entry.leases.size === 0) this.free(entry);
-    else this.draining.set(`${sampleId}#${entry.generation}`, entry);
-  }
-
-  private free(entry: Resident): void {
-    this.gpu.release(...Object.values(entry.tensors));
   }
 }

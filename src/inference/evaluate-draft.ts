@@ -7,9 +7,10 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { TargetModel } from '../model/target/model.ts';
+import { Eagle3Proposer } from './draft-proposer.ts';
 import { Eagle3Drafter, type Eagle3DraftCheckpoint } from './eagle3-drafter.ts';
 import { isSampling, type SpeculativeSampling } from './speculative-sampling.ts';
-import { Eagle3Proposer, timeSpeculative, type VerifyEvent } from './speculative.ts';
+import { timeSpeculative, type VerifyEvent } from './speculative.ts';
 
 export interface SpecEval {
   acceptanceLength: number;

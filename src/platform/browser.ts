@@ -17,13 +17,11 @@ export {
   droppedFilesStore,
   pickedDirectory,
   pickedFilesStore,
-  urlStore,
   type PickedDirectory,
   type PickedFile,
   type PickedFilesOptions,
-  type UrlFetchProgress,
-  type UrlStoreOptions,
 } from './browser-model-files.ts';
+export { urlStore, type UrlFetchProgress, type UrlStoreOptions } from './browser-model-url.ts';
 
 const live = new Set<GpuContext>();
 const FILES = 'files';

@@ -37,7 +37,8 @@ import {
 } from '../dataplane/gateway-control.ts';
 import { CLOSE_PROTOCOL_ERROR, CLOSE_TOO_BIG } from '../dataplane/gateway-protocol.ts';
 import type { GatewayServeOptions, ServedGateway } from '../cli/gateway-options.ts';
-import type { ConnectionInfo, GatewayExtension } from './dataplane-gateway-node.ts';
+import type { ConnectionInfo } from './dataplane-gateway-connection.ts';
+import type { GatewayExtension } from './dataplane-gateway-node.ts';
 
 export interface ControlGatewayOptions {
   /** The rollout endpoints of `DataFlowController` this RPC serves. */

@@ -8,7 +8,8 @@
  * optional Origin allow-list; plain HTTP requests get 426. Each connection gets its own server-side
  * client from `openClient` (its own Redis connection), closed when the socket closes. Messages are
  * bounded (`maxMessageBytes`, default 256 MiB, both directions) and so are concurrent requests per
- * connection (`maxInFlight`, default 16); a client that breaks the framing is disconnected with a close reason.
+ * connection (`maxInFlight`, default 16); a client that breaks the framing is disconnected with a
+ * close reason.
  *
  * Nothing a client sends can end the process: every raw socket and every WebSocket has an 'error'
  * listener (a reset during a refusal, or a frame the `ws` library rejects — oversized, bad opcode,
@@ -16,38 +17,27 @@
  * HTTP server answers malformed requests with 400, headers must arrive within
  * `handshakeTimeoutMs`, a connection silent for `idleTimeoutMs` with no request in flight is closed,
  * and at most `maxConnections` WebSockets are open at once (more are refused with 503).
+ *
+ * This file is the HTTP side: the server, the checks every upgrade passes, and the lifecycle
+ * (listen, close). A data-plane connection, once upgraded, is dataplane-gateway-connection.ts; what
+ * each of its requests does is dataplane-gateway-requests.ts.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
-import { WebSocket, WebSocketServer, type RawData } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import type { Gpu } from '../gpu/gpu.ts';
-import { isTensor, toHostRow } from '../dataplane/column-store.ts';
 import {
   CLOSE_NORMAL,
-  CLOSE_PROTOCOL_ERROR,
-  CLOSE_SERVER_ERROR,
   DEFAULT_MAX_MESSAGE_BYTES,
   GATEWAY_PROTOCOL,
-  GATEWAY_PROTOCOL_VERSION,
-  GatewayProtocolError,
-  MessageAssembler,
   NAMESPACE_PATTERN,
   TOKEN_PATTERN,
   TOKEN_PROTOCOL_PREFIX,
-  checkRequestHeader,
-  decodeColumns,
-  encodeColumns,
-  errorToWire,
-  stringifyControl,
-  type HelloMessage,
-  type Message,
-  type RequestHeader,
-  type RowRef,
 } from '../dataplane/gateway-protocol.ts';
-import { KVBatchMeta } from '../dataplane/meta.ts';
-import { DataPlaneError, type Columns, type DataPlaneClient, type HostTensor } from '../dataplane/types.ts';
+import { DataPlaneError, type DataPlaneClient } from '../dataplane/types.ts';
 import type { WebSocketConstructor } from '../dataplane/ws-client.ts';
+import { serveDataPlaneConnection, type ConnectionInfo, type ConnectionSettings } from './dataplane-gateway-connection.ts';
 
 /** The `ws` package's client, for `connectDataPlaneGateway` on Node < 22 (no global WebSocket). */
 export const nodeWebSocket = WebSocket as unknown as WebSocketConstructor;
@@ -55,12 +45,6 @@ export const nodeWebSocket = WebSocket as unknown as WebSocketConstructor;
 /** A fresh random token (64 hex characters). */
 export function newGatewayToken(): string {
   return randomBytes(32).toString('hex');
-}
-
-export interface ConnectionInfo {
-  /** `?ns=` of the upgrade URL (validated), or null. */
-  readonly namespace: string | null;
-  readonly remoteAddress: string;
 }
 
 /** Another protocol served on the gateway's port after the same checks (src/platform/control-gateway-node.ts). */
@@ -133,6 +117,14 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   const idleTimeoutMs = positiveInteger(options.idleTimeoutMs ?? 600_000, 'idleTimeoutMs');
   const log = options.onLog ?? (() => {});
   const tokenDigest = digest(options.token);
+  const connection: ConnectionSettings = {
+    maxMessageBytes,
+    maxInFlight,
+    idleTimeoutMs,
+    openClient: (info) => options.openClient(info),
+    gpu: options.gpu,
+    log,
+  };
 
   const http = createServer({ headersTimeout: handshakeTimeoutMs, requestTimeout: handshakeTimeoutMs }, (_req, res) => {
     res.writeHead(426, { 'content-type': 'text/plain', connection: 'close' }).end('data plane gateway: WebSocket upgrade required\n');
@@ -202,107 +194,13 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     wss.handleUpgrade(req, socket, head, (ws) => {
       sockets.add(ws);
       const info = { namespace: ns, remoteAddress: String(req.socket.remoteAddress) };
-      const session = (toControl ? control.serve(ws, info) : serve(ws, info)).finally(() => {
+      const session = (toControl ? control.serve(ws, info) : serveDataPlaneConnection(ws, info, connection)).finally(() => {
         sockets.delete(ws);
         sessions.delete(session);
       });
       sessions.add(session);
     });
   });
-
-  /** One connection: open its client, say hello, answer requests until the socket closes. */
-  async function serve(ws: WebSocket, info: ConnectionInfo): Promise<void> {
-    ws.binaryType = 'nodebuffer';
-    // `ws` reports a frame it rejects (and a reset) as 'error', then closes: log it, keep serving others.
-    ws.on('error', (err: Error & { code?: string }) =>
-      log(`connection from ${info.remoteAddress} failed: ${err.code ?? ''} ${err.message}`.trim()),
-    );
-    const closed = new Promise<void>((resolve) => ws.once('close', () => resolve()));
-    let idleTimer: ReturnType<typeof setTimeout> | undefined;
-    const armIdle = (): void => {
-      clearTimeout(idleTimer);
-      idleTimer = setTimeout(() => {
-        if (inFlight === 0) closeWith(CLOSE_GOING_AWAY, `idle for ${idleTimeoutMs} ms`);
-        else armIdle();
-      }, idleTimeoutMs);
-      idleTimer.unref?.();
-    };
-    void closed.then(() => clearTimeout(idleTimer));
-    const assembler = new MessageAssembler<RequestHeader>(maxMessageBytes, checkRequestHeader);
-    let inFlight = 0;
-    let client: DataPlaneClient | null = null;
-    const queued: Message<RequestHeader>[] = [];
-
-    const send = (header: unknown, frames: readonly Uint8Array[] = []): void => {
-      if (ws.readyState !== WebSocket.OPEN) return;
-      ws.send(stringifyControl(header, 'gateway response'));
-      for (const f of frames) ws.send(f);
-    };
-    const closeWith = (code: number, why: string): void => {
-      log(`closing connection from ${info.remoteAddress}: ${why}`);
-      // Close reasons are limited to 123 bytes.
-      ws.close(code, Buffer.from(why).subarray(0, 123).toString());
-      // A peer that does not answer the close frame loses the socket soon, not after ws's 30 s.
-      setTimeout(() => ws.terminate(), CLOSE_GRACE_MS).unref?.();
-    };
-    const dispatch = (message: Message<RequestHeader>): void => {
-      const { id } = message.header;
-      if (inFlight >= maxInFlight) {
-        send({
-          t: 'res',
-          id,
-          ok: false,
-          error: errorToWire(
-            new DataPlaneError(
-              'invalid_argument',
-              `more than ${maxInFlight} concurrent requests on one gateway connection; wait for answers first`,
-            ),
-          ),
-        });
-        return;
-      }
-      inFlight++;
-      handle(client!, message, maxMessageBytes, options.gpu)
-        .then(({ value, rows, frames }) => send({ t: 'res', id, ok: true, value, rows }, frames))
-        .catch((err: unknown) => send({ t: 'res', id, ok: false, error: errorToWire(err) }))
-        .finally(() => inFlight--);
-    };
-
-    armIdle();
-    ws.on('message', (data: RawData, isBinary: boolean) => {
-      armIdle();
-      let message: Message<RequestHeader> | null;
-      try {
-        const buf = Array.isArray(data) ? Buffer.concat(data) : Buffer.isBuffer(data) ? data : Buffer.from(data);
-        message = assembler.push(isBinary ? new Uint8Array(buf.buffer, buf.byteOffset, buf.byteLength) : buf.toString('utf8'));
-      } catch (err) {
-        if (err instanceof GatewayProtocolError) return closeWith(err.closeCode, err.message);
-        return closeWith(CLOSE_PROTOCOL_ERROR, String(err));
-      }
-      if (message === null) return;
-      if (client !== null) return dispatch(message);
-      // Clients wait for the hello before sending; anything beyond the in-flight bound is abuse.
-      if (queued.length >= maxInFlight) return closeWith(CLOSE_PROTOCOL_ERROR, `more than ${maxInFlight} requests before the hello`);
-      queued.push(message);
-    });
-
-    try {
-      client = await options.openClient(info);
-    } catch (err) {
-      closeWith(CLOSE_SERVER_ERROR, `could not open the server-side data plane client: ${(err as Error).message ?? err}`);
-      await closed;
-      return;
-    }
-    try {
-      const hello: HelloMessage = { t: 'hello', protocol: GATEWAY_PROTOCOL_VERSION, kind: client.kind, maxMessageBytes };
-      send(hello);
-      for (const m of queued.splice(0)) dispatch(m);
-      await closed;
-    } finally {
-      // Closing the client also ends its blocking claims (they fail with `closed`).
-      await client.close();
-    }
-  }
 
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
@@ -340,92 +238,6 @@ function positiveInteger(value: number, name: string): number {
   return value;
 }
 
-/** How long a closed connection's peer has to answer the close frame before the socket is dropped. */
-const CLOSE_GRACE_MS = 1000;
-
-/** 1001: the endpoint is going away (here: an idle connection is closed). */
-const CLOSE_GOING_AWAY = 1001;
-
 function digest(s: string): Buffer {
   return createHash('sha256').update(s).digest();
-}
-
-interface Reply {
-  readonly value: unknown;
-  readonly rows: readonly RowRef[];
-  readonly frames: readonly Uint8Array[];
-}
-
-function plain(value: unknown, what: string): Record<string, unknown> {
-  if (value === null || typeof value !== 'object' || Array.isArray(value))
-    throw new DataPlaneError('invalid_argument', `${what} arguments must be an object`);
-  return value as Record<string, unknown>;
-}
-
-/** Runs one request on the server-side client; every argument is re-validated by that client. */
-async function handle(
-  client: DataPlaneClient,
-  message: Message<RequestHeader>,
-  maxMessageBytes: number,
-  gpu: Gpu | undefined,
-): Promise<Reply> {
-  const { op, args, rows } = message.header;
-  const a = plain(args, op);
-  const done = (value: unknown): Reply => ({ value: value ?? null, rows: [], frames: [] });
-  switch (op) {
-    case 'register':
-      return done(await client.registerPartition(a as never));
-    case 'claim':
-      return done((await client.claimMeta(a as never)).toJSON());
-    case 'ack':
-      return done(await client.ackClaim(KVBatchMeta.fromJSON(a.meta), a.clear === undefined ? {} : { clear: a.clear as boolean }));
-    case 'release':
-      return done(await client.releaseClaim(KVBatchMeta.fromJSON(a.meta)));
-    case 'getData':
-      return columnsReply(await client.getData(KVBatchMeta.fromJSON(a.meta), a.fields as string[]), 'getData', maxMessageBytes, gpu);
-    case 'consumed':
-      return done(await client.checkConsumptionStatus(a.partition as string, a.tasks as string[]));
-    case 'put': {
-      const columns = decodeColumns(a.columns, rows, message.frames, `putSamples(${String(a.partition)})`);
-      const receipt = await client.putSamples({
-        partition: a.partition as string,
-        sampleIds: a.sampleIds as string[],
-        columns,
-        tags: a.tags as never,
-      });
-      return done(receipt.toJSON());
-    }
-    case 'get':
-      return columnsReply(await client.getSamples(a as never), 'getSamples', maxMessageBytes, gpu);
-    case 'clear':
-      return done(await client.clearSamples(a.partition as string, a.target as never));
-    case 'stats':
-      return done(await client.partitionStats(a.partition as string));
-    default:
-      throw new DataPlaneError('invalid_argument', `unknown gateway op ${JSON.stringify(op)}`);
-  }
-}
-
-async function columnsReply(columns: Columns, what: string, maxMessageBytes: number, gpu: Gpu | undefined): Promise<Reply> {
-  const host: Record<string, HostTensor[]> = {};
-  let total = 0;
-  for (const [field, column] of Object.entries(columns)) {
-    host[field] = [];
-    for (const row of column) {
-      // Host rows are sent as they are (the store already handed out its own copy).
-      const h = isTensor(row) ? await toHostRow(row, gpu, `${what} field ${JSON.stringify(field)}`) : row;
-      total += h.data.byteLength;
-      host[field].push(h);
-    }
-  }
-  if (total > maxMessageBytes) {
-    throw new DataPlaneError(
-      'invalid_argument',
-      `${what} result holds ${total} bytes, over the gateway's message limit of ${maxMessageBytes} bytes; read fewer ids or fields per call`,
-    );
-  }
-  const rows: RowRef[] = [];
-  const frames: Uint8Array[] = [];
-  const value = encodeColumns(host, rows, frames);
-  return { value, rows, frames };
 }

@@ -6,7 +6,7 @@
 import { parquetWriteBuffer } from 'hyparquet-writer';
 import { readConversations, type Conversation } from '../../src/corpus/conversations.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
-import { urlStore } from '../../src/platform/browser-model-files.ts';
+import { urlStore } from '../../src/platform/browser-model-url.ts';
 import { assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 

@@ -23,14 +23,8 @@ import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { Eagle3Drafter } from '../../src/inference/eagle3-drafter.ts';
-import {
-  Eagle3Proposer,
-  speculativeGenerate,
-  type DraftProposer,
-  type DraftSampler,
-  type SampledProposal,
-  type VerifyEvent,
-} from '../../src/inference/speculative.ts';
+import { Eagle3Proposer, type DraftProposer, type DraftSampler, type SampledProposal } from '../../src/inference/draft-proposer.ts';
+import { speculativeGenerate, type VerifyEvent } from '../../src/inference/speculative.ts';
 import { defaultAuxLayerIds } from '../../src/inference/target-feature-source.ts';
 import { parseEagle3Config } from '../../src/config/eagle3-config.ts';
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';

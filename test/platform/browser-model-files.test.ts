@@ -1,6 +1,6 @@
 /**
- * The browser's read-only model stores (src/platform/browser-model-files.ts) through the ordinary
- * loaders, in Chromium against the runner's static server (HEAD and Range under /fixtures/, no
+ * The browser's read-only model stores (src/platform/browser-model-files.ts, browser-model-url.ts)
+ * through the ordinary loaders, in Chromium against the runner's static server (HEAD and Range under /fixtures/, no
  * Range under /fixtures-no-range/, the lab target under /repo-assets/):
  *   - llama-tiny over HTTP Range requests and from picked File objects loads, and its GPU forward
  *     reproduces the fixture's hidden states and logits;
@@ -19,10 +19,9 @@ import {
   droppedFilesStore,
   pickedDirectory,
   pickedFilesStore,
-  urlStore,
   type PickedFile,
-  type UrlFetchProgress,
 } from '../../src/platform/browser-model-files.ts';
+import { urlStore, type UrlFetchProgress } from '../../src/platform/browser-model-url.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../harness/assert.ts';
 import { defineSuite, type TestContext } from '../harness/suite.ts';
 import { assertForwardMatchesFixture } from '../model/target.test.ts';

@@ -4,7 +4,8 @@
  * compared before and after).
  */
 import type { PromptTask, SampleRef } from '../../src/contracts/index.ts';
-import { DataFlowController, UnknownSampleError } from '../../src/control/controller.ts';
+import { UnknownSampleError } from '../../src/control/committed-refs.ts';
+import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import { HomogeneityError, FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { spillPath } from '../../src/data/feature-spill.ts';

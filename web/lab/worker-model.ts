@@ -7,7 +7,7 @@ import { LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.
 import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
-import { urlStore } from '../../src/platform/browser-model-files.ts';
+import { urlStore } from '../../src/platform/browser-model-url.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
 import { adapterLimitsOf, LAB_ROUND_PROMPTS } from './protocol.ts';

@@ -5,7 +5,7 @@
 /// <reference lib="webworker" />
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { browserPlatform } from '../../src/platform/browser.ts';
-import { urlStore } from '../../src/platform/browser-model-files.ts';
+import { urlStore } from '../../src/platform/browser-model-url.ts';
 import { standardWebSocket } from '../../src/platform/websocket.ts';
 import { runTabRollout } from '../../src/training/tab-rollout.ts';
 import type { JoinCommand, WorkerMessage } from './protocol.ts';

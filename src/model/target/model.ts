@@ -1,4 +1,3 @@
-/* eslint-disable max-lines -- longer than 400 lines: one class, because prefill, extend and decode share the layer loop, the weights and the KV cache. */
 /**
  * The target model (Llama / Qwen2 / Qwen3 decoders) on the GPU, assembled from the kernels:
  *
@@ -8,34 +7,33 @@
  *               x = RMSNorm(h) → h += down(silu(gate(x)) ⊙ up(x))
  *   logits = RMSNorm(h)·lm_headᵀ
  *
- * Three entry points share the layer code:
+ * Four entry points share the layer code:
  *   forward  — batched prefill of right-padded rows with an attention mask, optionally returning any
  *              HF hidden state (the capture path) and the logits at every position;
  *   prefill  — the same over prompts of different lengths, also filling a KvCache, returning the
  *              logits at each prompt's last token;
- *   decode   — one new token per sequence against its cache (attention/decode kernel).
+ *   decode   — one new token per sequence against its cache (attention/decode kernel);
+ *   extend   — several new tokens of one cached sequence in one forward (speculative verification).
  * Positions are 0..len−1 in every row, as HF uses without explicit position_ids; the mask only hides
  * keys. RoPE reads a host-built (cos, sin) table (kernels/rope-table.ts), so every RoPE scaling the
- * config parser accepts (default, linear, llama3) is supported and rounds like HF's float32. Activations are [rows, width] row-major with rows = batch·seq (or batch when decoding).
+ * config parser accepts (default, linear, llama3) is supported and rounds like HF's float32.
+ * Activations are [rows, width] row-major with rows = batch·seq (or batch when decoding).
  * Every method encodes work into the batcher; tensors it returns belong to the caller (release them).
  * Weight precision (`TargetModelOptions.weightPrecision`): 'f32', or 'f16' storage of the matrices
  * (weights.ts) with unchanged f32 activations and arithmetic — the matmul and embedding kernels
  * take the f16 weight tensors directly (and single-row products take matmul's gemv).
+ *
+ * This file is the entry points: their argument checks, the hidden states they return and the
+ * cache lengths they keep. The kernels of a pass and its row layout are layers.ts, the weights on
+ * the GPU weights.ts, the cache kv-cache.ts.
  */
 import type { MatrixWeight, TargetCheckpoint, WeightPrecision } from '../../formats/hf-checkpoint.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import { fmtShape, Tensor } from '../../gpu/tensor.ts';
-import { attentionForward } from '../../kernels/attention.ts';
-import { decodeAttentionForward } from '../../kernels/attention-decode.ts';
-import { extendAttentionForward } from '../../kernels/attention-extend.ts';
-import { copyStrided } from '../../kernels/copy-strided.ts';
-import { embeddingForward } from '../../kernels/embedding.ts';
-import { matmul } from '../../kernels/matmul.ts';
-import { rmsnormForward } from '../../kernels/rmsnorm.ts';
-import { buildRopeTable, ropeTableForward } from '../../kernels/rope-table.ts';
-import { swigluForward } from '../../kernels/swiglu.ts';
+import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
-import { releaseTargetWeights, targetWeightBytes, uploadTargetWeights, type GpuLayerWeights, type GpuTargetWeights } from './weights.ts';
+import { KvCache } from './kv-cache.ts';
+import { TargetLayers, checkPositive } from './layers.ts';
+import { releaseTargetWeights, targetWeightBytes, uploadTargetWeights, type GpuTargetWeights } from './weights.ts';
 
 export interface TargetModelOptions {
   /**
@@ -74,47 +72,18 @@ export interface TargetForwardOutput {
   readonly logits?: Tensor;
 }
 
-/** Per-layer key/value caches for `batch` sequences of up to `maxLen` tokens. */
-export class KvCache {
-  /** Tokens held per sequence; the next token of sequence b goes to position lengths[b]. */
-  readonly lengths: number[];
-  constructor(
-    readonly batch: number,
-    readonly maxLen: number,
-    /** Per layer, [batch, maxLen, kvHeads, headDim] (RoPE applied to keys). */
-    readonly keys: readonly Tensor[],
-    readonly values: readonly Tensor[],
-  ) {
-    this.lengths = new Array<number>(batch).fill(0);
-  }
-
-  release(gpu: Gpu): void {
-    gpu.release(...this.keys, ...this.values);
-  }
-}
-
-/** Row geometry of one prefill pass, with its position and mask tensors already on the GPU. */
-interface PrefillRows {
-  readonly batch: number;
-  readonly seq: number;
-  /** i32 [batch·seq]: t for row (b, t). */
-  readonly positions: Tensor;
-  /** i32 [batch, seq]. */
-  readonly mask: Tensor;
-}
-
 export class TargetModel {
-  private ones?: Tensor;
-  /** RoPE (cos, sin) table for positions 0..ropeRows−1 (kernels/rope-table.ts), grown on demand. */
-  private rope?: Tensor;
-  private ropeRows = 0;
+  /** The kernels of each pass and the tables they share (layers.ts). */
+  private readonly layers: TargetLayers;
 
   private constructor(
     readonly gpu: Gpu,
     readonly config: TargetModelConfig,
     readonly weights: GpuTargetWeights,
     readonly weightPrecision: WeightPrecision,
-  ) {}
+  ) {
+    this.layers = new TargetLayers(gpu, config, weights);
+  }
 
   /** Uploads a loaded checkpoint's weights (f32 values or f16 bits) at the requested precision. */
   static create(
@@ -134,10 +103,7 @@ export class TargetModel {
 
   destroy(): void {
     releaseTargetWeights(this.gpu, this.weights);
-    if (this.ones) this.gpu.release(this.ones);
-    if (this.rope) this.gpu.release(this.rope);
-    this.ones = undefined;
-    this.rope = undefined;
+    this.layers.release();
   }
 
   // ---------------------------------------------------------------------------------------------
@@ -165,8 +131,8 @@ export class TargetModel {
     }
     const rows = batch * seqLen;
     const gpu = this.gpu;
-    const prefill = this.uploadRows(batch, seqLen, input.attentionMask);
-    const h = await this.embed(input.inputIds, rows, 'target.h');
+    const prefill = this.layers.prefillRows(batch, seqLen, input.attentionMask);
+    const h = await this.layers.embed(input.inputIds, rows, 'target.h');
     const hidden = new Map<number, Tensor>();
     const keep = (index: number): void => {
       if (wanted.has(index)) hidden.set(index, gpu.clone(h, `target.hidden_states.${index}`));
@@ -174,16 +140,16 @@ export class TargetModel {
     try {
       keep(0);
       for (let l = 0; l < c.numLayers; l++) {
-        await this.prefillLayer(l, h, prefill);
+        await this.layers.prefillLayer(l, h, prefill);
         if (l + 1 < c.numLayers) keep(l + 1);
       }
       const lastLayerPrenorm = options.lastLayerPrenorm ? gpu.clone(h, 'target.last_layer_prenorm') : undefined;
       const normed = gpu.tensor([rows, c.hiddenSize], 'f32', `target.hidden_states.${c.numLayers}`);
-      await this.rmsnorm(h, this.weights.finalNorm, normed, rows, c.hiddenSize);
+      await this.layers.rmsnorm(h, this.weights.finalNorm, normed, rows, c.hiddenSize);
       let logits: Tensor | undefined;
       if (options.logits ?? true) {
         logits = gpu.tensor([rows, c.vocabSize], 'f32', 'target.logits');
-        await this.lmHeadInto(normed, logits, rows);
+        await this.layers.lmHeadInto(normed, logits, rows);
       }
       if (wanted.has(c.numLayers)) hidden.set(c.numLayers, normed);
       else gpu.release(normed);
@@ -208,9 +174,9 @@ export class TargetModel {
       throw new Error(
         `TargetModel.forwardLayer: h (${h.label}) has ${h.numel} elements, [${rows}, ${this.config.hiddenSize}] needs ${rows * this.config.hiddenSize}`,
       );
-    const prefill = this.uploadRows(input.batch, input.seqLen, input.attentionMask);
+    const prefill = this.layers.prefillRows(input.batch, input.seqLen, input.attentionMask);
     try {
-      await this.prefillLayer(layer, h, prefill);
+      await this.layers.prefillLayer(layer, h, prefill);
     } finally {
       this.gpu.release(prefill.positions, prefill.mask);
     }
@@ -220,15 +186,7 @@ export class TargetModel {
   createKvCache(batch: number, maxLen: number): KvCache {
     checkPositive('createKvCache: batch', batch);
     checkPositive('createKvCache: maxLen', maxLen);
-    const c = this.config;
-    const shape = [batch, maxLen, c.numKvHeads, c.headDim];
-    const keys: Tensor[] = [];
-    const values: Tensor[] = [];
-    for (let l = 0; l < c.numLayers; l++) {
-      keys.push(this.gpu.tensor(shape, 'f32', `kv.${l}.k`));
-      values.push(this.gpu.tensor(shape, 'f32', `kv.${l}.v`));
-    }
-    return new KvCache(batch, maxLen, keys, values);
+    return KvCache.allocate(this.gpu, this.config, batch, maxLen);
   }
 
   /**
@@ -257,11 +215,11 @@ export class TargetModel {
       ids.set(p, b * seq);
       mask.fill(1, b * seq, b * seq + p.length);
     });
-    const rowsInfo = this.uploadRows(batch, seq, mask);
-    const h = await this.embed(ids, rows, 'prefill.h');
+    const rowsInfo = this.layers.prefillRows(batch, seq, mask);
+    const h = await this.layers.embed(ids, rows, 'prefill.h');
     const last = gpu.tensor([batch, c.hiddenSize], 'f32', 'prefill.last');
     try {
-      for (let l = 0; l < c.numLayers; l++) await this.prefillLayer(l, h, rowsInfo, cache);
+      for (let l = 0; l < c.numLayers; l++) await this.layers.prefillLayer(l, h, rowsInfo, cache);
       // The hidden state at each prompt's last token.
       const rowBytes = c.hiddenSize * 4;
       lengths.forEach((n, b) =>
@@ -273,7 +231,7 @@ export class TargetModel {
           rowBytes,
         ),
       );
-      const logits = await this.finalLogits(last, batch);
+      const logits = await this.layers.finalLogits(last, batch);
       lengths.forEach((n, b) => (cache.lengths[b] = n));
       return logits;
     } finally {
@@ -294,7 +252,7 @@ export class TargetModel {
       if (n < 1) throw new Error(`TargetModel.decode: sequence ${b} has no prefill (cache length 0)`);
       if (n >= cache.maxLen) throw new Error(`TargetModel.decode: sequence ${b} is full (cache capacity ${cache.maxLen})`);
     });
-    this.ensureRope(Math.max(...cache.lengths) + 1);
+    this.layers.ensureRope(Math.max(...cache.lengths) + 1);
     const positions = gpu.upload([batch], 'i32', cache.lengths, 'decode.positions');
     const visible = gpu.upload(
       [batch],
@@ -302,10 +260,10 @@ export class TargetModel {
       cache.lengths.map((n) => n + 1),
       'decode.lengths',
     );
-    const h = await this.embed(tokens, batch, 'decode.h');
+    const h = await this.layers.embed(tokens, batch, 'decode.h');
     try {
-      for (let l = 0; l < c.numLayers; l++) await this.decodeLayer(l, h, cache, positions, visible);
-      const logits = await this.finalLogits(h, batch);
+      for (let l = 0; l < c.numLayers; l++) await this.layers.decodeLayer(l, h, cache, positions, visible);
+      const logits = await this.layers.finalLogits(h, batch);
       for (let b = 0; b < batch; b++) cache.lengths[b]++;
       return logits;
     } finally {
@@ -339,9 +297,9 @@ export class TargetModel {
       if (!Number.isInteger(i) || i < 0 || i > c.numLayers)
         throw new Error(`TargetModel.extend: hidden state index ${i} outside 0..${c.numLayers}`);
     }
-    this.ensureRope(start + m);
+    this.layers.ensureRope(start + m);
     // An empty cache takes the causal prefill kernel; otherwise one decode dispatch per new row.
-    const rows = start === 0 ? this.uploadRows(1, m) : undefined;
+    const rows = start === 0 ? this.layers.prefillRows(1, m) : undefined;
     const positions = rows
       ? rows.positions
       : gpu.upload(
@@ -350,7 +308,7 @@ export class TargetModel {
           Int32Array.from({ length: m }, (_, i) => start + i),
           'extend.positions',
         );
-    const h = await this.embed(tokens, m, 'extend.h');
+    const h = await this.layers.embed(tokens, m, 'extend.h');
     const hidden = new Map<number, Tensor>();
     const keep = (index: number): void => {
       if (wanted.has(index)) hidden.set(index, gpu.clone(h, `target.hidden_states.${index}`));
@@ -358,14 +316,14 @@ export class TargetModel {
     try {
       keep(0);
       for (let l = 0; l < c.numLayers; l++) {
-        if (rows) await this.prefillLayer(l, h, rows, cache);
-        else await this.extendLayer(l, h, cache, positions, start, m);
+        if (rows) await this.layers.prefillLayer(l, h, rows, cache);
+        else await this.layers.extendLayer(l, h, cache, positions, start, m);
         if (l + 1 < c.numLayers) keep(l + 1);
       }
       const normed = gpu.tensor([m, c.hiddenSize], 'f32', `target.hidden_states.${c.numLayers}`);
-      await this.rmsnorm(h, this.weights.finalNorm, normed, m, c.hiddenSize);
+      await this.layers.rmsnorm(h, this.weights.finalNorm, normed, m, c.hiddenSize);
       const logits = gpu.tensor([m, c.vocabSize], 'f32', 'target.logits');
-      await this.lmHeadInto(normed, logits, m);
+      await this.layers.lmHeadInto(normed, logits, m);
       if (wanted.has(c.numLayers)) hidden.set(c.numLayers, normed);
       else gpu.release(normed);
       cache.lengths[0] = start + m;
@@ -376,229 +334,6 @@ export class TargetModel {
     } finally {
       gpu.release(h, positions);
       if (rows) gpu.release(rows.mask);
-    }
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Layers
-
-  /** One layer over m new rows of a batch-1 cache holding `start` tokens (extend attention). */
-  private async extendLayer(l: number, h: Tensor, cache: KvCache, positions: Tensor, start: number, m: number): Promise<void> {
-    const c = this.config;
-    const gpu = this.gpu;
-    const w = this.weights.layers[l];
-    const kvBytes = c.numKvHeads * c.headDim * 4;
-    const { q, k, v, temps } = await this.attentionInputs(w, h, m, positions);
-    const o = gpu.tensor([m, c.numHeads * c.headDim], 'f32', 'extend.o');
-    try {
-      const kc = cache.keys[l].part;
-      const vc = cache.values[l].part;
-      gpu.batcher.copyBuffer(k.part.buffer, k.part.byteOffset, kc.buffer, kc.byteOffset + start * kvBytes, m * kvBytes);
-      gpu.batcher.copyBuffer(v.part.buffer, v.part.byteOffset, vc.buffer, vc.byteOffset + start * kvBytes, m * kvBytes);
-      const dims = { rows: m, start, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, maxLen: cache.maxLen };
-      await extendAttentionForward(gpu, { q, kCache: cache.keys[l], vCache: cache.values[l], o }, dims);
-      await this.attentionOutputAndMlp(w, o, h, m);
-    } finally {
-      gpu.release(q, k, v, o, ...temps);
-    }
-  }
-
-  private async prefillLayer(l: number, h: Tensor, p: PrefillRows, cache?: KvCache): Promise<void> {
-    const c = this.config;
-    const gpu = this.gpu;
-    const w = this.weights.layers[l];
-    const rows = p.batch * p.seq;
-    const kvw = c.numKvHeads * c.headDim;
-    const { q, k, v, temps } = await this.attentionInputs(w, h, rows, p.positions);
-    const o = gpu.tensor([rows, c.numHeads * c.headDim], 'f32', 'attn.o');
-    const lse = gpu.tensor([p.batch, c.numHeads, p.seq], 'f32', 'attn.lse');
-    try {
-      const dims = { batch: p.batch, seq: p.seq, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim };
-      await attentionForward(gpu, { q, k, v, mask: p.mask, o, lse }, dims);
-      if (cache) {
-        // [batch, seq] rows into [batch, maxLen] rows.
-        const args = { rows: p.batch, width: p.seq * kvw, srcStride: p.seq * kvw, dstStride: cache.maxLen * kvw };
-        await copyStrided(gpu, k, cache.keys[l], args);
-        await copyStrided(gpu, v, cache.values[l], args);
-      }
-      await this.attentionOutputAndMlp(w, o, h, rows);
-    } finally {
-      gpu.release(q, k, v, o, lse, ...temps);
-    }
-  }
-
-  private async decodeLayer(l: number, h: Tensor, cache: KvCache, positions: Tensor, visible: Tensor): Promise<void> {
-    const c = this.config;
-    const gpu = this.gpu;
-    const w = this.weights.layers[l];
-    const batch = cache.batch;
-    const kvBytes = c.numKvHeads * c.headDim * 4;
-    const { q, k, v, temps } = await this.attentionInputs(w, h, batch, positions);
-    const o = gpu.tensor([batch, c.numHeads * c.headDim], 'f32', 'decode.o');
-    try {
-      const kc = cache.keys[l].part;
-      const vc = cache.values[l].part;
-      for (let b = 0; b < batch; b++) {
-        const dst = (b * cache.maxLen + cache.lengths[b]) * kvBytes;
-        gpu.batcher.copyBuffer(k.part.buffer, k.part.byteOffset + b * kvBytes, kc.buffer, kc.byteOffset + dst, kvBytes);
-        gpu.batcher.copyBuffer(v.part.buffer, v.part.byteOffset + b * kvBytes, vc.buffer, vc.byteOffset + dst, kvBytes);
-      }
-      const dims = { batch, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, maxLen: cache.maxLen };
-      await decodeAttentionForward(gpu, { q, kCache: cache.keys[l], vCache: cache.values[l], lengths: visible, o }, dims);
-      await this.attentionOutputAndMlp(w, o, h, batch);
-    } finally {
-      gpu.release(q, k, v, o, ...temps);
-    }
-  }
-
-  /** RMSNorm, q/k/v projections (+ bias), Qwen3 q/k norms, RoPE. Returns rotated q, k and v. */
-  private async attentionInputs(
-    w: GpuLayerWeights,
-    h: Tensor,
-    rows: number,
-    positions: Tensor,
-  ): Promise<{ q: Tensor; k: Tensor; v: Tensor; temps: Tensor[] }> {
-    const c = this.config;
-    const gpu = this.gpu;
-    const H = c.hiddenSize;
-    const qw = c.numHeads * c.headDim;
-    const kvw = c.numKvHeads * c.headDim;
-    const x = gpu.tensor([rows, H], 'f32', 'attn.x');
-    const qRaw = gpu.tensor([rows, qw], 'f32', 'attn.qRaw');
-    const kRaw = gpu.tensor([rows, kvw], 'f32', 'attn.kRaw');
-    const v = gpu.tensor([rows, kvw], 'f32', 'attn.v');
-    const q = gpu.tensor([rows, qw], 'f32', 'attn.q');
-    const k = gpu.tensor([rows, kvw], 'f32', 'attn.k');
-    const temps = [x];
-    try {
-      await this.rmsnorm(h, w.inputNorm, x, rows, H);
-      await this.linear(x, w.qProj, w.qBias, qRaw, rows, H, qw);
-      await this.linear(x, w.kProj, w.kBias, kRaw, rows, H, kvw);
-      await this.linear(x, w.vProj, w.vBias, v, rows, H, kvw);
-      let qIn = qRaw;
-      let kIn = kRaw;
-      if (w.qNorm && w.kNorm) {
-        // Per-head RMSNorm over head_dim before RoPE (Qwen3): rows of headDim values.
-        qIn = gpu.tensor([rows, qw], 'f32', 'attn.qNormed');
-        kIn = gpu.tensor([rows, kvw], 'f32', 'attn.kNormed');
-        temps.push(qIn, kIn);
-        await this.rmsnorm(qRaw, w.qNorm, qIn, rows * c.numHeads, c.headDim);
-        await this.rmsnorm(kRaw, w.kNorm, kIn, rows * c.numKvHeads, c.headDim);
-      }
-      const table = this.rope;
-      if (!table) throw new Error('TargetModel: RoPE table missing (ensureRope must run before a layer)');
-      await ropeTableForward(gpu, qIn, positions, table, q, { rows, nHeads: c.numHeads, headDim: c.headDim });
-      await ropeTableForward(gpu, kIn, positions, table, k, { rows, nHeads: c.numKvHeads, headDim: c.headDim });
-      temps.push(qRaw, kRaw);
-      return { q, k, v, temps };
-    } catch (err) {
-      gpu.release(qRaw, kRaw, v, q, k, ...temps);
-      throw err;
-    }
-  }
-
-  /** h += o·W_oᵀ (+ bias); then h += down(silu(gate(x)) ⊙ up(x)) with x = RMSNorm(h). */
-  private async attentionOutputAndMlp(w: GpuLayerWeights, o: Tensor, h: Tensor, rows: number): Promise<void> {
-    const c = this.config;
-    const gpu = this.gpu;
-    const H = c.hiddenSize;
-    const I = c.intermediateSize;
-    await this.linear(o, w.oProj, w.oBias, h, rows, c.numHeads * c.headDim, H, true);
-    const x = gpu.tensor([rows, H], 'f32', 'mlp.x');
-    const gate = gpu.tensor([rows, I], 'f32', 'mlp.gate');
-    const up = gpu.tensor([rows, I], 'f32', 'mlp.up');
-    const act = gpu.tensor([rows, I], 'f32', 'mlp.act');
-    try {
-      await this.rmsnorm(h, w.postAttentionNorm, x, rows, H);
-      await this.linear(x, w.gateProj, w.gateBias, gate, rows, H, I);
-      await this.linear(x, w.upProj, w.upBias, up, rows, H, I);
-      await swigluForward(gpu, gate, up, act, { rows, inter: I });
-      await this.linear(act, w.downProj, w.downBias, h, rows, I, H, true);
-    } finally {
-      gpu.release(x, gate, up, act);
-    }
-  }
-
-  // ---------------------------------------------------------------------------------------------
-  // Building blocks
-
-  /** out (+)= x·Wᵀ (+ bias), x [rows, inDim], W [outDim, inDim]. */
-  private async linear(
-    x: Tensor,
-    w: Tensor,
-    bias: Tensor | undefined,
-    out: Tensor,
-    rows: number,
-    inDim: number,
-    outDim: number,
-    accumulate = false,
-  ): Promise<void> {
-    await matmul(this.gpu, x, w, out, { M: rows, N: outDim, K: inDim }, { transB: true, beta: accumulate ? 1 : 0 });
-    // Bias as the K = 1 product ones[rows, 1] · bias[1, outDim], accumulated.
-    if (bias) await matmul(this.gpu, this.onesColumn(rows), bias, out, { M: rows, N: outDim, K: 1 }, { beta: 1 });
-  }
-
-  /** Makes sure the RoPE table covers positions 0..positions−1. */
-  private ensureRope(positions: number): void {
-    if (this.rope && this.ropeRows >= positions) return;
-    const rows = Math.max(positions, 2 * this.ropeRows, 256);
-    if (this.rope) this.gpu.release(this.rope);
-    this.rope = this.gpu.upload([rows, this.config.headDim / 2, 2], 'f32', buildRopeTable(this.config, rows), 'target.ropeTable');
-    this.ropeRows = rows;
-  }
-
-  private onesColumn(rows: number): Tensor {
-    if (!this.ones || this.ones.numel < rows) {
-      if (this.ones) this.gpu.release(this.ones);
-      const n = Math.max(rows, 2 * (this.ones?.numel ?? 0), 64);
-      this.ones = this.gpu.upload([n, 1], 'f32', new Float32Array(n).fill(1), 'target.ones');
-    }
-    return this.ones;
-  }
-
-  private async rmsnorm(x: Tensor, w: Tensor, y: Tensor, rows: number, hidden: number): Promise<void> {
-    const invRms = this.gpu.tensor([rows], 'f32', 'rmsnorm.invRms');
-    try {
-      await rmsnormForward(this.gpu, x, w, y, invRms, { rows, hidden, eps: this.config.rmsNormEps });
-    } finally {
-      this.gpu.release(invRms);
-    }
-  }
-
-  private async embed(ids: ArrayLike<number>, rows: number, label: string): Promise<Tensor> {
-    const c = this.config;
-    for (let i = 0; i < rows; i++) {
-      const id = ids[i];
-      if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize)
-        throw new Error(`TargetModel: token id ${id} at index ${i} outside the vocabulary [0, ${c.vocabSize})`);
-    }
-    const idTensor = this.gpu.upload([rows], 'i32', ids, `${label}.ids`);
-    const h = this.gpu.tensor([rows, c.hiddenSize], 'f32', label);
-    try {
-      await embeddingForward(this.gpu, idTensor, this.weights.embedTokens, h, { n: rows, vocab: c.vocabSize, hidden: c.hiddenSize });
-    } catch (err) {
-      this.gpu.release(h);
-      throw err;
-    } finally {
-      this.gpu.release(idTensor);
-    }
-    return h;
-  }
-
-  /** logits [rows, vocab] = RMSNorm(h)·lm_headᵀ for h [rows, hidden]. */
-  private async finalLogits(h: Tensor, rows: number): Promise<Tensor> {
-    const c = this.config;
-    const normed = this.gpu.tensor([rows, c.hiddenSize], 'f32', 'final.normed');
-    const logits = this.gpu.tensor([rows, c.vocabSize], 'f32', 'target.logits');
-    try {
-      await this.rmsnorm(h, this.weights.finalNorm, normed, rows, c.hiddenSize);
-      await this.lmHeadInto(normed, logits, rows);
-      return logits;
-    } catch (err) {
-      this.gpu.release(logits);
-      throw err;
-    } finally {
-      this.gpu.release(normed);
     }
   }
 
@@ -616,54 +351,13 @@ export class TargetModel {
     }
     const logits = this.gpu.tensor([...x.shape.slice(0, -1), V], 'f32', 'target.head_logits');
     try {
-      await this.lmHeadInto(x, logits, x.numel / H);
+      await this.layers.lmHeadInto(x, logits, x.numel / H);
       return logits;
     } catch (err) {
       this.gpu.release(logits);
       throw err;
     }
   }
-
-  /** logits = x·lm_headᵀ; a lm_head split into row parts writes each vocab slice through a scratch tensor. */
-  private async lmHeadInto(x: Tensor, logits: Tensor, rows: number): Promise<void> {
-    const { hiddenSize: H, vocabSize: V } = this.config;
-    const head = this.weights.lmHead;
-    if (!head.isChunked) {
-      await matmul(this.gpu, x, head, logits, { M: rows, N: V, K: H }, { transB: true });
-      return;
-    }
-    for (const part of head.parts) {
-      const slice = new Tensor([part.rowCount, H], head.dtype, [{ ...part, rowStart: 0 }], `${head.label}[${part.rowStart}:]`);
-      const scratch = this.gpu.tensor([rows, part.rowCount], 'f32', 'lm_head.slice');
-      try {
-        await matmul(this.gpu, x, slice, scratch, { M: rows, N: part.rowCount, K: H }, { transB: true });
-        await copyStrided(this.gpu, scratch, logits, { rows, width: part.rowCount, dstStride: V, dstOffset: part.rowStart });
-      } finally {
-        this.gpu.release(scratch);
-      }
-    }
-  }
-
-  private uploadRows(batch: number, seq: number, attentionMask?: ArrayLike<number>): PrefillRows {
-    checkPositive('batch', batch);
-    checkPositive('seqLen', seq);
-    const positions = new Int32Array(batch * seq);
-    for (let b = 0; b < batch; b++) for (let t = 0; t < seq; t++) positions[b * seq + t] = t;
-    this.ensureRope(seq);
-    const mask = attentionMask ? Int32Array.from(attentionMask, (m) => (m ? 1 : 0)) : new Int32Array(batch * seq).fill(1);
-    if (mask.length !== batch * seq)
-      throw new Error(`TargetModel: attention mask has ${mask.length} values, batch ${batch} × seqLen ${seq} needs ${batch * seq}`);
-    return {
-      batch,
-      seq,
-      positions: this.gpu.upload([batch * seq], 'i32', positions, 'target.positions'),
-      mask: this.gpu.upload([batch, seq], 'i32', mask, 'target.mask'),
-    };
-  }
-}
-
-function checkPositive(what: string, v: number): void {
-  if (!Number.isInteger(v) || v < 1) throw new Error(`TargetModel ${what} must be a positive integer, got ${v}`);
 }
 
 function range(n: number): number[] {

@@ -1,7 +1,7 @@
 /**
  * Target-model weights on the GPU: every array of a loaded `TargetWeights` uploaded once with its
  * PyTorch shape ([out, in] for Linear weights). A vocab-sized table larger than one binding is split
- * into row parts by `gpu.upload`; the embedding kernel and `lmHeadInto` in model.ts handle parts.
+ * into row parts by `gpu.upload`; the embedding kernel and `lmHeadInto` in layers.ts handle parts.
  * Tied embeddings share one tensor.
  *
  * Weight precision 'f32' (the default) uploads every array as f32, as it always has. 'f16' stores
