@@ -1,13 +1,14 @@
 // Lint: TypeScript rules, the platform boundary, and the layer table.
 //  - Only src/platform/ may touch runtime globals (navigator, Deno, process) or Node built-ins;
 //    everything else gets a Platform (src/cli/platform.ts) or a port (src/ports/) injected.
-//  - A folder of src/ imports only the folders eslint.layers.js lets it (eslint-plugin-boundaries),
-//    and no import cycle exists in src/ or web/, between folders or between files (import-x).
+//  - A folder of src/ imports only the folders eslint.layers.js lets it (eslint-plugin-boundaries).
+//  - No import cycle exists in src/ or web/, between folders or between files, type-only imports
+//    included (speclab/no-cycle, eslint.import-cycles.js).
 // test/lint/boundary.ts plants one offence of each rule and shows lint failing on it.
 import js from '@eslint/js';
 import boundaries from 'eslint-plugin-boundaries';
-import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
+import importCycles from './eslint.import-cycles.js';
 import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
 
 const RUNTIME_GLOBALS = ['navigator', 'Deno', 'process', 'Bun', 'require', '__dirname', '__filename'];
@@ -57,7 +58,7 @@ const layerPolicies = [
 
 export const layerRules = {
   'boundaries/dependencies': ['error', { default: 'disallow', policies: layerPolicies }],
-  'import-x/no-cycle': ['error', { ignoreExternal: true }],
+  'speclab/no-cycle': 'error',
 };
 
 export default tseslint.config(
@@ -79,14 +80,10 @@ export default tseslint.config(
   },
   {
     files: ['src/**/*.ts', 'web/**/*.ts'],
-    plugins: { boundaries, 'import-x': importX },
+    plugins: { boundaries, speclab: importCycles },
     settings: {
       'boundaries/elements': elements,
       'boundaries/include': ['src/**/*.ts', 'web/**/*.ts'],
-      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })],
-      // Imported files are parsed as TypeScript too; with the default parser a .ts dependency would
-      // fail to parse and its imports (and so any cycle through it) would be silently skipped.
-      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
       'import/resolver': { node: { extensions: ['.ts', '.js'] } },
     },
     rules: {

@@ -4,7 +4,7 @@
  *    built-in fails lint, and the same code inside src/platform/ passes;
  *  - the layer table (eslint.layers.js): an import against it fails, value or type-only, and so
  *    does a production import of the float64 references or a Node adapter imported from web/;
- *  - import cycles: two files importing each other fail;
+ *  - import cycles: two files importing each other fail, by value imports or by type imports alone;
  *  - a source file over 400 lines fails unless its first line gives the reason;
  *  - the README's architecture table lists exactly the layers that lint enforces.
  * Node-only (it drives ESLint's API); run by scripts/test-all.sh.  `tsx test/lint/boundary.ts`
@@ -100,7 +100,7 @@ const LAYER_CASES: { name: string; file: string; code: string; fails: boolean; r
     file: 'src/model/fine.ts',
     code: "import { matmul } from '../kernels/matmul.ts';\nexport const x = matmul;\n",
     fails: false,
-    rule: /boundaries|import-x/,
+    rule: /boundaries|speclab/,
   },
   {
     name: 'speclab selfcheck importing the references',
@@ -128,18 +128,35 @@ check(
   'max-lines reported',
 );
 
-// A cycle needs both files on disk, since the rule follows imports through the resolver.
-const cycleDir = new URL(`../../src/util/lint-proof-${process.pid}/`, import.meta.url).pathname;
-mkdirSync(cycleDir, { recursive: true });
-try {
-  const a = "import { b } from './b.ts';\nexport const a = (): number => b() + 1;\n";
-  const b = "import { a } from './a.ts';\nexport const b = (): number => a() - 1;\n";
-  writeFileSync(`${cycleDir}a.ts`, a);
-  writeFileSync(`${cycleDir}b.ts`, b);
-  const hits = await ruleHits(a, `${cycleDir}a.ts`, /import-x\/no-cycle/);
-  check('two files importing each other fail lint (no-cycle)', hits.length > 0, 'no cycle reported');
-} finally {
-  rmSync(cycleDir, { recursive: true, force: true });
+// A cycle needs both files on disk, since the rule follows imports through the files they name.
+const PLANTED_CYCLES: { name: string; a: string; b: string }[] = [
+  {
+    name: 'two files importing each other fail lint (no-cycle)',
+    a: "import { b } from './b.ts';\nexport const a = (): number => b() + 1;\n",
+    b: "import { a } from './a.ts';\nexport const b = (): number => a() - 1;\n",
+  },
+  {
+    name: 'two files importing each other by type imports alone fail lint (no-cycle)',
+    a: "import type { B } from './b.ts';\nexport interface A {\n  b?: B;\n}\n",
+    b: "import { type A } from './a.ts';\nexport interface B {\n  a?: A;\n}\n",
+  },
+  {
+    name: 'a type-only cycle through an import type and a re-export fails lint (no-cycle)',
+    a: "export type { B } from './b.ts';\nexport type A = { n: number };\n",
+    b: "export type B = import('./a.ts').A[];\n",
+  },
+];
+for (const [i, planted] of PLANTED_CYCLES.entries()) {
+  const cycleDir = new URL(`../../src/util/lint-proof-${process.pid}-${i}/`, import.meta.url).pathname;
+  mkdirSync(cycleDir, { recursive: true });
+  try {
+    writeFileSync(`${cycleDir}a.ts`, planted.a);
+    writeFileSync(`${cycleDir}b.ts`, planted.b);
+    const hits = await ruleHits(planted.a, `${cycleDir}a.ts`, /speclab\/no-cycle/);
+    check(planted.name, hits.length > 0 && hits.every((h) => /a\.ts → .*b\.ts → .*a\.ts/.test(h)), JSON.stringify(hits));
+  } finally {
+    rmSync(cycleDir, { recursive: true, force: true });
+  }
 }
 
 // The README's table is the plan people read: its "may import" column must be the enforced one.
