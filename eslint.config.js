@@ -1,14 +1,19 @@
-// Lint: TypeScript rules, the platform boundary, and the layer table.
+// Lint: TypeScript rules, the platform boundary, the layer table, import cycles, size and format.
 //  - Only src/platform/ may touch runtime globals (navigator, Deno, process) or Node built-ins;
 //    everything else gets a Platform (src/cli/platform.ts) or a port (src/ports/) injected.
-//  - A folder of src/ imports only the folders eslint.layers.js lets it (eslint-plugin-boundaries),
-//    and no import cycle exists in src/ or web/, between folders or between files (import-x).
+//  - A folder of src/ imports only the folders eslint.layers.js lets it (eslint-plugin-boundaries);
+//    web/, scripts/, test/ and bench/ sit above src/ in that table (OUTSIDE_SRC), so nothing in src/
+//    imports them.
+//  - No import cycle exists anywhere, between folders or between files, type-only imports included
+//    (speclab/no-cycle, eslint.import-cycles.js).
+//  - A file of src/ or web/ has at most 400 lines (max-lines); `npm run lint` then runs
+//    `prettier --check .`, which holds every line to 140 columns.
 // test/lint/boundary.ts plants one offence of each rule and shows lint failing on it.
 import js from '@eslint/js';
 import boundaries from 'eslint-plugin-boundaries';
-import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
-import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
+import importCycles from './eslint.import-cycles.js';
+import { LAYERS, OUTSIDE_SRC, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
 
 const RUNTIME_GLOBALS = ['navigator', 'Deno', 'process', 'Bun', 'require', '__dirname', '__filename'];
 const boundaryMessage =
@@ -39,25 +44,31 @@ export const platformBoundaryRules = {
   ],
 };
 
-const ENTRY_IMPORTS = [...LAYERS.map((l) => l.folder).filter((f) => f !== 'reference' && f !== 'platform')];
+/** Code lint sees: src/, web/ and the folders of commands, suites and benchmarks around them. */
+const CODE = ['src/**/*.ts', ...OUTSIDE_SRC.map((o) => `${o.folder}/**/*.ts`)];
 
-/** One element type per folder of src/, plus web/; anything else (tests, benches, scripts) is unconstrained. */
-const elements = [...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })), { type: 'web', pattern: 'web' }];
+/**
+ * One element type per folder of src/, then one per folder outside it. Those match from the root
+ * only (partialMatch: false), so test/web/ is test, not web.
+ */
+const elements = [
+  ...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })),
+  ...OUTSIDE_SRC.map((o) => ({ type: o.folder, pattern: o.folder, partialMatch: false })),
+];
 
 const layerPolicies = [
   // Packages (zod, idb, …) and Node built-ins are governed by the platform boundary above, not here.
   { allow: { to: { module: { origin: ['external', 'core'] } } } },
-  ...LAYERS.map((l) => ({
+  ...[...LAYERS, ...OUTSIDE_SRC].map((l) => ({
     from: { element: { type: l.folder } },
     allow: { to: { element: { types: { anyOf: [l.folder, ...l.imports] } } } },
   })),
   { from: { file: { path: REFERENCE_USERS } }, allow: { to: { element: { type: 'reference' } } } },
-  { from: { element: { type: 'web' } }, allow: { to: { element: { types: { anyOf: ['web', 'platform', ...ENTRY_IMPORTS] } } } } },
 ];
 
 export const layerRules = {
   'boundaries/dependencies': ['error', { default: 'disallow', policies: layerPolicies }],
-  'import-x/no-cycle': ['error', { ignoreExternal: true }],
+  'speclab/no-cycle': 'error',
 };
 
 export default tseslint.config(
@@ -78,22 +89,19 @@ export default tseslint.config(
     rules: platformBoundaryRules,
   },
   {
-    files: ['src/**/*.ts', 'web/**/*.ts'],
-    plugins: { boundaries, 'import-x': importX },
+    files: CODE,
+    plugins: { boundaries, speclab: importCycles },
     settings: {
       'boundaries/elements': elements,
-      'boundaries/include': ['src/**/*.ts', 'web/**/*.ts'],
-      'import-x/resolver-next': [createNodeResolver({ extensions: ['.ts', '.js'] })],
-      // Imported files are parsed as TypeScript too; with the default parser a .ts dependency would
-      // fail to parse and its imports (and so any cycle through it) would be silently skipped.
-      'import-x/parsers': { '@typescript-eslint/parser': ['.ts'] },
+      'boundaries/include': CODE,
       'import/resolver': { node: { extensions: ['.ts', '.js'] } },
     },
-    rules: {
-      ...layerRules,
-      // A file longer than this says why on its first line (`/* eslint-disable max-lines -- reason */`).
-      'max-lines': ['error', { max: 400 }],
-    },
+    rules: layerRules,
+  },
+  {
+    files: ['src/**/*.ts', 'web/**/*.ts'],
+    // A file longer than this says why on its first line (`/* eslint-disable max-lines -- reason */`).
+    rules: { 'max-lines': ['error', { max: 400 }] },
   },
   {
     files: ['web/**/*.ts'],

@@ -1,8 +1,8 @@
 // The layer table: which folder of src/ may import which. The README's architecture table is this
 // list (test/lint/boundary.ts checks that they agree), and eslint.config.js enforces it with
 // eslint-plugin-boundaries. Order is bottom-up: a folder imports only folders listed before it, so
-// the table itself cannot describe a cycle. `web/` and `src/platform/` are entry points and may
-// import anything but the float64 references; tests, benches and scripts may import everything.
+// the table itself cannot describe a cycle. `src/platform/` holds the entry points; the folders
+// outside src/ (OUTSIDE_SRC) sit above all of it, so nothing in src/ imports them.
 
 /** @type {readonly { folder: string, imports: readonly string[] }[]} */
 export const LAYERS = [
@@ -86,6 +86,26 @@ export const LAYERS = [
   },
 ];
 
+const SRC_FOLDERS = LAYERS.map((l) => l.folder);
+const PRODUCTION_FOLDERS = SRC_FOLDERS.filter((f) => f !== 'reference');
+
+/**
+ * The folders outside src/ that hold code, bottom-up like LAYERS, with what each may import (the
+ * names of src/ folders, or of these folders). The README's "Outside src/" table is this list.
+ *  - web/ (the browser lab) and scripts/ (build commands) are production code: every folder of src/
+ *    but the float64 references; web/ gets only the browser adapters of src/platform/.
+ *  - test/ may import everything but bench/; bench/ may import everything (it reuses test/'s Redis
+ *    and CLI fixtures). Neither is imported by anything else, so a suite or a benchmark never
+ *    becomes a dependency of the code it measures.
+ * @type {readonly { folder: string, imports: readonly string[] }[]}
+ */
+export const OUTSIDE_SRC = [
+  { folder: 'web', imports: PRODUCTION_FOLDERS },
+  { folder: 'scripts', imports: PRODUCTION_FOLDERS },
+  { folder: 'test', imports: [...SRC_FOLDERS, 'web', 'scripts'] },
+  { folder: 'bench', imports: [...SRC_FOLDERS, 'web', 'scripts', 'test'] },
+];
+
 /**
  * The one file outside tests and benches that may import the float64 references: `speclab
  * selfcheck`, whose job is to check the GPU against them.
@@ -102,4 +122,5 @@ export const SERVER_ONLY_ADAPTERS = [
   'dataplane-gateway-node',
   'dataplane-gateway-connection',
   'control-gateway-node',
+  'embed-shaders',
 ];

@@ -7,6 +7,7 @@ import matmul from './kernels/matmul.test.ts';
 import linear from './kernels/linear.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
 import wgslInclude from './kernels/wgsl-include.test.ts';
+import shaderBundle from './kernels/shader-bundle.test.ts';
 import { kernels_elementwiseSuites } from './suites/kernels-elementwise.ts';
 import { kernels_attentionSuites } from './suites/kernels-attention.ts';
 import { kernels_lossSuites } from './suites/kernels-loss.ts';
@@ -43,6 +44,7 @@ export const suites: readonly Suite[] = [
   linear,
   kernelRegistry,
   wgslInclude,
+  shaderBundle,
   ...kernels_elementwiseSuites,
   ...kernels_attentionSuites,
   ...kernels_lossSuites,

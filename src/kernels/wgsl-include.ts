@@ -4,9 +4,9 @@
  *   #include "include/matmul-common.wgsl"
  *
  * (the path relative to shaders/) is replaced by that file's text, expanded the same way in turn.
- * scripts/embed-shaders.ts runs this before embedding, so kernels load already-expanded WGSL and
- * nothing changes at runtime. Pure: files come through the `read` callback, which keeps the logic
- * testable in every runtime while the script itself runs in Node.
+ * shader-bundle.ts runs this before embedding, so kernels load already-expanded WGSL and nothing
+ * changes at runtime. Pure: files come through the `read` callback, which keeps the logic testable in
+ * every runtime while src/platform/embed-shaders.ts reads them from disk.
  *
  * Any other line starting with `#` is refused: WGSL has no such syntax, so it can only be a
  * mistyped include, and failing here names the file and line instead of a later WGSL parse error.

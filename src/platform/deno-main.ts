@@ -1,8 +1,7 @@
 /** Deno entry of the `speclab` CLI: `deno run -A src/platform/deno-main.ts <command>`. */
 import { runCli } from '../cli/main.ts';
 import { denoPlatform } from './deno.ts';
-
-const SHADERS = new URL('../kernels/shaders.gen.ts', import.meta.url);
+import { embedShaders, SHADERS_GEN_FILE } from './embed-shaders.ts';
 
 /**
  * A fresh clone without `npm run gen` has no src/kernels/shaders.gen.ts: generate it before a
@@ -10,19 +9,15 @@ const SHADERS = new URL('../kernels/shaders.gen.ts', import.meta.url);
  */
 async function ensureShaders(): Promise<void> {
   try {
-    Deno.statSync(SHADERS);
+    Deno.statSync(SHADERS_GEN_FILE);
     return;
   } catch {
     // missing: generate it below
   }
-  const log = console.log;
-  console.log = console.error; // the generator's report is not the command's output
   try {
-    await import('../../scripts/embed-shaders.ts');
+    console.error(embedShaders()); // the generator's report is not the command's output
   } catch (err) {
-    console.error(`speclab: ${SHADERS.pathname} is missing and could not be generated (${(err as Error).message}); run \`npm run gen\``);
-  } finally {
-    console.log = log;
+    console.error(`speclab: ${SHADERS_GEN_FILE} is missing and could not be generated (${(err as Error).message}); run \`npm run gen\``);
   }
 }
 

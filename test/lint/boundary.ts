@@ -4,15 +4,16 @@
  *    built-in fails lint, and the same code inside src/platform/ passes;
  *  - the layer table (eslint.layers.js): an import against it fails, value or type-only, and so
  *    does a production import of the float64 references or a Node adapter imported from web/;
- *  - import cycles: two files importing each other fail;
+ *    src/ importing scripts/ or test/ fails, and so does scripts/ importing test/ (up the table);
+ *  - import cycles: two files importing each other fail, by value imports or by type imports alone;
  *  - a source file over 400 lines fails unless its first line gives the reason;
- *  - the README's architecture table lists exactly the layers that lint enforces.
+ *  - the README's architecture tables (src/ and "Outside src/") list exactly what lint enforces.
  * Node-only (it drives ESLint's API); run by scripts/test-all.sh.  `tsx test/lint/boundary.ts`
  */
 import { ESLint } from 'eslint';
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import process from 'node:process';
-import { LAYERS } from '../../eslint.layers.js';
+import { LAYERS, OUTSIDE_SRC } from '../../eslint.layers.js';
 
 const eslint = new ESLint({ cwd: new URL('../..', import.meta.url).pathname });
 
@@ -96,11 +97,67 @@ const LAYER_CASES: { name: string; file: string; code: string; fails: boolean; r
     rule: /no-restricted-imports/,
   },
   {
+    name: 'src/ importing scripts/ (the entry points included)',
+    file: 'src/platform/offender.ts',
+    code: "import { embedShaders } from '../../scripts/embed-shaders.ts';\nexport const x = embedShaders;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'src/ importing scripts/ through import()',
+    file: 'src/platform/offender.ts',
+    code: "export const load = (): Promise<unknown> => import('../../scripts/embed-shaders.ts');\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'src/ importing test/',
+    file: 'src/util/offender.ts',
+    code: "import { assertEqual } from '../../test/harness/assert.ts';\nexport const x = assertEqual;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'scripts/ importing test/ (up the table)',
+    file: 'scripts/offender.ts',
+    code: "import { startRedisServer } from '../test/dataplane/redis-fixture.ts';\nexport const x = startRedisServer;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'scripts/ importing the float64 references',
+    file: 'scripts/offender.ts',
+    code: "import { matmulRef } from '../src/reference/matmul.ts';\nexport const x = matmulRef;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'test/ importing bench/ (up the table)',
+    file: 'test/util/offender.ts',
+    code: "import { medianSeconds } from '../../bench/record.ts';\nexport const x = medianSeconds;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'scripts/ importing src/platform/ (down the table)',
+    file: 'scripts/fine.ts',
+    code: "import { embedShaders } from '../src/platform/embed-shaders.ts';\nexport const x = embedShaders;\n",
+    fails: false,
+    rule: /boundaries|speclab/,
+  },
+  {
+    name: 'bench/ importing test/ fixtures (down the table)',
+    file: 'bench/fine.ts',
+    code: "import { startRedisServer } from '../test/dataplane/redis-fixture.ts';\nexport const x = startRedisServer;\n",
+    fails: false,
+    rule: /boundaries|speclab/,
+  },
+  {
     name: 'model importing kernels (down the table)',
     file: 'src/model/fine.ts',
     code: "import { matmul } from '../kernels/matmul.ts';\nexport const x = matmul;\n",
     fails: false,
-    rule: /boundaries|import-x/,
+    rule: /boundaries|speclab/,
   },
   {
     name: 'speclab selfcheck importing the references',
@@ -128,18 +185,35 @@ check(
   'max-lines reported',
 );
 
-// A cycle needs both files on disk, since the rule follows imports through the resolver.
-const cycleDir = new URL(`../../src/util/lint-proof-${process.pid}/`, import.meta.url).pathname;
-mkdirSync(cycleDir, { recursive: true });
-try {
-  const a = "import { b } from './b.ts';\nexport const a = (): number => b() + 1;\n";
-  const b = "import { a } from './a.ts';\nexport const b = (): number => a() - 1;\n";
-  writeFileSync(`${cycleDir}a.ts`, a);
-  writeFileSync(`${cycleDir}b.ts`, b);
-  const hits = await ruleHits(a, `${cycleDir}a.ts`, /import-x\/no-cycle/);
-  check('two files importing each other fail lint (no-cycle)', hits.length > 0, 'no cycle reported');
-} finally {
-  rmSync(cycleDir, { recursive: true, force: true });
+// A cycle needs both files on disk, since the rule follows imports through the files they name.
+const PLANTED_CYCLES: { name: string; a: string; b: string }[] = [
+  {
+    name: 'two files importing each other fail lint (no-cycle)',
+    a: "import { b } from './b.ts';\nexport const a = (): number => b() + 1;\n",
+    b: "import { a } from './a.ts';\nexport const b = (): number => a() - 1;\n",
+  },
+  {
+    name: 'two files importing each other by type imports alone fail lint (no-cycle)',
+    a: "import type { B } from './b.ts';\nexport interface A {\n  b?: B;\n}\n",
+    b: "import { type A } from './a.ts';\nexport interface B {\n  a?: A;\n}\n",
+  },
+  {
+    name: 'a type-only cycle through an import type and a re-export fails lint (no-cycle)',
+    a: "export type { B } from './b.ts';\nexport type A = { n: number };\n",
+    b: "export type B = import('./a.ts').A[];\n",
+  },
+];
+for (const [i, planted] of PLANTED_CYCLES.entries()) {
+  const cycleDir = new URL(`../../src/util/lint-proof-${process.pid}-${i}/`, import.meta.url).pathname;
+  mkdirSync(cycleDir, { recursive: true });
+  try {
+    writeFileSync(`${cycleDir}a.ts`, planted.a);
+    writeFileSync(`${cycleDir}b.ts`, planted.b);
+    const hits = await ruleHits(planted.a, `${cycleDir}a.ts`, /speclab\/no-cycle/);
+    check(planted.name, hits.length > 0 && hits.every((h) => /a\.ts → .*b\.ts → .*a\.ts/.test(h)), JSON.stringify(hits));
+  } finally {
+    rmSync(cycleDir, { recursive: true, force: true });
+  }
 }
 
 // The README's table is the plan people read: its "may import" column must be the enforced one.
@@ -162,6 +236,37 @@ check(
   'README table has no folder that lint does not know',
   [...documented.keys()].every((f) => LAYERS.some((l) => l.folder === f)),
   [...documented.keys()].join(', '),
+);
+
+/**
+ * What a row of the "Outside src/" table says the folder may import: "every folder of `src/`"
+ * (less those named after "but"), plus each `folder/` named; what follows a ';' only narrows it.
+ */
+function outsideImports(cell: string): string[] {
+  const claim = cell.split(';')[0]!;
+  const but = new Set([...(/\bbut ((?:`[a-z]+`(?:, | and )?)+)/.exec(claim)?.[1]?.matchAll(/`([a-z]+)`/g) ?? [])].map((x) => x[1]));
+  const src = claim.startsWith('every folder of `src/`') ? LAYERS.map((l) => l.folder).filter((f) => !but.has(f)) : [];
+  const others = [...claim.matchAll(/`([a-z]+)\/`/g)].map((x) => x[1]!).filter((f) => f !== 'src');
+  return [...src, ...others].sort();
+}
+const outside = new Map<string, string[]>();
+for (const line of readme.split('\n')) {
+  const m = /^\| `([a-z]+)\/` \|.*\| ([^|]*) \|$/.exec(line);
+  if (m && m[2] !== '—') outside.set(m[1]!, outsideImports(m[2]!));
+}
+for (const folder of OUTSIDE_SRC) {
+  const row = outside.get(folder.folder);
+  const want = [...folder.imports].sort();
+  check(
+    `README "Outside src/" table: ${folder.folder}/ may import ${want.join(', ')}`,
+    row !== undefined && row.join() === want.join(),
+    row ? `README says ${row.join(', ')}` : 'no README row',
+  );
+}
+check(
+  'README "Outside src/" table has no code folder that lint does not know',
+  [...outside.keys()].every((f) => OUTSIDE_SRC.some((o) => o.folder === f)),
+  [...outside.keys()].join(', '),
 );
 
 console.log(`[node] ${passed} passed, ${failed} failed`);
