@@ -111,7 +111,8 @@ export default tseslint.config(
         {
           patterns: SERVER_ONLY_ADAPTERS.map((name) => ({
             group: [`**/src/platform/${name}.ts`],
-            message: 'web/ runs in a browser tab: import src/platform/browser.ts or browser-model-files.ts, not a Node/Deno adapter',
+            message:
+              'web/ runs in a browser tab: import src/platform/browser.ts (or its model stores, browser-model-files.ts and browser-model-url.ts), not a Node/Deno adapter',
           })),
         },
       ],
