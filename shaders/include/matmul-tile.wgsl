@@ -1,4 +1,4 @@
-// include/matmul-tile — the body of matmul/tiled and matmul/tiled_f16 (their contract, shapes,
+// include/matmul-tile — the body of matmul/tiled and matmul/tiled-f16 (their contract, shapes,
 // bindings and dispatch are stated in matmul/tiled): the slab staging, the register-blocked
 // product and the store. The including shader declares, before including this file,
 //   alias TILE_T = f32 or f16;   the element type of the workgroup tiles As and Bs,

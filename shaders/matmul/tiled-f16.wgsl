@@ -1,4 +1,4 @@
-// matmul/tiled_f16 — matmul/tiled with f16 operands: A and B are rounded to f16 as they are staged
+// matmul/tiled-f16 — matmul/tiled with f16 operands: A and B are rounded to f16 as they are staged
 // in workgroup memory (half the bytes and bandwidth of the f32 tiles), products are formed and
 // accumulated in f32. Needs the `shader-f16` feature; never chosen by default (training wants f32
 // operands), only on request.
