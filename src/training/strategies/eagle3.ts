@@ -16,9 +16,9 @@
  * and the widened copies are freed once the step is encoded.
  * One forwardBackward = the draft's forward over the TTT unroll + backward, gradients × lossScale
  * added into the backend. `evaluate` = the same forward, losses and metrics with no gradient at all
- * (SpecForge's eval forward under no_grad; the gradient-free mode of model/eagle3/forward.ts). Losses and metrics come back
- * as pending reads; metrics are sums and counts so the trainer can add them across micro-batches
- * (the numerator/denominator reduction of SpecForge's later runtime):
+ * (SpecForge's eval forward under no_grad; the gradient-free mode of model/eagle3/forward.ts).
+ * Losses and metrics come back as pending reads; metrics are sums and counts so the trainer can add
+ * them across micro-batches (the numerator/denominator reduction of SpecForge's later runtime):
  *   ploss_k, ploss_num_k = ploss_k · n, ploss_den_k = n (n = B·S, SpecForge's per-step denominator),
  *   correct_k, denom_k        (acc_k = Σcorrect / max(Σdenom, 1e-6)),
  *   accept_sum_k, accept_count_k (acceptance_rate_k = Σsum / max(Σcount, 1e-8) within one batch),
