@@ -26,7 +26,9 @@
 //       from ever evaluating exp of a large value, as attention/dq recomputes P). Each visible row
 //       sums to 1 up to f32 rounding; a row with no visible key (L = 0, only at step 0 when every
 //       key up to it is padding) is all zeros.
-// HEAD_DIM is an override constant (one pipeline per head size); TPR comes from the kernel module.
+// HEAD_DIM is an override constant (one pipeline per head size); WG (ATTENTION_PROBS_WG) and TPR come
+// from the kernel module src/kernels/attention-probs.ts, appended to this source as constants; the
+// host's grid uses the same WG.
 
 struct Params {
   batch: u32,
@@ -44,7 +46,6 @@ struct Params {
 }
 
 override HEAD_DIM: u32 = 64u;
-const WG: u32 = 64u;
 const_assert TPR == 1u || TPR == 2u || TPR == 4u || TPR == 8u;
 
 @group(0) @binding(0) var<uniform> p: Params;

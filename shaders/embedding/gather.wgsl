@@ -15,7 +15,7 @@
 //   constant; the host sizes the grid with the same value.
 // Table element type: the constant TABLE_F16 (appended by src/kernels/embedding.ts). The table is
 //   bound as 32-bit words either way: f32 elements are bitcast back (exact), f16 ones (TABLE_F16 =
-//   1, embedding/gather_f16) unpacked from the word holding their pair by the core builtin
+//   1, embedding/gather-f16) unpacked from the word holding their pair by the core builtin
 //   unpack2x16float, so f16 tables need no shader-f16 feature.
 // Numerics: a copy; exact (f16 elements widen exactly to f32).
 

@@ -1,4 +1,4 @@
-// include/attention-lanes — what the attention/*_lanes kernels share: the common head of the
+// include/attention-lanes — what the attention/*-lanes kernels share: the common head of the
 // attention kernels (include/attention-flash: Params, HEAD_DIM, LANE_DIMS, bindings 0..4) and two
 // helpers for rows split across the 8 lanes of one subgroup.
 //

@@ -3,8 +3,8 @@
 // bindings (0 uniform Params, 1 read A, 2 read B, 3 read_write C). The contract itself is stated
 // in matmul/tiled. Each variant's launch geometry (WG_X, WG_Y, THREAD_M, THREAD_N, TILE_M,
 // TILE_N) is not declared here: it is MATMUL_GEOMETRY in src/kernels/matmul.ts, appended to every
-// variant's source as constants. Included by matmul/{naive,tiled,tiled_f16,blocked,subgroup,gemv}
-// (and through them by the *_f16w weight variants).
+// variant's source as constants. Included by matmul/{naive,tiled,tiled-f16,blocked,subgroup,gemv}
+// (and through them by the *-f16w weight variants).
 //
 // B's element type is the constant B_F16 (0: f32 storage, 1: f16 storage), appended by the kernel
 // module with the geometry. B is bound as 32-bit words either way so that one shader text serves

@@ -1,6 +1,6 @@
-// include/rmsnorm-backward-dx-row — the row body of rmsnorm/backward_dx in all three layouts
-// (rmsnorm/backward_dx, backward_dx_rows, backward_dx_subgroup): the contract, Params, bindings and
-// ACCUMULATE override of rmsnorm/backward_dx
+// include/rmsnorm-backward-dx-row — the row body of rmsnorm/backward-dx in all three layouts
+// (rmsnorm/backward-dx, backward-dx-rows, backward-dx-subgroup): the contract, Params, bindings and
+// ACCUMULATE override of rmsnorm/backward-dx
 //   dx = r · (dy ⊙ w) − x · (r³ / hidden) · Σ_j dy_j w_j x_j       (per row)
 // written as processRow for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSumFinal and
 // main.

@@ -1,5 +1,5 @@
 // include/rmsnorm-forward-row — the row body of rmsnorm/forward in all three layouts
-// (rmsnorm/forward, forward_rows, forward_subgroup): the contract, Params and bindings of
+// (rmsnorm/forward, forward-rows, forward-subgroup): the contract, Params and bindings of
 // rmsnorm/forward (y = w ⊙ x / sqrt(mean(x²) + eps), invRms[row] saved), written as processRow
 // for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSumFinal and main.
 // Numerics: each lane sums x² over columns lane, lane + LANES, … in increasing order (fma), then

@@ -14,7 +14,7 @@
 //   increasing order, then a fixed-shape tree reduction in workgroup memory (deterministic).
 //   y = w * (x * invRms), the Hugging Face LlamaRMSNorm order.
 
-// The row body, shared with rmsnorm/forward_rows and rmsnorm/forward_subgroup; this file is its
+// The row body, shared with rmsnorm/forward-rows and rmsnorm/forward-subgroup; this file is its
 // `wide` layout (include/row-reduce-wide: 256 invocations, rowSum the halving tree above).
 #include "include/rmsnorm-forward-row.wgsl"
 #include "include/row-reduce-wide.wgsl"

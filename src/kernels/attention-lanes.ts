@@ -1,5 +1,5 @@
 /**
- * The `lanes` attention variant (shaders/attention/{forward,dq,dkv}_lanes.wgsl): the flash
+ * The `lanes` attention variant (shaders/attention/{forward,dq,dkv}-lanes.wgsl): the flash
  * kernels' contract for CPU-like adapters with subgroups. A workgroup is one subgroup of 8 lanes
  * and each lane owns a whole query row (forward, dq) or key row (dkv) in registers; the rows every
  * lane needs (keys and values, or queries and dO) are loaded once per workgroup, split across the
@@ -39,21 +39,21 @@ const requires = ['subgroups'] as const;
 /** forward, dq and dkv of the lanes variant, and flash's prep (its PREP_WG is LANES_GEOMETRY's). */
 export const LANES_KERNELS: FlashKernels = {
   forward: {
-    name: 'attention/forward_lanes',
-    source: shaderSource('attention/forward_lanes', constants),
+    name: 'attention/forward-lanes',
+    source: shaderSource('attention/forward-lanes', constants),
     bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
     requires,
   },
   prep: ATTENTION_KERNELS.prep,
   dq: {
-    name: 'attention/dq_lanes',
-    source: shaderSource('attention/dq_lanes', constants),
+    name: 'attention/dq-lanes',
+    source: shaderSource('attention/dq-lanes', constants),
     bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
     requires,
   },
   dkv: {
-    name: 'attention/dkv_lanes',
-    source: shaderSource('attention/dkv_lanes', constants),
+    name: 'attention/dkv-lanes',
+    source: shaderSource('attention/dkv-lanes', constants),
     bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
     requires,
   },

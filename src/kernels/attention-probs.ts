@@ -27,14 +27,17 @@ import { LANES_GEOMETRY, resolveAttentionVariant, type AttentionVariant } from '
 import { FLASH_GEOMETRY, resolveGeometry, type GeometryChoice, type TttAttentionDims } from './attention-geometry.ts';
 import { shaderSource } from './shader-source.ts';
 
-/** Workgroup width of the shader (key columns per workgroup). */
-const WG = 64;
+/**
+ * Workgroup width of the shader (key columns per workgroup): appended to its source as the WGSL
+ * constant WG, and the grid's x count is ceil(W / this).
+ */
+const ATTENTION_PROBS_WG = 64;
 
 function probsKernel(tpr: number): KernelDef {
   return {
     // The `flash` geometry's TPR keeps the plain shader name (the registry lists that one).
     name: tpr === FLASH_GEOMETRY.TPR ? 'attention/probs' : `attention/probs@tpr${tpr}`,
-    source: shaderSource('attention/probs', { TPR: tpr }),
+    source: shaderSource('attention/probs', { WG: ATTENTION_PROBS_WG, TPR: tpr }),
     bindings: ['uniform', 'read', 'read', 'read', 'read', 'write'],
   };
 }
@@ -120,7 +123,9 @@ export async function attentionProbs(
   check(t.probs, 'probs', 'f32', slots * H * S * W, '[slots, nH, S, S + slots − 1]');
   const perDim = gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535;
   if (S > perDim || H > perDim)
-    throw new Error(`attentionProbs: grid (${Math.ceil(W / WG)}, ${S}, ${H}) exceeds the device's ${perDim} workgroups per dimension`);
+    throw new Error(
+      `attentionProbs: grid (${Math.ceil(W / ATTENTION_PROBS_WG)}, ${S}, ${H}) exceeds the device's ${perDim} workgroups per dimension`,
+    );
   const kernel = await gpu.pipelines.get(kernelFor(probsLaneSplit(gpu, dims, options)), { HEAD_DIM: D });
   const uniforms = new UniformWriter()
     .u32(B)
@@ -140,7 +145,7 @@ export async function attentionProbs(
     kernel,
     uniforms,
     [t.q.binding(), t.kCache.binding(), t.mask.binding(), t.lse.binding(), t.probs.binding()],
-    [Math.ceil(W / WG), S, H],
+    [Math.ceil(W / ATTENTION_PROBS_WG), S, H],
   );
 }
 

@@ -1,5 +1,5 @@
 /**
- * Casts between f32 and f16 tensors (shaders/copy/cast_f32_f16.wgsl, cast_f16_f32.wgsl), without
+ * Casts between f32 and f16 tensors (shaders/copy/cast-f32-f16.wgsl, cast-f16-f32.wgsl), without
  * the `shader-f16` feature: f16 values travel as pairs packed in u32 words.
  *
  *   castF32ToF16: dst = f16(src), round to nearest even, and overflow[0] += the number of values
@@ -21,13 +21,13 @@ import { shaderSource } from './shader-source.ts';
 
 export const CAST_KERNELS = {
   f32ToF16: {
-    name: 'copy/cast_f32_f16',
-    source: shaderSource('copy/cast_f32_f16', ELEMENTWISE_CONSTANTS),
+    name: 'copy/cast-f32-f16',
+    source: shaderSource('copy/cast-f32-f16', ELEMENTWISE_CONSTANTS),
     bindings: ['uniform', 'read', 'write', 'write'],
   },
   f16ToF32: {
-    name: 'copy/cast_f16_f32',
-    source: shaderSource('copy/cast_f16_f32', ELEMENTWISE_CONSTANTS),
+    name: 'copy/cast-f16-f32',
+    source: shaderSource('copy/cast-f16-f32', ELEMENTWISE_CONSTANTS),
     bindings: ['uniform', 'read', 'write'],
   },
 } as const satisfies Record<string, KernelDef>;

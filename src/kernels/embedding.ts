@@ -9,7 +9,7 @@
  * The table (and dTable) may be split into row parts (a vocab-sized table can exceed one binding):
  * both directions dispatch once per part, and each part only handles ids it holds.
  * Ids outside [0, vocab) read as a zero row and receive no gradient (padding ids such as -1).
- * The forward also reads an f16 table (embedding/gather_f16: f16 storage of a frozen target's
+ * The forward also reads an f16 table (embedding/gather-f16: f16 storage of a frozen target's
  * embedding, widened exactly to f32 output); the backward is f32 only (trained tables are f32).
  */
 import type { Gpu } from '../gpu/gpu.ts';
@@ -26,8 +26,8 @@ export const EMBEDDING_KERNELS = {
     bindings: ['uniform', 'read', 'read', 'write'],
   },
   gatherF16: {
-    name: 'embedding/gather_f16',
-    source: shaderSource('embedding/gather_f16', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 1 }),
+    name: 'embedding/gather-f16',
+    source: shaderSource('embedding/gather-f16', { ...ELEMENTWISE_CONSTANTS, TABLE_F16: 1 }),
     bindings: ['uniform', 'read', 'read', 'write'],
   },
   links: {

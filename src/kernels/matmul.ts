@@ -16,7 +16,7 @@
  *               K, a tree in workgroup memory sums them (not in MATMUL_VARIANTS, which lists the
  *               general variants: it takes only M = 1).
  * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): naive, tiled,
- * blocked, subgroup and gemv also exist as *_f16w kernels, the same shader text compiled with
+ * blocked, subgroup and gemv also exist as *-f16w kernels, the same shader text compiled with
  * B_F16 = 1, which reads B as packed f16 pairs through the core builtin unpack2x16float (so it
  * runs on every adapter, `shader-f16` or not) and computes in f32: the result is the f32 variant's
  * on the f16-rounded weights.
@@ -86,17 +86,17 @@ export const MATMUL_KERNELS: Readonly<Record<MatmulVariant, KernelDef>> = {
   tiled: matmulKernel('tiled', 'tiled'),
   blocked: matmulKernel('blocked', 'blocked'),
   subgroup: matmulKernel('subgroup', 'subgroup', ['subgroups']),
-  'tiled-f16': matmulKernel('tiled-f16', 'tiled_f16', ['shader-f16']),
+  'tiled-f16': matmulKernel('tiled-f16', 'tiled-f16', ['shader-f16']),
   gemv: matmulKernel('gemv', 'gemv'),
 };
 
 /** The f16-weight kernels: same shader text and geometry as the f32 variant, B_F16 = 1. */
 export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>> = {
-  naive: matmulKernel('naive', 'naive_f16w', undefined, true),
-  tiled: matmulKernel('tiled', 'tiled_f16w', undefined, true),
-  blocked: matmulKernel('blocked', 'blocked_f16w', undefined, true),
-  subgroup: matmulKernel('subgroup', 'subgroup_f16w', ['subgroups'], true),
-  gemv: matmulKernel('gemv', 'gemv_f16w', undefined, true),
+  naive: matmulKernel('naive', 'naive-f16w', undefined, true),
+  tiled: matmulKernel('tiled', 'tiled-f16w', undefined, true),
+  blocked: matmulKernel('blocked', 'blocked-f16w', undefined, true),
+  subgroup: matmulKernel('subgroup', 'subgroup-f16w', ['subgroups'], true),
+  gemv: matmulKernel('gemv', 'gemv-f16w', undefined, true),
 };
 
 const isF16wVariant = (v: MatmulVariant): v is MatmulF16wVariant => (MATMUL_F16W_VARIANTS as readonly MatmulVariant[]).includes(v);

@@ -3,12 +3,12 @@
  *
  * Kernels (shaders/rmsnorm/*.wgsl):
  *   forward     — writes y and saves 1/rms per row for the backward.
- *   backward_dx — dx from dy, x, w and the saved 1/rms.
- *   backward_dw — column blocks looping over rows: the deterministic row reduction for dw.
- * forward and backward_dx come in the row layouts of src/kernels/row-variant.ts: `wide` (the
- * original 256-lane workgroup per row, forward.wgsl / backward_dx.wgsl), `rows` (*_rows.wgsl) and
- * `subgroup` (*_subgroup.wgsl), sized by RMSNORM_ROW_GEOMETRY; with the sized layouts dw runs as
- * backward_dw_columns (one lane per column, no barrier). chooseRowVariant picks; `variant` overrides.
+ *   backward-dx — dx from dy, x, w and the saved 1/rms.
+ *   backward-dw — column blocks looping over rows: the deterministic row reduction for dw.
+ * forward and backward-dx come in the row layouts of src/kernels/row-variant.ts: `wide` (the
+ * original 256-lane workgroup per row, forward.wgsl / backward-dx.wgsl), `rows` (*-rows.wgsl) and
+ * `subgroup` (*-subgroup.wgsl), sized by RMSNORM_ROW_GEOMETRY; with the sized layouts dw runs as
+ * backward-dw-columns (one lane per column, no barrier). chooseRowVariant picks; `variant` overrides.
  * Rows may be padded (row strides ≥ hidden), e.g. a norm over a slice of a wider activation.
  */
 import type { Gpu } from '../gpu/gpu.ts';
@@ -19,11 +19,11 @@ import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkStride, stri
 import { checkRowGeometries, resolveRowVariant, rowLayoutGrid, type RowGeometries, type RowVariant } from './row-variant.ts';
 import { shaderSource } from './shader-source.ts';
 
-/** Columns per backward_dw workgroup (the shader's WG_X); the dw grid is ceil(hidden / this). */
+/** Columns per backward-dw workgroup (the shader's WG_X); the dw grid is ceil(hidden / this). */
 const RMSNORM_DW_COLUMNS = 64;
 
 /**
- * Lanes per backward_dw_columns workgroup (its WG_X): one CPU SIMD vector on llvmpipe, so H = 128
+ * Lanes per backward-dw-columns workgroup (its WG_X): one CPU SIMD vector on llvmpipe, so H = 128
  * still makes 16 workgroups to spread over threads.
  */
 export const RMSNORM_DW_COLUMNS_LANES = 8;
@@ -45,37 +45,37 @@ const SUBGROUPS = ['subgroups'] as const;
 
 export const RMSNORM_KERNELS = {
   forward: { name: 'rmsnorm/forward', source: shaderSource('rmsnorm/forward'), bindings: FWD_BINDINGS },
-  backwardDx: { name: 'rmsnorm/backward_dx', source: shaderSource('rmsnorm/backward_dx'), bindings: DX_BINDINGS },
+  backwardDx: { name: 'rmsnorm/backward-dx', source: shaderSource('rmsnorm/backward-dx'), bindings: DX_BINDINGS },
   backwardDw: {
-    name: 'rmsnorm/backward_dw',
-    source: shaderSource('rmsnorm/backward_dw', { WG_X: RMSNORM_DW_COLUMNS }),
+    name: 'rmsnorm/backward-dw',
+    source: shaderSource('rmsnorm/backward-dw', { WG_X: RMSNORM_DW_COLUMNS }),
     bindings: DW_BINDINGS,
   },
   forwardRows: {
-    name: 'rmsnorm/forward_rows',
-    source: shaderSource('rmsnorm/forward_rows', RMSNORM_ROW_GEOMETRY.rows),
+    name: 'rmsnorm/forward-rows',
+    source: shaderSource('rmsnorm/forward-rows', RMSNORM_ROW_GEOMETRY.rows),
     bindings: FWD_BINDINGS,
   },
   backwardDxRows: {
-    name: 'rmsnorm/backward_dx_rows',
-    source: shaderSource('rmsnorm/backward_dx_rows', RMSNORM_ROW_GEOMETRY.rows),
+    name: 'rmsnorm/backward-dx-rows',
+    source: shaderSource('rmsnorm/backward-dx-rows', RMSNORM_ROW_GEOMETRY.rows),
     bindings: DX_BINDINGS,
   },
   forwardSubgroup: {
-    name: 'rmsnorm/forward_subgroup',
-    source: shaderSource('rmsnorm/forward_subgroup', RMSNORM_ROW_GEOMETRY.subgroup),
+    name: 'rmsnorm/forward-subgroup',
+    source: shaderSource('rmsnorm/forward-subgroup', RMSNORM_ROW_GEOMETRY.subgroup),
     bindings: FWD_BINDINGS,
     requires: SUBGROUPS,
   },
   backwardDxSubgroup: {
-    name: 'rmsnorm/backward_dx_subgroup',
-    source: shaderSource('rmsnorm/backward_dx_subgroup', RMSNORM_ROW_GEOMETRY.subgroup),
+    name: 'rmsnorm/backward-dx-subgroup',
+    source: shaderSource('rmsnorm/backward-dx-subgroup', RMSNORM_ROW_GEOMETRY.subgroup),
     bindings: DX_BINDINGS,
     requires: SUBGROUPS,
   },
   backwardDwColumns: {
-    name: 'rmsnorm/backward_dw_columns',
-    source: shaderSource('rmsnorm/backward_dw_columns', { WG_X: RMSNORM_DW_COLUMNS_LANES }),
+    name: 'rmsnorm/backward-dw-columns',
+    source: shaderSource('rmsnorm/backward-dw-columns', { WG_X: RMSNORM_DW_COLUMNS_LANES }),
     bindings: DW_BINDINGS,
   },
 } as const satisfies Record<string, KernelDef>;

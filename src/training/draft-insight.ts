@@ -4,7 +4,7 @@
  *
  * A capture runs the strategy's gradient-free held-out forward (`Eagle3TrainStrategy.evaluate`, the
  * path the periodic evaluation runs) on the resident held-out batch that holds the sample, with
- * read-only taps (eagle3-eval-forward.ts `Eagle3EvalTaps`) that encode, while each step's tensors
+ * read-only taps (model/eagle3/forward.ts `Eagle3EvalTaps`) that encode, while each step's tensors
  * are live:
  *   - attention/probs (src/kernels/attention-probs.ts) for that sample at every TTT step, from the
  *     step's RoPE'd queries, the K cache, the mask and the forward's own log-sum-exp;

@@ -5,7 +5,7 @@
  */
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import type { Eagle3Inputs } from '../../src/model/eagle3/forward.ts';
+import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import type { OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import type { Eagle3RefInputs } from '../../src/reference/eagle3.ts';

@@ -6,7 +6,7 @@
  * another suite changes its layout.
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import type { Eagle3Inputs } from '../../src/model/eagle3/forward.ts';
+import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import type { Eagle3RefInputs } from '../../src/reference/eagle3.ts';
 import { Rng } from '../../src/util/random.ts';

@@ -8,10 +8,10 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
-import type { Eagle3Inputs } from '../../src/model/eagle3/forward.ts';
+import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
-import { eagle3EvalForward } from '../../src/training/strategies/eagle3-eval-forward.ts';
+import { eagle3EvalForward } from '../../src/model/eagle3/forward.ts';
 import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import type { Eagle3Config } from '../../src/config/eagle3-config.ts';

@@ -1,5 +1,5 @@
 /**
- * Evaluation while training (src/training/held-out-eval.ts, strategies/eagle3-eval-forward.ts):
+ * Evaluation while training (src/training/held-out-eval.ts, the gradient-free mode of src/model/eagle3/forward.ts):
  *  - Eagle3TrainStrategy.evaluate gives forwardBackward's loss and metric sums bit for bit on the
  *    SpecForge fixture batch (both variants), writes no gradient or weight and frees what it allocates;
  *  - reduceEvalMetrics forms SpecForge's Evaluator ratios from float64 sums (a constructed case where

@@ -22,7 +22,7 @@ import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { rmsnormBackward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluBackward } from '../../kernels/swiglu.ts';
-import type { Eagle3ForwardState } from './forward.ts';
+import type { Eagle3ForwardState } from './forward-state.ts';
 import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 

@@ -1,7 +1,15 @@
 /**
  * EAGLE3 draft forward over the TTT unroll on the GPU (docs/eagle3.md §3–§6; the float64 twin is
- * src/reference/eagle3.ts). Every activation the backward needs is kept in `Eagle3ForwardState`;
- * nothing is read back except what the caller asks to capture.
+ * src/reference/eagle3.ts), in two modes that issue the same kernels in the same order on the same
+ * operands, so their losses and metric sums are the same bits (test/training/held-out-eval.test.ts,
+ * test/model/eagle3-split.test.ts):
+ *   - training, `eagle3Forward`: every activation the backward needs is kept in `Eagle3ForwardState`
+ *     (forward-state.ts); nothing is read back except what the caller asks to capture;
+ *   - gradient-free, `eagle3EvalForward`: what SpecForge's evaluator runs under torch.no_grad
+ *     (specforge/eval/evaluator.py, forward_fn = strategy.forward_loss). The soft cross-entropy runs
+ *     with grad 'none', there is no lm_head backward (no grad buffer is touched), and each step's
+ *     activations are released as soon as the next kernel has read them, so memory is one step's
+ *     activations plus the K/V caches.
  *
  * Per step k (rows r = b·S + t, layouts row-major):
  *   idsᵏ            ids shifted left by k per sequence (copies + clears)
@@ -14,13 +22,13 @@
  *   o, lse          TTT attention over cache slots 0..k
  *   h1   [R, H]     h_in + o·Woᵀ (matmul with beta = 1 onto a copy of h_in)
  *   n, gate, up, act, h_out = h1 + act·Wdᵀ, f = norm(h_out), logits = f·W_lmᵀ
- * The per-step loss runs in the forward with its gradient written in place into the logits buffer
- * (SpecForge's fused-kernel behaviour), scaled by lossScale · 0.8ᵏ; the metrics read the logits first.
- * That gradient goes straight through lm_head (lm-head.ts `lmHeadBackward`), so no step keeps a
- * vocabulary-sized tensor.
+ * In training the per-step loss runs in the forward with its gradient written in place into the
+ * logits buffer (SpecForge's fused-kernel behaviour), scaled by lossScale · 0.8ᵏ; the metrics read the
+ * logits first. That gradient goes straight through lm_head (lm-head.ts `lmHeadBackward`), so no
+ * step keeps a vocabulary-sized tensor.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
-import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
 import { tttAttentionForward } from '../../kernels/attention.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { softCrossEntropy } from '../../kernels/loss.ts';
@@ -31,24 +39,12 @@ import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluForward } from '../../kernels/swiglu.ts';
 import { buildTeacher } from '../../kernels/teacher.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
-import { PLOSS_DECAY, type Eagle3Config } from '../../config/eagle3-config.ts';
+import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
 import { lmHeadBackward } from './lm-head.ts';
 import { canViewAt, copyElements, elementView, shiftRowsLeft } from '../../gpu/tensor-views.ts';
+import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
+import { checkEagle3Inputs, type Eagle3Inputs } from './inputs.ts';
 import type { Eagle3Parameters } from './parameters.ts';
-
-/** One micro-batch, as SpecForge's OnlineEagle3Model receives it. */
-export interface Eagle3Inputs {
-  /** i32 [B, S], already shifted left once. */
-  inputIds: Tensor;
-  /** i32 [B, S], 1 = real token. */
-  attentionMask: Tensor;
-  /** i32 [B, S] or [B, S, 1], unshifted. */
-  lossMask: Tensor;
-  /** f32 [B, S, 3·Ht] aux hidden states. */
-  hiddenStates: Tensor;
-  /** f32 [B, S, V] full-vocab target logits, already shifted left once. */
-  target: Tensor;
-}
 
 export interface Eagle3ForwardOptions {
   tttLength: number;
@@ -58,100 +54,93 @@ export interface Eagle3ForwardOptions {
   capture?: boolean;
 }
 
-export interface Eagle3Dims {
-  batch: number;
-  seqLen: number;
-  rows: number;
-  tttLength: number;
+export interface Eagle3EvalOutput {
+  /** [L + 1]: ploss_0..ploss_{L−1}, total = Σ 0.8ᵏ ploss_k. */
+  losses: Promise<Float32Array>;
+  /** [4·L]: per step correct, denom, acceptSum, acceptCount (src/kernels/metrics.ts). */
+  metricSums: Promise<Float32Array>;
+  /** B·S, as Eagle3TrainOutput.lossDenominator. */
+  lossDenominator: number;
 }
 
-/** What one TTT step keeps for the backward. */
-export interface StepActivations {
-  emb: Tensor;
-  invRmsEmb: Tensor;
-  z: Tensor;
-  invRmsHidden: Tensor;
-  /** Input hidden of this step: fc output (k = 0) or the previous step's hOut (owned there). */
-  hIn: Tensor;
-  qRot: Tensor;
-  o: Tensor;
-  lse: Tensor;
-  h1: Tensor;
-  invRmsPost: Tensor;
-  n: Tensor;
-  gate: Tensor;
-  up: Tensor;
-  act: Tensor;
-  hOut: Tensor;
-  invRmsFinal: Tensor;
-  /** d(lossScale · 0.8ᵏ · ploss_k)/d norm(h_out), already through lm_head (whose dW is accumulated). */
-  dF: Tensor;
+/**
+ * Read-only taps into the gradient-free forward (the lab's draft insight, src/training/draft-insight.ts).
+ * Each is called while its tensors are live and may only encode work that reads them (and writes its
+ * own tensors); the forward's own kernels, operands and order are the same with or without taps.
+ */
+export interface Eagle3EvalTaps {
+  /** After the teacher is built: tok [R] (argmax target ids) and positionMask [R]. */
+  teacher?(t: { tok: Tensor; positionMask: Tensor }): Promise<void>;
+  /** After step k's attention: its RoPE'd queries, the K cache (slots 0..k written), the mask and its lse. */
+  attention?(k: number, t: { q: Tensor; kCache: Tensor; mask: Tensor; lse: Tensor }): Promise<void>;
+  /** After step k's logits [R, D] are computed, before the metric and loss kernels read them. */
+  logits?(k: number, logits: Tensor): Promise<void>;
 }
 
-export interface Eagle3ForwardState {
-  dims: Eagle3Dims;
-  inputs: Eagle3Inputs;
-  lossScale: number;
-  /** i32 [B·S] per step: t + k. */
-  positions: Tensor[];
-  /** RoPE table of the inverse rotation (owned by the parameters' Eagle3Rope). */
-  ropeInverse: Tensor;
-  /** fc output, h_in of step 0. */
-  hidden0: Tensor;
-  /** f32 [L, B, S, nKV, hd]: RoPE'd keys / values of every step. */
-  kCache: Tensor;
-  vCache: Tensor;
-  teacher: { p: Tensor; pTilde: Tensor; tok: Tensor; positionMask: Tensor };
-  steps: StepActivations[];
-  /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
-  lossOut: Tensor;
-  /** f32 [4·L]: per step correct, denom, acceptSum, acceptCount (src/kernels/metrics.ts). */
-  metricsOut: Tensor;
-  captured?: { logits: Promise<Float32Array>[]; hidden: Promise<Float32Array>[] };
-}
-
-/** Checks the inputs against the config, naming the offending tensor; returns B and S. */
-export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: number; seqLen: number } {
-  const ids = x.inputIds;
-  if (ids.shape.length !== 2) throw new Error(`eagle3: input_ids (${ids.label}) must be [B, S], got ${fmtShape(ids.shape)}`);
-  const [B, S] = ids.shape;
-  const expect = (name: string, t: Tensor, dtype: string, shapes: number[][]) => {
-    if (t.dtype !== dtype) throw new Error(`eagle3: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
-    if (!shapes.some((s) => s.length === t.shape.length && s.every((d, i) => d === t.shape[i]))) {
-      throw new Error(`eagle3: ${name} (${t.label}) must have shape ${shapes.map(fmtShape).join(' or ')}, got ${fmtShape(t.shape)}`);
-    }
-  };
-  expect('input_ids', ids, 'i32', [[B, S]]);
-  expect('attention_mask', x.attentionMask, 'i32', [[B, S]]);
-  expect('loss_mask', x.lossMask, 'i32', [
-    [B, S],
-    [B, S, 1],
-  ]);
-  expect('hidden_state', x.hiddenStates, 'f32', [[B, S, 3 * c.targetHiddenSize]]);
-  expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);
-  // hidden_state and target may be split into row parts: fc (linear.ts) and the teacher kernel take
-  // split tensors. The ids and the mask are bound whole by the embedding and attention kernels.
-  for (const [name, t] of [
-    ['input_ids', ids],
-    ['attention_mask', x.attentionMask],
-  ] as const) {
-    if (t.isChunked) throw new Error(`eagle3: ${name} (${t.label}) is split into ${t.parts.length} parts; it must fit one binding`);
-  }
-  return { batch: B, seqLen: S };
-}
-
+/** Training: the forward `eagle3Backward` continues from. Every activation it reads is kept in the state. */
 export async function eagle3Forward(
   gpu: Gpu,
   params: Eagle3Parameters,
   inputs: Eagle3Inputs,
   options: Eagle3ForwardOptions,
 ): Promise<Eagle3ForwardState> {
+  return encodeUnroll(gpu, params, inputs, options.tttLength, {
+    gradient: { lossScale: options.lossScale, capture: options.capture ?? false },
+    taps: {},
+  });
+}
+
+/**
+ * The gradient-free mode: the forward of one batch with its loss and metric kernels and no
+ * gradient (SpecForge's evaluator under torch.no_grad). The results come back as pending reads;
+ * everything the forward allocated is released before this returns (reads are queued first).
+ */
+export async function eagle3EvalForward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  inputs: Eagle3Inputs,
+  tttLength: number,
+  taps: Eagle3EvalTaps = {},
+): Promise<Eagle3EvalOutput> {
+  const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps });
+  const out: Eagle3EvalOutput = {
+    losses: gpu.readLater(s.lossOut) as Promise<Float32Array>,
+    metricSums: gpu.readLater(s.metricsOut) as Promise<Float32Array>,
+    lossDenominator: s.dims.rows,
+  };
+  // Reads are queued before the release, and any reuse of these buffers is ordered after them.
+  releaseUnrollTensors(gpu, s);
+  return out;
+}
+
+/** What the unroll is encoded for: training (with the loss gradient) or the gradient-free mode. */
+interface UnrollMode {
+  /** Training: the loss gradient's scale, and whether to read back each step's logits and hidden output. */
+  gradient: { lossScale: number; capture: boolean } | undefined;
+  taps: Eagle3EvalTaps;
+}
+
+/**
+ * Both modes: the same kernels, in the same order, on the same operands. Without `gradient`, the
+ * state's `steps` stay empty: each activation is released once the last kernel reading it is
+ * encoded (hidden0 and every step's output included; the four RMSNorms of a step share one 1/rms
+ * buffer, which nothing reads back), and the loss kernel writes no gradient. On a throw in the
+ * gradient-free mode, the unroll's tensors are released before the error propagates.
+ */
+async function encodeUnroll(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  inputs: Eagle3Inputs,
+  L: number,
+  mode: UnrollMode,
+): Promise<Eagle3ForwardState> {
   const c = params.config;
   const w = params.weights;
   const { batch: B, seqLen: S } = checkEagle3Inputs(c, inputs);
-  const L = options.tttLength;
   if (!Number.isInteger(L) || L < 1) throw new Error(`eagle3: tttLength must be a positive integer, got ${L}`);
-  if (!Number.isFinite(options.lossScale)) throw new Error(`eagle3: lossScale must be finite, got ${options.lossScale}`);
+  const train = mode.gradient;
+  if (train && !Number.isFinite(train.lossScale)) throw new Error(`eagle3: lossScale must be finite, got ${train.lossScale}`);
+  const taps = mode.taps;
   const R = B * S;
   const H = c.hiddenSize;
   const I = c.intermediateSize;
@@ -160,208 +149,186 @@ export async function eagle3Forward(
   const kvDim = c.numKvHeads * c.headDim;
   const eps = c.rmsNormEps;
   const dims: Eagle3Dims = { batch: B, seqLen: S, rows: R, tttLength: L };
+  const tag = train ? 'eagle3' : 'eagle3.eval';
   // Weights and activations may be split into row parts (linear.ts); unsplit, this is one matmul.
   const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
     linearForward(gpu, x, weight, y, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
+  // Gradient-free, a tensor is released as soon as its last reader is encoded; training keeps it.
+  const done = (...tensors: Tensor[]) => {
+    if (!train) gpu.release(...tensors);
+  };
 
   // Step k rotates row t by position t + k: one positions tensor per step, one pair of tables.
   const positions = params.rope.stepPositions(B, S, L);
   const ropeTables = params.rope.tables(S + L - 1);
-  const teacher = {
-    p: gpu.tensor([R, D], 'f32', 'eagle3.teacher.p'),
-    pTilde: gpu.tensor([R, D], 'f32', 'eagle3.teacher.pTilde'),
-    tok: gpu.tensor([R], 'i32', 'eagle3.teacher.tok'),
-    positionMask: gpu.tensor([R], 'i32', 'eagle3.teacher.positionMask'),
-  };
-  await buildTeacher(
-    gpu,
-    { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher },
-    { rows: R, vocab: c.vocabSize, draftVocab: D },
-  );
-
-  const hidden0 = gpu.tensor([R, H], 'f32', 'eagle3.hidden0');
-  await linear(inputs.hiddenStates, w.fc.value, hidden0, H, 3 * c.targetHiddenSize);
-  const kCache = gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', 'eagle3.kCache');
-  const vCache = gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', 'eagle3.vCache');
-  const lossOut = gpu.zeros([L + 1], 'f32', 'eagle3.losses');
-  const metricsOut = gpu.zeros([4 * L], 'f32', 'eagle3.metrics');
   const state: Eagle3ForwardState = {
     dims,
     inputs,
-    lossScale: options.lossScale,
+    lossScale: train ? train.lossScale : 0,
     positions,
     ropeInverse: ropeTables.inverse,
-    hidden0,
-    kCache,
-    vCache,
-    teacher,
+    teacher: {
+      p: gpu.tensor([R, D], 'f32', `${tag}.teacher.p`),
+      pTilde: gpu.tensor([R, D], 'f32', `${tag}.teacher.pTilde`),
+      tok: gpu.tensor([R], 'i32', `${tag}.teacher.tok`),
+      positionMask: gpu.tensor([R], 'i32', `${tag}.teacher.positionMask`),
+    },
+    hidden0: gpu.tensor([R, H], 'f32', `${tag}.hidden0`),
+    kCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.kCache`),
+    vCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.vCache`),
     steps: [],
-    lossOut,
-    metricsOut,
-    captured: options.capture ? { logits: [], hidden: [] } : undefined,
+    lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
+    metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
+    captured: train?.capture ? { logits: [], hidden: [] } : undefined,
   };
+  const { teacher, kCache, vCache, lossOut, metricsOut } = state;
   const slot = R * kvDim;
-  const shiftedIds = L > 1 ? gpu.tensor([B, S], 'i32', 'eagle3.ids.shifted') : undefined;
-
-  let hIn = hidden0;
-  for (let k = 0; k < L; k++) {
-    let ids = inputs.inputIds;
-    if (k > 0 && shiftedIds) {
-      shiftRowsLeft(gpu, inputs.inputIds, shiftedIds, B, S, k);
-      ids = shiftedIds;
-    }
-    const emb = gpu.tensor([R, H], 'f32', `eagle3.s${k}.emb`);
-    await embeddingForward(gpu, ids, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H });
-
-    const z = gpu.tensor([R, 2 * H], 'f32', `eagle3.s${k}.z`);
-    const invRmsEmb = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsEmb`);
-    const invRmsHidden = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsHidden`);
-    await rmsnormForward(gpu, emb, w.inputNorm.value, z, invRmsEmb, { rows: R, hidden: H, eps, strideY: 2 * H });
-    if (canViewAt(gpu, H)) {
-      const zHidden = elementView(gpu, z, H, R * 2 * H - H, `eagle3.s${k}.z.hidden`);
-      await rmsnormForward(gpu, hIn, w.hiddenNorm.value, zHidden, invRmsHidden, { rows: R, hidden: H, eps, strideY: 2 * H });
-    } else {
-      // The hidden half of z cannot be bound on its own (H · 4 bytes is off the binding alignment):
-      // normalise into a scratch tensor and place it with a strided copy.
-      const hNorm = gpu.tensor([R, H], 'f32', `eagle3.s${k}.hiddenNorm`);
-      await rmsnormForward(gpu, hIn, w.hiddenNorm.value, hNorm, invRmsHidden, { rows: R, hidden: H, eps });
-      await copyStrided(gpu, hNorm, z, { rows: R, width: H, dstStride: 2 * H, dstOffset: H });
-      gpu.release(hNorm);
-    }
-
-    const rope = (heads: number) => ({ rows: R, nHeads: heads, headDim: c.headDim });
-    const q = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.q`);
-    const qRot = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.qRot`);
-    await linear(z, w.q.value, q, qDim, 2 * H);
-    await ropeTableForward(gpu, q, positions[k], ropeTables.forward, qRot, rope(c.numHeads));
-    const kv = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.k`);
-    const kRot = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.kRot`);
-    await linear(z, w.k.value, kv, kvDim, 2 * H);
-    await ropeTableForward(gpu, kv, positions[k], ropeTables.forward, kRot, rope(c.numKvHeads));
-    copyElements(gpu, kRot, 0, kCache, k * slot, slot);
-    await linear(z, w.v.value, kv, kvDim, 2 * H);
-    copyElements(gpu, kv, 0, vCache, k * slot, slot);
-    gpu.release(q, kv, kRot);
-
-    const o = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.o`);
-    const lse = gpu.tensor([B, c.numHeads, S], 'f32', `eagle3.s${k}.lse`);
-    await tttAttentionForward(
+  const shiftedIds = L > 1 ? gpu.tensor([B, S], 'i32', `${tag}.ids.shifted`) : undefined;
+  // The hidden the next step reads: hidden0, then each step's hOut.
+  let hidden = state.hidden0;
+  try {
+    await buildTeacher(
       gpu,
-      { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse },
-      {
-        batch: B,
-        seq: S,
-        heads: c.numHeads,
-        kvHeads: c.numKvHeads,
-        headDim: c.headDim,
-        step: k,
-      },
+      { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher },
+      { rows: R, vocab: c.vocabSize, draftVocab: D },
     );
-    const h1 = gpu.clone(hIn, `eagle3.s${k}.h1`);
-    await linear(o, w.o.value, h1, H, qDim, 1);
+    await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
+    await linear(inputs.hiddenStates, w.fc.value, state.hidden0, H, 3 * c.targetHiddenSize);
 
-    const n = gpu.tensor([R, H], 'f32', `eagle3.s${k}.n`);
-    const invRmsPost = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsPost`);
-    await rmsnormForward(gpu, h1, w.postNorm.value, n, invRmsPost, { rows: R, hidden: H, eps });
-    const gate = gpu.tensor([R, I], 'f32', `eagle3.s${k}.gate`);
-    const up = gpu.tensor([R, I], 'f32', `eagle3.s${k}.up`);
-    const act = gpu.tensor([R, I], 'f32', `eagle3.s${k}.act`);
-    await linear(n, w.gate.value, gate, I, H);
-    await linear(n, w.up.value, up, I, H);
-    await swigluForward(gpu, gate, up, act, { rows: R, inter: I });
-    const hOut = gpu.clone(h1, `eagle3.s${k}.hOut`);
-    await linear(act, w.down.value, hOut, H, I, 1);
+    for (let k = 0; k < L; k++) {
+      const s = `${tag}.s${k}`;
+      const hIn = hidden;
+      let ids = inputs.inputIds;
+      if (k > 0 && shiftedIds) {
+        shiftRowsLeft(gpu, inputs.inputIds, shiftedIds, B, S, k);
+        ids = shiftedIds;
+      }
+      const emb = gpu.tensor([R, H], 'f32', `${s}.emb`);
+      await embeddingForward(gpu, ids, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H });
 
-    const f = gpu.tensor([R, H], 'f32', `eagle3.s${k}.f`);
-    const invRmsFinal = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
-    await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { rows: R, hidden: H, eps });
-    const logits = gpu.tensor([R, D], 'f32', `eagle3.s${k}.logits`);
-    await linear(f, w.lmHead.value, logits, D, H);
-    if (state.captured) {
-      state.captured.logits.push(gpu.readLater(logits) as Promise<Float32Array>);
-      state.captured.hidden.push(gpu.readLater(hOut) as Promise<Float32Array>);
+      const z = gpu.tensor([R, 2 * H], 'f32', `${s}.z`);
+      // The backward reads each norm's 1/rms; gradient-free, the step's four norms share one buffer.
+      const invRmsEmb = gpu.tensor([R], 'f32', train ? `${s}.invRmsEmb` : `${s}.invRms`);
+      const invRmsFor = (name: string) => (train ? gpu.tensor([R], 'f32', `${s}.${name}`) : invRmsEmb);
+      const invRmsHidden = invRmsFor('invRmsHidden');
+      await rmsnormForward(gpu, emb, w.inputNorm.value, z, invRmsEmb, { rows: R, hidden: H, eps, strideY: 2 * H });
+      done(emb);
+      if (canViewAt(gpu, H)) {
+        const zHidden = elementView(gpu, z, H, R * 2 * H - H, `${s}.z.hidden`);
+        await rmsnormForward(gpu, hIn, w.hiddenNorm.value, zHidden, invRmsHidden, { rows: R, hidden: H, eps, strideY: 2 * H });
+      } else {
+        // The hidden half of z cannot be bound on its own (H · 4 bytes is off the binding alignment):
+        // normalise into a scratch tensor and place it with a strided copy.
+        const hNorm = gpu.tensor([R, H], 'f32', `${s}.hiddenNorm`);
+        await rmsnormForward(gpu, hIn, w.hiddenNorm.value, hNorm, invRmsHidden, { rows: R, hidden: H, eps });
+        await copyStrided(gpu, hNorm, z, { rows: R, width: H, dstStride: 2 * H, dstOffset: H });
+        gpu.release(hNorm);
+      }
+
+      const rope = (heads: number) => ({ rows: R, nHeads: heads, headDim: c.headDim });
+      const q = gpu.tensor([R, qDim], 'f32', `${s}.q`);
+      const qRot = gpu.tensor([R, qDim], 'f32', `${s}.qRot`);
+      await linear(z, w.q.value, q, qDim, 2 * H);
+      await ropeTableForward(gpu, q, positions[k], ropeTables.forward, qRot, rope(c.numHeads));
+      const kv = gpu.tensor([R, kvDim], 'f32', `${s}.k`);
+      const kRot = gpu.tensor([R, kvDim], 'f32', `${s}.kRot`);
+      await linear(z, w.k.value, kv, kvDim, 2 * H);
+      await ropeTableForward(gpu, kv, positions[k], ropeTables.forward, kRot, rope(c.numKvHeads));
+      copyElements(gpu, kRot, 0, kCache, k * slot, slot);
+      await linear(z, w.v.value, kv, kvDim, 2 * H);
+      copyElements(gpu, kv, 0, vCache, k * slot, slot);
+      gpu.release(q, kv, kRot);
+      done(z);
+
+      const o = gpu.tensor([R, qDim], 'f32', `${s}.o`);
+      const lse = gpu.tensor([B, c.numHeads, S], 'f32', `${s}.lse`);
+      await tttAttentionForward(
+        gpu,
+        { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse },
+        { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k },
+      );
+      await taps.attention?.(k, { q: qRot, kCache, mask: inputs.attentionMask, lse });
+      const h1 = gpu.clone(hIn, `${s}.h1`);
+      await linear(o, w.o.value, h1, H, qDim, 1);
+      done(qRot, o, lse);
+
+      const n = gpu.tensor([R, H], 'f32', `${s}.n`);
+      const invRmsPost = invRmsFor('invRmsPost');
+      await rmsnormForward(gpu, h1, w.postNorm.value, n, invRmsPost, { rows: R, hidden: H, eps });
+      const gate = gpu.tensor([R, I], 'f32', `${s}.gate`);
+      const up = gpu.tensor([R, I], 'f32', `${s}.up`);
+      const act = gpu.tensor([R, I], 'f32', `${s}.act`);
+      await linear(n, w.gate.value, gate, I, H);
+      await linear(n, w.up.value, up, I, H);
+      await swigluForward(gpu, gate, up, act, { rows: R, inter: I });
+      const hOut = gpu.clone(h1, `${s}.hOut`);
+      await linear(act, w.down.value, hOut, H, I, 1);
+      // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the h1 copy.
+      done(n, gate, up, act, h1, hIn);
+      hidden = hOut;
+
+      const f = gpu.tensor([R, H], 'f32', `${s}.f`);
+      const invRmsFinal = invRmsFor('invRmsFinal');
+      await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { rows: R, hidden: H, eps });
+      const logits = gpu.tensor([R, D], 'f32', `${s}.logits`);
+      await linear(f, w.lmHead.value, logits, D, H);
+      if (state.captured) {
+        state.captured.logits.push(gpu.readLater(logits) as Promise<Float32Array>);
+        state.captured.hidden.push(gpu.readLater(hOut) as Promise<Float32Array>);
+      }
+      await taps.logits?.(k, logits);
+
+      // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
+      await eagle3Metrics(
+        gpu,
+        {
+          logits,
+          pTilde: teacher.pTilde,
+          tok: teacher.tok,
+          lossMask: inputs.lossMask,
+          positionMask: teacher.positionMask,
+          used: params.used,
+          metricsOut,
+        },
+        { rows: R, draftVocab: D, seqLen: S, step: k, slot: k },
+      );
+      // The loss does not depend on the grad mode: gradient-free, the same loss without its gradient.
+      const grad = train ? { grad: 'in-place' as const, gradScale: train.lossScale * PLOSS_DECAY ** k } : { grad: 'none' as const };
+      await softCrossEntropy(
+        gpu,
+        { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut },
+        {
+          rows: R,
+          draftVocab: D,
+          seqLen: S,
+          step: k,
+          ...grad,
+          slot: k,
+          total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
+        },
+      );
+      if (train) {
+        // The loss gradient of this step is final now: fold it through lm_head at once, so the step
+        // keeps dF [R, H] instead of the [R, D] logits (D is 32000 for Llama-3 drafts).
+        const dF = gpu.tensor([R, H], 'f32', `${s}.dF`);
+        await lmHeadBackward(gpu, params, logits, f, dF, R);
+        gpu.release(logits, f);
+        state.steps.push({ emb, invRmsEmb, z, invRmsHidden, hIn, qRot, o, lse, h1, invRmsPost, n, gate, up, act, hOut, invRmsFinal, dF });
+      } else {
+        gpu.release(f, logits, invRmsEmb);
+      }
     }
-
-    // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
-    await eagle3Metrics(
-      gpu,
-      {
-        logits,
-        pTilde: teacher.pTilde,
-        tok: teacher.tok,
-        lossMask: inputs.lossMask,
-        positionMask: teacher.positionMask,
-        used: params.used,
-        metricsOut,
-      },
-      {
-        rows: R,
-        draftVocab: D,
-        seqLen: S,
-        step: k,
-        slot: k,
-      },
-    );
-    await softCrossEntropy(
-      gpu,
-      { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut },
-      {
-        rows: R,
-        draftVocab: D,
-        seqLen: S,
-        step: k,
-        grad: 'in-place',
-        gradScale: options.lossScale * PLOSS_DECAY ** k,
-        slot: k,
-        total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
-      },
-    );
-    // The loss gradient of this step is final now: fold it through lm_head at once, so the step
-    // keeps dF [R, H] instead of the [R, D] logits (D is 32000 for Llama-3 drafts).
-    const dF = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dF`);
-    await lmHeadBackward(gpu, params, logits, f, dF, R);
-    gpu.release(logits, f);
-    state.steps.push({ emb, invRmsEmb, z, invRmsHidden, hIn, qRot, o, lse, h1, invRmsPost, n, gate, up, act, hOut, invRmsFinal, dF });
-    hIn = hOut;
+  } catch (err) {
+    // The gradient-free mode owns the unroll's tensors (a training state is the caller's to release).
+    if (!train) {
+      gpu.release(hidden);
+      releaseUnrollTensors(gpu, state);
+    }
+    throw err;
+  } finally {
+    if (shiftedIds) gpu.release(shiftedIds);
   }
-  if (shiftedIds) gpu.release(shiftedIds);
+  // Gradient-free, the last step's output is read by nothing more (its final norm is encoded).
+  done(hidden);
   return state;
-}
-
-/** Release every tensor the forward allocated (inputs excluded). */
-export function releaseForwardState(gpu: Gpu, s: Eagle3ForwardState): void {
-  gpu.release(
-    ...s.positions,
-    s.hidden0,
-    s.kCache,
-    s.vCache,
-    s.teacher.p,
-    s.teacher.pTilde,
-    s.teacher.tok,
-    s.teacher.positionMask,
-    s.lossOut,
-    s.metricsOut,
-  );
-  for (const a of s.steps) {
-    // hIn is hidden0 or the previous step's hOut, both released elsewhere.
-    gpu.release(
-      a.emb,
-      a.invRmsEmb,
-      a.z,
-      a.invRmsHidden,
-      a.qRot,
-      a.o,
-      a.lse,
-      a.h1,
-      a.invRmsPost,
-      a.n,
-      a.gate,
-      a.up,
-      a.act,
-      a.hOut,
-      a.invRmsFinal,
-      a.dF,
-    );
-  }
-  s.steps.length = 0;
 }

@@ -4,14 +4,17 @@
  * with gradients (times the loss scale) added into the AdamWBackend's grad buffers. The optimizer
  * step stays with the backend, so accumulation and clipping work as for any strategy.
  *
- * Module map: config.ts (config + parameter table), parameters.ts (GPU tensors), forward.ts,
- * backward.ts, gpu-views.ts (views and copies between kernels).
+ * Module map: inputs.ts (the micro-batch and its check), parameters.ts (GPU tensors), forward.ts (the
+ * forward, training and gradient-free), forward-state.ts (what the backward reads), backward.ts,
+ * lm-head.ts, rope.ts, vocab-mapping.ts, export.ts; the config is src/config/eagle3-config.ts.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { AdamWBackend } from '../../optim/adamw-backend.ts';
 import { eagle3Backward } from './backward.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
-import { eagle3Forward, releaseForwardState, type Eagle3Inputs } from './forward.ts';
+import { eagle3Forward } from './forward.ts';
+import { releaseForwardState } from './forward-state.ts';
+import type { Eagle3Inputs } from './inputs.ts';
 import { Eagle3Parameters, type Eagle3Vocab } from './parameters.ts';
 
 export interface Eagle3TrainOptions {

@@ -16,9 +16,9 @@
  * and the widened copies are freed once the step is encoded.
  * One forwardBackward = the draft's forward over the TTT unroll + backward, gradients × lossScale
  * added into the backend. `evaluate` = the same forward, losses and metrics with no gradient at all
- * (SpecForge's eval forward under no_grad; eagle3-eval-forward below). Losses and metrics come back
- * as pending reads; metrics are sums and counts so the trainer can add them across micro-batches
- * (the numerator/denominator reduction of SpecForge's later runtime):
+ * (SpecForge's eval forward under no_grad; the gradient-free mode of model/eagle3/forward.ts).
+ * Losses and metrics come back as pending reads; metrics are sums and counts so the trainer can add
+ * them across micro-batches (the numerator/denominator reduction of SpecForge's later runtime):
  *   ploss_k, ploss_num_k = ploss_k · n, ploss_den_k = n (n = B·S, SpecForge's per-step denominator),
  *   correct_k, denom_k        (acc_k = Σcorrect / max(Σdenom, 1e-6)),
  *   accept_sum_k, accept_count_k (acceptance_rate_k = Σsum / max(Σcount, 1e-8) within one batch),
@@ -28,11 +28,11 @@
 import type { TrainBatch } from '../../contracts/index.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
-import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/forward.ts';
+import { eagle3EvalForward, type Eagle3EvalTaps } from '../../model/eagle3/forward.ts';
+import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/inputs.ts';
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
 import { asWidened, widenF16Features, WIDENED_FEATURES } from '../feature-precision.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
-import { eagle3EvalForward, type Eagle3EvalTaps } from './eagle3-eval-forward.ts';
 
 export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hidden_state', 'target'] as const;
 
@@ -129,7 +129,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   /**
    * The forward of `forwardBackward` over the TTT unroll with its loss and metric kernels, and no
    * backward: no gradient is computed or written, the weights are only read. Same loss and metrics.
-   * `taps` read tensors of the forward as it runs (eagle3-eval-forward.ts; the lab's draft insight).
+   * `taps` read tensors of the forward as it runs (model/eagle3/forward.ts `Eagle3EvalTaps`; the lab's draft insight).
    */
   async evaluate(batch: TrainBatch<Tensor>, taps?: Eagle3EvalTaps): Promise<StepOutput> {
     const gpu = this.gpu;

@@ -1,5 +1,5 @@
-// attention/dkv_lanes — attention/dkv's contract (dK / dV of the causal / TTT-diagonal attention;
-// same shapes, bindings 0..8, Params and accumulate flag) in attention/forward_lanes' layout: one
+// attention/dkv-lanes — attention/dkv's contract (dK / dV of the causal / TTT-diagonal attention;
+// same shapes, bindings 0..8, Params and accumulate flag) in attention/forward-lanes' layout: one
 // subgroup of 8 lanes per workgroup, lane c owns key row wg.x·8 + c of kv head wg.y whole (k, v
 // and the dK / dV accumulators in registers), every query and dO row loaded once per workgroup,
 // split across the lanes (include/attention-lanes), no workgroup memory, no barriers.

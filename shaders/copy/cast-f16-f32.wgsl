@@ -1,4 +1,4 @@
-// copy/cast_f16_f32 — f16 → f32, exact:
+// copy/cast-f16-f32 — f16 → f32, exact:
 //   dst[dstOffset + i] = f32(src16[srcOffset + i])   for i < count
 // Widens f16 features right before the draft's forward, which trains in f32.
 //

@@ -1,28 +1,12 @@
-// matmul/tiled_f16 — matmul/tiled with f16 operands: A and B are rounded to f16 as they are staged
-// in workgroup memory (half the bytes and bandwidth of the f32 tiles), products are formed and
-// accumulated in f32. Needs the `shader-f16` feature; never chosen by default (training wants f32
-// operands), only on request.
-//
-// Computes, for every batch b:  C_b = alpha * op(A_b) · op(B_b) + beta * C_b
-//   op(A) is M x K: A stored row-major [M, K], or [K, M] when TRANS_A (A^T given).
-//   op(B) is K x N: B stored row-major [K, N], or [N, K] when TRANS_B.
-//   C is row-major [M, N]; A, B and C are f32 buffers.
-// Bindings (group 0):
-//   0 uniform Params (dynamic offset into the uniform arena)
-//   1 storage read        A  (batch b starts at b * strideA elements; strideA = 0 broadcasts)
-//   2 storage read        B  (b * strideB)
-//   3 storage read_write  C  (b * strideC)
-// Dispatch: (ceil(N / TILE_N), ceil(M / TILE_M), batch) workgroups of WG_X x WG_Y invocations.
-// Each workgroup computes a TILE_M x TILE_N tile of C; each invocation a THREAD_M x THREAD_N block
-// (rows ly + WG_Y·i, columns lx + WG_X·j). K advances in slabs of SLAB staged in workgroup memory
-// (TILE_M·SLAB + TILE_N·SLAB f16). The geometry is MATMUL_GEOMETRY.'tiled-f16' in
-// src/kernels/matmul.ts, appended to this source as constants; the host's grid uses the same record.
-// Numerics: operands rounded to f16 (relative error <= 2^-11 each, values beyond 65504 overflow),
-// f32 products accumulated in f32 in increasing k order; out-of-range elements load as 0, so M, N,
-// K need not be multiples of the tile. beta == 0 never reads C (C may hold NaN garbage).
-enable f16;
-
-#include "include/matmul-common.wgsl"
+// include/matmul-tile — the body of matmul/tiled and matmul/tiled-f16 (their contract, shapes,
+// bindings and dispatch are stated in matmul/tiled): the slab staging, the register-blocked
+// product and the store. The including shader declares, before including this file,
+//   alias TILE_T = f32 or f16;   the element type of the workgroup tiles As and Bs,
+// after include/matmul-common (Params, bindings, TRANS_A / TRANS_B, bAt). Loads are f32
+// (include/matmul-tile-loads) and are converted to TILE_T as they are staged; staged elements are
+// read back as f32, so products and sums are f32 either way. With TILE_T = f32 both conversions are
+// the identity (the arithmetic is exactly that of f32 tiles); with f16 the staging rounds each
+// operand to f16 (round to nearest even).
 
 // K depth of a staged slab: internal to this kernel (the host's grid does not depend on it).
 const SLAB: u32 = 16u;
@@ -31,8 +15,8 @@ const WG_SIZE: u32 = WG_X * WG_Y;
 const_assert 0u == (TILE_M * SLAB) % WG_SIZE && 0u == (TILE_N * SLAB) % WG_SIZE;
 const_assert TILE_M == WG_Y * THREAD_M && TILE_N == WG_X * THREAD_N;
 
-var<workgroup> As: array<f16, TILE_M * SLAB>; // As[k * TILE_M + m]
-var<workgroup> Bs: array<f16, TILE_N * SLAB>; // Bs[k * TILE_N + n]
+var<workgroup> As: array<TILE_T, TILE_M * SLAB>; // As[k * TILE_M + m]
+var<workgroup> Bs: array<TILE_T, TILE_N * SLAB>; // Bs[k * TILE_N + n]
 
 #include "include/matmul-tile-loads.wgsl"
 
@@ -62,13 +46,13 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
       let e = t + r * WG_SIZE;
       var am: u32; var ak: u32;
       if (TRANS_A) { am = e % TILE_M; ak = e / TILE_M; } else { am = e / SLAB; ak = e % SLAB; }
-      As[ak * TILE_M + am] = f16(loadA(baseA, row0 + am, k0 + ak));
+      As[ak * TILE_M + am] = TILE_T(loadA(baseA, row0 + am, k0 + ak));
     }
     for (var r = 0u; r < TILE_N * SLAB / WG_SIZE; r++) {
       let e = t + r * WG_SIZE;
       var bn: u32; var bk: u32;
       if (TRANS_B) { bn = e / SLAB; bk = e % SLAB; } else { bn = e % TILE_N; bk = e / TILE_N; }
-      Bs[bk * TILE_N + bn] = f16(loadB(baseB, k0 + bk, col0 + bn));
+      Bs[bk * TILE_N + bn] = TILE_T(loadB(baseB, k0 + bk, col0 + bn));
     }
     workgroupBarrier();
     for (var k = 0u; k < SLAB; k++) {

@@ -1,4 +1,4 @@
-// rmsnorm/backward_dx — input gradient of y = w ⊙ x · r, r = 1 / sqrt(mean(x²) + eps):
+// rmsnorm/backward-dx — input gradient of y = w ⊙ x · r, r = 1 / sqrt(mean(x²) + eps):
 //   dx = r · (dy ⊙ w) − x · (r³ / hidden) · Σ_j dy_j w_j x_j       (per row)
 //
 // Shapes: x at row stride strideX, dy at strideDy, dx at strideDx (each ≥ hidden); w f32 [hidden];
@@ -15,7 +15,7 @@
 // Numerics: the row dot product is accumulated in f32 per invocation (increasing columns) and
 //   reduced by a fixed tree (deterministic).
 
-// The row body, shared with rmsnorm/backward_dx_rows and rmsnorm/backward_dx_subgroup; this file is its
+// The row body, shared with rmsnorm/backward-dx-rows and rmsnorm/backward-dx-subgroup; this file is its
 // `wide` layout (include/row-reduce-wide: 256 invocations, rowSum the halving tree above).
 #include "include/rmsnorm-backward-dx-row.wgsl"
 #include "include/row-reduce-wide.wgsl"

@@ -1,4 +1,4 @@
-// matmul/subgroup_f16w — matmul/subgroup with B (the weight) stored as f16: the same shader text, compiled
+// matmul/subgroup-f16w — matmul/subgroup with B (the weight) stored as f16: the same shader text, compiled
 // with B_F16 = 1 by src/kernels/matmul.ts (MATMUL_F16W_KERNELS), so its geometry is
 // MATMUL_GEOMETRY.subgroup and its bindings, shapes and dispatch are exactly matmul/subgroup's.
 // Bindings (group 0): 0 uniform Params, 1 read A (f32), 2 read B (f16 pairs packed in u32 words,

@@ -1,4 +1,4 @@
-// rmsnorm/backward_dw_columns — rmsnorm/backward_dw (dw_j = Σ_rows dy_j · x_j · r_row, the
+// rmsnorm/backward-dw-columns — rmsnorm/backward-dw (dw_j = Σ_rows dy_j · x_j · r_row, the
 // weight gradient of y = w ⊙ x · r) for the sized row layouts (src/kernels/row-variant.ts): one
 // invocation per column summing every row itself, so there is no workgroup memory and no barrier,
 // and narrow rows still spread over ceil(hidden / WG_X) workgroups.

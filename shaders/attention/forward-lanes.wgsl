@@ -1,4 +1,4 @@
-// attention/forward_lanes — attention/forward's contract (shapes, bindings 0..6, Params, TTT
+// attention/forward-lanes — attention/forward's contract (shapes, bindings 0..6, Params, TTT
 // diagonal keys, the empty-row rule) for CPU-like adapters with subgroups: no workgroup memory,
 // no barriers, and each key / value row loaded once per workgroup, split across its lanes.
 //

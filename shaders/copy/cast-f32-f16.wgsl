@@ -1,4 +1,4 @@
-// copy/cast_f32_f16 — f32 → f16, round to nearest even, with an overflow count:
+// copy/cast-f32-f16 — f32 → f16, round to nearest even, with an overflow count:
 //   dst16[dstOffset + i] = f16(src[srcOffset + i])   for i < count
 //   overflow[0] += #{ i : |src[srcOffset + i]| > 65504 or src[srcOffset + i] is not finite }
 // Stores captured features compactly (SpecForge keeps bf16; WGSL has no bf16, so SpecLab's compact

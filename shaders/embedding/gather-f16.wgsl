@@ -1,4 +1,4 @@
-// embedding/gather_f16 — embedding/gather from an f16 table: the same shader text, compiled with
+// embedding/gather-f16 — embedding/gather from an f16 table: the same shader text, compiled with
 // TABLE_F16 = 1 by src/kernels/embedding.ts (the frozen target's embedding under f16 weights).
 // Shapes: ids i32 [N]; table f16 [V, H] (pairs packed in u32 words, element i in word i / 2, low
 //   half first), possibly split into row parts; out f32 [N, H].

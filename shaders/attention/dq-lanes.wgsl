@@ -1,8 +1,8 @@
-// attention/dq_lanes — attention/dq's contract (dQ of the causal / TTT-diagonal attention; same
-// shapes, bindings 0..7 and Params) in attention/forward_lanes' layout: one subgroup of 8 lanes
+// attention/dq-lanes — attention/dq's contract (dQ of the causal / TTT-diagonal attention; same
+// shapes, bindings 0..7 and Params) in attention/forward-lanes' layout: one subgroup of 8 lanes
 // per workgroup, lane r owns query row wg.x·8 + r whole (q, dO and the dQ accumulator in
 // registers), every key / value row loaded once per workgroup, split across the lanes
-// (include/attention-lanes), no workgroup memory, no barriers. forward_lanes says why.
+// (include/attention-lanes), no workgroup memory, no barriers. forward-lanes says why.
 //
 // For query row t: P = exp(s − L) with s = q·k · scale recomputed, dp = dO·v, D = rowsum(dO ⊙ O),
 // dS = P ⊙ (dp − D), dQ[t] = scale · Σ_u dS[t,u] k_u over the step-0 keys u ≤ t with mask[u] = 1

@@ -1,4 +1,4 @@
-// rmsnorm/backward_dw — weight gradient of y = w ⊙ x · r:  dw_j = Σ_rows dy_j · x_j · r_row.
+// rmsnorm/backward-dw — weight gradient of y = w ⊙ x · r:  dw_j = Σ_rows dy_j · x_j · r_row.
 // The second pass of the RMSNorm backward, over column blocks, so the row reduction needs no
 // atomics and is deterministic.
 //

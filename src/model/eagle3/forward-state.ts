@@ -1,0 +1,105 @@
+/**
+ * What the training forward (forward.ts `eagle3Forward`) leaves for the backward (backward.ts):
+ * the unroll's dimensions, the tensors every step shares (positions, K/V caches, teacher, loss and
+ * metric sums) and each step's activations, and how they are released. The gradient-free mode
+ * (`eagle3EvalForward`) allocates the same unroll tensors and keeps no step.
+ */
+import type { Gpu } from '../../gpu/gpu.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
+import type { Eagle3Inputs } from './inputs.ts';
+
+export interface Eagle3Dims {
+  batch: number;
+  seqLen: number;
+  rows: number;
+  tttLength: number;
+}
+
+/** What one TTT step keeps for the backward. */
+export interface StepActivations {
+  emb: Tensor;
+  invRmsEmb: Tensor;
+  z: Tensor;
+  invRmsHidden: Tensor;
+  /** Input hidden of this step: fc output (k = 0) or the previous step's hOut (owned there). */
+  hIn: Tensor;
+  qRot: Tensor;
+  o: Tensor;
+  lse: Tensor;
+  h1: Tensor;
+  invRmsPost: Tensor;
+  n: Tensor;
+  gate: Tensor;
+  up: Tensor;
+  act: Tensor;
+  hOut: Tensor;
+  invRmsFinal: Tensor;
+  /** d(lossScale · 0.8ᵏ · ploss_k)/d norm(h_out), already through lm_head (whose dW is accumulated). */
+  dF: Tensor;
+}
+
+export interface Eagle3ForwardState {
+  dims: Eagle3Dims;
+  inputs: Eagle3Inputs;
+  /** The gradient's scale (the backward multiplies by it); 0 in the gradient-free mode, which has none. */
+  lossScale: number;
+  /** i32 [B·S] per step: t + k. */
+  positions: Tensor[];
+  /** RoPE table of the inverse rotation (owned by the parameters' Eagle3Rope). */
+  ropeInverse: Tensor;
+  /** fc output, h_in of step 0. */
+  hidden0: Tensor;
+  /** f32 [L, B, S, nKV, hd]: RoPE'd keys / values of every step. */
+  kCache: Tensor;
+  vCache: Tensor;
+  teacher: { p: Tensor; pTilde: Tensor; tok: Tensor; positionMask: Tensor };
+  steps: StepActivations[];
+  /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
+  lossOut: Tensor;
+  /** f32 [4·L]: per step correct, denom, acceptSum, acceptCount (src/kernels/metrics.ts). */
+  metricsOut: Tensor;
+  captured?: { logits: Promise<Float32Array>[]; hidden: Promise<Float32Array>[] };
+}
+
+/** The tensors of the whole unroll, without the hidden chain (hidden0, each step's activations). */
+export function releaseUnrollTensors(gpu: Gpu, s: Eagle3ForwardState): void {
+  gpu.release(
+    ...s.positions,
+    s.kCache,
+    s.vCache,
+    s.teacher.p,
+    s.teacher.pTilde,
+    s.teacher.tok,
+    s.teacher.positionMask,
+    s.lossOut,
+    s.metricsOut,
+  );
+}
+
+/** Release every tensor the forward allocated (inputs excluded). */
+export function releaseForwardState(gpu: Gpu, s: Eagle3ForwardState): void {
+  gpu.release(s.hidden0);
+  releaseUnrollTensors(gpu, s);
+  for (const a of s.steps) {
+    // hIn is hidden0 or the previous step's hOut, both released elsewhere.
+    gpu.release(
+      a.emb,
+      a.invRmsEmb,
+      a.z,
+      a.invRmsHidden,
+      a.qRot,
+      a.o,
+      a.lse,
+      a.h1,
+      a.invRmsPost,
+      a.n,
+      a.gate,
+      a.up,
+      a.act,
+      a.hOut,
+      a.invRmsFinal,
+      a.dF,
+    );
+  }
+  s.steps.length = 0;
+}
