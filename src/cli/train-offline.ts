@@ -33,7 +33,8 @@ import { Rng } from '../util/random.ts';
 import { draftConfigFor } from '../training/eagle3-data.ts';
 import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../training/checkpoint-export.ts';
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../training/offline-training.ts';
-import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { loggedSteps } from './train-log.ts';
 import type { MetricsEntry } from '../contracts/metrics-record.ts';
 import {
   configRecord,
@@ -129,7 +130,7 @@ export async function runOfflineTraining(
       logged = logged.then(() => log?.append(line, options));
       return logged;
     };
-    const earlier = await loggedTrainSteps(out);
+    const earlier = await loggedSteps(out);
 
     const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
