@@ -31,6 +31,7 @@ import statisticsUtil from './util/statistics.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
+import metricsRecord from './contracts/metrics-record.test.ts';
 import labMetrics from './web/lab/metrics.test.ts';
 import labRunMetrics from './web/lab/run-metrics.test.ts';
 import labSettingsForm from './web/lab/settings-form.test.ts';
@@ -68,6 +69,7 @@ export const suites: readonly Suite[] = [
   portsStorage,
   nonFiniteGuard,
   adamwBackend,
+  metricsRecord,
   labMetrics,
   labRunMetrics,
   labSettingsForm,

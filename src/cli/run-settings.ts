@@ -31,7 +31,8 @@
  */
 import type { FileLock, FileStore } from '../ports/storage.ts';
 import { RUN_CHECKPOINTS_DIR } from '../training/checkpoint-export.ts';
-import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { loggedSteps } from './train-log.ts';
 import { lockRunFolder, prepareRunFolder, readJson, RUN_LOCK, RUN_SETTINGS, type FileRoots } from '../training/run-plan.ts';
 import { COMPLETE_MARKER, latestCheckpoint, parseCheckpointDirName, type CheckpointRef } from '../training/train-checkpoint.ts';
 import { crc32 } from '../util/crc32.ts';
@@ -206,7 +207,7 @@ export async function openRunFolder(roots: FileRoots, config: RunFolderConfig, s
     before = await out.list('');
     metricsBytes = before.includes('metrics.jsonl') ? await out.size('metrics.jsonl') : undefined;
     oldSettings = before.includes(RUN_SETTINGS) ? await out.read(RUN_SETTINGS) : undefined;
-    loggedBefore = (await loggedTrainSteps(out)).lastStep;
+    loggedBefore = (await loggedSteps(out)).lastStep;
     await out.writeAtomic(RUN_SETTINGS, sealJson({ kind: SETTINGS_KIND, settings: JSON.parse(JSON.stringify(settings)) as unknown }));
   } catch (err) {
     takenBack = true; // only a folder the lock made (now empty) goes
@@ -222,7 +223,7 @@ export async function openRunFolder(roots: FileRoots, config: RunFolderConfig, s
     async abandon() {
       if (config.resume || takenBack || kept) return;
       const stepFolders = (await out.list(RUN_CHECKPOINTS_DIR)).some((n) => parseCheckpointDirName(n) !== undefined);
-      if (stepFolders || (await loggedTrainSteps(out)).lastStep > loggedBefore) return; // a step was trained: the run is resumable
+      if (stepFolders || (await loggedSteps(out)).lastStep > loggedBefore) return; // a step was trained: the run is resumable
       for (const entry of await out.list('')) if (entry !== RUN_LOCK && !before.includes(entry)) await out.remove(entry);
       if (metricsBytes !== undefined && (await out.size('metrics.jsonl')) > metricsBytes)
         await out.writeAtomic('metrics.jsonl', (await out.read('metrics.jsonl')).subarray(0, metricsBytes));

@@ -33,7 +33,19 @@ import { Rng } from '../util/random.ts';
 import { draftConfigFor } from '../training/eagle3-data.ts';
 import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../training/checkpoint-export.ts';
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../training/offline-training.ts';
-import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
+import { loggedSteps } from './train-log.ts';
+import type { MetricsEntry } from '../contracts/metrics-record.ts';
+import {
+  configRecord,
+  dataRecord,
+  evalAfterRecord,
+  evalBeforeRecord,
+  metricsLine,
+  offlineSummaryRecord,
+  resumeEventRecord,
+  trainRecord,
+} from '../contracts/metrics-entries.ts';
 import { lockRunFolder, prepareRunFolder, resolveDraftVocabSize } from '../training/run-plan.ts';
 
 /** The settings of `speclab train` that offline training reads (TrainConfig has them all). */
@@ -113,12 +125,12 @@ export async function runOfflineTraining(
     let log: AppendLog | undefined;
     // Appends are chained so records land in order even when a caller does not wait.
     let logged: Promise<void> = Promise.resolve();
-    const record = (entry: Record<string, unknown>, options?: { sync?: boolean }): Promise<void> => {
-      const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
+    const record = (entry: MetricsEntry, options?: { sync?: boolean }): Promise<void> => {
+      const line = new TextEncoder().encode(metricsLine(new Date().toISOString(), entry));
       logged = logged.then(() => log?.append(line, options));
       return logged;
     };
-    const earlier = await loggedTrainSteps(out);
+    const earlier = await loggedSteps(out);
 
     const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
@@ -126,7 +138,7 @@ export async function runOfflineTraining(
     try {
       checkManifestTarget(manifest, target, manifestPath);
       log = await out.openAppendLog('metrics.jsonl');
-      await record({ phase: 'config', ...config, target: targetDir });
+      await record(configRecord(config, targetDir));
       const auxLayerIds = manifest.auxLayerIds;
       print(
         `features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
@@ -137,15 +149,16 @@ export async function runOfflineTraining(
       print(
         `phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${distinct} distinct loss-masked tokens; coverage ${(coverage * 100).toFixed(2)}% of loss-masked tokens`,
       );
-      await record({
-        phase: 'data',
-        trainSequences: manifest.samples,
-        trainTokens: manifest.tokens,
-        heldOut: manifest.heldOutPrompts.length,
-        draftVocabSize,
-        distinctTokens: distinct,
-        vocabCoverage: coverage,
-      });
+      await record(
+        dataRecord({
+          trainSequences: manifest.samples,
+          trainTokens: manifest.tokens,
+          heldOut: manifest.heldOutPrompts.length,
+          draftVocabSize,
+          distinctTokens: distinct,
+          vocabCoverage: coverage,
+        }),
+      );
 
       // 3. Untrained draft, evaluated before training.
       const draftConfig = draftConfigFor(target, draftVocabSize);
@@ -172,7 +185,7 @@ export async function runOfflineTraining(
       print(
         `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
       );
-      await record({ phase: 'eval-before', ...before });
+      await record(evalBeforeRecord(before));
 
       // 4. Offline training, checkpointed in <out>/checkpoints (resumed from there with --resume).
       print(
@@ -198,7 +211,7 @@ export async function runOfflineTraining(
           print(
             `phase resume: step ${step} from ${out.root}/${RUN_CHECKPOINTS_DIR}; ${Math.ceil((manifest.samples * config.epochs) / config.batchSize) - step} steps left`,
           );
-          void record({ event: 'phase', phase: 'resume', step });
+          void record(resumeEventRecord(step));
         },
         // Written and fsynced before the step's checkpoint, with the fields of the online record.
         onStep: (st) => {
@@ -211,22 +224,23 @@ export async function runOfflineTraining(
           }
           const replay = st.globalStep <= earlier.lastStep;
           return record(
-            {
-              phase: 'train',
-              step: st.globalStep,
-              totalSteps: st.totalSteps,
-              loss: st.loss,
-              plosses: st.plosses,
-              accs: st.accs,
-              simulatedAcceptance: st.simulatedAcceptance,
-              lr: st.lr,
-              gradNorm: st.gradNorm,
-              samples: st.samples,
-              tokensPerSecond: tokens / elapsed,
-              checkpointed: st.checkpointed,
-              elapsedSeconds: (performance.now() - started) / 1000,
-              ...(replay ? { replay: true } : {}),
-            },
+            trainRecord(
+              {
+                step: st.globalStep,
+                totalSteps: st.totalSteps,
+                loss: st.loss,
+                plosses: st.plosses,
+                accs: st.accs,
+                simulatedAcceptance: st.simulatedAcceptance,
+                lr: st.lr,
+                gradNorm: st.gradNorm,
+                samples: st.samples,
+                tokensPerSecond: tokens / elapsed,
+                checkpointed: st.checkpointed,
+                elapsedSeconds: (performance.now() - started) / 1000,
+              },
+              { replay },
+            ),
             { sync: true },
           );
         },
@@ -255,7 +269,7 @@ export async function runOfflineTraining(
         heldOut: await evaluateOn(trained, held, base.tokens),
         train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined,
       };
-      await record({ phase: 'eval-after', ...after });
+      await record(evalAfterRecord(after));
 
       const summary: OfflineTrainSummary = {
         features: features.root,
@@ -270,7 +284,7 @@ export async function runOfflineTraining(
         exportDir,
       };
       await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
-      await record({ phase: 'summary', ...summary });
+      await record(offlineSummaryRecord(summary));
       print('summary:');
       print(
         `  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${config.numDraftTokens} draft tokens per verification, bonus included)`,

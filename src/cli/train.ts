@@ -38,6 +38,18 @@ import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { adapterLimits, checkTrainMemory, gpuMemoryBudgetSchema, trainMemoryPlan } from './train-memory.ts';
 import { loggedSteps } from './train-log.ts';
+import type { MetricsEntry } from '../contracts/metrics-record.ts';
+import {
+  configRecord,
+  dataRecord,
+  evalAfterRecord,
+  evalBeforeRecord,
+  evalRecord,
+  metricsLine,
+  sessionEventRecord,
+  summaryRecord,
+  trainRecord,
+} from '../contracts/metrics-entries.ts';
 import { Eagle3TrainingSession, sessionCapture, sessionSettingsSchema } from '../training/eagle3-session.ts';
 import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
 import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
@@ -260,8 +272,8 @@ export async function runTraining(
     let log: AppendLog | undefined;
     // Appends are chained so records land in order even when a step callback does not wait.
     let logged: Promise<void> = Promise.resolve();
-    const record = (entry: Record<string, unknown>, options?: { sync?: boolean }): Promise<void> => {
-      const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
+    const record = (entry: MetricsEntry, options?: { sync?: boolean }): Promise<void> => {
+      const line = new TextEncoder().encode(metricsLine(new Date().toISOString(), entry));
       logged = logged.then(() => log?.append(line, options));
       return logged;
     };
@@ -286,7 +298,7 @@ export async function runTraining(
     let session: Eagle3TrainingSession | undefined;
     try {
       log = await out.openAppendLog('metrics.jsonl');
-      await record({ phase: 'config', ...config, target: targetDir });
+      await record(configRecord(config, targetDir));
       print(
         `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
       );
@@ -319,7 +331,7 @@ export async function runTraining(
         now,
         onEvent: (e) => {
           if (e.kind === 'phase' && e.phase === 'resume') print(`phase resume: ${e.detail}`);
-          void record({ event: e.kind, ...e });
+          void record(sessionEventRecord(e));
         },
         // Written and fsynced before the step's durable ack; a step logged by an earlier process
         // that a resume trains again is marked as a replay.
@@ -333,26 +345,33 @@ export async function runTraining(
             print(
               `eval   step ${st.globalStep}: loss ${st.eval.loss.toFixed(4)}  acc_0 ${st.eval.accs[0].toFixed(3)}  simulated acceptance length ${st.eval.simulatedAcceptance.toFixed(3)} (${st.eval.lossTokens} held-out tokens)`,
             );
-            void record({ phase: 'eval', step: st.globalStep, ...specForgeMetrics('eval', st.eval), ...(replay ? { replay: true } : {}) });
+            void record(evalRecord(st.globalStep, specForgeMetrics('eval', st.eval), replay));
           }
           return record(
-            {
-              phase: 'train',
-              step: st.globalStep,
-              totalSteps: st.totalSteps,
-              loss: st.loss,
-              plosses: st.plosses,
-              accs: st.accs,
-              simulatedAcceptance: st.simulatedAcceptance,
-              lr: st.lr,
-              gradNorm: st.gradNorm,
-              samples: st.samples,
-              tokensPerSecond: st.tokensPerSecond,
-              checkpointed: st.checkpointed,
-              elapsedSeconds: (performance.now() - started) / 1000,
-              ...specForgeMetrics('train', { ...reduceTrainMetrics(st.metrics, config.tttLength), lr: st.lr, gradNorm: st.gradNorm }),
-              ...(replay ? { replay: true } : {}),
-            },
+            trainRecord(
+              {
+                step: st.globalStep,
+                totalSteps: st.totalSteps,
+                loss: st.loss,
+                plosses: st.plosses,
+                accs: st.accs,
+                simulatedAcceptance: st.simulatedAcceptance,
+                lr: st.lr,
+                gradNorm: st.gradNorm,
+                samples: st.samples,
+                tokensPerSecond: st.tokensPerSecond,
+                checkpointed: st.checkpointed,
+                elapsedSeconds: (performance.now() - started) / 1000,
+              },
+              {
+                specForge: specForgeMetrics('train', {
+                  ...reduceTrainMetrics(st.metrics, config.tttLength),
+                  lr: st.lr,
+                  gradNorm: st.gradNorm,
+                }),
+                replay,
+              },
+            ),
             { sync: true },
           );
         },
@@ -364,15 +383,16 @@ export async function runTraining(
       print(
         `phase vocab: draft vocab ${draftVocabSize} of ${tc.vocabSize}; ${s.distinctTokens} distinct loss-masked tokens; coverage ${(s.coverage * 100).toFixed(2)}% of loss-masked tokens`,
       );
-      await record({
-        phase: 'data',
-        trainSequences: s.sequences.length,
-        trainTokens,
-        heldOut: heldPrompts.length,
-        draftVocabSize,
-        distinctTokens: s.distinctTokens,
-        vocabCoverage: s.coverage,
-      });
+      await record(
+        dataRecord({
+          trainSequences: s.sequences.length,
+          trainTokens,
+          heldOut: heldPrompts.length,
+          draftVocabSize,
+          distinctTokens: s.distinctTokens,
+          vocabCoverage: s.coverage,
+        }),
+      );
 
       // 3. Untrained draft, evaluated before training.
       const trainEval = data.evalTrainPrompts.slice(0, config.evalTrainPrompts);
@@ -395,7 +415,7 @@ export async function runTraining(
       print(
         `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
       );
-      await record({ phase: 'eval-before', ...flatEval(before) });
+      await record(evalBeforeRecord(before));
 
       // 4. Online training through the runtime planes, one optimizer step at a time.
       const startStep = s.globalStep;
@@ -448,7 +468,7 @@ export async function runTraining(
         heldOut: await evaluateOn(trained, heldPrompts, base.tokens),
         train: baseTrain ? await evaluateOn(trained, trainEval, baseTrain.tokens) : undefined,
       };
-      await record({ phase: 'eval-after', ...flatEval(after) });
+      await record(evalAfterRecord(after));
 
       const summary: TrainSummary = {
         target: targetDir,
@@ -463,7 +483,7 @@ export async function runTraining(
         exportDir,
       };
       await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
-      await record({ phase: 'summary', ...summary });
+      await record(summaryRecord(summary));
       const speedup = (e: SpecEval, sp: SpeedReport) => (e.tokensPerSecond / sp.tokensPerSecond).toFixed(2);
       print('summary:');
       print(
@@ -502,8 +522,4 @@ export async function runTraining(
   } finally {
     await run.release();
   }
-}
-
-function flatEval(e: { heldOut: SpecEval; train?: SpecEval }): Record<string, unknown> {
-  return { heldOut: e.heldOut, ...(e.train ? { train: e.train } : {}) };
 }

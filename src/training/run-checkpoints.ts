@@ -1,8 +1,7 @@
 /**
  * What the online session (eagle3-session.ts) and offline training (offline-training.ts) share about
  * a run that lives across processes: the checkpoint of a step (self-contained: `eagle3RunExtras`),
- * when one is due, the per-step EAGLE3 metrics both report, and the steps an earlier process of the
- * run already logged to its metrics.jsonl (so a resume marks the steps it trains again).
+ * when one is due, and the per-step EAGLE3 metrics both report.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { AdamWBackend } from '../optim/adamw-backend.ts';
@@ -57,24 +56,4 @@ export function eagle3StepMetrics(
   let simulatedAcceptance = 0;
   for (const a of accs) simulatedAcceptance += prod *= a;
   return { plosses, accs, simulatedAcceptance };
-}
-
-/** The last train step an earlier process of this run logged to `<out>/metrics.jsonl`, and its loss (none: 0 and NaN). */
-export async function loggedTrainSteps(out: FileStore, file = 'metrics.jsonl'): Promise<{ lastStep: number; lastLoss: number }> {
-  let lastStep = 0;
-  let lastLoss = Number.NaN;
-  if (!(await out.exists(file))) return { lastStep, lastLoss };
-  for (const line of new TextDecoder().decode(await out.read(file)).split('\n')) {
-    let entry: { phase?: unknown; step?: unknown; loss?: unknown };
-    try {
-      entry = JSON.parse(line) as typeof entry;
-    } catch {
-      continue; // a line cut by a kill mid-append
-    }
-    if (entry?.phase === 'train' && typeof entry.step === 'number' && entry.step >= lastStep) {
-      lastStep = entry.step;
-      lastLoss = typeof entry.loss === 'number' ? entry.loss : Number.NaN;
-    }
-  }
-  return { lastStep, lastLoss };
 }

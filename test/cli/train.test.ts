@@ -8,6 +8,7 @@
 import { loadTrainConfig, parseTrainFlags, trainCommand, validateTrainConfig, type TrainSummary } from '../../src/cli/train.ts';
 import { labCorpusPrompts, parsePromptsJson } from '../../src/training/run-plan.ts';
 import { readEagle3Export } from '../../src/model/eagle3/export.ts';
+import { parseMetricsLine } from '../../src/contracts/metrics-record.ts';
 import { assert, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
@@ -148,7 +149,7 @@ export default defineSuite('cli/train', (t) => {
           .decode(await tmp.files.read('run/metrics.jsonl'))
           .trim()
           .split('\n')
-          .map((l) => JSON.parse(l) as Record<string, unknown>);
+          .map((l, i) => parseMetricsLine(l, `metrics.jsonl line ${i + 1}`) as Record<string, unknown>); // every line as the schema says
         assertEqual(log.filter((r) => r.phase === 'train').length, 36, 'one metrics record per step');
         for (const phase of ['config', 'data', 'eval-before', 'eval-after', 'summary'])
           assert(

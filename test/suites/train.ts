@@ -5,6 +5,7 @@ import trainMemory from '../cli/train-memory.test.ts';
 import cli from '../cli/cli.test.ts';
 import trainData from '../cli/train-data.test.ts';
 import runSettings from '../cli/run-settings.test.ts';
+import trainLog from '../cli/train-log.test.ts';
 import flagValues from '../cli/flag-values.test.ts';
 import clusterStatus from '../cli/status.test.ts';
 import clusterRoles from '../cli/cluster-roles.test.ts';
@@ -36,6 +37,7 @@ export const trainSuites: readonly Suite[] = [
   trainMemory,
   trainData,
   runSettings,
+  trainLog,
   cli,
   flagValues,
   clusterStatus,

@@ -16,6 +16,7 @@ import { trainCommand } from '../../src/cli/train.ts';
 import { DataFlowController } from '../../src/control/controller.ts';
 import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import type { SampleRef } from '../../src/contracts/index.ts';
+import { parseMetricsLine } from '../../src/contracts/metrics-record.ts';
 import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
 import { FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
@@ -410,7 +411,7 @@ export default defineSuite('training/offline', (t) => {
           .decode(await tmp.files.read('run/metrics.jsonl'))
           .trim()
           .split('\n')
-          .map((l) => JSON.parse(l) as Record<string, unknown>);
+          .map((l, i) => parseMetricsLine(l, `metrics.jsonl line ${i + 1}`) as Record<string, unknown>); // every line as the schema says
         assertEqual(log.filter((r) => r.phase === 'train').length, 4, 'one metrics record per step (2 epochs × 4 shards / batch 2)');
         const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));
         assertEqual(imported.config.vocabSize, 384, 'export vocab');

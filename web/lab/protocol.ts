@@ -6,7 +6,7 @@ import type { AdapterRecord } from '../../src/gpu/context.ts';
 import type { ControllerStatus } from '../../src/control/controller.ts';
 import type { TargetModelConfig } from '../../src/config/hf-config.ts';
 import type { AdapterLimits } from '../../src/training/memory-plan.ts';
-import type { MetricPoint } from './metrics.ts';
+import type { EvalValues, TrainEntry } from '../../src/contracts/metrics-record.ts';
 import type { LabInsight } from './insight-view.ts';
 
 /** What a visitor chooses before starting a run. */
@@ -59,32 +59,27 @@ export type Command =
 
 export type Phase = 'idle' | 'loading' | 'data' | 'training' | 'paused' | 'stopped' | 'done' | 'error';
 
-export interface StepReport {
-  step: number;
-  total: number;
-  loss: number;
-  plosses: number[];
-  accs: number[];
-  simulatedAcceptance: number;
-  tokensPerSecond: number;
-  lr: number;
-  checkpointed: boolean;
-}
+/**
+ * One optimizer step as the page draws it: the fields of a `metrics.jsonl` train record
+ * (src/contracts/metrics-record.ts) that the charts use, `total` its totalSteps. The worker makes it
+ * from the session's step; ./metrics.ts reads it from a CLI log.
+ */
+export type StepReport = Pick<
+  TrainEntry,
+  'step' | 'loss' | 'plosses' | 'accs' | 'simulatedAcceptance' | 'tokensPerSecond' | 'lr' | 'checkpointed'
+> & { total: TrainEntry['totalSteps'] };
 
-/** The draft scored on the held-out prompts (continued by the target), on the steps it is due. */
-export interface EvalReport {
-  step: number;
-  /** Evaluated every this many optimizer steps, and at the last. */
+/**
+ * The draft scored on the held-out prompts (continued by the target), on the steps it is due: the
+ * values of a `metrics.jsonl` eval record (`simulatedAcceptance` WITHOUT the bonus token: the page
+ * shows 1 + it, metrics.ts acceptanceLength), and what the lab knows beside them.
+ */
+export interface EvalReport extends EvalValues {
+  /** Evaluated every this many optimizer steps, and at the last (0: not known, as in a CLI log). */
   every: number;
-  /** Held-out sequences and the loss-masked tokens scored at TTT position 0. */
+  /** Held-out sequences and the loss-masked tokens scored at TTT position 0 (0: not known). */
   sequences: number;
   lossTokens: number;
-  loss: number;
-  plosses: number[];
-  accs: number[];
-  acceptanceRates: number[];
-  /** Σ_k Π_{j≤k} acc_j over the held-out set, WITHOUT the bonus token (the page shows 1 + this: metrics.ts acceptanceLength). */
-  simulatedAcceptance: number;
 }
 
 export interface RunStatus {
@@ -93,6 +88,13 @@ export interface RunStatus {
   spillBytes: number;
   round: number;
   rounds: number;
+}
+
+/** One optimizer step as the charts draw it; `status` is the worker's (a CLI log has none). */
+export interface MetricPoint {
+  step: StepReport;
+  status?: RunStatus;
+  eval?: EvalReport;
 }
 
 /** Speculative sampling of the "Try the draft" panel: temperature 0 is greedy (top-p, top-k and seed unused). */
