@@ -30,10 +30,10 @@
  * files. With `--fresh` the earlier run was deleted before the attempt, as asked.
  */
 import type { FileLock, FileStore } from '../ports/storage.ts';
-import { RUN_CHECKPOINTS_DIR } from '../training/checkpoint-export.ts';
-import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/run-checkpoints.ts';
-import { lockRunFolder, prepareRunFolder, readJson, RUN_LOCK, RUN_SETTINGS, type FileRoots } from '../training/run-plan.ts';
-import { COMPLETE_MARKER, latestCheckpoint, parseCheckpointDirName, type CheckpointRef } from '../training/train-checkpoint.ts';
+import { RUN_CHECKPOINTS_DIR } from '../training/checkpoints/checkpoint-export.ts';
+import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/checkpoints/run-checkpoints.ts';
+import { lockRunFolder, prepareRunFolder, readJson, RUN_LOCK, RUN_SETTINGS, type FileRoots } from '../training/run/run-plan.ts';
+import { COMPLETE_MARKER, latestCheckpoint, parseCheckpointDirName, type CheckpointRef } from '../training/checkpoints/train-checkpoint.ts';
 import { crc32 } from '../util/crc32.ts';
 import { splitPath } from '../util/paths.ts';
 import { openSealedJson, sealJson } from '../util/sealed-json.ts';

@@ -5,7 +5,7 @@
  *   speclab train [--target <hf dir>] [--prompts-file <json>] [--out <dir>] [--config <json file>]
  *                 [--resume | --fresh] [options]        (options: train-options.ts, `speclab train --help`)
  *
- * Pipeline (the training itself is an Eagle3TrainingSession, src/training/eagle3-session.ts):
+ * Pipeline (the training itself is an Eagle3TrainingSession, src/training/session/eagle3-session.ts):
  *   1. data      prompts (a JSON file of token-id arrays; the lab corpus when the lab target is the
  *                target; else seeded random token prompts) continued greedily by the target itself:
  *                the draft learns the target's own outputs. Loss mask = the generated tokens.
@@ -31,22 +31,22 @@ import type { Eagle3DraftCheckpoint } from '../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../inference/evaluate-draft.ts';
 import { timeTargetOnly, type SpeedReport } from '../inference/speculative.ts';
 import { readEagle3Export, withoutEmbedding } from '../model/eagle3/export.ts';
-import { exportRunCheckpoint } from '../training/checkpoint-export.ts';
+import { exportRunCheckpoint } from '../training/checkpoints/checkpoint-export.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { AppendLog } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
-import { adapterLimits, checkTrainMemory, gpuMemoryBudgetSchema, trainMemoryPlan } from './train-memory.ts';
-import { loggedSteps } from './train-log.ts';
-import { Eagle3TrainingSession, sessionCapture, sessionSettingsSchema } from '../training/eagle3-session.ts';
-import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
-import { NonFiniteGuard } from '../training/nonfinite-guard.ts';
-import { readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
+import { adapterLimits, checkTrainMemory, gpuMemoryBudgetSchema, trainMemoryPlan } from '../training/run/train-memory.ts';
+import { loggedSteps } from '../training/run/train-log.ts';
+import { Eagle3TrainingSession, sessionCapture, sessionSettingsSchema } from '../training/session/eagle3-session.ts';
+import { clusterRuntime, openClusterTrainer } from '../training/run/cluster-run.ts';
+import { NonFiniteGuard } from '../training/loop/nonfinite-guard.ts';
+import { readJson, resolveAuxLayers, resolveDraftVocabSize, resolveTargetDir, usesLabCorpus } from '../training/run/run-plan.ts';
 import { openRunFolder, resumeCommand, withStoredSettings } from './run-settings.ts';
-import { offlineTrainCommand } from './train-offline.ts';
-import { trainingData } from './train-data.ts';
-import { continueWithTarget } from '../training/eagle3-data.ts';
-import { reduceTrainMetrics, specForgeMetrics } from '../training/metric-keys.ts';
+import { offlineTrainCommand } from '../training/run/train-offline.ts';
+import { trainingData } from '../training/run/train-data.ts';
+import { continueWithTarget } from '../training/sequences/eagle3-data.ts';
+import { reduceTrainMetrics, specForgeMetrics } from '../training/evaluation/metric-keys.ts';
 import { commandHelp, settingsOrExit, UsageError } from './options.ts';
 import { checkClusterSettings, normalizeConfigKeys, parseTrainFlags, TRAIN_DEF, trainArgs, type TrainFlags } from './train-options.ts';
 

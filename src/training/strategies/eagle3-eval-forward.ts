@@ -3,7 +3,7 @@
  * what SpecForge's evaluator runs under torch.no_grad (specforge/eval/evaluator.py, forward_fn =
  * strategy.forward_loss). It issues exactly the kernels of src/model/eagle3/forward.ts in the same
  * order and with the same operands, so the losses and metric sums are those `trainStep` reports for
- * the same batch and weights (test/training/held-out-eval.test.ts checks it bit for bit), except:
+ * the same batch and weights (test/training/evaluation/held-out-eval.test.ts checks it bit for bit), except:
  *   - the soft cross-entropy runs with grad 'none' (its loss does not depend on the grad mode),
  *   - no lm_head backward (forward.ts folds the loss gradient through lm_head inside the forward,
  *     adding into lm_head's grad buffer) and no eagle3Backward: no grad buffer is touched,
@@ -39,7 +39,7 @@ export interface Eagle3EvalOutput {
 }
 
 /**
- * Read-only taps into the forward (the lab's draft insight, src/training/draft-insight.ts). Each is
+ * Read-only taps into the forward (the lab's draft insight, src/training/evaluation/draft-insight.ts). Each is
  * called while its tensors are live and may only encode work that reads them (and writes its own
  * tensors); the forward's own kernels, operands and order are the same with or without taps.
  */
