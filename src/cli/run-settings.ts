@@ -1,5 +1,6 @@
 /**
- * The settings a `speclab train` run keeps, and the run folder one start of it holds.
+ * The rule by which `speclab train --resume` takes a run's stored settings (read by
+ * src/training/run/run-folder.ts) over the settings this command gives.
  *
  * `--resume` reuses the stored settings: `speclab train --out DIR --resume` alone continues the run
  * with the settings of its latest complete checkpoint (`extra.settings`, written by
@@ -22,22 +23,12 @@
  *   - settings not given come from the stored ones (a setting the stored run predates: its default).
  * A stored key this version does not know is dropped; the run contract check of the resume still
  * guards what it covers (data hash, draft config).
- *
- * A start that fails before its first optimizer step (a bad setting for the target, prompts past
- * the positions, a dataset error) leaves the folder as it found it: `RunFolder.abandon` removes what
- * this attempt created (the folder itself when it made it) and restores what it appended to. Never
- * on `--resume`, never once a step was trained (the run is then resumable), never an earlier run's
- * files. With `--fresh` the earlier run was deleted before the attempt, as asked.
  */
-import type { FileLock, FileStore } from '../ports/storage.ts';
-import { RUN_CHECKPOINTS_DIR } from '../training/checkpoints/checkpoint-export.ts';
-import { loggedTrainSteps, TRAIN_RUN_ID } from '../training/checkpoints/run-checkpoints.ts';
-import { lockRunFolder, prepareRunFolder, readJson, RUN_LOCK, RUN_SETTINGS, type FileRoots } from '../training/run/run-plan.ts';
-import { COMPLETE_MARKER, latestCheckpoint, parseCheckpointDirName, type CheckpointRef } from '../training/checkpoints/train-checkpoint.ts';
-import { crc32 } from '../util/crc32.ts';
-import { splitPath } from '../util/paths.ts';
-import { openSealedJson, sealJson } from '../util/sealed-json.ts';
+import { readJson, type FileRoots } from '../training/run/run-plan.ts';
+import { storedRunSettings, type RunFolderConfig } from '../training/run/run-folder.ts';
 import { normalizeConfigKeys, TRAIN_OPTIONS, type TrainFlags } from './train-options.ts';
+
+export { openRunFolder, resumeCommand, storedRunSettings, type RunFolder, type RunFolderConfig } from '../training/run/run-folder.ts';
 
 /** Settings a resume may change: they shape neither the data stream nor the model (see above). */
 export const OVERRIDABLE: ReadonlySet<string> = new Set([
@@ -55,54 +46,10 @@ export const OVERRIDABLE: ReadonlySet<string> = new Set([
   'cluster',
 ]);
 
-/** What a run folder's handling needs of a run's settings (TrainConfig has it). */
-export interface RunFolderConfig {
-  out: string;
-  resume: boolean;
-  fresh: boolean;
-  /** A cluster run's Redis (its ledger is there, not in the folder). */
-  cluster?: string;
-}
-
 const FLAG = new Map(TRAIN_OPTIONS.map((o) => [o.key, o.flag]));
 const SETTING_KEYS = new Set(TRAIN_OPTIONS.map((o) => o.key).filter((k) => k !== 'config'));
-const SETTINGS_KIND = 'speclab train settings';
 /** Keys that say where and how this start runs, never taken from the stored settings. */
 const RUN_ONLY: ReadonlySet<string> = new Set(['out', 'resume', 'fresh']);
-
-/** The settings a run in `out` stored, and where from; undefined when it stored none. */
-export async function storedRunSettings(
-  roots: FileRoots,
-  out: string,
-): Promise<{ settings: Record<string, unknown>; source: string } | undefined> {
-  const checkpoints = roots.files(`${out}/${RUN_CHECKPOINTS_DIR}`);
-  const ref = await latestCheckpoint(checkpoints, TRAIN_RUN_ID);
-  const fromCheckpoint = ref ? await checkpointSettings(checkpoints, ref) : undefined;
-  if (fromCheckpoint) return { settings: fromCheckpoint, source: `${checkpoints.root}/${ref!.dir}/state.json` };
-  const dir = roots.files(out);
-  if (!(await dir.exists(RUN_SETTINGS))) return undefined;
-  const source = `${dir.root}/${RUN_SETTINGS}`;
-  const file = openSealedJson(await dir.read(RUN_SETTINGS), source, 'the run settings') as { kind?: unknown; settings?: unknown };
-  if (file?.kind !== SETTINGS_KIND || !isObject(file.settings))
-    throw new Error(`${source}: not the settings of a speclab train run (expected kind "${SETTINGS_KIND}" and an object of settings)`);
-  return { settings: file.settings, source };
-}
-
-/** `extra.settings` of a complete checkpoint, its state.json checked against the COMPLETE marker (weights are not read). */
-async function checkpointSettings(store: FileStore, ref: CheckpointRef): Promise<Record<string, unknown> | undefined> {
-  const where = `${store.root}/${ref.dir}/state.json`;
-  const marker = JSON.parse(new TextDecoder().decode(await store.read(`${ref.dir}/${COMPLETE_MARKER}`))) as {
-    files?: Record<string, { bytes?: number; crc32?: number }>;
-  };
-  const bytes = await store.read(`${ref.dir}/state.json`);
-  const expect = marker.files?.['state.json'];
-  if (bytes.byteLength !== expect?.bytes || crc32(bytes) !== expect?.crc32)
-    throw new Error(`${where}: does not match its ${COMPLETE_MARKER} marker (damaged); refusing to read the run's settings from it`);
-  const settings = (JSON.parse(new TextDecoder().decode(bytes)) as { extra?: { settings?: unknown } }).extra?.settings;
-  return isObject(settings) && Object.keys(settings).length > 0 ? settings : undefined;
-}
-
-const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /** The setting keys this command gave: its flags and its `--config` file's keys. */
 async function givenKeys(roots: FileRoots, flags: TrainFlags): Promise<Set<string>> {
@@ -156,78 +103,4 @@ export async function withStoredSettings<C extends RunFolderConfig>(
     `resume: settings of ${stored.source}${changed.length > 0 ? `; this command changes ${listed(changed.map((k) => shown(k, given[k])))}` : ''}`,
   );
   return validate(merged, `${stored.source} + this command`);
-}
-
-/** The command that continues an interrupted run: its settings are stored, so only the folder. */
-export function resumeCommand(out: string): string {
-  const dir = /^[\w./:=,@+-]+$/.test(out) ? out : `'${out.replace(/'/g, "'\\''")}'`;
-  return `speclab train --out ${dir} --resume`;
-}
-
-/** The run folder this start holds: locked, prepared (resume/fresh/refuse), its settings written. */
-export interface RunFolder {
-  readonly lock: FileLock;
-  /** After a failure: takes back what this attempt created, unless it resumed or trained a step. */
-  abandon(): Promise<void>;
-  /**
-   * The run now exists beyond this folder (a cluster's Redis holds its manifest and ledger): a later
-   * failure takes nothing back, so the folder stays for `--resume`, the only start the cluster accepts.
-   */
-  keep(): void;
-  /** Releases the lock (and removes the folder when this attempt made it and took everything back). */
-  release(): Promise<void>;
-}
-
-/**
- * Locks `config.out`, prepares it (prepareRunFolder), records what it holds now, and writes the
- * sealed settings file (`settings`: the validated settings of the run). On a refusal nothing is
- * left behind: the lock is released and a folder the lock created is removed.
- */
-export async function openRunFolder(roots: FileRoots, config: RunFolderConfig, settings: unknown = config): Promise<RunFolder> {
-  const [parentPath, name] = splitPath(config.out, { ignoreTrailingSlash: true });
-  const parent = roots.files(parentPath);
-  const removable = name !== '' && name !== '.' && name !== '..';
-  const existed = !removable || (await parent.exists(name));
-  const out = roots.files(config.out);
-  const lock = await lockRunFolder(out);
-  // Set when this attempt took back what it created: the lock's release then removes a folder it made.
-  let takenBack = false;
-  let kept = false;
-  const release = async () => {
-    await lock.release();
-    if (takenBack && !existed && (await out.list('')).length === 0) await parent.remove(name);
-  };
-  let before: string[];
-  let metricsBytes: number | undefined;
-  let oldSettings: Uint8Array | undefined;
-  let loggedBefore = 0;
-  try {
-    await prepareRunFolder(out, config);
-    before = await out.list('');
-    metricsBytes = before.includes('metrics.jsonl') ? await out.size('metrics.jsonl') : undefined;
-    oldSettings = before.includes(RUN_SETTINGS) ? await out.read(RUN_SETTINGS) : undefined;
-    loggedBefore = (await loggedTrainSteps(out)).lastStep;
-    await out.writeAtomic(RUN_SETTINGS, sealJson({ kind: SETTINGS_KIND, settings: JSON.parse(JSON.stringify(settings)) as unknown }));
-  } catch (err) {
-    takenBack = true; // only a folder the lock made (now empty) goes
-    await release();
-    throw err;
-  }
-  return {
-    lock,
-    release,
-    keep() {
-      kept = true;
-    },
-    async abandon() {
-      if (config.resume || takenBack || kept) return;
-      const stepFolders = (await out.list(RUN_CHECKPOINTS_DIR)).some((n) => parseCheckpointDirName(n) !== undefined);
-      if (stepFolders || (await loggedTrainSteps(out)).lastStep > loggedBefore) return; // a step was trained: the run is resumable
-      for (const entry of await out.list('')) if (entry !== RUN_LOCK && !before.includes(entry)) await out.remove(entry);
-      if (metricsBytes !== undefined && (await out.size('metrics.jsonl')) > metricsBytes)
-        await out.writeAtomic('metrics.jsonl', (await out.read('metrics.jsonl')).subarray(0, metricsBytes));
-      if (oldSettings) await out.writeAtomic(RUN_SETTINGS, oldSettings);
-      takenBack = true;
-    },
-  };
 }

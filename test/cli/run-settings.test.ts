@@ -9,7 +9,7 @@ import { configFromFlags, parseTrainFlags, trainCommand, validateTrainConfig } f
 import { openRunFolder, resumeCommand, storedRunSettings, withStoredSettings } from '../../src/cli/run-settings.ts';
 import type { Platform } from '../../src/cli/platform.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
-import { RUN_SETTINGS } from '../../src/training/run/run-plan.ts';
+import { RUN_SETTINGS } from '../../src/training/run/run-folder.ts';
 import { crc32 } from '../../src/util/crc32.ts';
 import { assert, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';

@@ -6,7 +6,7 @@
  */
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../../corpus/corpus.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
-import type { FileLock, FileStore } from '../../ports/storage.ts';
+import type { FileStore } from '../../ports/storage.ts';
 import { splitPath } from '../../util/paths.ts';
 import { Rng } from '../../util/random.ts';
 
@@ -137,43 +137,4 @@ export async function labCorpusPrompts(
     train: corpusPrompts(train, tokenizer, config.trainPrompts, config.promptLength),
     held: corpusPrompts(heldOut, tokenizer, config.evalPrompts, config.promptLength),
   };
-}
-
-/** Run state of an earlier run in --out: continued with --resume, deleted with --fresh, else refused. */
-const RUN_STATE = ['metadata', 'checkpoints', 'spill'] as const;
-
-/**
- * Locks the run folder for this process (`LOCK`; a dead owner's lock is taken over), before
- * anything in it is read or deleted: two trainers on one folder would corrupt each other's ledger
- * and spill. Stores that cannot lock (a browser tab's IndexedDB) return a no-op lock.
- */
-export async function lockRunFolder(out: FileStore): Promise<FileLock> {
-  if (!out.lockExclusive) return { path: `${out.root}/${RUN_LOCK}`, release: async () => {} };
-  return out.lockExclusive(RUN_LOCK);
-}
-
-export const RUN_LOCK = 'LOCK';
-
-/** The run's settings, sealed (src/util/sealed-json.ts): written at start, read by `--resume` (src/cli/run-settings.ts). */
-export const RUN_SETTINGS = 'settings.json';
-
-export async function prepareRunFolder(out: FileStore, config: { resume: boolean; fresh: boolean; cluster?: string }): Promise<void> {
-  if (config.resume && config.fresh) throw new Error('--resume and --fresh contradict each other: pick one');
-  const present: string[] = [];
-  for (const name of RUN_STATE) if ((await out.list(name)).length > 0) present.push(name);
-  if (config.fresh) {
-    // remove() takes a file or a folder; a store that has no folders (IndexedDB) says a folder does
-    // not exist, so remove unconditionally (it is a no-op for a missing name).
-    for (const name of [...RUN_STATE, RUN_SETTINGS, 'metrics.jsonl', 'summary.json', 'draft']) await out.remove(name);
-    return;
-  }
-  // A cluster run keeps its ledger in Redis: before its first checkpoint, its folder holds only its settings.
-  if (config.cluster !== undefined && (await out.exists(RUN_SETTINGS))) present.push(RUN_SETTINGS);
-  if (config.resume && present.length === 0)
-    throw new Error(`--resume: ${out.root} holds no run to resume (no ${RUN_STATE.join('/, ')}/); start one without --resume`);
-  if (!config.resume && present.length > 0) {
-    throw new Error(
-      `${out.root} already holds a run (${present.map((p) => `${p}/`).join(', ')}): pass --resume to continue it from its last checkpoint, --fresh to delete it and start over, or another --out`,
-    );
-  }
 }

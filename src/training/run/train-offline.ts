@@ -34,7 +34,8 @@ import { draftConfigFor } from '../sequences/eagle3-data.ts';
 import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../checkpoints/checkpoint-export.ts';
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../offline/offline-training.ts';
 import { loggedTrainSteps, TRAIN_RUN_ID } from '../checkpoints/run-checkpoints.ts';
-import { lockRunFolder, prepareRunFolder, resolveDraftVocabSize } from './run-plan.ts';
+import { lockRunFolder, prepareRunFolder } from './run-folder.ts';
+import { resolveDraftVocabSize } from '../sequences/draft-shape.ts';
 
 /** The settings of `speclab train` that offline training reads (TrainConfig has them all). */
 export interface OfflineTrainConfig extends OfflineTrainSettings {

@@ -1,14 +1,12 @@
 /**
  * The run plan shared by `speclab train`, `speclab prepare` and the browser lab
- * (src/training/run/run-plan.ts): aux layers and draft vocabulary with errors naming the setting, the
+ * (src/training/run/run-plan.ts, src/training/sequences/draft-shape.ts): aux layers and draft vocabulary with errors naming the setting, the
  * small-target rule of each caller, random prompts and --prompts-file prompts, and the run-folder
- * policy for an earlier run in --out. Also the path and duration helpers the commands share.
+ * policy for an earlier run in --out (src/training/run/run-folder.ts). Also the path and duration helpers the commands share.
  */
+import { lockRunFolder, prepareRunFolder, RUN_LOCK } from '../../../src/training/run/run-folder.ts';
 import {
   choosePrompts,
-  lockRunFolder,
-  prepareRunFolder,
-  RUN_LOCK,
   resolveAuxLayers,
   resolveDraftVocabSize,
   usesLabCorpus,
