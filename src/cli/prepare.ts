@@ -37,7 +37,7 @@ import { resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/r
 import { trainingData } from '../training/run/train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
-import { trainConfigSchema } from './train.ts';
+import { trainConfigSchema } from '../training/run/run-config.ts';
 
 /**
  * The data settings of `speclab train`, taken from its schema so names, defaults and bounds stay

@@ -37,7 +37,8 @@ import { TrainerCore } from '../loop/trainer-core.ts';
 import { eagle3RunExtras } from '../checkpoints/checkpoint-export.ts';
 import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint, TRAIN_RUN_ID } from '../checkpoints/run-checkpoints.ts';
 import type { RunContract } from '../checkpoints/run-contract.ts';
-import { CheckpointRefusedError, pruneCheckpoints, resumeFromCheckpoint } from '../checkpoints/train-checkpoint.ts';
+import { resumeFromCheckpoint } from '../checkpoints/checkpoint-resume.ts';
+import { CheckpointRefusedError, pruneCheckpoints } from '../checkpoints/train-checkpoint.ts';
 import { stableHash } from '../../util/stable-hash.ts';
 
 export interface OfflineTrainSettings {

@@ -24,10 +24,10 @@ import {
   latestCheckpoint,
   listCheckpoints,
   loadCheckpoint,
-  resumeFromCheckpoint,
   saveCheckpoint,
   type RunContract,
 } from '../../../src/training/checkpoints/train-checkpoint.ts';
+import { resumeFromCheckpoint } from '../../../src/training/checkpoints/checkpoint-resume.ts';
 import { Eagle3TrainStrategy } from '../../../src/training/strategies/eagle3.ts';
 import { TrainerController, type BatchSource } from '../../../src/training/loop/trainer-controller.ts';
 import { TrainerCore } from '../../../src/training/loop/trainer-core.ts';
