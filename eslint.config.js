@@ -8,7 +8,7 @@ import js from '@eslint/js';
 import boundaries from 'eslint-plugin-boundaries';
 import importX, { createNodeResolver } from 'eslint-plugin-import-x';
 import tseslint from 'typescript-eslint';
-import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
+import { LAYERS, REFERENCE_USERS, SERVER_ONLY_ADAPTERS, TRAINING_LAYERS } from './eslint.layers.js';
 
 const RUNTIME_GLOBALS = ['navigator', 'Deno', 'process', 'Bun', 'require', '__dirname', '__filename'];
 const boundaryMessage =
@@ -42,17 +42,33 @@ export const platformBoundaryRules = {
 const ENTRY_IMPORTS = [...LAYERS.map((l) => l.folder).filter((f) => f !== 'reference' && f !== 'platform')];
 
 /** One element type per folder of src/, plus web/; anything else (tests, benches, scripts) is unconstrained. */
-const elements = [...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })), { type: 'web', pattern: 'web' }];
+const elements = [
+  // Training's subfolders first: a file takes the first element that matches.
+  ...TRAINING_LAYERS.map((t) => ({ type: `training/${t.folder}`, pattern: `src/training/${t.folder}` })),
+  ...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })),
+  { type: 'web', pattern: 'web' },
+];
+/** A folder allowed to import training may import each of its subfolders. */
+const withTrainingParts = (types) =>
+  types.includes('training') ? [...types, ...TRAINING_LAYERS.map((t) => `training/${t.folder}`)] : types;
+const TRAINING_IMPORTS = LAYERS.find((l) => l.folder === 'training').imports;
 
 const layerPolicies = [
   // Packages (zod, idb, …) and Node built-ins are governed by the platform boundary above, not here.
   { allow: { to: { module: { origin: ['external', 'core'] } } } },
   ...LAYERS.map((l) => ({
     from: { element: { type: l.folder } },
-    allow: { to: { element: { types: { anyOf: [l.folder, ...l.imports] } } } },
+    allow: { to: { element: { types: { anyOf: withTrainingParts([l.folder, ...l.imports]) } } } },
+  })),
+  ...TRAINING_LAYERS.map((t) => ({
+    from: { element: { type: `training/${t.folder}` } },
+    allow: { to: { element: { types: { anyOf: [t.folder, ...t.imports].map((f) => `training/${f}`).concat(TRAINING_IMPORTS) } } } },
   })),
   { from: { file: { path: REFERENCE_USERS } }, allow: { to: { element: { type: 'reference' } } } },
-  { from: { element: { type: 'web' } }, allow: { to: { element: { types: { anyOf: ['web', 'platform', ...ENTRY_IMPORTS] } } } } },
+  {
+    from: { element: { type: 'web' } },
+    allow: { to: { element: { types: { anyOf: withTrainingParts(['web', 'platform', ...ENTRY_IMPORTS]) } } } },
+  },
 ];
 
 export const layerRules = {

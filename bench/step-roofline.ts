@@ -36,7 +36,7 @@ import { MATMUL_GEOMETRY, MATMUL_KERNELS, matmul, type MatmulVariant } from '../
 import type { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 import { draftConfigFor } from '../src/training/sequences/eagle3-data.ts';
-import { resolveDraftVocabSize } from '../src/training/run/run-plan.ts';
+import { resolveDraftVocabSize } from '../src/training/sequences/draft-shape.ts';
 import { Rng } from '../src/util/random.ts';
 import { medianSeconds } from './record.ts';
 import { buildTrainRig, type StepShape } from './train-rig.ts';

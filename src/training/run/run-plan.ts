@@ -43,9 +43,6 @@ export function usesLabCorpus(targetDir: string, promptsFile: string | undefined
   return targetDir === LAB_TARGET_DIR && !promptsFile;
 }
 
-// The draft's shape is chosen below the run (the session resolves it too); run callers import it from here.
-export { resolveAuxLayers, resolveDraftVocabSize, type AuxLayerOptions } from '../sequences/draft-shape.ts';
-
 /** A JSON array of non-empty token-id arrays, ids inside the vocabulary. */
 export function parsePromptsJson(json: unknown, vocab: number, source: string): number[][] {
   if (!Array.isArray(json) || json.length === 0) throw new Error(`${source}: expected a non-empty JSON array of token-id arrays`);

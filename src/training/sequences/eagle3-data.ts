@@ -1,8 +1,10 @@
 /**
- * The data of an EAGLE3 run on a target model: training sequences (prompts continued greedily by the
- * target itself, so the draft learns the target's own outputs), the draft vocabulary over their
- * loss-masked tokens, and the draft's shape derived from the target's. Shared by `speclab train`,
- * `speclab prepare` and the browser lab.
+ * The data of an EAGLE3 run on a target model: its training sequences, from one of three sources
+ * (sessionSequences): a chat dataset's own sequences (`--data`), a dataset whose replies the target
+ * rewrites (`--regenerate`, ./regenerate.ts), or prompts the target continues (greedily unless a
+ * temperature is set), the last two cached in the run's `sequences.json` so a resume trains on the
+ * same ones; then the draft vocabulary over their loss-masked tokens and the draft's shape derived
+ * from the target's. Shared by `speclab train`, `speclab prepare` and the browser lab.
  */
 import { parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import { generate } from '../../model/target/generate.ts';

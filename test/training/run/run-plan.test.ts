@@ -5,13 +5,8 @@
  * policy for an earlier run in --out (src/training/run/run-folder.ts). Also the path and duration helpers the commands share.
  */
 import { lockRunFolder, prepareRunFolder, RUN_LOCK } from '../../../src/training/run/run-folder.ts';
-import {
-  choosePrompts,
-  resolveAuxLayers,
-  resolveDraftVocabSize,
-  usesLabCorpus,
-  LAB_TARGET_DIR,
-} from '../../../src/training/run/run-plan.ts';
+import { resolveAuxLayers, resolveDraftVocabSize } from '../../../src/training/sequences/draft-shape.ts';
+import { choosePrompts, usesLabCorpus, LAB_TARGET_DIR } from '../../../src/training/run/run-plan.ts';
 import { formatDuration } from '../../../src/util/format.ts';
 import { splitPath } from '../../../src/util/paths.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } from '../../harness/assert.ts';
