@@ -5,12 +5,12 @@
  *   speclab train [--target <hf dir>] [--data <conversations>… | --prompts-file <json>] [--out <dir>]
  *                 [--config <json file>] [--resume | --fresh] [options]   (train-options.ts, `speclab train --help`)
  *
- * This file reads the settings (the `--config` file, flags over it; with `--resume` the run's stored
- * settings, cli/run-settings.ts) and makes one call: the run itself is src/training/run/train-run.ts
- * (data, memory plan, run folder, session, evaluation before and after, the steps, export, summary),
- * the data a chat dataset (`--data`: its own replies, or `--regenerate`d by the target), a prompts
- * file of token-id arrays, the lab corpus for the lab target, or seeded random prompts, the prompts
- * continued by the target itself so the draft learns the target's own outputs. `--offline DIR`
+ * This file reads the settings the command gives (the `--config` file, flags over it) and makes one
+ * call: the run is src/training/run/train-run.ts (on `--resume` the stored settings first, then
+ * data, memory plan, run folder, session, evaluation before and after, the steps, export, summary).
+ * The data is a chat dataset (`--data`: its own replies, or `--regenerate`d by the target), or
+ * prompts the target continues so the draft learns the target's own outputs: a prompts file of
+ * token-id arrays, the lab corpus for the lab target, or seeded random prompts. `--offline DIR`
  * trains from features `speclab prepare` wrote (src/training/run/train-offline.ts).
  * A killed run continues with `--resume` from its last checkpoint (same stream, same losses); an
  * existing run in --out is never overwritten silently (`--fresh` deletes it). Ctrl-C while training
@@ -18,12 +18,10 @@
  * <out>/metrics.jsonl gets one JSON record per step and phase.
  */
 import type { GpuContext } from '../gpu/context.ts';
-import { clusterRuntime } from '../training/run/cluster-run.ts';
 import { validateTrainConfig, type TrainConfig } from '../training/run/run-config.ts';
 import { readJson } from '../training/run/run-plan.ts';
-import { runTrainingCommand } from '../training/run/train-run.ts';
+import { trainWithSettings, type GivenSettings } from '../training/run/train-run.ts';
 import type { Platform } from './platform.ts';
-import { withStoredSettings } from './run-settings.ts';
 import { commandHelp, settingsOrExit, UsageError } from './options.ts';
 import { checkClusterSettings, normalizeConfigKeys, parseTrainFlags, TRAIN_DEF, trainArgs, type TrainFlags } from './train-options.ts';
 
@@ -40,8 +38,8 @@ export async function loadTrainConfig(platform: Platform, args: readonly string[
   return configFromFlags(platform, parseTrainFlags(args));
 }
 
-/** The settings: the `--config` file's (any accepted key form), flags over them, validated. */
-export async function configFromFlags(platform: Platform, flags: TrainFlags): Promise<TrainConfig> {
+/** The settings this command gives, unvalidated: the `--config` file's (any accepted key form), flags over them. */
+async function givenSettings(platform: Platform, flags: TrainFlags): Promise<GivenSettings> {
   const { configFile, values } = flags;
   let base: Record<string, unknown> = {};
   if (configFile) {
@@ -53,7 +51,14 @@ export async function configFromFlags(platform: Platform, flags: TrainFlags): Pr
     for (const notice of notices) console.error(notice);
   }
   const source = configFile ? `${configFile} + flags` : 'train flags';
-  return validateTrainConfig(checkClusterSettings({ ...base, ...values }, source), source);
+  const keys = new Set([...Object.keys(values).filter((k) => values[k] !== undefined), ...Object.keys(base)]);
+  return { input: checkClusterSettings({ ...base, ...values }, source), source, keys };
+}
+
+/** The settings, validated (errors name the field and its flag). */
+export async function configFromFlags(platform: Platform, flags: TrainFlags): Promise<TrainConfig> {
+  const given = await givenSettings(platform, flags);
+  return validateTrainConfig(given.input, given.source);
 }
 
 /** Runs `speclab train` from argv; `gpuContext` (tests) replaces acquiring a device from the platform. */
@@ -68,8 +73,9 @@ export async function trainCommand(
 }
 
 /**
- * `speclab train` with parsed flags: the settings resolved, then the run (interrupts, `--offline`
- * and the exit code: runTrainingCommand, src/training/run/train-run.ts).
+ * `speclab train` with parsed flags: one call with the settings they give (trainWithSettings,
+ * src/training/run/train-run.ts: validation, stored settings on --resume, interrupts, --offline,
+ * the exit code).
  */
 export async function runTrainCli(
   platform: Platform,
@@ -77,10 +83,5 @@ export async function runTrainCli(
   print: (line: string) => void,
   gpuContext?: GpuContext,
 ): Promise<number> {
-  // --resume takes the run's stored settings; a given one that contradicts them is refused (run-settings.ts).
-  const config = clusterRuntime(
-    platform,
-    await withStoredSettings(platform, flags, await configFromFlags(platform, flags), validateTrainConfig, print),
-  );
-  return runTrainingCommand(platform, config, print, gpuContext);
+  return trainWithSettings(platform, await givenSettings(platform, flags), print, gpuContext);
 }

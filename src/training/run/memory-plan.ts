@@ -29,8 +29,15 @@ import { formatBytes } from '../../util/bytes.ts';
 import { checkInput, costItems } from './memory-plan-tensors.ts';
 import type { AdapterLimits, MemoryPlan, MemoryPlanInput, PlanItem, Precision } from './memory-plan-types.ts';
 
-export { DRAFT_STEP_ITEMS, type AdapterLimits, type ItemKey, type MemoryPlan, type MemoryPlanInput, type PlanItem, type Precision } from './memory-plan-types.ts';
-
+export {
+  DRAFT_STEP_ITEMS,
+  type AdapterLimits,
+  type ItemKey,
+  type MemoryPlan,
+  type MemoryPlanInput,
+  type PlanItem,
+  type Precision,
+} from './memory-plan-types.ts';
 
 const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.bytes, 0);
 

@@ -10,7 +10,8 @@
  *   6. train     every remaining optimizer step (./run-loop.ts);
  *   7. export    the SGLang draft in `<out>/draft`, then the exported draft's acceptance length;
  *   8. summary   summary.json, the summary record and lines (./run-summary.ts).
- * `runTrainingCommand` wraps it as the command does: interrupts, `--offline`, the exit code.
+ * `runTrainingCommand` wraps it as the command does: interrupts, `--offline`, the exit code;
+ * `trainWithSettings` first resolves the settings a command gave.
  */
 import { FileMetadataStore } from '../../control/file-metadata-store.ts';
 import type { GpuContext } from '../../gpu/context.ts';
@@ -19,15 +20,16 @@ import { TargetModel } from '../../model/target/model.ts';
 import { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
 import type { Eagle3TrainingSession } from '../session/eagle3-session.ts';
 import { sessionCapture } from '../session/eagle3-session.ts';
-import { openClusterTrainer } from './cluster-run.ts';
+import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
 import type { RunPlatform } from './platform.ts';
-import type { TrainConfig } from './run-config.ts';
+import { validateTrainConfig, type TrainConfig } from './run-config.ts';
 import { draftScorer, exportRunDraft, flatEval } from './run-evaluation.ts';
 import { openRunFolder, resumeCommand, type RunFolder } from './run-folder.ts';
 import { readRunInputs, type RunInputs } from './run-inputs.ts';
 import { RunMetricsLog } from './run-log.ts';
 import { TrainInterrupted, trainRemainingSteps, type StopRequest } from './run-loop.ts';
 import { openRunSession } from './run-session.ts';
+import { withStoredSettings } from './run-settings.ts';
 import { reportSummary, type TrainSummary } from './run-summary.ts';
 import { adapterLimits, checkTrainMemory, trainMemoryPlan } from './train-memory.ts';
 import { loggedSteps } from './train-log.ts';
@@ -35,6 +37,29 @@ import { offlineTrainCommand } from './train-offline.ts';
 
 export { TrainInterrupted, type StopRequest } from './run-loop.ts';
 export type { TrainSummary } from './run-summary.ts';
+
+/** The settings a command gave, before validation: the `--config` file's, flags over them, and which keys it gave. */
+export interface GivenSettings {
+  readonly input: Record<string, unknown>;
+  /** What errors name as their source, e.g. `c.json + flags`. */
+  readonly source: string;
+  readonly keys: ReadonlySet<string>;
+}
+
+/**
+ * `speclab train` from the settings it gave: validated, on `--resume` the run's stored settings
+ * under them (./run-settings.ts refuses a given one that contradicts them), then the run.
+ */
+export async function trainWithSettings(
+  platform: RunPlatform,
+  given: GivenSettings,
+  print: (line: string) => void,
+  gpuContext?: GpuContext,
+): Promise<number> {
+  const config = validateTrainConfig(given.input, given.source);
+  const resolved = clusterRuntime(platform, await withStoredSettings(platform, given.keys, config, validateTrainConfig, print));
+  return runTrainingCommand(platform, resolved, print, gpuContext);
+}
 
 /**
  * A run with its settings resolved. The first SIGINT/SIGTERM while optimizer steps run stops at

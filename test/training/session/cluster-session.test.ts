@@ -64,8 +64,8 @@ export default defineSuite('training/cluster-session', (t) => {
   t.test(
     'one trainer and two rollout workers over Redis train on the single-process stream: equal losses, equal weights, every sample acked once',
     async (ctx) => {
-      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('../dataplane/redis-fixture.ts');
-      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
+      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('../../dataplane/redis-fixture.ts');
+      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../../src/platform/redis-node.ts');
       const tmp = tempStore(ctx.platform, 'cluster-session');
       const server = await startRedisServer({ durable: true });
       const gpu = new Gpu(ctx.gpu);
