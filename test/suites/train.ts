@@ -4,7 +4,7 @@ import trainCli from '../cli/train.test.ts';
 import trainMemory from '../training/run/train-memory.test.ts';
 import cli from '../cli/cli.test.ts';
 import trainData from '../training/run/train-data.test.ts';
-import runSettings from '../cli/run-settings.test.ts';
+import runSettings from '../training/run/run-settings.test.ts';
 import flagValues from '../cli/flag-values.test.ts';
 import clusterStatus from '../cli/status.test.ts';
 import clusterRoles from '../cli/cluster-roles.test.ts';

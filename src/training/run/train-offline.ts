@@ -27,7 +27,6 @@ import { timeTargetOnly } from '../../inference/speculative.ts';
 import { readEagle3Export, withoutEmbedding } from '../../model/eagle3/export.ts';
 import { initialEagle3Weights } from '../../model/eagle3/parameters.ts';
 import { TargetModel } from '../../model/target/model.ts';
-import type { AppendLog } from '../../ports/storage.ts';
 import type { RunPlatform } from './platform.ts';
 import { Rng } from '../../util/random.ts';
 import { draftConfigFor } from '../sequences/eagle3-data.ts';
@@ -35,6 +34,7 @@ import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../checkpoints/checkpo
 import { checkManifestTarget, offlineVocab, trainEagle3Offline, type OfflineTrainSettings } from '../offline/offline-training.ts';
 import { loggedTrainSteps, TRAIN_RUN_ID } from '../checkpoints/run-checkpoints.ts';
 import { lockRunFolder, prepareRunFolder } from './run-folder.ts';
+import { RunMetricsLog } from './run-log.ts';
 import { resolveDraftVocabSize } from '../sequences/draft-shape.ts';
 
 /** The settings of `speclab train` that offline training reads (TrainConfig has them all). */
@@ -111,14 +111,9 @@ export async function runOfflineTraining(
       throw new Error(
         `${out.root} holds an online run (metadata/ is its ledger): resume it without --offline, or pass --fresh or another --out`,
       );
-    let log: AppendLog | undefined;
-    // Appends are chained so records land in order even when a caller does not wait.
-    let logged: Promise<void> = Promise.resolve();
-    const record = (entry: Record<string, unknown>, options?: { sync?: boolean }): Promise<void> => {
-      const line = new TextEncoder().encode(`${JSON.stringify({ time: new Date().toISOString(), ...entry })}\n`);
-      logged = logged.then(() => log?.append(line, options));
-      return logged;
-    };
+    // The online run's metrics log: records land in order even when a caller does not wait.
+    const log = new RunMetricsLog();
+    const { record } = log;
     const earlier = await loggedTrainSteps(out);
 
     const ctx = gpuContext ?? (await platform.acquireGpu());
@@ -126,7 +121,7 @@ export async function runOfflineTraining(
     const target = TargetModel.create(gpu, checkpoint);
     try {
       checkManifestTarget(manifest, target, manifestPath);
-      log = await out.openAppendLog('metrics.jsonl');
+      await log.open(out);
       await record({ phase: 'config', ...config, target: targetDir });
       const auxLayerIds = manifest.auxLayerIds;
       print(
@@ -291,8 +286,7 @@ export async function runOfflineTraining(
       target.destroy();
       gpu.destroy();
       if (!gpuContext) ctx.destroy();
-      await logged.catch(() => undefined);
-      await log?.close();
+      await log.close();
     }
   } finally {
     await lock.release();

@@ -1,20 +1,20 @@
 /**
- * src/cli/run-settings.ts: `speclab train --out DIR --resume` continues with the settings the run
- * stored (its latest checkpoint's extra.settings, else DIR/settings.json); a given setting that
- * shapes the run and differs is refused naming both values, an overridable one is taken; a start
+ * src/training/run/run-settings.ts and run-folder.ts (the keys a command gave: src/cli/run-settings.ts):
+ * `speclab train --out DIR --resume` continues with the settings the run stored (its latest
+ * checkpoint's extra.settings, else DIR/settings.json); a given setting that shapes the run and differs is refused naming both values, an overridable one is taken; a start
  * that fails before its first step leaves --out absent or as it was, so the next start needs no
  * --fresh; an interrupted run prints `speclab train --out DIR --resume`, which continues it.
  */
-import { configFromFlags, parseTrainFlags, trainCommand, validateTrainConfig } from '../../src/cli/train.ts';
-import { openRunFolder, resumeCommand, storedRunSettings, withStoredSettings } from '../../src/cli/run-settings.ts';
-import type { Platform } from '../../src/cli/platform.ts';
-import type { FileStore } from '../../src/ports/storage.ts';
-import { RUN_SETTINGS } from '../../src/training/run/run-folder.ts';
-import { crc32 } from '../../src/util/crc32.ts';
-import { assert, assertEqual, assertRejects } from '../harness/assert.ts';
-import { defineSuite } from '../harness/suite.ts';
-import { tempStore } from '../data/temp-store.ts';
-import { copyFixtureCheckpoint } from '../model/synthetic-checkpoint.ts';
+import { configFromFlags, parseTrainFlags, trainCommand, validateTrainConfig } from '../../../src/cli/train.ts';
+import { openRunFolder, resumeCommand, storedRunSettings, withStoredSettings } from '../../../src/cli/run-settings.ts';
+import type { Platform } from '../../../src/cli/platform.ts';
+import type { FileStore } from '../../../src/ports/storage.ts';
+import { RUN_SETTINGS } from '../../../src/training/run/run-folder.ts';
+import { crc32 } from '../../../src/util/crc32.ts';
+import { assert, assertEqual, assertRejects } from '../../harness/assert.ts';
+import { defineSuite } from '../../harness/suite.ts';
+import { tempStore } from '../../data/temp-store.ts';
+import { copyFixtureCheckpoint } from '../../model/synthetic-checkpoint.ts';
 
 const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
 const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
