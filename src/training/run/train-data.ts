@@ -7,7 +7,7 @@
  */
 import type { TargetModelConfig } from '../../config/hf-config.ts';
 import { describeConversationData, loadConversationData } from './conversation-data.ts';
-import type { Continuation, TrainSequence } from '../sequences/eagle3-data.ts';
+import type { Continuation, TrainSequence } from '../../contracts/index.ts';
 import { choosePrompts, type FileRoots } from './run-plan.ts';
 import { checkPositions } from '../../util/positions.ts';
 
