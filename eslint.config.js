@@ -13,7 +13,7 @@ import js from '@eslint/js';
 import boundaries from 'eslint-plugin-boundaries';
 import tseslint from 'typescript-eslint';
 import importCycles from './eslint.import-cycles.js';
-import { LAYERS, OUTSIDE_SRC, REFERENCE_USERS, SERVER_ONLY_ADAPTERS } from './eslint.layers.js';
+import { LAYERS, OUTSIDE_SRC, REFERENCE_USERS, SERVER_ONLY_ADAPTERS, TRAINING_LAYERS } from './eslint.layers.js';
 
 const RUNTIME_GLOBALS = ['navigator', 'Deno', 'process', 'Bun', 'require', '__dirname', '__filename'];
 const boundaryMessage =
@@ -48,20 +48,30 @@ export const platformBoundaryRules = {
 const CODE = ['src/**/*.ts', ...OUTSIDE_SRC.map((o) => `${o.folder}/**/*.ts`)];
 
 /**
- * One element type per folder of src/, then one per folder outside it. Those match from the root
+ * One element type per folder of src/, then one per folder outside it. Training's subfolders come
+ * first: a file takes the first element that matches. The folders outside src/ match from the root
  * only (partialMatch: false), so test/web/ is test, not web.
  */
 const elements = [
+  ...TRAINING_LAYERS.map((t) => ({ type: `training/${t.folder}`, pattern: `src/training/${t.folder}` })),
   ...LAYERS.map((l) => ({ type: l.folder, pattern: `src/${l.folder}` })),
   ...OUTSIDE_SRC.map((o) => ({ type: o.folder, pattern: o.folder, partialMatch: false })),
 ];
+/** A folder allowed to import training may import each of its subfolders. */
+const withTrainingParts = (types) =>
+  types.includes('training') ? [...types, ...TRAINING_LAYERS.map((t) => `training/${t.folder}`)] : types;
+const TRAINING_IMPORTS = LAYERS.find((l) => l.folder === 'training').imports;
 
 const layerPolicies = [
   // Packages (zod, idb, …) and Node built-ins are governed by the platform boundary above, not here.
   { allow: { to: { module: { origin: ['external', 'core'] } } } },
   ...[...LAYERS, ...OUTSIDE_SRC].map((l) => ({
     from: { element: { type: l.folder } },
-    allow: { to: { element: { types: { anyOf: [l.folder, ...l.imports] } } } },
+    allow: { to: { element: { types: { anyOf: withTrainingParts([l.folder, ...l.imports]) } } } },
+  })),
+  ...TRAINING_LAYERS.map((t) => ({
+    from: { element: { type: `training/${t.folder}` } },
+    allow: { to: { element: { types: { anyOf: [t.folder, ...t.imports].map((f) => `training/${f}`).concat(TRAINING_IMPORTS) } } } },
   })),
   { from: { file: { path: REFERENCE_USERS } }, allow: { to: { element: { type: 'reference' } } } },
 ];

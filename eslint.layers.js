@@ -107,6 +107,25 @@ export const OUTSIDE_SRC = [
 ];
 
 /**
+ * The subfolders of src/training/, layers of their own inside training (bottom-up, as LAYERS): each
+ * may import only the subfolders it lists, so the training loop never reaches for the run that
+ * drives it. Every one may import what training may (LAYERS); eslint.config.js makes each an element.
+ */
+/** @type {readonly { folder: string, imports: readonly string[] }[]} */
+export const TRAINING_LAYERS = [
+  { folder: 'loop', imports: [] },
+  { folder: 'checkpoints', imports: [] },
+  { folder: 'sequences', imports: [] },
+  { folder: 'pretraining', imports: [] },
+  { folder: 'strategies', imports: ['loop'] },
+  { folder: 'evaluation', imports: ['strategies', 'sequences', 'loop'] },
+  { folder: 'session', imports: ['evaluation', 'strategies', 'sequences', 'checkpoints', 'loop'] },
+  { folder: 'offline', imports: ['strategies', 'sequences', 'checkpoints', 'loop'] },
+  { folder: 'cluster', imports: ['session'] },
+  { folder: 'run', imports: ['session', 'offline', 'evaluation', 'sequences', 'checkpoints', 'loop'] },
+];
+
+/**
  * The one file outside tests and benches that may import the float64 references: `speclab
  * selfcheck`, whose job is to check the GPU against them.
  */

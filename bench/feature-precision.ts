@@ -17,7 +17,7 @@ import { loadHfCheckpoint } from '../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
 import { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { Eagle3TrainingSession, sessionSettingsSchema } from '../src/training/eagle3-session.ts';
+import { Eagle3TrainingSession, sessionSettingsSchema } from '../src/training/session/eagle3-session.ts';
 
 const args = nodePlatform.args();
 const opt = (name: string, fallback: string): number => {

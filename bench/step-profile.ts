@@ -24,8 +24,8 @@ import type { CompiledKernel } from '../src/gpu/pipeline-cache.ts';
 import { MATMUL_KERNELS } from '../src/kernels/matmul.ts';
 import type { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { draftConfigFor } from '../src/training/eagle3-data.ts';
-import { resolveDraftVocabSize } from '../src/training/run-plan.ts';
+import { draftConfigFor } from '../src/training/sequences/eagle3-data.ts';
+import { resolveDraftVocabSize } from '../src/training/sequences/draft-shape.ts';
 import { watchPipelineConstants } from './record.ts';
 import { buildTrainRig, type StepShape } from './train-rig.ts';
 

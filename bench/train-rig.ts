@@ -13,7 +13,7 @@ import type { Tensor } from '../src/gpu/tensor.ts';
 import { Eagle3DraftModel } from '../src/model/eagle3/model.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../src/optim/adamw-backend.ts';
 import { Eagle3TrainStrategy } from '../src/training/strategies/eagle3.ts';
-import { TrainerCore } from '../src/training/trainer-core.ts';
+import { TrainerCore } from '../src/training/loop/trainer-core.ts';
 import { Rng } from '../src/util/random.ts';
 
 /** Tokens of one micro-batch and the TTT unroll length. */

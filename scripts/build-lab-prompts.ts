@@ -7,8 +7,8 @@
  *   npx tsx scripts/build-lab-prompts.ts [--train 256] [--held-out 8] [--length 8]
  * Deterministic: the same options give the same file (test/corpus/lab-prompts.test.ts checks it).
  */
-import { validateTrainConfig } from '../src/cli/train.ts';
-import { labCorpusPrompts, LAB_TARGET_DIR } from '../src/training/run-plan.ts';
+import { validateTrainConfig } from '../src/training/run/run-config.ts';
+import { labCorpusPrompts, LAB_TARGET_DIR } from '../src/training/run/run-plan.ts';
 import { ChatTokenizer } from '../src/formats/tokenizer.ts';
 import { buildLabPromptsFile, LAB_PROMPTS_FILE } from '../src/corpus/lab-prompts.ts';
 import { nodePlatform } from '../src/platform/node.ts';

@@ -29,7 +29,7 @@ import formatUtil from './util/format.test.ts';
 import bytesUtil from './util/bytes.test.ts';
 import statisticsUtil from './util/statistics.test.ts';
 import portsStorage from './ports/storage.test.ts';
-import nonFiniteGuard from './training/nonfinite-guard.test.ts';
+import nonFiniteGuard from './training/loop/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
 import metricsRecord from './contracts/metrics-record.test.ts';
 import labMetrics from './web/lab/metrics.test.ts';

@@ -9,6 +9,7 @@
  */
 import { validateRunId } from '../control/redis/redis-keys.ts';
 import { intSpec, parsers, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
+import { PROMPT_LEASE_MS } from '../training/run/prompt-lease.ts';
 
 export interface StatusArgs {
   cluster: string;
@@ -69,8 +70,7 @@ export const TARGET_PRECISION: OptionSpec = {
   parse: parsers.choice(['f32', 'f16']),
 };
 
-/** Default prompt lease of a cluster run: far above one capture of a batch, short enough that a dead worker's prompts come back soon. */
-export const PROMPT_LEASE_MS = 120_000;
+export { PROMPT_LEASE_MS };
 
 /** `--cluster` and `--run` of `speclab train`: both or neither (checkClusterSettings). */
 export const TRAIN_CLUSTER_OPTIONS: readonly OptionSpec[] = [

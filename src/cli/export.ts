@@ -8,7 +8,7 @@
  * --draft-config overrides the config. Writes <out>/model.safetensors (bf16, d2t int64, t2d bool,
  * no embedding) and <out>/config.json (docs/export.md §5).
  */
-import { exportRunCheckpoint } from '../training/checkpoint-export.ts';
+import { exportRunCheckpoint } from '../training/checkpoints/checkpoint-export.ts';
 import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
 import { EXPORT_DEF, type ExportArgs } from './command-options.ts';

@@ -18,7 +18,7 @@ import { openRedisControlStores } from '../control/redis/redis-control-stores.ts
 import { RedisRunRecord, type RunManifest } from '../control/redis/redis-run-record.ts';
 import { createDataPlaneClient } from '../dataplane/factory.ts';
 import { TOKEN_PATTERN } from '../dataplane/gateway-protocol.ts';
-import { FEATURE_KEY_PREFIX, redisConnector } from './cluster-run.ts';
+import { FEATURE_KEY_PREFIX, redisConnector } from '../training/run/cluster-run.ts';
 import type { GatewayArgs } from './gateway-options.ts';
 import type { Platform } from './platform.ts';
 

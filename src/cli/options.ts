@@ -17,6 +17,9 @@
 import type { Command, CommanderError } from 'commander';
 import pkg from '../../package.json' with { type: 'json' };
 import { decimalFloat, decimalInt, decimalNumber, type Bounds } from './flag-values.ts';
+import { UsageError } from '../util/usage-error.ts';
+
+export { UsageError };
 
 // Named through a variable so a browser bundler leaves it out (a tab cannot evaluate commander).
 const COMMANDER = 'commander';
@@ -32,11 +35,6 @@ function parser(): typeof import('commander') {
 
 /** The speclab version: package.json's. */
 export const VERSION: string = pkg.version;
-
-/** A usage error (bad command line or settings): exit code 2. */
-export class UsageError extends Error {
-  override name = 'UsageError';
-}
 
 /** `--help` or `--version`: the text to print and the exit code (0). */
 export class CliExit extends Error {

@@ -5,7 +5,7 @@
  *   speclab prepare [--target <hf dir>] [--data <file>… | --prompts-file <json>] [--out <dir>] [options]   (options: train-options.ts)
  *
  * The data are chosen exactly as `speclab train` chooses them (same settings, same defaults,
- * src/cli/train-data.ts): a chat dataset's own replies or `--regenerate`d ones, the lab corpus when
+ * src/training/run/train-data.ts): a chat dataset's own replies or `--regenerate`d ones, the lab corpus when
  * the target is the lab target, a --prompts-file, or seeded random prompts continued greedily by the
  * target. So `prepare` then `train --offline` trains on the samples an online `train` with the same
  * settings would capture.
@@ -31,13 +31,14 @@ import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
-import { continueWithTarget, type TrainSequence } from '../training/eagle3-data.ts';
-import { regenerateReplies } from '../training/regenerate.ts';
-import { resolveAuxLayers, resolveTargetDir, usesLabCorpus } from '../training/run-plan.ts';
-import { trainingData } from './train-data.ts';
+import { continueWithTarget, type TrainSequence } from '../training/sequences/eagle3-data.ts';
+import { regenerateReplies } from '../training/sequences/regenerate.ts';
+import { resolveTargetDir, usesLabCorpus } from '../training/run/run-plan.ts';
+import { resolveAuxLayers } from '../training/sequences/draft-shape.ts';
+import { trainingData } from '../training/run/train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
-import { trainConfigSchema } from './train.ts';
+import { trainConfigSchema } from '../training/run/run-config.ts';
 
 /**
  * The data settings of `speclab train`, taken from its schema so names, defaults and bounds stay

@@ -1,7 +1,7 @@
 /* eslint-disable max-lines -- longer than 400 lines: pretrain and generate share the lab target's loader path, its model card and its corpus split; the card is text that reads best whole. */
 /**
  * `speclab pretrain` and `speclab generate`: the lab target, a small Llama pretrained here with the
- * GPU trainer (src/training/target-trainer.ts) on the training split of the Brown corpus, written
+ * GPU trainer (src/training/pretraining/target-trainer.ts) on the training split of the Brown corpus, written
  * as a standard Hugging Face directory; and greedy (or sampled) generation from any such directory
  * through the normal loader path (loadHfCheckpoint → TargetModel → generate).
  *
@@ -25,7 +25,7 @@ import type { Platform } from './platform.ts';
 import { formatDuration } from '../util/format.ts';
 import { Rng } from '../util/random.ts';
 import { AdamWBackend } from '../optim/adamw-backend.ts';
-import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/target-trainer.ts';
+import { initialTargetWeights, TargetTrainer, targetParameterShapes, type TargetBatch } from '../training/pretraining/target-trainer.ts';
 import { checkPositions } from './flag-values.ts';
 import {
   GENERATE_DEF,
@@ -401,7 +401,7 @@ function modelCard(s: RunSummary): string {
     '# SpecLab lab target',
     '',
     'A small LLaMA-architecture language model that SpecLab pretrained itself, with its own WGSL kernels',
-    '(hand-written forward and backward, `src/training/target-trainer.ts`), so the EAGLE3 draft training',
+    '(hand-written forward and backward, `src/training/pretraining/target-trainer.ts`), so the EAGLE3 draft training',
     'path has a real target model that fits in the repository. It is a toy: expect locally fluent,',
     'Brown-corpus-flavoured English, not knowledge or coherence.',
     '',

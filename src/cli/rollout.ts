@@ -27,11 +27,11 @@ import { runRolloutLoop } from '../inference/rollout-loop.ts';
 import { RolloutWorker } from '../inference/rollout-worker.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
-import { sessionCapture } from '../training/eagle3-session.ts';
-import { resolveTargetDir } from '../training/run-plan.ts';
+import { sessionCapture } from '../training/session/eagle3-session.ts';
+import { resolveTargetDir } from '../training/run/run-plan.ts';
 import { formatDuration } from '../util/format.ts';
 import type { RolloutArgs } from './cluster-options.ts';
-import { featureClient, redisConnector, targetDescription } from './cluster-run.ts';
+import { featureClient, redisConnector, targetDescription } from '../training/run/cluster-run.ts';
 import type { Platform } from './platform.ts';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

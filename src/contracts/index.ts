@@ -27,3 +27,4 @@ export type {
 } from './records.ts';
 export { makeTrainBatch } from './train-batch.ts';
 export type { TrainBatch, TrainBatchMetadata } from './train-batch.ts';
+export type { TrainSequence, Continuation } from './train-sequence.ts';

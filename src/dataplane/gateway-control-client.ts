@@ -1,7 +1,7 @@
 /**
  * The client of the gateway's control-plane RPC (./gateway-control.ts): one WebSocket to the same
  * gateway as the data plane, speaking `speclab-control.v1`. A browser tab uses it to be a rollout
- * worker of the run the gateway serves (src/training/tab-rollout.ts wraps it into the endpoints
+ * worker of the run the gateway serves (src/training/cluster/tab-rollout.ts wraps it into the endpoints
  * RolloutWorker calls). Only the standard WebSocket API is used; the constructor is injected.
  *
  * Every answer is checked against the op's value schema, so a gateway of another version (or a

@@ -33,7 +33,7 @@ export interface FeatureSource {
 
 /**
  * The controller endpoints a worker calls: a `DataFlowController` in this process, or one behind
- * the gateway's control RPC for a browser tab (src/training/tab-rollout.ts). The worker never
+ * the gateway's control RPC for a browser tab (src/training/cluster/tab-rollout.ts). The worker never
  * calls `completePromptTasks`, so the tab's endpoints need not offer it.
  */
 export type RolloutEndpoints = Omit<RolloutControl, 'completePromptTasks'>;

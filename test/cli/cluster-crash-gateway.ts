@@ -1,6 +1,6 @@
 /**
  * The gateway cases of the cluster crash matrix (test/cli/cluster-crash.ts): `speclab gateway`
- * SIGKILLed under a tab client (test/cli/tab-client.ts: src/training/tab-rollout.ts over the
+ * SIGKILLed under a tab client (test/cli/tab-client.ts: src/training/cluster/tab-rollout.ts over the
  * WebSocket gateway, in Node), the only rollout worker of the first round, so every kill point is
  * one of the tab's: right after it registered, while it holds the whole first round leased
  * mid-capture (nothing committed), after its first commit, and once step 2 (trained on the tab's

@@ -15,7 +15,7 @@
  *     Also before the first step (after a worker's first commit) and after step 1 (the checkpoint of
  *     step 2 may be saved with its ack lost). The restarted trainer and workers start together;
  *   - gateway-kill (./cluster-crash-gateway.ts): `speclab gateway` SIGKILLed under a tab client
- *     (./tab-client.ts: src/training/tab-rollout.ts over the WebSocket gateway, in Node, so its
+ *     (./tab-client.ts: src/training/cluster/tab-rollout.ts over the WebSocket gateway, in Node, so its
  *     features are byte-equal to a Node worker's), the only worker of the first round: right after
  *     it registered, while it holds the whole first round leased mid-capture (nothing committed),
  *     after its first commit, and once step 2 (trained on its samples) is durably acked. The tab

@@ -1,5 +1,5 @@
 /**
- * A browser tab's rollout, as a Node process: `runTabRollout` (src/training/tab-rollout.ts, what
+ * A browser tab's rollout, as a Node process: `runTabRollout` (src/training/cluster/tab-rollout.ts, what
  * web/rollout/worker.ts runs in a tab) over the WebSocket gateway of `speclab gateway`, with Dawn
  * for its GPU. The same code path as a tab on the same kind of adapter, so the features it commits
  * are byte-equal to a `speclab rollout` worker's and a run fed by it trains the same losses. The
@@ -16,7 +16,7 @@ import process from 'node:process';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { nodeWebSocket } from '../../src/platform/dataplane-gateway-node.ts';
 import { nodePlatform } from '../../src/platform/node.ts';
-import { runTabRollout } from '../../src/training/tab-rollout.ts';
+import { runTabRollout } from '../../src/training/cluster/tab-rollout.ts';
 import { readGatewayToken } from '../../src/cli/gateway.ts';
 
 const FLAGS = ['--gateway', '--token-file', '--run', '--target', '--batch', '--poll-ms', '--worker-id', '--wait-ms'] as const;

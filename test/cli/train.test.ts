@@ -6,7 +6,7 @@
  * run in --out is refused without --resume/--fresh.
  */
 import { loadTrainConfig, parseTrainFlags, trainCommand, validateTrainConfig, type TrainSummary } from '../../src/cli/train.ts';
-import { labCorpusPrompts, parsePromptsJson } from '../../src/training/run-plan.ts';
+import { labCorpusPrompts, parsePromptsJson } from '../../src/training/run/run-plan.ts';
 import { readEagle3Export } from '../../src/model/eagle3/export.ts';
 import { parseMetricsLine } from '../../src/contracts/metrics-record.ts';
 import { assert, assertEqual, assertThrows } from '../harness/assert.ts';

@@ -25,7 +25,7 @@ import {
   type MetricsEntry,
   type MetricsRecord,
 } from '../../src/contracts/metrics-record.ts';
-import { specForgeMetrics } from '../../src/training/metric-keys.ts';
+import { specForgeMetrics } from '../../src/training/evaluation/metric-keys.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { OFFLINE_LINES, ONLINE_LINES } from './metrics-lines.ts';

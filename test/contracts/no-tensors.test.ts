@@ -10,7 +10,7 @@ import { promptTask, sampleRef } from './fixtures.ts';
 const frameworkTensor = { dtype: 'bfloat16', shape: [2, 3], device: 'cuda:0' };
 const gpuBufferLike = { size: 16, usage: 128, mapAsync: async () => {}, getMappedRange: () => new ArrayBuffer(0) };
 
-export default defineSuite('control/no-tensors', (t) => {
+export default defineSuite('contracts/no-tensors', (t) => {
   t.test('metadata records pass', () => {
     assertNoTensors(sampleRef('t0'), 'ref');
     assertNoTensors(promptTask('t0'), 'task');

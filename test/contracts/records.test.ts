@@ -7,7 +7,7 @@ import { makeFeatureHandle, makeFeatureSpec, makeJsonRecord, makeSampleRef } fro
 import { makeTrainBatch } from '../../src/contracts/train-batch.ts';
 import { promptTask, sampleRef } from './fixtures.ts';
 
-export default defineSuite('control/contracts', (t) => {
+export default defineSuite('contracts/records', (t) => {
   t.test('records survive a JSON round trip (nested FeatureSpec included)', () => {
     const ref = sampleRef('t0');
     const back = makeSampleRef(JSON.parse(JSON.stringify(ref)));

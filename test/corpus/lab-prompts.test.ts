@@ -4,7 +4,7 @@
  * prompts as `speclab train`), and malformed files are refused naming the file and the field.
  */
 import { validateTrainConfig } from '../../src/cli/train.ts';
-import { labCorpusPrompts, LAB_TARGET_DIR } from '../../src/training/run-plan.ts';
+import { labCorpusPrompts, LAB_TARGET_DIR } from '../../src/training/run/run-plan.ts';
 import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import { buildLabPromptsFile, LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
 import { assertEqual, assertThrows } from '../harness/assert.ts';

@@ -57,7 +57,14 @@ const LAYER_CASES: { name: string; file: string; code: string; fails: boolean; r
   {
     name: 'gpu importing training (against the table)',
     file: 'src/gpu/offender.ts',
-    code: "import { Eagle3TrainingSession } from '../training/eagle3-session.ts';\nexport const x = Eagle3TrainingSession;\n",
+    code: "import { Eagle3TrainingSession } from '../training/session/eagle3-session.ts';\nexport const x = Eagle3TrainingSession;\n",
+    fails: true,
+    rule: /boundaries/,
+  },
+  {
+    name: 'the training loop importing the run that drives it (up the training subfolders)',
+    file: 'src/training/loop/offender.ts',
+    code: "import type { TrainConfig } from '../run/run-config.ts';\nexport type X = TrainConfig;\n",
     fails: true,
     rule: /boundaries/,
   },

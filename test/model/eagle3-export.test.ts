@@ -18,9 +18,9 @@ import {
   readEagle3Export,
   writeEagle3Export,
 } from '../../src/model/eagle3/export.ts';
-import { eagle3CheckpointExtras, exportEagle3Checkpoint } from '../../src/training/checkpoint-export.ts';
+import { eagle3CheckpointExtras, exportEagle3Checkpoint } from '../../src/training/checkpoints/checkpoint-export.ts';
 import { runCli } from '../../src/cli/main.ts';
-import { saveCheckpoint } from '../../src/training/train-checkpoint.ts';
+import { saveCheckpoint } from '../../src/training/checkpoints/train-checkpoint.ts';
 import { stableHash } from '../../src/util/stable-hash.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';

@@ -33,8 +33,8 @@ import type { AppendLog, FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
 import { AdamWBackend, type OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import { LinearProbeStrategy } from '../../src/training/strategies/linear-probe.ts';
-import { TrainerController } from '../../src/training/trainer-controller.ts';
-import { TrainerCore } from '../../src/training/trainer-core.ts';
+import { TrainerController } from '../../src/training/loop/trainer-controller.ts';
+import { TrainerCore } from '../../src/training/loop/trainer-core.ts';
 import { bigramPrompts, ToyEmbeddingTarget } from '../inference/toy-target.ts';
 import { BATCH, KILL_POINTS, KILL_STEP, PROMPTS, ROUND, RUN_ID, taskId, type ChildEvent, type KillAt } from './crash-protocol.ts';
 

@@ -1,6 +1,6 @@
 /** Suites of the checkpoint area: training checkpoints and resume, SGLang export/import (listed explicitly). */
 import type { Suite } from '../harness/suite.ts';
-import trainingCheckpoint from '../training/train-checkpoint.test.ts';
+import trainingCheckpoint from '../training/checkpoints/train-checkpoint.test.ts';
 import eagle3Export from '../model/eagle3-export.test.ts';
 
 export const checkpointSuites: readonly Suite[] = [trainingCheckpoint, eagle3Export];

@@ -3,10 +3,10 @@ import type { Suite } from '../harness/suite.ts';
 import referenceEagle3 from '../reference/eagle3.test.ts';
 import modelEagle3 from '../model/eagle3.test.ts';
 import modelEagle3Split from '../model/eagle3-split.test.ts';
-import eagle3Strategy from '../training/eagle3-strategy.test.ts';
-import featurePrecision from '../training/feature-precision.test.ts';
-import heldOutEval from '../training/held-out-eval.test.ts';
-import metricKeys from '../training/metric-keys.test.ts';
+import eagle3Strategy from '../training/strategies/eagle3-strategy.test.ts';
+import featurePrecision from '../training/loop/feature-precision.test.ts';
+import heldOutEval from '../training/evaluation/held-out-eval.test.ts';
+import metricKeys from '../training/evaluation/metric-keys.test.ts';
 
 export const eagle3Suites: readonly Suite[] = [
   referenceEagle3,

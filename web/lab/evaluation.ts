@@ -4,8 +4,8 @@
  * few optimizer steps (and at the last), so the page can chart held-out acceptance beside training.
  */
 import type { TargetModel } from '../../src/model/target/model.ts';
-import type { EvalMetrics } from '../../src/training/held-out-eval.ts';
-import type { PeriodicEvalSettings } from '../../src/training/periodic-eval.ts';
+import type { EvalMetrics } from '../../src/training/evaluation/held-out-eval.ts';
+import type { PeriodicEvalSettings } from '../../src/training/evaluation/periodic-eval.ts';
 import type { EvalReport, LabSettings } from './protocol.ts';
 import { continueWithProgress, type OnProgress } from './worker-data.ts';
 

@@ -1,7 +1,7 @@
 /**
  * The lab's "Draft insight" panel (docs/insight.md): for one held-out sample, what the draft attends
  * to and predicts at each TTT step, as captured on the GPU by the worker (./worker-insight.ts,
- * src/training/draft-insight.ts) with the weights of a given optimizer step.
+ * src/training/evaluation/draft-insight.ts) with the weights of a given optimizer step.
  *
  * Shown, for the chosen head (or the mean over heads, the default: a plain mean of the captured
  * per-head rows) and query position:
@@ -14,7 +14,7 @@
  *     argmax marked.
  * All controls are native form elements (keyboard-usable); the heatmaps also take a click.
  */
-import type { DraftInsight } from '../../src/training/draft-insight.ts';
+import type { DraftInsight } from '../../src/training/evaluation/draft-insight.ts';
 
 /** What the worker posts: the capture, plus the text of every token id it mentions. */
 export interface LabInsight extends DraftInsight {

@@ -1,11 +1,11 @@
 /**
  * The GPU memory plan on the lab page: the same pure plan `speclab train` prints
- * (src/training/memory-plan.ts), for the loaded target, the adapter's limits and the settings in the
+ * (src/training/run/memory-plan.ts), for the loaded target, the adapter's limits and the settings in the
  * form, redrawn whenever one of them changes — so a visitor sees before Start what a run will hold
  * and whether it fits one binding. WebGPU reports no total memory: only the buffer limits are checked.
  */
-import { draftConfigFor } from '../../src/training/eagle3-data.ts';
-import { planTrainingMemory, sessionMemoryInput, type MemoryPlan } from '../../src/training/memory-plan.ts';
+import { draftConfigFor } from '../../src/training/sequences/eagle3-data.ts';
+import { planTrainingMemory, sessionMemoryInput, type MemoryPlan } from '../../src/training/run/memory-plan.ts';
 import { formatBytes } from '../../src/util/bytes.ts';
 import type { LabSettings, Report } from './protocol.ts';
 

@@ -5,7 +5,7 @@
 import type { AdapterRecord } from '../../src/gpu/context.ts';
 import type { ControllerStatus } from '../../src/control/controller.ts';
 import type { TargetModelConfig } from '../../src/config/hf-config.ts';
-import type { AdapterLimits } from '../../src/training/memory-plan.ts';
+import type { AdapterLimits } from '../../src/training/run/memory-plan.ts';
 import type { EvalValues, TrainEntry } from '../../src/contracts/metrics-record.ts';
 import type { LabInsight } from './insight-view.ts';
 

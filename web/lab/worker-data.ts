@@ -6,7 +6,8 @@
  */
 import type { TargetModel } from '../../src/model/target/model.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
-import { continueWithTarget, type TrainSequence } from '../../src/training/eagle3-data.ts';
+import type { TrainSequence } from '../../src/contracts/index.ts';
+import { continueWithTarget } from '../../src/training/sequences/eagle3-data.ts';
 import { openSealedJson, sealJson } from '../../src/util/sealed-json.ts';
 
 /** Prompts per generate() call: small enough for frequent progress, large enough to batch. */

@@ -1,5 +1,5 @@
 /**
- * The lab worker's draft insight (docs/insight.md): captureDraftInsight (src/training/draft-insight.ts)
+ * The lab worker's draft insight (docs/insight.md): captureDraftInsight (src/training/evaluation/draft-insight.ts)
  * on one held-out sample with the open session's current weights, posted as an `insight` Report.
  *
  * Captures never overlap an optimizer step: the run loop steps through `trainingGate`, and a capture
@@ -10,8 +10,8 @@
  * held-out batch plus one sample's readback; it changes no training state.
  */
 /// <reference lib="webworker" />
-import { captureDraftInsight } from '../../src/training/draft-insight.ts';
-import type { Eagle3TrainingSession } from '../../src/training/eagle3-session.ts';
+import { captureDraftInsight } from '../../src/training/evaluation/draft-insight.ts';
+import type { Eagle3TrainingSession } from '../../src/training/session/eagle3-session.ts';
 import type { LabInsight } from './insight-view.ts';
 import { lab, post } from './worker-state.ts';
 

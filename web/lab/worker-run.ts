@@ -5,8 +5,8 @@
  * session, which resumes from the checkpoint of the acked step.
  * The session also scores the draft on the held-out prompts every few steps (./evaluation.ts).
  */
-import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/eagle3-session.ts';
-import { resolveDraftVocabSize } from '../../src/training/run-plan.ts';
+import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/session/eagle3-session.ts';
+import { resolveDraftVocabSize } from '../../src/training/sequences/draft-shape.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
 import { evalReport, labEvaluation } from './evaluation.ts';
 import { LAB_ROUND_PROMPTS, type LabSettings, type RunStatus } from './protocol.ts';

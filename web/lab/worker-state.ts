@@ -19,9 +19,9 @@ import type { Gpu } from '../../src/gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../../src/inference/eagle3-drafter.ts';
 import type { TargetModel } from '../../src/model/target/model.ts';
 import { browserPlatform as platform } from '../../src/platform/browser.ts';
-import type { Eagle3TrainingSession } from '../../src/training/eagle3-session.ts';
-import type { PeriodicEvalSettings } from '../../src/training/periodic-eval.ts';
-import { resolveAuxLayers } from '../../src/training/run-plan.ts';
+import type { Eagle3TrainingSession } from '../../src/training/session/eagle3-session.ts';
+import type { PeriodicEvalSettings } from '../../src/training/evaluation/periodic-eval.ts';
+import { resolveAuxLayers } from '../../src/training/sequences/draft-shape.ts';
 import type { Phase, Report } from './protocol.ts';
 import { readSavedRun as readSavedRunFrom, writeSavedRun as writeSavedRunTo, type SavedRun } from './saved-run.ts';
 

@@ -1,7 +1,7 @@
 /**
  * The rollout page: reads the gateway, token and run from the URL hash (the link `speclab gateway`
  * prints: #gateway=…&run=…&token=…, optional target=, batch=, workerId=) or the form, starts the
- * Web Worker (./worker.ts) and shows what it does. The work itself is src/training/tab-rollout.ts.
+ * Web Worker (./worker.ts) and shows what it does. The work itself is src/training/cluster/tab-rollout.ts.
  * The hash never reaches a server, so the token stays in this tab.
  */
 import type { JoinCommand, WorkerMessage } from './protocol.ts';

@@ -1,5 +1,5 @@
 /** Messages between the rollout page (./main.ts) and its Web Worker (./worker.ts). */
-import type { TabRolloutEvent } from '../../src/training/tab-rollout.ts';
+import type { TabRolloutEvent } from '../../src/training/cluster/tab-rollout.ts';
 
 export interface JoinCommand {
   readonly type: 'join';

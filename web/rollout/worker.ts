@@ -1,5 +1,5 @@
 /**
- * The rollout page's Web Worker: owns the GPU device and runs src/training/tab-rollout.ts (the
+ * The rollout page's Web Worker: owns the GPU device and runs src/training/cluster/tab-rollout.ts (the
  * same RolloutWorker, capture and feature store as `speclab rollout`), posting its events.
  */
 /// <reference lib="webworker" />
@@ -7,7 +7,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import { browserPlatform } from '../../src/platform/browser.ts';
 import { urlStore } from '../../src/platform/browser-model-url.ts';
 import { standardWebSocket } from '../../src/platform/websocket.ts';
-import { runTabRollout } from '../../src/training/tab-rollout.ts';
+import { runTabRollout } from '../../src/training/cluster/tab-rollout.ts';
 import type { JoinCommand, WorkerMessage } from './protocol.ts';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;

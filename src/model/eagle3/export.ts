@@ -15,7 +15,7 @@
  * unknown key, dtypes and shapes match the config, t2d/d2t consistent) with errors naming the file
  * and the key, and the frozen embedding comes from the target.
  *
- * Exporting a training checkpoint folder is src/training/checkpoint-export.ts.
+ * Exporting a training checkpoint folder is src/training/checkpoints/checkpoint-export.ts.
  */
 import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../formats/safetensors.ts';
 import type { FileStore } from '../../ports/storage.ts';

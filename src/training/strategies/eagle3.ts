@@ -31,8 +31,8 @@ import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import { eagle3EvalForward, type Eagle3EvalTaps } from '../../model/eagle3/forward.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/inputs.ts';
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
-import { asWidened, widenF16Features, WIDENED_FEATURES } from '../feature-precision.ts';
-import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
+import { asWidened, widenF16Features, WIDENED_FEATURES } from '../loop/feature-precision.ts';
+import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../loop/strategy.ts';
 
 export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hidden_state', 'target'] as const;
 

@@ -12,7 +12,7 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { hardCrossEntropy } from '../../kernels/loss.ts';
 import { matmul } from '../../kernels/matmul.ts';
 import type { AdamWBackend, Parameter } from '../../optim/adamw-backend.ts';
-import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../strategy.ts';
+import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../loop/strategy.ts';
 
 export class LinearProbeStrategy implements DraftTrainStrategy {
   readonly name = 'linear-probe';

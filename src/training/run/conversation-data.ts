@@ -1,0 +1,139 @@
+/**
+ * The training data of a run made from chat datasets (`speclab train --data FILE…`): conversation
+ * files read (JSONL, JSON or Parquet), rendered with the chat template, tokenized and loss-masked on
+ * exactly the assistant tokens (src/corpus/), then split into training and held-out sets.
+ *
+ * Two modes, as SpecForge has them:
+ *   - the dataset's own replies are the training targets (the default);
+ *   - `--regenerate`: the target writes the replies itself (its own distribution, which is what the
+ *     draft must predict), turn by turn (src/training/sequences/regenerate.ts).
+ * The held-out rows give the acceptance measurement its prompts: the same prefix, continued by the
+ * target and the draft.
+ *
+ * Nothing here writes: a refused file leaves the run folder as it was.
+ */
+import { tokenizeConversations, type ChatSample } from '../../corpus/chat-samples.ts';
+import { resolveChatTemplate, type ChatTemplateChoice } from '../../corpus/chat-templates.ts';
+import { readConversations, type SkippedRow } from '../../corpus/conversations.ts';
+import { ChatTokenizer } from '../../formats/tokenizer.ts';
+import { splitPath } from '../../util/paths.ts';
+import type { TrainSequence } from '../sequences/eagle3-data.ts';
+import type { FileRoots } from './run-plan.ts';
+
+export interface ConversationDataSettings {
+  /** Conversation files whose rows are concatenated in order. */
+  readonly data: readonly string[];
+  /** Held-out conversations; without it the last `evalPrompts` rows of `data` are held out. */
+  readonly evalData?: string;
+  readonly evalPrompts: number;
+  /** At most this many training rows (after the held-out ones are taken). */
+  readonly trainPrompts?: number;
+  /** A built-in template name or a Jinja file; default the target's tokenizer_config.json template. */
+  readonly chatTemplate?: string;
+  readonly maxLength: number;
+}
+
+export interface FileSummary {
+  readonly file: string;
+  readonly rows: number;
+  readonly samples: number;
+  readonly skipped: readonly SkippedRow[];
+  readonly truncated: number;
+  readonly lossTokens: number;
+}
+
+export interface ConversationData {
+  /** The dataset's rows as training sequences (their own replies masked). */
+  readonly train: TrainSequence[];
+  /** Each training row's prompt: its tokens before the first reply (for evaluation). */
+  readonly trainPrompts: number[][];
+  readonly heldPrompts: number[][];
+  /** The held-out rows with their own replies (scored while training). */
+  readonly held: TrainSequence[];
+  readonly template: string;
+  /** The template's end-of-turn token (e.g. <|im_end|>), where it is one token: a regenerated reply stops there. */
+  readonly endOfTurnIds: number[];
+  readonly files: readonly FileSummary[];
+}
+
+/** Tokens before the first loss-masked one: the conversation up to its first assistant reply. */
+export function promptOf(sample: Pick<ChatSample, 'inputIds' | 'lossMask' | 'id'>): number[] {
+  const first = sample.lossMask.indexOf(1);
+  if (first <= 0) throw new Error(`conversation ${sample.id}: no prompt before its first reply`);
+  return sample.inputIds.slice(0, first);
+}
+
+async function readTemplate(roots: FileRoots, choice: string | undefined): Promise<ChatTemplateChoice | undefined> {
+  if (choice === undefined || !/[/\\]|\.jinja2?$/.test(choice)) return choice;
+  const [dir, name] = splitPath(choice);
+  return { file: choice, text: new TextDecoder().decode(await roots.files(dir).read(name)) };
+}
+
+/** Reads, renders and masks the conversation files; refusals name the file, line and field. */
+export async function loadConversationData(
+  roots: FileRoots,
+  targetDir: string,
+  vocabSize: number,
+  settings: ConversationDataSettings,
+): Promise<ConversationData> {
+  if (settings.data.length === 0) throw new Error('--data: no conversation file given');
+  const tokenizer = await ChatTokenizer.load(roots.files(targetDir), '');
+  const chat = resolveChatTemplate(await readTemplate(roots, settings.chatTemplate), tokenizer);
+  const files: FileSummary[] = [];
+  const read = async (path: string): Promise<ChatSample[]> => {
+    const [dir, name] = splitPath(path);
+    const rows = await readConversations(await roots.files(dir).read(name), path);
+    const t = tokenizeConversations(tokenizer, rows.rows, { vocabSize, maxLength: settings.maxLength, file: path, chat });
+    const skipped = [...rows.skipped, ...t.skipped].sort((a, b) => a.line - b.line);
+    files.push({
+      file: path,
+      rows: rows.rows.length + rows.skipped.length,
+      samples: t.samples.length,
+      skipped,
+      truncated: t.truncated,
+      lossTokens: t.lossTokens,
+    });
+    return t.samples;
+  };
+  const all: ChatSample[] = [];
+  for (const path of settings.data) all.push(...(await read(path)));
+  let held: ChatSample[];
+  let train: ChatSample[];
+  if (settings.evalData) {
+    held = (await read(settings.evalData)).slice(0, settings.evalPrompts);
+    train = all;
+  } else {
+    if (all.length <= settings.evalPrompts)
+      throw new Error(
+        `--data: ${all.length} usable conversations, need more than --eval-prompts ${settings.evalPrompts} (the last ones are held out; or give --eval-data)`,
+      );
+    held = all.slice(all.length - settings.evalPrompts);
+    train = all.slice(0, all.length - settings.evalPrompts);
+  }
+  if (held.length === 0) throw new Error(`--eval-data ${settings.evalData}: no usable conversation`);
+  train = train.slice(0, settings.trainPrompts ?? train.length);
+  return {
+    train: train.map((s) => ({ inputIds: s.inputIds, lossMask: s.lossMask })),
+    trainPrompts: train.map(promptOf),
+    heldPrompts: held.map(promptOf),
+    held: held.map((s) => ({ inputIds: s.inputIds, lossMask: s.lossMask })),
+    template: chat.name,
+    endOfTurnIds: endOfTurnIds(tokenizer, chat.markers.endOfTurn),
+    files,
+  };
+}
+
+function endOfTurnIds(tokenizer: ChatTokenizer, endOfTurn: string): number[] {
+  const id = tokenizer.tokenId(endOfTurn.trim());
+  return id === undefined ? [] : [id];
+}
+
+/** One line per file: rows read, samples, skipped rows by line and reason, truncated, loss tokens. */
+export function describeConversationData(data: ConversationData): string[] {
+  return data.files.map((f) => {
+    const shown = f.skipped.slice(0, 8).map((s) => `line ${s.line}: ${s.reason}`);
+    const more = f.skipped.length > shown.length ? `; … ${f.skipped.length - shown.length} more` : '';
+    const skipped = f.skipped.length > 0 ? `; skipped ${f.skipped.length} (${shown.join('; ')}${more})` : '; skipped 0';
+    return `${f.file}: ${f.rows} rows read, ${f.samples} used${skipped}; ${f.truncated} truncated; ${f.lossTokens} loss tokens`;
+  });
+}

@@ -1,0 +1,326 @@
+/**
+ * Every tensor an online EAGLE3 run holds, grouped into the items of its memory plan (./memory-plan.ts),
+ * and what each costs: its row parts, each rounded to the buffer pool's size class. Shapes mirror the
+ * modules that allocate them (listed in ./memory-plan.ts).
+ */
+import { eagle3ParameterShapes } from '../../config/eagle3-config.ts';
+import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { sizeClass } from '../../gpu/buffer-pool.ts';
+import { BYTES_PER_ELEMENT, planRowChunks, type DType } from '../../gpu/tensor.ts';
+import { sumsqWorkgroups } from '../../kernels/optim.ts';
+import { formatBytes } from '../../util/bytes.ts';
+import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
+
+interface TensorSpec {
+  readonly name: string;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  /** The kernels that read it take row parts (vocabulary tables); everything else is bound whole. */
+  readonly splittable?: boolean;
+  /** Identical tensors of this shape (per layer, per TTT step, per stored sample). */
+  readonly count: number;
+  /** Not a storage binding (the uniform arena, readback buffers): only maxBufferSize bounds it. */
+  readonly unbound?: boolean;
+}
+
+const t = (name: string, shape: readonly number[], dtype: DType = 'f32', splittable = false): TensorSpec => ({
+  name,
+  shape,
+  dtype,
+  splittable,
+  count: 1,
+});
+/** `n` copies of each spec, costed once and multiplied (a million stored samples stay cheap to plan). */
+const times = (n: number, specs: readonly TensorSpec[]): TensorSpec[] => specs.map((s) => ({ ...s, count: s.count * n }));
+
+interface Costing {
+  bytes: number;
+  problems: string[];
+  notes: string[];
+}
+
+/** What Gpu.tensor allocates for `spec`: each row part rounded to the pool's size class. */
+function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): void {
+  const { shape, dtype } = spec;
+  const maxBinding = spec.unbound ? limits.maxBufferSize : Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
+  const rowBytes = (shape.length === 0 ? 1 : shape.slice(1).reduce((a, b) => a * b, 1)) * BYTES_PER_ELEMENT[dtype];
+  const total = (shape.length === 0 ? 1 : shape[0]) * rowBytes;
+  if (spec.count === 0) return;
+  let counts: number[];
+  try {
+    counts = planRowChunks(shape, dtype, maxBinding);
+  } catch {
+    into.problems.push(
+      `${spec.name} [${shape.join(', ')}] ${dtype}: one row is ${formatBytes(rowBytes)}, more than one binding holds (${formatBytes(maxBinding)}); no split can fit it`,
+    );
+    into.bytes += total * spec.count;
+    return;
+  }
+  if (counts.length > 1 && !spec.splittable) {
+    into.problems.push(
+      `${spec.name} [${shape.join(', ')}] ${dtype} is ${formatBytes(total)} and must fit one binding (${formatBytes(maxBinding)})`,
+    );
+  } else if (counts.length > 1) {
+    into.notes.push(`${spec.name} (${formatBytes(total)}) is split into ${counts.length} parts of at most ${formatBytes(maxBinding)} each`);
+  }
+  for (const rows of counts) into.bytes += spec.count * sizeClass(Math.max(4, Math.ceil((rows * rowBytes) / 4) * 4));
+}
+
+function targetWeightSpecs(c: TargetModelConfig, dtype: DType): TensorSpec[] {
+  const H = c.hiddenSize;
+  const qw = c.numHeads * c.headDim;
+  const kvw = c.numKvHeads * c.headDim;
+  const I = c.intermediateSize;
+  // Matrices are stored in `dtype` and may be split into row parts; norms and biases stay f32.
+  const m = (name: string, shape: number[]) => t(name, shape, dtype, true);
+  const layer = [
+    t('input_layernorm', [H]),
+    m('q_proj', [qw, H]),
+    m('k_proj', [kvw, H]),
+    m('v_proj', [kvw, H]),
+    m('o_proj', [H, qw]),
+    t('post_attention_layernorm', [H]),
+    m('gate_proj', [I, H]),
+    m('up_proj', [I, H]),
+    m('down_proj', [H, I]),
+    ...(c.qkvBias ? [t('q_bias', [qw]), t('k_bias', [kvw]), t('v_bias', [kvw])] : []),
+    ...(c.oBias ? [t('o_bias', [H])] : []),
+    ...(c.qkNorm ? [t('q_norm', [c.headDim]), t('k_norm', [c.headDim])] : []),
+    ...(c.mlpBias ? [t('gate_bias', [I]), t('up_bias', [I]), t('down_bias', [H])] : []),
+  ];
+  return [
+    m('model.embed_tokens.weight', [c.vocabSize, H]),
+    ...times(c.numLayers, layer),
+    t('model.norm.weight', [H]),
+    ...(c.tieWordEmbeddings ? [] : [m('lm_head.weight', [c.vocabSize, H])]),
+  ];
+}
+
+/** One batched capture forward of `rows` tokens: the layer's working set (released per layer) and what the capture keeps. */
+function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: number): TensorSpec[] {
+  const H = c.hiddenSize;
+  const qw = c.numHeads * c.headDim;
+  const kvw = c.numKvHeads * c.headDim;
+  const batch = Math.max(1, Math.floor(rows / seq));
+  return [
+    t('ids, positions, mask', [3 * rows], 'i32'),
+    t('h', [rows, H]),
+    t('invRms', [rows]),
+    t('attn.x', [rows, H]),
+    t('attn.qRaw', [rows, qw]),
+    t('attn.kRaw', [rows, kvw]),
+    t('attn.v', [rows, kvw]),
+    t('attn.q', [rows, qw]),
+    t('attn.k', [rows, kvw]),
+    ...(c.qkNorm ? [t('attn.qNormed', [rows, qw]), t('attn.kNormed', [rows, kvw])] : []),
+    t('attn.o', [rows, qw]),
+    t('attn.lse', [batch, c.numHeads, seq]),
+    t('mlp.x', [rows, H]),
+    t('mlp.gate', [rows, c.intermediateSize]),
+    t('mlp.up', [rows, c.intermediateSize]),
+    t('mlp.act', [rows, c.intermediateSize]),
+    ...times(aux, [t('hidden_states (aux)', [rows, H])]),
+    t('final norm', [rows, H]),
+    t('target.logits', [rows, c.vocabSize], 'f32', true),
+  ];
+}
+
+/** Every tensor of the run, by item. */
+function itemSpecs(x: MemoryPlanInput): Record<ItemKey, { label: string; specs: TensorSpec[]; detail: string }> {
+  const tc = x.target;
+  const d = x.draft;
+  const aux = x.auxLayers ?? 3;
+  const B = x.batchSize;
+  const S = x.maxLength;
+  const L = x.tttLength;
+  const R = B * S;
+  const H = d.hiddenSize;
+  const I = d.intermediateSize;
+  const D = d.draftVocabSize;
+  const V = d.vocabSize;
+  const qDim = d.numHeads * d.headDim;
+  const kvDim = d.numKvHeads * d.headDim;
+  const feat: DType = x.features;
+  const kvw = tc.numKvHeads * tc.headDim;
+  const captureRows = Math.max(1, Math.min(x.featureStoreSamples, Math.floor(x.captureBatchTokens / S))) * S;
+  const params = eagle3ParameterShapes(d);
+  // Weights, grads and moments may be split into row parts (the linear kernels and AdamW take parts).
+  const paramSpecs = (suffix: string) => params.map(([name, shape]) => t(`${name}${suffix}`, shape, 'f32', true));
+  const partials = params.reduce((a, [, shape]) => a + sumsqWorkgroups(shape.reduce((p, q) => p * q, 1)), 0);
+  const sample = [
+    t('hidden_state', [S, aux * tc.hiddenSize], feat),
+    t('target', [S, tc.vocabSize], feat),
+    t('input_ids', [S], 'i32'),
+    t('loss_mask', [S], 'i32'),
+  ];
+  const step = [
+    t('emb', [R, H]),
+    t('invRmsEmb', [R]),
+    t('z', [R, 2 * H]),
+    t('invRmsHidden', [R]),
+    t('qRot', [R, qDim]),
+    t('o', [R, qDim]),
+    t('lse', [B, d.numHeads, S]),
+    t('h1', [R, H]),
+    t('invRmsPost', [R]),
+    t('n', [R, H]),
+    t('gate', [R, I]),
+    t('up', [R, I]),
+    t('act', [R, I]),
+    t('hOut', [R, H]),
+    t('invRmsFinal', [R]),
+    t('dF', [R, H]),
+  ];
+  const ropeRows = S + L - 1;
+  return {
+    targetWeights: {
+      label: 'target weights',
+      specs: targetWeightSpecs(tc, x.targetWeights),
+      detail: `${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}, ${x.targetWeights}`,
+    },
+    targetKv: {
+      label: 'target KV cache (generation)',
+      specs: times(x.generationBatch > 0 ? 2 * tc.numLayers : 0, [t('kv', [x.generationBatch, S, tc.numKvHeads, tc.headDim])]),
+      detail:
+        x.generationBatch > 0
+          ? `2 × ${tc.numLayers} layers × ${x.generationBatch} sequences × ${S} tokens × ${kvw}`
+          : 'none: the data has its replies',
+    },
+    targetCapture: {
+      label: 'target capture activations',
+      specs: captureSpecs(tc, captureRows, S, aux),
+      detail: `${captureRows} tokens per capture forward, logits ${captureRows} × ${tc.vocabSize}`,
+    },
+    featureStore: {
+      label: 'feature store',
+      specs: times(x.featureStoreSamples, sample),
+      detail: `${x.featureStoreSamples} samples resident × ${S} tokens (hidden ${aux} × ${tc.hiddenSize}, target logits ${tc.vocabSize}), ${feat}`,
+    },
+    batch: {
+      label: 'training batch',
+      specs: [
+        t('input_ids', [B, S], 'i32'),
+        t('attention_mask', [B, S], 'i32'),
+        t('loss_mask', [B, S], 'i32'),
+        t('hidden_state', [B, S, aux * tc.hiddenSize], feat, true),
+        t('target', [B, S, tc.vocabSize], feat, true),
+      ],
+      detail: `batch ${B} × ${S} tokens, ${feat}`,
+    },
+    staging: {
+      label: 'staging and uniforms',
+      specs: [
+        t('uniform arena', [512 * 64], 'u32'),
+        t('loss readback', [L + 1]),
+        t('metrics readback', [4 * L]),
+        t('grad-norm readback', [2]),
+        t('timer', [8]),
+      ].map((s) => ({ ...s, unbound: true })),
+      detail: '512 uniform slots of 256 bytes, readback buffers for losses and metrics, timer',
+    },
+    draftWeights: {
+      label: 'draft weights',
+      specs: paramSpecs(''),
+      detail: `${params.length} tensors, hidden ${H}, intermediate ${I}, draft vocab ${D}`,
+    },
+    gradients: {
+      label: 'draft gradients',
+      specs: [...paramSpecs('.grad'), t('grad-norm-partials', [partials]), t('grad-norm', [2])],
+      detail: 'one f32 gradient per weight',
+    },
+    moments: { label: 'AdamW moments', specs: [...paramSpecs('.m'), ...paramSpecs('.v')], detail: 'm and v per weight, f32' },
+    draftFrozen: {
+      label: 'frozen draft embedding',
+      specs: [
+        t('embed_tokens.weight', [V, H], 'f32', true),
+        t('t2d', [V], 'i32'),
+        t('used', [D], 'i32'),
+        t('rope.forward', [ropeRows, d.headDim / 2, 2]),
+        t('rope.inverse', [ropeRows, d.headDim / 2, 2]),
+      ],
+      detail: `[${V}, ${H}] f32 embedding, vocabulary maps, RoPE tables for ${ropeRows} positions`,
+    },
+    activations: {
+      label: `activations (${L} TTT steps)`,
+      specs: [
+        ...times(L, step),
+        ...times(L, [t('positions', [R], 'i32')]),
+        t('hidden0', [R, H]),
+        t('kCache', [L, B, S, d.numKvHeads, d.headDim]),
+        t('vCache', [L, B, S, d.numKvHeads, d.headDim]),
+        t('teacher.p', [R, D]),
+        t('teacher.pTilde', [R, D]),
+        t('teacher.tok', [R], 'i32'),
+        t('teacher.positionMask', [R], 'i32'),
+        t('losses', [L + 1]),
+        t('metrics', [4 * L]),
+      ],
+      detail: `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, gate, up, act, hOut, dF) + KV caches [${L}, ${R}, ${kvDim}] + teacher [${R}, ${D}] × 2`,
+    },
+    scratch: {
+      label: 'step scratch (logits, backward)',
+      specs: [
+        t('ids.shifted', [B, S], 'i32'),
+        t('q', [R, qDim]),
+        t('k/v', [R, kvDim]),
+        t('kRot', [R, kvDim]),
+        t('f', [R, H]),
+        t('logits', [R, D]),
+        t('dKCache', [L, B, S, d.numKvHeads, d.headDim]),
+        t('dVCache', [L, B, S, d.numKvHeads, d.headDim]),
+        t('dEmb.scratch', [R, H]),
+        t('dHOut', [R, H]),
+        t('dAct', [R, I]),
+        t('dGate', [R, I]),
+        t('dUp', [R, I]),
+        t('dn', [R, H]),
+        t('dH1', [R, H]),
+        t('dO', [R, qDim]),
+        t('dQRot', [R, qDim]),
+        t('dq', [R, qDim]),
+        t('dKRot', [R, kvDim]),
+        t('dk', [R, kvDim]),
+        t('dv', [R, kvDim]),
+        t('dz', [R, 2 * H]),
+        t('dHIn', [R, H]),
+        t('dz.hidden', [R, H]),
+      ],
+      detail: `temporaries of one step, reused by the next: logits [${R}, ${D}], backward scratch and dK/dV caches`,
+    },
+  };
+}
+
+export function checkInput(x: MemoryPlanInput): void {
+  for (const [field, value] of [
+    ['batchSize', x.batchSize],
+    ['maxLength', x.maxLength],
+    ['tttLength', x.tttLength],
+    ['featureStoreSamples', x.featureStoreSamples],
+    ['captureBatchTokens', x.captureBatchTokens],
+  ] as const) {
+    if (!Number.isInteger(value) || value < 1) throw new Error(`memory plan: ${field} must be a positive integer, got ${value}`);
+  }
+  if (!Number.isInteger(x.generationBatch) || x.generationBatch < 0)
+    throw new Error(`memory plan: generationBatch must be a non-negative integer, got ${x.generationBatch}`);
+  for (const [field, value] of [
+    ['targetWeights', x.targetWeights],
+    ['features', x.features],
+  ] as const) {
+    if (value !== 'f32' && value !== 'f16') throw new Error(`memory plan: ${field} must be "f32" or "f16", got ${JSON.stringify(value)}`);
+  }
+}
+
+export function costItems(x: MemoryPlanInput, limits: AdapterLimits): { items: PlanItem[]; problems: string[]; notes: string[] } {
+  const problems: string[] = [];
+  const notes: string[] = [];
+  const items: PlanItem[] = [];
+  for (const [key, item] of Object.entries(itemSpecs(x)) as [ItemKey, ReturnType<typeof itemSpecs>[ItemKey]][]) {
+    const cost: Costing = { bytes: 0, problems: [], notes: [] };
+    for (const spec of item.specs) tensorCost(spec, limits, cost);
+    // One sentence per distinct problem: 80 layers of the same oversized tensor say it once.
+    for (const p of new Set(cost.problems)) problems.push(`${item.label}: ${p}`);
+    for (const n of new Set(cost.notes)) notes.push(`${item.label}: ${n}`);
+    items.push({ key, label: item.label, bytes: cost.bytes, detail: item.detail });
+  }
+  return { items, problems, notes };
+}

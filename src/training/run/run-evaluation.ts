@@ -1,0 +1,81 @@
+/**
+ * The run's speculative-decoding measurement, before and after training: the target alone on the
+ * held-out prompts (and some training prompts) gives the reference tokens and speed; a draft is then
+ * scored by its acceptance length and tokens/s with those same prompts (lossless: its output must
+ * equal the target's). After training the draft is the exported one, read back from `<out>/draft`,
+ * so what is measured is what was written.
+ */
+import { matrixF32, type MatrixWeight, type TargetCheckpoint } from '../../formats/hf-checkpoint.ts';
+import type { Gpu } from '../../gpu/gpu.ts';
+import type { Eagle3DraftCheckpoint } from '../../inference/eagle3-drafter.ts';
+import { evaluateDraft, type SpecEval } from '../../inference/evaluate-draft.ts';
+import { timeTargetOnly, type SpeedReport } from '../../inference/speculative.ts';
+import { readEagle3Export, withoutEmbedding } from '../../model/eagle3/export.ts';
+import type { TargetModel } from '../../model/target/model.ts';
+import type { FileStore } from '../../ports/storage.ts';
+import { exportRunCheckpoint } from '../checkpoints/checkpoint-export.ts';
+import type { TrainConfig } from './run-config.ts';
+
+/** A draft's acceptance on the held-out prompts, and on training prompts when some are evaluated. */
+export interface DraftEvals {
+  heldOut: SpecEval;
+  train?: SpecEval;
+}
+
+/** Scores drafts against the target-only reference of the same prompts. */
+export interface DraftScorer {
+  /** The target alone on the held-out prompts. */
+  readonly base: { tokens: number[][]; speed: SpeedReport };
+  evaluate(draft: Eagle3DraftCheckpoint): Promise<DraftEvals>;
+}
+
+/** Times the target alone (after a warm-up that compiles its pipelines), then returns the scorer over those prompts. */
+export async function draftScorer(
+  target: TargetModel,
+  gpu: Gpu,
+  config: Pick<TrainConfig, 'maxNewTokens' | 'numDraftTokens' | 'evalTrainPrompts'>,
+  prompts: { heldPrompts: number[][]; evalTrainPrompts: number[][] },
+  auxLayerIds: number[],
+  now: () => number,
+): Promise<DraftScorer> {
+  const heldPrompts = prompts.heldPrompts;
+  const trainEval = prompts.evalTrainPrompts.slice(0, config.evalTrainPrompts);
+  await timeTargetOnly(target, [heldPrompts[0]], 2, now); // warm-up: pipeline compilation
+  const base = await timeTargetOnly(target, heldPrompts, config.maxNewTokens, now);
+  const baseTrain = trainEval.length > 0 ? await timeTargetOnly(target, trainEval, config.maxNewTokens, now) : undefined;
+  const evaluateOn = (draft: Eagle3DraftCheckpoint, on: number[][], reference: number[][]) =>
+    evaluateDraft(target, gpu, draft, on, {
+      maxNewTokens: config.maxNewTokens,
+      numDraftTokens: config.numDraftTokens,
+      auxLayerIds,
+      reference,
+      now,
+    });
+  return {
+    base,
+    evaluate: async (draft) => ({
+      heldOut: await evaluateOn(draft, heldPrompts, base.tokens),
+      train: baseTrain ? await evaluateOn(draft, trainEval, baseTrain.tokens) : undefined,
+    }),
+  };
+}
+
+/**
+ * Exports the run's final checkpoint as an SGLang draft in `<out>/draft`, by the function `speclab
+ * export` uses (the two cannot differ), and reads it back as the draft to evaluate.
+ */
+export async function exportRunDraft(
+  out: FileStore,
+  checkpoint: TargetCheckpoint<MatrixWeight>,
+  auxLayerIds: number[],
+): Promise<{ exportDir: string; trained: Eagle3DraftCheckpoint }> {
+  await exportRunCheckpoint(out, '', out, 'draft');
+  const exported = await readEagle3Export(out, 'draft', matrixF32(checkpoint.weights.embedTokens));
+  const trained: Eagle3DraftCheckpoint = {
+    config: exported.config,
+    weights: withoutEmbedding(exported.values),
+    d2t: exported.vocab.d2t,
+    auxLayerIds,
+  };
+  return { exportDir: `${out.root}/draft`, trained };
+}

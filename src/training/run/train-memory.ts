@@ -1,0 +1,101 @@
+/**
+ * The GPU memory plan of `speclab train` (src/training/run/memory-plan.ts), from the settings, the
+ * target's config and the training data, computed before anything is allocated on the GPU and
+ * before the run folder is touched. A run that cannot fit — over --gpu-memory-budget, or with a
+ * tensor no binding of this adapter can hold — is refused as a usage error (exit code 2) whose one
+ * line names the plan's largest item, the total, the budget and what to lower.
+ */
+import { z } from 'zod';
+import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { draftConfigFor } from '../sequences/eagle3-data.ts';
+import {
+  formatMemoryPlan,
+  memoryPlanRefusal,
+  planTrainingMemory,
+  sessionMemoryInput,
+  type AdapterLimits,
+  type MemoryPlan,
+  type Precision,
+} from './memory-plan.ts';
+import { formatBytes, parseByteSize } from '../../util/bytes.ts';
+import { UsageError } from '../../util/usage-error.ts';
+import type { TrainData } from './train-data.ts';
+
+/** --gpu-memory-budget in bytes: a flag's "8GB" arrives parsed; a config file may give either form. */
+export const gpuMemoryBudgetSchema = z
+  .union([z.number(), z.string()])
+  .transform((value, ctx) => {
+    try {
+      if (typeof value === 'string') return parseByteSize(value, 'gpuMemoryBudget');
+      if (!Number.isSafeInteger(value) || value < 1) throw new Error(`gpuMemoryBudget: ${value} is not a positive whole number of bytes`);
+      return value;
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: (err as Error).message });
+      return z.NEVER;
+    }
+  })
+  .optional();
+
+export interface TrainMemorySettings {
+  readonly batchSize: number;
+  readonly tttLength: number;
+  readonly roundPrompts: number;
+  readonly responseLength: number;
+  readonly featurePrecision?: Precision;
+  readonly targetPrecision?: Precision;
+  readonly gpuMemoryBudget?: number;
+}
+
+/** Tokens of the longest training sequence: a dataset row as given, a regenerated one at its longest, or a prompt plus its reply. */
+export function longestTrainSequence(data: TrainData, responseLength: number): number {
+  if (data.trainSequences) return Math.max(...data.trainSequences.map((s) => s.inputIds.length));
+  if (data.regenerate) {
+    return Math.max(
+      ...data.regenerate.map((s) => {
+        const replies = s.lossMask.filter((v, j) => v === 1 && (j === 0 || s.lossMask[j - 1] === 0)).length;
+        return s.lossMask.filter((v) => v === 0).length + replies * responseLength;
+      }),
+    );
+  }
+  return Math.max(...(data.trainPrompts ?? [[]]).map((p) => p.length)) + responseLength;
+}
+
+/** The plan of this run on an adapter with `limits`. */
+export function trainMemoryPlan(
+  config: TrainMemorySettings,
+  tc: TargetModelConfig,
+  draftVocabSize: number,
+  data: TrainData,
+  limits: AdapterLimits,
+): MemoryPlan {
+  const sequences = data.trainSequences?.length ?? data.regenerate?.length ?? data.trainPrompts?.length ?? 1;
+  // The target always generates for the acceptance measurement, and for the training data unless a dataset brings its replies.
+  const generated = data.trainSequences ? data.heldPrompts.length : Math.max(sequences, data.heldPrompts.length);
+  const input = sessionMemoryInput({
+    ...config,
+    target: tc,
+    draft: draftConfigFor({ config: tc }, draftVocabSize),
+    maxLength: longestTrainSequence(data, config.responseLength),
+    sequences,
+    generated,
+  });
+  return planTrainingMemory(input, { limits, budgetBytes: config.gpuMemoryBudget });
+}
+
+/** Prints the plan; throws (a usage error: exit code 2) when it does not fit. */
+export function checkTrainMemory(plan: MemoryPlan, print: (line: string) => void): void {
+  const budget = plan.budgetBytes === undefined ? 'the adapter limits' : `a budget of ${formatBytes(plan.budgetBytes)}`;
+  print(`GPU memory plan (checked against ${budget}):`);
+  for (const line of formatMemoryPlan(plan)) print(line);
+  if (!plan.fits) throw new UsageError(memoryPlanRefusal(plan));
+}
+
+/** The adapter limits the plan checks, from a GpuContext's limit record. */
+export function adapterLimits(limits: Readonly<Record<string, number>>): AdapterLimits {
+  const need = (name: string): number => {
+    const v = limits[name];
+    if (!(v > 0)) throw new Error(`GPU memory plan: the adapter reports no ${name}`);
+    return v;
+  };
+  return { maxBufferSize: need('maxBufferSize'), maxStorageBufferBindingSize: need('maxStorageBufferBindingSize') };
+}

@@ -1,0 +1,181 @@
+/**
+ * How an Eagle3TrainingSession (./eagle3-session.ts) is built from its inputs: the sequences (read or
+ * generated), the draft vocabulary and config, the seeded stream cut into rounds, the controller and
+ * feature store (local, or the cluster's), the rollout workers, optimizer, draft, strategy, trainer
+ * and loader, and the run contract its checkpoints keep. Also the capture a session's rollout makes,
+ * which a rollout process of a cluster run must make the same.
+ */
+import { DataFlowController } from '../../control/controller.ts';
+import type { ReleasableFeatureStore } from '../../control/controller.ts';
+import type { TrainLease } from '../../control/train-lease.ts';
+import { onlineSampleId } from '../../contracts/index.ts';
+import { FeatureDataLoader, type RefLease } from '../../data/feature-dataloader.ts';
+import type { FeatureStore } from '../../data/feature-store.ts';
+import { LocalFeatureStore } from '../../data/local-feature-store.ts';
+import { RolloutWorker } from '../../inference/rollout-worker.ts';
+import { eagle3CaptureConfig, TargetFeatureSource } from '../../inference/target-feature-source.ts';
+import type { CaptureConfig } from '../../inference/capture.ts';
+import type { DType } from '../../gpu/tensor.ts';
+import type { TargetModel } from '../../model/target/model.ts';
+import type { Eagle3Config } from '../../config/eagle3-config.ts';
+import { Eagle3DraftModel } from '../../model/eagle3/model.ts';
+import { initialEagle3Weights } from '../../model/eagle3/parameters.ts';
+import { Rng } from '../../util/random.ts';
+import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
+import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../optim/adamw-backend.ts';
+import { eagle3RunExtras } from '../checkpoints/checkpoint-export.ts';
+import { type RunContract } from '../checkpoints/train-checkpoint.ts';
+import { draftConfigFor, draftVocab, sessionSequences, shuffledIndices, type TrainSequence } from '../sequences/eagle3-data.ts';
+import { precisionContract } from '../loop/feature-precision.ts';
+import { PeriodicEvaluation } from '../evaluation/periodic-eval.ts';
+import { resolveAuxLayers, resolveDraftVocabSize } from '../sequences/draft-shape.ts';
+import { Eagle3TrainStrategy } from '../strategies/eagle3.ts';
+import { TrainerController } from '../loop/trainer-controller.ts';
+import { TrainerCore } from '../loop/trainer-core.ts';
+import { StreamOrderLease } from './stream-order-lease.ts';
+import { stableHash } from '../../util/stable-hash.ts';
+
+import { type SessionInputs, type SessionSettings } from './session-types.ts';
+
+export type SessionLease = RefLease & Pick<TrainLease, 'ack'>;
+
+/** What the rollout of a session captures per sample; a rollout process of a cluster run must capture the same. */
+export function sessionCapture(
+  target: TargetModel['config'],
+  auxLayerIds: readonly number[],
+  settings: Pick<SessionSettings, 'tttLength' | 'featurePrecision'>,
+): CaptureConfig {
+  return {
+    ...eagle3CaptureConfig(target, auxLayerIds),
+    extra: { ttt_length: settings.tttLength },
+    featurePrecision: settings.featurePrecision,
+  };
+}
+
+/** The feature-store columns of that capture: token ids and masks i32, hidden states and logits at the feature precision. */
+export function sessionFeatureFields(capture: CaptureConfig): Record<string, DType> {
+  const float: DType = capture.featurePrecision === 'f16' ? 'f16' : 'f32';
+  return Object.fromEntries(capture.featureNames.map((n) => [n, n === 'input_ids' || n === 'loss_mask' ? 'i32' : float]));
+}
+
+/** Everything `open` builds for a session, handed to the constructor in one piece. */
+export interface SessionParts {
+  sequences: readonly TrainSequence[];
+  mapping: VocabMapping;
+  coverage: number;
+  distinctTokens: number;
+  draftConfig: Eagle3Config;
+  auxLayerIds: readonly number[];
+  initialWeights: Readonly<Record<string, Float32Array>>;
+  totalSteps: number;
+  contract: RunContract;
+  inputs: SessionInputs;
+  evaluation?: PeriodicEvaluation;
+  /** The rounds of the whole stream; `resume` trims the committed tasks out of them. */
+  rounds: { taskId: string; sequence: number }[][];
+  controller: DataFlowController;
+  store: FeatureStore & ReleasableFeatureStore;
+  workers: RolloutWorker[];
+  backend: AdamWBackend;
+  core: TrainerCore;
+  trainer: TrainerController;
+  loader: FeatureDataLoader;
+  lease: SessionLease;
+  /** GPU objects the session destroys with itself. */
+  owned: { destroy(): void }[];
+  /** What every checkpoint keeps so that it is exported and resumed alone (`eagle3RunExtras`). */
+  extras: ReturnType<typeof eagle3RunExtras>;
+}
+
+/** Builds everything a session runs on, from its inputs (generating or reading its sequences). */
+export async function buildSessionParts(inputs: SessionInputs): Promise<SessionParts> {
+  const { gpu, target, settings, storage, runId } = inputs;
+  const tc = target.config;
+  const emit = inputs.onEvent ?? (() => undefined);
+  const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
+  const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
+  const sequences = await sessionSequences(storage.checkpoints, target, inputs, settings.responseLength, (detail) =>
+    emit({ kind: 'phase', phase: 'data', detail }),
+  );
+  const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
+  const draftConfig = draftConfigFor(target, draftVocabSize);
+  const initialWeights = initialEagle3Weights(draftConfig, inputs.embedTokens, new Rng(settings.seed + 1));
+
+  const order = new Rng(settings.seed + 2);
+  const stream: number[] = [];
+  for (let e = 0; e < settings.epochs; e++) stream.push(...shuffledIndices(sequences.length, order));
+  const rounds: { taskId: string; sequence: number }[][] = [];
+  for (let i = 0, r = 0; i < stream.length; i += settings.roundPrompts, r++) {
+    rounds.push(stream.slice(i, i + settings.roundPrompts).map((s, j) => ({ taskId: `r${r}-${j}-s${s}`, sequence: s })));
+  }
+  const totalSteps = rounds.reduce((a, r) => a + Math.ceil(r.length / settings.batchSize), 0);
+
+  const cluster = inputs.cluster;
+  if (cluster && cluster.stores.metadata !== storage.metadata)
+    throw new Error('Eagle3TrainingSession: in cluster mode storage.metadata must be cluster.stores.metadata (the shared ledger)');
+  const store = cluster ? cluster.features : new LocalFeatureStore(gpu, { spill: storage.spill });
+  const controller = cluster
+    ? DataFlowController.over(runId, cluster.stores, { featureStore: store })
+    : new DataFlowController({ runId, store: storage.metadata, featureStore: store });
+  const capture = sessionCapture(tc, auxLayerIds, settings);
+  const source = new TargetFeatureSource(target);
+  const workers: RolloutWorker[] = [];
+  for (let i = 0; i < (cluster ? 0 : settings.rolloutWorkers); i++)
+    workers.push(await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
+  const backend = new AdamWBackend(gpu, {
+    ...SPECFORGE_OPTIMIZER,
+    lr: settings.lr,
+    maxGradNorm: settings.maxGradNorm,
+    schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
+  });
+  const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initialWeights, { t2d: mapping.t2d, d2t: mapping.d2t });
+  const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu });
+  const core = new TrainerCore(strategy, backend, 1);
+  const evaluation = inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation));
+  const trainer = new TrainerController(gpu, core);
+  const trainLease = await controller.trainLease(await controller.registerTrainer({ trainerId: 'trainer-0' }));
+  const streamRank = new Map(rounds.flat().map((t, i) => [onlineSampleId(runId, t.taskId), i]));
+  const lease: SessionLease = cluster ? new StreamOrderLease(trainLease, controller.queue, streamRank) : trainLease;
+  // No prefetch: a step that ends the fit must not leave a leased batch behind (pause, stop).
+  const loader = new FeatureDataLoader(gpu, store, { lease }, { batchSize: settings.batchSize, dropLast: false, prefetch: false });
+  const contract: RunContract = {
+    strategy: 'eagle3',
+    tttLength: settings.tttLength,
+    batchSize: settings.batchSize,
+    accumulationSteps: 1,
+    draftConfigHash: stableHash({
+      draftConfig,
+      auxLayerIds,
+      epochs: settings.epochs,
+      roundPrompts: settings.roundPrompts,
+      seed: settings.seed,
+      sequences: sequences.length,
+      ...precisionContract(settings.featurePrecision),
+    }),
+    dataHash: stableHash(sequences),
+  };
+  return {
+    inputs,
+    sequences,
+    mapping,
+    coverage,
+    distinctTokens: distinct,
+    draftConfig,
+    auxLayerIds,
+    initialWeights,
+    totalSteps,
+    contract,
+    rounds,
+    controller,
+    store,
+    workers,
+    backend,
+    core,
+    trainer,
+    loader,
+    lease,
+    owned: [...(evaluation ? [evaluation] : []), draft, backend],
+    evaluation,
+    extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
+  };
+}

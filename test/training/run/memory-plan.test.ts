@@ -1,0 +1,240 @@
+/**
+ * The GPU memory plan (src/training/run/memory-plan.ts): its arithmetic against bytes computed by hand,
+ * the binding-limit checks, the budget refusal with its suggestions, and — so that the plan cannot
+ * drift from the code it describes — a real draft training step whose measured peak
+ * (gpu.memoryStats) must not exceed the plan's draft-step items and must be within 1.5× of them.
+ */
+import { parseHfConfig, type TargetModelConfig } from '../../../src/config/hf-config.ts';
+import { Gpu } from '../../../src/gpu/gpu.ts';
+import { Eagle3DraftModel } from '../../../src/model/eagle3/model.ts';
+import { initialEagle3Weights } from '../../../src/model/eagle3/parameters.ts';
+import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../../src/optim/adamw-backend.ts';
+import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
+import {
+  DRAFT_STEP_ITEMS,
+  formatMemoryPlan,
+  memoryPlanRefusal,
+  planTrainingMemory,
+  type MemoryPlan,
+  type MemoryPlanInput,
+} from '../../../src/training/run/memory-plan.ts';
+import { Rng } from '../../../src/util/random.ts';
+import { assert, assertEqual, assertThrows } from '../../harness/assert.ts';
+import { defineSuite } from '../../harness/suite.ts';
+
+const KiB = 1024;
+const GiB = 2 ** 30;
+const BIG = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * GiB };
+
+/** A small Llama: H 64, 4 heads of 16 (2 KV heads), I 128, V 256, 2 layers; every size a power of two. */
+function tinyTarget(): TargetModelConfig {
+  return parseHfConfig(
+    {
+      architectures: ['LlamaForCausalLM'],
+      hidden_size: 64,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 16,
+      intermediate_size: 128,
+      vocab_size: 256,
+      rms_norm_eps: 1e-5,
+      max_position_embeddings: 512,
+    },
+    'tiny config',
+  );
+}
+
+function tinyInput(overrides: Partial<MemoryPlanInput> = {}): MemoryPlanInput {
+  const target = tinyTarget();
+  return {
+    target,
+    targetWeights: 'f32',
+    draft: draftConfigFor({ config: target }, 64),
+    batchSize: 2,
+    maxLength: 64,
+    tttLength: 3,
+    features: 'f32',
+    featureStoreSamples: 4,
+    captureBatchTokens: 8192,
+    generationBatch: 0,
+    ...overrides,
+  };
+}
+
+const item = (plan: MemoryPlan, key: string) => plan.items.find((i) => i.key === key)!.bytes;
+
+export default defineSuite('training/run/memory-plan', (t) => {
+  t.test('draft weights, gradients and moments: bytes by hand', () => {
+    const plan = planTrainingMemory(tinyInput(), { limits: BIG });
+    // [out, in] f32: fc 64×192, q 64×128, k/v 32×128, o 64×64, gate/up 128×64, down 64×128, lm_head 64×64;
+    // four norms of 64 floats (256 bytes, the pool's smallest class).
+    const weights = 4 * (64 * 192 + 64 * 128 + 2 * 32 * 128 + 64 * 64 + 3 * 128 * 64 + 64 * 64) + 4 * 256;
+    assertEqual(item(plan, 'draftWeights'), weights, 'draft weights');
+    assertEqual(item(plan, 'moments'), 2 * weights, 'AdamW m and v');
+    // One sum-of-squares workgroup per small gradient: 13 floats of partials, and the [2] norm result (256 bytes each).
+    assertEqual(item(plan, 'gradients'), weights + 256 + 256, 'gradients + grad-norm workspace');
+    // Embedding 256×64 f32, t2d [256] i32, used [64] i32 (256 bytes), RoPE tables [66, 8, 2] f32 twice
+    // (4224 bytes → size class 5120 = 4096 × 1.25).
+    assertEqual(item(plan, 'draftFrozen'), 256 * 64 * 4 + 1024 + 256 + 2 * 5120, 'frozen embedding, vocab maps, RoPE tables');
+  });
+
+  t.test('activations per TTT step × L and the forward state: bytes by hand', () => {
+    const plan = planTrainingMemory(tinyInput(), { limits: BIG });
+    const R = 2 * 64; // rows = batch × max length
+    // Per step: emb, h1, n, hOut, dF [R, 64]; z [R, 128]; qRot, o [R, 64]; gate, up, act [R, 128];
+    // lse [2, 4, 64]; four inverse-RMS vectors [R].
+    const perStep = 4 * (5 * R * 64 + R * 128 + 2 * R * 64 + 3 * R * 128 + 2 * 4 * 64 + 4 * R);
+    assertEqual(perStep, 484 * KiB, 'per step');
+    // positions [R] i32 per step; hidden0 [R, 64]; K and V caches [3, 2, 64, 2, 16]; teacher p and
+    // pTilde [R, 64], tok and mask [R] i32; losses [4] and metrics [12] (256 bytes each).
+    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 2 * 256;
+    assertEqual(item(plan, 'activations'), 3 * perStep + state, 'activations');
+    // The collated batch: ids, attention and loss masks [2, 64] i32; hidden_state [2, 64, 192], target [2, 64, 256] f32.
+    assertEqual(item(plan, 'batch'), 3 * 512 + R * 192 * 4 + R * 256 * 4, 'training batch');
+    // The store keeps 4 samples of [64, 192] + [64, 256] f32 and two [64] i32 vectors.
+    assertEqual(item(plan, 'featureStore'), 4 * (64 * 192 * 4 + 64 * 256 * 4 + 2 * 256), 'feature store');
+    assertEqual(
+      plan.totalBytes,
+      plan.items.reduce((a, i) => a + i.bytes, 0),
+      'total = sum of items',
+    );
+    const f16 = planTrainingMemory(tinyInput({ features: 'f16' }), { limits: BIG });
+    assertEqual(item(f16, 'featureStore'), 4 * (64 * 192 * 2 + 64 * 256 * 2 + 2 * 256), 'f16 features: half the feature bytes');
+    const kv = planTrainingMemory(tinyInput({ generationBatch: 16 }), { limits: BIG });
+    assertEqual(item(kv, 'targetKv'), 2 * 2 * 16 * 64 * 32 * 4, 'KV cache: 2 × layers × batch × length × kv width f32');
+    assertEqual(item(plan, 'targetKv'), 0, 'no generation, no KV cache');
+  });
+
+  t.test('target weights at f32 and f16: matrices halve, norms stay f32', () => {
+    const f32 = item(planTrainingMemory(tinyInput(), { limits: BIG }), 'targetWeights');
+    const f16 = item(planTrainingMemory(tinyInput({ targetWeights: 'f16' }), { limits: BIG }), 'targetWeights');
+    // Per layer q 64×64, k/v 32×64, o 64×64, gate/up/down 128×64 elements; embedding and lm_head 256×64; 5 norms.
+    const elements = 2 * (2 * 64 * 64 + 2 * 32 * 64 + 3 * 128 * 64) + 2 * 256 * 64;
+    assertEqual(f32, elements * 4 + 5 * 256, 'f32');
+    assertEqual(f16, elements * 2 + 5 * 256, 'f16');
+  });
+
+  t.test('binding limits: split tensors are noted, a row or a whole-bound tensor past a binding is unfittable', () => {
+    // 64 KiB bindings (64-token capture forwards): the 64 KiB embedding fits; the batch's target
+    // [2, 64, 256] (128 KiB) is split; the 128 KiB uniform arena is no storage binding.
+    const small = planTrainingMemory(tinyInput({ captureBatchTokens: 64 }), {
+      limits: { maxBufferSize: GiB, maxStorageBufferBindingSize: 64 * KiB },
+    });
+    assert(
+      small.notes.some((n) => /training batch: target \(128 KiB\) is split into 2 parts/.test(n)),
+      `split noted: ${small.notes.join(' | ')}`,
+    );
+    // A stored sample's target [64, 256] is bound whole: 64 KiB fits, so the plan fits.
+    assert(small.fits, `fits with split tensors: ${small.problems.join(' | ')}`);
+    const tiny = planTrainingMemory(tinyInput(), { limits: { maxBufferSize: 16 * KiB, maxStorageBufferBindingSize: 16 * KiB } });
+    assert(!tiny.fits, 'does not fit');
+    assert(
+      tiny.problems.some((p) => /feature store: target \[64, 256\] f32 is 64\.0 KiB and must fit one binding \(16\.0 KiB\)/.test(p)),
+      `whole-bound tensor named: ${tiny.problems.join(' | ')}`,
+    );
+    const row = planTrainingMemory(tinyInput(), { limits: { maxBufferSize: 512, maxStorageBufferBindingSize: 512 } });
+    assert(
+      row.problems.some((p) => /one row is 1\.00 KiB, more than one binding holds \(512 B\); no split can fit it/.test(p)),
+      `row too big: ${row.problems.join(' | ')}`,
+    );
+  });
+
+  t.test('a budget below the total: refused with the largest item and suggestions that fit', () => {
+    const plan = planTrainingMemory(tinyInput({ batchSize: 8 }), { limits: BIG });
+    const refused = planTrainingMemory(tinyInput({ batchSize: 8 }), { limits: BIG, budgetBytes: Math.floor(plan.totalBytes * 0.8) });
+    assert(!refused.fits, 'over budget');
+    assertEqual(refused.largest.bytes, Math.max(...refused.items.map((i) => i.bytes)), 'largest item');
+    assert(
+      refused.suggestions.some((s) => /^batch size 8 → 4: .* \(fits\)$/.test(s)),
+      `batch suggestion: ${refused.suggestions.join(' | ')}`,
+    );
+    assert(
+      refused.suggestions.some((s) => /^feature precision f32 → f16/.test(s)),
+      'precision suggestion',
+    );
+    const line = memoryPlanRefusal(refused);
+    assert(!line.includes('\n'), 'one line');
+    assert(
+      line.includes(`largest item ${refused.largest.label}`) && /over the budget of/.test(line) && /lower: batch size 8 → 4/.test(line),
+      line,
+    );
+    const table = formatMemoryPlan(refused);
+    assertEqual(table.length, refused.items.length + 3, 'one line per item, the total, the verdict, the suggestions');
+    assert(
+      table.some((l) => /^ {2}total +\S+ \S+ {2}budget /.test(l)),
+      `total line: ${table.join('\n')}`,
+    );
+    assert(planTrainingMemory(tinyInput(), { limits: BIG, budgetBytes: plan.totalBytes }).fits, 'a budget equal to the total fits');
+    assertThrows(
+      () => planTrainingMemory(tinyInput({ batchSize: 0 }), { limits: BIG }),
+      /memory plan: batchSize must be a positive integer, got 0/,
+      'bad input named',
+    );
+    assertThrows(
+      () => planTrainingMemory(tinyInput({ features: 'bf16' as 'f16' }), { limits: BIG }),
+      /memory plan: features must be "f32" or "f16"/,
+      'bad precision named',
+    );
+  });
+
+  t.test(
+    'the plan of a real draft training step is not below its measured peak, and within 1.5× of it',
+    async ({ gpu: ctx, note }) => {
+      const started = performance.now();
+      const input = tinyInput();
+      const draft = input.draft;
+      const plan = planTrainingMemory(input, { limits: BIG });
+      const planned = plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
+      const gpu = new Gpu(ctx);
+      try {
+        const rng = new Rng(3);
+        const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
+        const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < draft.draftVocabSize ? 1 : 0));
+        const model = new Eagle3DraftModel(
+          gpu,
+          backend,
+          draft,
+          initialEagle3Weights(draft, rng.floats(draft.vocabSize * draft.hiddenSize), rng),
+          { t2d, d2t: new Array(draft.draftVocabSize).fill(0) },
+        );
+        const [B, S] = [input.batchSize, input.maxLength];
+        const inputs = {
+          inputIds: gpu.upload(
+            [B, S],
+            'i32',
+            Array.from({ length: B * S }, () => rng.int(0, draft.vocabSize)),
+            'input_ids',
+          ),
+          attentionMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'attention_mask'),
+          lossMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'loss_mask'),
+          hiddenStates: gpu.upload(
+            [B, S, 3 * draft.targetHiddenSize],
+            'f32',
+            rng.floats(B * S * 3 * draft.targetHiddenSize),
+            'hidden_state',
+          ),
+          target: gpu.upload([B, S, draft.vocabSize], 'f32', rng.floats(B * S * draft.vocabSize, 3), 'target'),
+        };
+        // Two steps: the second runs on buffers the pool already holds, so the peak is the steady state.
+        for (let step = 0; step < 2; step++) {
+          const out = await model.trainStep(inputs, { tttLength: input.tttLength, lossScale: 1 });
+          const report = await backend.optimizerStep();
+          await Promise.all([out.losses, out.metricSums, report.gradNorm]);
+        }
+        await gpu.sync();
+        const measured = gpu.memoryStats().peakBytes;
+        note('planned', planned);
+        note('measured', measured);
+        note('ratio', Number((planned / measured).toFixed(3)));
+        note('seconds', Number(((performance.now() - started) / 1000).toFixed(1)));
+        assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
+        assert(planned <= 1.5 * measured, `plan ${planned} bytes is over 1.5× the measured peak ${measured}`);
+        model.destroy();
+      } finally {
+        gpu.destroy();
+      }
+    },
+    { timeoutMs: 300_000 },
+  );
+});
