@@ -8,7 +8,8 @@
  * A prompt made only of digits, commas and blanks is token ids; anything else is text, encoded with
  * the target's tokenizer after its BOS token (`--prompt` may repeat; a prompts file has one prompt
  * per line, blank lines and `#` comments skipped). Options: command-options.ts (`speclab eval --help`).
- * The draft directory is SpecForge's SGLang export (config.json + model.safetensors with fc, midlayer.*, norm, lm_head, d2t, t2d; bf16/f16/f32);
+ * The draft directory is SpecForge's SGLang export (config.json + model.safetensors with fc,
+ * midlayer.*, norm, lm_head, d2t, t2d; bf16/f16/f32);
  * the draft's embedding is the target's. Runs target-only greedy decoding and speculative decoding
  * on the same prompts, checks they produce the same tokens (exit 1 if not), and prints the acceptance
  * length (tokens per target verification, bonus included) and tokens/s with and without the draft.

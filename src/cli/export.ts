@@ -4,7 +4,8 @@
  *   speclab export --checkpoint <run dir | checkpoints dir | <run id>-step<N> dir> --out <dir> [--draft-config <config.json>]
  *
  * A run folder or a checkpoints folder exports its latest complete step; a step folder that step
- * (exportRunCheckpoint: only complete checkpoints, with a valid COMPLETE marker, are accepted); the draft config and t2d/d2t are read from it unless
+ * (exportRunCheckpoint: only complete checkpoints, with a valid COMPLETE marker, are accepted); the
+ * draft config and t2d/d2t are read from it unless
  * --draft-config overrides the config. Writes <out>/model.safetensors (bf16, d2t int64, t2d bool,
  * no embedding) and <out>/config.json (docs/export.md §5).
  */

@@ -1,4 +1,4 @@
-/* eslint-disable max-lines -- longer than 400 lines: pretrain and generate share the lab target's loader path, its model card and its corpus split; the card is text that reads best whole. */
+/* eslint-disable max-lines -- pretrain and generate share the lab target's loader, model card and corpus split; the card reads best whole */
 /**
  * `speclab pretrain` and `speclab generate`: the lab target, a small Llama pretrained here with the
  * GPU trainer (src/training/pretraining/target-trainer.ts) on the training split of the Brown corpus, written

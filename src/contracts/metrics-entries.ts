@@ -68,7 +68,7 @@ export function evalAfterRecord(e: SpecEvals): EvalAfterEntry {
   return { phase: 'eval-after', ...specEvals(e) };
 }
 
-/** `metrics` (src/training/metric-keys.ts specForgeMetrics) after checking every key is one `key` allows. */
+/** `metrics` (src/training/evaluation/metric-keys.ts specForgeMetrics) after checking every key is one `key` allows. */
 function specForgeKeys<K extends string>(metrics: Readonly<Record<string, number>>, key: z.ZodType<K>, kind: string): SpecForgeMetrics<K> {
   for (const k of Object.keys(metrics))
     if (!key.safeParse(k).success) throw new Error(`${kind} record: "${k}" is not a SpecForge ${kind} key`);

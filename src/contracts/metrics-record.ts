@@ -35,7 +35,7 @@ const Time = z.iso.datetime({ error: (iss) => (iss.input === undefined ? 'is mis
 /** The line of a record: its `time` stamp (written first) and the record. */
 const lineOf = <Shape extends z.ZodRawShape>(entry: z.ZodObject<Shape>) => entry.extend({ time: Time });
 
-// ——— SpecForge's metric keys (src/training/metric-keys.ts writes them, its table says what they mean) ———
+// ——— SpecForge's metric keys (src/training/evaluation/metric-keys.ts writes them, its table says what they mean) ———
 
 const Index = z.number().int().nonnegative();
 export const TrainMetricKey = z.union([

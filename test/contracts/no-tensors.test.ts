@@ -1,4 +1,4 @@
-/** docs/contracts.md §10, §11: the no-tensor guard and its breadcrumb paths. */
+/** docs/contracts.md §10, §12: the no-tensor guard and its breadcrumb paths. */
 import { defineSuite } from '../harness/suite.ts';
 import { assertEqual, assertThrows } from '../harness/assert.ts';
 import { assertNoTensors } from '../../src/contracts/no-tensors.ts';

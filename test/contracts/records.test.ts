@@ -1,4 +1,4 @@
-/** docs/contracts.md §11: round trip, immutability, validation, ids, TrainBatch. */
+/** docs/contracts.md §12: round trip, immutability, validation, ids, TrainBatch. */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { SCHEMA_VERSION, DraftStrategyName, RunMode, TargetRepr } from '../../src/contracts/enums.ts';

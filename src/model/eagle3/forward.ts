@@ -64,7 +64,7 @@ export interface Eagle3EvalOutput {
 }
 
 /**
- * Read-only taps into the gradient-free forward (the lab's draft insight, src/training/draft-insight.ts).
+ * Read-only taps into the gradient-free forward (the lab's draft insight, src/training/evaluation/draft-insight.ts).
  * Each is called while its tensors are live and may only encode work that reads them (and writes its
  * own tensors); the forward's own kernels, operands and order are the same with or without taps.
  */

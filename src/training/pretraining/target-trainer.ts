@@ -1,4 +1,4 @@
-/* eslint-disable max-lines -- longer than 400 lines: the forward keeps exactly the activations its hand-written backward reads; apart, neither half can be checked without the other. */
+/* eslint-disable max-lines -- the forward keeps exactly the activations its hand-written backward reads; neither half checks alone */
 /**
  * Causal-LM training of a target model (Llama architecture) on the GPU: forward with every
  * activation the backward needs kept, hard cross-entropy on next tokens, a hand-written backward

@@ -13,7 +13,7 @@
  *     same size class. The sum of the items is what the pool holds if nothing is ever reused;
  *   - temporaries released inside a step (logits, the backward's scratch) are counted once: the
  *     next step takes the same buffers back from the pool.
- * Shapes mirror src/model/eagle3/forward.ts and backward.ts (StepActivations, Eagle3ForwardState),
+ * Shapes mirror src/model/eagle3/forward.ts, forward-state.ts (StepActivations, Eagle3ForwardState) and backward.ts,
  * src/model/target/model.ts (capture forward, KV cache), src/optim/adamw-backend.ts and
  * src/data/feature-dataloader.ts; test/training/run/memory-plan.test.ts checks the plan against the
  * measured peak of a real training step.
@@ -41,7 +41,10 @@ export {
 
 const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.bytes, 0);
 
-/** Tokens per batched capture forward and prompts per batched generation, as a session runs them (TargetFeatureSource, continueWithTarget). */
+/**
+ * Tokens per batched capture forward and prompts per batched generation, as a session runs them
+ * (TargetFeatureSource, continueWithTarget).
+ */
 export const SESSION_CAPTURE_BATCH_TOKENS = 8192;
 export const SESSION_GENERATION_BATCH = 16;
 

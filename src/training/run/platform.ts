@@ -30,6 +30,9 @@ export interface RunPlatform extends KeyValueHost {
    * the function that removes it. Absent where there are no signals (a browser tab).
    */
   onInterrupt?(handler: (signal: 'SIGINT' | 'SIGTERM') => void): () => void;
-  /** Opens a Redis connection (`redis://host:port/db`), resolving once the server answered. Absent where there are no sockets (a browser tab). */
+  /**
+   * Opens a Redis connection (`redis://host:port/db`), resolving once the server answered. Absent
+   * where there are no sockets (a browser tab).
+   */
   connectRedis?(url: string): Promise<RedisLink>;
 }

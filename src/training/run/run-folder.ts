@@ -39,7 +39,10 @@ export async function lockRunFolder(out: FileStore): Promise<FileLock> {
 
 export const RUN_LOCK = 'LOCK';
 
-/** The run's settings, sealed (src/util/sealed-json.ts): written at start, read by `--resume` (storedRunSettings below; src/cli/run-settings.ts). */
+/**
+ * The run's settings, sealed (src/util/sealed-json.ts): written at start, read by `--resume`
+ * (storedRunSettings below; src/training/run/run-settings.ts).
+ */
 export const RUN_SETTINGS = 'settings.json';
 
 export async function prepareRunFolder(out: FileStore, config: { resume: boolean; fresh: boolean; cluster?: string }): Promise<void> {

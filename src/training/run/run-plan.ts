@@ -2,7 +2,8 @@
  * The plan of an EAGLE3 run before any GPU work: which target, which prompts, and what to do with
  * an earlier run in the output folder (the aux layers and draft vocabulary are chosen in
  * src/training/sequences/draft-shape.ts). `speclab train`, `speclab prepare` and the browser lab's
- * worker share it, so the same settings mean the same data everywhere. Storage comes in as FileStores (any Platform is a FileRoots), never a runtime global.
+ * worker share it, so the same settings mean the same data everywhere. Storage comes in as
+ * FileStores (any Platform is a FileRoots), never a runtime global.
  */
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../../corpus/corpus.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';

@@ -12,7 +12,8 @@
  *     --checkpoint-every (how often the same stream is made durable), and the evaluation-only
  *     --num-draft-tokens, --max-new-tokens, --eval-train-prompts and --eval-every, and --gpu-memory-budget
  *     (a limit of this machine, not of the run), and --cluster (where the run's Redis is now; --run,
- *     the run's name there, is refused); the dataset flags (--data, --eval-data, --chat-template, --max-length, --regenerate, --temperature) shape the data and are refused;
+ *     the run's name there, is refused); the dataset flags (--data, --eval-data, --chat-template,
+ *     --max-length, --regenerate, --temperature) shape the data and are refused;
  *   - every other setting shapes the run and must agree with the stored one or is refused, naming
  *     each differing setting with both values: --target, --prompts-file, --offline, --train-prompts,
  *     --prompt-length, --response-length, --epochs, --round-prompts, --batch-size, --ttt-length,
