@@ -39,6 +39,7 @@ import { trainingData } from '../training/run/train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
 import { trainConfigSchema } from '../training/run/run-config.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 
 /**
  * The data settings of `speclab train`, taken from its schema so names, defaults and bounds stay
@@ -214,7 +215,7 @@ export async function runPrepare(
     await out.writeAtomic(OFFLINE_MANIFEST, new TextEncoder().encode(`${JSON.stringify(manifest)}\n`));
     const seconds = (performance.now() - started) / 1000;
     print(
-      `prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`,
+      `prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: ${speclabCommand(`train --offline ${out.root}`)}`,
     );
     return { dir: out.root, samples: sequences.length, tokens, seconds };
   } finally {

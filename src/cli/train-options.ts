@@ -10,6 +10,7 @@
  * checks that they equal the schema's.
  */
 import type { Bounds } from './flag-values.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 import { parseByteSize } from '../util/bytes.ts';
 import {
   describeBounds,
@@ -226,7 +227,9 @@ export function normalizeConfigKeys(json: Record<string, unknown>, file: string,
       notices.push(`${file}: key "${name}" is deprecated; use "${key}"`);
     }
     if (!key)
-      throw new UsageError(`${file}: unknown key "${name}" (keys are the settings of speclab train --help, in camelCase or snake_case)`);
+      throw new UsageError(
+        `${file}: unknown key "${name}" (keys are the settings of ${speclabCommand('train --help')}, in camelCase or snake_case)`,
+      );
     if (key in out) throw new UsageError(`${file}: "${from[key]}" and "${name}" are the same setting; keep one`);
     out[key] = value;
     from[key] = name;
@@ -237,7 +240,7 @@ export function normalizeConfigKeys(json: Record<string, unknown>, file: string,
 const TRAIN_EPILOG = [
   'Numbers are decimal (0x10, 1_000 or Infinity are refused); a value outside its range is refused before anything runs.',
   'A killed or interrupted run continues with --resume (same settings); an existing run in --out is never overwritten without --fresh.',
-  'With --cluster URL --run NAME this process is the trainer of a cluster run: rollout runs in `speclab rollout --cluster URL --run NAME --target DIR` processes (Node), the ledger is in Redis; --out keeps checkpoints, metrics and sequences.',
+  `With --cluster URL --run NAME this process is the trainer of a cluster run: rollout runs in \`${speclabCommand('rollout --cluster URL --run NAME --target DIR')}\` processes (Node), the ledger is in Redis; --out keeps checkpoints, metrics and sequences.`,
   'Ctrl-C (SIGINT/SIGTERM) while training finishes the current step, writes a checkpoint and exits 130; a second one exits at once.',
   `SpecForge config names: ${Object.entries(SPECFORGE_KEYS)
     .map(([k, v]) => `${k} → ${v}`)
@@ -257,7 +260,7 @@ export const TRAIN_DEF: CommandDef = {
 export const PREPARE_DEF: CommandDef = {
   name: 'prepare',
   summary: 'run the target over a chat dataset or prompts and write its EAGLE3 features as offline shards (for train --offline DIR)',
-  epilog: 'Train on the shards with: speclab train --offline DIR\nexit codes: 0 success, 1 the run failed, 2 usage error',
+  epilog: `Train on the shards with: ${speclabCommand('train --offline DIR')}\nexit codes: 0 success, 1 the run failed, 2 usage error`,
   options: [
     TARGET,
     ...DATA_OPTIONS,

@@ -8,6 +8,7 @@
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../../corpus/corpus.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
 import type { FileStore } from '../../ports/storage.ts';
+import { speclabCommand } from '../../util/cli-command.ts';
 import { splitPath } from '../../util/paths.ts';
 import { Rng } from '../../util/random.ts';
 
@@ -36,7 +37,9 @@ export async function resolveTargetDir(roots: FileRoots, given: string | undefin
   if (given) return given;
   const lab = roots.files(LAB_TARGET_DIR);
   if ((await lab.exists('config.json')) && (await lab.exists('model.safetensors'))) return LAB_TARGET_DIR;
-  throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
+  throw new Error(
+    `no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run ${speclabCommand('pretrain')}) — pass --target DIR`,
+  );
 }
 
 /** The lab corpus supplies the prompts only for the lab target, and only when no prompts file is given. */

@@ -173,8 +173,12 @@ export default defineSuite('training/run/run-settings', (t) => {
           'an unsealed settings file is refused',
         );
 
-        assertEqual(resumeCommand('runs/a'), 'speclab train --out runs/a --resume', 'resume command');
-        assertEqual(resumeCommand("runs/it's here"), "speclab train --out 'runs/it'\\''s here' --resume", 'quoted');
+        assertEqual(
+          resumeCommand('runs/a'),
+          'node bin/speclab.mjs train --out runs/a --resume',
+          'resume command: the form that runs from a clone',
+        );
+        assertEqual(resumeCommand("runs/it's here"), "node bin/speclab.mjs train --out 'runs/it'\\''s here' --resume", 'quoted');
       } finally {
         await tmp.cleanup();
       }
@@ -306,7 +310,7 @@ export default defineSuite('training/run/run-settings', (t) => {
         );
         assertEqual(code, 130, `interrupted\n${lines.join('\n')}`);
         assert(
-          lines.includes(`interrupted at step 1; resume with: speclab train --out ${dir} --resume`),
+          lines.includes(`interrupted at step 1; resume with: node bin/speclab.mjs train --out ${dir} --resume`),
           `resume command:\n${lines.join('\n')}`,
         );
 
