@@ -38,7 +38,7 @@ import { resolveAuxLayers } from '../training/sequences/draft-shape.ts';
 import { trainingData } from '../training/run/train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
-import { trainConfigSchema } from '../training/run/run-config.ts';
+import { trainConfigSchema, withTrainPromptsDefault } from '../training/run/run-config.ts';
 import { speclabCommand } from '../util/cli-command.ts';
 
 /**
@@ -88,7 +88,7 @@ export function validatePrepareConfig(values: Record<string, unknown>): PrepareC
       `prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`,
     );
   }
-  return parsed.data;
+  return withTrainPromptsDefault(parsed.data);
 }
 
 export interface PrepareSummary {

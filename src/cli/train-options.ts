@@ -60,7 +60,13 @@ const PROMPTS_FILE = path(
   'the lab corpus for the lab target, else seeded random prompts',
 );
 const SEED = int('seed', 0, 2 ** 32 - 1, 0, 'seed of the prompts, the draft init and the data order');
-const TRAIN_PROMPTS = int('trainPrompts', 1, 10_000_000, 32, 'training prompts (generated or taken from the corpus)');
+const TRAIN_PROMPTS = int(
+  'trainPrompts',
+  1,
+  10_000_000,
+  32,
+  'training prompts (generated or taken from the corpus); with --data: at most this many conversations (not given: every usable one)',
+);
 const EVAL_PROMPTS = int('evalPrompts', 1, 100_000, 4, 'held-out prompts for the acceptance measurement');
 const PROMPT_LENGTH = int('promptLength', 1, 1_048_576, 8, 'tokens per generated/corpus prompt');
 const RESPONSE_LENGTH = int('responseLength', 1, 1_048_576, 48, 'tokens the target generates after each prompt (the loss-masked part)');
@@ -271,7 +277,10 @@ export const PREPARE_DEF: CommandDef = {
       'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors',
       'runs/prepared',
     ),
-    { ...TRAIN_PROMPTS, help: 'training prompts (generated or taken from the corpus): one shard each' },
+    {
+      ...TRAIN_PROMPTS,
+      help: 'training prompts (generated or taken from the corpus): one shard each; with --data: at most this many conversations (not given: every usable one)',
+    },
     { ...EVAL_PROMPTS, help: 'held-out prompts, recorded in the manifest for the acceptance measurement' },
     PROMPT_LENGTH,
     RESPONSE_LENGTH,

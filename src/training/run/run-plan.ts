@@ -88,6 +88,13 @@ export function corpusPrompts(docs: readonly CorpusDocument[], tokenizer: ChatTo
   return out;
 }
 
+/**
+ * --train-prompts when it is not given and the target continues prompts (a prompts file, the lab
+ * corpus, random prompts). A chat dataset (--data) has no such default: all its usable
+ * conversations train unless --train-prompts is given (run-config.ts, conversation-data.ts).
+ */
+export const DEFAULT_TRAIN_PROMPTS = 32;
+
 /** The settings that decide a run's prompts (shared by `speclab train` and `speclab prepare`). */
 export interface PromptSettings {
   promptsFile?: string;
