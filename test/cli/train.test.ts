@@ -91,7 +91,7 @@ export default defineSuite('cli/train', (t) => {
   t.test(
     'lab corpus prompts: training prompts from the train split, held-out ones from the held-out split',
     async (ctx) => {
-      const p = await labCorpusPrompts(ctx.platform, { trainPrompts: 20, evalPrompts: 3, promptLength: 12 });
+      const p = await labCorpusPrompts(ctx.platform, validateTrainConfig({ trainPrompts: 20, evalPrompts: 3, promptLength: 12 }));
       assertEqual(p.train.length, 20, 'training prompts');
       assertEqual(p.held.length, 3, 'held-out prompts');
       for (const prompt of [...p.train, ...p.held]) {

@@ -98,7 +98,8 @@ export const DEFAULT_TRAIN_PROMPTS = 32;
 /** The settings that decide a run's prompts (shared by `speclab train` and `speclab prepare`). */
 export interface PromptSettings {
   promptsFile?: string;
-  trainPrompts: number;
+  /** Absent: DEFAULT_TRAIN_PROMPTS. */
+  trainPrompts?: number;
   evalPrompts: number;
   promptLength: number;
   seed: number;
@@ -116,14 +117,14 @@ export async function choosePrompts(
     if (all.length <= config.evalPrompts)
       throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
     return {
-      train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts),
+      train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS),
       held: all.slice(all.length - config.evalPrompts),
       source: config.promptsFile,
     };
   }
   if (useLabCorpus) return { ...(await labCorpusPrompts(roots, config)), source: 'lab corpus (train split / held-out split)' };
   const rng = new Rng(config.seed);
-  const train = randomPrompts(config.trainPrompts, config.promptLength, vocab, rng);
+  const train = randomPrompts(config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS, config.promptLength, vocab, rng);
   const held = randomPrompts(config.evalPrompts, config.promptLength, vocab, rng);
   return { train, held, source: `random tokens (seed ${config.seed})` };
 }
@@ -142,7 +143,7 @@ export async function labCorpusPrompts(
   const { train, heldOut } = splitCorpus(buildBrownDocuments(files), { seed: split.seed, heldOutFraction: split.heldOutFraction });
   const tokenizer = await ChatTokenizer.load(roots.files(LAB_TARGET_DIR), '');
   return {
-    train: corpusPrompts(train, tokenizer, config.trainPrompts, config.promptLength),
+    train: corpusPrompts(train, tokenizer, config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS, config.promptLength),
     held: corpusPrompts(heldOut, tokenizer, config.evalPrompts, config.promptLength),
   };
 }

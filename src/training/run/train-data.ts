@@ -8,7 +8,7 @@
 import type { TargetModelConfig } from '../../config/hf-config.ts';
 import { describeConversationData, describeSplit, loadConversationData } from './conversation-data.ts';
 import type { Continuation, TrainSequence } from '../../contracts/index.ts';
-import { choosePrompts, DEFAULT_TRAIN_PROMPTS, type FileRoots } from './run-plan.ts';
+import { choosePrompts, type FileRoots } from './run-plan.ts';
 import { checkPositions } from '../../util/positions.ts';
 
 export interface TrainDataSettings {
@@ -94,8 +94,7 @@ export async function trainingData(
   }
   if (config.evalData || config.chatTemplate || config.regenerate)
     throw new Error('--eval-data, --chat-template and --regenerate need --data (a conversation file)');
-  const prompts = { ...config, trainPrompts: config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS };
-  const { train, held, source } = await choosePrompts(roots, prompts, tc.vocabSize, useLabCorpus);
+  const { train, held, source } = await choosePrompts(roots, config, tc.vocabSize, useLabCorpus);
   checkPositions(train, config.responseLength, positions, { flag: '--response-length', which: 'training', promptFlag: '--prompt-length' });
   checkPositions(held, config.maxNewTokens, positions, { flag: '--max-new-tokens', which: 'held-out', promptFlag: '--prompt-length' });
   return {
