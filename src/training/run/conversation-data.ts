@@ -136,11 +136,7 @@ export async function loadConversationData(
   if (held.length === 0) throw new Error(`--eval-data ${settings.evalData}: no usable conversation`);
   const cap = settings.trainPrompts;
   const trainWhy =
-    cap === undefined
-      ? 'all'
-      : cap < train.length
-        ? `--train-prompts ${cap} of ${train.length}`
-        : `all, within --train-prompts ${cap}`;
+    cap === undefined ? 'all' : cap < train.length ? `--train-prompts ${cap} of ${train.length}` : `all, within --train-prompts ${cap}`;
   train = train.slice(0, cap ?? train.length);
   const split: DataSplit = {
     read: dataFiles.reduce((a, f) => a + f.rows, 0),
