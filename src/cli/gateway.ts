@@ -21,6 +21,7 @@ import { TOKEN_PATTERN } from '../dataplane/gateway-protocol.ts';
 import { FEATURE_KEY_PREFIX, redisConnector } from '../training/run/cluster-run.ts';
 import type { GatewayArgs } from './gateway-options.ts';
 import type { Platform } from './platform.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -64,7 +65,7 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
     while (!manifest && !stopping) {
       if (performance.now() >= deadline)
         throw new Error(
-          `--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start speclab train --cluster ${args.cluster} --run ${args.run} first`,
+          `--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start ${speclabCommand('train')} --cluster ${args.cluster} --run ${args.run} first`,
         );
       await sleep(250);
       manifest = await record.read();

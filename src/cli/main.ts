@@ -31,6 +31,7 @@ import {
 import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
 import { ROLLOUT_DEF, rolloutArgs, STATUS_DEF, statusArgs } from './cluster-options.ts';
 import { GATEWAY_DEF, gatewayArgs } from './gateway-options.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 
 type Print = (line: string) => void;
 
@@ -124,7 +125,7 @@ export function commandDefs(): CommandDef[] {
 }
 
 const ROOT_EPILOG = [
-  'Run `speclab <command> --help` for the options of a command (each with its type, range and default).',
+  `Run \`${speclabCommand('<command> --help')}\` for the options of a command (each with its type, range and default).`,
   'Exit codes: 0 success, 1 the run failed, 2 usage error (unknown option, bad value, missing option), 130 train or rollout interrupted.',
 ].join('\n');
 
@@ -175,7 +176,7 @@ export async function runCli(platform: Platform, argv: readonly string[], hooks:
     }
     const message = err instanceof Error ? err.message : String(err);
     if (err instanceof UsageError) {
-      console.error(`${who}: ${message}; see ${who} --help`);
+      console.error(`${who}: ${message}; see ${speclabCommand(chosen ? `${name} --help` : '--help')}`);
       return 2;
     }
     if (

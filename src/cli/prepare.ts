@@ -38,7 +38,8 @@ import { resolveAuxLayers } from '../training/sequences/draft-shape.ts';
 import { trainingData } from '../training/run/train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
-import { trainConfigSchema } from '../training/run/run-config.ts';
+import { trainConfigSchema, withTrainPromptsDefault } from '../training/run/run-config.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 
 /**
  * The data settings of `speclab train`, taken from its schema so names, defaults and bounds stay
@@ -87,7 +88,7 @@ export function validatePrepareConfig(values: Record<string, unknown>): PrepareC
       `prepare flags: ${parsed.error.issues.map((issue) => `${String(issue.path[0] ?? '(root)')} (--${kebab(String(issue.path[0] ?? ''))}): ${issue.message}`).join('; ')}`,
     );
   }
-  return parsed.data;
+  return withTrainPromptsDefault(parsed.data);
 }
 
 export interface PrepareSummary {
@@ -214,7 +215,7 @@ export async function runPrepare(
     await out.writeAtomic(OFFLINE_MANIFEST, new TextEncoder().encode(`${JSON.stringify(manifest)}\n`));
     const seconds = (performance.now() - started) / 1000;
     print(
-      `prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: speclab train --offline ${out.root}`,
+      `prepared ${sequences.length}${config.featurePrecision === 'f16' ? ' f16' : ''} shards (${tokens} tokens) in ${out.root} in ${seconds.toFixed(1)}s; train with: ${speclabCommand(`train --offline ${out.root}`)}`,
     );
     return { dir: out.root, samples: sequences.length, tokens, seconds };
   } finally {

@@ -29,6 +29,7 @@ import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { TargetModel } from '../model/target/model.ts';
 import { sessionCapture } from '../training/session/eagle3-session.ts';
 import { resolveTargetDir } from '../training/run/run-plan.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 import { formatDuration } from '../util/format.ts';
 import type { RolloutArgs } from './cluster-options.ts';
 import { featureClient, redisConnector, targetDescription } from '../training/run/cluster-run.ts';
@@ -44,7 +45,7 @@ async function waitForManifest(record: RedisRunRecord, args: RolloutArgs, stoppe
     if (manifest || stopped()) return manifest;
     if (performance.now() >= deadline)
       throw new Error(
-        `--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start speclab train --cluster ${args.cluster} --run ${args.run} first`,
+        `--run ${args.run}: no trainer published this run on ${args.cluster} within ${args.waitMs} ms (--wait-ms); start ${speclabCommand('train')} --cluster ${args.cluster} --run ${args.run} first`,
       );
     await sleep(Math.min(args.pollMs, 250));
   }

@@ -10,6 +10,7 @@
  * checks that they equal the schema's.
  */
 import type { Bounds } from './flag-values.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 import { parseByteSize } from '../util/bytes.ts';
 import {
   describeBounds,
@@ -59,7 +60,13 @@ const PROMPTS_FILE = path(
   'the lab corpus for the lab target, else seeded random prompts',
 );
 const SEED = int('seed', 0, 2 ** 32 - 1, 0, 'seed of the prompts, the draft init and the data order');
-const TRAIN_PROMPTS = int('trainPrompts', 1, 10_000_000, 32, 'training prompts (generated or taken from the corpus)');
+const TRAIN_PROMPTS = int(
+  'trainPrompts',
+  1,
+  10_000_000,
+  32,
+  'training prompts (generated or taken from the corpus); with --data: at most this many conversations (not given: every usable one)',
+);
 const EVAL_PROMPTS = int('evalPrompts', 1, 100_000, 4, 'held-out prompts for the acceptance measurement');
 const PROMPT_LENGTH = int('promptLength', 1, 1_048_576, 8, 'tokens per generated/corpus prompt');
 const RESPONSE_LENGTH = int('responseLength', 1, 1_048_576, 48, 'tokens the target generates after each prompt (the loss-masked part)');
@@ -226,7 +233,9 @@ export function normalizeConfigKeys(json: Record<string, unknown>, file: string,
       notices.push(`${file}: key "${name}" is deprecated; use "${key}"`);
     }
     if (!key)
-      throw new UsageError(`${file}: unknown key "${name}" (keys are the settings of speclab train --help, in camelCase or snake_case)`);
+      throw new UsageError(
+        `${file}: unknown key "${name}" (keys are the settings of ${speclabCommand('train --help')}, in camelCase or snake_case)`,
+      );
     if (key in out) throw new UsageError(`${file}: "${from[key]}" and "${name}" are the same setting; keep one`);
     out[key] = value;
     from[key] = name;
@@ -237,7 +246,7 @@ export function normalizeConfigKeys(json: Record<string, unknown>, file: string,
 const TRAIN_EPILOG = [
   'Numbers are decimal (0x10, 1_000 or Infinity are refused); a value outside its range is refused before anything runs.',
   'A killed or interrupted run continues with --resume (same settings); an existing run in --out is never overwritten without --fresh.',
-  'With --cluster URL --run NAME this process is the trainer of a cluster run: rollout runs in `speclab rollout --cluster URL --run NAME --target DIR` processes (Node), the ledger is in Redis; --out keeps checkpoints, metrics and sequences.',
+  `With --cluster URL --run NAME this process is the trainer of a cluster run: rollout runs in \`${speclabCommand('rollout --cluster URL --run NAME --target DIR')}\` processes (Node), the ledger is in Redis; --out keeps checkpoints, metrics and sequences.`,
   'Ctrl-C (SIGINT/SIGTERM) while training finishes the current step, writes a checkpoint and exits 130; a second one exits at once.',
   `SpecForge config names: ${Object.entries(SPECFORGE_KEYS)
     .map(([k, v]) => `${k} → ${v}`)
@@ -257,7 +266,7 @@ export const TRAIN_DEF: CommandDef = {
 export const PREPARE_DEF: CommandDef = {
   name: 'prepare',
   summary: 'run the target over a chat dataset or prompts and write its EAGLE3 features as offline shards (for train --offline DIR)',
-  epilog: 'Train on the shards with: speclab train --offline DIR\nexit codes: 0 success, 1 the run failed, 2 usage error',
+  epilog: `Train on the shards with: ${speclabCommand('train --offline DIR')}\nexit codes: 0 success, 1 the run failed, 2 usage error`,
   options: [
     TARGET,
     ...DATA_OPTIONS,
@@ -268,7 +277,10 @@ export const PREPARE_DEF: CommandDef = {
       'output directory (must not hold a prepared set yet): manifest.json and shards/<index>.safetensors',
       'runs/prepared',
     ),
-    { ...TRAIN_PROMPTS, help: 'training prompts (generated or taken from the corpus): one shard each' },
+    {
+      ...TRAIN_PROMPTS,
+      help: 'training prompts (generated or taken from the corpus): one shard each; with --data: at most this many conversations (not given: every usable one)',
+    },
     { ...EVAL_PROMPTS, help: 'held-out prompts, recorded in the manifest for the acceptance measurement' },
     PROMPT_LENGTH,
     RESPONSE_LENGTH,

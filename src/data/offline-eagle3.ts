@@ -32,6 +32,7 @@ import type { SampleRef } from '../contracts/index.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import type { FileStore } from '../ports/storage.ts';
+import { speclabCommand } from '../util/cli-command.ts';
 import { OfflineManifestReader } from './offline-manifest.ts';
 import { f32Bytes, writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
 
@@ -109,7 +110,7 @@ export function offlineShardBytes(
 export async function readOfflineManifest(files: FileStore): Promise<OfflineManifest> {
   const where = `${files.root}/${OFFLINE_MANIFEST}`;
   if (!(await files.exists(OFFLINE_MANIFEST)))
-    throw new Error(`${where} not found: not a prepared feature set (run speclab prepare --out ${files.root})`);
+    throw new Error(`${where} not found: not a prepared feature set (run ${speclabCommand(`prepare --out ${files.root}`)})`);
   let json: unknown;
   try {
     json = JSON.parse(new TextDecoder().decode(await files.read(OFFLINE_MANIFEST)));

@@ -92,7 +92,7 @@ export default defineSuite('cli/cli', (t) => {
     'usage errors: one line naming the flag, exit 2; --flag=value equals --flag value',
     async ({ platform }) => {
       for (const [argv, pattern] of [
-        [['train', '--bogus-flag', '1'], /^speclab train: unknown option --bogus-flag; see speclab train --help$/],
+        [['train', '--bogus-flag', '1'], /^speclab train: unknown option --bogus-flag; see node bin\/speclab\.mjs train --help$/],
         [['train', '--bach-size=2'], /^speclab train: unknown option --bach-size \(did you mean --batch-size\?\)/],
         [['train', '--epochs'], /^speclab train: --epochs: missing value/],
         [['train', '--epochs=0x10'], /^speclab train: --epochs: "0x10" is not a decimal number/],
@@ -328,7 +328,7 @@ export default defineSuite('cli/cli', (t) => {
         assertEqual(handler, undefined, 'the handler is removed after the run');
         const last = lines[lines.length - 1];
         assert(
-          /^interrupted at step 1; resume with: speclab train --out \S+\/run --resume$/.test(last),
+          /^interrupted at step 1; resume with: node bin\/speclab\.mjs train --out \S+\/run --resume$/.test(last),
           `resume hint (the settings are stored): ${last}`,
         );
         assert(!lines.some((l) => /step 2\//.test(l)), 'no step after the interrupted one');

@@ -178,7 +178,7 @@ export default defineSuite('cli/cluster-roles', (t) => {
         const trained = await trainer.exited;
         assertEqual(trained.code, 0, `train --cluster exit code\n${trained.output.slice(-3000)}`);
         assert(
-          trained.output.includes(`waiting for rollout workers: speclab rollout --cluster ${server.url} --run ${run}`),
+          trained.output.includes(`waiting for rollout workers: node bin/speclab.mjs rollout --cluster ${server.url} --run ${run}`),
           `the trainer says what to start:\n${trained.output.slice(0, 2000)}`,
         );
         const ended = await Promise.all(rollouts.map((r) => r.exited));

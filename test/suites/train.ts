@@ -6,6 +6,7 @@ import cli from '../cli/cli.test.ts';
 import trainData from '../training/run/train-data.test.ts';
 import runSettings from '../training/run/run-settings.test.ts';
 import trainLog from '../training/run/train-log.test.ts';
+import runLoop from '../training/run/run-loop.test.ts';
 import flagValues from '../cli/flag-values.test.ts';
 import clusterStatus from '../cli/status.test.ts';
 import clusterRoles from '../cli/cluster-roles.test.ts';
@@ -38,6 +39,7 @@ export const trainSuites: readonly Suite[] = [
   trainData,
   runSettings,
   trainLog,
+  runLoop,
   cli,
   flagValues,
   clusterStatus,

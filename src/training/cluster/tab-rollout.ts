@@ -41,6 +41,7 @@ import { RolloutWorker, type RolloutEndpoints } from '../../inference/rollout-wo
 import { TargetFeatureSource } from '../../inference/target-feature-source.ts';
 import { TargetModel } from '../../model/target/model.ts';
 import type { FileStore } from '../../ports/storage.ts';
+import { speclabCommand } from '../../util/cli-command.ts';
 import { stableHash } from '../../util/stable-hash.ts';
 import { sessionCapture } from '../session/eagle3-session.ts';
 
@@ -176,7 +177,7 @@ export async function runTabRollout(options: TabRolloutOptions): Promise<{ worke
     while (!manifest) {
       if (performance.now() >= deadline)
         throw new Error(
-          `run ${run}: no trainer published this run within ${options.waitMs ?? 60_000} ms; start speclab train --cluster … --run ${run} first`,
+          `run ${run}: no trainer published this run within ${options.waitMs ?? 60_000} ms; start ${speclabCommand('train')} --cluster … --run ${run} first`,
         );
       emit({ kind: 'status', text: `waiting for the trainer of run ${run}` });
       await sleep(250);

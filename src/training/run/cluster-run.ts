@@ -19,6 +19,7 @@ import type { CaptureConfig } from '../../inference/capture.ts';
 import type { RedisLink } from '../../ports/redis-link.ts';
 import type { TargetModel } from '../../model/target/model.ts';
 import { sessionFeatureFields, type SessionCluster } from '../session/eagle3-session.ts';
+import { speclabCommand } from '../../util/cli-command.ts';
 import { stableHash } from '../../util/stable-hash.ts';
 import { PROMPT_LEASE_MS } from './prompt-lease.ts';
 import type { RunPlatform } from './platform.ts';
@@ -168,7 +169,7 @@ export async function openClusterTrainer(
       runManifest(run, capture, targetDescription(targetConfig, settings.targetPrecision), settings.promptLeaseMs ?? PROMPT_LEASE_MS),
     );
     print(
-      `cluster: trainer of run ${run} on ${url}; waiting for rollout workers: speclab rollout --cluster ${url} --run ${run} --target <this target>${settings.targetPrecision === 'f16' ? ' --target-precision f16' : ''}`,
+      `cluster: trainer of run ${run} on ${url}; waiting for rollout workers: ${speclabCommand('rollout')} --cluster ${url} --run ${run} --target <this target>${settings.targetPrecision === 'f16' ? ' --target-precision f16' : ''}`,
     );
     const opened = client;
     return {

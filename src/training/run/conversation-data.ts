@@ -26,7 +26,7 @@ export interface ConversationDataSettings {
   /** Held-out conversations; without it the last `evalPrompts` rows of `data` are held out. */
   readonly evalData?: string;
   readonly evalPrompts: number;
-  /** At most this many training rows (after the held-out ones are taken). */
+  /** At most this many training rows (after the held-out ones are taken); absent: every usable one. */
   readonly trainPrompts?: number;
   /** A built-in template name or a Jinja file; default the target's tokenizer_config.json template. */
   readonly chatTemplate?: string;
@@ -54,6 +54,22 @@ export interface ConversationData {
   /** The template's end-of-turn token (e.g. <|im_end|>), where it is one token: a regenerated reply stops there. */
   readonly endOfTurnIds: number[];
   readonly files: readonly FileSummary[];
+  /** The rows read, used, held out and skipped, and why each limit applied (describeSplit). */
+  readonly split: DataSplit;
+}
+
+/** How the conversations were split, with the reason of each count (for the `phase data` line). */
+export interface DataSplit {
+  /** Rows of the --data files; the usable ones (rendered, with a reply within --max-length); the skipped. */
+  readonly read: number;
+  readonly usable: number;
+  readonly skipped: number;
+  readonly train: number;
+  /** Why `train` is that many: every usable row left, or the --train-prompts cap. */
+  readonly trainWhy: string;
+  readonly held: number;
+  /** Where the held-out rows come from and what limited them. */
+  readonly heldWhy: string;
 }
 
 /** Tokens before the first loss-masked one: the conversation up to its first assistant reply. */
@@ -97,10 +113,17 @@ export async function loadConversationData(
   };
   const all: ChatSample[] = [];
   for (const path of settings.data) all.push(...(await read(path)));
+  const dataFiles = files.slice();
   let held: ChatSample[];
   let train: ChatSample[];
+  let heldWhy = `the last --eval-prompts ${settings.evalPrompts}`;
   if (settings.evalData) {
-    held = (await read(settings.evalData)).slice(0, settings.evalPrompts);
+    const usable = await read(settings.evalData);
+    held = usable.slice(0, settings.evalPrompts);
+    heldWhy =
+      usable.length > settings.evalPrompts
+        ? `the first --eval-prompts ${settings.evalPrompts} of ${usable.length} usable in --eval-data ${settings.evalData}`
+        : `all ${usable.length} usable in --eval-data ${settings.evalData}${usable.length < settings.evalPrompts ? `, fewer than --eval-prompts ${settings.evalPrompts}` : ''}`;
     train = all;
   } else {
     if (all.length <= settings.evalPrompts)
@@ -111,7 +134,19 @@ export async function loadConversationData(
     train = all.slice(0, all.length - settings.evalPrompts);
   }
   if (held.length === 0) throw new Error(`--eval-data ${settings.evalData}: no usable conversation`);
-  train = train.slice(0, settings.trainPrompts ?? train.length);
+  const cap = settings.trainPrompts;
+  const trainWhy =
+    cap === undefined ? 'all' : cap < train.length ? `--train-prompts ${cap} of ${train.length}` : `all, within --train-prompts ${cap}`;
+  train = train.slice(0, cap ?? train.length);
+  const split: DataSplit = {
+    read: dataFiles.reduce((a, f) => a + f.rows, 0),
+    usable: all.length,
+    skipped: dataFiles.reduce((a, f) => a + f.skipped.length, 0),
+    train: train.length,
+    trainWhy,
+    held: held.length,
+    heldWhy,
+  };
   return {
     train: train.map((s) => ({ inputIds: s.inputIds, lossMask: s.lossMask })),
     trainPrompts: train.map(promptOf),
@@ -120,12 +155,21 @@ export async function loadConversationData(
     template: chat.name,
     endOfTurnIds: endOfTurnIds(tokenizer, chat.markers.endOfTurn),
     files,
+    split,
   };
 }
 
 function endOfTurnIds(tokenizer: ChatTokenizer, endOfTurn: string): number[] {
   const id = tokenizer.tokenId(endOfTurn.trim());
   return id === undefined ? [] : [id];
+}
+
+/**
+ * The split in one line, each count with what decided it, e.g. `64 conversations read from --data, 64
+ * usable, 0 skipped; 60 train (all), 4 held out (the last --eval-prompts 4)`.
+ */
+export function describeSplit(s: DataSplit): string {
+  return `${s.read} conversations read from --data, ${s.usable} usable, ${s.skipped} skipped; ${s.train} train (${s.trainWhy}), ${s.held} held out (${s.heldWhy})`;
 }
 
 /** One line per file: rows read, samples, skipped rows by line and reason, truncated, loss tokens. */

@@ -8,6 +8,7 @@ import { z } from 'zod';
 import { UsageError } from '../../util/usage-error.ts';
 import { sessionSettingsSchema } from '../session/eagle3-session.ts';
 import { gpuMemoryBudgetSchema } from './train-memory.ts';
+import { DEFAULT_TRAIN_PROMPTS } from './run-plan.ts';
 
 const posInt = z.number().int().positive();
 const nonNegInt = z.number().int().nonnegative();
@@ -36,7 +37,8 @@ export const trainConfigSchema = sessionSettingsSchema
     out: z.string().min(1).default('runs/train'),
     resume: z.boolean().default(false),
     fresh: z.boolean().default(false),
-    trainPrompts: posInt.max(10_000_000).default(32),
+    // No default here: with --data an absent value means every usable conversation (withTrainPromptsDefault).
+    trainPrompts: posInt.max(10_000_000).optional(),
     evalPrompts: posInt.max(100_000).default(4),
     promptLength: posInt.max(1_048_576).default(8),
     numDraftTokens: posInt.max(64).default(3),
@@ -71,5 +73,16 @@ export function validateTrainConfig(input: Record<string, unknown>, source = 'tr
     });
     throw new UsageError(`${source}: ${issues.join('; ')}`);
   }
-  return parsed.data;
+  return withTrainPromptsDefault(parsed.data);
+}
+
+/**
+ * --train-prompts's default where it has one. Without --data the target continues
+ * DEFAULT_TRAIN_PROMPTS prompts, and the settings say so (they are stored as before). With --data a
+ * value not given stays absent, which means every usable conversation trains; the run stores it
+ * absent too, so a `--resume` of the run trains every usable conversation again, while a run that
+ * stored a number (given, or the default of a version before this one) keeps it.
+ */
+export function withTrainPromptsDefault<C extends { data?: readonly string[]; trainPrompts?: number }>(config: C): C {
+  return config.data === undefined && config.trainPrompts === undefined ? { ...config, trainPrompts: DEFAULT_TRAIN_PROMPTS } : config;
 }

@@ -19,6 +19,7 @@ import { RUN_CHECKPOINTS_DIR } from '../checkpoints/checkpoint-export.ts';
 import { TRAIN_RUN_ID } from '../checkpoints/run-checkpoints.ts';
 import { loggedSteps } from './train-log.ts';
 import { COMPLETE_MARKER, latestCheckpoint, parseCheckpointDirName, type CheckpointRef } from '../checkpoints/train-checkpoint.ts';
+import { speclabCommand } from '../../util/cli-command.ts';
 import { crc32 } from '../../util/crc32.ts';
 import { splitPath } from '../../util/paths.ts';
 import { openSealedJson, sealJson } from '../../util/sealed-json.ts';
@@ -111,10 +112,10 @@ async function checkpointSettings(store: FileStore, ref: CheckpointRef): Promise
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
-/** The command that continues an interrupted run: its settings are stored, so only the folder. */
+/** The command that continues an interrupted run (runnable from a clone): its settings are stored, so only the folder. */
 export function resumeCommand(out: string): string {
   const dir = /^[\w./:=,@+-]+$/.test(out) ? out : `'${out.replace(/'/g, "'\\''")}'`;
-  return `speclab train --out ${dir} --resume`;
+  return speclabCommand(`train --out ${dir} --resume`);
 }
 
 /** The run folder this start holds: locked, prepared (resume/fresh/refuse), its settings written. */

@@ -6,6 +6,7 @@
  */
 import { formatDuration } from '../../util/format.ts';
 import type { Eagle3TrainingSession } from '../session/eagle3-session.ts';
+import { plannedStepSamples } from '../session/session-parts.ts';
 import type { ClusterTrainer } from './cluster-run.ts';
 import type { TrainConfig } from './run-config.ts';
 
@@ -29,6 +30,33 @@ export interface TrainedSteps {
   readonly lastLoss: number;
 }
 
+const samples = (n: number) => `${n} sample${n === 1 ? '' : 's'}`;
+
+/**
+ * What the steps of a plan hold (`stepSamples`: the samples of each step): `48 steps of 4 samples`,
+ * or where some step holds fewer than `batchSize`, how many steps hold how many samples and `why`, e.g.
+ * `36 steps (32 of 4 samples, 4 of 2 samples: --batch-size 4, and a step never spans two rounds of --round-prompts 18)`.
+ */
+export function describeSteps(stepSamples: readonly number[], batchSize: number, why: string): string {
+  const bySize = new Map<number, number>();
+  for (const n of stepSamples) bySize.set(n, (bySize.get(n) ?? 0) + 1);
+  const sizes = [...bySize.entries()].sort((a, b) => b[0] - a[0]);
+  const steps = `${stepSamples.length} step${stepSamples.length === 1 ? '' : 's'}`;
+  if (sizes.length === 0) return steps;
+  if (sizes.length === 1 && sizes[0][0] === batchSize) return `${steps} of ${samples(batchSize)}`;
+  const reason = `--batch-size ${batchSize}, and ${why}`;
+  if (sizes.length === 1) return `${steps} of ${samples(sizes[0][0])} (${reason})`;
+  return `${steps} (${sizes.map(([size, count]) => `${count} of ${samples(size)}`).join(', ')}: ${reason})`;
+}
+
+/** The online plan's steps (the session's plannedStepSamples), described. */
+const onlineSteps = (streamSamples: number, config: Pick<TrainConfig, 'batchSize' | 'roundPrompts'>) =>
+  describeSteps(
+    plannedStepSamples(streamSamples, config),
+    config.batchSize,
+    `a step never spans two rounds of --round-prompts ${config.roundPrompts}`,
+  );
+
 export async function trainRemainingSteps(
   s: Eagle3TrainingSession,
   config: TrainConfig,
@@ -38,7 +66,7 @@ export async function trainRemainingSteps(
   const { role, stop } = run;
   const startStep = s.globalStep;
   print(
-    `phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${run.trainTokens} tokens), ${s.totalSteps} steps of batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${role ? `rollout by the speclab rollout processes of run ${config.run}` : `${config.rolloutWorkers} rollout worker(s)`}${startStep > 0 ? `; resuming after step ${startStep}` : ''}`,
+    `phase train: ${config.epochs} epochs × ${s.sequences.length} sequences (${run.trainTokens} tokens), ${onlineSteps(s.sequences.length * config.epochs, config)}, TTT ${config.tttLength}, lr ${config.lr} cosine, ${role ? `rollout by the speclab rollout processes of run ${config.run}` : `${config.rolloutWorkers} rollout worker(s)`}${startStep > 0 ? `; resuming after step ${startStep}` : ''}`,
   );
   const trainStart = performance.now();
   // A resumed run that has no step left keeps the loss its last step logged.

@@ -8,6 +8,7 @@
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../../corpus/corpus.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
 import type { FileStore } from '../../ports/storage.ts';
+import { speclabCommand } from '../../util/cli-command.ts';
 import { splitPath } from '../../util/paths.ts';
 import { Rng } from '../../util/random.ts';
 
@@ -36,7 +37,9 @@ export async function resolveTargetDir(roots: FileRoots, given: string | undefin
   if (given) return given;
   const lab = roots.files(LAB_TARGET_DIR);
   if ((await lab.exists('config.json')) && (await lab.exists('model.safetensors'))) return LAB_TARGET_DIR;
-  throw new Error(`no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run speclab pretrain) — pass --target DIR`);
+  throw new Error(
+    `no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run ${speclabCommand('pretrain')}) — pass --target DIR`,
+  );
 }
 
 /** The lab corpus supplies the prompts only for the lab target, and only when no prompts file is given. */
@@ -85,10 +88,18 @@ export function corpusPrompts(docs: readonly CorpusDocument[], tokenizer: ChatTo
   return out;
 }
 
+/**
+ * --train-prompts when it is not given and the target continues prompts (a prompts file, the lab
+ * corpus, random prompts). A chat dataset (--data) has no such default: all its usable
+ * conversations train unless --train-prompts is given (run-config.ts, conversation-data.ts).
+ */
+export const DEFAULT_TRAIN_PROMPTS = 32;
+
 /** The settings that decide a run's prompts (shared by `speclab train` and `speclab prepare`). */
 export interface PromptSettings {
   promptsFile?: string;
-  trainPrompts: number;
+  /** Absent: DEFAULT_TRAIN_PROMPTS. */
+  trainPrompts?: number;
   evalPrompts: number;
   promptLength: number;
   seed: number;
@@ -106,14 +117,14 @@ export async function choosePrompts(
     if (all.length <= config.evalPrompts)
       throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
     return {
-      train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts),
+      train: all.slice(0, all.length - config.evalPrompts).slice(0, config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS),
       held: all.slice(all.length - config.evalPrompts),
       source: config.promptsFile,
     };
   }
   if (useLabCorpus) return { ...(await labCorpusPrompts(roots, config)), source: 'lab corpus (train split / held-out split)' };
   const rng = new Rng(config.seed);
-  const train = randomPrompts(config.trainPrompts, config.promptLength, vocab, rng);
+  const train = randomPrompts(config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS, config.promptLength, vocab, rng);
   const held = randomPrompts(config.evalPrompts, config.promptLength, vocab, rng);
   return { train, held, source: `random tokens (seed ${config.seed})` };
 }
@@ -132,7 +143,7 @@ export async function labCorpusPrompts(
   const { train, heldOut } = splitCorpus(buildBrownDocuments(files), { seed: split.seed, heldOutFraction: split.heldOutFraction });
   const tokenizer = await ChatTokenizer.load(roots.files(LAB_TARGET_DIR), '');
   return {
-    train: corpusPrompts(train, tokenizer, config.trainPrompts, config.promptLength),
+    train: corpusPrompts(train, tokenizer, config.trainPrompts ?? DEFAULT_TRAIN_PROMPTS, config.promptLength),
     held: corpusPrompts(heldOut, tokenizer, config.evalPrompts, config.promptLength),
   };
 }

@@ -21,7 +21,9 @@
  *     --eval-prompts (with --prompts-file it decides which prompts are trained) and
  *     --rollout-workers (it splits each round between the workers), and any setting added later
  *     until it is listed as overridable;
- *   - settings not given come from the stored ones (a setting the stored run predates: its default).
+ *   - settings not given come from the stored ones (a setting the stored run predates: its default);
+ *     a `--data` run started without --train-prompts stored none (every usable conversation), so its
+ *     resume trains every usable conversation again, and one that stored a number keeps that cap.
  * A stored key this version does not know is dropped; the run contract check of the resume still
  * guards what it covers (data hash, draft config).
  */

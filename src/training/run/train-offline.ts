@@ -46,6 +46,15 @@ import {
 import { lockRunFolder, prepareRunFolder } from './run-folder.ts';
 import { RunMetricsLog } from './run-log.ts';
 import { resolveDraftVocabSize } from '../sequences/draft-shape.ts';
+import { describeSteps } from './run-loop.ts';
+
+/** The offline stream (epochs × shards) in steps of `batchSize`, its last step taking what is left (trainEagle3Offline's plan). */
+const offlineSteps = (samples: number, batchSize: number) =>
+  describeSteps(
+    Array.from({ length: Math.ceil(samples / batchSize) }, (_, i) => Math.min(batchSize, samples - i * batchSize)),
+    batchSize,
+    'the last step takes what is left of the stream',
+  );
 
 /** The settings of `speclab train` that offline training reads (TrainConfig has them all). */
 export interface OfflineTrainConfig extends OfflineTrainSettings {
@@ -183,7 +192,7 @@ export async function runOfflineTraining(
 
       // 4. Offline training, checkpointed in <out>/checkpoints (resumed from there with --resume).
       print(
-        `phase train: ${config.epochs} epochs × ${manifest.samples} shards, batch ${config.batchSize}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`,
+        `phase train: ${config.epochs} epochs × ${manifest.samples} shards, ${offlineSteps(config.epochs * manifest.samples, config.batchSize)}, TTT ${config.tttLength}, lr ${config.lr} cosine; target head: the target's lm_head`,
       );
       const trainStart = performance.now();
       let tokens = 0;

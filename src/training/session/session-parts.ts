@@ -87,6 +87,20 @@ export interface SessionParts {
   extras: ReturnType<typeof eagle3RunExtras>;
 }
 
+/**
+ * The samples of each optimizer step of a stream of `samples` (epochs × sequences), in order: the
+ * stream is cut into rounds of `roundPrompts`, each round trained in steps of `batchSize` whose last
+ * takes what is left of the round (a step never spans two rounds). What the run's log reports.
+ */
+export function plannedStepSamples(samples: number, settings: { roundPrompts: number; batchSize: number }): number[] {
+  const steps: number[] = [];
+  for (let start = 0; start < samples; start += settings.roundPrompts) {
+    const round = Math.min(settings.roundPrompts, samples - start);
+    for (let taken = 0; taken < round; taken += settings.batchSize) steps.push(Math.min(settings.batchSize, round - taken));
+  }
+  return steps;
+}
+
 /** Builds everything a session runs on, from its inputs (generating or reading its sequences). */
 export async function buildSessionParts(inputs: SessionInputs): Promise<SessionParts> {
   const { gpu, target, settings, storage, runId } = inputs;
@@ -108,7 +122,7 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   for (let i = 0, r = 0; i < stream.length; i += settings.roundPrompts, r++) {
     rounds.push(stream.slice(i, i + settings.roundPrompts).map((s, j) => ({ taskId: `r${r}-${j}-s${s}`, sequence: s })));
   }
-  const totalSteps = rounds.reduce((a, r) => a + Math.ceil(r.length / settings.batchSize), 0);
+  const totalSteps = plannedStepSamples(stream.length, settings).length;
 
   const cluster = inputs.cluster;
   if (cluster && cluster.stores.metadata !== storage.metadata)

@@ -3,7 +3,8 @@
  * `speclab train --out DIR --resume` continues with the settings the run stored (its latest
  * checkpoint's extra.settings, else DIR/settings.json); a given setting that shapes the run and differs is refused naming both values, an overridable one is taken; a start
  * that fails before its first step leaves --out absent or as it was, so the next start needs no
- * --fresh; an interrupted run prints `speclab train --out DIR --resume`, which continues it.
+ * --fresh; an interrupted run prints `node bin/speclab.mjs train --out DIR --resume`, which continues it; a
+ * `--data` run keeps its stored --train-prompts choice (none: every usable conversation).
  */
 import { configFromFlags, parseTrainFlags, trainCommand, validateTrainConfig } from '../../../src/cli/train.ts';
 import { openRunFolder, resumeCommand, storedRunSettings, withStoredSettings } from '../../../src/cli/run-settings.ts';
@@ -173,8 +174,52 @@ export default defineSuite('training/run/run-settings', (t) => {
           'an unsealed settings file is refused',
         );
 
-        assertEqual(resumeCommand('runs/a'), 'speclab train --out runs/a --resume', 'resume command');
-        assertEqual(resumeCommand("runs/it's here"), "speclab train --out 'runs/it'\\''s here' --resume", 'quoted');
+        assertEqual(
+          resumeCommand('runs/a'),
+          'node bin/speclab.mjs train --out runs/a --resume',
+          'resume command: the form that runs from a clone',
+        );
+        assertEqual(resumeCommand("runs/it's here"), "node bin/speclab.mjs train --out 'runs/it'\\''s here' --resume", 'quoted');
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node', 'deno'] },
+  );
+
+  t.test(
+    '--resume of a --data run keeps its stored --train-prompts choice: absent (every usable conversation) or a number',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'run-settings-data');
+      const root = tmp.files.root;
+      try {
+        assertEqual(validateTrainConfig({}).trainPrompts, 32, 'without --data: 32 prompts continued by the target');
+        assertEqual(validateTrainConfig({ promptsFile: 'p.json' }).trainPrompts, 32, 'a prompts file: 32 as before');
+        assertEqual(validateTrainConfig({ data: 'c.jsonl' }).trainPrompts, undefined, 'with --data and no --train-prompts: no cap');
+        assertEqual(validateTrainConfig({ data: 'c.jsonl', trainPrompts: 32 }).trainPrompts, 32, 'with --data, given: that cap');
+
+        // A --data run started without --train-prompts stores no cap, in settings.json and in its checkpoints.
+        const all = validateTrainConfig({ data: 'c.jsonl', out: `${root}/all`, batchSize: 4 });
+        const folder = await openRunFolder(ctx.platform, all);
+        await tmp.files.writeAtomic('all/metadata/journal', encode('x'));
+        await folder.release();
+        const stored = await storedRunSettings(ctx.platform, `${root}/all`);
+        assert(stored !== undefined && !('trainPrompts' in stored.settings), `no cap stored: ${JSON.stringify(stored?.settings)}`);
+        assertEqual((await resumed(ctx.platform, ['--out', `${root}/all`, '--resume'])).trainPrompts, undefined, 'resumed: still no cap');
+        await fakeCheckpoint(tmp.files, 'all/checkpoints/speclab-train-step2', 2, JSON.parse(JSON.stringify(all)));
+        const fromCheckpoint = await resumed(ctx.platform, ['--out', `${root}/all`, '--resume']);
+        assertEqual(fromCheckpoint.trainPrompts, undefined, "resumed from a checkpoint's settings: still no cap");
+        assertEqual(fromCheckpoint.data?.join(), 'c.jsonl', 'and the same data');
+        const capped = await assertRejects(
+          () => resumed(ctx.platform, ['--out', `${root}/all`, '--resume', '--train-prompts', '32']),
+          /^--resume:/,
+          'a cap given on the resume of an uncapped run',
+        );
+        assert(/--train-prompts \(default\); this command says --train-prompts 32/.test(capped.message), capped.message);
+
+        // A run that stored a number (given, or the default 32 an earlier version stored) keeps it.
+        await fakeCheckpoint(tmp.files, 'old/checkpoints/speclab-train-step2', 2, { data: ['c.jsonl'], trainPrompts: 32, batchSize: 4 });
+        assertEqual((await resumed(ctx.platform, ['--out', `${root}/old`, '--resume'])).trainPrompts, 32, 'a stored 32 stays 32');
       } finally {
         await tmp.cleanup();
       }
@@ -306,7 +351,7 @@ export default defineSuite('training/run/run-settings', (t) => {
         );
         assertEqual(code, 130, `interrupted\n${lines.join('\n')}`);
         assert(
-          lines.includes(`interrupted at step 1; resume with: speclab train --out ${dir} --resume`),
+          lines.includes(`interrupted at step 1; resume with: node bin/speclab.mjs train --out ${dir} --resume`),
           `resume command:\n${lines.join('\n')}`,
         );
 
