@@ -38,6 +38,7 @@ const HELP: Partial<Record<(typeof PLAN_TRAIN_KEYS)[number], string>> = {
   maxLength: 'tokens of every planned sequence (a --data conversation is truncated to it: the longest a run trains on)',
   evalPrompts: 'held-out prompts the target generates replies for (the generation KV cache)',
   regenerate: 'the target also writes the training replies (as `speclab train --regenerate`, or a run on prompts)',
+  gpuMemoryBudget: 'the GPU memory a role may use: a role that needs more does not fit (exit 2), as speclab train refuses it',
 };
 
 const bytes = (flag: `--${string}`, key: string, help: string, defaultBytes: number): OptionSpec => ({
