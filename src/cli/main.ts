@@ -1,7 +1,7 @@
 /**
  * The `speclab` command line, independent of the runtime: entry points in src/platform/*-main.ts
  * pass their Platform and arguments. Commands are an explicit table; their options are defined in
- * options.ts, train-options.ts and command-options.ts (on `commander`), which import no GPU code:
+ * options.ts, train-options.ts, plan-options.ts and command-options.ts (on `commander`), which import no GPU code:
  * a command's module (and with it the GPU code and the embedded shaders) is imported only once its
  * arguments parsed, so `--help` and `--version` work without a GPU and without src/kernels/shaders.gen.ts.
  *
@@ -12,7 +12,8 @@
  *   0    success (and --help, --version)
  *   1    the run failed (an error while running, a failed selfcheck, a lossy speculative decode)
  *   2    usage error: unknown command or option, a bad or missing value, a missing required option,
- *        an invalid settings file; one line on stderr naming the flag (or file and key)
+ *        an invalid settings file; one line on stderr naming the flag (or file and key); `plan`: a
+ *        role's memory plan does not fit
  *   130  `train` interrupted (SIGINT/SIGTERM) after writing a checkpoint; `rollout` interrupted after its capture
  */
 import type { Platform } from './platform.ts';
@@ -32,6 +33,7 @@ import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
 import { ROLLOUT_DEF, rolloutArgs, STATUS_DEF, statusArgs } from './cluster-options.ts';
 import { GATEWAY_DEF, gatewayArgs } from './gateway-options.ts';
 import { speclabCommand } from '../util/cli-command.ts';
+import { PLAN_DEF, planArgs } from './plan-options.ts';
 
 type Print = (line: string) => void;
 
@@ -80,6 +82,13 @@ const COMMANDS: Record<string, Command<unknown>> = {
     options: trainArgs,
     async run(platform, options, print) {
       return (await import('./train.ts')).runTrainCli(platform, options, print);
+    },
+  }),
+  plan: command({
+    def: PLAN_DEF,
+    options: planArgs,
+    async run(platform, options, print) {
+      return (await import('./plan.ts')).runPlan(platform, options, print);
     },
   }),
   prepare: command({

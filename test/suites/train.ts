@@ -1,4 +1,4 @@
-/** Suites of `speclab train`: online EAGLE3 draft training end to end on the fixtures, and resume; exports of its checkpoints; offline training from prepared shards; the numeric flags of every command. */
+/** Suites of `speclab train` and `speclab plan`: online EAGLE3 draft training end to end on the fixtures, and resume; exports of its checkpoints; offline training from prepared shards; the numeric flags of every command. */
 import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
 import trainMemory from '../training/run/train-memory.test.ts';
@@ -22,9 +22,14 @@ import runExport from '../training/checkpoints/run-export.test.ts';
 import runPlan from '../training/run/run-plan.test.ts';
 import regenerate from '../training/sequences/regenerate.test.ts';
 import memoryPlan from '../training/run/memory-plan.test.ts';
+import memoryPlanRoles from '../training/run/memory-plan-roles.test.ts';
+import runFootprint from '../training/run/run-footprint.test.ts';
+import planCli from '../cli/plan.test.ts';
 
 export const trainSuites: readonly Suite[] = [
   memoryPlan,
+  memoryPlanRoles,
+  runFootprint,
   runPlan,
   regenerate,
   session,
@@ -36,6 +41,7 @@ export const trainSuites: readonly Suite[] = [
   runExport,
   trainCli,
   trainMemory,
+  planCli,
   trainData,
   runSettings,
   trainLog,

@@ -11,7 +11,7 @@ import { sumsqWorkgroups } from '../../kernels/optim.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
 
-interface TensorSpec {
+export interface TensorSpec {
   readonly name: string;
   readonly shape: readonly number[];
   readonly dtype: DType;
@@ -125,8 +125,15 @@ function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: numb
   ];
 }
 
-/** Every tensor of the run, by item. */
-function itemSpecs(x: MemoryPlanInput): Record<ItemKey, { label: string; specs: TensorSpec[]; detail: string }> {
+/** One item of a plan before it is costed: its tensors and how it is shown. */
+export interface ItemSpec {
+  readonly label: string;
+  readonly specs: TensorSpec[];
+  readonly detail: string;
+}
+
+/** Every tensor of the colocated run, by item (./memory-plan-roles.ts takes each role's items from here). */
+export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleReadback'>, ItemSpec> {
   const tc = x.target;
   const d = x.draft;
   const aux = x.auxLayers ?? 3;
@@ -311,10 +318,18 @@ export function checkInput(x: MemoryPlanInput): void {
 }
 
 export function costItems(x: MemoryPlanInput, limits: AdapterLimits): { items: PlanItem[]; problems: string[]; notes: string[] } {
+  return costEntries(Object.entries(itemSpecs(x)) as [ItemKey, ItemSpec][], limits);
+}
+
+/** The cost of each item, in the order given, with the problems and notes of its tensors. */
+export function costEntries(
+  entries: readonly (readonly [ItemKey, ItemSpec])[],
+  limits: AdapterLimits,
+): { items: PlanItem[]; problems: string[]; notes: string[] } {
   const problems: string[] = [];
   const notes: string[] = [];
   const items: PlanItem[] = [];
-  for (const [key, item] of Object.entries(itemSpecs(x)) as [ItemKey, ReturnType<typeof itemSpecs>[ItemKey]][]) {
+  for (const [key, item] of entries) {
     const cost: Costing = { bytes: 0, problems: [], notes: [] };
     for (const spec of item.specs) tensorCost(spec, limits, cost);
     // One sentence per distinct problem: 80 layers of the same oversized tensor say it once.

@@ -50,7 +50,9 @@ export type ItemKey =
   | 'moments'
   | 'draftFrozen'
   | 'activations'
-  | 'scratch';
+  | 'scratch'
+  /** A rollout process's read-back buffer for the sample it sends (./memory-plan-roles.ts). */
+  | 'sampleReadback';
 
 /** The items of the draft's training step itself (what a step on a given batch allocates). */
 export const DRAFT_STEP_ITEMS: readonly ItemKey[] = ['draftWeights', 'gradients', 'moments', 'draftFrozen', 'activations', 'scratch'];

@@ -17,6 +17,7 @@ import {
   type MemoryPlan,
   type Precision,
 } from './memory-plan.ts';
+import { planRoleMemory } from './memory-plan-roles.ts';
 import { formatBytes, parseByteSize } from '../../util/bytes.ts';
 import { UsageError } from '../../util/usage-error.ts';
 import type { TrainData } from './train-data.ts';
@@ -44,6 +45,8 @@ export interface TrainMemorySettings {
   readonly featurePrecision?: Precision;
   readonly targetPrecision?: Precision;
   readonly gpuMemoryBudget?: number;
+  /** A cluster run's trainer (`--cluster`): planned as the trainer role. */
+  readonly cluster?: string;
 }
 
 /** Tokens of the longest training sequence: a dataset row as given, a regenerated one at its longest, or a prompt plus its reply. */
@@ -60,7 +63,10 @@ export function longestTrainSequence(data: TrainData, responseLength: number): n
   return Math.max(...(data.trainPrompts ?? [[]]).map((p) => p.length)) + responseLength;
 }
 
-/** The plan of this run on an adapter with `limits`. */
+/**
+ * The plan of this run on an adapter with `limits`: the colocated plan, or with `--cluster` the
+ * trainer's (./memory-plan-roles.ts: no capture activations, no resident round).
+ */
 export function trainMemoryPlan(
   config: TrainMemorySettings,
   tc: TargetModelConfig,
@@ -79,14 +85,19 @@ export function trainMemoryPlan(
     sequences,
     generated,
   });
-  return planTrainingMemory(input, { limits, budgetBytes: config.gpuMemoryBudget });
+  const options = { limits, budgetBytes: config.gpuMemoryBudget };
+  return config.cluster ? planRoleMemory('trainer', input, options) : planTrainingMemory(input, options);
+}
+
+/** The lines `speclab train` prints for a plan (`speclab plan` prints the same for each role). */
+export function memoryPlanLines(plan: MemoryPlan): string[] {
+  const budget = plan.budgetBytes === undefined ? 'the adapter limits' : `a budget of ${formatBytes(plan.budgetBytes)}`;
+  return [`GPU memory plan (checked against ${budget}):`, ...formatMemoryPlan(plan)];
 }
 
 /** Prints the plan; throws (a usage error: exit code 2) when it does not fit. */
 export function checkTrainMemory(plan: MemoryPlan, print: (line: string) => void): void {
-  const budget = plan.budgetBytes === undefined ? 'the adapter limits' : `a budget of ${formatBytes(plan.budgetBytes)}`;
-  print(`GPU memory plan (checked against ${budget}):`);
-  for (const line of formatMemoryPlan(plan)) print(line);
+  for (const line of memoryPlanLines(plan)) print(line);
   if (!plan.fits) throw new UsageError(memoryPlanRefusal(plan));
 }
 

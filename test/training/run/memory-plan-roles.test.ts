@@ -1,0 +1,134 @@
+/**
+ * The memory plan of each role (src/training/run/memory-plan-roles.ts): the colocated plan is
+ * planTrainingMemory's item for item; the trainer holds the draft's step and one sample being
+ * batched, never the capture; the rollout holds the target, its capture, one lease's samples and one
+ * sample's read-back, never the draft; `speclab train --cluster` is planned as the trainer.
+ * Suggestions name flags, never internal names, and never go below a value that runs.
+ */
+import { parseHfConfig, type TargetModelConfig } from '../../../src/config/hf-config.ts';
+import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
+import { planTrainingMemory, type MemoryPlan, type MemoryPlanInput } from '../../../src/training/run/memory-plan.ts';
+import { planRoleMemory } from '../../../src/training/run/memory-plan-roles.ts';
+import { trainMemoryPlan } from '../../../src/training/run/train-memory.ts';
+import { assert, assertDeepEqual, assertEqual } from '../../harness/assert.ts';
+import { defineSuite } from '../../harness/suite.ts';
+
+const GiB = 2 ** 30;
+const BIG = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * GiB };
+
+function tinyTarget(): TargetModelConfig {
+  return parseHfConfig(
+    {
+      architectures: ['LlamaForCausalLM'],
+      hidden_size: 64,
+      num_hidden_layers: 2,
+      num_attention_heads: 4,
+      num_key_value_heads: 2,
+      head_dim: 16,
+      intermediate_size: 128,
+      vocab_size: 256,
+      rms_norm_eps: 1e-5,
+      max_position_embeddings: 512,
+    },
+    'tiny config',
+  );
+}
+
+function tinyInput(overrides: Partial<MemoryPlanInput> = {}): MemoryPlanInput {
+  const target = tinyTarget();
+  return {
+    target,
+    targetWeights: 'f32',
+    draft: draftConfigFor({ config: target }, 64),
+    batchSize: 2,
+    maxLength: 64,
+    tttLength: 3,
+    features: 'f32',
+    featureStoreSamples: 4,
+    captureBatchTokens: 8192,
+    generationBatch: 4,
+    ...overrides,
+  };
+}
+
+const bytesOf = (plan: MemoryPlan, key: string) => plan.items.find((i) => i.key === key)?.bytes;
+const sum = (plan: MemoryPlan) => plan.items.reduce((a, i) => a + i.bytes, 0);
+
+export default defineSuite('training/run/memory-plan-roles', (t) => {
+  t.test('colocated is planTrainingMemory; trainer and rollout hold their part; each total is the sum of its items', () => {
+    const x = tinyInput();
+    const colocated = planRoleMemory('colocated', x, { limits: BIG });
+    const reference = planTrainingMemory(x, { limits: BIG });
+    assertDeepEqual(colocated.items, reference.items, 'colocated: the same items');
+    assertEqual(colocated.totalBytes, reference.totalBytes, 'colocated: the same total');
+
+    const trainer = planRoleMemory('trainer', x, { limits: BIG });
+    const one = bytesOf(planTrainingMemory({ ...x, featureStoreSamples: 1 }, { limits: BIG }), 'featureStore')!;
+    assertEqual(bytesOf(trainer, 'targetCapture'), undefined, 'the trainer runs no capture');
+    assertEqual(bytesOf(trainer, 'featureStore'), one, 'one sample being batched');
+    for (const key of ['targetWeights', 'targetKv', 'batch', 'draftWeights', 'gradients', 'moments', 'activations', 'scratch'])
+      assertEqual(bytesOf(trainer, key), bytesOf(colocated, key), `trainer: ${key} as colocated`);
+
+    const rollout = planRoleMemory('rollout', x, { limits: BIG, rolloutBatch: 2 });
+    assertDeepEqual(
+      rollout.items.map((i) => i.key),
+      ['targetWeights', 'targetCapture', 'featureStore', 'sampleReadback', 'staging'],
+      'rollout items',
+    );
+    assertEqual(bytesOf(rollout, 'featureStore'), 2 * one, 'the samples of one lease');
+    assertEqual(bytesOf(rollout, 'sampleReadback'), one, 'the read-back of one sample');
+    assertEqual(bytesOf(rollout, 'targetWeights'), bytesOf(colocated, 'targetWeights'), 'the same target');
+    for (const plan of [colocated, trainer, rollout]) {
+      assertEqual(plan.totalBytes, sum(plan), 'total = sum of items');
+      assert(plan.fits && plan.suggestions.length === 0, 'fits, nothing to suggest');
+    }
+  });
+
+  t.test('refused: suggestions name the flags of the role, never below a value that runs', () => {
+    const x = tinyInput({ batchSize: 4, featureStoreSamples: 16 });
+    for (const role of ['colocated', 'trainer', 'rollout'] as const) {
+      const free = planRoleMemory(role, x, { limits: BIG });
+      const plan = planRoleMemory(role, x, { limits: BIG, budgetBytes: Math.floor(free.totalBytes * 0.9) });
+      assert(!plan.fits && /over the budget/.test(plan.problems[0]), `${role}: over the budget`);
+      assert(plan.suggestions.length > 0, `${role}: suggestions`);
+      for (const s of plan.suggestions) assert(/^(--[a-z-]+ |all of these|even all)/.test(s), `${role}: a flag first: ${s}`);
+      assert(!plan.suggestions.some((s) => /feature-store|batch size|TTT length/.test(s)), `${role}: no internal names`);
+      assertEqual(plan.totalBytes, sum(plan), `${role}: total = sum of items`);
+    }
+    const colocated = planRoleMemory('colocated', x, { limits: BIG, budgetBytes: 1024 });
+    const round = colocated.suggestions.find((s) => s.startsWith('--round-prompts'));
+    // A round is never cut below one batch (4): the halving stops there.
+    assert(round !== undefined && /^--round-prompts 16 → 4: /.test(round), `round floor: ${colocated.suggestions.join(' | ')}`);
+    assert(/^even all of them at their lowest need/.test(colocated.suggestions.at(-1)!), 'nothing fits 1 KiB: says so');
+    const trainer = planRoleMemory('trainer', x, { limits: BIG, budgetBytes: 1024 });
+    assert(!trainer.suggestions.some((s) => s.startsWith('--round-prompts')), 'the trainer holds no round');
+    const rollout = planRoleMemory('rollout', x, { limits: BIG, budgetBytes: 1024, rolloutBatch: 8 });
+    assert(
+      rollout.suggestions.some((s) => s.startsWith('--rollout-batch 8 → 1 (speclab rollout --batch 1)')),
+      `rollout batch: ${rollout.suggestions.join(' | ')}`,
+    );
+    assert(!rollout.suggestions.some((s) => /^--(batch-size|ttt-length)/.test(s)), 'the rollout has no draft step to shrink');
+  });
+
+  t.test('speclab train --cluster is planned as the trainer; without it, as before', () => {
+    const tc = tinyTarget();
+    const data = {
+      trainSequences: Array.from({ length: 8 }, () => ({
+        inputIds: new Array<number>(64).fill(1),
+        lossMask: new Array<number>(64).fill(1),
+      })),
+      evalTrainPrompts: [],
+      heldPrompts: [[1, 2]],
+      lines: [],
+    };
+    const settings = { batchSize: 2, tttLength: 3, roundPrompts: 4, responseLength: 8 };
+    const single = trainMemoryPlan(settings, tc, 64, data, BIG);
+    const cluster = trainMemoryPlan({ ...settings, cluster: 'redis://127.0.0.1:6379/0' }, tc, 64, data, BIG);
+    assert(
+      single.items.some((i) => i.key === 'targetCapture'),
+      'single process: its own capture',
+    );
+    assertDeepEqual(cluster.items, planRoleMemory('trainer', single.input, { limits: BIG }).items, 'cluster: the trainer plan');
+    assert(cluster.totalBytes < single.totalBytes, 'the trainer holds less');
+  });
+});
