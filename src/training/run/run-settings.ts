@@ -53,8 +53,9 @@ const SETTING_KEYS: ReadonlySet<string> = new Set(Object.keys(trainConfigSchema.
 /** Keys that say where and how this start runs, never taken from the stored settings. */
 const RUN_ONLY: ReadonlySet<string> = new Set(['out', 'resume', 'fresh']);
 
+// A setting left unset shows as such: for --train-prompts with --data, unset means every usable conversation.
 const shown = (key: string, value: unknown): string =>
-  `--${kebab(key)} ${value === undefined ? '(default)' : Array.isArray(value) ? value.join(',') : String(value)}`;
+  `--${kebab(key)} ${value === undefined ? '(not set)' : Array.isArray(value) ? value.join(',') : String(value)}`;
 const listed = (items: string[]): string => (items.length < 2 ? items.join('') : `${items.slice(0, -1).join(', ')} and ${items.at(-1)}`);
 
 /**
