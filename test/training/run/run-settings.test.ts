@@ -107,7 +107,7 @@ export default defineSuite('training/run/run-settings', (t) => {
           'a --config file contradicting',
         );
         assert(
-          /trained with --epochs 2 and --aux-layers \(default\); this command says --epochs 3 and --aux-layers 1,2,3 \(drop those flags/.test(
+          /trained with --epochs 2 and --aux-layers \(not set\); this command says --epochs 3 and --aux-layers 1,2,3 \(drop those flags/.test(
             fromFile.message,
           ),
           fromFile.message,
@@ -215,7 +215,7 @@ export default defineSuite('training/run/run-settings', (t) => {
           /^--resume:/,
           'a cap given on the resume of an uncapped run',
         );
-        assert(/--train-prompts \(default\); this command says --train-prompts 32/.test(capped.message), capped.message);
+        assert(/--train-prompts \(not set\); this command says --train-prompts 32/.test(capped.message), capped.message);
 
         // A run that stored a number (given, or the default 32 an earlier version stored) keeps it.
         await fakeCheckpoint(tmp.files, 'old/checkpoints/speclab-train-step2', 2, { data: ['c.jsonl'], trainPrompts: 32, batchSize: 4 });
