@@ -5,51 +5,15 @@
  * sample's read-back, never the draft; `speclab train --cluster` is planned as the trainer.
  * Suggestions name flags, never internal names, and never go below a value that runs.
  */
-import { parseHfConfig, type TargetModelConfig } from '../../../src/config/hf-config.ts';
-import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
 import { planTrainingMemory, type MemoryPlan, type MemoryPlanInput } from '../../../src/training/run/memory-plan.ts';
 import { planRoleMemory } from '../../../src/training/run/memory-plan-roles.ts';
 import { trainMemoryPlan } from '../../../src/training/run/train-memory.ts';
 import { assert, assertDeepEqual, assertEqual } from '../../harness/assert.ts';
 import { defineSuite } from '../../harness/suite.ts';
+import { BIG, tinyInput as planInput, tinyTarget } from './memory-plan-fixture.ts';
 
-const GiB = 2 ** 30;
-const BIG = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * GiB };
-
-function tinyTarget(): TargetModelConfig {
-  return parseHfConfig(
-    {
-      architectures: ['LlamaForCausalLM'],
-      hidden_size: 64,
-      num_hidden_layers: 2,
-      num_attention_heads: 4,
-      num_key_value_heads: 2,
-      head_dim: 16,
-      intermediate_size: 128,
-      vocab_size: 256,
-      rms_norm_eps: 1e-5,
-      max_position_embeddings: 512,
-    },
-    'tiny config',
-  );
-}
-
-function tinyInput(overrides: Partial<MemoryPlanInput> = {}): MemoryPlanInput {
-  const target = tinyTarget();
-  return {
-    target,
-    targetWeights: 'f32',
-    draft: draftConfigFor({ config: target }, 64),
-    batchSize: 2,
-    maxLength: 64,
-    tttLength: 3,
-    features: 'f32',
-    featureStoreSamples: 4,
-    captureBatchTokens: 8192,
-    generationBatch: 4,
-    ...overrides,
-  };
-}
+/** The roles' plans include the target's generation (regeneration and evaluation), so this plans a batch of 4. */
+const tinyInput = (overrides: Partial<MemoryPlanInput> = {}): MemoryPlanInput => planInput({ generationBatch: 4, ...overrides });
 
 const bytesOf = (plan: MemoryPlan, key: string) => plan.items.find((i) => i.key === key)?.bytes;
 const sum = (plan: MemoryPlan) => plan.items.reduce((a, i) => a + i.bytes, 0);

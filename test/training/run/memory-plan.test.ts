@@ -4,63 +4,24 @@
  * drift from the code it describes — a real draft training step whose measured peak
  * (gpu.memoryStats) must not exceed the plan's draft-step items and must be within 1.5× of them.
  */
-import { parseHfConfig, type TargetModelConfig } from '../../../src/config/hf-config.ts';
 import { Gpu } from '../../../src/gpu/gpu.ts';
 import { Eagle3DraftModel } from '../../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../../src/model/eagle3/parameters.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../../src/optim/adamw-backend.ts';
-import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
 import {
   DRAFT_STEP_ITEMS,
   formatMemoryPlan,
   memoryPlanRefusal,
   planTrainingMemory,
   type MemoryPlan,
-  type MemoryPlanInput,
 } from '../../../src/training/run/memory-plan.ts';
 import { Rng } from '../../../src/util/random.ts';
 import { assert, assertEqual, assertThrows } from '../../harness/assert.ts';
 import { defineSuite } from '../../harness/suite.ts';
+import { BIG, tinyInput } from './memory-plan-fixture.ts';
 
 const KiB = 1024;
 const GiB = 2 ** 30;
-const BIG = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * GiB };
-
-/** A small Llama: H 64, 4 heads of 16 (2 KV heads), I 128, V 256, 2 layers; every size a power of two. */
-function tinyTarget(): TargetModelConfig {
-  return parseHfConfig(
-    {
-      architectures: ['LlamaForCausalLM'],
-      hidden_size: 64,
-      num_hidden_layers: 2,
-      num_attention_heads: 4,
-      num_key_value_heads: 2,
-      head_dim: 16,
-      intermediate_size: 128,
-      vocab_size: 256,
-      rms_norm_eps: 1e-5,
-      max_position_embeddings: 512,
-    },
-    'tiny config',
-  );
-}
-
-function tinyInput(overrides: Partial<MemoryPlanInput> = {}): MemoryPlanInput {
-  const target = tinyTarget();
-  return {
-    target,
-    targetWeights: 'f32',
-    draft: draftConfigFor({ config: target }, 64),
-    batchSize: 2,
-    maxLength: 64,
-    tttLength: 3,
-    features: 'f32',
-    featureStoreSamples: 4,
-    captureBatchTokens: 8192,
-    generationBatch: 0,
-    ...overrides,
-  };
-}
 
 const item = (plan: MemoryPlan, key: string) => plan.items.find((i) => i.key === key)!.bytes;
 
