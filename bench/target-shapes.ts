@@ -32,9 +32,36 @@ const SHAPES: Readonly<Record<string, Record<string, unknown>>> = {
     mlp_bias: false,
     hidden_act: 'silu',
   },
+  // Qwen/Qwen3-0.6B config.json (architecture fields only): q/k norms, tied embeddings, vocab 151,936.
+  'qwen3-0.6b': {
+    architectures: ['Qwen3ForCausalLM'],
+    hidden_size: 1024,
+    num_hidden_layers: 28,
+    num_attention_heads: 16,
+    num_key_value_heads: 8,
+    head_dim: 128,
+    intermediate_size: 3072,
+    vocab_size: 151936,
+    rms_norm_eps: 1e-6,
+    rope_theta: 1000000,
+    rope_scaling: null,
+    max_position_embeddings: 40960,
+    tie_word_embeddings: true,
+    attention_bias: false,
+    hidden_act: 'silu',
+    bos_token_id: 151643,
+    eos_token_id: 151645,
+  },
 };
 
 export const TARGET_SHAPES: readonly string[] = Object.keys(SHAPES);
+
+/** The config.json fields of a named shape, as published. */
+export function shapeJson(name: string): Record<string, unknown> {
+  const json = SHAPES[name];
+  if (!json) throw new Error(`unknown target shape "${name}" (known: ${TARGET_SHAPES.join(', ')})`);
+  return { ...json };
+}
 
 /**
  * The config of a named shape; `layers` overrides num_hidden_layers (a clearly smaller variant, for
