@@ -15,7 +15,7 @@
  */
 import { z } from 'zod';
 import { makePromptTask } from '../contracts/index.ts';
-import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../formats/hf-checkpoint-source.ts';
 import {
   OFFLINE_FORMAT,
   OFFLINE_MANIFEST,
@@ -136,8 +136,8 @@ export async function runPrepare(
     );
   }
 
-  const checkpoint = await loadHfCheckpoint(targetFiles, '');
-  const tc = checkpoint.config;
+  const weights = await HfCheckpointSource.open(targetFiles, '');
+  const tc = weights.config;
   const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
 
   // A chat dataset (its own replies, or --regenerate) or prompts, checked before the GPU is taken.
@@ -146,7 +146,7 @@ export async function runPrepare(
 
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);
-  const target = TargetModel.create(gpu, checkpoint);
+  const target = await TargetModel.load(gpu, weights);
   try {
     print(
       `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,

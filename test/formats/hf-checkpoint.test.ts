@@ -4,13 +4,8 @@
  */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
-import {
-  expectedTensors,
-  isMatrixWeight,
-  loadHfCheckpoint,
-  type MatrixWeight,
-  type TargetWeights,
-} from '../../src/formats/hf-checkpoint.ts';
+import { isMatrixWeight, loadHfCheckpoint, type MatrixWeight, type TargetWeights } from '../../src/formats/hf-checkpoint.ts';
+import { expectedTensors } from '../../src/formats/hf-checkpoint-source.ts';
 import { f32ToF16Ref } from '../../src/reference/cast.ts';
 import { SafetensorsFile, bf16ToF32, f32ToBf16, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';

@@ -2,7 +2,7 @@
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
 import { f32ToBf16, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../../src/formats/safetensors.ts';
-import { expectedTensors } from '../../src/formats/hf-checkpoint.ts';
+import { expectedTensors } from '../../src/formats/hf-checkpoint-source.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
 
 export async function copyFixtureCheckpoint(
