@@ -5,12 +5,11 @@
  * equal the target's). After training the draft is the exported one, read back from `<out>/draft`,
  * so what is measured is what was written.
  */
-import { matrixF32, type MatrixWeight, type TargetCheckpoint } from '../../formats/hf-checkpoint.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../../inference/evaluate-draft.ts';
 import { timeTargetOnly, type SpeedReport } from '../../inference/speculative.ts';
-import { readEagle3Export, withoutEmbedding } from '../../model/eagle3/export.ts';
+import { readEagle3Export } from '../../model/eagle3/export.ts';
 import type { TargetModel } from '../../model/target/model.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { exportRunCheckpoint } from '../checkpoints/checkpoint-export.ts';
@@ -66,14 +65,14 @@ export async function draftScorer(
  */
 export async function exportRunDraft(
   out: FileStore,
-  checkpoint: TargetCheckpoint<MatrixWeight>,
   auxLayerIds: number[],
 ): Promise<{ exportDir: string; trained: Eagle3DraftCheckpoint }> {
   await exportRunCheckpoint(out, '', out, 'draft');
-  const exported = await readEagle3Export(out, 'draft', matrixF32(checkpoint.weights.embedTokens));
+  // The evaluation's drafter reads the target's own embedding table on the GPU.
+  const exported = await readEagle3Export(out, 'draft', 'none');
   const trained: Eagle3DraftCheckpoint = {
     config: exported.config,
-    weights: withoutEmbedding(exported.values),
+    weights: exported.values,
     d2t: exported.vocab.d2t,
     auxLayerIds,
   };

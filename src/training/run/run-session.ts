@@ -8,7 +8,6 @@
 import { evalRecord, sessionEventRecord, trainRecord } from '../../contracts/metrics-entries.ts';
 import type { MetadataStore } from '../../control/metadata-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import { matrixF32 } from '../../formats/hf-checkpoint.ts';
 import type { TargetModel } from '../../model/target/model.ts';
 import { reduceTrainMetrics, specForgeMetrics } from '../evaluation/metric-keys.ts';
 import type { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
@@ -40,11 +39,10 @@ export interface RunSessionContext {
 
 export async function openRunSession(c: RunSessionContext): Promise<Eagle3TrainingSession> {
   const { platform, config, inputs, target, print, record, nonFinite, started } = c;
-  const { data, checkpoint, auxLayerIds, draftVocabSize } = inputs;
+  const { data, auxLayerIds, draftVocabSize } = inputs;
   return Eagle3TrainingSession.open({
     gpu: c.gpu,
     target,
-    embedTokens: matrixF32(checkpoint.weights.embedTokens),
     trainPrompts: data.trainPrompts,
     regenerate: data.regenerate,
     continuation: data.continuation,

@@ -32,7 +32,6 @@ import { LocalFeatureStore } from '../../data/local-feature-store.ts';
 import type { Eagle3DraftCheckpoint } from '../../inference/eagle3-drafter.ts';
 import { RolloutWorker } from '../../inference/rollout-worker.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
-import { withoutEmbedding } from '../../model/eagle3/export.ts';
 import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend } from '../../optim/adamw-backend.ts';
 import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint } from '../checkpoints/run-checkpoints.ts';
@@ -359,7 +358,7 @@ export class Eagle3TrainingSession {
   initialDraft(): Eagle3DraftCheckpoint {
     return {
       config: this.draftConfig,
-      weights: withoutEmbedding(this.initialWeights),
+      weights: this.initialWeights, // trainable weights only: the embedding is the target's
       d2t: this.mapping.d2t,
       auxLayerIds: this.auxLayerIds,
     };

@@ -113,7 +113,7 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   );
   const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
   const draftConfig = draftConfigFor(target, draftVocabSize);
-  const initialWeights = initialEagle3Weights(draftConfig, inputs.embedTokens, new Rng(settings.seed + 1));
+  const initialWeights = initialEagle3Weights(draftConfig, 'shared', new Rng(settings.seed + 1));
 
   const order = new Rng(settings.seed + 2);
   const stream: number[] = [];
@@ -142,7 +142,16 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     maxGradNorm: settings.maxGradNorm,
     schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
   });
-  const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initialWeights, { t2d: mapping.t2d, d2t: mapping.d2t });
+  const draft = new Eagle3DraftModel(
+    gpu,
+    backend,
+    draftConfig,
+    initialWeights,
+    { t2d: mapping.t2d, d2t: mapping.d2t },
+    {
+      embed: target.weights.embedTokens,
+    },
+  );
   const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu });
   const core = new TrainerCore(strategy, backend, 1);
   const evaluation = inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation));

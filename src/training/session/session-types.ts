@@ -77,9 +77,8 @@ export type SessionEvent =
 /** Training data: prompts the target continues (`settings.responseLength` tokens), or a dataset's own sequences. */
 export interface SessionInputs extends SequenceSource {
   gpu: Gpu;
+  /** The target; the draft borrows its embedding table on the GPU as its frozen embedding. */
   target: TargetModel;
-  /** The target's input embedding on the host (the draft's frozen copy is made from it). */
-  embedTokens: Float32Array;
   /** Held-out sequences scored every N steps (SessionStep.eval); none without it. */
   evaluation?: PeriodicEvalSettings;
   settings: SessionSettings;

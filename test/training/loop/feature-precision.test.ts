@@ -249,7 +249,6 @@ export default defineSuite('training/loop/feature-precision', (t) => {
           const session = await Eagle3TrainingSession.open({
             gpu,
             target,
-            embedTokens: checkpoint.weights.embedTokens,
             trainPrompts: prompts,
             settings,
             runId: 'fp',
