@@ -93,7 +93,9 @@ export default defineSuite('cli/plan', (t) => {
         }
         const [colocated, trainer, rollout] = lines;
         const keys = (l: RoleLine) => l.items.map((i) => i.key);
-        assert(!keys(trainer).includes('targetCapture'), 'the trainer captures nothing');
+        const capture = (l: RoleLine) => l.items.find((i) => i.key === 'targetCapture');
+        // The trainer captures only the held-out sequences of --eval-every, a batch at a time, not a round.
+        assert(capture(trainer) && capture(trainer)!.bytes < capture(colocated)!.bytes, 'the trainer captures a held-out batch at a time');
         assert(!keys(rollout).some((k) => k.startsWith('draft') || k === 'moments'), 'the rollout holds no draft');
         assert(trainer.totalBytes < colocated.totalBytes && rollout.totalBytes < colocated.totalBytes, 'each process holds less');
         assertEqual(trainer.checkpointBytes, colocated.checkpointBytes, 'the trainer writes the same checkpoints');

@@ -8,7 +8,8 @@
  *              activations, scratch), the training batch and the one sample being copied into it
  *              from the run's feature store; and the target's weights and generation KV cache, since
  *              this process still loads the target to write replies and to evaluate the draft
- *              (./train-run.ts); no capture activations, no resident round;
+ *              (./train-run.ts), with the held-out evaluation's batches and the capture of a batch
+ *              of them when --eval-every is on; no resident round;
  *   rollout    `speclab rollout`: the target, its capture forward, the captured samples of one lease
  *              (`speclab rollout --batch`, held until each is sent) and the read-back buffer of the
  *              sample being sent; no draft, no generation.
@@ -58,9 +59,14 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput): [ItemKey,
       label: 'sample being batched',
       detail: `one sample at a time from the run's feature store (${x.maxLength} tokens, ${x.features}), released once copied into the batch`,
     };
+    // The trainer captures only the held-out sequences of --eval-every, a batch at a time.
+    const heldOutCapture: ItemSpec = {
+      ...itemSpecs({ ...x, featureStoreSamples: x.batchSize }).targetCapture,
+      label: 'held-out capture activations',
+    };
     return (Object.entries(all) as [ItemKey, ItemSpec][])
-      .filter(([key]) => key !== 'targetCapture')
-      .map(([key, item]): [ItemKey, ItemSpec] => [key, key === 'featureStore' ? sample : item]);
+      .filter(([key]) => key !== 'targetCapture' || (x.heldOutSequences ?? 0) > 0)
+      .map(([key, item]): [ItemKey, ItemSpec] => [key, key === 'featureStore' ? sample : key === 'targetCapture' ? heldOutCapture : item]);
   }
   const one = itemSpecs({ ...x, featureStoreSamples: 1 }).featureStore;
   return [

@@ -6,7 +6,7 @@
 import { eagle3ParameterShapes } from '../../config/eagle3-config.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
 import { sizeClass } from '../../gpu/buffer-pool.ts';
-import { BYTES_PER_ELEMENT, planRowChunks, type DType } from '../../gpu/tensor.ts';
+import { BYTES_PER_ELEMENT, planTensorLayout, type DType } from '../../gpu/tensor.ts';
 import { sumsqWorkgroups } from '../../kernels/optim.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
@@ -43,15 +43,19 @@ interface Costing {
 function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): void {
   const { shape, dtype } = spec;
   const maxBinding = spec.unbound ? limits.maxBufferSize : Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
-  const rowBytes = (shape.length === 0 ? 1 : shape.slice(1).reduce((a, b) => a * b, 1)) * BYTES_PER_ELEMENT[dtype];
-  const total = (shape.length === 0 ? 1 : shape[0]) * rowBytes;
+  const elementBytes = BYTES_PER_ELEMENT[dtype];
+  const total = shape.reduce((a, b) => a * b, 1) * elementBytes;
   if (spec.count === 0) return;
   let counts: number[];
+  let rowBytes: number;
   try {
-    counts = planRowChunks(shape, dtype, maxBinding);
+    const layout = planTensorLayout(shape, dtype, maxBinding);
+    counts = layout.counts;
+    rowBytes = (shape.length === 0 ? 1 : shape.slice(layout.splitDims).reduce((a, b) => a * b, 1)) * elementBytes;
   } catch {
+    const innermost = (shape.length === 0 ? 1 : shape[shape.length - 1]) * elementBytes;
     into.problems.push(
-      `${spec.name} [${shape.join(', ')}] ${dtype}: one row is ${formatBytes(rowBytes)}, more than one binding holds (${formatBytes(maxBinding)}); no split can fit it`,
+      `${spec.name} [${shape.join(', ')}] ${dtype}: one row is ${formatBytes(innermost)}, more than one binding holds (${formatBytes(maxBinding)}); no split can fit it`,
     );
     into.bytes += total * spec.count;
     return;
@@ -123,6 +127,32 @@ function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: numb
     t('final norm', [rows, H]),
     t('target.logits', [rows, c.vocabSize], 'f32', true),
   ];
+}
+
+/** One collated batch of `b` sequences (src/data/feature-dataloader.ts): its float features may be split. */
+function batchSpecs(b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  return [
+    t('input_ids', [b, S], 'i32'),
+    t('attention_mask', [b, S], 'i32'),
+    t('loss_mask', [b, S], 'i32'),
+    t('hidden_state', [b, S, auxWidth], feat, true),
+    t('target', [b, S, vocab], feat, true),
+  ];
+}
+
+/** f16 features widened to f32 right before a step (src/training/loop/feature-precision.ts), freed once it is encoded. */
+function widenedSpecs(b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  return feat === 'f16'
+    ? [t('hidden_state (widened)', [b, S, auxWidth], 'f32', true), t('target (widened)', [b, S, vocab], 'f32', true)]
+    : [];
+}
+
+/** The periodic evaluation's resident batches: `n` sequences collated `b` at a time, the last batch holding the rest. */
+function heldOutSpecs(n: number, b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  if (n <= 0) return [];
+  const full = Math.floor(n / b);
+  const rest = n - full * b;
+  return [...times(full, batchSpecs(b, S, auxWidth, vocab, feat)), ...(rest > 0 ? batchSpecs(rest, S, auxWidth, vocab, feat) : [])];
 }
 
 /** One item of a plan before it is costed: its tensors and how it is shown. */
@@ -203,16 +233,18 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
       specs: times(x.featureStoreSamples, sample),
       detail: `${x.featureStoreSamples} samples resident × ${S} tokens (hidden ${aux} × ${tc.hiddenSize}, target logits ${tc.vocabSize}), ${feat}`,
     },
+    heldOut: {
+      label: 'held-out evaluation',
+      specs: heldOutSpecs(x.heldOutSequences ?? 0, B, S, aux * tc.hiddenSize, tc.vocabSize, feat),
+      detail:
+        (x.heldOutSequences ?? 0) > 0
+          ? `${x.heldOutSequences} held-out sequences × ${S} tokens captured once for --eval-every, in batches of ${B}, ${feat}`
+          : 'none: no periodic evaluation',
+    },
     batch: {
       label: 'training batch',
-      specs: [
-        t('input_ids', [B, S], 'i32'),
-        t('attention_mask', [B, S], 'i32'),
-        t('loss_mask', [B, S], 'i32'),
-        t('hidden_state', [B, S, aux * tc.hiddenSize], feat, true),
-        t('target', [B, S, tc.vocabSize], feat, true),
-      ],
-      detail: `batch ${B} × ${S} tokens, ${feat}`,
+      specs: [...batchSpecs(B, S, aux * tc.hiddenSize, tc.vocabSize, feat), ...widenedSpecs(B, S, aux * tc.hiddenSize, tc.vocabSize, feat)],
+      detail: `batch ${B} × ${S} tokens, ${feat}${feat === 'f16' ? ', widened to f32 for the step' : ''}`,
     },
     staging: {
       label: 'staging and uniforms',
@@ -237,15 +269,21 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
     },
     moments: { label: 'AdamW moments', specs: [...paramSpecs('.m'), ...paramSpecs('.v')], detail: 'm and v per weight, f32' },
     draftFrozen: {
-      label: 'frozen draft embedding',
+      label: 'draft vocabulary and RoPE',
+      // The frozen embedding is the target's own table, borrowed (Eagle3Frozen): counted once, in target weights.
       specs: [
-        t('embed_tokens.weight', [V, H], 'f32', true),
         t('t2d', [V], 'i32'),
         t('used', [D], 'i32'),
         t('rope.forward', [ropeRows, d.headDim / 2, 2]),
         t('rope.inverse', [ropeRows, d.headDim / 2, 2]),
       ],
-      detail: `[${V}, ${H}] f32 embedding, vocabulary maps, RoPE tables for ${ropeRows} positions`,
+      detail: `vocabulary maps and RoPE tables for ${ropeRows} positions (the frozen embedding is the target's table, not a copy)`,
+    },
+    drafter: {
+      label: 'evaluation drafter',
+      // Speculative decoding before and after training (and speclab eval) loads the draft beside the trainer's.
+      specs: [...paramSpecs(' (drafter)'), ...times(2, [t('drafter KV cache', [1, S, d.numKvHeads, d.headDim])])],
+      detail: `a second copy of the draft's weights for speculative decoding, and its KV cache of ${S} positions`,
     },
     activations: {
       label: `activations (${L} TTT steps)`,
@@ -309,6 +347,9 @@ export function checkInput(x: MemoryPlanInput): void {
   }
   if (!Number.isInteger(x.generationBatch) || x.generationBatch < 0)
     throw new Error(`memory plan: generationBatch must be a non-negative integer, got ${x.generationBatch}`);
+  const heldOut = x.heldOutSequences ?? 0;
+  if (!Number.isInteger(heldOut) || heldOut < 0)
+    throw new Error(`memory plan: heldOutSequences must be a non-negative integer, got ${x.heldOutSequences}`);
   for (const [field, value] of [
     ['targetWeights', x.targetWeights],
     ['features', x.features],

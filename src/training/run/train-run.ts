@@ -154,7 +154,7 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
   const earlier = await loggedSteps(out);
   const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
   const gpu = new Gpu(r.ctx);
-  const target = TargetModel.create(gpu, inputs.checkpoint);
+  const target = await TargetModel.load(gpu, inputs.source, { weightPrecision: config.targetPrecision });
   // A cluster run's ledger is in Redis (cluster-run.ts); once there, a failure leaves --out for --resume.
   const role =
     config.cluster && config.run
@@ -228,7 +228,7 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     const trained = await trainRemainingSteps(s, config, { trainTokens, role, earlierLoss: earlier.lastLoss, stop: r.stop }, print);
 
     // 5. Export, from the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
-    const { exportDir, trained: draft } = await exportRunDraft(out, inputs.checkpoint, auxLayerIds);
+    const { exportDir, trained: draft } = await exportRunDraft(out, auxLayerIds);
     print(`phase export: SGLang draft written to ${exportDir}`);
 
     // 6. The trained (exported) draft, evaluated after training.
