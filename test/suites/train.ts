@@ -25,6 +25,7 @@ import memoryPlan from '../training/run/memory-plan.test.ts';
 import memoryPlanRoles from '../training/run/memory-plan-roles.test.ts';
 import runFootprint from '../training/run/run-footprint.test.ts';
 import planCli from '../cli/plan.test.ts';
+import trainRun from '../training/run/train-run.test.ts';
 
 export const trainSuites: readonly Suite[] = [
   memoryPlan,
@@ -40,6 +41,7 @@ export const trainSuites: readonly Suite[] = [
   tabRollout,
   runExport,
   trainCli,
+  trainRun,
   trainMemory,
   planCli,
   trainData,
