@@ -25,7 +25,8 @@ import { Eagle3Proposer } from '../inference/draft-proposer.ts';
 import { timeSpeculative, timeTargetOnly } from '../inference/speculative.ts';
 import { isSampling } from '../inference/speculative-sampling.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
-import { TargetModel } from '../model/target/model.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { loadTarget } from '../training/run/target-load.ts';
 import type { FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
@@ -84,7 +85,7 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
 
   const ctx = await platform.acquireGpu();
   const gpu = new Gpu(ctx);
-  const target = await TargetModel.load(gpu, source, { weightPrecision: args.targetPrecision });
+  const target = await loadTarget(gpu, source, args.targetPrecision, progressFor(platform, print));
   const drafter = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
   try {
     const now = () => performance.now();

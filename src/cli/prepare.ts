@@ -28,7 +28,8 @@ import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { toFeaturePrecision } from '../inference/capture.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
-import { TargetModel } from '../model/target/model.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { loadTarget } from '../training/run/target-load.ts';
 import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, type TrainSequence } from '../training/sequences/eagle3-data.ts';
@@ -146,7 +147,7 @@ export async function runPrepare(
 
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);
-  const target = await TargetModel.load(gpu, weights);
+  const target = await loadTarget(gpu, weights, 'f32', progressFor(platform, print));
   try {
     print(
       `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,

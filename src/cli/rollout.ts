@@ -26,7 +26,8 @@ import { Gpu } from '../gpu/gpu.ts';
 import { runRolloutLoop } from '../inference/rollout-loop.ts';
 import { RolloutWorker } from '../inference/rollout-worker.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
-import { TargetModel } from '../model/target/model.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { loadTarget } from '../training/run/target-load.ts';
 import { sessionCapture } from '../training/session/eagle3-session.ts';
 import { resolveTargetDir } from '../training/run/run-plan.ts';
 import { speclabCommand } from '../util/cli-command.ts';
@@ -126,7 +127,7 @@ export async function runRollout(platform: Platform, args: RolloutArgs, print: (
     cleanup.push(() => ctx.destroy());
     const gpu = new Gpu(ctx);
     cleanup.push(() => gpu.destroy());
-    const target = await TargetModel.load(gpu, source, { weightPrecision: args.targetPrecision });
+    const target = await loadTarget(gpu, source, args.targetPrecision, progressFor(platform, print));
     cleanup.push(() => target.destroy());
     // Shared with the trainer, which durably acks; this process only commits (no durable marker of its own).
     // Prompt leases expire on the trainer's timeout (the manifest's): a worker killed mid-lease

@@ -30,6 +30,8 @@ import {
   type WaitPacingStats,
 } from './dawn-wait-pacing.ts';
 import type { Platform } from '../cli/platform.ts';
+import type { ProgressDisplay } from '../ports/progress.ts';
+import { terminalProgress } from './terminal-progress.ts';
 import {
   keyValueDatabaseUnavailable,
   lockHeldError,
@@ -247,6 +249,9 @@ async function syncDirectory(dir: string): Promise<void> {
   }
 }
 
+/** The one terminal display of this process (its bars and the lines printed above them). */
+let terminal: ProgressDisplay | undefined;
+
 export const nodePlatform: Platform = {
   name: 'node',
   acquireGpu: acquireNodeGpu,
@@ -264,6 +269,8 @@ export const nodePlatform: Platform = {
   // Loaded on first use, so commands that never reach Redis do not load its client.
   connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
   startGateway: async (options) => (await import('./control-gateway-node.ts')).startRunGateway(options),
+  // Bars only on a terminal: a log or a pipe gets the plain progress lines.
+  progressDisplay: () => (process.stdout.isTTY ? (terminal ??= terminalProgress(process.stdout)) : undefined),
   onInterrupt(handler) {
     const onInt = () => handler('SIGINT');
     const onTerm = () => handler('SIGTERM');

@@ -26,6 +26,8 @@ import memoryPlanRoles from '../training/run/memory-plan-roles.test.ts';
 import runFootprint from '../training/run/run-footprint.test.ts';
 import planCli from '../cli/plan.test.ts';
 import trainRun from '../training/run/train-run.test.ts';
+import progressLines from '../training/run/progress-lines.test.ts';
+import terminalProgress from '../platform/terminal-progress.test.ts';
 
 export const trainSuites: readonly Suite[] = [
   memoryPlan,
@@ -42,6 +44,8 @@ export const trainSuites: readonly Suite[] = [
   runExport,
   trainCli,
   trainRun,
+  progressLines,
+  terminalProgress,
   trainMemory,
   planCli,
   trainData,

@@ -159,6 +159,8 @@ export interface HeldOutCaptureOptions {
   tttLength: number;
   /** Sample ids are `<idPrefix>-<index>`; default `heldout`. */
   idPrefix?: string;
+  /** After each captured chunk: sequences captured so far, of all. */
+  onProgress?: (done: number, total: number) => void;
 }
 
 /** The resident held-out batches; `destroy` releases their tensors. */
@@ -254,6 +256,7 @@ export async function captureHeldOutBatches(o: HeldOutCaptureOptions): Promise<H
           // Rebuilt without refs: a held-out batch is never acked.
           batches.push(makeTrainBatch({ sampleIds: b.sampleIds, strategy: b.strategy, tensors: b.tensors, metadata: b.metadata }));
         }
+        o.onProgress?.(start + chunk.length, sequences.length);
       } finally {
         // The batch holds copies (encoded before this release), so the per-sample tensors go now.
         for (const r of refs) await store.abort(r.sampleId);

@@ -9,6 +9,7 @@ import { evalRecord, sessionEventRecord, trainRecord } from '../../contracts/met
 import type { MetadataStore } from '../../control/metadata-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { TargetModel } from '../../model/target/model.ts';
+import type { ProgressDisplay } from '../../ports/progress.ts';
 import { reduceTrainMetrics, specForgeMetrics } from '../evaluation/metric-keys.ts';
 import type { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
 import { continueWithTarget } from '../sequences/eagle3-data.ts';
@@ -35,6 +36,7 @@ export interface RunSessionContext {
   /** When the run started (performance.now()), for each step's elapsedSeconds. */
   readonly started: number;
   readonly now: () => number;
+  readonly progress: ProgressDisplay;
 }
 
 export async function openRunSession(c: RunSessionContext): Promise<Eagle3TrainingSession> {
@@ -43,6 +45,7 @@ export async function openRunSession(c: RunSessionContext): Promise<Eagle3Traini
   return Eagle3TrainingSession.open({
     gpu: c.gpu,
     target,
+    progress: c.progress,
     trainPrompts: data.trainPrompts,
     regenerate: data.regenerate,
     continuation: data.continuation,

@@ -26,8 +26,8 @@ import { evaluateDraft, type SpecEval } from '../../inference/evaluate-draft.ts'
 import { timeTargetOnly } from '../../inference/speculative.ts';
 import { readEagle3Export } from '../../model/eagle3/export.ts';
 import { initialEagle3Weights } from '../../model/eagle3/parameters.ts';
-import { TargetModel } from '../../model/target/model.ts';
-import type { RunPlatform } from './platform.ts';
+import { loadTarget } from './target-load.ts';
+import { progressFor, type RunPlatform } from './platform.ts';
 import { Rng } from '../../util/random.ts';
 import { draftConfigFor } from '../sequences/eagle3-data.ts';
 import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../checkpoints/checkpoint-export.ts';
@@ -137,7 +137,7 @@ export async function runOfflineTraining(
 
     const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
-    const target = await TargetModel.load(gpu, weights);
+    const target = await loadTarget(gpu, weights, 'f32', progressFor(platform, print));
     try {
       checkManifestTarget(manifest, target, manifestPath);
       await log.open(out);

@@ -16,12 +16,12 @@
 import { FileMetadataStore } from '../../control/file-metadata-store.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import { Gpu } from '../../gpu/gpu.ts';
-import { TargetModel } from '../../model/target/model.ts';
 import { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
 import type { Eagle3TrainingSession } from '../session/eagle3-session.ts';
 import { sessionCapture } from '../session/eagle3-session.ts';
 import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
-import type { RunPlatform } from './platform.ts';
+import { progressFor, type RunPlatform } from './platform.ts';
+import { loadTarget } from './target-load.ts';
 import { validateTrainConfig, type TrainConfig } from './run-config.ts';
 import { draftScorer, exportRunDraft } from './run-evaluation.ts';
 import { configRecord, dataRecord, evalAfterRecord, evalBeforeRecord } from '../../contracts/metrics-entries.ts';
@@ -154,7 +154,8 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
   const earlier = await loggedSteps(out);
   const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
   const gpu = new Gpu(r.ctx);
-  const target = await TargetModel.load(gpu, inputs.source, { weightPrecision: config.targetPrecision });
+  const progress = progressFor(platform, print);
+  const target = await loadTarget(gpu, inputs.source, config.targetPrecision, progress);
   // A cluster run's ledger is in Redis (cluster-run.ts); once there, a failure leaves --out for --resume.
   const role =
     config.cluster && config.run
@@ -197,6 +198,7 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       earlierStep: earlier.lastStep,
       started: r.started,
       now,
+      progress,
     });
     const s = session;
     const trainTokens = s.sequences.reduce((a, q) => a + q.inputIds.length, 0);
@@ -217,22 +219,27 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     );
 
     // 3. Untrained draft, evaluated before training.
-    const scorer = await draftScorer(target, gpu, config, data, auxLayerIds, now);
-    const before = await scorer.evaluate(s.initialDraft());
+    const scorer = await draftScorer(target, gpu, config, data, auxLayerIds, now, progress);
+    const before = await scorer.evaluate(s.initialDraft(), 'untrained');
     print(
       `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
     );
     await record(evalBeforeRecord(before));
 
     // 4. Online training through the runtime planes, one optimizer step at a time.
-    const trained = await trainRemainingSteps(s, config, { trainTokens, role, earlierLoss: earlier.lastLoss, stop: r.stop }, print);
+    const trained = await trainRemainingSteps(
+      s,
+      config,
+      { trainTokens, role, earlierLoss: earlier.lastLoss, stop: r.stop, gpu, progress },
+      print,
+    );
 
     // 5. Export, from the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
     const { exportDir, trained: draft } = await exportRunDraft(out, auxLayerIds);
     print(`phase export: SGLang draft written to ${exportDir}`);
 
     // 6. The trained (exported) draft, evaluated after training.
-    const after = await scorer.evaluate(draft);
+    const after = await scorer.evaluate(draft, 'trained');
     await record(evalAfterRecord(after));
 
     const summary: TrainSummary = {

@@ -84,7 +84,6 @@ export class Eagle3TrainingSession {
   /** Samples trained through the last optimizer step, over the whole stream (saved in checkpoints). */
   private samplesConsumed = 0;
   private readonly openedAt: number;
-  private readonly avgLength: number;
   resumed: ResumeReport | undefined;
   private readonly inputs: SessionInputs;
   readonly sequences: readonly TrainSequence[];
@@ -136,7 +135,6 @@ export class Eagle3TrainingSession {
       evaluation: this.evaluation,
     } = parts);
     this.openedAt = parts.inputs.now();
-    this.avgLength = parts.sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(parts.sequences.length, 1);
   }
 
   /** Builds the run (generating or reading its sequences) and resumes it when its ledger has acks. */
@@ -298,7 +296,9 @@ export class Eagle3TrainingSession {
         this.samplesConsumed += refs.length;
         const roundEnd = (await this.queued()) === 0;
         const checkpointed = checkpointDue(step, settings.checkpointEvery, this.totalSteps) || roundEnd;
-        result = { ...this.describe(log!, checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
+        // The tokens this step trained on: every sample's real length (the batch is padded to its longest).
+        const tokens = batches.reduce((a, b) => a + (b.metadata.lengths ?? []).reduce((x, n) => x + n, 0), 0);
+        result = { ...this.describe(log!, tokens, checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
         await this.inputs.onStep?.(result);
         if (checkpointed) await this.flush();
       },
@@ -314,23 +314,28 @@ export class Eagle3TrainingSession {
   }
 
   /** A trainer step as the session reports it: per-TTT-step losses and accuracies, rates. */
-  private describe(log: StepLog, checkpointed: boolean): SessionStep {
-    this.tokensTrained += log.samples * this.avgLength;
+  private describe(log: StepLog, tokens: number, checkpointed: boolean): SessionStep {
+    this.tokensTrained += tokens;
     const elapsed = (this.inputs.now() - this.openedAt) / 1000;
     return {
       ...log,
       totalSteps: this.totalSteps,
       ...eagle3StepMetrics(log.metrics, this.inputs.settings.tttLength),
+      tokens,
       tokensPerSecond: this.tokensTrained / elapsed,
       checkpointed,
     };
   }
+
+  /** Checkpoints this session wrote, and the seconds writing them took (the durable acks excluded). */
+  readonly checkpointsWritten = { count: 0, seconds: 0 };
 
   /** Checkpoint the current step and durably ack every sample trained since the last checkpoint. */
   async flush(): Promise<void> {
     const step = this.trainer.globalStep;
     if (this.pendingAcks.length === 0 && step === this.lastCheckpoint) return;
     const { storage, runId, gpu } = this.inputs;
+    const started = this.inputs.now();
     // Resume reads the data position from the ledger; the checkpoint keeps it for the record.
     await saveRunCheckpoint(storage.checkpoints, gpu, this.backend, {
       runId,
@@ -340,6 +345,8 @@ export class Eagle3TrainingSession {
       contract: this.contract,
       extras: this.extras,
     });
+    this.checkpointsWritten.count++;
+    this.checkpointsWritten.seconds += (this.inputs.now() - started) / 1000;
     const acked = this.pendingAcks;
     this.pendingAcks = [];
     if (acked.length > 0) await this.lease.ack(acked, { globalStep: step, optimizerDurable: true });

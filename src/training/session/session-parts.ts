@@ -108,8 +108,13 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   const emit = inputs.onEvent ?? (() => undefined);
   const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
   const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
-  const sequences = await sessionSequences(storage.checkpoints, target, inputs, settings.responseLength, (detail) =>
-    emit({ kind: 'phase', phase: 'data', detail }),
+  const sequences = await sessionSequences(
+    storage.checkpoints,
+    target,
+    inputs,
+    settings.responseLength,
+    (detail) => emit({ kind: 'phase', phase: 'data', detail }),
+    inputs.progress,
   );
   const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
   const draftConfig = draftConfigFor(target, draftVocabSize);
@@ -154,7 +159,8 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   );
   const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu });
   const core = new TrainerCore(strategy, backend, 1);
-  const evaluation = inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation));
+  const evaluation =
+    inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation, inputs.progress));
   const trainer = new TrainerController(gpu, core);
   const trainLease = await controller.trainLease(await controller.registerTrainer({ trainerId: 'trainer-0' }));
   const streamRank = new Map(rounds.flat().map((t, i) => [onlineSampleId(runId, t.taskId), i]));

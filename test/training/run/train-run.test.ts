@@ -121,6 +121,17 @@ export default defineSuite('training/run/train-run', (t) => {
           );
         }
         assert(/acceptance length/.test(first.text), `the evaluation before training ran:\n${first.text}`);
+        // Every long phase reports its progress (plain lines: the test's output is no terminal).
+        for (const phase of [
+          /^loading target weights: 18\.7 MiB of 18\.7 MiB \(100%\)$/m,
+          /^target weights: 18\.7 MiB read in .*, 37\.4 MiB on the GPU \(f32\)$/m,
+          /^regenerating replies: 16 conversations, \d+ tokens in /m,
+          /^capturing held-out features: 2 of 2 sequences \(100%\)$/m,
+          /^target alone, held-out prompts: 2 of 2 prompts \(100%\)$/m,
+          /^speculative decoding, untrained draft, held-out prompts: 2 of 2 prompts \(100%\)$/m,
+          /^first step: \d+ GPU kernels compiled, .* with its rollout$/m,
+        ])
+          assert(phase.test(first.text), `progress line ${phase}:\n${first.text}`);
 
         const resumed = await run(['--resume'], undefined);
         assertEqual(resumed.code, 0, `resumed to the end\n${resumed.text}`);
