@@ -71,6 +71,7 @@ export class FeatureSpill {
     const reads = names.map((name) => this.gpu.readLater(tensors[name]));
     this.gpu.batcher.flush();
     const host = await Promise.all(reads);
+    this.gpu.staging.trim(); // one sample's staging, of no use to the next sample's lengths
     const contents: SpilledSample['tensors'] = {};
     names.forEach((name, i) => {
       const t = tensors[name];

@@ -182,6 +182,18 @@ export class Gpu {
     return pending;
   }
 
+  /**
+   * Read a large tensor once (a spill, a checkpoint, a sample sent away): as `read`, then the staging
+   * ring's free buffers go at once, so one-off readbacks of many sizes never pile up beside the plan.
+   */
+  async readOnce(tensor: Tensor): Promise<HostArray> {
+    try {
+      return await this.read(tensor);
+    } finally {
+      this.staging.trim();
+    }
+  }
+
   /** A new tensor with the same shape, dtype and contents (a GPU copy, encoded into the batch). */
   clone(tensor: Tensor, label = `${tensor.label}-clone`): Tensor {
     const out = this.tensor(tensor.shape, tensor.dtype, label);
@@ -207,6 +219,24 @@ export class Gpu {
       );
     }
     for (const o of overlaps) this.batcher.copyBuffer(o.src.buffer, o.srcByte, o.dst.buffer, o.dstByte, o.bytes);
+  }
+
+  /**
+   * Destroy the pool's and the staging ring's free buffers (work already encoded is submitted first, so nothing in flight
+   * loses a buffer). Called where a phase of varying shapes ends (a capture, a generation, an
+   * evaluation): each row count leaves buffers of its own size classes in the pool, which the next
+   * phase cannot reuse, and the memory plan counts one working set per phase, not one per shape.
+   * Steady training steps reuse their buffers and are never trimmed. Returns the bytes freed.
+   */
+  trimPool(): number {
+    this.batcher.flush();
+    return this.pool.trim() + this.staging.trim();
+  }
+
+  /** At a step boundary: destroy the free buffers the step did not use (BufferPool.trimUnused), work encoded so far submitted first. */
+  trimUnusedBuffers(): number {
+    this.batcher.flush();
+    return this.pool.trimUnused() + this.staging.trimUnused();
   }
 
   release(...tensors: Tensor[]): void {

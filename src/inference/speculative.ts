@@ -258,6 +258,7 @@ export async function timeTargetOnly(
     onPrompt?.(tokens.length);
   }
   const seconds = (now() - t0) / 1000;
+  target.gpu.trimPool(); // every prompt's length left buffers of its own size (Gpu.trimPool)
   const n = tokens.reduce((s, t) => s + t.length, 0);
   return { tokens, speed: { tokens: n, seconds, tokensPerSecond: n / seconds } };
 }

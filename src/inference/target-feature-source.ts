@@ -120,6 +120,8 @@ export class TargetFeatureSource implements FeatureSource {
     } catch (err) {
       for (const r of results) if (r) this.model.gpu.release(...Object.values(r.tensors));
       throw err;
+    } finally {
+      this.model.gpu.trimPool(); // the forward's buffers, sized by this call's row counts
     }
     return results;
   }
@@ -141,6 +143,8 @@ export class TargetFeatureSource implements FeatureSource {
     } catch (err) {
       for (const r of results) if (r) this.model.gpu.release(...Object.values(r));
       throw err;
+    } finally {
+      this.model.gpu.trimPool();
     }
     return results;
   }

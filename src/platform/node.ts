@@ -150,13 +150,20 @@ export class NodeFileStore implements FileStore {
     return namingPath(abs, 'stat', async () => (await fs.stat(abs)).size);
   }
   async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+    await this.writeAtomicChunks(path, oneChunk(bytes), `atomic write of ${bytes.byteLength} bytes`);
+  }
+  async writeAtomicChunks(path: string, chunks: AsyncIterable<Uint8Array>, what = 'atomic write'): Promise<number> {
     const target = this.abs(path);
     const temp = `${target}.tmp-${process.pid}-${Date.now()}`;
-    await namingPath(target, `atomic write of ${bytes.byteLength} bytes`, async () => {
+    return namingPath(target, what, async () => {
       mkdirSync(dirname(target), { recursive: true });
       const handle = await fs.open(temp, 'w');
+      let written = 0;
       try {
-        await handle.writeFile(bytes);
+        for await (const chunk of chunks) {
+          await handle.writeFile(chunk);
+          written += chunk.byteLength;
+        }
         await handle.sync();
       } catch (err) {
         // A full disk must not leave a half-written temp file behind; the target is untouched.
@@ -166,6 +173,7 @@ export class NodeFileStore implements FileStore {
       }
       await handle.close();
       await fs.rename(temp, target);
+      return written;
     });
   }
   async exists(path: string): Promise<boolean> {
@@ -282,6 +290,10 @@ export const nodePlatform: Platform = {
     };
   },
 };
+
+async function* oneChunk(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield bytes;
+}
 
 async function readLockOwner(path: string): Promise<LockOwner | null> {
   try {

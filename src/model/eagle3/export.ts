@@ -152,6 +152,13 @@ export interface ImportedEagle3 {
   readonly auxLayerIds?: readonly number[];
 }
 
+/** An f32 copy by `set`: `Float32Array.from` collects an iterable into a JS array first, which aborts past about 134M values. */
+function copyF32(values: ArrayLike<number>): Float32Array {
+  const out = new Float32Array(values.length);
+  out.set(values);
+  return out;
+}
+
 /** `eagle_config.eagle_aux_hidden_state_layer_ids` of a parsed draft config.json, when present and integral. */
 export function eagleAuxLayerIds(configJson: unknown): number[] | undefined {
   const ids = (configJson as { eagle_config?: { eagle_aux_hidden_state_layer_ids?: unknown } } | null)?.eagle_config
@@ -223,7 +230,7 @@ export async function readEagle3Export(store: FileStore, dir: string, embedding?
       throw new Error(
         `import ${modelSource}: the target embedding has ${embedding.length} values, [${embedShape}] needs ${config.vocabSize * config.hiddenSize}`,
       );
-    values[EMBED_NAME] = Float32Array.from(embedding);
+    values[EMBED_NAME] = copyF32(embedding);
   } else if (file.has(EMBED_NAME)) {
     if (file.shape(EMBED_NAME).join() !== embedShape.join())
       throw new Error(`${modelSource}: key "${EMBED_NAME}" has shape [${file.shape(EMBED_NAME)}], the config needs [${embedShape}]`);

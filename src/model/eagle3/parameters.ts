@@ -157,7 +157,12 @@ export function initialEagle3Weights(
     );
   }
   if (!(initializerRange > 0)) throw new Error(`initialEagle3Weights: initializerRange must be positive, got ${initializerRange}`);
-  const out: Record<string, Float32Array> = embedding === 'shared' ? {} : { [EMBED_NAME]: Float32Array.from(embedding) };
+  const out: Record<string, Float32Array> = {};
+  if (embedding !== 'shared') {
+    // By `set`, not Float32Array.from (which collects an iterable into a JS array first: aborts past about 134M values).
+    out[EMBED_NAME] = new Float32Array(embedding.length);
+    out[EMBED_NAME].set(embedding);
+  }
   for (const [name, shape] of eagle3ParameterShapes(config)) {
     const n = shape.reduce((a, b) => a * b, 1);
     out[name] = shape.length === 1 ? new Float32Array(n).fill(1) : Float32Array.from({ length: n }, () => rng.normal() * initializerRange);

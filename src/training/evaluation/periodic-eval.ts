@@ -21,6 +21,7 @@ export interface PeriodicEvalSettings {
 
 export class PeriodicEvaluation {
   private constructor(
+    private readonly gpu: Gpu,
     private readonly every: number,
     private readonly heldOut: HeldOutBatches,
     private readonly evaluator: HeldOutEvaluator,
@@ -53,13 +54,17 @@ export class PeriodicEvaluation {
     } finally {
       bar?.end();
     }
-    return new PeriodicEvaluation(settings.every, heldOut, new HeldOutEvaluator(strategy, heldOut.batches));
+    return new PeriodicEvaluation(gpu, settings.every, heldOut, new HeldOutEvaluator(strategy, heldOut.batches));
   }
 
   /** The held-out metrics after optimizer step `step` when it is due, else undefined. */
   async at(step: number, totalSteps: number): Promise<EvalMetrics | undefined> {
     if (step % this.every !== 0 && step !== totalSteps) return undefined;
-    return this.evaluator.run();
+    try {
+      return await this.evaluator.run();
+    } finally {
+      this.gpu.trimPool(); // held-out batches have their own lengths: their scratch is of no use to training steps
+    }
   }
 
   /** The resident held-out batches (read by the lab's draft insight; never released here but in destroy). */

@@ -51,8 +51,8 @@ function roleInput(role: PlanRole, x: MemoryPlanInput, rolloutBatch: number): Me
 }
 
 /** The items of a role, from the colocated ones, relabelled where the role holds them for another reason. */
-function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput): [ItemKey, ItemSpec][] {
-  const all = itemSpecs(x);
+function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: AdapterLimits): [ItemKey, ItemSpec][] {
+  const all = itemSpecs(x, limits);
   if (role === 'trainer') {
     const sample: ItemSpec = {
       ...all.featureStore,
@@ -61,14 +61,14 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput): [ItemKey,
     };
     // The trainer captures only the held-out sequences of --eval-every, a batch at a time.
     const heldOutCapture: ItemSpec = {
-      ...itemSpecs({ ...x, featureStoreSamples: x.batchSize }).targetCapture,
+      ...itemSpecs({ ...x, featureStoreSamples: x.batchSize }, limits).targetCapture,
       label: 'held-out capture activations',
     };
     return (Object.entries(all) as [ItemKey, ItemSpec][])
       .filter(([key]) => key !== 'targetCapture' || (x.heldOutSequences ?? 0) > 0)
       .map(([key, item]): [ItemKey, ItemSpec] => [key, key === 'featureStore' ? sample : key === 'targetCapture' ? heldOutCapture : item]);
   }
-  const one = itemSpecs({ ...x, featureStoreSamples: 1 }).featureStore;
+  const one = itemSpecs({ ...x, featureStoreSamples: 1 }, limits).featureStore;
   return [
     ['targetWeights', all.targetWeights],
     ['targetCapture', all.targetCapture],
@@ -89,7 +89,8 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput): [ItemKey,
         detail: "the read-back buffer of the sample being sent to the run's feature store",
       },
     ],
-    ['staging', all.staging],
+    // No checkpoint and no spill here: a rollout's own sample readback is the item above.
+    ['staging', { ...all.staging, specs: all.staging.specs.filter((spec) => !/^(checkpoint|spill) readback/.test(spec.name)) }],
   ];
 }
 
@@ -98,7 +99,7 @@ const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.byt
 function costRole(role: PlanRole, x: MemoryPlanInput, limits: AdapterLimits, rolloutBatch: number) {
   const input = roleInput(role, x, rolloutBatch);
   if (role === 'colocated') return { input, ...costItems(input, limits) };
-  return { input, ...costEntries(roleEntries(role, input), limits) };
+  return { input, ...costEntries(roleEntries(role, input, limits), limits) };
 }
 
 /** Does the role fit with `x`? (no problems, total within the budget) */

@@ -101,12 +101,25 @@ function targetWeightSpecs(c: TargetModelConfig, dtype: DType): TensorSpec[] {
 }
 
 /** One batched capture forward of `rows` tokens: the layer's working set (released per layer) and what the capture keeps. */
-function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: number): TensorSpec[] {
+function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: number, weights: DType, maxBinding: number): TensorSpec[] {
   const H = c.hiddenSize;
   const qw = c.numHeads * c.headDim;
   const kvw = c.numKvHeads * c.headDim;
+  const I = c.intermediateSize;
   const batch = Math.max(1, Math.floor(rows / seq));
+  const wb = BYTES_PER_ELEMENT[weights];
+  // The logits are written a row part at a time: a split lm_head's column blocks are that many rows.
+  const logitRows = Math.max(1, Math.min(rows, Math.floor(maxBinding / (c.vocabSize * 4))));
+  const blocks = [
+    ...columnBlocks('q_proj', [qw, H], rows, maxBinding, wb),
+    ...columnBlocks('k_proj', [kvw, H], rows, maxBinding, wb),
+    ...columnBlocks('o_proj', [H, qw], rows, maxBinding, wb),
+    ...columnBlocks('gate_proj', [I, H], rows, maxBinding, wb),
+    ...columnBlocks('down_proj', [H, I], rows, maxBinding, wb),
+    ...columnBlocks('lm_head', [c.vocabSize, H], logitRows, maxBinding, wb),
+  ];
   return [
+    ...blocks,
     t('ids, positions, mask', [3 * rows], 'i32'),
     t('h', [rows, H]),
     t('invRms', [rows]),
@@ -126,6 +139,42 @@ function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: numb
     ...times(aux, [t('hidden_states (aux)', [rows, H])]),
     t('final norm', [rows, H]),
     t('target.logits', [rows, c.vocabSize], 'f32', true),
+  ];
+}
+
+/**
+ * One captured sample of `S` tokens as stored (src/inference/target-feature-source.ts). Its float
+ * features may be split: the capture's row copies, the casts, the store, its spill, the data plane
+ * and the batch's collation all move row ranges across parts.
+ */
+function sampleSpecs(S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  return [
+    t('hidden_state', [S, auxWidth], feat, true),
+    t('target', [S, vocab], feat, true),
+    t('input_ids', [S], 'i32'),
+    t('loss_mask', [S], 'i32'),
+  ];
+}
+
+/** The shape of the most bytes among `shapes`. */
+function largestShape(shapes: readonly (readonly number[])[]): readonly number[] {
+  const size = (sh: readonly number[]) => sh.reduce((a, d) => a * d, 1);
+  return shapes.reduce((a, b) => (size(b) > size(a) ? b : a), [1]);
+}
+
+/**
+ * The scratch blocks of a linear layer whose weight [N, K] f32 is split into row parts of P rows:
+ * its output's column slice of each part goes through a [rows, P] block (and the last part's
+ * [rows, N mod P]) copied into place (src/kernels/linear.ts); none when the weight fits one binding.
+ */
+function columnBlocks(name: string, shape: readonly number[], rows: number, maxBinding: number, bytes = 4): TensorSpec[] {
+  if (shape.length !== 2) return [];
+  const [N, K] = shape;
+  if (N * K * bytes <= maxBinding) return [];
+  const P = Math.max(1, Math.floor(maxBinding / (K * bytes)));
+  return [
+    t(`${name} column block`, [rows, P], 'f32', true),
+    ...(N % P > 0 ? [t(`${name} last column block`, [rows, N % P], 'f32', true)] : []),
   ];
 }
 
@@ -163,7 +212,8 @@ export interface ItemSpec {
 }
 
 /** Every tensor of the colocated run, by item (./memory-plan-roles.ts takes each role's items from here). */
-export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleReadback'>, ItemSpec> {
+export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exclude<ItemKey, 'sampleReadback'>, ItemSpec> {
+  const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const tc = x.target;
   const d = x.draft;
   const aux = x.auxLayers ?? 3;
@@ -184,12 +234,7 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
   // Weights, grads and moments may be split into row parts (the linear kernels and AdamW take parts).
   const paramSpecs = (suffix: string) => params.map(([name, shape]) => t(`${name}${suffix}`, shape, 'f32', true));
   const partials = params.reduce((a, [, shape]) => a + sumsqWorkgroups(shape.reduce((p, q) => p * q, 1)), 0);
-  const sample = [
-    t('hidden_state', [S, aux * tc.hiddenSize], feat),
-    t('target', [S, tc.vocabSize], feat),
-    t('input_ids', [S], 'i32'),
-    t('loss_mask', [S], 'i32'),
-  ];
+  const sample = sampleSpecs(S, aux * tc.hiddenSize, tc.vocabSize, feat);
   const step = [
     t('emb', [R, H]),
     t('invRmsEmb', [R]),
@@ -225,8 +270,12 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
     },
     targetCapture: {
       label: 'target capture activations',
-      specs: captureSpecs(tc, captureRows, S, aux),
-      detail: `${captureRows} tokens per capture forward, logits ${captureRows} × ${tc.vocabSize}`,
+      specs: [
+        ...captureSpecs(tc, captureRows, S, aux, x.targetWeights, maxBinding),
+        // With f16 features every sample of a capture forward is first made in f32 (TargetFeatureSource), then cast one by one.
+        ...(feat === 'f16' ? times(captureRows / S, sampleSpecs(S, aux * tc.hiddenSize, tc.vocabSize, 'f32')) : []),
+      ],
+      detail: `${captureRows} tokens per capture forward, logits ${captureRows} × ${tc.vocabSize}${feat === 'f16' ? ', its samples in f32 before the f16 cast' : ''}`,
     },
     featureStore: {
       label: 'feature store',
@@ -254,8 +303,11 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
         t('metrics readback', [4 * L]),
         t('grad-norm readback', [2]),
         t('timer', [8]),
-      ].map((s) => ({ ...s, unbound: true })),
-      detail: '512 uniform slots of 256 bytes, readback buffers for losses and metrics, timer',
+        // A checkpoint reads one tensor back at a time (the largest: a weight or moment); the spill one sample.
+        t('checkpoint readback', largestShape(params.map(([, shape]) => shape))),
+        ...sample.map((spec) => ({ ...spec, name: `spill readback: ${spec.name}` })),
+      ].map((s) => ({ ...s, splittable: true, unbound: true })),
+      detail: `512 uniform slots of 256 bytes, readback buffers for losses and metrics, the largest draft tensor (a checkpoint), one sample (the spill), timer`,
     },
     draftWeights: {
       label: 'draft weights',
@@ -329,8 +381,10 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
         t('dz', [R, 2 * H]),
         t('dHIn', [R, H]),
         t('dz.hidden', [R, H]),
+        // A weight split into row parts writes its output column by column block (kernels/linear.ts).
+        ...params.flatMap(([name, shape]) => columnBlocks(name, shape, R, maxBinding)),
       ],
-      detail: `temporaries of one step, reused by the next: logits [${R}, ${D}], backward scratch and dK/dV caches`,
+      detail: `temporaries of one step, reused by the next: logits [${R}, ${D}], backward scratch and dK/dV caches, column blocks of split weights`,
     },
   };
 }
@@ -359,7 +413,7 @@ export function checkInput(x: MemoryPlanInput): void {
 }
 
 export function costItems(x: MemoryPlanInput, limits: AdapterLimits): { items: PlanItem[]; problems: string[]; notes: string[] } {
-  return costEntries(Object.entries(itemSpecs(x)) as [ItemKey, ItemSpec][], limits);
+  return costEntries(Object.entries(itemSpecs(x, limits)) as [ItemKey, ItemSpec][], limits);
 }
 
 /** The cost of each item, in the order given, with the problems and notes of its tensors. */

@@ -35,14 +35,17 @@ export function lineProgress(print: (line: string) => void, options: LineProgres
     log: print,
     start(task: ProgressTask): ProgressReporter {
       let last: number | undefined;
+      let printed: string | undefined;
       let pending: string | undefined;
       return {
         update(done, status) {
           const t = now();
           const text = progressText(task, done, status);
+          if (text === printed) return; // nothing new to say
           if (last === undefined || t - last >= everyMs || (task.total > 0 && done >= task.total)) {
             print(text);
             last = t;
+            printed = text;
             pending = undefined;
           } else pending = text;
         },

@@ -35,6 +35,9 @@ export interface TrainedSteps {
 
 const samples = (n: number) => `${n} sample${n === 1 ? '' : 's'}`;
 
+/** The longest a run goes without a training line (slow steps print one each, past this). */
+const LINE_EVERY_MS = 30_000;
+
 /**
  * What the steps of a plan hold (`stepSamples`: the samples of each step): `48 steps of 4 samples`,
  * or where some step holds fewer than `batchSize`, how many steps hold how many samples and `why`, e.g.
@@ -103,7 +106,9 @@ export async function trainRemainingSteps(
     const elapsed = (now - trainStart) / 1000;
     const windowRate = window.tokens / Math.max((now - window.at) / 1000, 1e-9);
     bar?.update(st.globalStep, `${Math.round(windowRate)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}`);
-    if (st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1) {
+    // Every --log-every steps, the first and the last; and never more than LINE_EVERY_MS apart, so slow steps are not silent.
+    const due = st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1;
+    if (due || now - window.at >= LINE_EVERY_MS) {
       const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
       const line = `phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(windowRate)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`;
       (bar ? progress.log : print)(line);
@@ -150,7 +155,11 @@ function firstStepProgress(gpu: Gpu, progress: ProgressDisplay): { end(report?: 
       ended = true;
       gpu.pipelines.onCompiled = previous;
       const seconds = (performance.now() - started) / 1000;
-      bar.end(report ? `first step: ${gpu.pipelines.compiled - before} GPU kernels compiled, ${formatDuration(seconds)} with its rollout` : undefined);
+      bar.end(
+        report
+          ? `first step: ${gpu.pipelines.compiled - before} GPU kernels compiled, ${formatDuration(seconds)} with its rollout`
+          : undefined,
+      );
     },
   };
 }

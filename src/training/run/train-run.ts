@@ -14,6 +14,7 @@
  * `trainWithSettings` first resolves the settings a command gave.
  */
 import { FileMetadataStore } from '../../control/file-metadata-store.ts';
+import { formatBytes } from '../../util/bytes.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import { Gpu } from '../../gpu/gpu.ts';
 import { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
@@ -113,8 +114,11 @@ export async function runTraining(
   // GPU buffer exists and before the run folder is touched (train-memory.ts).
   const ctx = gpuContext ?? (await platform.acquireGpu());
   let run: RunFolder;
+  let plannedBytes: number;
   try {
-    checkTrainMemory(trainMemoryPlan(config, inputs.tc, inputs.draftVocabSize, inputs.data, adapterLimits(ctx.limits)), print);
+    const plan = trainMemoryPlan(config, inputs.tc, inputs.draftVocabSize, inputs.data, adapterLimits(ctx.limits));
+    checkTrainMemory(plan, print);
+    plannedBytes = plan.totalBytes;
     // Locked and prepared before anything in the folder is read or deleted; released however the run
     // ends. A start that fails before its first step takes back what it created (run-folder.ts).
     run = await openRunFolder(platform, config);
@@ -123,7 +127,7 @@ export async function runTraining(
     throw err;
   }
   try {
-    return await trainInFolder({ platform, config, print, ctx, ownsContext: !gpuContext, run, inputs, started, stop });
+    return await trainInFolder({ platform, config, print, ctx, ownsContext: !gpuContext, run, inputs, started, stop, plannedBytes });
   } catch (err) {
     if (!gpuContext && !ctx.isDestroyed) ctx.destroy();
     await run.abandon();
@@ -144,6 +148,8 @@ interface FolderRun {
   readonly inputs: RunInputs;
   readonly started: number;
   readonly stop: StopRequest | undefined;
+  /** The memory plan's total, printed beside the measured peak at the end. */
+  readonly plannedBytes: number;
 }
 
 /** The run inside its locked folder: the GPU objects, the log, the cluster role and the session, released however it ends. */
@@ -255,6 +261,16 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       exportDir,
     };
     await reportSummary(out, summary, scorer.base.speed, { numDraftTokens: config.numDraftTokens, started: r.started }, record, print);
+    // Every buffer this run's Gpu created, at its peak, against the plan that let it start.
+    const peak = gpu.memoryStats().peakBytes;
+    {
+      const e = Object.entries((globalThis as any).__peak) as [string, number][];
+      const tot = e.reduce((a, x) => a + x[1], 0);
+      console.log('DEBUG total', tot, JSON.stringify(e.filter((x) => !/weight|rope|norm/.test(x[0])).sort((a, b) => b[1] - a[1])));
+    }
+    print(
+      `  GPU memory: peak ${formatBytes(peak)} of the ${formatBytes(r.plannedBytes)} planned (${((100 * peak) / Math.max(r.plannedBytes, 1)).toFixed(0)}%)`,
+    );
     return summary;
   } finally {
     session?.destroy();

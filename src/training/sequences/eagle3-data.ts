@@ -46,6 +46,7 @@ export async function continueWithTarget(
     tokens += responses.reduce((a, r) => a + r.length, 0);
     onProgress?.(out.length, prompts.length, tokens);
   }
+  target.gpu.trimPool(); // the generation's buffers, sized by its prompt lengths (Gpu.trimPool)
   return out;
 }
 
@@ -205,7 +206,9 @@ export async function withProgress<T>(
       bar?.update(done, `${tokens} tokens`);
     });
     const seconds = (performance.now() - started) / 1000;
-    bar?.end(`${task.label}: ${task.total} ${task.unit}, ${generated} tokens in ${formatDuration(seconds)} (${(generated / seconds).toFixed(1)} tokens/s)`);
+    bar?.end(
+      `${task.label}: ${task.total} ${task.unit}, ${generated} tokens in ${formatDuration(seconds)} (${(generated / seconds).toFixed(1)} tokens/s)`,
+    );
     return out;
   } catch (err) {
     bar?.end();

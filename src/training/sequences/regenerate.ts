@@ -89,5 +89,6 @@ export async function regenerateReplies(
       onProgress?.(done, rows.length, tokens);
     }
   }
+  target.gpu.trimPool(); // the generation's buffers, sized by its prompt lengths (Gpu.trimPool)
   return built;
 }

@@ -305,6 +305,9 @@ export class Eagle3TrainingSession {
     });
     if (!result)
       throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
+    // The buffers this step did not use (samples trained on, an earlier phase's scratch) go: the memory
+    // plan counts one step's working set, not every size class the pool has seen.
+    this.inputs.gpu.trimUnusedBuffers();
     return result;
   }
 

@@ -86,12 +86,14 @@ export default defineSuite('training/run/memory-plan', (t) => {
       small.notes.some((n) => /training batch: target \(128 KiB\) is split into 2 parts/.test(n)),
       `split noted: ${small.notes.join(' | ')}`,
     );
-    // A stored sample's target [64, 256] is bound whole: 64 KiB fits, so the plan fits.
+    // The capture's activations [64, 128] are bound whole: 32 KiB fits, so the plan fits.
     assert(small.fits, `fits with split tensors: ${small.problems.join(' | ')}`);
     const tiny = planTrainingMemory(tinyInput(), { limits: { maxBufferSize: 16 * KiB, maxStorageBufferBindingSize: 16 * KiB } });
     assert(!tiny.fits, 'does not fit');
     assert(
-      tiny.problems.some((p) => /feature store: target \[64, 256\] f32 is 64\.0 KiB and must fit one binding \(16\.0 KiB\)/.test(p)),
+      tiny.problems.some((p) =>
+        /target capture activations: h \[256, 64\] f32 is 64\.0 KiB and must fit one binding \(16\.0 KiB\)/.test(p),
+      ),
       `whole-bound tensor named: ${tiny.problems.join(' | ')}`,
     );
     const row = planTrainingMemory(tinyInput(), { limits: { maxBufferSize: 512, maxStorageBufferBindingSize: 512 } });

@@ -47,6 +47,13 @@ const chats = (n: number): string =>
     });
   }).join('\n');
 
+/** The run's closing line `GPU memory: peak X of the Y planned (Z%)`: the plan is an upper bound of the measured peak. */
+function assertPeakWithinPlan(text: string, note: (key: string, value: string) => void): void {
+  const m = /GPU memory: peak .* planned \((\d+)%\)/.exec(text);
+  assert(m !== null && Number(m[1]) <= 100, `the measured GPU peak is within the plan: ${m?.[0]}`);
+  note('peakOfPlan', `${m[1]}%`);
+}
+
 export default defineSuite('training/run/train-run', (t) => {
   t.test(
     'a 151,936-token Qwen3 target with its real tokenizer and template: split tensors, batch 4, periodic evaluation, Ctrl-C, resume, export, re-import',
@@ -141,6 +148,7 @@ export default defineSuite('training/run/train-run', (t) => {
         );
         assert(/acceptance length \(held-out\): +\d\.\d+ → \d\.\d+/.test(resumed.text), `the final evaluation:\n${resumed.text}`);
 
+        assertPeakWithinPlan(resumed.text, ctx.note);
         const exported = await readEagle3Export(tmp.files, 'run/draft', 'none');
         assertEqual(exported.vocab.d2t.length, 2048, 'd2t [draft vocab]');
         assertEqual(exported.vocab.t2d.length, VOCAB, 't2d [target vocab]');
@@ -170,8 +178,8 @@ export default defineSuite('training/run/train-run', (t) => {
       let small: GpuContext | undefined;
       try {
         // Sized so that every tensor the plan may split is larger than 40 KiB (the smallest, a 128 × 128
-        // projection, is 64 KiB) while every tensor it binds whole fits: a 16-token sample's logits
-        // [16, 512] f32 are 32 KiB, a step's widest activation [32, 256] f32 is 32 KiB.
+        // projection, is 64 KiB; a 16-token sample's logits [16, 1024] f32 are 64 KiB) while every tensor
+        // it binds whole fits: a step's widest activation [32, 256] f32 is 32 KiB.
         const config = {
           architectures: ['LlamaForCausalLM'],
           hidden_size: 128,
@@ -180,7 +188,7 @@ export default defineSuite('training/run/train-run', (t) => {
           num_key_value_heads: 8,
           head_dim: 16,
           intermediate_size: 256,
-          vocab_size: 512,
+          vocab_size: 1024,
           rms_norm_eps: 1e-5,
           max_position_embeddings: 64,
           tie_word_embeddings: false,
@@ -197,6 +205,7 @@ export default defineSuite('training/run/train-run', (t) => {
         const text = lines.join('\n');
         assertEqual(code, 0, `the run goes through, lossless\n${text}`);
         assert(!/must fit one binding|does not fit/.test(text), `the plan fits:\n${text}`);
+        assertPeakWithinPlan(text, ctx.note);
         const split = new Set(lines.flatMap((l) => /^ {2}note: [^:]+: (\S+) \(.* is split into \d+ parts/.exec(l)?.[1] ?? []));
         const expected = [
           'model.embed_tokens.weight',
@@ -207,10 +216,11 @@ export default defineSuite('training/run/train-run', (t) => {
           ...DRAFT_MATRICES.flatMap((n) => [n, `${n}.grad`, `${n}.m`, `${n}.v`]),
         ];
         for (const name of expected) assert(split.has(name), `the plan splits ${name} (split: ${[...split].join(', ')})\n${text}`);
-        assert(
-          lines.some((l) => /note: held-out evaluation: target \(/.test(l)),
-          `the held-out batches are split as the training batch is:\n${text}`,
-        );
+        for (const item of ['held-out evaluation: target (', 'feature store: target (', 'training batch: target ('])
+          assert(
+            lines.some((l) => l.includes(`note: ${item}`)),
+            `the plan splits ${item}: the stored samples, the held-out batches and the training batch:\n${text}`,
+          );
       } finally {
         small?.destroy();
         await tmp.cleanup();
