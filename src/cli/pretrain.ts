@@ -15,7 +15,7 @@ import { ChatTokenizer } from '../formats/tokenizer.ts';
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
 import type { WeightPrecision } from '../formats/hf-checkpoint.ts';
 import { HfCheckpointSource } from '../formats/hf-checkpoint-source.ts';
-import { writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../formats/safetensors-writer.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';

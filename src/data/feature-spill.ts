@@ -18,7 +18,8 @@
 import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, type DType, type Tensor } from '../gpu/tensor.ts';
 import type { FileStore } from '../ports/storage.ts';
-import { SafetensorsFile, SafetensorsReader, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../formats/safetensors.ts';
+import { SafetensorsFile, SafetensorsReader, type SafetensorsDType } from '../formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../formats/safetensors-writer.ts';
 import { crc32 } from '../util/crc32.ts';
 import { FeatureNotFoundError, FeatureSpillError, type FeatureStoreHealth, type GenerationClock } from './feature-store.ts';
 

@@ -35,7 +35,7 @@ import { clearRows, copyRows } from '../gpu/tensor-views.ts';
 import type { FileStore } from '../ports/storage.ts';
 import { speclabCommand } from '../util/cli-command.ts';
 import { OfflineManifestReader } from './offline-manifest.ts';
-import { f32Bytes, writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
+import { f32Bytes, writeSafetensors, type TensorToWrite } from '../formats/safetensors-writer.ts';
 
 export const OFFLINE_MANIFEST = 'manifest.json';
 export const OFFLINE_SHARD_DIR = 'shards';

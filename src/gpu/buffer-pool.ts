@@ -90,15 +90,6 @@ export class BufferPool {
     this.misses++;
     const buffer = this.device.createBuffer({ size, usage, label });
     this.counter.created(size);
-    if (this.counter.stats().liveBytes >= this.counter.stats().peakBytes) {
-      const out: Record<string, number> = {};
-      for (const b of this.owned.keys()) {
-        const k = b.label.replace(/^eagle3\.s\d\./, 'eagle3.sK.') + (this.leased.has(b) ? '' : ' (free)');
-        out[k] = (out[k] ?? 0) + b.size;
-      }
-      out[label + ' (new)'] = size;
-      (globalThis as any).__peak = out;
-    }
     this.owned.set(buffer, key);
     this.leased.add(buffer);
     this.recent.add(buffer);

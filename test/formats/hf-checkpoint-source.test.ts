@@ -7,7 +7,8 @@
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { HfCheckpointSource } from '../../src/formats/hf-checkpoint-source.ts';
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors-writer.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { encodeTensor, qwen3Config, writeRandomCheckpoint } from '../model/synthetic-checkpoint.ts';
 import { f32ToF16Ref } from '../../src/reference/cast.ts';

@@ -8,7 +8,8 @@
  */
 import { HfCheckpointSource } from '../../src/formats/hf-checkpoint-source.ts';
 import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors-writer.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { TargetModel } from '../../src/model/target/model.ts';

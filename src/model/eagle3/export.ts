@@ -17,7 +17,8 @@
  *
  * Exporting a training checkpoint folder is src/training/checkpoints/checkpoint-export.ts.
  */
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../formats/safetensors.ts';
+import { SafetensorsFile } from '../../formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { assertFinite } from '../../util/finite.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';

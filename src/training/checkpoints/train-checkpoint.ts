@@ -20,13 +20,13 @@
  * against other optimizer state would train on a different stream. Also when the contract drifted.
  */
 import { crc32, crc32Update } from '../../util/crc32.ts';
+import { SafetensorsFile } from '../../formats/safetensors.ts';
 import {
-  SafetensorsFile,
   safetensorsEntryBytes,
   safetensorsHeader,
   type SafetensorsEntrySpec,
   type TensorToWrite,
-} from '../../formats/safetensors.ts';
+} from '../../formats/safetensors-writer.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import type { FileStore } from '../../ports/storage.ts';

@@ -263,11 +263,6 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     await reportSummary(out, summary, scorer.base.speed, { numDraftTokens: config.numDraftTokens, started: r.started }, record, print);
     // Every buffer this run's Gpu created, at its peak, against the plan that let it start.
     const peak = gpu.memoryStats().peakBytes;
-    {
-      const e = Object.entries((globalThis as any).__peak) as [string, number][];
-      const tot = e.reduce((a, x) => a + x[1], 0);
-      console.log('DEBUG total', tot, JSON.stringify(e.filter((x) => !/weight|rope|norm/.test(x[0])).sort((a, b) => b[1] - a[1])));
-    }
     print(
       `  GPU memory: peak ${formatBytes(peak)} of the ${formatBytes(r.plannedBytes)} planned (${((100 * peak) / Math.max(r.plannedBytes, 1)).toFixed(0)}%)`,
     );

@@ -34,7 +34,7 @@ import { RolloutWorker } from '../../inference/rollout-worker.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend } from '../../optim/adamw-backend.ts';
-import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint } from '../checkpoints/run-checkpoints.ts';
+import { checkpointDue, saveRunCheckpoint } from '../checkpoints/run-checkpoints.ts';
 import { resumeFromCheckpoint } from '../checkpoints/checkpoint-resume.ts';
 import { pruneCheckpoints, type RunContract } from '../checkpoints/train-checkpoint.ts';
 import type { TrainSequence } from '../sequences/eagle3-data.ts';
@@ -45,7 +45,7 @@ import { TrainerController, type StepLog } from '../loop/trainer-controller.ts';
 import { TrainerCore } from '../loop/trainer-core.ts';
 import { waitForRoundCommits } from './cluster-round.ts';
 import { StreamOrderLease } from './stream-order-lease.ts';
-import { buildSessionParts, type SessionLease, type SessionParts } from './session-parts.ts';
+import { batchTokens, buildSessionParts, stepReport, type SessionLease, type SessionParts } from './session-parts.ts';
 import type { DraftInsightParts } from '../evaluation/draft-insight.ts';
 import {
   sessionSettingsSchema,
@@ -296,18 +296,14 @@ export class Eagle3TrainingSession {
         this.samplesConsumed += refs.length;
         const roundEnd = (await this.queued()) === 0;
         const checkpointed = checkpointDue(step, settings.checkpointEvery, this.totalSteps) || roundEnd;
-        // The tokens this step trained on: every sample's real length (the batch is padded to its longest).
-        const tokens = batches.reduce((a, b) => a + (b.metadata.lengths ?? []).reduce((x, n) => x + n, 0), 0);
-        result = { ...this.describe(log!, tokens, checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
+        result = { ...this.describe(log!, batchTokens(batches), checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
         await this.inputs.onStep?.(result);
         if (checkpointed) await this.flush();
       },
     });
     if (!result)
       throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
-    // The buffers this step did not use (samples trained on, an earlier phase's scratch) go: the memory
-    // plan counts one step's working set, not every size class the pool has seen.
-    this.inputs.gpu.trimUnusedBuffers();
+    this.inputs.gpu.trimUnusedBuffers(); // what this step did not use goes: the plan counts one step's working set
     return result;
   }
 
@@ -316,18 +312,17 @@ export class Eagle3TrainingSession {
     return (await this.controller.queue.depth()) + (this.lease instanceof StreamOrderLease ? this.lease.held : 0);
   }
 
-  /** A trainer step as the session reports it: per-TTT-step losses and accuracies, rates. */
+  /** A trainer step as the session reports it (stepReport), its tokens counted into the session's rate. */
   private describe(log: StepLog, tokens: number, checkpointed: boolean): SessionStep {
     this.tokensTrained += tokens;
-    const elapsed = (this.inputs.now() - this.openedAt) / 1000;
-    return {
-      ...log,
-      totalSteps: this.totalSteps,
-      ...eagle3StepMetrics(log.metrics, this.inputs.settings.tttLength),
+    const rate = this.tokensTrained / ((this.inputs.now() - this.openedAt) / 1000);
+    return stepReport(log, {
       tokens,
-      tokensPerSecond: this.tokensTrained / elapsed,
+      tokensPerSecond: rate,
+      totalSteps: this.totalSteps,
+      tttLength: this.inputs.settings.tttLength,
       checkpointed,
-    };
+    });
   }
 
   /** Checkpoints this session wrote, and the seconds writing them took (the durable acks excluded). */
@@ -381,11 +376,7 @@ export class Eagle3TrainingSession {
     return weights;
   }
 
-  /**
-   * What a draft insight capture reads (src/training/evaluation/draft-insight.ts): the strategy's gradient-free
-   * held-out forward, the resident held-out batches and the vocabulary map. Undefined without a
-   * held-out evaluation (`inputs.evaluation`). A capture writes no training state.
-   */
+  /** What a draft insight capture reads (evaluation/draft-insight.ts); undefined without a held-out evaluation. It writes no training state. */
   insightParts(): DraftInsightParts | undefined {
     const strategy = this.core.strategy;
     if (!this.evaluation || !(strategy instanceof Eagle3TrainStrategy)) return undefined;
