@@ -21,7 +21,7 @@ export interface TensorPart {
   readonly buffer: GPUBuffer;
   readonly byteOffset: number;
   readonly byteLength: number;
-  /** First row (index into shape[0]) held by this part. */
+  /** First row held by this part (rows of the first `splitDims` dimensions: usually of shape[0]). */
   readonly rowStart: number;
   readonly rowCount: number;
 }

@@ -95,33 +95,37 @@ export async function trainRemainingSteps(
   // Tokens/s over the window since the last line, not since the start (the first step's compiling would weigh on every later figure).
   let window = { at: trainStart, tokens: 0 };
   let bar: ProgressReporter | undefined;
-  for (let st = await s.step(); st; st = await s.step()) {
-    if (st.globalStep === startStep + 1) {
-      first.end();
-      if (progress.interactive) bar = progress.start({ label: 'training', total: st.totalSteps, unit: 'steps' });
+  try {
+    for (let st = await s.step(); st; st = await s.step()) {
+      if (st.globalStep === startStep + 1) {
+        first.end();
+        if (progress.interactive) bar = progress.start({ label: 'training', total: st.totalSteps, unit: 'steps' });
+      }
+      lastLoss = st.loss;
+      window.tokens += st.tokens;
+      const now = performance.now();
+      const elapsed = (now - trainStart) / 1000;
+      const windowRate = window.tokens / Math.max((now - window.at) / 1000, 1e-9);
+      bar?.update(st.globalStep, `${Math.round(windowRate)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}`);
+      // Every --log-every steps, the first and the last; and never more than LINE_EVERY_MS apart, so slow steps are not silent.
+      const due = st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1;
+      if (due || now - window.at >= LINE_EVERY_MS) {
+        const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
+        const line = `phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(windowRate)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`;
+        (bar ? progress.log : print)(line);
+        window = { at: now, tokens: 0 };
+      }
+      if (stop?.requested && st.globalStep < st.totalSteps) {
+        bar?.end();
+        await s.flush(); // checkpoint + durable ack of every step so far
+        throw new TrainInterrupted(st.globalStep);
+      }
     }
-    lastLoss = st.loss;
-    window.tokens += st.tokens;
-    const now = performance.now();
-    const elapsed = (now - trainStart) / 1000;
-    const windowRate = window.tokens / Math.max((now - window.at) / 1000, 1e-9);
-    bar?.update(st.globalStep, `${Math.round(windowRate)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}`);
-    // Every --log-every steps, the first and the last; and never more than LINE_EVERY_MS apart, so slow steps are not silent.
-    const due = st.globalStep % config.logEvery === 0 || st.globalStep === st.totalSteps || st.globalStep === startStep + 1;
-    if (due || now - window.at >= LINE_EVERY_MS) {
-      const eta = (elapsed / (st.globalStep - startStep)) * (st.totalSteps - st.globalStep);
-      const line = `phase train  step ${st.globalStep}/${st.totalSteps}  ${Math.round(windowRate)} tokens/s  loss ${st.loss.toFixed(4)}  acc_0 ${st.accs[0].toFixed(3)}  lr ${st.lr.toExponential(2)}  ETA ${formatDuration(eta)}`;
-      (bar ? progress.log : print)(line);
-      window = { at: now, tokens: 0 };
-    }
-    if (stop?.requested && st.globalStep < st.totalSteps) {
-      bar?.end();
-      await s.flush(); // checkpoint + durable ack of every step so far
-      throw new TrainInterrupted(st.globalStep);
-    }
+  } finally {
+    // Ended however the steps end (an error included), so a terminal's bars never outlive them.
+    first.end(false); // a no-op after the first step; before it, nothing to report
+    bar?.end();
   }
-  first.end(false); // no step ran (a resumed run with none left): nothing to report
-  bar?.end();
   if (stop) stop.training = false;
   const status = (await s.status()).controller;
   const expected = s.sequences.length * config.epochs;
