@@ -74,7 +74,9 @@ export async function draftScorer(
     base,
     evaluate: async (draft, which) => ({
       heldOut: await evaluateOn(`speculative decoding, ${which} draft, held-out prompts`, draft, heldPrompts, base.tokens),
-      train: baseTrain ? await evaluateOn(`speculative decoding, ${which} draft, training prompts`, draft, trainEval, baseTrain.tokens) : undefined,
+      train: baseTrain
+        ? await evaluateOn(`speculative decoding, ${which} draft, training prompts`, draft, trainEval, baseTrain.tokens)
+        : undefined,
     }),
   };
 }
