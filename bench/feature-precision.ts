@@ -64,7 +64,6 @@ async function run(featurePrecision: 'f32' | 'f16'): Promise<RunResult> {
   const session = await Eagle3TrainingSession.open({
     gpu,
     target,
-    embedTokens: checkpoint.weights.embedTokens,
     trainPrompts,
     settings,
     runId: `bench-${featurePrecision}`,

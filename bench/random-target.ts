@@ -15,7 +15,7 @@ import { closeSync, copyFileSync, mkdirSync, openSync, writeFileSync, writeSync 
 import { join } from 'node:path';
 import process from 'node:process';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { expectedTensors } from '../src/formats/hf-checkpoint.ts';
+import { expectedTensors } from '../src/formats/hf-checkpoint-source.ts';
 import { SAFETENSORS_DTYPE_BYTES, type SafetensorsDType } from '../src/formats/safetensors.ts';
 import { f32ToF16Bits } from '../src/formats/f16-bits.ts';
 import { parseHfConfig } from '../src/config/hf-config.ts';

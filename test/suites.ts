@@ -2,6 +2,7 @@
 import type { Suite } from './harness/suite.ts';
 import gpuCore from './gpu/core.test.ts';
 import gpuBufferPool from './gpu/buffer-pool.test.ts';
+import gpuTensorViews from './gpu/tensor-views.test.ts';
 import dawnWaitPacing from './platform/dawn-wait-pacing.test.ts';
 import matmul from './kernels/matmul.test.ts';
 import linear from './kernels/linear.test.ts';
@@ -40,6 +41,7 @@ import labProgress from './web/lab/progress-view.test.ts';
 export const suites: readonly Suite[] = [
   gpuCore,
   gpuBufferPool,
+  gpuTensorViews,
   dawnWaitPacing,
   matmul,
   linear,

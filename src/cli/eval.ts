@@ -17,7 +17,7 @@
  * rejection sampling, docs/eagle3.md §9): the speculative output is distributed as target-only
  * sampling but not token-equal to it, so only the numbers are reported.
  */
-import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../formats/hf-checkpoint-source.ts';
 import { ChatTokenizer } from '../formats/tokenizer.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { Eagle3Drafter, loadEagle3Draft } from '../inference/eagle3-drafter.ts';
@@ -25,7 +25,8 @@ import { Eagle3Proposer } from '../inference/draft-proposer.ts';
 import { timeSpeculative, timeTargetOnly } from '../inference/speculative.ts';
 import { isSampling } from '../inference/speculative-sampling.ts';
 import { defaultAuxLayerIds } from '../inference/target-feature-source.ts';
-import { TargetModel } from '../model/target/model.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { loadTarget } from '../training/run/target-load.ts';
 import type { FileStore } from '../ports/storage.ts';
 import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
@@ -65,9 +66,9 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
   prompts.forEach((p, i) => {
     if (p.length === 0) throw new Error(`prompt ${i}: no tokens`);
   });
-  const checkpoint = await loadHfCheckpoint(platform.files(args.target), '', { weightPrecision: args.targetPrecision });
+  const source = await HfCheckpointSource.open(platform.files(args.target), '');
   const draft = await loadEagle3Draft(platform.files(args.draft), '');
-  const tc = checkpoint.config;
+  const tc = source.config;
   const dc = draft.config;
   if (dc.vocabSize !== tc.vocabSize) throw new Error(`draft vocab_size ${dc.vocabSize} != target vocab_size ${tc.vocabSize}`);
   if (dc.targetHiddenSize !== tc.hiddenSize)
@@ -84,7 +85,7 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
 
   const ctx = await platform.acquireGpu();
   const gpu = new Gpu(ctx);
-  const target = TargetModel.create(gpu, checkpoint);
+  const target = await loadTarget(gpu, source, args.targetPrecision, progressFor(platform, print));
   const drafter = new Eagle3Drafter(gpu, draft, target.weights.embedTokens);
   try {
     const now = () => performance.now();

@@ -161,7 +161,9 @@ export interface CliHooks {
 const MISSING_SHADERS = /shaders\.gen\.ts/;
 
 export async function runCli(platform: Platform, argv: readonly string[], hooks: CliHooks = {}): Promise<number> {
-  const print: Print = (line) => console.log(line);
+  // On a terminal, lines go above the progress bars (platform.progressDisplay) so neither breaks the other.
+  const display = platform.progressDisplay?.();
+  const print: Print = display ? (line) => display.log(line) : (line) => console.log(line);
   let [name, ...rest] = argv;
   if (name === 'help' && rest.length > 0) [name, rest] = [rest[0], ['--help', ...rest.slice(1)]];
   const chosen = name !== undefined && Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;

@@ -63,8 +63,10 @@ async function limitsOf(platform: Platform, given: PlanArgs['limits']): Promise<
 }
 
 /** The colocated (session) input of a --data run with these settings: every round full, every sequence --max-length tokens. */
-export function planInput(tc: TargetModelConfig, config: TrainConfig, draftVocabSize: number): MemoryPlanInput {
+export function planInput(tc: TargetModelConfig, config: TrainConfig, draftVocabSize: number, limits: AdapterLimits): MemoryPlanInput {
   return sessionMemoryInput({
+    maxBindingBytes: Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize),
+    heldOutSequences: config.evalEvery > 0 ? config.evalPrompts : 0,
     target: tc,
     draft: draftConfigFor({ config: tc }, draftVocabSize),
     batchSize: config.batchSize,
@@ -148,7 +150,7 @@ export async function runPlan(platform: Platform, args: PlanArgs, print: (line: 
   const auxLayerIds = usage(() => resolveAuxLayers(config.auxLayers, tc.numLayers));
   const draftVocabSize = usage(() => resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize));
   const { limits, source } = await limitsOf(platform, args.limits);
-  const x = planInput(tc, config, draftVocabSize);
+  const x = planInput(tc, config, draftVocabSize, limits);
   const reports = args.roles.map((role) =>
     roleReport(role, x, config, planRoleMemory(role, x, { limits, budgetBytes: config.gpuMemoryBudget, rolloutBatch: args.rolloutBatch })),
   );

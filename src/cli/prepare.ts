@@ -15,7 +15,7 @@
  */
 import { z } from 'zod';
 import { makePromptTask } from '../contracts/index.ts';
-import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../formats/hf-checkpoint-source.ts';
 import {
   OFFLINE_FORMAT,
   OFFLINE_MANIFEST,
@@ -28,10 +28,11 @@ import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { toFeaturePrecision } from '../inference/capture.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
-import { TargetModel } from '../model/target/model.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { loadTarget } from '../training/run/target-load.ts';
 import type { Platform } from './platform.ts';
 import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
-import { continueWithTarget, type TrainSequence } from '../training/sequences/eagle3-data.ts';
+import { continueWithTarget, withProgress, type TrainSequence } from '../training/sequences/eagle3-data.ts';
 import { regenerateReplies } from '../training/sequences/regenerate.ts';
 import { resolveTargetDir, usesLabCorpus } from '../training/run/run-plan.ts';
 import { resolveAuxLayers } from '../training/sequences/draft-shape.ts';
@@ -136,8 +137,8 @@ export async function runPrepare(
     );
   }
 
-  const checkpoint = await loadHfCheckpoint(targetFiles, '');
-  const tc = checkpoint.config;
+  const weights = await HfCheckpointSource.open(targetFiles, '');
+  const tc = weights.config;
   const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
 
   // A chat dataset (its own replies, or --regenerate) or prompts, checked before the GPU is taken.
@@ -146,46 +147,59 @@ export async function runPrepare(
 
   const ctx = gpuContext ?? (await platform.acquireGpu());
   const gpu = new Gpu(ctx);
-  const target = TargetModel.create(gpu, checkpoint);
+  const progress = progressFor(platform, print);
+  const target = await loadTarget(gpu, weights, 'f32', progress);
   try {
     print(
       `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
     );
     print(`phase data: ${source}`);
     for (const line of data.lines.slice(1)) print(`  ${line}`);
+    const regenerate = data.regenerate;
+    const prompts = data.trainPrompts ?? [];
     const sequences =
       data.trainSequences ??
-      (data.regenerate
-        ? await regenerateReplies(target, data.regenerate, config.responseLength, data.continuation)
-        : await continueWithTarget(target, data.trainPrompts ?? [], config.responseLength, 16, data.continuation));
+      (regenerate
+        ? await withProgress(progress, { label: 'regenerating replies', total: regenerate.length, unit: 'conversations' }, (report) =>
+            regenerateReplies(target, regenerate, config.responseLength, data.continuation, 16, report),
+          )
+        : await withProgress(progress, { label: 'continuing prompts', total: prompts.length, unit: 'prompts' }, (report) =>
+            continueWithTarget(target, prompts, config.responseLength, 16, data.continuation, report),
+          ));
 
     const features = new TargetFeatureSource(target);
     const chunk = 16;
-    for (let i = 0; i < sequences.length; i += chunk) {
-      const part = sequences.slice(i, i + chunk);
-      const captured = await features.captureShards(
-        part.map((s, j) => taskOf(s, i + j)),
-        auxLayerIds,
-      );
-      try {
-        for (const [j, shard] of captured.entries()) {
-          const t =
-            config.featurePrecision === 'f32' ? shard : await toFeaturePrecision(gpu, shard, config.featurePrecision, `prepare-${i + j}`);
-          // The f32 originals are released by the cast; the finally below frees what is left.
-          captured[j] = t;
-          const sample = {
-            inputIds: (await gpu.read(t.input_ids)) as Int32Array,
-            lossMask: (await gpu.read(t.loss_mask)) as Int32Array,
-            hidden: (await gpu.read(t.hidden_state)) as Float32Array | Uint16Array,
-            aux: (await gpu.read(t.aux_hidden_state)) as Float32Array | Uint16Array,
-          };
-          await out.writeAtomic(shardPath(i + j), offlineShardBytes(sample, tc.hiddenSize, i + j));
+    const bar = progress.start({ label: 'capturing features', total: sequences.length, unit: 'sequences' });
+    try {
+      for (let i = 0; i < sequences.length; i += chunk) {
+        const part = sequences.slice(i, i + chunk);
+        const captured = await features.captureShards(
+          part.map((s, j) => taskOf(s, i + j)),
+          auxLayerIds,
+        );
+        try {
+          for (const [j, shard] of captured.entries()) {
+            const t =
+              config.featurePrecision === 'f32' ? shard : await toFeaturePrecision(gpu, shard, config.featurePrecision, `prepare-${i + j}`);
+            // The f32 originals are released by the cast; the finally below frees what is left.
+            captured[j] = t;
+            const sample = {
+              inputIds: (await gpu.read(t.input_ids)) as Int32Array,
+              lossMask: (await gpu.read(t.loss_mask)) as Int32Array,
+              hidden: (await gpu.read(t.hidden_state)) as Float32Array | Uint16Array,
+              aux: (await gpu.read(t.aux_hidden_state)) as Float32Array | Uint16Array,
+            };
+            await out.writeAtomic(shardPath(i + j), offlineShardBytes(sample, tc.hiddenSize, i + j));
+          }
+        } finally {
+          for (const t of captured) gpu.release(...Object.values(t));
         }
-      } finally {
-        for (const t of captured) gpu.release(...Object.values(t));
+        bar.update(Math.min(i + chunk, sequences.length));
       }
-      print(`phase capture: ${Math.min(i + chunk, sequences.length)}/${sequences.length} shards`);
+    } finally {
+      bar.end();
     }
+    print(`phase capture: ${sequences.length} shards written to ${out.root}/${OFFLINE_SHARD_DIR}`);
 
     const tokens = sequences.reduce((a, s) => a + s.inputIds.length, 0);
     const counts = countLossTokens(

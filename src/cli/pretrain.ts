@@ -3,7 +3,7 @@
  * `speclab pretrain` and `speclab generate`: the lab target, a small Llama pretrained here with the
  * GPU trainer (src/training/pretraining/target-trainer.ts) on the training split of the Brown corpus, written
  * as a standard Hugging Face directory; and greedy (or sampled) generation from any such directory
- * through the normal loader path (loadHfCheckpoint → TargetModel → generate).
+ * through the normal loader path (HfCheckpointSource → TargetModel.load → generate).
  *
  * Data: every document is tokenized with the lab tokenizer and preceded by <|endoftext|> (the
  * config's bos and eos id); the documents are concatenated into one stream, cut into windows of
@@ -13,8 +13,9 @@
  */
 import { ChatTokenizer } from '../formats/tokenizer.ts';
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../corpus/corpus.ts';
-import { loadHfCheckpoint, type WeightPrecision } from '../formats/hf-checkpoint.ts';
-import { writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
+import type { WeightPrecision } from '../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../formats/hf-checkpoint-source.ts';
+import { writeSafetensors, type TensorToWrite } from '../formats/safetensors-writer.ts';
 import type { GpuContext } from '../gpu/context.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
@@ -467,7 +468,7 @@ export async function sampleGenerations(
   sampling: { temperature?: number; topP?: number; topK?: number; seed?: number } = {},
   weightPrecision: WeightPrecision = 'f32',
 ): Promise<{ prompt: string; continuation: string }[]> {
-  const checkpoint = await loadHfCheckpoint(store, '', { weightPrecision });
+  const source = await HfCheckpointSource.open(store, '');
   const tokenizer = await ChatTokenizer.load(store, '');
   const configJson = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as {
     bos_token_id?: number | null;
@@ -477,8 +478,8 @@ export async function sampleGenerations(
   const eos =
     configJson.eos_token_id == null ? [] : Array.isArray(configJson.eos_token_id) ? configJson.eos_token_id : [configJson.eos_token_id];
   const encoded = prompts.map((p) => [...bos, ...tokenizer.encode(p)]);
-  checkPositions(encoded, maxNew, checkpoint.config.maxPositionEmbeddings, { flag: '--max-new-tokens', promptFlag: '--prompt' });
-  const model = TargetModel.create(gpu, checkpoint);
+  checkPositions(encoded, maxNew, source.config.maxPositionEmbeddings, { flag: '--max-new-tokens', promptFlag: '--prompt' });
+  const model = await TargetModel.load(gpu, source, { weightPrecision });
   try {
     const out = await generate(model, encoded, { maxNewTokens: maxNew, eosTokenIds: eos, ...sampling });
     return prompts.map((prompt, i) => ({ prompt, continuation: tokenizer.decode(out[i], { skipSpecialTokens: true }) }));

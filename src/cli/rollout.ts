@@ -9,7 +9,7 @@
  * its own capture config from its target and the manifest's aux layers, TTT length and feature
  * precision: a worker whose target (config.json, --target-precision) or capture differs from the
  * trainer's is refused, naming the field, so it never commits features the trainer cannot use.
- * The target loads exactly as `speclab train` loads it (resolveTargetDir, loadHfCheckpoint with
+ * The target loads exactly as `speclab train` loads it (resolveTargetDir, HfCheckpointSource, streamed with
  * --target-precision).
  *
  * SIGINT/SIGTERM stops after the current capture (its samples are committed, it holds no lease)
@@ -21,12 +21,13 @@ import { openRedisControlStores } from '../control/redis/redis-control-stores.ts
 import { differences, RedisRunRecord, stableJson, type RunManifest } from '../control/redis/redis-run-record.ts';
 import { DataPlaneFeatureStore } from '../data/dataplane-feature-store.ts';
 import type { DataPlaneClient } from '../dataplane/types.ts';
-import { loadHfCheckpoint } from '../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../formats/hf-checkpoint-source.ts';
 import { Gpu } from '../gpu/gpu.ts';
 import { runRolloutLoop } from '../inference/rollout-loop.ts';
 import { RolloutWorker } from '../inference/rollout-worker.ts';
 import { TargetFeatureSource } from '../inference/target-feature-source.ts';
-import { TargetModel } from '../model/target/model.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { loadTarget } from '../training/run/target-load.ts';
 import { sessionCapture } from '../training/session/eagle3-session.ts';
 import { resolveTargetDir } from '../training/run/run-plan.ts';
 import { speclabCommand } from '../util/cli-command.ts';
@@ -93,7 +94,7 @@ export async function runRollout(platform: Platform, args: RolloutArgs, print: (
   const started = performance.now();
   // As train loads its target: a bad directory is refused before Redis or the GPU is touched.
   const targetDir = await resolveTargetDir(platform, args.target);
-  const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '', { weightPrecision: args.targetPrecision });
+  const source = await HfCheckpointSource.open(platform.files(targetDir), '');
   const link = await connect(args.cluster);
   const cleanup: (() => Promise<void> | void)[] = [() => link.close()];
   let stop = false;
@@ -117,16 +118,16 @@ export async function runRollout(platform: Platform, args: RolloutArgs, print: (
       print(`rollout: stopped by an interrupt before the trainer of run ${args.run} published it; committed nothing`);
       return 130;
     }
-    requireSame(manifest, 'target', targetDescription(checkpoint.config, args.targetPrecision), args);
+    requireSame(manifest, 'target', targetDescription(source.config, args.targetPrecision), args);
     const wanted = manifestCapture(manifest, args.run);
-    const capture = sessionCapture(checkpoint.config, wanted.auxLayerIds, wanted);
+    const capture = sessionCapture(source.config, wanted.auxLayerIds, wanted);
     requireSame(manifest, 'capture', capture, args);
 
     const ctx = await platform.acquireGpu();
     cleanup.push(() => ctx.destroy());
     const gpu = new Gpu(ctx);
     cleanup.push(() => gpu.destroy());
-    const target = TargetModel.create(gpu, checkpoint);
+    const target = await loadTarget(gpu, source, args.targetPrecision, progressFor(platform, print));
     cleanup.push(() => target.destroy());
     // Shared with the trainer, which durably acks; this process only commits (no durable marker of its own).
     // Prompt leases expire on the trainer's timeout (the manifest's): a worker killed mid-lease

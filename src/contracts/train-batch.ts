@@ -12,6 +12,8 @@ export interface TrainBatchMetadata {
   targetRepr?: TargetRepr;
   tttLength?: number;
   schemaVersion?: number;
+  /** Each sample's real length in tokens (the loader right-pads the batch to the longest). */
+  lengths?: number[];
   [key: string]: unknown;
 }
 

@@ -18,7 +18,8 @@
 import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, type DType, type Tensor } from '../gpu/tensor.ts';
 import type { FileStore } from '../ports/storage.ts';
-import { SafetensorsFile, SafetensorsReader, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../formats/safetensors.ts';
+import { SafetensorsFile, SafetensorsReader, type SafetensorsDType } from '../formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../formats/safetensors-writer.ts';
 import { crc32 } from '../util/crc32.ts';
 import { FeatureNotFoundError, FeatureSpillError, type FeatureStoreHealth, type GenerationClock } from './feature-store.ts';
 
@@ -71,6 +72,7 @@ export class FeatureSpill {
     const reads = names.map((name) => this.gpu.readLater(tensors[name]));
     this.gpu.batcher.flush();
     const host = await Promise.all(reads);
+    this.gpu.staging.trim(); // one sample's staging, of no use to the next sample's lengths
     const contents: SpilledSample['tensors'] = {};
     names.forEach((name, i) => {
       const t = tensors[name];

@@ -31,10 +31,11 @@ import { z } from 'zod';
 import type { SampleRef } from '../contracts/index.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../gpu/tensor.ts';
+import { clearRows, copyRows } from '../gpu/tensor-views.ts';
 import type { FileStore } from '../ports/storage.ts';
 import { speclabCommand } from '../util/cli-command.ts';
 import { OfflineManifestReader } from './offline-manifest.ts';
-import { f32Bytes, writeSafetensors, type TensorToWrite } from '../formats/safetensors.ts';
+import { f32Bytes, writeSafetensors, type TensorToWrite } from '../formats/safetensors-writer.ts';
 
 export const OFFLINE_MANIFEST = 'manifest.json';
 export const OFFLINE_SHARD_DIR = 'shards';
@@ -157,7 +158,7 @@ export function offlineEagle3Transform(
       const target = shiftedLeft(gpu, t.hidden_state, 'target', made);
       const lossMask = gpu.clone(t.loss_mask, 'loss_mask');
       made.push(lossMask);
-      gpu.batcher.clearBuffer(lossMask.part.buffer, lossMask.part.byteOffset + (S - 1) * 4, 4);
+      clearRows(gpu, lossMask, S - 1, 1);
       return { input_ids: inputIds, loss_mask: lossMask, hidden_state: t.aux_hidden_state, target };
     } catch (err) {
       gpu.release(...made);
@@ -170,14 +171,6 @@ export function offlineEagle3Transform(
 function shiftedLeft(gpu: Gpu, src: Tensor, label: string, made: Tensor[]): Tensor {
   const out = gpu.zeros(src.shape, src.dtype, label);
   made.push(out);
-  const rows = src.shape[0];
-  const rowBytes = src.byteLength / rows;
-  // GPU buffer copies move 4-byte multiples: an f16 row of odd width cannot be shifted this way.
-  if (rowBytes % 4 !== 0)
-    throw new Error(
-      `${label}: rows of ${src.label} ${src.dtype}${fmtShape(src.shape)} are ${rowBytes} bytes; shifting needs a multiple of 4 (an even width for f16)`,
-    );
-  if (rows > 1)
-    gpu.batcher.copyBuffer(src.part.buffer, src.part.byteOffset + rowBytes, out.part.buffer, out.part.byteOffset, (rows - 1) * rowBytes);
+  copyRows(gpu, src, 1, out, 0, src.shape[0] - 1);
   return out;
 }

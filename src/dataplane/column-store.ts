@@ -87,7 +87,7 @@ export function checkRow(value: unknown, where: string): RowValue {
 export async function toHostRow(value: RowValue, gpu: Gpu | undefined, where: string): Promise<HostTensor> {
   if (!isTensor(value)) return { dtype: value.dtype, shape: [...value.shape], data: value.data.slice() };
   if (!gpu) throw new DataPlaneError('invalid_argument', `${where} is a GPU Tensor but this data plane has no Gpu to read it back with`);
-  const data = await gpu.read(value);
+  const data = await gpu.readOnce(value);
   return { dtype: value.dtype, shape: [...value.shape], data };
 }
 

@@ -1,22 +1,20 @@
 /**
- * Loads a Hugging Face model directory (config.json + model.safetensors, or shards listed in
- * model.safetensors.index.json) from a FileStore into float32 weights.
+ * Loads a Hugging Face model directory whole into host arrays, for host consumers that need every
+ * value at once (the CPU reference, tests, small lab targets). Run paths never do this: they stream
+ * each tensor slice by slice onto the GPU (./hf-checkpoint-source.ts, src/model/target/weight-stream.ts),
+ * so host memory stays bounded by one slice whatever the model's size.
  *
- * Every tensor the config implies is checked for presence, float dtype and shape from the headers
- * alone, before any weight bytes are read, so a wrong or incomplete checkpoint fails in
- * milliseconds with the tensor's name. Weights are then read one tensor at a time (f16/bf16/f64
- * widened or narrowed to f32), reporting progress in bytes.
- *
- * With `weightPrecision: 'f16'` the matrices (embedding, attention and MLP projections, lm_head)
- * are read as IEEE binary16 bits instead (Uint16Array), for f16 storage on the GPU: F16 tensors are
- * their raw bits, BF16 / F32 are converted bits to bits (round to nearest even), and a value beyond
- * the f16 range is refused naming the tensor. No Float32Array of a matrix is ever made. Norm
- * weights and biases (small vectors) stay f32.
+ * The directory is validated from its config and headers first (HfCheckpointSource.open), then
+ * read one tensor at a time, reporting progress in bytes. With `weightPrecision: 'f16'` the
+ * matrices (embedding, attention and MLP projections, lm_head) are read as IEEE binary16 bits
+ * (Uint16Array) for f16 storage on the GPU: F16 tensors are their raw bits, BF16 / F32 are
+ * converted bits to bits (round to nearest even), and a value beyond the f16 range is refused
+ * naming the tensor. Norm weights and biases (small vectors) stay f32.
  */
 import type { FileStore } from '../ports/storage.ts';
-import { assertFinite } from '../util/finite.ts';
-import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
-import { f16ToF32, SafetensorsReader } from './safetensors.ts';
+import type { TargetModelConfig } from '../config/hf-config.ts';
+import { HfCheckpointSource } from './hf-checkpoint-source.ts';
+import { f16ToF32 } from './safetensors.ts';
 
 /** How the target's matrices are held: f32 values, or f16 bits for f16 storage on the GPU. */
 export type WeightPrecision = 'f32' | 'f16';
@@ -74,98 +72,14 @@ export function isMatrixWeight(name: string): boolean {
   return name === 'model.embed_tokens.weight' || name === 'lm_head.weight' || /\.(self_attn|mlp)\.[a-z]+_proj\.weight$/.test(name);
 }
 
-/** An f16-bits matrix widened to f32 (for host consumers that need values, e.g. the draft's embedding). */
+/** An f16-bits matrix widened to f32 (for host consumers that need values). */
 export function matrixF32(w: MatrixWeight): Float32Array {
   if (w instanceof Float32Array) return w;
-  return Float32Array.from(w, f16ToF32);
-}
-
-export interface ExpectedTensor {
-  readonly name: string;
-  readonly shape: readonly number[];
-  /** False only for lm_head.weight under tied embeddings: allowed, checked, but not needed. */
-  readonly required: boolean;
-}
-
-/** Every tensor name and shape a checkpoint of this config must hold. */
-export function expectedTensors(c: TargetModelConfig): ExpectedTensor[] {
-  const out: ExpectedTensor[] = [];
-  const add = (name: string, shape: number[], required = true): void => void out.push({ name, shape, required });
-  const q = c.numHeads * c.headDim;
-  const kv = c.numKvHeads * c.headDim;
-  add('model.embed_tokens.weight', [c.vocabSize, c.hiddenSize]);
-  for (let i = 0; i < c.numLayers; i++) {
-    const p = `model.layers.${i}`;
-    add(`${p}.input_layernorm.weight`, [c.hiddenSize]);
-    add(`${p}.self_attn.q_proj.weight`, [q, c.hiddenSize]);
-    add(`${p}.self_attn.k_proj.weight`, [kv, c.hiddenSize]);
-    add(`${p}.self_attn.v_proj.weight`, [kv, c.hiddenSize]);
-    add(`${p}.self_attn.o_proj.weight`, [c.hiddenSize, q]);
-    if (c.qkvBias) {
-      add(`${p}.self_attn.q_proj.bias`, [q]);
-      add(`${p}.self_attn.k_proj.bias`, [kv]);
-      add(`${p}.self_attn.v_proj.bias`, [kv]);
-    }
-    if (c.oBias) add(`${p}.self_attn.o_proj.bias`, [c.hiddenSize]);
-    if (c.qkNorm) {
-      add(`${p}.self_attn.q_norm.weight`, [c.headDim]);
-      add(`${p}.self_attn.k_norm.weight`, [c.headDim]);
-    }
-    add(`${p}.post_attention_layernorm.weight`, [c.hiddenSize]);
-    add(`${p}.mlp.gate_proj.weight`, [c.intermediateSize, c.hiddenSize]);
-    add(`${p}.mlp.up_proj.weight`, [c.intermediateSize, c.hiddenSize]);
-    add(`${p}.mlp.down_proj.weight`, [c.hiddenSize, c.intermediateSize]);
-    if (c.mlpBias) {
-      add(`${p}.mlp.gate_proj.bias`, [c.intermediateSize]);
-      add(`${p}.mlp.up_proj.bias`, [c.intermediateSize]);
-      add(`${p}.mlp.down_proj.bias`, [c.hiddenSize]);
-    }
-  }
-  add('model.norm.weight', [c.hiddenSize]);
-  add('lm_head.weight', [c.vocabSize, c.hiddenSize], !c.tieWordEmbeddings);
+  // An index loop, not Float32Array.from(w, f): `from` collects an iterable into a JS array first,
+  // which aborts past about 134M values (a real vocabulary's embedding).
+  const out = new Float32Array(w.length);
+  for (let i = 0; i < w.length; i++) out[i] = f16ToF32(w[i]);
   return out;
-}
-
-const join = (dir: string, file: string): string => (dir === '' || dir === '.' ? file : `${dir.replace(/\/+$/, '')}/${file}`);
-const FLOAT_DTYPES = new Set(['F32', 'F16', 'BF16', 'F64']);
-
-/** Opens every shard's header and maps tensor name → reader. */
-async function openShards(store: FileStore, dir: string): Promise<Map<string, SafetensorsReader>> {
-  const indexPath = join(dir, 'model.safetensors.index.json');
-  const byName = new Map<string, SafetensorsReader>();
-  // The single file is asked for first: most small checkpoints have only it, and over HTTP a probe
-  // for an absent index is a 404 the browser logs as an error on every load.
-  const single = join(dir, 'model.safetensors');
-  if (await store.exists(single)) {
-    const reader = await SafetensorsReader.open(store, single);
-    for (const name of reader.names) byName.set(name, reader);
-    return byName;
-  }
-  if (!(await store.exists(indexPath)))
-    throw new Error(`${store.root}/${dir}: neither model.safetensors nor model.safetensors.index.json found`);
-  const source = `${store.root}/${indexPath}`;
-  let index: unknown;
-  try {
-    index = JSON.parse(new TextDecoder().decode(await store.read(indexPath)));
-  } catch (err) {
-    throw new Error(`${source}: not valid JSON (${(err as Error).message})`, { cause: err });
-  }
-  const weightMap = (index as { weight_map?: unknown } | null)?.weight_map;
-  if (typeof weightMap !== 'object' || weightMap === null || Array.isArray(weightMap))
-    throw new Error(`${source}: missing weight_map object`);
-  const shards = new Map<string, SafetensorsReader>();
-  for (const [name, file] of Object.entries(weightMap)) {
-    if (typeof file !== 'string' || file === '' || file.includes('/'))
-      throw new Error(`${source}: tensor "${name}" maps to invalid shard ${JSON.stringify(file)}`);
-    let reader = shards.get(file);
-    if (!reader) {
-      reader = await SafetensorsReader.open(store, join(dir, file));
-      shards.set(file, reader);
-    }
-    if (!reader.has(name)) throw new Error(`${source}: tensor "${name}" is listed in shard ${file}, which does not contain it`);
-    byName.set(name, reader);
-  }
-  return byName;
 }
 
 /** Loads and validates an HF checkpoint directory (`dir` relative to the store; '' for its root). */
@@ -184,54 +98,19 @@ export async function loadHfCheckpoint(store: FileStore, dir: string, options: L
   const precision = options.weightPrecision ?? 'f32';
   if (!WEIGHT_PRECISIONS.includes(precision))
     throw new Error(`loadHfCheckpoint: weightPrecision must be one of ${WEIGHT_PRECISIONS.join(', ')}, got ${JSON.stringify(precision)}`);
-  const configPath = join(dir, 'config.json');
-  const config = parseHfConfig(new TextDecoder().decode(await store.read(configPath)), `${store.root}/${configPath}`);
-  const byName = await openShards(store, dir);
-
-  // Validate everything from headers before reading any weights.
-  const wanted: ExpectedTensor[] = [];
-  let total = 0;
-  for (const t of expectedTensors(config)) {
-    const reader = byName.get(t.name);
-    if (!reader) {
-      if (t.required)
-        throw new Error(`${store.root}/${dir}: checkpoint is missing tensor "${t.name}" (expected shape [${t.shape.join(', ')}])`);
-      continue;
-    }
-    const e = reader.entry(t.name);
-    if (e.shape.length !== t.shape.length || e.shape.some((d, i) => d !== t.shape[i])) {
-      throw new Error(`${reader.source}: tensor "${t.name}" has shape [${e.shape.join(', ')}], config implies [${t.shape.join(', ')}]`);
-    }
-    if (!FLOAT_DTYPES.has(e.dtype)) throw new Error(`${reader.source}: tensor "${t.name}" is ${e.dtype}, expected a float dtype`);
-    if (!t.required) continue; // tied lm_head: shape checked, embedding used instead
-    wanted.push(t);
-    total += e.end - e.begin;
-  }
-  const used = new Set(wanted.map((t) => t.name));
-  if (config.tieWordEmbeddings) used.add('lm_head.weight');
-  const unused = [...byName.keys()].filter((n) => !used.has(n));
-
+  const source = await HfCheckpointSource.open(store, dir);
+  const config = source.config;
   const tensors = new Map<string, MatrixWeight>();
   let done = 0;
-  options.onProgress?.(0, total);
-  for (const t of wanted) {
-    const reader = byName.get(t.name)!;
-    if (precision === 'f16' && isMatrixWeight(t.name)) {
-      // Refuses non-finite and out-of-range values itself, naming the tensor.
-      tensors.set(t.name, await reader.f16Bits(t.name));
-      const e = reader.entry(t.name);
-      done += e.end - e.begin;
-      options.onProgress?.(done, total);
-      continue;
-    }
-    const values = await reader.f32(t.name);
-    // A NaN or Inf weight makes every output garbage while every shape still checks out.
-    assertFinite(values, `tensor "${t.name}"`, reader.source);
-    tensors.set(t.name, values);
-    const e = reader.entry(t.name);
+  options.onProgress?.(0, source.totalBytes);
+  for (const t of source.tensors) {
+    const format = precision === 'f16' && isMatrixWeight(t.name) ? 'f16' : 'f32';
+    tensors.set(t.name, await source.readRows(t.name, 0, t.shape.length === 0 ? 1 : t.shape[0], format));
+    const e = source.entry(t.name);
     done += e.end - e.begin;
-    options.onProgress?.(done, total);
+    options.onProgress?.(done, source.totalBytes);
   }
+  const unused = source.unused;
   return { config, weights: assemble(config, tensors), unused };
 }
 

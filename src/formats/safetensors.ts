@@ -47,9 +47,9 @@ export interface SafetensorsHeader {
   readonly dataStart: number;
 }
 
-const isDType = (v: unknown): v is SafetensorsDType => typeof v === 'string' && Object.hasOwn(SAFETENSORS_DTYPE_BYTES, v);
+export const isDType = (v: unknown): v is SafetensorsDType => typeof v === 'string' && Object.hasOwn(SAFETENSORS_DTYPE_BYTES, v);
 const isPlainObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const isDim = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+export const isDim = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
 
 /** Reads the u64 header length from the first 8 bytes and checks it against the file size. */
 export function readHeaderLength(prefix: Uint8Array, fileSize: number, source: string): number {
@@ -350,48 +350,4 @@ export function f16ToF32(bits: number): number {
   if (exp === 0) return sign * 2 ** -14 * (frac / 1024);
   if (exp === 31) return frac ? Number.NaN : sign * Number.POSITIVE_INFINITY;
   return sign * 2 ** (exp - 15) * (1 + frac / 1024);
-}
-
-export interface TensorToWrite {
-  dtype: SafetensorsDType;
-  shape: readonly number[];
-  data: Uint8Array;
-}
-
-/** Serialise tensors (in the given order) to safetensors bytes. */
-export function writeSafetensors(tensors: Readonly<Record<string, TensorToWrite>>, metadata?: Record<string, string>): Uint8Array {
-  const header: Record<string, unknown> = {};
-  if (metadata) header.__metadata__ = metadata;
-  let offset = 0;
-  for (const [name, t] of Object.entries(tensors)) {
-    if (!isDType(t.dtype)) throw new Error(`writeSafetensors: ${name} has unsupported dtype ${String(t.dtype)}`);
-    if (!t.shape.every(isDim)) throw new Error(`writeSafetensors: ${name} has invalid shape [${t.shape}]`);
-    const numel = t.shape.reduce((a, d) => a * d, 1);
-    if (t.data.byteLength !== numel * SAFETENSORS_DTYPE_BYTES[t.dtype]) {
-      throw new Error(
-        `writeSafetensors: ${name} ${t.dtype}[${t.shape}] needs ${numel * SAFETENSORS_DTYPE_BYTES[t.dtype]} bytes, got ${t.data.byteLength}`,
-      );
-    }
-    header[name] = { dtype: t.dtype, shape: t.shape, data_offsets: [offset, offset + t.data.byteLength] };
-    offset += t.data.byteLength;
-  }
-  // Pad the header with spaces so the data section starts 8-byte aligned (as the format recommends).
-  const json = new TextEncoder().encode(JSON.stringify(header));
-  const headerLen = Math.ceil(json.length / 8) * 8;
-  const out = new Uint8Array(8 + headerLen + offset);
-  new DataView(out.buffer).setBigUint64(0, BigInt(headerLen), true);
-  out.set(json, 8);
-  out.fill(0x20, 8 + json.length, 8 + headerLen);
-  let p = 8 + headerLen;
-  for (const t of Object.values(tensors)) {
-    out.set(t.data, p);
-    p += t.data.byteLength;
-  }
-  return out;
-}
-
-/** Bytes of a Float32Array, for writeSafetensors. */
-export function f32Bytes(values: ArrayLike<number>): Uint8Array {
-  const f = Float32Array.from(values);
-  return new Uint8Array(f.buffer);
 }

@@ -66,6 +66,8 @@ export class BufferPool {
   private readonly free = new Map<string, GPUBuffer[]>();
   private readonly owned = new Map<GPUBuffer, string>();
   private readonly leased = new Set<GPUBuffer>();
+  /** Buffers acquired since the last trimUnused (the current step's working set). */
+  private readonly recent = new Set<GPUBuffer>();
   private hits = 0;
   private misses = 0;
 
@@ -82,6 +84,7 @@ export class BufferPool {
     if (reused) {
       this.hits++;
       this.leased.add(reused);
+      this.recent.add(reused);
       return reused;
     }
     this.misses++;
@@ -89,6 +92,7 @@ export class BufferPool {
     this.counter.created(size);
     this.owned.set(buffer, key);
     this.leased.add(buffer);
+    this.recent.add(buffer);
     return buffer;
   }
 
@@ -103,16 +107,37 @@ export class BufferPool {
 
   /** Destroy every free buffer (leased ones stay). Returns the bytes freed. */
   trim(): number {
+    return this.destroyFree(() => true);
+  }
+
+  /**
+   * Destroy the free buffers not acquired since the previous call, and start a new window. Called at
+   * each step boundary, it keeps the buffers a step reuses and drops the ones an earlier phase left
+   * (samples already trained on, a capture's or an evaluation's scratch), whose size classes the step
+   * does not ask for. Returns the bytes freed.
+   */
+  trimUnused(): number {
+    const freed = this.destroyFree((b) => !this.recent.has(b));
+    this.recent.clear();
+    for (const b of this.leased) this.recent.add(b);
+    return freed;
+  }
+
+  private destroyFree(drop: (buffer: GPUBuffer) => boolean): number {
     let freed = 0;
-    for (const list of this.free.values()) {
-      for (const buffer of list) {
+    for (const [key, list] of this.free) {
+      const kept = list.filter((buffer) => {
+        if (!drop(buffer)) return true;
         freed += buffer.size;
         this.counter.destroyed(buffer.size);
         this.owned.delete(buffer);
+        this.recent.delete(buffer);
         buffer.destroy();
-      }
+        return false;
+      });
+      if (kept.length > 0) this.free.set(key, kept);
+      else this.free.delete(key);
     }
-    this.free.clear();
     return freed;
   }
 
@@ -136,5 +161,6 @@ export class BufferPool {
     }
     this.leased.clear();
     this.owned.clear();
+    this.recent.clear();
   }
 }

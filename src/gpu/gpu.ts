@@ -8,7 +8,7 @@ import { CommandBatcher } from './command-batcher.ts';
 import type { GpuContext } from './context.ts';
 import { PipelineCache } from './pipeline-cache.ts';
 import { StagingRing } from './staging-ring.ts';
-import { BYTES_PER_ELEMENT, fmtShape, numelOf, planRowChunks, Tensor, type DType, type TensorPart } from './tensor.ts';
+import { BYTES_PER_ELEMENT, fmtShape, numelOf, partOverlaps, planTensorLayout, Tensor, type DType, type TensorPart } from './tensor.ts';
 import { GpuTimer } from './timer.ts';
 
 export type HostArray = Float32Array | Int32Array | Uint32Array | Uint16Array;
@@ -69,10 +69,10 @@ export class Gpu {
     return Math.min(this.ctx.limits.maxStorageBufferBindingSize, this.ctx.limits.maxBufferSize ?? Infinity);
   }
 
-  /** Allocate an uninitialised tensor; split into row parts when it exceeds one binding. */
+  /** Allocate an uninitialised tensor; split into row parts when it exceeds one binding (planTensorLayout). */
   tensor(shape: readonly number[], dtype: DType = 'f32', label = 'tensor'): Tensor {
-    const counts = planRowChunks(shape, dtype, this.maxBindingBytes);
-    const rowBytes = (shape.length === 0 ? 1 : numelOf(shape.slice(1))) * BYTES_PER_ELEMENT[dtype];
+    const { splitDims, counts } = planTensorLayout(shape, dtype, this.maxBindingBytes);
+    const rowBytes = (shape.length === 0 ? 1 : numelOf(shape.slice(splitDims))) * BYTES_PER_ELEMENT[dtype];
     const parts: TensorPart[] = [];
     let rowStart = 0;
     for (const rowCount of counts) {
@@ -82,7 +82,7 @@ export class Gpu {
       parts.push({ buffer, byteOffset: 0, byteLength, rowStart, rowCount });
       rowStart += rowCount;
     }
-    return new Tensor(shape, dtype, parts, label);
+    return new Tensor(shape, dtype, parts, label, splitDims);
   }
 
   /** Allocate a tensor and fill it with `data` (length must equal the element count). */
@@ -126,6 +126,38 @@ export class Gpu {
   }
 
   /**
+   * Write rows [rowStart, rowStart + n) of `tensor` from `data` (n whole rows), into whichever parts
+   * hold them. A large tensor is filled slice by slice this way, so the host never holds it whole.
+   * Queue writes move 4-byte multiples: rows must be too, unless the slice covers the whole tensor.
+   */
+  writeRows(tensor: Tensor, rowStart: number, data: ArrayLike<number>): void {
+    const rowElements = tensor.rowElements;
+    const rows = tensor.rows;
+    const n = data.length / rowElements;
+    if (!Number.isInteger(n) || !Number.isInteger(rowStart) || rowStart < 0 || rowStart + n > rows)
+      throw new Error(
+        `writeRows to ${tensor.label} ${fmtShape(tensor.shape)}: ${data.length} values at row ${rowStart} are not whole rows inside its ${rows}`,
+      );
+    if (rowStart === 0 && n === rows) return this.write(tensor, data);
+    const elementBytes = BYTES_PER_ELEMENT[tensor.dtype];
+    if ((rowElements * elementBytes) % 4 !== 0)
+      throw new Error(`writeRows to ${tensor.label}: rows of ${rowElements * elementBytes} bytes can only be written whole`);
+    const host = toHost(tensor.dtype, data);
+    this.batcher.flush(); // after work still in the batch, as in write()
+    for (const p of tensor.parts) {
+      const from = Math.max(rowStart, p.rowStart);
+      const to = Math.min(rowStart + n, p.rowStart + p.rowCount);
+      if (from >= to) continue;
+      const bytes = new Uint8Array(
+        host.buffer as ArrayBuffer,
+        host.byteOffset + (from - rowStart) * rowElements * elementBytes,
+        (to - from) * rowElements * elementBytes,
+      );
+      this.device.queue.writeBuffer(p.buffer, p.byteOffset + (from - p.rowStart) * rowElements * elementBytes, bytes);
+    }
+  }
+
+  /**
    * Start reading `tensor` back without waiting: the copy joins the current batch and the promise
    * resolves after a later submit. Use in hot loops (read losses with one step of lag).
    */
@@ -150,6 +182,18 @@ export class Gpu {
     return pending;
   }
 
+  /**
+   * Read a large tensor once (a spill, a checkpoint, a sample sent away): as `read`, then the staging
+   * ring's free buffers go at once, so one-off readbacks of many sizes never pile up beside the plan.
+   */
+  async readOnce(tensor: Tensor): Promise<HostArray> {
+    try {
+      return await this.read(tensor);
+    } finally {
+      this.staging.trim();
+    }
+  }
+
   /** A new tensor with the same shape, dtype and contents (a GPU copy, encoded into the batch). */
   clone(tensor: Tensor, label = `${tensor.label}-clone`): Tensor {
     const out = this.tensor(tensor.shape, tensor.dtype, label);
@@ -157,33 +201,42 @@ export class Gpu {
     return out;
   }
 
-  /** Copy all of `src` into `dst` starting at byte `dstByteOffset` of `dst` (single-part `dst`). */
+  /**
+   * Copy all of `src` into `dst` starting at byte `dstByteOffset` of `dst` (same dtype); either may
+   * be split into parts, one buffer copy per overlap. GPU copies move 4-byte multiples.
+   */
   copyInto(src: Tensor, dst: Tensor, dstByteOffset = 0): void {
-    const rowBytes = src.rowElements * BYTES_PER_ELEMENT[src.dtype];
-    if (dst.isChunked) {
-      if (dstByteOffset !== 0 || dst.parts.length !== src.parts.length)
-        throw new Error(`copyInto ${dst.label}: chunked destinations take whole, identically chunked sources`);
-      src.parts.forEach((p, i) =>
-        this.batcher.copyBuffer(p.buffer, p.byteOffset, dst.parts[i].buffer, dst.parts[i].byteOffset, p.rowCount * rowBytes),
-      );
-      return;
-    }
+    if (src.dtype !== dst.dtype) throw new Error(`copyInto ${dst.label}: ${src.label} is ${src.dtype}, ${dst.label} is ${dst.dtype}`);
     if (dstByteOffset + src.byteLength > dst.byteLength) {
       throw new Error(
         `copyInto ${dst.label}: ${src.byteLength} bytes of ${src.label} at offset ${dstByteOffset} overflow ${dst.byteLength} bytes`,
       );
     }
-    if (dstByteOffset % 4 !== 0 || rowBytes % 4 !== 0) {
+    const overlaps = partOverlaps(src, 0, dst, dstByteOffset / BYTES_PER_ELEMENT[dst.dtype], src.numel);
+    if (overlaps.some((o) => o.srcByte % 4 !== 0 || o.dstByte % 4 !== 0 || o.bytes % 4 !== 0)) {
       throw new Error(
-        `copyInto ${dst.label}: GPU copies move 4-byte multiples; ${src.label} rows are ${rowBytes} bytes at offset ${dstByteOffset}`,
+        `copyInto ${dst.label}: GPU copies move 4-byte multiples; ${src.label} ${fmtShape(src.shape)} ${src.dtype} at byte ${dstByteOffset} does not`,
       );
     }
-    let offset = dstByteOffset;
-    for (const p of src.parts) {
-      const bytes = p.rowCount * rowBytes;
-      this.batcher.copyBuffer(p.buffer, p.byteOffset, dst.part.buffer, dst.part.byteOffset + offset, bytes);
-      offset += bytes;
-    }
+    for (const o of overlaps) this.batcher.copyBuffer(o.src.buffer, o.srcByte, o.dst.buffer, o.dstByte, o.bytes);
+  }
+
+  /**
+   * Destroy the pool's and the staging ring's free buffers (work already encoded is submitted first, so nothing in flight
+   * loses a buffer). Called where a phase of varying shapes ends (a capture, a generation, an
+   * evaluation): each row count leaves buffers of its own size classes in the pool, which the next
+   * phase cannot reuse, and the memory plan counts one working set per phase, not one per shape.
+   * Steady training steps reuse their buffers and are never trimmed. Returns the bytes freed.
+   */
+  trimPool(): number {
+    this.batcher.flush();
+    return this.pool.trim() + this.staging.trim();
+  }
+
+  /** At a step boundary: destroy the free buffers the step did not use (BufferPool.trimUnused), work encoded so far submitted first. */
+  trimUnusedBuffers(): number {
+    this.batcher.flush();
+    return this.pool.trimUnused() + this.staging.trimUnused();
   }
 
   release(...tensors: Tensor[]): void {

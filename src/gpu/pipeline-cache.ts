@@ -29,6 +29,11 @@ export class PipelineCache {
   private readonly bindGroups = new Map<string, GPUBindGroup>();
   private static readonly MAX_BIND_GROUPS = 8192;
 
+  /** Pipelines compiled so far. */
+  compiled = 0;
+  /** Called after each compilation with the count so far (a run shows the first step's compiling as progress). */
+  onCompiled: ((count: number, name: string) => void) | undefined;
+
   constructor(private readonly ctx: GpuContext) {}
 
   get size(): number {
@@ -83,6 +88,8 @@ export class PipelineCache {
         compute: { module, entryPoint: def.entryPoint ?? 'main', constants: numeric },
       });
     });
+    this.compiled++;
+    this.onCompiled?.(this.compiled, def.name);
     return { def, pipeline, layout };
   }
 

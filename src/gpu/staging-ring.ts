@@ -11,6 +11,8 @@ import { MemoryCounter, sizeClass } from './buffer-pool.ts';
 
 export class StagingRing {
   private readonly free = new Map<number, GPUBuffer[]>();
+  /** Buffers acquired since the last trimUnused. */
+  private readonly recent = new Set<GPUBuffer>();
   private inFlight = 0;
   private readonly pending = new Set<Promise<unknown>>();
   /** Buffers ever created (a steady-state loop should stop growing this). */
@@ -29,10 +31,44 @@ export class StagingRing {
   private acquire(bytes: number): GPUBuffer {
     const size = sizeClass(bytes);
     const reused = this.free.get(size)?.pop();
-    if (reused) return reused;
+    if (reused) {
+      this.recent.add(reused);
+      return reused;
+    }
     this.created++;
     this.counter.created(size);
-    return this.device.createBuffer({ label: 'staging', size, usage: 0x01 /* MAP_READ */ | 0x08 /* COPY_DST */ });
+    const buffer = this.device.createBuffer({ label: 'staging', size, usage: 0x01 /* MAP_READ */ | 0x08 /* COPY_DST */ });
+    this.recent.add(buffer);
+    return buffer;
+  }
+
+  /** Destroy the free staging buffers (in-flight ones come back later). Returns the bytes freed. */
+  trim(): number {
+    return this.destroyFree(() => true);
+  }
+
+  /** Destroy the free staging buffers not used since the previous call (a step's readbacks reuse theirs), and start a new window. */
+  trimUnused(): number {
+    const freed = this.destroyFree((b) => !this.recent.has(b));
+    this.recent.clear();
+    return freed;
+  }
+
+  private destroyFree(drop: (buffer: GPUBuffer) => boolean): number {
+    let freed = 0;
+    for (const [size, list] of this.free) {
+      const kept = list.filter((b) => {
+        if (!drop(b)) return true;
+        freed += b.size;
+        this.counter.destroyed(b.size);
+        this.recent.delete(b);
+        b.destroy();
+        return false;
+      });
+      if (kept.length > 0) this.free.set(size, kept);
+      else this.free.delete(size);
+    }
+    return freed;
   }
 
   private give(buffer: GPUBuffer): void {
@@ -78,12 +114,7 @@ export class StagingRing {
   }
 
   destroy(): void {
-    for (const list of this.free.values()) {
-      for (const b of list) {
-        this.counter.destroyed(b.size);
-        b.destroy();
-      }
-    }
-    this.free.clear();
+    this.trim();
+    this.recent.clear();
   }
 }

@@ -22,7 +22,7 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { extendAttentionForward } from '../kernels/attention-extend.ts';
 import { copyStrided } from '../kernels/copy-strided.ts';
 import { embeddingForward } from '../kernels/embedding.ts';
-import { matmul } from '../kernels/matmul.ts';
+import { linearForward } from '../kernels/linear.ts';
 import { rmsnormForward } from '../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../kernels/rope-table.ts';
 import { swigluForward } from '../kernels/swiglu.ts';
@@ -198,7 +198,7 @@ export class Eagle3Drafter {
         `Eagle3Drafter.fc: aux ${aux.label} has ${aux.numel} values, [${m}, ${3 * c.targetHiddenSize}] needs ${m * 3 * c.targetHiddenSize}`,
       );
     const h = this.gpu.tensor([m, c.hiddenSize], 'f32', 'draft.fc');
-    await matmul(this.gpu, aux, this.w.fc, h, { M: m, N: c.hiddenSize, K: 3 * c.targetHiddenSize }, { transB: true });
+    await linearForward(this.gpu, aux, this.w.fc, h, { rows: m, inFeatures: 3 * c.targetHiddenSize, outFeatures: c.hiddenSize });
     return h;
   }
 
@@ -226,8 +226,9 @@ export class Eagle3Drafter {
       if (!Number.isInteger(id) || id < 0 || id >= c.vocabSize)
         throw new Error(`Eagle3Drafter.rows: token ${id} at row ${i} outside [0, ${c.vocabSize})`);
     }
+    // Weights may be split into row parts (a real draft's lm_head, fc and MLP exceed a binding): kernels/linear.ts.
     const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
-      matmul(gpu, x, weight, y, { M: m, N: outDim, K: inDim }, { transB: true, beta });
+      linearForward(gpu, x, weight, y, { rows: m, inFeatures: inDim, outFeatures: outDim }, { beta });
     const norm = async (x: Tensor, weight: Tensor, y: Tensor) => {
       const inv = gpu.tensor([m], 'f32', 'draft.invRms');
       try {

@@ -70,5 +70,6 @@ export async function evaluateDraft(
     };
   } finally {
     drafter.destroy();
+    gpu.trimPool(); // the drafter's weights and every prompt's buffers (Gpu.trimPool)
   }
 }

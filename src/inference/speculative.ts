@@ -248,11 +248,17 @@ export async function timeTargetOnly(
   now: () => number,
   eosTokenIds?: readonly number[],
   sampling?: SpeculativeSampling,
+  /** After each prompt: prompts done so far. */
+  onPrompt?: (done: number) => void,
 ): Promise<{ tokens: number[][]; speed: SpeedReport }> {
   const t0 = now();
   const tokens: number[][] = [];
-  for (const prompt of prompts) tokens.push((await generate(target, [prompt], { ...sampling, maxNewTokens, eosTokenIds }))[0]);
+  for (const prompt of prompts) {
+    tokens.push((await generate(target, [prompt], { ...sampling, maxNewTokens, eosTokenIds }))[0]);
+    onPrompt?.(tokens.length);
+  }
   const seconds = (now() - t0) / 1000;
+  target.gpu.trimPool(); // every prompt's length left buffers of its own size (Gpu.trimPool)
   const n = tokens.reduce((s, t) => s + t.length, 0);
   return { tokens, speed: { tokens: n, seconds, tokensPerSecond: n / seconds } };
 }

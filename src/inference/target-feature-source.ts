@@ -31,6 +31,7 @@
  */
 import type { PromptTask } from '../contracts/index.ts';
 import type { Tensor } from '../gpu/tensor.ts';
+import { clearRows, copyRows } from '../gpu/tensor-views.ts';
 import { copyStrided } from '../kernels/copy-strided.ts';
 import type { TargetModelConfig } from '../config/hf-config.ts';
 import type { TargetModel } from '../model/target/model.ts';
@@ -67,8 +68,23 @@ export function eagle3CaptureConfig(
 }
 
 export interface TargetFeatureSourceOptions {
-  /** Padded tokens (rows × longest prompt) per batched forward; default 8192. */
+  /** Padded tokens (rows × longest prompt) per batched forward; default captureBatchTokens(config, the device's binding). */
   readonly maxBatchTokens?: number;
+}
+
+/** The most tokens one batched capture forward takes, whatever the binding allows. */
+export const MAX_CAPTURE_BATCH_TOKENS = 8192;
+
+/**
+ * Tokens per batched capture forward: at most MAX_CAPTURE_BATCH_TOKENS, and few enough that every
+ * activation of the forward ([tokens, width] f32 for the widest of hidden, q and MLP widths) fits one
+ * binding, since the target's layer kernels bind their activations whole (only the logits, which a
+ * real vocabulary makes far wider, are split: kernels/linear.ts). A sequence longer than this is
+ * still captured alone; the memory plan refuses a run where one sequence's activations do not fit.
+ */
+export function captureBatchTokens(config: TargetModelConfig, maxBindingBytes: number): number {
+  const widest = Math.max(config.hiddenSize, config.numHeads * config.headDim, config.intermediateSize);
+  return Math.max(1, Math.min(MAX_CAPTURE_BATCH_TOKENS, Math.floor(maxBindingBytes / (4 * widest))));
 }
 
 interface ParsedTask {
@@ -86,7 +102,7 @@ export class TargetFeatureSource implements FeatureSource {
     readonly model: TargetModel,
     options: TargetFeatureSourceOptions = {},
   ) {
-    this.maxBatchTokens = options.maxBatchTokens ?? 8192;
+    this.maxBatchTokens = options.maxBatchTokens ?? captureBatchTokens(model.config, model.gpu.maxBindingBytes);
     if (!Number.isInteger(this.maxBatchTokens) || this.maxBatchTokens < 1)
       throw new Error(`TargetFeatureSource: maxBatchTokens must be a positive integer, got ${options.maxBatchTokens}`);
   }
@@ -104,6 +120,8 @@ export class TargetFeatureSource implements FeatureSource {
     } catch (err) {
       for (const r of results) if (r) this.model.gpu.release(...Object.values(r.tensors));
       throw err;
+    } finally {
+      this.model.gpu.trimPool(); // the forward's buffers, sized by this call's row counts
     }
     return results;
   }
@@ -125,6 +143,8 @@ export class TargetFeatureSource implements FeatureSource {
     } catch (err) {
       for (const r of results) if (r) this.model.gpu.release(...Object.values(r));
       throw err;
+    } finally {
+      this.model.gpu.trimPool();
     }
     return results;
   }
@@ -214,19 +234,10 @@ export class TargetFeatureSource implements FeatureSource {
           tensors.loss_mask = gpu.upload([L], 'i32', lossMask, 'loss_mask');
           continue;
         }
-        const logits = out.logits!;
+        // Row t = logits at position t + 1 (either may be split into row parts: a real vocabulary's rows are large).
         tensors.target = gpu.tensor([L, V], 'f32', 'target');
-        const rowBytes = V * 4;
-        const dst = tensors.target.part;
-        if (L > 1)
-          gpu.batcher.copyBuffer(
-            logits.part.buffer,
-            logits.part.byteOffset + (b * seq + 1) * rowBytes,
-            dst.buffer,
-            dst.byteOffset,
-            (L - 1) * rowBytes,
-          );
-        gpu.batcher.clearBuffer(dst.buffer, dst.byteOffset + (L - 1) * rowBytes, rowBytes);
+        copyRows(gpu, out.logits!, b * seq + 1, tensors.target, 0, L - 1);
+        clearRows(gpu, tensors.target, L - 1, 1);
         tensors.input_ids = gpu.upload([L], 'i32', [...x.slice(1), 0], 'input_ids');
         tensors.loss_mask = gpu.upload([L], 'i32', [...lossMask.slice(0, L - 1), 0], 'loss_mask');
       }

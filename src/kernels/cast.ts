@@ -40,21 +40,27 @@ interface Segment {
   dstOffset: number;
 }
 
-/** The overlaps of src's and dst's row parts, with element offsets inside each part. */
+/**
+ * The overlaps of src's and dst's parts, with element offsets inside each part. A part is a range
+ * of elements (rowStart · rowElements on), so the two may be split at different rows, or over
+ * different leading dimensions (an f16 [B, S, V] by B, its f32 widening by B·S).
+ */
 function segments(op: string, src: Tensor, dst: Tensor, half: 'src' | 'dst'): Segment[] {
-  const width = src.rowElements;
   const out: Segment[] = [];
   for (const s of src.parts) {
+    const sStart = s.rowStart * src.rowElements;
+    const sEnd = sStart + s.rowCount * src.rowElements;
     for (const d of dst.parts) {
-      const a = Math.max(s.rowStart, d.rowStart);
-      const b = Math.min(s.rowStart + s.rowCount, d.rowStart + d.rowCount);
+      const dStart = d.rowStart * dst.rowElements;
+      const a = Math.max(sStart, dStart);
+      const b = Math.min(sEnd, dStart + d.rowCount * dst.rowElements);
       if (b <= a) continue;
-      const seg = { src: s, dst: d, count: (b - a) * width, srcOffset: (a - s.rowStart) * width, dstOffset: (a - d.rowStart) * width };
+      const seg = { src: s, dst: d, count: b - a, srcOffset: a - sStart, dstOffset: a - dStart };
       const offset = half === 'src' ? seg.srcOffset : seg.dstOffset;
       if (offset % 2 !== 0) {
         const t = half === 'src' ? src : dst;
         throw new Error(
-          `${op}: f16 tensor ${t.label} ${fmtShape(t.shape)} is split into parts at an odd element (rows of ${width}); row-split f16 tensors need an even row width`,
+          `${op}: f16 tensor ${t.label} ${fmtShape(t.shape)} is split into parts at an odd element (rows of ${t.rowElements}); row-split f16 tensors need an even row width`,
         );
       }
       out.push(seg);

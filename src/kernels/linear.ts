@@ -1,6 +1,7 @@
 /**
  * Linear layer over matmul for operands that may be split into row parts (src/gpu/tensor.ts):
- *   forward       y  = alpha · x · Wᵀ + beta · y      x [R, in], W [out, in], y [R, out]
+ *   forward       y  = alpha · x · Wᵀ + beta · y      x [R, in], W [out, in], y [R, out]; W f32 or f16 (a
+ *                                                    frozen target's weight: f16 storage, f32 arithmetic)
  *   input grad    dx = dy · W + beta · dx              dy [R, out], dx [R, in]
  *   weight grad   dW = dyᵀ · x + beta · dW             dW [out, in] (beta 1 by default: accumulate)
  * W and dW split by rows split the output features; x, y, dx, dy split by rows split R (a [B, S, W]
@@ -49,7 +50,7 @@ export async function linearForward(
   const beta = options.beta ?? 0;
   check('linearForward', shape, [
     ['x', x, R, K],
-    ['W', w, N, K],
+    ['W', w, N, K, 'f16'],
     ['y', y, R, N],
   ]);
   if (!x.isChunked && !w.isChunked && !y.isChunked) {
@@ -178,15 +179,17 @@ function alphaOf(options: LinearOptions): { alpha?: number } {
   return options.alpha === undefined ? {} : { alpha: options.alpha };
 }
 
-type Operand = readonly [name: string, t: Tensor, rows: number, width: number];
+/** An operand's name, tensor and [rows, width] view; 'f16' where f16 storage is also accepted (a frozen weight). */
+type Operand = readonly [name: string, t: Tensor, rows: number, width: number, alsoF16?: 'f16'];
 
-/** Fail closed: f32, exactly rows × width elements, parts of whole rows of the [rows, width] view. */
+/** Fail closed: f32 (or f16 where allowed), exactly rows × width elements, parts of whole rows of the [rows, width] view. */
 function check(op: string, shape: LinearShape, operands: readonly Operand[]): void {
   for (const [what, v] of Object.entries(shape)) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`${op}: ${what} must be a positive integer, got ${v}`);
   }
-  for (const [name, t, rows, width] of operands) {
-    if (t.dtype !== 'f32') throw new Error(`${op}: ${name} (${t.label}) must be f32, got ${t.dtype}`);
+  for (const [name, t, rows, width, alsoF16] of operands) {
+    if (t.dtype !== 'f32' && !(alsoF16 && t.dtype === 'f16'))
+      throw new Error(`${op}: ${name} (${t.label}) must be f32${alsoF16 ? ' or f16' : ''}, got ${t.dtype}`);
     if (t.numel !== rows * width)
       throw new Error(`${op}: ${name} (${t.label} ${fmtShape(t.shape)}) must hold ${rows} × ${width} elements, has ${t.numel}`);
     if (t.isChunked && t.rowElements % width !== 0) {
@@ -202,9 +205,9 @@ interface Span {
   count: number;
 }
 
-/** t's parts as row ranges of its [rows, ·] view (a [B, S, W] tensor split by B: S rows per B). */
+/** t's parts as row ranges of its [rows, ·] view (a [B, S, W] tensor split by B: S rows per part row; by B·S: 1). */
 function spansOf(t: Tensor, rows: number): Span[] {
-  const per = rows / (t.shape.length === 0 ? 1 : t.shape[0]);
+  const per = (rows * t.rowElements) / t.numel;
   return t.parts.map((part) => ({ part, start: part.rowStart * per, count: part.rowCount * per }));
 }
 

@@ -131,9 +131,10 @@ export interface RowSegment {
   readonly operands: readonly SegmentBinding[];
 }
 
+/** t's parts as row ranges of its [rows, ·] view (a part is a range of elements: rowStart · rowElements on). */
 function partRows(t: Tensor, rows: number): { part: TensorPart; start: number; end: number }[] {
-  const perOuter = rows / (t.shape.length === 0 ? 1 : t.shape[0]);
-  return t.parts.map((part) => ({ part, start: part.rowStart * perOuter, end: (part.rowStart + part.rowCount) * perOuter }));
+  const perPartRow = (rows * t.rowElements) / t.numel;
+  return t.parts.map((part) => ({ part, start: part.rowStart * perPartRow, end: (part.rowStart + part.rowCount) * perPartRow }));
 }
 
 /** Split [0, rows) into segments inside which every operand (shift applied) lies in one part. */

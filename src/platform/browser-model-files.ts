@@ -4,7 +4,7 @@
  * over HTTP is browser-model-url.ts; both share the path rule and the refused writes
  * (read-only-model-store.ts).
  *
- * Both plug into the ordinary loaders (`loadHfCheckpoint`, `ChatTokenizer.load`), which read through
+ * Both plug into the ordinary loaders (`HfCheckpointSource`, `ChatTokenizer.load`), which read through
  * `FileStore` tensor by tensor with `readRange`: a picked file is sliced (`File.slice`), so the store
  * never holds a whole multi-gigabyte safetensors file.
  *

@@ -1,6 +1,6 @@
 /**
  * A read-only FileStore over a Hugging Face model directory served over HTTP (a base URL such as
- * `https://huggingface.co/ORG/NAME/resolve/main`), for the ordinary loaders (`loadHfCheckpoint`,
+ * `https://huggingface.co/ORG/NAME/resolve/main`), for the ordinary loaders (`HfCheckpointSource`,
  * `ChatTokenizer.load`): sizes come from HEAD (or a one-byte Range GET), tensors from HTTP Range
  * requests, so a multi-gigabyte safetensors file is never held whole; a server that ignores Range has
  * its file downloaded once and sliced. A directory cannot be listed over HTTP, so `list` is refused

@@ -55,6 +55,19 @@ class IndexedDbFileStore implements FileStore {
   async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
     await (await this.open()).put(FILES, bytes.slice(), path);
   }
+  /** IndexedDB stores a value whole: the chunks are joined, then put in one transaction. */
+  async writeAtomicChunks(path: string, chunks: AsyncIterable<Uint8Array>): Promise<number> {
+    const parts: Uint8Array[] = [];
+    for await (const chunk of chunks) parts.push(chunk.slice());
+    const bytes = new Uint8Array(parts.reduce((a, c) => a + c.byteLength, 0));
+    let at = 0;
+    for (const c of parts) {
+      bytes.set(c, at);
+      at += c.byteLength;
+    }
+    await (await this.open()).put(FILES, bytes, path);
+    return bytes.byteLength;
+  }
   async exists(path: string): Promise<boolean> {
     return (await (await this.open()).getKey(FILES, path)) !== undefined;
   }

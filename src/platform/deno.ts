@@ -18,6 +18,10 @@ import {
 
 const live = new Set<GpuContext>();
 
+async function* oneChunk(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield bytes;
+}
+
 class DenoFileStore implements FileStore {
   constructor(readonly root: string) {}
   private abs(path: string): string {
@@ -53,14 +57,21 @@ class DenoFileStore implements FileStore {
     return namingPath(abs, 'stat', async () => (await Deno.stat(abs)).size);
   }
   async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+    await this.writeAtomicChunks(path, oneChunk(bytes), `atomic write of ${bytes.byteLength} bytes`);
+  }
+  async writeAtomicChunks(path: string, chunks: AsyncIterable<Uint8Array>, what = 'atomic write'): Promise<number> {
     const target = this.abs(path);
     const temp = `${target}.tmp-${Deno.pid}-${Date.now()}`;
-    await namingPath(target, `atomic write of ${bytes.byteLength} bytes`, async () => {
+    return namingPath(target, what, async () => {
       await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
       const file = await Deno.open(temp, { write: true, create: true, truncate: true });
+      let total = 0;
       try {
-        let written = 0;
-        while (written < bytes.length) written += await file.write(bytes.subarray(written));
+        for await (const bytes of chunks) {
+          let written = 0;
+          while (written < bytes.length) written += await file.write(bytes.subarray(written));
+          total += written;
+        }
         await file.sync();
       } catch (err) {
         // A full disk must not leave a half-written temp file behind; the target is untouched.
@@ -70,6 +81,7 @@ class DenoFileStore implements FileStore {
       }
       file.close();
       await Deno.rename(temp, target);
+      return total;
     });
   }
   async exists(path: string): Promise<boolean> {

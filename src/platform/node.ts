@@ -30,6 +30,8 @@ import {
   type WaitPacingStats,
 } from './dawn-wait-pacing.ts';
 import type { Platform } from '../cli/platform.ts';
+import type { ProgressDisplay } from '../ports/progress.ts';
+import { terminalProgress } from './terminal-progress.ts';
 import {
   keyValueDatabaseUnavailable,
   lockHeldError,
@@ -148,13 +150,20 @@ export class NodeFileStore implements FileStore {
     return namingPath(abs, 'stat', async () => (await fs.stat(abs)).size);
   }
   async writeAtomic(path: string, bytes: Uint8Array): Promise<void> {
+    await this.writeAtomicChunks(path, oneChunk(bytes), `atomic write of ${bytes.byteLength} bytes`);
+  }
+  async writeAtomicChunks(path: string, chunks: AsyncIterable<Uint8Array>, what = 'atomic write'): Promise<number> {
     const target = this.abs(path);
     const temp = `${target}.tmp-${process.pid}-${Date.now()}`;
-    await namingPath(target, `atomic write of ${bytes.byteLength} bytes`, async () => {
+    return namingPath(target, what, async () => {
       mkdirSync(dirname(target), { recursive: true });
       const handle = await fs.open(temp, 'w');
+      let written = 0;
       try {
-        await handle.writeFile(bytes);
+        for await (const chunk of chunks) {
+          await handle.writeFile(chunk);
+          written += chunk.byteLength;
+        }
         await handle.sync();
       } catch (err) {
         // A full disk must not leave a half-written temp file behind; the target is untouched.
@@ -164,6 +173,7 @@ export class NodeFileStore implements FileStore {
       }
       await handle.close();
       await fs.rename(temp, target);
+      return written;
     });
   }
   async exists(path: string): Promise<boolean> {
@@ -247,6 +257,9 @@ async function syncDirectory(dir: string): Promise<void> {
   }
 }
 
+/** The one terminal display of this process (its bars and the lines printed above them). */
+let terminal: ProgressDisplay | undefined;
+
 export const nodePlatform: Platform = {
   name: 'node',
   acquireGpu: acquireNodeGpu,
@@ -264,6 +277,8 @@ export const nodePlatform: Platform = {
   // Loaded on first use, so commands that never reach Redis do not load its client.
   connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
   startGateway: async (options) => (await import('./control-gateway-node.ts')).startRunGateway(options),
+  // Bars only on a terminal: a log or a pipe gets the plain progress lines.
+  progressDisplay: () => (process.stdout.isTTY ? (terminal ??= terminalProgress(process.stdout)) : undefined),
   onInterrupt(handler) {
     const onInt = () => handler('SIGINT');
     const onTerm = () => handler('SIGTERM');
@@ -275,6 +290,10 @@ export const nodePlatform: Platform = {
     };
   },
 };
+
+async function* oneChunk(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
+  yield bytes;
+}
 
 async function readLockOwner(path: string): Promise<LockOwner | null> {
   try {

@@ -30,6 +30,9 @@ export abstract class ReadOnlyModelStore implements FileStore {
   writeAtomic(path: string): Promise<void> {
     return readOnly(this.root, path, 'write');
   }
+  writeAtomicChunks(path: string): Promise<number> {
+    return readOnly(this.root, path, 'write');
+  }
   remove(path: string): Promise<void> {
     return readOnly(this.root, path, 'remove');
   }

@@ -17,6 +17,12 @@ export interface FileStore {
   readRange(path: string, offset: number, length: number): Promise<Uint8Array>;
   size(path: string): Promise<number>;
   writeAtomic(path: string, bytes: Uint8Array): Promise<void>;
+  /**
+   * writeAtomic of the concatenation of `chunks`, written as they come (a checkpoint read back tensor
+   * by tensor), so the whole file is never in memory where the store writes to disk. Resolves with
+   * the bytes written; on failure the target is untouched and no temp file is left.
+   */
+  writeAtomicChunks(path: string, chunks: AsyncIterable<Uint8Array>): Promise<number>;
   exists(path: string): Promise<boolean>;
   /** Entries directly under `dir` (names, sorted). Missing dir → []. */
   list(dir: string): Promise<string[]>;

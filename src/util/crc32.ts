@@ -11,7 +11,12 @@ const TABLE = (() => {
 })();
 
 export function crc32(bytes: Uint8Array): number {
-  let crc = 0xffffffff;
-  for (let i = 0; i < bytes.length; i++) crc = TABLE[(crc ^ bytes[i]) & 0xff] ^ (crc >>> 8);
-  return (crc ^ 0xffffffff) >>> 0;
+  return crc32Update(0, bytes);
+}
+
+/** The CRC-32 of a stream so far: crc32Update(crc32(a), b) === crc32(a followed by b); start from 0. */
+export function crc32Update(crc: number, bytes: Uint8Array): number {
+  let c = (crc ^ 0xffffffff) >>> 0;
+  for (let i = 0; i < bytes.length; i++) c = TABLE[(c ^ bytes[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ 0xffffffff) >>> 0;
 }

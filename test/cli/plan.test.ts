@@ -93,7 +93,9 @@ export default defineSuite('cli/plan', (t) => {
         }
         const [colocated, trainer, rollout] = lines;
         const keys = (l: RoleLine) => l.items.map((i) => i.key);
-        assert(!keys(trainer).includes('targetCapture'), 'the trainer captures nothing');
+        const capture = (l: RoleLine) => l.items.find((i) => i.key === 'targetCapture');
+        // The trainer captures only the held-out sequences of --eval-every, a batch at a time, not a round.
+        assert(capture(trainer) && capture(trainer)!.bytes < capture(colocated)!.bytes, 'the trainer captures a held-out batch at a time');
         assert(!keys(rollout).some((k) => k.startsWith('draft') || k === 'moments'), 'the rollout holds no draft');
         assert(trainer.totalBytes < colocated.totalBytes && rollout.totalBytes < colocated.totalBytes, 'each process holds less');
         assertEqual(trainer.checkpointBytes, colocated.checkpointBytes, 'the trainer writes the same checkpoints');
@@ -145,10 +147,10 @@ export default defineSuite('cli/plan', (t) => {
           trainer: ['--round-prompts', '--rollout-batch', '--batch'],
           rollout: ['--round-prompts', '--batch-size', '--ttt-length'],
         };
-        // Over a budget, and past a binding (a stored sample's logits must fit one binding).
+        // Over a budget, and past a binding (one 1024-token sequence's capture activations [1024, 128] f32 must fit one).
         for (const limit of [
           ['--gpu-memory-budget', '256KiB', ...BIG_LIMITS],
-          ['--max-storage-binding-size', '512KiB', '--max-buffer-size', '1MiB'],
+          ['--max-storage-binding-size', '256KiB', '--max-buffer-size', '1MiB'],
         ]) {
           const r = await cli(platform, ['plan', '--target', `${tmp.files.root}/target`, '--max-length', '1024', ...limit, '--json']);
           assertEqual(r.code, 2, `refused: ${limit.join(' ')}`);

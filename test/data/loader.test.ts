@@ -4,7 +4,7 @@ import { InMemoryMetadataStore } from '../../src/control/metadata-store.ts';
 import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { epochOrder, FeatureDataLoader } from '../../src/data/feature-dataloader.ts';
 import { OfflineManifestReader } from '../../src/data/offline-manifest.ts';
-import { writeSafetensors } from '../../src/formats/safetensors.ts';
+import { writeSafetensors } from '../../src/formats/safetensors-writer.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import type { FileStore } from '../../src/ports/storage.ts';

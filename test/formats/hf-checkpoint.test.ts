@@ -4,15 +4,11 @@
  */
 import { defineSuite } from '../harness/suite.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
-import {
-  expectedTensors,
-  isMatrixWeight,
-  loadHfCheckpoint,
-  type MatrixWeight,
-  type TargetWeights,
-} from '../../src/formats/hf-checkpoint.ts';
+import { isMatrixWeight, loadHfCheckpoint, type MatrixWeight, type TargetWeights } from '../../src/formats/hf-checkpoint.ts';
+import { expectedTensors } from '../../src/formats/hf-checkpoint-source.ts';
 import { f32ToF16Ref } from '../../src/reference/cast.ts';
-import { SafetensorsFile, bf16ToF32, f32ToBf16, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
+import { SafetensorsFile, bf16ToF32, f32ToBf16 } from '../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors-writer.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { copyFixtureCheckpoint, encodeTensor, qwen3Config, writeRandomCheckpoint } from '../model/synthetic-checkpoint.ts';

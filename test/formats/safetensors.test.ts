@@ -13,11 +13,10 @@ import {
   SafetensorsReader,
   f32ToBf16,
   parseSafetensorsHeader,
-  writeSafetensors,
   type SafetensorsDType,
   type SafetensorsHeader,
-  type TensorToWrite,
 } from '../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors-writer.ts';
 import { tempStore } from '../data/temp-store.ts';
 
 const SOURCE = 'fuzz.safetensors';

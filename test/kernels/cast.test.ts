@@ -163,6 +163,32 @@ export default defineSuite('kernels/cast', (t) => {
     gpu.destroy();
   });
 
+  t.test(
+    'a [B, S, V] f16 batch split by sequence widens into an f32 one split over its B·S rows (the trainer widening f16 features)',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      // At 400 B an f16 [4, 20] slab (160 B) fits: the f16 batch splits by B. At 256 B an f32 slab (320 B)
+      // does not: the f32 tensor splits over its B·S rows of 80 B.
+      const [B, S, V] = [6, 4, 20];
+      const values = narrowingCases(B * S * V, 3).map((x) => (Number.isFinite(x) && Math.abs(x) < 60000 ? x : 0.5));
+      const bits = castF32ToF16Ref(values).bits;
+      Object.defineProperty(gpu, 'maxBindingBytes', { value: 400, configurable: true });
+      const half = gpu.upload([B, S, V], 'f16', bits, 'half');
+      Object.defineProperty(gpu, 'maxBindingBytes', { value: 256, configurable: true });
+      const wide = gpu.tensor([B, S, V], 'f32', 'wide');
+      assert(half.splitDims === 1 && half.parts.length > 1 && wide.splitDims === 2, `f16 by B (${half.parts.length} parts), f32 by B·S`);
+      await castF16ToF32(gpu, half, wide);
+      assertEqual([...(await gpu.read(wide))].join(), [...castF16ToF32Ref(bits)].join(), 'widened exactly');
+      const overflow = gpu.zeros([1], 'u32', 'overflow');
+      const back = gpu.tensor([B, S, V], 'f16', 'back');
+      Object.defineProperty(gpu, 'maxBindingBytes', { value: 400, configurable: true });
+      await castF32ToF16(gpu, wide, back, overflow);
+      assertEqual([...(await gpu.read(back))].join(), [...bits].join(), 'and narrowed back');
+      gpu.release(half, wide, overflow, back);
+      gpu.destroy();
+    },
+  );
+
   t.test('bad arguments name the tensor at fault', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const a = gpu.tensor([4], 'f32', 'a');

@@ -10,6 +10,7 @@ import type { GpuContext } from '../../src/gpu/context.ts';
 import { linearForward, linearInputGrad, linearWeightGrad, type LinearShape } from '../../src/kernels/linear.ts';
 import { matmul } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
+import { f16ToF32Ref, f32ToF16Ref } from '../../src/reference/cast.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
@@ -120,6 +121,31 @@ export default defineSuite('kernels/linear', (t) => {
 
   t.test('[B, S, ·] activations split by sequence (as a batch of hidden states is) match float64', ({ gpu, note }) =>
     splitCase(gpu, 36, 6, true, note, 'batchSplit'),
+  );
+
+  t.test(
+    'an f16 weight split into parts (a frozen target lm_head), with [B, S, ·] output split over its B·S rows: forward matches float64 on the f16-rounded weight',
+    async ({ gpu: ctx, note }) => {
+      // 1 KiB: one [6, 70] output slab (1680 bytes) exceeds it, so y splits over its 24 rows of 70;
+      // W [70, 48] f16 splits into 10 parts of 7 rows.
+      const gpu = lowered(ctx, 1024);
+      const rows = 24;
+      const d = data(17, rows);
+      const wBits = Uint16Array.from(d.w, f32ToF16Ref);
+      const wRounded = Float64Array.from(wBits, f16ToF32Ref);
+      const x = gpu.upload([rows, IN], 'f32', d.x, 'x');
+      const w = gpu.upload([OUT, IN], 'f16', wBits, 'W.f16');
+      const y = gpu.tensor([4, 6, OUT], 'f32', 'y');
+      assertEqual(y.splitDims, 2, 'y is split over its B·S rows');
+      assert(w.parts.length > 2 && y.parts.length > 2, `W and y are split (${w.parts.length}, ${y.parts.length} parts)`);
+      await linearForward(gpu, x, w, y, { rows, inFeatures: IN, outFeatures: OUT });
+      const ref = matmulRef(d.x, wRounded, undefined, { M: rows, N: OUT, K: IN, transB: true });
+      note('relErr', assertRelClose(await gpu.read(y), ref, TOL, 'y = x·Wᵀ with f16 W').toExponential(2));
+      gpu.release(x, w, y);
+      assertEqual(gpu.pool.stats().liveBuffers, 0, 'every scratch released');
+      gpu.destroy();
+    },
+    { timeoutMs: SLOW },
   );
 
   t.test('unsplit, each product is the plain matmul bit for bit', async ({ gpu: ctx }) => {

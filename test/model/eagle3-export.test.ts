@@ -8,7 +8,8 @@
  * required key, with a leftover `draft_model.` prefix, an unknown key or a wrong dtype is refused
  * naming the key.
  */
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors.ts';
+import { SafetensorsFile } from '../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors-writer.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { EMBED_NAME } from '../../src/config/eagle3-config.ts';
 import {

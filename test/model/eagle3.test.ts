@@ -12,6 +12,7 @@ import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../src/model/eagle3/parameters.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { assertDeepEqual, assertEqual, assertRejects, assertRelClose, assertThrows } from '../harness/assert.ts';
+import { f16ToF32Ref, f32ToF16Ref } from '../../src/reference/cast.ts';
 import { defineSuite } from '../harness/suite.ts';
 import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config } from '../../src/config/eagle3-config.ts';
@@ -263,6 +264,57 @@ export default defineSuite('model/eagle3', (t) => {
       model.destroy();
       backend.destroy();
       gpu.destroy();
+    },
+    { timeoutMs: SLOW },
+  );
+
+  t.test(
+    "a draft borrowing the target's embedding table (f32, or f16 storage of f16-exact values) trains bit-identically to one holding an f32 copy",
+    async ({ gpu: ctx }) => {
+      const c = RANDOM_CONFIG;
+      const { values, inputs: x } = randomProblem(c, 6);
+      // f16-exact embedding values, so the f16 table holds exactly what the f32 copy holds.
+      const embedBits = Uint16Array.from(values[EMBED_NAME], f32ToF16Ref);
+      const embed = Float32Array.from(embedBits, f16ToF32Ref);
+      const gpu = new Gpu(ctx);
+      const run = async (frozen: 'copy' | 'f32' | 'f16') => {
+        const backend = new AdamWBackend(gpu, { ...FIXTURE_OPTIMIZER, lr: 3e-3 });
+        const table =
+          frozen === 'f32'
+            ? gpu.upload([c.vocabSize, c.hiddenSize], 'f32', embed, 'target.embed')
+            : frozen === 'f16'
+              ? gpu.upload([c.vocabSize, c.hiddenSize], 'f16', embedBits, 'target.embed16')
+              : undefined;
+        const init = initialEagle3Weights(c, table ? 'shared' : embed, new Rng(2));
+        assertEqual(EMBED_NAME in init, !table, `${frozen}: the embedding is copied only without a shared table`);
+        const model = new Eagle3DraftModel(gpu, backend, c, init, { t2d: x.t2d, d2t: x.d2t }, { embed: table });
+        const inputs = uploadRandomInputs(gpu, c, x);
+        const losses: number[] = [];
+        for (let step = 0; step < 3; step++) {
+          const out = await model.trainStep(inputs, { tttLength: 3, lossScale: 1 });
+          await backend.optimizerStep();
+          losses.push(...(await out.losses));
+        }
+        const weights = await Promise.all(eagle3ParameterShapes(c).map(([n]) => gpu.read(backend.param(n).value)));
+        releaseInputs(gpu, inputs);
+        model.destroy();
+        // The draft never releases a borrowed table: releasing it here would throw "released twice" otherwise.
+        if (table) gpu.release(table);
+        backend.destroy();
+        return { losses, weights };
+      };
+      try {
+        const copy = await run('copy');
+        for (const frozen of ['f32', 'f16'] as const) {
+          const shared = await run(frozen);
+          assertDeepEqual(shared.losses, copy.losses, `${frozen}: losses`);
+          shared.weights.forEach((w, i) => assertDeepEqual([...w], [...copy.weights[i]], `${frozen}: weight ${i} after 3 steps`));
+        }
+        // Only the loss kernels' per-Gpu placeholder binding survives (as in model/eagle3-split).
+        assertEqual(gpu.pool.stats().liveBuffers, 1, 'nothing leaked but the loss placeholder');
+      } finally {
+        gpu.destroy();
+      }
     },
     { timeoutMs: SLOW },
   );

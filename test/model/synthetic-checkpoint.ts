@@ -1,8 +1,9 @@
 /** Test helpers: copy a fixture checkpoint into a FileStore, and write random checkpoints of any config. */
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
-import { f32ToBf16, writeSafetensors, type SafetensorsDType, type TensorToWrite } from '../../src/formats/safetensors.ts';
-import { expectedTensors } from '../../src/formats/hf-checkpoint.ts';
+import { f32ToBf16, type SafetensorsDType } from '../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../src/formats/safetensors-writer.ts';
+import { expectedTensors } from '../../src/formats/hf-checkpoint-source.ts';
 import { parseHfConfig } from '../../src/config/hf-config.ts';
 
 export async function copyFixtureCheckpoint(

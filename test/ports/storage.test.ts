@@ -39,6 +39,37 @@ export default defineSuite('ports/storage', (t) => {
     { only: ['node', 'deno'] },
   );
 
+  t.test(
+    'writeAtomicChunks: the chunks in order, written as they come; a failed stream leaves the target and no temp file',
+    async ({ platform }) => {
+      const tmp = tempStore(platform, 'ports-chunks');
+      try {
+        async function* chunks(fail: boolean) {
+          for (let i = 0; i < 5; i++) {
+            if (fail && i === 3) throw new Error('the readback failed');
+            yield Uint8Array.from({ length: 1000 + i }, (_, j) => (i * 7 + j) & 0xff);
+          }
+        }
+        const want = new Uint8Array(5010);
+        for (let i = 0, at = 0; i < 5; at += 1000 + i, i++)
+          want.set(
+            Uint8Array.from({ length: 1000 + i }, (_, j) => (i * 7 + j) & 0xff),
+            at,
+          );
+        assertEqual(await tmp.files.writeAtomicChunks('d/f.bin', chunks(false)), 5010, 'bytes written');
+        assert(
+          (await tmp.files.read('d/f.bin')).every((b, i) => b === want[i]),
+          'the file is the chunks in order',
+        );
+        await assertRejects(() => tmp.files.writeAtomicChunks('d/f.bin', chunks(true)), /the readback failed/, 'a failing stream');
+        assertEqual((await tmp.files.read('d/f.bin')).byteLength, 5010, 'the earlier file is untouched');
+        assertEqual((await tmp.files.list('d')).join(), 'f.bin', 'no temp file left');
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+  );
+
   t.test('namingPath keeps the code and names a full disk in words', async () => {
     const full = Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' });
     const err = await assertRejects(

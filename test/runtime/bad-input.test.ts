@@ -12,7 +12,7 @@ import { spillPath } from '../../src/data/feature-spill.ts';
 import { FeatureNotFoundError, FeatureSpillError, FeatureStoreBudgetError, parseMemUri } from '../../src/data/feature-store.ts';
 import { LocalFeatureStore } from '../../src/data/local-feature-store.ts';
 import { OfflineManifestReader } from '../../src/data/offline-manifest.ts';
-import { writeSafetensors } from '../../src/formats/safetensors.ts';
+import { writeSafetensors } from '../../src/formats/safetensors-writer.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { CaptureMismatchError, type CaptureConfig } from '../../src/inference/capture.ts';
 import { RolloutWorker, type CapturedFeatures, type FeatureSource } from '../../src/inference/rollout-worker.ts';

@@ -25,6 +25,9 @@ import memoryPlan from '../training/run/memory-plan.test.ts';
 import memoryPlanRoles from '../training/run/memory-plan-roles.test.ts';
 import runFootprint from '../training/run/run-footprint.test.ts';
 import planCli from '../cli/plan.test.ts';
+import trainRun from '../training/run/train-run.test.ts';
+import progressLines from '../training/run/progress-lines.test.ts';
+import terminalProgress from '../platform/terminal-progress.test.ts';
 
 export const trainSuites: readonly Suite[] = [
   memoryPlan,
@@ -40,6 +43,9 @@ export const trainSuites: readonly Suite[] = [
   tabRollout,
   runExport,
   trainCli,
+  trainRun,
+  progressLines,
+  terminalProgress,
   trainMemory,
   planCli,
   trainData,

@@ -15,6 +15,8 @@ export type MemoryBasis = Extract<Report, { type: 'memory-basis' }>;
 export function labMemoryPlan(basis: MemoryBasis, settings: LabSettings): MemoryPlan {
   const prompts = basis.trainPromptLengths.slice(0, settings.trainPrompts);
   const input = sessionMemoryInput({
+    maxBindingBytes: Math.min(basis.limits.maxStorageBufferBindingSize, basis.limits.maxBufferSize),
+    heldOutSequences: basis.heldOut, // the lab scores its held-out prompts while it trains
     target: basis.target,
     draft: draftConfigFor({ config: basis.target }, Math.min(settings.draftVocabSize, basis.target.vocabSize)),
     batchSize: settings.batchSize,

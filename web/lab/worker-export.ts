@@ -3,7 +3,7 @@
  * model.safetensors) written to the lab's file store and sent to the page, and an export the page
  * hands back (the loose files, or the entries of the page's zip) read into the speculative panel.
  */
-import { readEagle3Export, withoutEmbedding, writeEagle3Export } from '../../src/model/eagle3/export.ts';
+import { readEagle3Export, writeEagle3Export } from '../../src/model/eagle3/export.ts';
 import { pickedFilesStore } from '../../src/platform/browser-model-files.ts';
 import { auxLayersFor, lab, labFiles, post } from './worker-state.ts';
 
@@ -32,9 +32,9 @@ export async function importDraft(fileList: File[]): Promise<void> {
   const m = lab.model!;
   try {
     const store = pickedFilesStore(fileList);
-    const draft = await readEagle3Export(store, '', m.checkpoint.weights.embedTokens);
+    const draft = await readEagle3Export(store, '', 'none');
     const c = draft.config;
-    const t = m.checkpoint.config;
+    const t = m.config;
     if (c.hiddenSize !== t.hiddenSize || c.vocabSize !== t.vocabSize) {
       throw new Error(
         `the draft (hidden ${c.hiddenSize}, vocab ${c.vocabSize}) does not fit the loaded target ${m.id} (hidden ${t.hiddenSize}, vocab ${t.vocabSize})`,
@@ -43,7 +43,7 @@ export async function importDraft(fileList: File[]): Promise<void> {
     lab.imported = {
       draft: {
         config: c,
-        weights: withoutEmbedding(draft.values),
+        weights: draft.values,
         d2t: draft.vocab.d2t,
         auxLayerIds: draft.auxLayerIds ?? auxLayersFor(t.numLayers),
       },

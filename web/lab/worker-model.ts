@@ -2,7 +2,7 @@
  * The lab worker's GPU and model: acquiring WebGPU, loading the bundled lab target (or a picked,
  * dropped or URL model directory) with its prompts, and what the page's memory plan needs.
  */
-import { loadHfCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../../src/formats/hf-checkpoint-source.ts';
 import { LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
 import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
@@ -50,32 +50,35 @@ export async function loadModel(store: FileStore, id: string, bundled: boolean):
   }
   post({ type: 'model', state: 'loading', message: `loading ${id}` });
   try {
-    const checkpoint = await loadHfCheckpoint(store, '', {
-      onProgress: (loaded, total) => post({ type: 'model', state: 'loading', message: `loading ${id}`, loaded, total }),
-    });
+    // Headers first (a wrong or incomplete model is refused before any weight is read), then the
+    // weights streamed onto the GPU slice by slice.
+    const source = await HfCheckpointSource.open(store, '');
+    const config = source.config;
     const tokenizer = (await store.exists('tokenizer.json')) ? await ChatTokenizer.load(store, '') : undefined;
     let train: number[][];
     let heldOut: number[][];
     let heldText: string[];
     if (bundled) {
-      const prompts = parseLabPrompts(await store.read(LAB_PROMPTS_FILE), `${store.root}/${LAB_PROMPTS_FILE}`, checkpoint.config.vocabSize);
+      const prompts = parseLabPrompts(await store.read(LAB_PROMPTS_FILE), `${store.root}/${LAB_PROMPTS_FILE}`, config.vocabSize);
       train = prompts.train.map((p) => p.ids);
       heldOut = prompts.heldOut.map((p) => p.ids);
       heldText = prompts.heldOut.map((p) => p.text);
     } else {
       // Any other model: seeded random-token prompts (no corpus for its tokenizer is bundled).
       const rng = new Rng(0);
-      const make = (n: number) => Array.from({ length: n }, () => Array.from({ length: 8 }, () => rng.int(0, checkpoint.config.vocabSize)));
+      const make = (n: number) => Array.from({ length: n }, () => Array.from({ length: 8 }, () => rng.int(0, config.vocabSize)));
       train = make(64);
       heldOut = make(8);
       heldText = heldOut.map((ids) => (tokenizer ? tokenizer.decode(ids) : ids.join(' ')));
     }
-    const target = TargetModel.create(lab.gpu!, checkpoint);
+    const target = await TargetModel.load(lab.gpu!, source, {
+      onProgress: (loaded, total) => post({ type: 'model', state: 'loading', message: `loading ${id}`, loaded, total }),
+    });
     closeSession();
     lab.model?.target.destroy();
-    lab.model = { id, checkpoint, target, tokenizer, train, heldOut };
+    lab.model = { id, config, target, tokenizer, train, heldOut };
     lab.imported = undefined;
-    const c = checkpoint.config;
+    const c = config;
     post({
       type: 'model',
       state: 'ready',

@@ -96,7 +96,7 @@ function sessionSettings(s: LabSettings, numLayers: number) {
 
 async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession> {
   const m = lab.model!;
-  resolveDraftVocabSize(settings.draftVocabSize, m.checkpoint.config.vocabSize, 'draft vocab size');
+  resolveDraftVocabSize(settings.draftVocabSize, m.config.vocabSize, 'draft vocab size');
   if (settings.trainPrompts > m.train.length)
     throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
   phase('data', `${m.heldOut.length} held-out prompts continued by the target for evaluation (${settings.responseLength} tokens each)`);
@@ -112,10 +112,9 @@ async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession
   return Eagle3TrainingSession.open({
     gpu: lab.gpu!,
     target: m.target,
-    embedTokens: m.checkpoint.weights.embedTokens,
     trainSequences,
     evaluation: lab.evaluation,
-    settings: sessionSettings(settings, m.checkpoint.config.numLayers),
+    settings: sessionSettings(settings, m.config.numLayers),
     storage: { checkpoints: platform.files(CHECKPOINTS), metadata: await ledger(), spill: platform.files(SPILL) },
     runId: RUN_ID,
     now: () => performance.now(),

@@ -31,7 +31,7 @@ export async function specRun(prompt: number, maxNewTokens: number, numDraftToke
   const result = await evaluateDraft(m.target, lab.gpu!, chosen.draft, [ids], {
     maxNewTokens,
     numDraftTokens,
-    auxLayerIds: chosen.draft.auxLayerIds ?? auxLayersFor(m.checkpoint.config.numLayers),
+    auxLayerIds: chosen.draft.auxLayerIds ?? auxLayersFor(m.config.numLayers),
     reference: base.tokens,
     sampling: sampled ? sampling : undefined,
     now,

@@ -12,7 +12,7 @@
  */
 /// <reference lib="webworker" />
 import { IndexedDbMetadataStore } from '../../src/control/indexeddb-metadata-store.ts';
-import type { TargetCheckpoint } from '../../src/formats/hf-checkpoint.ts';
+import type { TargetModelConfig } from '../../src/config/hf-config.ts';
 import type { ChatTokenizer } from '../../src/formats/tokenizer.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import type { Gpu } from '../../src/gpu/gpu.ts';
@@ -35,7 +35,7 @@ export const RUN_ID = 'lab';
 
 export interface LoadedModel {
   id: string;
-  checkpoint: TargetCheckpoint;
+  config: TargetModelConfig;
   target: TargetModel;
   tokenizer: ChatTokenizer | undefined;
   train: number[][];

@@ -17,7 +17,8 @@
  *
  * Exporting a training checkpoint folder is src/training/checkpoints/checkpoint-export.ts.
  */
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../formats/safetensors.ts';
+import { SafetensorsFile } from '../../formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { assertFinite } from '../../util/finite.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
@@ -143,18 +144,20 @@ export async function writeEagle3Export(
   await store.writeAtomic(joinPath(dir, 'config.json'), new TextEncoder().encode(`${JSON.stringify(config, null, 2)}\n`));
 }
 
-/** The trained weights of a draft: `values` without the frozen copy of the target's embedding. */
-export function withoutEmbedding(values: Readonly<Record<string, Float32Array>>): Record<string, Float32Array> {
-  return Object.fromEntries(Object.entries(values).filter(([k]) => k !== EMBED_NAME));
-}
-
 export interface ImportedEagle3 {
   readonly config: Eagle3Config;
-  /** Every trainable weight (f32, widened from bf16) plus `embed_tokens.weight`. */
+  /** Every trainable weight (f32, widened from bf16) plus `embed_tokens.weight` (unless read with embedding 'none'). */
   readonly values: Record<string, Float32Array>;
   readonly vocab: { t2d: Int32Array; d2t: Int32Array };
   /** Aux layer ids from the config's eagle_config, when it names them. */
   readonly auxLayerIds?: readonly number[];
+}
+
+/** An f32 copy by `set`: `Float32Array.from` collects an iterable into a JS array first, which aborts past about 134M values. */
+function copyF32(values: ArrayLike<number>): Float32Array {
+  const out = new Float32Array(values.length);
+  out.set(values);
+  return out;
 }
 
 /** `eagle_config.eagle_aux_hidden_state_layer_ids` of a parsed draft config.json, when present and integral. */
@@ -168,9 +171,10 @@ const FLOAT_DTYPES = new Set(['BF16', 'F16', 'F32']);
 
 /**
  * Validate and decode an exported directory. `embedding` is the target's `embed_tokens` [V, H]; it
- * may be omitted only when the file itself carries `embed_tokens.weight`.
+ * may be omitted only when the file itself carries `embed_tokens.weight`. 'none' leaves the
+ * embedding out of `values` (a caller whose draft borrows the target's GPU table, Eagle3Frozen).
  */
-export async function readEagle3Export(store: FileStore, dir: string, embedding?: ArrayLike<number>): Promise<ImportedEagle3> {
+export async function readEagle3Export(store: FileStore, dir: string, embedding?: ArrayLike<number> | 'none'): Promise<ImportedEagle3> {
   const configPath = joinPath(dir, 'config.json');
   const modelPath = joinPath(dir, 'model.safetensors');
   const configSource = `${store.root}/${configPath}`;
@@ -220,12 +224,14 @@ export async function readEagle3Export(store: FileStore, dir: string, embedding?
   checkVocab(config, vocab, modelSource);
 
   const embedShape = [config.vocabSize, config.hiddenSize];
-  if (embedding) {
+  if (embedding === 'none') {
+    // The trainable weights only.
+  } else if (embedding) {
     if (embedding.length !== config.vocabSize * config.hiddenSize)
       throw new Error(
         `import ${modelSource}: the target embedding has ${embedding.length} values, [${embedShape}] needs ${config.vocabSize * config.hiddenSize}`,
       );
-    values[EMBED_NAME] = Float32Array.from(embedding);
+    values[EMBED_NAME] = copyF32(embedding);
   } else if (file.has(EMBED_NAME)) {
     if (file.shape(EMBED_NAME).join() !== embedShape.join())
       throw new Error(`${modelSource}: key "${EMBED_NAME}" has shape [${file.shape(EMBED_NAME)}], the config needs [${embedShape}]`);

@@ -15,7 +15,7 @@ import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { eagle3Forward } from './forward.ts';
 import { releaseForwardState } from './forward-state.ts';
 import type { Eagle3Inputs } from './inputs.ts';
-import { Eagle3Parameters, type Eagle3Vocab } from './parameters.ts';
+import { Eagle3Parameters, type Eagle3Frozen, type Eagle3Vocab } from './parameters.ts';
 
 export interface Eagle3TrainOptions {
   tttLength: number;
@@ -45,8 +45,9 @@ export class Eagle3DraftModel {
     readonly config: Eagle3Config,
     values: Readonly<Record<string, ArrayLike<number>>>,
     vocab: Eagle3Vocab,
+    frozen: Eagle3Frozen = {},
   ) {
-    this.params = new Eagle3Parameters(gpu, backend, config, values, vocab);
+    this.params = new Eagle3Parameters(gpu, backend, config, values, vocab, frozen);
   }
 
   /** Forward + backward of one micro-batch; everything is encoded, results come back as pending reads. */

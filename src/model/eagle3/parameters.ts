@@ -5,7 +5,7 @@
  * mapping buffers (t2d as i32 0/1 [V], `used` = d2t + arange(D) as i32 [D]) and the RoPE tables.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
-import type { Tensor } from '../../gpu/tensor.ts';
+import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import type { Rng } from '../../util/random.ts';
 import { usedFromD2t } from './vocab-mapping.ts';
 import type { AdamWBackend, Parameter } from '../../optim/adamw-backend.ts';
@@ -52,18 +52,31 @@ export interface Eagle3Vocab {
   d2t: ArrayLike<number>;
 }
 
+/** Frozen tensors a draft may share instead of holding its own copy. */
+export interface Eagle3Frozen {
+  /**
+   * The target's own embedding table [V, H] on the same device (f32, or f16 storage: the lookup
+   * widens it exactly), borrowed, never released by the draft: with it `values` need not carry
+   * `embed_tokens.weight`, and a real vocabulary's table is neither copied on the host nor held twice on the GPU.
+   */
+  readonly embed?: Tensor;
+}
+
 export class Eagle3Parameters {
   readonly weights: Eagle3Weights;
-  /** Frozen target embedding [V, H] (may be split into row parts for a large vocabulary). */
+  /** Frozen target embedding [V, H] (may be split into row parts for a large vocabulary; f16 when shared from an f16 target). */
   readonly embed: Tensor;
+  /** Whether `embed` was uploaded here (released by destroy) or borrowed (Eagle3Frozen.embed). */
+  private readonly ownsEmbed: boolean;
   readonly t2d: Tensor;
   readonly used: Tensor;
   /** RoPE (cos, ±sin) tables, grown to the longest sequence seen. */
   readonly rope: Eagle3Rope;
 
   /**
-   * Upload `values` (every name of eagle3ParameterShapes plus `embed_tokens.weight`) and register the
-   * trainable ones in `backend`. Lengths are checked against the config, naming the tensor.
+   * Upload `values` (every name of eagle3ParameterShapes, plus `embed_tokens.weight` unless
+   * `frozen.embed` shares the target's table) and register the trainable ones in `backend`. Lengths
+   * are checked against the config, naming the tensor.
    */
   constructor(
     private readonly gpu: Gpu,
@@ -71,6 +84,7 @@ export class Eagle3Parameters {
     readonly config: Eagle3Config,
     values: Readonly<Record<string, ArrayLike<number>>>,
     vocab: Eagle3Vocab,
+    frozen: Eagle3Frozen = {},
   ) {
     const c = config;
     const need = (name: string, shape: readonly number[]): ArrayLike<number> => {
@@ -95,9 +109,15 @@ export class Eagle3Parameters {
 
     // Check every value before allocating anything, so a bad checkpoint leaks no GPU memory.
     const embedShape = [c.vocabSize, c.hiddenSize];
-    const embed = need(EMBED_NAME, embedShape);
+    const shared = frozen.embed;
+    if (shared && (shared.shape.join() !== embedShape.join() || (shared.dtype !== 'f32' && shared.dtype !== 'f16')))
+      throw new Error(
+        `Eagle3Parameters: the shared embedding ${shared.label} is ${shared.dtype}${fmtShape(shared.shape)}, the draft needs f32 or f16 ${fmtShape(embedShape)}`,
+      );
+    const embed = shared ? undefined : need(EMBED_NAME, embedShape);
     const trainable = eagle3ParameterShapes(c).map(([name, shape]) => ({ name, shape, init: need(name, shape) }));
-    this.embed = gpu.upload(embedShape, 'f32', embed, EMBED_NAME);
+    this.ownsEmbed = embed !== undefined;
+    this.embed = shared ?? gpu.upload(embedShape, 'f32', embed!, EMBED_NAME);
     this.t2d = gpu.upload(
       [c.vocabSize],
       'i32',
@@ -111,9 +131,9 @@ export class Eagle3Parameters {
     this.weights = handles as Eagle3Weights;
   }
 
-  /** Release the frozen tensors (the backend owns and releases the trainable ones). */
+  /** Release the frozen tensors (the backend owns and releases the trainable ones; a shared embedding is the target's). */
   destroy(): void {
-    this.gpu.release(this.embed, this.t2d, this.used);
+    this.gpu.release(this.t2d, this.used, ...(this.ownsEmbed ? [this.embed] : []));
     this.rope.destroy();
   }
 }
@@ -121,21 +141,28 @@ export class Eagle3Parameters {
 /**
  * Fresh weights for a draft trained from scratch, by the Hugging Face convention the draft's
  * PreTrainedModel init follows: every Linear weight ~ N(0, initializerRange²), every RMSNorm weight 1.
- * The embedding is the target's (`embedding`, [V, H]), frozen.
+ * The embedding is the target's (`embedding`, [V, H]), frozen: copied in as `embed_tokens.weight`,
+ * or left out when `embedding` is 'shared' (the draft then borrows the target's GPU table, Eagle3Frozen).
+ * The trainable values do not depend on which.
  */
 export function initialEagle3Weights(
   config: Eagle3Config,
-  embedding: ArrayLike<number>,
+  embedding: ArrayLike<number> | 'shared',
   rng: Rng,
   initializerRange = 0.02,
 ): Record<string, Float32Array> {
-  if (embedding.length !== config.vocabSize * config.hiddenSize) {
+  if (embedding !== 'shared' && embedding.length !== config.vocabSize * config.hiddenSize) {
     throw new Error(
       `initialEagle3Weights: embedding has ${embedding.length} values, [${config.vocabSize}, ${config.hiddenSize}] needs ${config.vocabSize * config.hiddenSize}`,
     );
   }
   if (!(initializerRange > 0)) throw new Error(`initialEagle3Weights: initializerRange must be positive, got ${initializerRange}`);
-  const out: Record<string, Float32Array> = { [EMBED_NAME]: Float32Array.from(embedding) };
+  const out: Record<string, Float32Array> = {};
+  if (embedding !== 'shared') {
+    // By `set`, not Float32Array.from (which collects an iterable into a JS array first: aborts past about 134M values).
+    out[EMBED_NAME] = new Float32Array(embedding.length);
+    out[EMBED_NAME].set(embedding);
+  }
   for (const [name, shape] of eagle3ParameterShapes(config)) {
     const n = shape.reduce((a, b) => a * b, 1);
     out[name] = shape.length === 1 ? new Float32Array(n).fill(1) : Float32Array.from({ length: n }, () => rng.normal() * initializerRange);

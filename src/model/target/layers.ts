@@ -22,6 +22,7 @@ import { decodeAttentionForward } from '../../kernels/attention-decode.ts';
 import { extendAttentionForward } from '../../kernels/attention-extend.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
+import { linearForward } from '../../kernels/linear.ts';
 import { matmul } from '../../kernels/matmul.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { buildRopeTable, ropeTableForward } from '../../kernels/rope-table.ts';
@@ -214,7 +215,7 @@ export class TargetLayers {
     }
   }
 
-  /** out (+)= x·Wᵀ (+ bias), x [rows, inDim], W [outDim, inDim]. */
+  /** out (+)= x·Wᵀ (+ bias), x [rows, inDim], W [outDim, inDim] (W may be split into row parts: kernels/linear.ts). */
   private async linear(
     x: Tensor,
     w: Tensor,
@@ -225,7 +226,7 @@ export class TargetLayers {
     outDim: number,
     accumulate = false,
   ): Promise<void> {
-    await matmul(this.gpu, x, w, out, { M: rows, N: outDim, K: inDim }, { transB: true, beta: accumulate ? 1 : 0 });
+    await linearForward(this.gpu, x, w, out, { rows, inFeatures: inDim, outFeatures: outDim }, { beta: accumulate ? 1 : 0 });
     // Bias as the K = 1 product ones[rows, 1] · bias[1, outDim], accumulated.
     if (bias) await matmul(this.gpu, this.onesColumn(rows), bias, out, { M: rows, N: outDim, K: 1 }, { beta: 1 });
   }
@@ -294,24 +295,14 @@ export class TargetLayers {
     }
   }
 
-  /** logits = x·lm_headᵀ; a lm_head split into row parts writes each vocab slice through a scratch tensor. */
+  /**
+   * logits = x·lm_headᵀ. A lm_head split into vocabulary parts, or logits split into row parts (a
+   * real vocabulary's logits exceed one binding past a few hundred rows), go block by block
+   * through linearForward (kernels/linear.ts); unsplit, it is the single matmul.
+   */
   async lmHeadInto(x: Tensor, logits: Tensor, rows: number): Promise<void> {
     const { hiddenSize: H, vocabSize: V } = this.config;
-    const head = this.weights.lmHead;
-    if (!head.isChunked) {
-      await matmul(this.gpu, x, head, logits, { M: rows, N: V, K: H }, { transB: true });
-      return;
-    }
-    for (const part of head.parts) {
-      const slice = new Tensor([part.rowCount, H], head.dtype, [{ ...part, rowStart: 0 }], `${head.label}[${part.rowStart}:]`);
-      const scratch = this.gpu.tensor([rows, part.rowCount], 'f32', 'lm_head.slice');
-      try {
-        await matmul(this.gpu, x, slice, scratch, { M: rows, N: part.rowCount, K: H }, { transB: true });
-        await copyStrided(this.gpu, scratch, logits, { rows, width: part.rowCount, dstStride: V, dstOffset: part.rowStart });
-      } finally {
-        this.gpu.release(scratch);
-      }
-    }
+    await linearForward(this.gpu, x, this.weights.lmHead, logits, { rows, inFeatures: H, outFeatures: V });
   }
 }
 

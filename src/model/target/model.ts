@@ -25,14 +25,16 @@
  *
  * This file is the entry points: their argument checks, the hidden states they return and the
  * cache lengths they keep. The kernels of a pass and its row layout are layers.ts, the weights on
- * the GPU weights.ts, the cache kv-cache.ts.
+ * the GPU weights.ts (streamed from the files by weight-stream.ts), the cache kv-cache.ts.
  */
 import type { MatrixWeight, TargetCheckpoint, WeightPrecision } from '../../formats/hf-checkpoint.ts';
+import type { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
 import { KvCache } from './kv-cache.ts';
 import { TargetLayers, checkPositive } from './layers.ts';
+import { streamTargetWeights, type StreamOptions } from './weight-stream.ts';
 import { releaseTargetWeights, targetWeightBytes, uploadTargetWeights, type GpuTargetWeights } from './weights.ts';
 
 export interface TargetModelOptions {
@@ -94,6 +96,20 @@ export class TargetModel {
     const c = checkpoint.config;
     const precision = options.weightPrecision ?? (checkpoint.weights.embedTokens instanceof Uint16Array ? 'f16' : 'f32');
     return new TargetModel(gpu, c, uploadTargetWeights(gpu, c, checkpoint.weights, precision), precision);
+  }
+
+  /**
+   * Streams a checkpoint's weights onto the GPU slice by slice (./weight-stream.ts): the way every
+   * run loads its target, with host memory bounded by one slice. Default precision 'f32'.
+   */
+  static async load(
+    gpu: Gpu,
+    source: HfCheckpointSource,
+    options: TargetModelOptions & Pick<StreamOptions, 'onProgress'> = {},
+  ): Promise<TargetModel> {
+    const precision = options.weightPrecision ?? 'f32';
+    const weights = await streamTargetWeights(gpu, source, precision, { onProgress: options.onProgress });
+    return new TargetModel(gpu, source.config, weights, precision);
   }
 
   /** Bytes the weights occupy on the GPU (a tied lm_head counted once). */

@@ -13,7 +13,7 @@
  * writes `<out>/draft` with this same function from the run's final checkpoint, so an export of the
  * run folder and the run's own export are the same bytes.
  */
-import type { TensorToWrite } from '../../formats/safetensors.ts';
+import type { TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import { checkVocab, eagle3SglangConfig, eagleAuxLayerIds, writeEagle3Export } from '../../model/eagle3/export.ts';

@@ -6,7 +6,7 @@
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { AdamWBackend } from '../../optim/adamw-backend.ts';
 import type { FileStore } from '../../ports/storage.ts';
-import type { TensorToWrite } from '../../formats/safetensors.ts';
+import type { TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { RunContract } from './run-contract.ts';
 import { saveCheckpoint, type CheckpointRef } from './train-checkpoint.ts';
 

@@ -19,9 +19,16 @@
  * step (the checkpoint of the acked step is used when the newest is ahead): replaying consumed refs
  * against other optimizer state would train on a different stream. Also when the contract drifted.
  */
-import { crc32 } from '../../util/crc32.ts';
-import { SafetensorsFile, writeSafetensors, type TensorToWrite } from '../../formats/safetensors.ts';
+import { crc32, crc32Update } from '../../util/crc32.ts';
+import { SafetensorsFile } from '../../formats/safetensors.ts';
+import {
+  safetensorsEntryBytes,
+  safetensorsHeader,
+  type SafetensorsEntrySpec,
+  type TensorToWrite,
+} from '../../formats/safetensors-writer.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import type { AdamWBackend, OptimizerConfig } from '../../optim/adamw-backend.ts';
 import { type RunContract } from './run-contract.ts';
@@ -115,11 +122,6 @@ export function checkpointDirName(runId: string, step: number): string {
   return `${runId}-step${step}`;
 }
 
-function f32Tensor(shape: readonly number[], values: ArrayLike<number>): TensorToWrite {
-  const f = values instanceof Float32Array ? values : Float32Array.from(values);
-  return { dtype: 'F32', shape, data: new Uint8Array(f.buffer, f.byteOffset, f.byteLength) };
-}
-
 const encodeJson = (value: unknown): Uint8Array => new TextEncoder().encode(`${JSON.stringify(value, null, 2)}\n`);
 
 const STEP_FOLDER = /^([A-Za-z0-9._-]+)-step(0|[1-9][0-9]*)$/;
@@ -211,22 +213,28 @@ export async function saveCheckpoint(
     if (backend.params.some((p) => p.name === name)) throw new Error(`checkpoint: buffer ${name} has the name of a trained parameter`);
   }
 
-  const reads = backend.params.map((p) => ({
-    name: p.name,
-    shape: p.value.shape,
-    value: gpu.readLater(p.value),
-    m: gpu.readLater(p.m),
-    v: gpu.readLater(p.v),
-  }));
+  // The tensor files are streamed: each tensor is read back and written before the next is read, so a
+  // save holds one tensor on the host (and one in staging), not the whole checkpoint twice over.
   await gpu.sync();
-  const weights: Record<string, TensorToWrite> = {};
-  const moments: Record<string, TensorToWrite> = {};
-  for (const r of reads) {
-    weights[r.name] = f32Tensor(r.shape, (await r.value) as Float32Array);
-    moments[`${r.name}.m`] = f32Tensor(r.shape, (await r.m) as Float32Array);
-    moments[`${r.name}.v`] = f32Tensor(r.shape, (await r.v) as Float32Array);
-  }
-  Object.assign(weights, buffers);
+  const f32 = (name: string, shape: readonly number[]) => ({ name, dtype: 'F32' as const, shape });
+  const readBytes = (t: Tensor) => async () => {
+    const values = (await gpu.readOnce(t)) as Float32Array;
+    return new Uint8Array(values.buffer, values.byteOffset, values.byteLength);
+  };
+  const weightsFile = streamedSafetensors(
+    [
+      ...backend.params.map((p) => ({ ...f32(p.name, p.value.shape), bytes: readBytes(p.value) })),
+      ...Object.entries(buffers).map(([name, t]) => ({ name, dtype: t.dtype, shape: t.shape, bytes: async () => t.data })),
+    ],
+    { format: 'pt', speclab: 'weights' },
+  );
+  const optimizerFile = streamedSafetensors(
+    backend.params.flatMap((p) => [
+      { ...f32(`${p.name}.m`, p.value.shape), bytes: readBytes(p.m) },
+      { ...f32(`${p.name}.v`, p.value.shape), bytes: readBytes(p.v) },
+    ]),
+    { format: 'pt', speclab: 'adamw-moments' },
+  );
 
   const state: TrainingState = {
     format: CHECKPOINT_FORMAT,
@@ -245,21 +253,54 @@ export async function saveCheckpoint(
     buffers: Object.keys(buffers),
     extra: { ...(options.extra ?? {}) },
   };
-  const files: Record<(typeof FILES)[number], Uint8Array> = {
-    'weights.safetensors': writeSafetensors(weights, { format: 'pt', speclab: 'weights' }),
-    'optimizer.safetensors': writeSafetensors(moments, { format: 'pt', speclab: 'adamw-moments' }),
-    'state.json': encodeJson(state),
+  const stateBytes = encodeJson(state);
+  const files: Record<(typeof FILES)[number], () => AsyncIterable<Uint8Array>> = {
+    'weights.safetensors': weightsFile,
+    'optimizer.safetensors': optimizerFile,
+    'state.json': async function* () {
+      yield stateBytes;
+    },
   };
 
   // Rollback semantics: anything at or after this step belongs to an abandoned future.
   for (const ref of await stepFolders(store, runId)) if (ref.step >= globalStep) await store.remove(ref.dir);
   const record: CompleteRecord = { step: globalStep, files: {} };
   for (const name of FILES) {
-    await store.writeAtomic(`${dir}/${name}`, files[name]);
-    record.files[name] = { bytes: files[name].byteLength, crc32: crc32(files[name]) };
+    const sum = { bytes: 0, crc32: 0 };
+    await store.writeAtomicChunks(`${dir}/${name}`, counted(files[name](), sum));
+    record.files[name] = sum;
   }
   await store.writeAtomic(`${dir}/${COMPLETE_MARKER}`, encodeJson(record));
   return { runId, step: globalStep, dir };
+}
+
+/** One tensor of a streamed safetensors file: its entry, and how to get its bytes when their turn comes. */
+interface StreamedTensor extends SafetensorsEntrySpec {
+  readonly bytes: () => Promise<Uint8Array>;
+}
+
+/** A safetensors file as chunks: its header, then each tensor's bytes, fetched one at a time (checked against its entry). */
+function streamedSafetensors(tensors: readonly StreamedTensor[], metadata: Record<string, string>): () => AsyncIterable<Uint8Array> {
+  const { header } = safetensorsHeader(tensors, metadata);
+  return async function* () {
+    yield header;
+    for (const t of tensors) {
+      const bytes = await t.bytes();
+      const want = safetensorsEntryBytes(t);
+      if (bytes.byteLength !== want)
+        throw new Error(`checkpoint: ${t.name} read back ${bytes.byteLength} bytes, [${t.shape}] ${t.dtype} needs ${want}`);
+      yield bytes;
+    }
+  };
+}
+
+/** `chunks` passed through, their bytes and CRC-32 summed into `sum` (the COMPLETE record). */
+async function* counted(chunks: AsyncIterable<Uint8Array>, sum: { bytes: number; crc32: number }): AsyncGenerator<Uint8Array> {
+  for await (const chunk of chunks) {
+    sum.bytes += chunk.byteLength;
+    sum.crc32 = crc32Update(sum.crc32, chunk);
+    yield chunk;
+  }
 }
 
 /**

@@ -33,7 +33,7 @@ import { DataPlaneFeatureStore } from '../../data/dataplane-feature-store.ts';
 import { connectControlGateway, type ControlGatewayClient } from '../../dataplane/gateway-control-client.ts';
 import type { DataPlaneClient } from '../../dataplane/types.ts';
 import { connectDataPlaneGateway, type WebSocketConstructor } from '../../dataplane/ws-client.ts';
-import { loadHfCheckpoint } from '../../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { CaptureConfig } from '../../inference/capture.ts';
 import { runRolloutLoop } from '../../inference/rollout-loop.ts';
@@ -185,12 +185,12 @@ export async function runTabRollout(options: TabRolloutOptions): Promise<{ worke
     }
     const wanted = manifestSettings(manifest, run);
     emit({ kind: 'status', text: `loading the target (${wanted.targetPrecision})` });
-    const checkpoint = await loadHfCheckpoint(options.targetFiles, '', { weightPrecision: wanted.targetPrecision });
-    requireManifestField(manifest, 'target', tabTargetDescription(checkpoint.config, wanted.targetPrecision), run);
-    const capture: CaptureConfig = sessionCapture(checkpoint.config, wanted.auxLayerIds, wanted);
+    const source = await HfCheckpointSource.open(options.targetFiles, '');
+    requireManifestField(manifest, 'target', tabTargetDescription(source.config, wanted.targetPrecision), run);
+    const capture: CaptureConfig = sessionCapture(source.config, wanted.auxLayerIds, wanted);
     requireManifestField(manifest, 'capture', capture, run);
 
-    const target = TargetModel.create(gpu, checkpoint);
+    const target = await TargetModel.load(gpu, source, { weightPrecision: wanted.targetPrecision });
     cleanup.push(() => target.destroy());
     const client: DataPlaneClient = await connectDataPlaneGateway({
       url: options.gatewayUrl,

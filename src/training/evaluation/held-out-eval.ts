@@ -26,7 +26,7 @@ import { FeatureDataLoader } from '../../data/feature-dataloader.ts';
 import { LocalFeatureStore } from '../../data/local-feature-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { verifyCapture, type CaptureConfig } from '../../inference/capture.ts';
+import { toFeaturePrecision, verifyCapture, type CaptureConfig } from '../../inference/capture.ts';
 import type { FeatureSource } from '../../inference/rollout-worker.ts';
 import { simulatedAcceptLength, type SpecForgeMetricValues } from './metric-keys.ts';
 import type { DraftTrainStrategy, StepOutput } from '../loop/strategy.ts';
@@ -159,6 +159,8 @@ export interface HeldOutCaptureOptions {
   tttLength: number;
   /** Sample ids are `<idPrefix>-<index>`; default `heldout`. */
   idPrefix?: string;
+  /** After each captured chunk: sequences captured so far, of all. */
+  onProgress?: (done: number, total: number) => void;
 }
 
 /** The resident held-out batches; `destroy` releases their tensors. */
@@ -225,8 +227,12 @@ export async function captureHeldOutBatches(o: HeldOutCaptureOptions): Promise<H
             );
           for (const [i, c] of captured.entries()) {
             verifyCapture(c.tensors, capture, { sampleId: ids[i], recordedAuxLayerIds: c.auxLayerIds });
+            // Kept as the run keeps its training features (f16 with --feature-precision f16): resident
+            // for the whole run, a real vocabulary's held-out logits are the larger part of it.
+            const tensors = await toFeaturePrecision(gpu, c.tensors, capture.featurePrecision ?? 'f32', ids[i]);
+            captured[i] = { ...c, tensors };
             refs.push(
-              await store.put(c.tensors, ids[i], {
+              await store.put(tensors, ids[i], {
                 runId: prefix,
                 targetRepr: capture.targetRepr,
                 vocabMapVersion: capture.vocabMapVersion,
@@ -250,6 +256,7 @@ export async function captureHeldOutBatches(o: HeldOutCaptureOptions): Promise<H
           // Rebuilt without refs: a held-out batch is never acked.
           batches.push(makeTrainBatch({ sampleIds: b.sampleIds, strategy: b.strategy, tensors: b.tensors, metadata: b.metadata }));
         }
+        o.onProgress?.(start + chunk.length, sequences.length);
       } finally {
         // The batch holds copies (encoded before this release), so the per-sample tensors go now.
         for (const r of refs) await store.abort(r.sampleId);

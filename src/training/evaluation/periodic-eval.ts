@@ -5,6 +5,7 @@
  * features are captured once, when the session opens, and stay on the GPU until it is destroyed.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
+import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { CaptureConfig } from '../../inference/capture.ts';
 import type { FeatureSource } from '../../inference/rollout-worker.ts';
 import type { TrainSequence } from '../sequences/eagle3-data.ts';
@@ -20,6 +21,7 @@ export interface PeriodicEvalSettings {
 
 export class PeriodicEvaluation {
   private constructor(
+    private readonly gpu: Gpu,
     private readonly every: number,
     private readonly heldOut: HeldOutBatches,
     private readonly evaluator: HeldOutEvaluator,
@@ -32,25 +34,37 @@ export class PeriodicEvaluation {
     strategy: DraftTrainStrategy,
     o: { batchSize: number; tttLength: number },
     settings: PeriodicEvalSettings,
+    progress?: ProgressDisplay,
   ): Promise<PeriodicEvaluation> {
     if (!Number.isInteger(settings.every) || settings.every < 1)
       throw new RangeError(`evaluation: every must be a positive integer, got ${settings.every}`);
     if (settings.sequences.length === 0) throw new Error('evaluation: no held-out sequences');
-    const heldOut = await captureHeldOutBatches({
-      gpu,
-      source,
-      capture,
-      sequences: settings.sequences,
-      batchSize: o.batchSize,
-      tttLength: o.tttLength,
-    });
-    return new PeriodicEvaluation(settings.every, heldOut, new HeldOutEvaluator(strategy, heldOut.batches));
+    const bar = progress?.start({ label: 'capturing held-out features', total: settings.sequences.length, unit: 'sequences' });
+    let heldOut: HeldOutBatches;
+    try {
+      heldOut = await captureHeldOutBatches({
+        gpu,
+        source,
+        capture,
+        sequences: settings.sequences,
+        batchSize: o.batchSize,
+        tttLength: o.tttLength,
+        onProgress: (done) => bar?.update(done),
+      });
+    } finally {
+      bar?.end();
+    }
+    return new PeriodicEvaluation(gpu, settings.every, heldOut, new HeldOutEvaluator(strategy, heldOut.batches));
   }
 
   /** The held-out metrics after optimizer step `step` when it is due, else undefined. */
   async at(step: number, totalSteps: number): Promise<EvalMetrics | undefined> {
     if (step % this.every !== 0 && step !== totalSteps) return undefined;
-    return this.evaluator.run();
+    try {
+      return await this.evaluator.run();
+    } finally {
+      this.gpu.trimPool(); // held-out batches have their own lengths: their scratch is of no use to training steps
+    }
   }
 
   /** The resident held-out batches (read by the lab's draft insight; never released here but in destroy). */

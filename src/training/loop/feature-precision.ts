@@ -20,7 +20,7 @@ export const WIDENED_FEATURES = ['hidden_state', 'target'] as const;
  * and parts, for shape validation only (it is never bound: its bytes are still f16).
  */
 export function asWidened(t: Tensor): Tensor {
-  return t.dtype === 'f16' ? new Tensor(t.shape, 'f32', t.parts, t.label) : t;
+  return t.dtype === 'f16' ? new Tensor(t.shape, 'f32', t.parts, t.label, t.splitDims) : t;
 }
 
 /**

@@ -118,6 +118,7 @@ export interface OfflineTrainInputs {
   /** Also recorded in every checkpoint as extra.settings, as given (the CLI passes its whole config). */
   settings: OfflineTrainSettings;
   draftConfig: Eagle3Config;
+  /** The trainable weights to start from (initialEagle3Weights(…, 'shared', …)); the embedding is the target's. */
   initialWeights: Readonly<Record<string, Float32Array>>;
   mapping: VocabMapping;
   /**
@@ -162,10 +163,15 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
   });
   let draft: Eagle3DraftModel | undefined;
   try {
-    draft = new Eagle3DraftModel(gpu, backend, inputs.draftConfig, inputs.initialWeights, {
-      t2d: inputs.mapping.t2d,
-      d2t: inputs.mapping.d2t,
-    });
+    // The frozen embedding is the target's own table on the GPU (borrowed, not copied).
+    draft = new Eagle3DraftModel(
+      gpu,
+      backend,
+      inputs.draftConfig,
+      inputs.initialWeights,
+      { t2d: inputs.mapping.t2d, d2t: inputs.mapping.d2t },
+      { embed: target.weights.embedTokens },
+    );
     const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, targetHead: target });
     const core = new TrainerCore(strategy, backend, 1);
     const trainer = new TrainerController(gpu, core);

@@ -8,7 +8,8 @@
  *              activations, scratch), the training batch and the one sample being copied into it
  *              from the run's feature store; and the target's weights and generation KV cache, since
  *              this process still loads the target to write replies and to evaluate the draft
- *              (./train-run.ts); no capture activations, no resident round;
+ *              (./train-run.ts), with the held-out evaluation's batches and the capture of a batch
+ *              of them when --eval-every is on; no resident round;
  *   rollout    `speclab rollout`: the target, its capture forward, the captured samples of one lease
  *              (`speclab rollout --batch`, held until each is sent) and the read-back buffer of the
  *              sample being sent; no draft, no generation.
@@ -50,19 +51,24 @@ function roleInput(role: PlanRole, x: MemoryPlanInput, rolloutBatch: number): Me
 }
 
 /** The items of a role, from the colocated ones, relabelled where the role holds them for another reason. */
-function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput): [ItemKey, ItemSpec][] {
-  const all = itemSpecs(x);
+function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: AdapterLimits): [ItemKey, ItemSpec][] {
+  const all = itemSpecs(x, limits);
   if (role === 'trainer') {
     const sample: ItemSpec = {
       ...all.featureStore,
       label: 'sample being batched',
       detail: `one sample at a time from the run's feature store (${x.maxLength} tokens, ${x.features}), released once copied into the batch`,
     };
+    // The trainer captures only the held-out sequences of --eval-every, a batch at a time.
+    const heldOutCapture: ItemSpec = {
+      ...itemSpecs({ ...x, featureStoreSamples: x.batchSize }, limits).targetCapture,
+      label: 'held-out capture activations',
+    };
     return (Object.entries(all) as [ItemKey, ItemSpec][])
-      .filter(([key]) => key !== 'targetCapture')
-      .map(([key, item]): [ItemKey, ItemSpec] => [key, key === 'featureStore' ? sample : item]);
+      .filter(([key]) => key !== 'targetCapture' || (x.heldOutSequences ?? 0) > 0)
+      .map(([key, item]): [ItemKey, ItemSpec] => [key, key === 'featureStore' ? sample : key === 'targetCapture' ? heldOutCapture : item]);
   }
-  const one = itemSpecs({ ...x, featureStoreSamples: 1 }).featureStore;
+  const one = itemSpecs({ ...x, featureStoreSamples: 1 }, limits).featureStore;
   return [
     ['targetWeights', all.targetWeights],
     ['targetCapture', all.targetCapture],
@@ -83,7 +89,8 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput): [ItemKey,
         detail: "the read-back buffer of the sample being sent to the run's feature store",
       },
     ],
-    ['staging', all.staging],
+    // No checkpoint and no spill here: a rollout's own sample readback is the item above.
+    ['staging', { ...all.staging, specs: all.staging.specs.filter((spec) => !/^(checkpoint|spill) readback/.test(spec.name)) }],
   ];
 }
 
@@ -92,7 +99,7 @@ const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.byt
 function costRole(role: PlanRole, x: MemoryPlanInput, limits: AdapterLimits, rolloutBatch: number) {
   const input = roleInput(role, x, rolloutBatch);
   if (role === 'colocated') return { input, ...costItems(input, limits) };
-  return { input, ...costEntries(roleEntries(role, input), limits) };
+  return { input, ...costEntries(roleEntries(role, input, limits), limits) };
 }
 
 /** Does the role fit with `x`? (no problems, total within the budget) */

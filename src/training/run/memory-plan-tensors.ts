@@ -4,34 +4,24 @@
  * modules that allocate them (listed in ./memory-plan.ts).
  */
 import { eagle3ParameterShapes } from '../../config/eagle3-config.ts';
-import type { TargetModelConfig } from '../../config/hf-config.ts';
+import {
+  batchSpecs,
+  captureSpecs,
+  columnBlocks,
+  heldOutSpecs,
+  largestShape,
+  sampleSpecs,
+  t,
+  targetWeightSpecs,
+  times,
+  widenedSpecs,
+  type TensorSpec,
+} from './memory-plan-shapes.ts';
 import { sizeClass } from '../../gpu/buffer-pool.ts';
-import { BYTES_PER_ELEMENT, planRowChunks, type DType } from '../../gpu/tensor.ts';
+import { BYTES_PER_ELEMENT, planTensorLayout, type DType } from '../../gpu/tensor.ts';
 import { sumsqWorkgroups } from '../../kernels/optim.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
-
-export interface TensorSpec {
-  readonly name: string;
-  readonly shape: readonly number[];
-  readonly dtype: DType;
-  /** The kernels that read it take row parts (vocabulary tables); everything else is bound whole. */
-  readonly splittable?: boolean;
-  /** Identical tensors of this shape (per layer, per TTT step, per stored sample). */
-  readonly count: number;
-  /** Not a storage binding (the uniform arena, readback buffers): only maxBufferSize bounds it. */
-  readonly unbound?: boolean;
-}
-
-const t = (name: string, shape: readonly number[], dtype: DType = 'f32', splittable = false): TensorSpec => ({
-  name,
-  shape,
-  dtype,
-  splittable,
-  count: 1,
-});
-/** `n` copies of each spec, costed once and multiplied (a million stored samples stay cheap to plan). */
-const times = (n: number, specs: readonly TensorSpec[]): TensorSpec[] => specs.map((s) => ({ ...s, count: s.count * n }));
 
 interface Costing {
   bytes: number;
@@ -43,15 +33,19 @@ interface Costing {
 function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): void {
   const { shape, dtype } = spec;
   const maxBinding = spec.unbound ? limits.maxBufferSize : Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
-  const rowBytes = (shape.length === 0 ? 1 : shape.slice(1).reduce((a, b) => a * b, 1)) * BYTES_PER_ELEMENT[dtype];
-  const total = (shape.length === 0 ? 1 : shape[0]) * rowBytes;
+  const elementBytes = BYTES_PER_ELEMENT[dtype];
+  const total = shape.reduce((a, b) => a * b, 1) * elementBytes;
   if (spec.count === 0) return;
   let counts: number[];
+  let rowBytes: number;
   try {
-    counts = planRowChunks(shape, dtype, maxBinding);
+    const layout = planTensorLayout(shape, dtype, maxBinding);
+    counts = layout.counts;
+    rowBytes = (shape.length === 0 ? 1 : shape.slice(layout.splitDims).reduce((a, b) => a * b, 1)) * elementBytes;
   } catch {
+    const innermost = (shape.length === 0 ? 1 : shape[shape.length - 1]) * elementBytes;
     into.problems.push(
-      `${spec.name} [${shape.join(', ')}] ${dtype}: one row is ${formatBytes(rowBytes)}, more than one binding holds (${formatBytes(maxBinding)}); no split can fit it`,
+      `${spec.name} [${shape.join(', ')}] ${dtype}: one row is ${formatBytes(innermost)}, more than one binding holds (${formatBytes(maxBinding)}); no split can fit it`,
     );
     into.bytes += total * spec.count;
     return;
@@ -66,65 +60,6 @@ function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): voi
   for (const rows of counts) into.bytes += spec.count * sizeClass(Math.max(4, Math.ceil((rows * rowBytes) / 4) * 4));
 }
 
-function targetWeightSpecs(c: TargetModelConfig, dtype: DType): TensorSpec[] {
-  const H = c.hiddenSize;
-  const qw = c.numHeads * c.headDim;
-  const kvw = c.numKvHeads * c.headDim;
-  const I = c.intermediateSize;
-  // Matrices are stored in `dtype` and may be split into row parts; norms and biases stay f32.
-  const m = (name: string, shape: number[]) => t(name, shape, dtype, true);
-  const layer = [
-    t('input_layernorm', [H]),
-    m('q_proj', [qw, H]),
-    m('k_proj', [kvw, H]),
-    m('v_proj', [kvw, H]),
-    m('o_proj', [H, qw]),
-    t('post_attention_layernorm', [H]),
-    m('gate_proj', [I, H]),
-    m('up_proj', [I, H]),
-    m('down_proj', [H, I]),
-    ...(c.qkvBias ? [t('q_bias', [qw]), t('k_bias', [kvw]), t('v_bias', [kvw])] : []),
-    ...(c.oBias ? [t('o_bias', [H])] : []),
-    ...(c.qkNorm ? [t('q_norm', [c.headDim]), t('k_norm', [c.headDim])] : []),
-    ...(c.mlpBias ? [t('gate_bias', [I]), t('up_bias', [I]), t('down_bias', [H])] : []),
-  ];
-  return [
-    m('model.embed_tokens.weight', [c.vocabSize, H]),
-    ...times(c.numLayers, layer),
-    t('model.norm.weight', [H]),
-    ...(c.tieWordEmbeddings ? [] : [m('lm_head.weight', [c.vocabSize, H])]),
-  ];
-}
-
-/** One batched capture forward of `rows` tokens: the layer's working set (released per layer) and what the capture keeps. */
-function captureSpecs(c: TargetModelConfig, rows: number, seq: number, aux: number): TensorSpec[] {
-  const H = c.hiddenSize;
-  const qw = c.numHeads * c.headDim;
-  const kvw = c.numKvHeads * c.headDim;
-  const batch = Math.max(1, Math.floor(rows / seq));
-  return [
-    t('ids, positions, mask', [3 * rows], 'i32'),
-    t('h', [rows, H]),
-    t('invRms', [rows]),
-    t('attn.x', [rows, H]),
-    t('attn.qRaw', [rows, qw]),
-    t('attn.kRaw', [rows, kvw]),
-    t('attn.v', [rows, kvw]),
-    t('attn.q', [rows, qw]),
-    t('attn.k', [rows, kvw]),
-    ...(c.qkNorm ? [t('attn.qNormed', [rows, qw]), t('attn.kNormed', [rows, kvw])] : []),
-    t('attn.o', [rows, qw]),
-    t('attn.lse', [batch, c.numHeads, seq]),
-    t('mlp.x', [rows, H]),
-    t('mlp.gate', [rows, c.intermediateSize]),
-    t('mlp.up', [rows, c.intermediateSize]),
-    t('mlp.act', [rows, c.intermediateSize]),
-    ...times(aux, [t('hidden_states (aux)', [rows, H])]),
-    t('final norm', [rows, H]),
-    t('target.logits', [rows, c.vocabSize], 'f32', true),
-  ];
-}
-
 /** One item of a plan before it is costed: its tensors and how it is shown. */
 export interface ItemSpec {
   readonly label: string;
@@ -133,7 +68,8 @@ export interface ItemSpec {
 }
 
 /** Every tensor of the colocated run, by item (./memory-plan-roles.ts takes each role's items from here). */
-export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleReadback'>, ItemSpec> {
+export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exclude<ItemKey, 'sampleReadback'>, ItemSpec> {
+  const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const tc = x.target;
   const d = x.draft;
   const aux = x.auxLayers ?? 3;
@@ -154,12 +90,7 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
   // Weights, grads and moments may be split into row parts (the linear kernels and AdamW take parts).
   const paramSpecs = (suffix: string) => params.map(([name, shape]) => t(`${name}${suffix}`, shape, 'f32', true));
   const partials = params.reduce((a, [, shape]) => a + sumsqWorkgroups(shape.reduce((p, q) => p * q, 1)), 0);
-  const sample = [
-    t('hidden_state', [S, aux * tc.hiddenSize], feat),
-    t('target', [S, tc.vocabSize], feat),
-    t('input_ids', [S], 'i32'),
-    t('loss_mask', [S], 'i32'),
-  ];
+  const sample = sampleSpecs(S, aux * tc.hiddenSize, tc.vocabSize, feat);
   const step = [
     t('emb', [R, H]),
     t('invRmsEmb', [R]),
@@ -195,24 +126,30 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
     },
     targetCapture: {
       label: 'target capture activations',
-      specs: captureSpecs(tc, captureRows, S, aux),
-      detail: `${captureRows} tokens per capture forward, logits ${captureRows} × ${tc.vocabSize}`,
+      specs: [
+        ...captureSpecs(tc, captureRows, S, aux, x.targetWeights, maxBinding),
+        // With f16 features every sample of a capture forward is first made in f32 (TargetFeatureSource), then cast one by one.
+        ...(feat === 'f16' ? times(captureRows / S, sampleSpecs(S, aux * tc.hiddenSize, tc.vocabSize, 'f32')) : []),
+      ],
+      detail: `${captureRows} tokens per capture forward, logits ${captureRows} × ${tc.vocabSize}${feat === 'f16' ? ', its samples in f32 before the f16 cast' : ''}`,
     },
     featureStore: {
       label: 'feature store',
       specs: times(x.featureStoreSamples, sample),
       detail: `${x.featureStoreSamples} samples resident × ${S} tokens (hidden ${aux} × ${tc.hiddenSize}, target logits ${tc.vocabSize}), ${feat}`,
     },
+    heldOut: {
+      label: 'held-out evaluation',
+      specs: heldOutSpecs(x.heldOutSequences ?? 0, B, S, aux * tc.hiddenSize, tc.vocabSize, feat),
+      detail:
+        (x.heldOutSequences ?? 0) > 0
+          ? `${x.heldOutSequences} held-out sequences × ${S} tokens captured once for --eval-every, in batches of ${B}, ${feat}`
+          : 'none: no periodic evaluation',
+    },
     batch: {
       label: 'training batch',
-      specs: [
-        t('input_ids', [B, S], 'i32'),
-        t('attention_mask', [B, S], 'i32'),
-        t('loss_mask', [B, S], 'i32'),
-        t('hidden_state', [B, S, aux * tc.hiddenSize], feat, true),
-        t('target', [B, S, tc.vocabSize], feat, true),
-      ],
-      detail: `batch ${B} × ${S} tokens, ${feat}`,
+      specs: [...batchSpecs(B, S, aux * tc.hiddenSize, tc.vocabSize, feat), ...widenedSpecs(B, S, aux * tc.hiddenSize, tc.vocabSize, feat)],
+      detail: `batch ${B} × ${S} tokens, ${feat}${feat === 'f16' ? ', widened to f32 for the step' : ''}`,
     },
     staging: {
       label: 'staging and uniforms',
@@ -222,8 +159,11 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
         t('metrics readback', [4 * L]),
         t('grad-norm readback', [2]),
         t('timer', [8]),
-      ].map((s) => ({ ...s, unbound: true })),
-      detail: '512 uniform slots of 256 bytes, readback buffers for losses and metrics, timer',
+        // A checkpoint reads one tensor back at a time (the largest: a weight or moment); the spill one sample.
+        t('checkpoint readback', largestShape(params.map(([, shape]) => shape))),
+        ...sample.map((spec) => ({ ...spec, name: `spill readback: ${spec.name}` })),
+      ].map((s) => ({ ...s, splittable: true, unbound: true })),
+      detail: `512 uniform slots of 256 bytes, readback buffers for losses and metrics, the largest draft tensor (a checkpoint), one sample (the spill), timer`,
     },
     draftWeights: {
       label: 'draft weights',
@@ -237,15 +177,21 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
     },
     moments: { label: 'AdamW moments', specs: [...paramSpecs('.m'), ...paramSpecs('.v')], detail: 'm and v per weight, f32' },
     draftFrozen: {
-      label: 'frozen draft embedding',
+      label: 'draft vocabulary and RoPE',
+      // The frozen embedding is the target's own table, borrowed (Eagle3Frozen): counted once, in target weights.
       specs: [
-        t('embed_tokens.weight', [V, H], 'f32', true),
         t('t2d', [V], 'i32'),
         t('used', [D], 'i32'),
         t('rope.forward', [ropeRows, d.headDim / 2, 2]),
         t('rope.inverse', [ropeRows, d.headDim / 2, 2]),
       ],
-      detail: `[${V}, ${H}] f32 embedding, vocabulary maps, RoPE tables for ${ropeRows} positions`,
+      detail: `vocabulary maps and RoPE tables for ${ropeRows} positions (the frozen embedding is the target's table, not a copy)`,
+    },
+    drafter: {
+      label: 'evaluation drafter',
+      // Speculative decoding before and after training (and speclab eval) loads the draft beside the trainer's.
+      specs: [...paramSpecs(' (drafter)'), ...times(2, [t('drafter KV cache', [1, S, d.numKvHeads, d.headDim])])],
+      detail: `a second copy of the draft's weights for speculative decoding, and its KV cache of ${S} positions`,
     },
     activations: {
       label: `activations (${L} TTT steps)`,
@@ -291,8 +237,10 @@ export function itemSpecs(x: MemoryPlanInput): Record<Exclude<ItemKey, 'sampleRe
         t('dz', [R, 2 * H]),
         t('dHIn', [R, H]),
         t('dz.hidden', [R, H]),
+        // A weight split into row parts writes its output column by column block (kernels/linear.ts).
+        ...params.flatMap(([name, shape]) => columnBlocks(name, shape, R, maxBinding)),
       ],
-      detail: `temporaries of one step, reused by the next: logits [${R}, ${D}], backward scratch and dK/dV caches`,
+      detail: `temporaries of one step, reused by the next: logits [${R}, ${D}], backward scratch and dK/dV caches, column blocks of split weights`,
     },
   };
 }
@@ -309,6 +257,9 @@ export function checkInput(x: MemoryPlanInput): void {
   }
   if (!Number.isInteger(x.generationBatch) || x.generationBatch < 0)
     throw new Error(`memory plan: generationBatch must be a non-negative integer, got ${x.generationBatch}`);
+  const heldOut = x.heldOutSequences ?? 0;
+  if (!Number.isInteger(heldOut) || heldOut < 0)
+    throw new Error(`memory plan: heldOutSequences must be a non-negative integer, got ${x.heldOutSequences}`);
   for (const [field, value] of [
     ['targetWeights', x.targetWeights],
     ['features', x.features],
@@ -318,7 +269,7 @@ export function checkInput(x: MemoryPlanInput): void {
 }
 
 export function costItems(x: MemoryPlanInput, limits: AdapterLimits): { items: PlanItem[]; problems: string[]; notes: string[] } {
-  return costEntries(Object.entries(itemSpecs(x)) as [ItemKey, ItemSpec][], limits);
+  return costEntries(Object.entries(itemSpecs(x, limits)) as [ItemKey, ItemSpec][], limits);
 }
 
 /** The cost of each item, in the order given, with the problems and notes of its tensors. */

@@ -26,6 +26,11 @@ export interface MemoryPlanInput {
   readonly captureBatchTokens: number;
   /** Sequences per batched generation (continueWithTarget's chunk); 0 when the data needs none. */
   readonly generationBatch: number;
+  /**
+   * Held-out sequences the periodic evaluation (--eval-every) captures once and keeps on the GPU for
+   * the whole run, collated in batches of batchSize; 0 (or absent) without it.
+   */
+  readonly heldOutSequences?: number;
   /** Target layers whose outputs feed the draft (3 for EAGLE3). */
   readonly auxLayers?: number;
 }
@@ -43,12 +48,14 @@ export type ItemKey =
   | 'targetKv'
   | 'targetCapture'
   | 'featureStore'
+  | 'heldOut'
   | 'batch'
   | 'staging'
   | 'draftWeights'
   | 'gradients'
   | 'moments'
   | 'draftFrozen'
+  | 'drafter'
   | 'activations'
   | 'scratch'
   /** A rollout process's read-back buffer for the sample it sends (./memory-plan-roles.ts). */

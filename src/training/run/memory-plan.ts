@@ -25,6 +25,7 @@
  */
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { captureBatchTokens } from '../../inference/target-feature-source.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import { checkInput, costItems } from './memory-plan-tensors.ts';
 import type { AdapterLimits, MemoryPlan, MemoryPlanInput, PlanItem, Precision } from './memory-plan-types.ts';
@@ -41,11 +42,7 @@ export {
 
 const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.bytes, 0);
 
-/**
- * Tokens per batched capture forward and prompts per batched generation, as a session runs them
- * (TargetFeatureSource, continueWithTarget).
- */
-export const SESSION_CAPTURE_BATCH_TOKENS = 8192;
+/** Prompts per batched generation, as a session runs them (continueWithTarget). */
 export const SESSION_GENERATION_BATCH = 16;
 
 /** What an Eagle3TrainingSession's plan needs to know of its run (`speclab train` and the lab both build it here). */
@@ -64,6 +61,10 @@ export interface SessionMemoryRun {
   readonly sequences: number;
   /** Sequences the target generates in batches (training continuations, held-out prompts). */
   readonly generated: number;
+  /** Held-out sequences of the periodic evaluation (--eval-every), kept on the GPU all run; 0 without it. */
+  readonly heldOutSequences: number;
+  /** Bytes one binding holds on the planned adapter (min of maxStorageBufferBindingSize and maxBufferSize): sizes the capture forward. */
+  readonly maxBindingBytes: number;
 }
 
 /** The plan input of a session: the target's weights in f32 (as the session loads them), one round resident in the store. */
@@ -77,8 +78,9 @@ export function sessionMemoryInput(run: SessionMemoryRun): MemoryPlanInput {
     tttLength: run.tttLength,
     features: run.featurePrecision ?? 'f32',
     featureStoreSamples: Math.max(1, Math.min(run.roundPrompts, run.sequences)),
-    captureBatchTokens: SESSION_CAPTURE_BATCH_TOKENS,
+    captureBatchTokens: captureBatchTokens(run.target, run.maxBindingBytes),
     generationBatch: Math.max(0, Math.min(SESSION_GENERATION_BATCH, run.generated)),
+    heldOutSequences: run.heldOutSequences,
   };
 }
 

@@ -9,9 +9,11 @@
  * in src/ports/, because acquiring a GPU returns a `GpuContext` (src/gpu/), which ports may not import.
  */
 import type { GpuContext, GpuRequest } from '../../gpu/context.ts';
+import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { RedisLink } from '../../ports/redis-link.ts';
 import type { FileStore, KeyValueHost } from '../../ports/storage.ts';
 import type { RuntimeName } from '../../ports/runtime.ts';
+import { lineProgress } from './progress-lines.ts';
 
 export interface RunPlatform extends KeyValueHost {
   readonly name: RuntimeName;
@@ -35,4 +37,17 @@ export interface RunPlatform extends KeyValueHost {
    * where there are no sockets (a browser tab).
    */
   connectRedis?(url: string): Promise<RedisLink>;
+  /**
+   * Progress bars for long phases when the output is a terminal (Node's CLI on a TTY); absent, or
+   * undefined, where output is a log or a pipe: runs then print plain progress lines (progressFor).
+   */
+  progressDisplay?(): ProgressDisplay | undefined;
+}
+
+/**
+ * Where a run shows the progress of its long phases: the platform's terminal bars, else plain lines
+ * through `print` (one per update, at most one every 5 s per phase).
+ */
+export function progressFor(platform: Pick<RunPlatform, 'progressDisplay'>, print: (line: string) => void): ProgressDisplay {
+  return platform.progressDisplay?.() ?? lineProgress(print);
 }

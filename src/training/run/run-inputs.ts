@@ -1,11 +1,12 @@
 /**
  * What a run reads before it touches the GPU or the run folder: the target (its directory, config
- * and weights), the aux layers and draft vocabulary size chosen for it, and the training data
- * (./train-data.ts). Everything that can be refused without training is refused here, so a refused
- * start leaves `--out` as it was.
+ * and the headers of its weight files, every tensor checked for presence, dtype and shape; the
+ * weights themselves are streamed onto the GPU later, slice by slice), the aux layers and draft
+ * vocabulary size chosen for it, and the training data (./train-data.ts). Everything that can be
+ * refused without training is refused here, so a refused start leaves `--out` as it was.
  */
 import type { TargetModelConfig } from '../../config/hf-config.ts';
-import { loadHfCheckpoint, type MatrixWeight, type TargetCheckpoint } from '../../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from '../sequences/draft-shape.ts';
 import type { TrainConfig } from './run-config.ts';
 import type { RunPlatform } from './platform.ts';
@@ -14,7 +15,8 @@ import { trainingData, type TrainData } from './train-data.ts';
 
 export interface RunInputs {
   readonly targetDir: string;
-  readonly checkpoint: TargetCheckpoint<MatrixWeight>;
+  /** The target's weight files, opened and validated from their headers (no weight read yet). */
+  readonly source: HfCheckpointSource;
   readonly tc: TargetModelConfig;
   readonly auxLayerIds: number[];
   readonly draftVocabSize: number;
@@ -24,10 +26,10 @@ export interface RunInputs {
 export async function readRunInputs(platform: RunPlatform, config: TrainConfig): Promise<RunInputs> {
   const targetDir = await resolveTargetDir(platform, config.target);
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
-  const checkpoint = await loadHfCheckpoint(platform.files(targetDir), '', { weightPrecision: config.targetPrecision });
-  const tc = checkpoint.config;
+  const source = await HfCheckpointSource.open(platform.files(targetDir), '');
+  const tc = source.config;
   const auxLayerIds = resolveAuxLayers(config.auxLayers, tc.numLayers);
   const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
   const data = await trainingData(platform, config, targetDir, tc, useLabCorpus);
-  return { targetDir, checkpoint, tc, auxLayerIds, draftVocabSize, data };
+  return { targetDir, source, tc, auxLayerIds, draftVocabSize, data };
 }

@@ -8,8 +8,8 @@
 import { evalRecord, sessionEventRecord, trainRecord } from '../../contracts/metrics-entries.ts';
 import type { MetadataStore } from '../../control/metadata-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import { matrixF32 } from '../../formats/hf-checkpoint.ts';
 import type { TargetModel } from '../../model/target/model.ts';
+import type { ProgressDisplay } from '../../ports/progress.ts';
 import { reduceTrainMetrics, specForgeMetrics } from '../evaluation/metric-keys.ts';
 import type { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
 import { continueWithTarget } from '../sequences/eagle3-data.ts';
@@ -36,15 +36,16 @@ export interface RunSessionContext {
   /** When the run started (performance.now()), for each step's elapsedSeconds. */
   readonly started: number;
   readonly now: () => number;
+  readonly progress: ProgressDisplay;
 }
 
 export async function openRunSession(c: RunSessionContext): Promise<Eagle3TrainingSession> {
   const { platform, config, inputs, target, print, record, nonFinite, started } = c;
-  const { data, checkpoint, auxLayerIds, draftVocabSize } = inputs;
+  const { data, auxLayerIds, draftVocabSize } = inputs;
   return Eagle3TrainingSession.open({
     gpu: c.gpu,
     target,
-    embedTokens: matrixF32(checkpoint.weights.embedTokens),
+    progress: c.progress,
     trainPrompts: data.trainPrompts,
     regenerate: data.regenerate,
     continuation: data.continuation,

@@ -11,7 +11,6 @@ import { draftConfigFor } from '../sequences/eagle3-data.ts';
 import {
   formatMemoryPlan,
   memoryPlanRefusal,
-  planTrainingMemory,
   sessionMemoryInput,
   type AdapterLimits,
   type MemoryPlan,
@@ -45,6 +44,8 @@ export interface TrainMemorySettings {
   readonly featurePrecision?: Precision;
   readonly targetPrecision?: Precision;
   readonly gpuMemoryBudget?: number;
+  /** Steps between periodic held-out evaluations (0: none): the held-out batches stay on the GPU. */
+  readonly evalEvery: number;
   /** A cluster run's trainer (`--cluster`): planned as the trainer role. */
   readonly cluster?: string;
 }
@@ -79,6 +80,8 @@ export function trainMemoryPlan(
   const generated = data.trainSequences ? data.heldPrompts.length : Math.max(sequences, data.heldPrompts.length);
   const input = sessionMemoryInput({
     ...config,
+    maxBindingBytes: Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize),
+    heldOutSequences: config.evalEvery > 0 ? (data.heldSequences?.length ?? data.heldPrompts.length) : 0,
     target: tc,
     draft: draftConfigFor({ config: tc }, draftVocabSize),
     maxLength: longestTrainSequence(data, config.responseLength),
@@ -86,7 +89,8 @@ export function trainMemoryPlan(
     generated,
   });
   const options = { limits, budgetBytes: config.gpuMemoryBudget };
-  return config.cluster ? planRoleMemory('trainer', input, options) : planTrainingMemory(input, options);
+  // The role's plan: its suggestions name the flag to change (--round-prompts, not "feature-store samples").
+  return planRoleMemory(config.cluster ? 'trainer' : 'colocated', input, options);
 }
 
 /** The lines `speclab train` prints for a plan (`speclab plan` prints the same for each role). */

@@ -17,17 +17,17 @@
  * `--fresh`, and <out>/metrics.jsonl gets one JSON record per step (fsynced before the step's
  * checkpoint; a step an earlier process logged and a resume trains again is marked `replay`) and phase.
  */
-import { loadHfCheckpoint } from '../../formats/hf-checkpoint.ts';
+import { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import { readOfflineManifest } from '../../data/offline-eagle3.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import { Gpu } from '../../gpu/gpu.ts';
 import type { Eagle3DraftCheckpoint } from '../../inference/eagle3-drafter.ts';
 import { evaluateDraft, type SpecEval } from '../../inference/evaluate-draft.ts';
 import { timeTargetOnly } from '../../inference/speculative.ts';
-import { readEagle3Export, withoutEmbedding } from '../../model/eagle3/export.ts';
+import { readEagle3Export } from '../../model/eagle3/export.ts';
 import { initialEagle3Weights } from '../../model/eagle3/parameters.ts';
-import { TargetModel } from '../../model/target/model.ts';
-import type { RunPlatform } from './platform.ts';
+import { loadTarget } from './target-load.ts';
+import { progressFor, type RunPlatform } from './platform.ts';
 import { Rng } from '../../util/random.ts';
 import { draftConfigFor } from '../sequences/eagle3-data.ts';
 import { exportRunCheckpoint, RUN_CHECKPOINTS_DIR } from '../checkpoints/checkpoint-export.ts';
@@ -118,8 +118,8 @@ export async function runOfflineTraining(
     throw new Error(
       `target ${targetFiles.root} (from ${config.target ? '--target' : manifestPath}): no config.json there (expected a Hugging Face model directory)`,
     );
-  const checkpoint = await loadHfCheckpoint(targetFiles, '');
-  const tc = checkpoint.config;
+  const weights = await HfCheckpointSource.open(targetFiles, '');
+  const tc = weights.config;
   const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
 
   const out = platform.files(config.out);
@@ -137,7 +137,7 @@ export async function runOfflineTraining(
 
     const ctx = gpuContext ?? (await platform.acquireGpu());
     const gpu = new Gpu(ctx);
-    const target = TargetModel.create(gpu, checkpoint);
+    const target = await loadTarget(gpu, weights, 'f32', progressFor(platform, print));
     try {
       checkManifestTarget(manifest, target, manifestPath);
       await log.open(out);
@@ -165,7 +165,7 @@ export async function runOfflineTraining(
 
       // 3. Untrained draft, evaluated before training.
       const draftConfig = draftConfigFor(target, draftVocabSize);
-      const initial = initialEagle3Weights(draftConfig, checkpoint.weights.embedTokens, new Rng(config.seed + 1));
+      const initial = initialEagle3Weights(draftConfig, 'shared', new Rng(config.seed + 1));
       const held = manifest.heldOutPrompts;
       const trainEval = manifest.trainPrompts.slice(0, config.evalTrainPrompts);
       const now = () => performance.now();
@@ -180,7 +180,7 @@ export async function runOfflineTraining(
           reference,
           now,
         });
-      const untrained: Eagle3DraftCheckpoint = { config: draftConfig, weights: withoutEmbedding(initial), d2t: mapping.d2t, auxLayerIds };
+      const untrained: Eagle3DraftCheckpoint = { config: draftConfig, weights: initial, d2t: mapping.d2t, auxLayerIds };
       const before = {
         heldOut: await evaluateOn(untrained, held, base.tokens),
         train: baseTrain ? await evaluateOn(untrained, trainEval, baseTrain.tokens) : undefined,
@@ -257,14 +257,14 @@ export async function runOfflineTraining(
 
       // 5. Export of the final checkpoint, as `speclab export <out>` writes it.
       await exportRunCheckpoint(out, '', out, 'draft');
-      const exported = await readEagle3Export(out, 'draft', checkpoint.weights.embedTokens);
+      const exported = await readEagle3Export(out, 'draft', 'none');
       const exportDir = `${out.root}/draft`;
       print(`phase export: SGLang draft written to ${exportDir}`);
 
       // 6. The trained (exported) draft, evaluated after training.
       const trained: Eagle3DraftCheckpoint = {
         config: exported.config,
-        weights: withoutEmbedding(exported.values),
+        weights: exported.values,
         d2t: exported.vocab.d2t,
         auxLayerIds,
       };

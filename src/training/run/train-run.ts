@@ -14,14 +14,15 @@
  * `trainWithSettings` first resolves the settings a command gave.
  */
 import { FileMetadataStore } from '../../control/file-metadata-store.ts';
+import { formatBytes } from '../../util/bytes.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import { Gpu } from '../../gpu/gpu.ts';
-import { TargetModel } from '../../model/target/model.ts';
 import { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
 import type { Eagle3TrainingSession } from '../session/eagle3-session.ts';
 import { sessionCapture } from '../session/eagle3-session.ts';
 import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
-import type { RunPlatform } from './platform.ts';
+import { progressFor, type RunPlatform } from './platform.ts';
+import { loadTarget } from './target-load.ts';
 import { validateTrainConfig, type TrainConfig } from './run-config.ts';
 import { draftScorer, exportRunDraft } from './run-evaluation.ts';
 import { configRecord, dataRecord, evalAfterRecord, evalBeforeRecord } from '../../contracts/metrics-entries.ts';
@@ -113,8 +114,11 @@ export async function runTraining(
   // GPU buffer exists and before the run folder is touched (train-memory.ts).
   const ctx = gpuContext ?? (await platform.acquireGpu());
   let run: RunFolder;
+  let plannedBytes: number;
   try {
-    checkTrainMemory(trainMemoryPlan(config, inputs.tc, inputs.draftVocabSize, inputs.data, adapterLimits(ctx.limits)), print);
+    const plan = trainMemoryPlan(config, inputs.tc, inputs.draftVocabSize, inputs.data, adapterLimits(ctx.limits));
+    checkTrainMemory(plan, print);
+    plannedBytes = plan.totalBytes;
     // Locked and prepared before anything in the folder is read or deleted; released however the run
     // ends. A start that fails before its first step takes back what it created (run-folder.ts).
     run = await openRunFolder(platform, config);
@@ -123,7 +127,7 @@ export async function runTraining(
     throw err;
   }
   try {
-    return await trainInFolder({ platform, config, print, ctx, ownsContext: !gpuContext, run, inputs, started, stop });
+    return await trainInFolder({ platform, config, print, ctx, ownsContext: !gpuContext, run, inputs, started, stop, plannedBytes });
   } catch (err) {
     if (!gpuContext && !ctx.isDestroyed) ctx.destroy();
     await run.abandon();
@@ -144,6 +148,8 @@ interface FolderRun {
   readonly inputs: RunInputs;
   readonly started: number;
   readonly stop: StopRequest | undefined;
+  /** The memory plan's total, printed beside the measured peak at the end. */
+  readonly plannedBytes: number;
 }
 
 /** The run inside its locked folder: the GPU objects, the log, the cluster role and the session, released however it ends. */
@@ -154,7 +160,8 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
   const earlier = await loggedSteps(out);
   const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
   const gpu = new Gpu(r.ctx);
-  const target = TargetModel.create(gpu, inputs.checkpoint);
+  const progress = progressFor(platform, print);
+  const target = await loadTarget(gpu, inputs.source, config.targetPrecision, progress);
   // A cluster run's ledger is in Redis (cluster-run.ts); once there, a failure leaves --out for --resume.
   const role =
     config.cluster && config.run
@@ -197,6 +204,7 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       earlierStep: earlier.lastStep,
       started: r.started,
       now,
+      progress,
     });
     const s = session;
     const trainTokens = s.sequences.reduce((a, q) => a + q.inputIds.length, 0);
@@ -217,22 +225,27 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     );
 
     // 3. Untrained draft, evaluated before training.
-    const scorer = await draftScorer(target, gpu, config, data, auxLayerIds, now);
-    const before = await scorer.evaluate(s.initialDraft());
+    const scorer = await draftScorer(target, gpu, config, data, auxLayerIds, now, progress);
+    const before = await scorer.evaluate(s.initialDraft(), 'untrained');
     print(
       `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
     );
     await record(evalBeforeRecord(before));
 
     // 4. Online training through the runtime planes, one optimizer step at a time.
-    const trained = await trainRemainingSteps(s, config, { trainTokens, role, earlierLoss: earlier.lastLoss, stop: r.stop }, print);
+    const trained = await trainRemainingSteps(
+      s,
+      config,
+      { trainTokens, role, earlierLoss: earlier.lastLoss, stop: r.stop, gpu, progress },
+      print,
+    );
 
     // 5. Export, from the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
-    const { exportDir, trained: draft } = await exportRunDraft(out, inputs.checkpoint, auxLayerIds);
+    const { exportDir, trained: draft } = await exportRunDraft(out, auxLayerIds);
     print(`phase export: SGLang draft written to ${exportDir}`);
 
     // 6. The trained (exported) draft, evaluated after training.
-    const after = await scorer.evaluate(draft);
+    const after = await scorer.evaluate(draft, 'trained');
     await record(evalAfterRecord(after));
 
     const summary: TrainSummary = {
@@ -248,6 +261,11 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       exportDir,
     };
     await reportSummary(out, summary, scorer.base.speed, { numDraftTokens: config.numDraftTokens, started: r.started }, record, print);
+    // Every buffer this run's Gpu created, at its peak, against the plan that let it start.
+    const peak = gpu.memoryStats().peakBytes;
+    print(
+      `  GPU memory: peak ${formatBytes(peak)} of the ${formatBytes(r.plannedBytes)} planned (${((100 * peak) / Math.max(r.plannedBytes, 1)).toFixed(0)}%)`,
+    );
     return summary;
   } finally {
     session?.destroy();

@@ -53,11 +53,15 @@ export async function regenerateReplies(
   responseLength: number,
   how: Continuation = {},
   chunk = 16,
+  /** After each batched generation: conversations whose every reply is written, of all, and tokens generated. */
+  onProgress?: (done: number, total: number, tokens: number) => void,
 ): Promise<TrainSequence[]> {
   const endOfTurn = how.eosTokenIds ?? [];
   const turns = rows.map((r, i) => turnsOf(r, endOfTurn, `conversation ${i + 1}`));
   const built = turns.map((t) => ({ inputIds: [...t.contexts[0]], lossMask: t.contexts[0].map(() => 0) }));
   const most = Math.max(...turns.map((t) => t.contexts.length));
+  let tokens = 0;
+  let done = 0;
   for (let k = 0; k < most; k++) {
     const active = turns.flatMap((t, i) => (k < t.contexts.length ? [i] : []));
     for (let c = 0; c < active.length; c += chunk) {
@@ -71,6 +75,7 @@ export async function regenerateReplies(
       );
       part.forEach((i, j) => {
         const last = k === turns[i].contexts.length - 1;
+        if (last) done++;
         const reply = [...replies[j]];
         if (!last) {
           if (endOfTurn.length > 0 && !endOfTurn.includes(reply[reply.length - 1])) reply.push(endOfTurn[0]);
@@ -80,7 +85,10 @@ export async function regenerateReplies(
         built[i].inputIds.push(...reply, ...next);
         built[i].lossMask.push(...reply.map(() => 1), ...next.map(() => 0));
       });
+      tokens += replies.reduce((a, r) => a + r.length, 0);
+      onProgress?.(done, rows.length, tokens);
     }
   }
+  target.gpu.trimPool(); // the generation's buffers, sized by its prompt lengths (Gpu.trimPool)
   return built;
 }

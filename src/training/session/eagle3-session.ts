@@ -32,10 +32,9 @@ import { LocalFeatureStore } from '../../data/local-feature-store.ts';
 import type { Eagle3DraftCheckpoint } from '../../inference/eagle3-drafter.ts';
 import { RolloutWorker } from '../../inference/rollout-worker.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
-import { withoutEmbedding } from '../../model/eagle3/export.ts';
 import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend } from '../../optim/adamw-backend.ts';
-import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint } from '../checkpoints/run-checkpoints.ts';
+import { checkpointDue, saveRunCheckpoint } from '../checkpoints/run-checkpoints.ts';
 import { resumeFromCheckpoint } from '../checkpoints/checkpoint-resume.ts';
 import { pruneCheckpoints, type RunContract } from '../checkpoints/train-checkpoint.ts';
 import type { TrainSequence } from '../sequences/eagle3-data.ts';
@@ -46,7 +45,7 @@ import { TrainerController, type StepLog } from '../loop/trainer-controller.ts';
 import { TrainerCore } from '../loop/trainer-core.ts';
 import { waitForRoundCommits } from './cluster-round.ts';
 import { StreamOrderLease } from './stream-order-lease.ts';
-import { buildSessionParts, type SessionLease, type SessionParts } from './session-parts.ts';
+import { batchTokens, buildSessionParts, stepReport, type SessionLease, type SessionParts } from './session-parts.ts';
 import type { DraftInsightParts } from '../evaluation/draft-insight.ts';
 import {
   sessionSettingsSchema,
@@ -85,7 +84,6 @@ export class Eagle3TrainingSession {
   /** Samples trained through the last optimizer step, over the whole stream (saved in checkpoints). */
   private samplesConsumed = 0;
   private readonly openedAt: number;
-  private readonly avgLength: number;
   resumed: ResumeReport | undefined;
   private readonly inputs: SessionInputs;
   readonly sequences: readonly TrainSequence[];
@@ -137,7 +135,6 @@ export class Eagle3TrainingSession {
       evaluation: this.evaluation,
     } = parts);
     this.openedAt = parts.inputs.now();
-    this.avgLength = parts.sequences.reduce((a, s) => a + s.inputIds.length, 0) / Math.max(parts.sequences.length, 1);
   }
 
   /** Builds the run (generating or reading its sequences) and resumes it when its ledger has acks. */
@@ -299,13 +296,14 @@ export class Eagle3TrainingSession {
         this.samplesConsumed += refs.length;
         const roundEnd = (await this.queued()) === 0;
         const checkpointed = checkpointDue(step, settings.checkpointEvery, this.totalSteps) || roundEnd;
-        result = { ...this.describe(log!, checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
+        result = { ...this.describe(log!, batchTokens(batches), checkpointed), eval: await this.evaluation?.at(step, this.totalSteps) };
         await this.inputs.onStep?.(result);
         if (checkpointed) await this.flush();
       },
     });
     if (!result)
       throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
+    this.inputs.gpu.trimUnusedBuffers(); // what this step did not use goes: the plan counts one step's working set
     return result;
   }
 
@@ -314,24 +312,28 @@ export class Eagle3TrainingSession {
     return (await this.controller.queue.depth()) + (this.lease instanceof StreamOrderLease ? this.lease.held : 0);
   }
 
-  /** A trainer step as the session reports it: per-TTT-step losses and accuracies, rates. */
-  private describe(log: StepLog, checkpointed: boolean): SessionStep {
-    this.tokensTrained += log.samples * this.avgLength;
-    const elapsed = (this.inputs.now() - this.openedAt) / 1000;
-    return {
-      ...log,
+  /** A trainer step as the session reports it (stepReport), its tokens counted into the session's rate. */
+  private describe(log: StepLog, tokens: number, checkpointed: boolean): SessionStep {
+    this.tokensTrained += tokens;
+    const rate = this.tokensTrained / ((this.inputs.now() - this.openedAt) / 1000);
+    return stepReport(log, {
+      tokens,
+      tokensPerSecond: rate,
       totalSteps: this.totalSteps,
-      ...eagle3StepMetrics(log.metrics, this.inputs.settings.tttLength),
-      tokensPerSecond: this.tokensTrained / elapsed,
+      tttLength: this.inputs.settings.tttLength,
       checkpointed,
-    };
+    });
   }
+
+  /** Checkpoints this session wrote, and the seconds writing them took (the durable acks excluded). */
+  readonly checkpointsWritten = { count: 0, seconds: 0 };
 
   /** Checkpoint the current step and durably ack every sample trained since the last checkpoint. */
   async flush(): Promise<void> {
     const step = this.trainer.globalStep;
     if (this.pendingAcks.length === 0 && step === this.lastCheckpoint) return;
     const { storage, runId, gpu } = this.inputs;
+    const started = this.inputs.now();
     // Resume reads the data position from the ledger; the checkpoint keeps it for the record.
     await saveRunCheckpoint(storage.checkpoints, gpu, this.backend, {
       runId,
@@ -341,6 +343,8 @@ export class Eagle3TrainingSession {
       contract: this.contract,
       extras: this.extras,
     });
+    this.checkpointsWritten.count++;
+    this.checkpointsWritten.seconds += (this.inputs.now() - started) / 1000;
     const acked = this.pendingAcks;
     this.pendingAcks = [];
     if (acked.length > 0) await this.lease.ack(acked, { globalStep: step, optimizerDurable: true });
@@ -359,7 +363,7 @@ export class Eagle3TrainingSession {
   initialDraft(): Eagle3DraftCheckpoint {
     return {
       config: this.draftConfig,
-      weights: withoutEmbedding(this.initialWeights),
+      weights: this.initialWeights, // trainable weights only: the embedding is the target's
       d2t: this.mapping.d2t,
       auxLayerIds: this.auxLayerIds,
     };
@@ -372,11 +376,7 @@ export class Eagle3TrainingSession {
     return weights;
   }
 
-  /**
-   * What a draft insight capture reads (src/training/evaluation/draft-insight.ts): the strategy's gradient-free
-   * held-out forward, the resident held-out batches and the vocabulary map. Undefined without a
-   * held-out evaluation (`inputs.evaluation`). A capture writes no training state.
-   */
+  /** What a draft insight capture reads (evaluation/draft-insight.ts); undefined without a held-out evaluation. It writes no training state. */
   insightParts(): DraftInsightParts | undefined {
     const strategy = this.core.strategy;
     if (!this.evaluation || !(strategy instanceof Eagle3TrainStrategy)) return undefined;

@@ -8,14 +8,14 @@
 import { DataFlowController } from '../../control/controller.ts';
 import type { ReleasableFeatureStore } from '../../control/controller.ts';
 import type { TrainLease } from '../../control/train-lease.ts';
-import { onlineSampleId } from '../../contracts/index.ts';
+import { onlineSampleId, type TrainBatch } from '../../contracts/index.ts';
 import { FeatureDataLoader, type RefLease } from '../../data/feature-dataloader.ts';
 import type { FeatureStore } from '../../data/feature-store.ts';
 import { LocalFeatureStore } from '../../data/local-feature-store.ts';
 import { RolloutWorker } from '../../inference/rollout-worker.ts';
 import { eagle3CaptureConfig, TargetFeatureSource } from '../../inference/target-feature-source.ts';
 import type { CaptureConfig } from '../../inference/capture.ts';
-import type { DType } from '../../gpu/tensor.ts';
+import type { DType, Tensor } from '../../gpu/tensor.ts';
 import type { TargetModel } from '../../model/target/model.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../../model/eagle3/model.ts';
@@ -25,6 +25,8 @@ import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../optim/adamw-backend.ts';
 import { eagle3RunExtras } from '../checkpoints/checkpoint-export.ts';
 import { type RunContract } from '../checkpoints/train-checkpoint.ts';
+import { eagle3StepMetrics } from '../checkpoints/run-checkpoints.ts';
+import type { StepLog } from '../loop/trainer-controller.ts';
 import { draftConfigFor, draftVocab, sessionSequences, shuffledIndices, type TrainSequence } from '../sequences/eagle3-data.ts';
 import { precisionContract } from '../loop/feature-precision.ts';
 import { PeriodicEvaluation } from '../evaluation/periodic-eval.ts';
@@ -35,7 +37,7 @@ import { TrainerCore } from '../loop/trainer-core.ts';
 import { StreamOrderLease } from './stream-order-lease.ts';
 import { stableHash } from '../../util/stable-hash.ts';
 
-import { type SessionInputs, type SessionSettings } from './session-types.ts';
+import { type SessionInputs, type SessionSettings, type SessionStep } from './session-types.ts';
 
 export type SessionLease = RefLease & Pick<TrainLease, 'ack'>;
 
@@ -108,12 +110,17 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   const emit = inputs.onEvent ?? (() => undefined);
   const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
   const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
-  const sequences = await sessionSequences(storage.checkpoints, target, inputs, settings.responseLength, (detail) =>
-    emit({ kind: 'phase', phase: 'data', detail }),
+  const sequences = await sessionSequences(
+    storage.checkpoints,
+    target,
+    inputs,
+    settings.responseLength,
+    (detail) => emit({ kind: 'phase', phase: 'data', detail }),
+    inputs.progress,
   );
   const { mapping, coverage, distinct } = draftVocab(sequences, tc.vocabSize, draftVocabSize);
   const draftConfig = draftConfigFor(target, draftVocabSize);
-  const initialWeights = initialEagle3Weights(draftConfig, inputs.embedTokens, new Rng(settings.seed + 1));
+  const initialWeights = initialEagle3Weights(draftConfig, 'shared', new Rng(settings.seed + 1));
 
   const order = new Rng(settings.seed + 2);
   const stream: number[] = [];
@@ -142,10 +149,20 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     maxGradNorm: settings.maxGradNorm,
     schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
   });
-  const draft = new Eagle3DraftModel(gpu, backend, draftConfig, initialWeights, { t2d: mapping.t2d, d2t: mapping.d2t });
+  const draft = new Eagle3DraftModel(
+    gpu,
+    backend,
+    draftConfig,
+    initialWeights,
+    { t2d: mapping.t2d, d2t: mapping.d2t },
+    {
+      embed: target.weights.embedTokens,
+    },
+  );
   const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu });
   const core = new TrainerCore(strategy, backend, 1);
-  const evaluation = inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation));
+  const evaluation =
+    inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation, inputs.progress));
   const trainer = new TrainerController(gpu, core);
   const trainLease = await controller.trainLease(await controller.registerTrainer({ trainerId: 'trainer-0' }));
   const streamRank = new Map(rounds.flat().map((t, i) => [onlineSampleId(runId, t.taskId), i]));
@@ -192,4 +209,24 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     evaluation,
     extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
   };
+}
+
+/** A trainer step as a session reports it: per-TTT-step losses and accuracies, tokens and rate. */
+export function stepReport(
+  log: StepLog,
+  o: { tokens: number; tokensPerSecond: number; totalSteps: number; tttLength: number; checkpointed: boolean },
+): SessionStep {
+  return {
+    ...log,
+    totalSteps: o.totalSteps,
+    ...eagle3StepMetrics(log.metrics, o.tttLength),
+    tokens: o.tokens,
+    tokensPerSecond: o.tokensPerSecond,
+    checkpointed: o.checkpointed,
+  };
+}
+
+/** The tokens a step trained on: every sample's real length (a batch is padded to its longest). */
+export function batchTokens(batches: readonly TrainBatch<Tensor>[]): number {
+  return batches.reduce((a, b) => a + (b.metadata.lengths ?? []).reduce((x, n) => x + n, 0), 0);
 }

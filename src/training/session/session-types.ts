@@ -9,6 +9,7 @@ import type { MetadataStore } from '../../control/metadata-store.ts';
 import type { FeatureStore } from '../../data/feature-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { TargetModel } from '../../model/target/model.ts';
+import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { SPECFORGE_OPTIMIZER } from '../../optim/adamw-backend.ts';
 import type { ClusterWaitOptions } from './cluster-round.ts';
@@ -62,6 +63,8 @@ export interface SessionStep extends StepLog {
   accs: number[];
   /** Simulated acceptance length Σ_k Π_{j≤k} acc_j. */
   simulatedAcceptance: number;
+  /** Tokens this step trained on (every sample's real length, padding excluded). */
+  tokens: number;
   /** Training tokens per second since the session opened (rollout included). */
   tokensPerSecond: number;
   checkpointed: boolean;
@@ -77,9 +80,10 @@ export type SessionEvent =
 /** Training data: prompts the target continues (`settings.responseLength` tokens), or a dataset's own sequences. */
 export interface SessionInputs extends SequenceSource {
   gpu: Gpu;
+  /** The target; the draft borrows its embedding table on the GPU as its frozen embedding. */
   target: TargetModel;
-  /** The target's input embedding on the host (the draft's frozen copy is made from it). */
-  embedTokens: Float32Array;
+  /** Where long phases show their progress (generating the training data, capturing the held-out features). */
+  progress?: ProgressDisplay;
   /** Held-out sequences scored every N steps (SessionStep.eval); none without it. */
   evaluation?: PeriodicEvalSettings;
   settings: SessionSettings;

@@ -74,7 +74,6 @@ export default defineSuite('training/checkpoints/run-export', (t) => {
         session = await Eagle3TrainingSession.open({
           gpu,
           target,
-          embedTokens: checkpoint.weights.embedTokens,
           trainPrompts: prompts,
           settings: SETTINGS,
           runId: RUN,

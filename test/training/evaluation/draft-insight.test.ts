@@ -95,7 +95,6 @@ async function openSession(
   ctx: TestContext,
   gpu: Gpu,
   target: TargetModel,
-  embedTokens: Float32Array,
   prompts: number[][],
   heldOut: Awaited<ReturnType<typeof continueWithTarget>>,
   root: string,
@@ -104,7 +103,6 @@ async function openSession(
   return Eagle3TrainingSession.open({
     gpu,
     target,
-    embedTokens,
     trainPrompts: prompts,
     settings: SETTINGS,
     runId: 'insight-test',
@@ -150,9 +148,8 @@ export default defineSuite('training/evaluation/draft-insight', (t) => {
           Array.from({ length: 3 }, () => Array.from({ length: 4 }, () => rng.int(0, vocab))),
           SETTINGS.responseLength,
         );
-        const embed = checkpoint.weights.embedTokens as Float32Array;
-        const withInsight = await openSession(ctx, gpu, target, embed, prompts, heldOut, `${tmp.files.root}/with`);
-        const without = await openSession(ctx, gpu, target, embed, prompts, heldOut, `${tmp.files.root}/without`);
+        const withInsight = await openSession(ctx, gpu, target, prompts, heldOut, `${tmp.files.root}/with`);
+        const without = await openSession(ctx, gpu, target, prompts, heldOut, `${tmp.files.root}/without`);
         try {
           const parts = () => {
             const p = withInsight.insightParts();

@@ -24,7 +24,7 @@ import { InMemoryMetadataStore } from '../../../src/control/metadata-store.ts';
 import { loadHfCheckpoint } from '../../../src/formats/hf-checkpoint.ts';
 import { TargetModel } from '../../../src/model/target/model.ts';
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../../../src/training/session/eagle3-session.ts';
-import { precisionContract } from '../../../src/training/loop/feature-precision.ts';
+import { asWidened, precisionContract, widenF16Features } from '../../../src/training/loop/feature-precision.ts';
 import { Rng } from '../../../src/util/random.ts';
 import { Eagle3TrainStrategy } from '../../../src/training/strategies/eagle3.ts';
 import { TrainerCore } from '../../../src/training/loop/trainer-core.ts';
@@ -81,6 +81,31 @@ async function train(gpu: Gpu, fx: Eagle3Fixture, precision: 'f32' | 'f16'): Pro
 }
 
 export default defineSuite('training/loop/feature-precision', (t) => {
+  t.test(
+    'an f16 batch split over its B·S rows (one sequence larger than a binding) is checked and widened as split',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      try {
+        // 1 KiB: an f16 [3, 200] slab (1200 B) exceeds it, so the [2, 3, 200] batch splits over its 6 rows of 400 B (its f32 rows of 800 B fit).
+        Object.defineProperty(gpu, 'maxBindingBytes', { value: 1024 });
+        const values = new Rng(4).floats(2 * 3 * 200, 2);
+        const half = gpu.upload([2, 3, 200], 'f16', castF32ToF16Ref(values).bits, 'target');
+        assertEqual(half.splitDims, 2, 'split over B·S');
+        const view = asWidened(half);
+        assertEqual(view.splitDims, 2, 'the f32 view keeps the split');
+        const { tensors, made } = await widenF16Features(gpu, { target: half }, ['target'], 'test batch');
+        assertDeepEqual(
+          [...(await gpu.read(tensors.target))],
+          [...castF16ToF32Ref(castF32ToF16Ref(values).bits)],
+          'widened exactly across the split',
+        );
+        gpu.release(half, ...made);
+      } finally {
+        gpu.destroy();
+      }
+    },
+  );
+
   t.test(
     `${STEPS} EAGLE3 steps from f16 features: the float64 loss on f16-rounded features at every step, and the f32 run's losses within ${F16_VS_F32}`,
     async ({ gpu: ctx, fixture, note }) => {
@@ -249,7 +274,6 @@ export default defineSuite('training/loop/feature-precision', (t) => {
           const session = await Eagle3TrainingSession.open({
             gpu,
             target,
-            embedTokens: checkpoint.weights.embedTokens,
             trainPrompts: prompts,
             settings,
             runId: 'fp',

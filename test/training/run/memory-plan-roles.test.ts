@@ -85,7 +85,7 @@ export default defineSuite('training/run/memory-plan-roles', (t) => {
       heldPrompts: [[1, 2]],
       lines: [],
     };
-    const settings = { batchSize: 2, tttLength: 3, roundPrompts: 4, responseLength: 8 };
+    const settings = { batchSize: 2, tttLength: 3, roundPrompts: 4, responseLength: 8, evalEvery: 0 };
     const single = trainMemoryPlan(settings, tc, 64, data, BIG);
     const cluster = trainMemoryPlan({ ...settings, cluster: 'redis://127.0.0.1:6379/0' }, tc, 64, data, BIG);
     assert(

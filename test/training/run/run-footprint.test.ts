@@ -5,7 +5,7 @@
  */
 import { eagle3ParameterShapes } from '../../../src/config/eagle3-config.ts';
 import { parseHfConfig } from '../../../src/config/hf-config.ts';
-import { writeSafetensors, type TensorToWrite } from '../../../src/formats/safetensors.ts';
+import { writeSafetensors, type TensorToWrite } from '../../../src/formats/safetensors-writer.ts';
 import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
 import { checkpointCadence, checkpointSize, sampleBytes } from '../../../src/training/run/run-footprint.ts';
 import { assertDeepEqual, assertEqual } from '../../harness/assert.ts';

@@ -79,7 +79,7 @@ export default defineSuite('training/run/train-memory', (t) => {
         const message = (result as Error).message;
         assert(!message.includes('\n'), 'one line');
         assert(
-          /^GPU memory plan does not fit: the plan needs \S+ \S+, over the budget of 64\.0 KiB \(total \S+ \S+, budget 64\.0 KiB, largest item [A-Za-z ()0-9]+ \S+ \S+\); lower: batch size 4 → .*; even all of them at their minimum need \S+ \S+: raise the budget/.test(
+          /^GPU memory plan does not fit: the plan needs \S+ \S+, over the budget of 64\.0 KiB \(total \S+ \S+, budget 64\.0 KiB, largest item [A-Za-z ()0-9]+ \S+ \S+\); lower: --batch-size 4 → .*; even all of them at their lowest need \S+ \S+ and do not fit: a larger --gpu-memory-budget/.test(
             message,
           ),
           message,

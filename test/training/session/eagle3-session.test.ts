@@ -66,7 +66,6 @@ export default defineSuite('training/session/eagle3-session', (t) => {
         const session = await Eagle3TrainingSession.open({
           gpu,
           target,
-          embedTokens: checkpoint.weights.embedTokens,
           trainPrompts: prompts,
           settings: SETTINGS,
           runId: RUN,
@@ -169,7 +168,6 @@ export default defineSuite('training/session/eagle3-session', (t) => {
         const session = await Eagle3TrainingSession.open({
           gpu,
           target,
-          embedTokens: checkpoint.weights.embedTokens,
           trainPrompts: prompts,
           settings: SETTINGS,
           runId: RUN,
@@ -199,7 +197,6 @@ export default defineSuite('training/session/eagle3-session', (t) => {
               Eagle3TrainingSession.open({
                 gpu,
                 target,
-                embedTokens: checkpoint.weights.embedTokens,
                 trainPrompts: prompts,
                 settings: SETTINGS,
                 runId: RUN,

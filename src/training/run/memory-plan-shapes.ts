@@ -1,0 +1,170 @@
+/**
+ * The tensors of a run's memory plan, by the code that allocates them: the target's weights, one
+ * capture forward, a stored sample, a collated batch, the held-out batches, the column blocks of a split
+ * weight. ./memory-plan-tensors.ts groups them into the plan's items and costs them.
+ */
+import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { BYTES_PER_ELEMENT, type DType } from '../../gpu/tensor.ts';
+
+export interface TensorSpec {
+  readonly name: string;
+  readonly shape: readonly number[];
+  readonly dtype: DType;
+  /** The kernels that read it take row parts (vocabulary tables); everything else is bound whole. */
+  readonly splittable?: boolean;
+  /** Identical tensors of this shape (per layer, per TTT step, per stored sample). */
+  readonly count: number;
+  /** Not a storage binding (the uniform arena, readback buffers): only maxBufferSize bounds it. */
+  readonly unbound?: boolean;
+}
+
+export const t = (name: string, shape: readonly number[], dtype: DType = 'f32', splittable = false): TensorSpec => ({
+  name,
+  shape,
+  dtype,
+  splittable,
+  count: 1,
+});
+/** `n` copies of each spec, costed once and multiplied (a million stored samples stay cheap to plan). */
+export const times = (n: number, specs: readonly TensorSpec[]): TensorSpec[] => specs.map((s) => ({ ...s, count: s.count * n }));
+
+export function targetWeightSpecs(c: TargetModelConfig, dtype: DType): TensorSpec[] {
+  const H = c.hiddenSize;
+  const qw = c.numHeads * c.headDim;
+  const kvw = c.numKvHeads * c.headDim;
+  const I = c.intermediateSize;
+  // Matrices are stored in `dtype` and may be split into row parts; norms and biases stay f32.
+  const m = (name: string, shape: number[]) => t(name, shape, dtype, true);
+  const layer = [
+    t('input_layernorm', [H]),
+    m('q_proj', [qw, H]),
+    m('k_proj', [kvw, H]),
+    m('v_proj', [kvw, H]),
+    m('o_proj', [H, qw]),
+    t('post_attention_layernorm', [H]),
+    m('gate_proj', [I, H]),
+    m('up_proj', [I, H]),
+    m('down_proj', [H, I]),
+    ...(c.qkvBias ? [t('q_bias', [qw]), t('k_bias', [kvw]), t('v_bias', [kvw])] : []),
+    ...(c.oBias ? [t('o_bias', [H])] : []),
+    ...(c.qkNorm ? [t('q_norm', [c.headDim]), t('k_norm', [c.headDim])] : []),
+    ...(c.mlpBias ? [t('gate_bias', [I]), t('up_bias', [I]), t('down_bias', [H])] : []),
+  ];
+  return [
+    m('model.embed_tokens.weight', [c.vocabSize, H]),
+    ...times(c.numLayers, layer),
+    t('model.norm.weight', [H]),
+    ...(c.tieWordEmbeddings ? [] : [m('lm_head.weight', [c.vocabSize, H])]),
+  ];
+}
+
+/** One batched capture forward of `rows` tokens: the layer's working set (released per layer) and what the capture keeps. */
+export function captureSpecs(
+  c: TargetModelConfig,
+  rows: number,
+  seq: number,
+  aux: number,
+  weights: DType,
+  maxBinding: number,
+): TensorSpec[] {
+  const H = c.hiddenSize;
+  const qw = c.numHeads * c.headDim;
+  const kvw = c.numKvHeads * c.headDim;
+  const I = c.intermediateSize;
+  const batch = Math.max(1, Math.floor(rows / seq));
+  const wb = BYTES_PER_ELEMENT[weights];
+  // The logits are written a row part at a time: a split lm_head's column blocks are that many rows.
+  const logitRows = Math.max(1, Math.min(rows, Math.floor(maxBinding / (c.vocabSize * 4))));
+  const blocks = [
+    ...columnBlocks('q_proj', [qw, H], rows, maxBinding, wb),
+    ...columnBlocks('k_proj', [kvw, H], rows, maxBinding, wb),
+    ...columnBlocks('o_proj', [H, qw], rows, maxBinding, wb),
+    ...columnBlocks('gate_proj', [I, H], rows, maxBinding, wb),
+    ...columnBlocks('down_proj', [H, I], rows, maxBinding, wb),
+    ...columnBlocks('lm_head', [c.vocabSize, H], logitRows, maxBinding, wb),
+  ];
+  return [
+    ...blocks,
+    t('ids, positions, mask', [3 * rows], 'i32'),
+    t('h', [rows, H]),
+    t('invRms', [rows]),
+    t('attn.x', [rows, H]),
+    t('attn.qRaw', [rows, qw]),
+    t('attn.kRaw', [rows, kvw]),
+    t('attn.v', [rows, kvw]),
+    t('attn.q', [rows, qw]),
+    t('attn.k', [rows, kvw]),
+    ...(c.qkNorm ? [t('attn.qNormed', [rows, qw]), t('attn.kNormed', [rows, kvw])] : []),
+    t('attn.o', [rows, qw]),
+    t('attn.lse', [batch, c.numHeads, seq]),
+    t('mlp.x', [rows, H]),
+    t('mlp.gate', [rows, c.intermediateSize]),
+    t('mlp.up', [rows, c.intermediateSize]),
+    t('mlp.act', [rows, c.intermediateSize]),
+    ...times(aux, [t('hidden_states (aux)', [rows, H])]),
+    t('final norm', [rows, H]),
+    t('target.logits', [rows, c.vocabSize], 'f32', true),
+  ];
+}
+
+/**
+ * One captured sample of `S` tokens as stored (src/inference/target-feature-source.ts). Its float
+ * features may be split: the capture's row copies, the casts, the store, its spill, the data plane
+ * and the batch's collation all move row ranges across parts.
+ */
+export function sampleSpecs(S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  return [
+    t('hidden_state', [S, auxWidth], feat, true),
+    t('target', [S, vocab], feat, true),
+    t('input_ids', [S], 'i32'),
+    t('loss_mask', [S], 'i32'),
+  ];
+}
+
+/** The shape of the most bytes among `shapes`. */
+export function largestShape(shapes: readonly (readonly number[])[]): readonly number[] {
+  const size = (sh: readonly number[]) => sh.reduce((a, d) => a * d, 1);
+  return shapes.reduce((a, b) => (size(b) > size(a) ? b : a), [1]);
+}
+
+/**
+ * The scratch blocks of a linear layer whose weight [N, K] f32 is split into row parts of P rows:
+ * its output's column slice of each part goes through a [rows, P] block (and the last part's
+ * [rows, N mod P]) copied into place (src/kernels/linear.ts); none when the weight fits one binding.
+ */
+export function columnBlocks(name: string, shape: readonly number[], rows: number, maxBinding: number, bytes = 4): TensorSpec[] {
+  if (shape.length !== 2) return [];
+  const [N, K] = shape;
+  if (N * K * bytes <= maxBinding) return [];
+  const P = Math.max(1, Math.floor(maxBinding / (K * bytes)));
+  return [
+    t(`${name} column block`, [rows, P], 'f32', true),
+    ...(N % P > 0 ? [t(`${name} last column block`, [rows, N % P], 'f32', true)] : []),
+  ];
+}
+
+/** One collated batch of `b` sequences (src/data/feature-dataloader.ts): its float features may be split. */
+export function batchSpecs(b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  return [
+    t('input_ids', [b, S], 'i32'),
+    t('attention_mask', [b, S], 'i32'),
+    t('loss_mask', [b, S], 'i32'),
+    t('hidden_state', [b, S, auxWidth], feat, true),
+    t('target', [b, S, vocab], feat, true),
+  ];
+}
+
+/** f16 features widened to f32 right before a step (src/training/loop/feature-precision.ts), freed once it is encoded. */
+export function widenedSpecs(b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  return feat === 'f16'
+    ? [t('hidden_state (widened)', [b, S, auxWidth], 'f32', true), t('target (widened)', [b, S, vocab], 'f32', true)]
+    : [];
+}
+
+/** The periodic evaluation's resident batches: `n` sequences collated `b` at a time, the last batch holding the rest. */
+export function heldOutSpecs(n: number, b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+  if (n <= 0) return [];
+  const full = Math.floor(n / b);
+  const rest = n - full * b;
+  return [...times(full, batchSpecs(b, S, auxWidth, vocab, feat)), ...(rest > 0 ? batchSpecs(rest, S, auxWidth, vocab, feat) : [])];
+}
