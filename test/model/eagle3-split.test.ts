@@ -7,6 +7,7 @@
  * unsplit GPU; the gradient-free evaluation forward gives the training step's losses; nothing leaks.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
@@ -112,7 +113,7 @@ export default defineSuite('model/eagle3-split', (t) => {
           );
         }
         assertEqual(inputs.hiddenStates.parts.length, 2, 'hidden_state parts');
-        assertEqual(inputs.target.parts.length, 2, 'target parts');
+        assertEqual((inputs.target as Tensor).parts.length, 2, 'target parts');
       });
       split.destroy();
       const whole = new Gpu(ctx);
