@@ -206,8 +206,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('hidden0', [R, H]),
         t('kCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('vCache', [L, B, S, d.numKvHeads, d.headDim]),
-        t('teacher.p', [R, D]),
-        t('teacher.pTilde', [R, D]),
+        // The teacher and the loss kernels run per row segment, the lm_head through linear.ts: these may be split.
+        t('teacher.p', [R, D], 'f32', true),
+        t('teacher.pTilde', [R, D], 'f32', true),
         t('teacher.tok', [R], 'i32'),
         t('teacher.positionMask', [R], 'i32'),
         t('losses', [L + 1]),
@@ -223,7 +224,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('k/v', [R, kvDim]),
         t('kRot', [R, kvDim]),
         t('f', [R, H]),
-        t('logits', [R, D]),
+        t('logits', [R, D], 'f32', true),
         // Compact features: the target's logits of the draft tokens, the teacher's source, for one step.
         ...(compact ? [t('target.draft_logits', [R, D], 'f32', true)] : []),
         t('dKCache', [L, B, S, d.numKvHeads, d.headDim]),
