@@ -166,7 +166,9 @@ export class TargetFeatureSource implements FeatureSource {
   private checkCapture(capture: CaptureConfig): void {
     const c = this.model.config;
     if (capture.targetRepr !== 'logits' && capture.targetRepr !== 'hidden_state')
-      throw new Error(`TargetFeatureSource: target representation "${capture.targetRepr}" is not produced (only "logits" and "hidden_state")`);
+      throw new Error(
+        `TargetFeatureSource: target representation "${capture.targetRepr}" is not produced (only "logits" and "hidden_state")`,
+      );
     if (capture.targetHiddenSize !== c.hiddenSize)
       throw new Error(
         `TargetFeatureSource: capture targetHiddenSize ${capture.targetHiddenSize} != the target's hidden_size ${c.hiddenSize}`,

@@ -174,16 +174,24 @@ export default defineSuite('model/eagle3-split', (t) => {
       const seed = 19;
       const split = splitGpu(ctx);
       const logitParts: number[] = [];
-      const got = await runStep(split, seed, undefined, WIDE_VOCAB, { logits: async (_k, logits) => void logitParts.push(logits.parts.length) });
+      const got = await runStep(split, seed, undefined, WIDE_VOCAB, {
+        logits: async (_k, logits) => void logitParts.push(logits.parts.length),
+      });
       split.destroy();
-      assert(logitParts.length > 0 && logitParts.every((n) => n === 2), `every step's logits [16, 256] in 2 parts: ${logitParts.join(', ')}`);
+      assert(
+        logitParts.length > 0 && logitParts.every((n) => n === 2),
+        `every step's logits [16, 256] in 2 parts: ${logitParts.join(', ')}`,
+      );
       const whole = new Gpu(ctx);
       const plain = await runStep(whole, seed, undefined, WIDE_VOCAB);
       whole.destroy();
       const { values, inputs: x } = problem(WIDE_VOCAB, seed);
       const ref = eagle3StepReference(WIDE_VOCAB, values, x, { lossScale: 0.5 });
       const names = eagle3ParameterShapes(WIDE_VOCAB).map(([n]) => n);
-      note('lossRelErr', assertRelClose(got.losses, [...ref.steps.map((s) => s.ploss), ref.totalLoss], 1e-5, 'losses vs float64').toExponential(2));
+      note(
+        'lossRelErr',
+        assertRelClose(got.losses, [...ref.steps.map((s) => s.ploss), ref.totalLoss], 1e-5, 'losses vs float64').toExponential(2),
+      );
       assertRelClose(
         got.metricSums,
         ref.steps.flatMap((s) => [s.correct, s.denom, s.acceptSum, s.acceptCount]),

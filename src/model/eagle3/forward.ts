@@ -195,7 +195,16 @@ async function encodeUnroll(
       const { p, pTilde, positionMask } = teacher;
       await buildTeacherPruned(
         gpu,
-        { logits: target.draftLogits, lse: target.lse, tok: target.tok, t2d: params.t2d, lossMask: inputs.lossMask, p, pTilde, positionMask },
+        {
+          logits: target.draftLogits,
+          lse: target.lse,
+          tok: target.tok,
+          t2d: params.t2d,
+          lossMask: inputs.lossMask,
+          p,
+          pTilde,
+          positionMask,
+        },
         shape,
       );
     } else {

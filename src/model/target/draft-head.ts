@@ -33,7 +33,12 @@ export class DraftHead {
     try {
       // One gather per part of the table: each part's rows take the ids of those draft tokens.
       for (const part of table.parts) {
-        const slice = gpu.upload([part.rowCount], 'i32', Int32Array.from({ length: part.rowCount }, (_, i) => used[part.rowStart + i]), 'draft_head.ids');
+        const slice = gpu.upload(
+          [part.rowCount],
+          'i32',
+          Int32Array.from({ length: part.rowCount }, (_, i) => used[part.rowStart + i]),
+          'draft_head.ids',
+        );
         ids.push(slice);
         const out = { ...part, rowStart: 0 };
         const partTable = new Tensor([part.rowCount, Ht], 'f32', [out], `draft_head[${part.rowStart}:]`);
@@ -52,7 +57,9 @@ export class DraftHead {
   async logits(hidden: Tensor): Promise<Tensor> {
     const [D, Ht] = this.table.shape;
     if (hidden.dtype !== 'f32' || hidden.shape.at(-1) !== Ht)
-      throw new Error(`DraftHead.logits: ${hidden.label} must be f32 [..., ${Ht}] (the target's hidden size), got ${hidden.dtype}${fmtShape(hidden.shape)}`);
+      throw new Error(
+        `DraftHead.logits: ${hidden.label} must be f32 [..., ${Ht}] (the target's hidden size), got ${hidden.dtype}${fmtShape(hidden.shape)}`,
+      );
     const rows = hidden.numel / Ht;
     const out = this.gpu.tensor([...hidden.shape.slice(0, -1), D], 'f32', 'target.draft_logits');
     try {
