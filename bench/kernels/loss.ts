@@ -1,5 +1,6 @@
 /**
- * Loss-family benchmark: GB/s of the teacher, the fused soft cross-entropy (in-place gradient), the
+ * Loss-family benchmark: GB/s of the teacher (from full logits, and from compact features: the
+ * rollout's target stats and the pruned teacher), the fused soft cross-entropy (in-place gradient), the
  * metric terms and the hard-label cross-entropy, for every row layout this device runs
  * (src/kernels/row-variant.ts), timed interleaved; `vsWide` is the `wide` (original) variant's time
  * over this one's. These kernels are memory-bound; bytes count what each kernel streams (a row
@@ -10,7 +11,7 @@ import { hardCrossEntropy, softCrossEntropy } from '../../src/kernels/loss.ts';
 import { LOSS_ROW_GEOMETRY } from '../../src/kernels/loss-rows.ts';
 import { eagle3Metrics } from '../../src/kernels/metrics.ts';
 import { availableRowVariants, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
-import { buildTeacher } from '../../src/kernels/teacher.ts';
+import { buildTeacher, buildTeacherPruned, targetStats } from '../../src/kernels/teacher.ts';
 import { Rng } from '../../src/util/random.ts';
 import { buildVocabMapping } from '../../src/model/eagle3/vocab-mapping.ts';
 import { interleavedMedians } from './interleave.ts';
@@ -51,6 +52,7 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHA
     'labels',
   );
   const dT = gpu.tensor([R, V], 'f32', 'dlogits');
+  const lse = gpu.tensor([R], 'f32', 'lse');
   const lossOut = gpu.zeros([4], 'f32', 'lossOut');
   const metricsOut = gpu.zeros([4], 'f32', 'metricsOut');
   const tag = `R${R} V${V} D${D}`;
@@ -61,6 +63,13 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHA
   const steps = { rows: R, draftVocab: D, seqLen: R, step: 0, slot: 0 };
   const kernels: { name: string; bytes: number; run: (variant: RowVariant) => Promise<void> }[] = [
     { name: 'teacher', bytes: 4 * (R * V + 4 * R * D), run: (variant) => buildTeacher(gpu, teacher, shape, { variant }) },
+    // Compact features: the rollout's pass over the full logits, then the trainer's teacher from the draft columns.
+    { name: 'target-stats', bytes: 4 * R * V, run: (variant) => targetStats(gpu, { logits: T, lse, tok }, shape, { variant }) },
+    {
+      name: 'teacher-pruned',
+      bytes: 4 * 4 * R * D,
+      run: (variant) => buildTeacherPruned(gpu, { logits: z, lse, tok, t2d: t2dT, lossMask, p, pTilde, positionMask }, shape, { variant }),
+    },
     {
       name: 'metrics',
       bytes: 4 * 3 * R * D,
@@ -94,6 +103,6 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHA
       });
     }
   }
-  gpu.release(T, t2dT, usedT, lossMask, p, pTilde, tok, positionMask, z, labels, dT, lossOut, metricsOut);
+  gpu.release(T, t2dT, usedT, lossMask, p, pTilde, tok, positionMask, z, labels, dT, lse, lossOut, metricsOut);
   return out;
 }

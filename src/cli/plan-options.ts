@@ -21,6 +21,7 @@ export const PLAN_TRAIN_KEYS = [
   'draftVocabSize',
   'auxLayers',
   'featurePrecision',
+  'targetRepr',
   'targetPrecision',
   'gpuMemoryBudget',
   'evalPrompts',

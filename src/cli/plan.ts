@@ -73,6 +73,7 @@ export function planInput(tc: TargetModelConfig, config: TrainConfig, draftVocab
     tttLength: config.tttLength,
     roundPrompts: config.roundPrompts,
     featurePrecision: config.featurePrecision,
+    targetRepr: config.targetRepr,
     targetPrecision: config.targetPrecision,
     maxLength: config.maxLength,
     sequences: config.roundPrompts,
@@ -137,7 +138,9 @@ function footprintLines(x: MemoryPlanInput, config: TrainConfig, diskRate: numbe
   const at = (bytes: number) =>
     diskRate === undefined ? '' : `; about ${formatDuration(bytes / diskRate)} at ${formatBytes(diskRate)}/s (--disk-rate)`;
   return [
-    `one sample (as stored and sent): ${formatBytes(sample)} = ${S} tokens × (hidden ${x.auxLayers ?? 3} × ${x.target.hiddenSize} + logits ${x.target.vocabSize}) ${x.features}, + input_ids and loss_mask i32`,
+    x.targetRepr === 'hidden_state'
+      ? `one sample (as stored and sent): ${formatBytes(sample)} = ${S} tokens × (hidden ${x.auxLayers ?? 3} × ${x.target.hiddenSize} + target hidden ${x.target.hiddenSize}) ${x.features}, + input_ids, loss_mask and argmax i32, logsumexp f32 (compact features)`
+      : `one sample (as stored and sent): ${formatBytes(sample)} = ${S} tokens × (hidden ${x.auxLayers ?? 3} × ${x.target.hiddenSize} + logits ${x.target.vocabSize}) ${x.features}, + input_ids and loss_mask i32`,
     `one checkpoint: ${formatBytes(ckpt.bytes)} (weights.safetensors ${formatBytes(ckpt.weightsFile)}: f32 draft weights, t2d, d2t; optimizer.safetensors ${formatBytes(ckpt.optimizerFile)}: AdamW m and v; plus state.json and COMPLETE, small JSON); two are kept${at(ckpt.bytes)}`,
     `checkpoint cadence (speclab train): every --checkpoint-every ${cadence.checkpointEvery} steps, at each round's end (--round-prompts ${config.roundPrompts} at --batch-size ${config.batchSize}: ${cadence.stepsPerRound} steps) and at the last step: at most ${cadence.every} steps apart, ${formatBytes(Math.round(ckpt.bytes / (cadence.every * config.batchSize)))} written per sample trained`,
     `spill: speclab train keeps the committed round on disk until its checkpoint: ${config.roundPrompts} samples, ${formatBytes(config.roundPrompts * sample)} in <out>/spill; a --cluster run's Redis holds up to two rounds, ${formatBytes(2 * config.roundPrompts * sample)}${at(config.roundPrompts * sample)}`,

@@ -56,8 +56,9 @@ async function waitForManifest(record: RedisRunRecord, args: RolloutArgs, stoppe
 function manifestCapture(
   manifest: RunManifest,
   run: string,
-): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16' } {
-  const capture = manifest.capture as { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown } | undefined;
+): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16'; targetRepr: 'logits' | 'hidden_state' } {
+  const capture = manifest.capture as
+    { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown; targetRepr?: unknown } | undefined;
   const damaged = (field: string) =>
     new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
   if (!capture || typeof capture !== 'object') throw damaged('capture');
@@ -67,7 +68,9 @@ function manifestCapture(
   if (typeof ttt !== 'number' || !Number.isInteger(ttt) || ttt < 1) throw damaged('capture.extra.ttt_length');
   const precision = capture.featurePrecision ?? 'f32';
   if (precision !== 'f32' && precision !== 'f16') throw damaged('capture.featurePrecision');
-  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision: precision };
+  const targetRepr = capture.targetRepr;
+  if (targetRepr !== 'logits' && targetRepr !== 'hidden_state') throw damaged('capture.targetRepr');
+  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision: precision, targetRepr };
 }
 
 /** The run's prompt lease in ms; a manifest without a valid one is refused. */

@@ -80,6 +80,16 @@ const FEATURE_PRECISION: OptionSpec = {
   parse: parsers.choice(['f32', 'f16']),
 };
 
+// What a rollout sends as the target: compact features by default, the full logits on request.
+const TARGET_REPR: OptionSpec = {
+  flag: '--target-repr',
+  key: 'targetRepr',
+  placeholder: 'hidden_state|logits',
+  help: "what a rollout sends as the target: hidden_state (compact: the target's final hidden state with each position's full-vocabulary logsumexp and argmax; the trainer projects it on the draft vocabulary's lm_head rows, no [S, V] tensor anywhere) or logits (the full-vocabulary logits, for parity tests and small targets)",
+  defaultText: 'hidden_state',
+  parse: parsers.choice(['hidden_state', 'logits']),
+};
+
 // --target-precision: defined with the cluster options (speclab rollout reads it too).
 export { checkClusterSettings, TARGET_PRECISION };
 
@@ -168,6 +178,7 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   int('checkpointEvery', 1, 1_000_000, 8, 'checkpoint (and durably ack) every N steps, and at the end of every round'),
   SEED,
   FEATURE_PRECISION,
+  TARGET_REPR,
   TARGET_PRECISION,
   int('logEvery', 1, 1_000_000, 10, 'print a progress line every N steps'),
   int(

@@ -80,14 +80,21 @@ export function verifyCapture(
   }
 }
 
+/**
+ * Features stored f32 whatever the precision: compact features' per-row logsumexp enters the teacher
+ * as exp(z − lse), where f16's 2^-11 relative rounding of an lse near 10 would scale p̃ by about 0.5%.
+ * One f32 per token costs nothing beside the hidden states.
+ */
+export const KEPT_F32_FEATURES: readonly string[] = ['target_lse'];
+
 /** A captured value f16 cannot hold: the sample is refused (terminally, like a capture mismatch). */
 export class FeatureOverflowError extends CaptureMismatchError {
   override name = 'FeatureOverflowError';
 }
 
 /**
- * The features in `precision`: for 'f16', every f32 tensor cast to f16 on the GPU (others as they
- * are), the f32 originals released. Reads one overflow counter per feature back (a sync per sample:
+ * The features in `precision`: for 'f16', every f32 tensor but KEPT_F32_FEATURES cast to f16 on the
+ * GPU (others as they are), the f32 originals released. Reads one overflow counter per feature back (a sync per sample:
  * the refusal must come before the put). On overflow nothing is released but the f16 copies, and
  * the caller still owns `tensors`. For 'f32' the record is returned as is.
  */
@@ -104,7 +111,7 @@ export async function toFeaturePrecision(
   const counters: [string, Tensor][] = [];
   try {
     for (const [name, t] of Object.entries(tensors)) {
-      if (t.dtype !== 'f32') {
+      if (t.dtype !== 'f32' || KEPT_F32_FEATURES.includes(name)) {
         out[name] = t;
         continue;
       }

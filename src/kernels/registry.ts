@@ -18,7 +18,7 @@ import { OPTIM_KERNELS } from './optim.ts';
 import { RMSNORM_KERNELS } from './rmsnorm.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
-import { TEACHER_KERNELS } from './teacher.ts';
+import { TARGET_STATS_KERNELS, TEACHER_KERNELS, TEACHER_PRUNED_KERNELS } from './teacher.ts';
 
 export interface KernelFamily {
   readonly family: string;
@@ -37,7 +37,12 @@ export const KERNEL_FAMILIES: readonly KernelFamily[] = [
   },
   {
     family: 'loss',
-    kernels: [...[TEACHER_KERNELS, SOFT_CE_KERNELS, HARD_CE_KERNELS, METRICS_KERNELS].flatMap((k) => Object.values(k)), REDUCE_KERNEL],
+    kernels: [
+      ...[TEACHER_KERNELS, TEACHER_PRUNED_KERNELS, TARGET_STATS_KERNELS, SOFT_CE_KERNELS, HARD_CE_KERNELS, METRICS_KERNELS].flatMap((k) =>
+        Object.values(k),
+      ),
+      REDUCE_KERNEL,
+    ],
   },
   { family: 'optim', kernels: Object.values(OPTIM_KERNELS) },
   { family: 'copy', kernels: [COPY_STRIDED_KERNEL, ...Object.values(CAST_KERNELS)] },

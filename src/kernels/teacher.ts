@@ -109,3 +109,127 @@ export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherSh
     );
   }
 }
+
+/**
+ * What a rollout keeps of the target's logits for compact features (shaders/loss/target-stats.wgsl):
+ * per row of T [R, V] (R = B·S, or [B, S, V]), lse [R] f32 = logsumexp and tok [R] i32 = argmax (ties →
+ * lowest id), pass 1 of the teacher exactly. T may be split into row parts; one dispatch per segment.
+ */
+export const TARGET_STATS_KERNEL: KernelDef = {
+  name: 'loss/target-stats',
+  source: shaderSource('loss/target-stats'),
+  bindings: ['uniform', 'read', 'write', 'write'],
+};
+export const TARGET_STATS_KERNELS = lossRowKernels(TARGET_STATS_KERNEL);
+
+export interface TargetStatsTensors {
+  logits: Tensor;
+  lse: Tensor;
+  tok: Tensor;
+}
+
+export async function targetStats(
+  gpu: Gpu,
+  x: TargetStatsTensors,
+  shape: { rows: number; vocab: number },
+  options: RowKernelOptions = {},
+): Promise<void> {
+  const op = 'targetStats';
+  const { rows, vocab } = shape;
+  checkPositiveInt(op, 'rows', rows);
+  checkPositiveInt(op, 'vocab', vocab);
+  checkRowTensor(op, 'logits', x.logits, 'f32', rows, vocab);
+  checkRowTensor(op, 'lse', x.lse, 'f32', rows, 1);
+  checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
+  checkDistinct(op, { lse: x.lse, tok: x.tok }, { logits: x.logits });
+  const variant = lossRowVariant(gpu, op, vocab, rows, options.variant);
+  const kernel = await gpu.pipelines.get(TARGET_STATS_KERNELS[variant]);
+  for (const seg of rowSegments(
+    rows,
+    [x.logits, x.lse, x.tok].map((tensor) => ({ tensor })),
+  )) {
+    const [T, l, k] = seg.operands;
+    const uniforms = new UniformWriter().u32(seg.count).u32(seg.start).u32(vocab).u32(T.partRow).u32(l.partRow).u32(k.partRow).finish();
+    gpu.batcher.dispatch(kernel, uniforms, [T.binding, l.binding, k.binding], lossRowGrid(gpu, seg.count, variant));
+  }
+}
+
+/**
+ * The EAGLE3 teacher from compact features (shaders/loss/teacher-pruned.wgsl): from the target's
+ * logits of the D draft tokens Z [R, D] (the trainer projects the target's final hidden state onto the
+ * lm_head rows of the draft vocabulary) and the rollout's full-vocabulary lse [R] and tok [R] (argmax
+ * target ids), the p, p̃ and position mask buildTeacher makes from the full logits; `tok` itself is
+ * the teacher's tok. All may be split into row parts.
+ */
+export const TEACHER_PRUNED_KERNEL: KernelDef = {
+  name: 'loss/teacher-pruned',
+  source: shaderSource('loss/teacher-pruned'),
+  bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'write', 'write', 'write'],
+};
+export const TEACHER_PRUNED_KERNELS = lossRowKernels(TEACHER_PRUNED_KERNEL);
+
+export interface PrunedTeacherTensors {
+  /** The target's logits of the draft tokens, f32 [R, D]. */
+  logits: Tensor;
+  /** Full-vocabulary logsumexp per row, f32 [R]. */
+  lse: Tensor;
+  /** Full-vocabulary argmax per row (a target id), i32 [R]. */
+  tok: Tensor;
+  t2d: Tensor;
+  lossMask: Tensor;
+  p: Tensor;
+  pTilde: Tensor;
+  positionMask: Tensor;
+}
+
+export async function buildTeacherPruned(
+  gpu: Gpu,
+  x: PrunedTeacherTensors,
+  shape: TeacherShape,
+  options: RowKernelOptions = {},
+): Promise<void> {
+  const op = 'buildTeacherPruned';
+  const { rows, vocab, draftVocab } = shape;
+  checkPositiveInt(op, 'rows', rows);
+  checkPositiveInt(op, 'vocab', vocab);
+  checkPositiveInt(op, 'draftVocab', draftVocab);
+  if (draftVocab > vocab) throw new Error(`${op}: draftVocab ${draftVocab} exceeds vocab ${vocab}`);
+  checkRowTensor(op, 'logits', x.logits, 'f32', rows, draftVocab);
+  checkRowTensor(op, 'lse', x.lse, 'f32', rows, 1);
+  checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
+  checkVector(op, 't2d', x.t2d, 'i32', vocab);
+  checkRowTensor(op, 'lossMask', x.lossMask, 'i32', rows, 1);
+  checkRowTensor(op, 'p', x.p, 'f32', rows, draftVocab);
+  checkRowTensor(op, 'pTilde', x.pTilde, 'f32', rows, draftVocab);
+  checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
+  checkDistinct(
+    op,
+    { p: x.p, pTilde: x.pTilde, positionMask: x.positionMask },
+    { logits: x.logits, lse: x.lse, tok: x.tok, t2d: x.t2d, lossMask: x.lossMask },
+  );
+  const variant = lossRowVariant(gpu, op, draftVocab, rows, options.variant);
+  const kernel = await gpu.pipelines.get(TEACHER_PRUNED_KERNELS[variant]);
+  const operands = [x.logits, x.lse, x.tok, x.lossMask, x.p, x.pTilde, x.positionMask].map((tensor) => ({ tensor }));
+  for (const seg of rowSegments(rows, operands)) {
+    const [Z, l, k, lm, p, q, pm] = seg.operands;
+    const uniforms = new UniformWriter()
+      .u32(seg.count)
+      .u32(seg.start)
+      .u32(vocab)
+      .u32(draftVocab)
+      .u32(Z.partRow)
+      .u32(l.partRow)
+      .u32(k.partRow)
+      .u32(lm.partRow)
+      .u32(p.partRow)
+      .u32(q.partRow)
+      .u32(pm.partRow)
+      .finish();
+    gpu.batcher.dispatch(
+      kernel,
+      uniforms,
+      [Z.binding, l.binding, k.binding, x.t2d.binding(), lm.binding, p.binding, q.binding, pm.binding],
+      lossRowGrid(gpu, seg.count, variant),
+    );
+  }
+}

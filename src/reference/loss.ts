@@ -52,6 +52,53 @@ export function teacherRef(
   return { p, pTilde, tok, positionMask };
 }
 
+/** Per row of full-vocabulary logits [rows, vocab]: logsumexp and argmax (ties → lowest id); loss/target-stats. */
+export function targetStatsRef(logits: ArrayLike<number>, rows: number, vocab: number): { lse: Float64Array; tok: Int32Array } {
+  const lse = new Float64Array(rows);
+  const tok = new Int32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    const base = r * vocab;
+    let best = 0;
+    for (let v = 1; v < vocab; v++) if (logits[base + v] > logits[base + best]) best = v;
+    let sum = 0;
+    for (let v = 0; v < vocab; v++) sum += Math.exp(logits[base + v] - logits[base + best]);
+    lse[r] = logits[base + best] + Math.log(sum);
+    tok[r] = best;
+  }
+  return { lse, tok };
+}
+
+/**
+ * The teacher from compact features (loss/teacher-pruned): `z` [rows, D] the target's logits of the
+ * draft tokens, `lse` and `tok` [rows] from the full logits (targetStatsRef). Equals teacherRef of the
+ * full logits: p from z alone, p̃ = exp(z − lse), the position mask from tok.
+ */
+export function teacherPrunedRef(
+  z: ArrayLike<number>,
+  lse: ArrayLike<number>,
+  tok: ArrayLike<number>,
+  t2d: ArrayLike<number>,
+  lossMask: ArrayLike<number>,
+  rows: number,
+  D: number,
+): Omit<TeacherRef, 'tok'> {
+  const p = new Float64Array(rows * D);
+  const pTilde = new Float64Array(rows * D);
+  const positionMask = new Int32Array(rows);
+  for (let r = 0; r < rows; r++) {
+    let dMax = -Infinity;
+    for (let d = 0; d < D; d++) dMax = Math.max(dMax, z[r * D + d]);
+    let dSum = 0;
+    for (let d = 0; d < D; d++) dSum += Math.exp(z[r * D + d] - dMax);
+    for (let d = 0; d < D; d++) {
+      p[r * D + d] = Math.exp(z[r * D + d] - dMax) / dSum;
+      pTilde[r * D + d] = Math.exp(z[r * D + d] - lse[r]);
+    }
+    positionMask[r] = tok[r] >= 0 && tok[r] < t2d.length && t2d[tok[r]] !== 0 ? lossMask[r] : 0;
+  }
+  return { p, pTilde, positionMask };
+}
+
 /**
  * The TTT shift (docs/eagle3.md §5, §6): step k reads row (b, t + k) of a per-row tensor, or `pad` when
  * t + k ≥ S — within each sequence, never across batch rows. Teacher pads: p = 1/D, p̃ = 0, tok = 0;

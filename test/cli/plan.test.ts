@@ -77,8 +77,9 @@ export default defineSuite('cli/plan', (t) => {
           ['colocated', 'trainer', 'rollout'],
           'one line per role',
         );
-        // One sample: 256 tokens × (3 × 64 + 1000) f16 + two i32 vectors.
-        const sample = 256 * (3 * 64 + 1000) * 2 + 2 * 256 * 4;
+        // One sample with compact features (the default): 256 tokens × (3 × 64 aux + 64 final hidden) f16,
+        // input_ids, loss_mask and the target's argmax i32, its logsumexp f32.
+        const sample = 256 * (3 * 64 + 64) * 2 + 4 * 256 * 4;
         for (const l of lines) {
           for (const field of ['totalBytes', 'sampleBytes', 'checkpointBytes', 'spillBytes'] as const)
             assert(Number.isSafeInteger(l[field]), `${l.role}: ${field} is a byte count`);
@@ -103,6 +104,18 @@ export default defineSuite('cli/plan', (t) => {
         // Default cadence: --checkpoint-every 8 and a round of 16 prompts at batch 2 (8 steps).
         assertEqual(colocated.checkpointEvery, 8, 'checkpoint cadence');
         assertEqual(colocated.spillBytes, 16 * sample, 'the spill holds one round');
+
+        // Full-vocabulary logits on the wire (--target-repr logits): 256 × (3 × 64 + 1000) f16 + two i32 vectors.
+        const logits = await cli(platform, ['plan', '--target', target, ...flags, '--target-repr', 'logits', '--json']);
+        assertEqual(logits.code, 0, `--target-repr logits fits (${logits.err.join(' | ')})`);
+        for (const l of logits.out.map((line) => JSON.parse(line) as RoleLine))
+          assertEqual(l.sampleBytes, 256 * (3 * 64 + 1000) * 2 + 2 * 256 * 4, `${l.role}, --target-repr logits: one sample's bytes`);
+        const bad = await cli(platform, ['plan', '--target', target, ...flags, '--target-repr', 'pruned']);
+        assertEqual(bad.code, 2, '--target-repr takes hidden_state or logits');
+        assert(
+          bad.err.some((l) => l.includes('--target-repr')),
+          `the refusal names the flag: ${bad.err.join(' | ')}`,
+        );
 
         const text = await cli(platform, ['plan', '--target-config', `${target}/config.json`, ...flags]);
         assertEqual(text.code, 0, 'the config file itself, text form');

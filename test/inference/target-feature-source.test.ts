@@ -255,8 +255,8 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const capture = eagle3CaptureConfig(model.config);
       const ok = [task('ok', [1, 2, 3])];
       await assertRejects(
-        () => source.generateFeatures(ok, { ...capture, targetRepr: 'hidden_state' }),
-        /"hidden_state" is not produced/,
+        () => source.generateFeatures(ok, { ...capture, targetRepr: 'pruned_logits' }),
+        /"pruned_logits" is not produced \(only "logits" and "hidden_state"\)/,
         'repr',
       );
       await assertRejects(

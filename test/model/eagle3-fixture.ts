@@ -5,7 +5,8 @@
  */
 import { SafetensorsFile } from '../../src/formats/safetensors.ts';
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
+import { isDraftTarget, type Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
 import type { OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import type { Eagle3RefInputs } from '../../src/reference/eagle3.ts';
@@ -68,7 +69,10 @@ export const FIXTURE_OPTIMIZER: OptimizerConfig = {
 };
 
 /** Upload the fixture's micro-batch (ids and masks as i32, loss mask as [B, S, 1] like SpecForge). */
-export function uploadFixtureInputs(gpu: Gpu, fx: Eagle3Fixture): Eagle3Inputs {
+/** Inputs whose teacher source is full-vocab logits (what the fixtures hold). */
+export type LogitInputs = Eagle3Inputs & { target: Tensor };
+
+export function uploadFixtureInputs(gpu: Gpu, fx: Eagle3Fixture): LogitInputs {
   const { batch: B, seqLen: S } = fx.inputs;
   const c = fx.config;
   return {
@@ -81,5 +85,6 @@ export function uploadFixtureInputs(gpu: Gpu, fx: Eagle3Fixture): Eagle3Inputs {
 }
 
 export function releaseInputs(gpu: Gpu, x: Eagle3Inputs): void {
-  gpu.release(x.inputIds, x.attentionMask, x.lossMask, x.hiddenStates, x.target);
+  const target = isDraftTarget(x.target) ? [x.target.draftLogits, x.target.lse, x.target.tok] : [x.target];
+  gpu.release(x.inputIds, x.attentionMask, x.lossMask, x.hiddenStates, ...target);
 }

@@ -7,6 +7,7 @@
  * unsplit GPU; the gradient-free evaluation forward gives the training step's losses; nothing leaks.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
+import type { Tensor } from '../../src/gpu/tensor.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
@@ -63,14 +64,19 @@ interface StepResult {
 }
 
 /** Evaluation forward, then one training step and the optimizer step's preclip norm, on `gpu`. */
-async function runStep(gpu: Gpu, seed: number, check?: (backend: AdamWBackend, inputs: Eagle3Inputs) => void): Promise<StepResult> {
-  const c = CONFIG;
+async function runStep(
+  gpu: Gpu,
+  seed: number,
+  check?: (backend: AdamWBackend, inputs: Eagle3Inputs) => void,
+  c: Eagle3Config = CONFIG,
+  taps: Parameters<typeof eagle3EvalForward>[4] = {},
+): Promise<StepResult> {
   const { values, inputs: x } = problem(c, seed);
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const model = new Eagle3DraftModel(gpu, backend, c, values, { t2d: x.t2d, d2t: x.d2t });
   const inputs = uploadRandomInputs(gpu, c, x);
   check?.(backend, inputs);
-  const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength);
+  const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength, taps);
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5 });
   const names = eagle3ParameterShapes(c).map(([n]) => n);
   const gradReads = names.map((n) => gpu.readLater(backend.param(n).grad) as Promise<Float32Array>);
@@ -89,6 +95,9 @@ async function runStep(gpu: Gpu, seed: number, check?: (backend: AdamWBackend, i
   assertEqual(gpu.pool.stats().liveBuffers, 1, 'every GPU buffer released but the loss placeholder');
   return result;
 }
+
+/** A draft vocabulary wide enough that a step's logits [16, 256] (16 KiB) and teacher p, p̃ split under LIMIT, while its activations do not. */
+const WIDE_VOCAB: Eagle3Config = { ...CONFIG, vocabSize: 512, draftVocabSize: 256 };
 
 function splitGpu(ctx: GpuContext): Gpu {
   const gpu = new Gpu(ctx);
@@ -112,7 +121,7 @@ export default defineSuite('model/eagle3-split', (t) => {
           );
         }
         assertEqual(inputs.hiddenStates.parts.length, 2, 'hidden_state parts');
-        assertEqual(inputs.target.parts.length, 2, 'target parts');
+        assertEqual((inputs.target as Tensor).parts.length, 2, 'target parts');
       });
       split.destroy();
       const whole = new Gpu(ctx);
@@ -155,6 +164,42 @@ export default defineSuite('model/eagle3-split', (t) => {
       note('gradRelErr', gradErr.toExponential(2));
       note('gradNormRelErr', normErr.toExponential(2));
       note('splitVsUnsplitRelErr', vsPlain.toExponential(2));
+    },
+    { timeoutMs: SLOW },
+  );
+
+  t.test(
+    "a step's logits and the teacher's p and p̃ split into row parts (a draft vocabulary wider than a binding's worth of rows): matches float64 and the unsplit GPU",
+    async ({ gpu: ctx, note }) => {
+      const seed = 19;
+      const split = splitGpu(ctx);
+      const logitParts: number[] = [];
+      const got = await runStep(split, seed, undefined, WIDE_VOCAB, {
+        logits: async (_k, logits) => void logitParts.push(logits.parts.length),
+      });
+      split.destroy();
+      assert(
+        logitParts.length > 0 && logitParts.every((n) => n === 2),
+        `every step's logits [16, 256] in 2 parts: ${logitParts.join(', ')}`,
+      );
+      const whole = new Gpu(ctx);
+      const plain = await runStep(whole, seed, undefined, WIDE_VOCAB);
+      whole.destroy();
+      const { values, inputs: x } = problem(WIDE_VOCAB, seed);
+      const ref = eagle3StepReference(WIDE_VOCAB, values, x, { lossScale: 0.5 });
+      const names = eagle3ParameterShapes(WIDE_VOCAB).map(([n]) => n);
+      note(
+        'lossRelErr',
+        assertRelClose(got.losses, [...ref.steps.map((s) => s.ploss), ref.totalLoss], 1e-5, 'losses vs float64').toExponential(2),
+      );
+      assertRelClose(
+        got.metricSums,
+        ref.steps.flatMap((s) => [s.correct, s.denom, s.acceptSum, s.acceptCount]),
+        1e-5,
+        'metric sums vs float64',
+      );
+      names.forEach((n, i) => assertRelClose(got.grads[i], ref.grads[n], 1e-4, `grad ${n} vs float64`));
+      note('splitVsUnsplitRelErr', assertRelClose(got.losses, plain.losses, 2e-6, 'losses vs unsplit GPU').toExponential(2));
     },
     { timeoutMs: SLOW },
   );

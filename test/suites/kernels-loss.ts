@@ -3,8 +3,17 @@ import type { Suite } from '../harness/suite.ts';
 import lossFixture from '../kernels/loss-fixture.test.ts';
 import lossKernels from '../kernels/loss.test.ts';
 import lossRows from '../kernels/loss-rows.test.ts';
+import teacherKernels from '../kernels/teacher.test.ts';
 import rowVariant from '../kernels/row-variant.test.ts';
 import lossReference from '../reference/loss.test.ts';
 import vocabMapping from '../model/vocab-mapping.test.ts';
 
-export const kernels_lossSuites: readonly Suite[] = [lossReference, vocabMapping, rowVariant, lossKernels, lossRows, lossFixture];
+export const kernels_lossSuites: readonly Suite[] = [
+  lossReference,
+  vocabMapping,
+  rowVariant,
+  lossKernels,
+  teacherKernels,
+  lossRows,
+  lossFixture,
+];

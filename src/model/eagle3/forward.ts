@@ -37,13 +37,13 @@ import { eagle3Metrics } from '../../kernels/metrics.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { swigluForward } from '../../kernels/swiglu.ts';
-import { buildTeacher } from '../../kernels/teacher.ts';
+import { buildTeacher, buildTeacherPruned } from '../../kernels/teacher.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
 import { lmHeadBackward } from './lm-head.ts';
 import { canViewAt, copyElements, elementView, shiftRowsLeft } from '../../gpu/tensor-views.ts';
 import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
-import { checkEagle3Inputs, type Eagle3Inputs } from './inputs.ts';
+import { checkEagle3Inputs, isDraftTarget, type Eagle3Inputs } from './inputs.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 export interface Eagle3ForwardOptions {
@@ -187,11 +187,29 @@ async function encodeUnroll(
   // The hidden the next step reads: hidden0, then each step's hOut.
   let hidden = state.hidden0;
   try {
-    await buildTeacher(
-      gpu,
-      { logits: inputs.target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher },
-      { rows: R, vocab: c.vocabSize, draftVocab: D },
-    );
+    const shape = { rows: R, vocab: c.vocabSize, draftVocab: D };
+    const target = inputs.target;
+    if (isDraftTarget(target)) {
+      // Compact features: the rollout's argmax is the teacher's tok; p, p̃ and the mask from the draft columns.
+      copyElements(gpu, target.tok, 0, teacher.tok, 0, R);
+      const { p, pTilde, positionMask } = teacher;
+      await buildTeacherPruned(
+        gpu,
+        {
+          logits: target.draftLogits,
+          lse: target.lse,
+          tok: target.tok,
+          t2d: params.t2d,
+          lossMask: inputs.lossMask,
+          p,
+          pTilde,
+          positionMask,
+        },
+        shape,
+      );
+    } else {
+      await buildTeacher(gpu, { logits: target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher }, shape);
+    }
     await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
     await linear(inputs.hiddenStates, w.fc.value, state.hidden0, H, 3 * c.targetHiddenSize);
 

@@ -16,8 +16,26 @@ export interface Eagle3Inputs {
   lossMask: Tensor;
   /** f32 [B, S, 3·Ht] aux hidden states. */
   hiddenStates: Tensor;
-  /** f32 [B, S, V] full-vocab target logits, already shifted left once. */
-  target: Tensor;
+  /**
+   * The teacher's source, already shifted left once: f32 [B, S, V] full-vocab target logits, or the
+   * compact form (the target's logits of the D draft tokens and its full-vocab logsumexp and argmax).
+   */
+  target: Tensor | DraftTarget;
+}
+
+/** The teacher's source from compact features (kernels/teacher.ts buildTeacherPruned). */
+export interface DraftTarget {
+  /** f32 [B, S, D]: the target's logits of the draft tokens (its hidden state times the draft rows of lm_head). */
+  readonly draftLogits: Tensor;
+  /** f32 [B, S]: logsumexp of the target's full-vocabulary logits. */
+  readonly lse: Tensor;
+  /** i32 [B, S]: argmax of the target's full-vocabulary logits (a target id). */
+  readonly tok: Tensor;
+}
+
+/** Whether the inputs carry the compact teacher source. */
+export function isDraftTarget(target: Eagle3Inputs['target']): target is DraftTarget {
+  return 'draftLogits' in target;
 }
 
 /** Checks the inputs against the config, naming the offending tensor; returns B and S. */
@@ -38,7 +56,11 @@ export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: nu
     [B, S, 1],
   ]);
   expect('hidden_state', x.hiddenStates, 'f32', [[B, S, 3 * c.targetHiddenSize]]);
-  expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);
+  if (isDraftTarget(x.target)) {
+    expect('target draft logits', x.target.draftLogits, 'f32', [[B, S, c.draftVocabSize]]);
+    expect('target_lse', x.target.lse, 'f32', [[B, S]]);
+    expect('target_tok', x.target.tok, 'i32', [[B, S]]);
+  } else expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);
   // hidden_state and target may be split into row parts: fc (linear.ts) and the teacher kernel take
   // split tensors. The ids and the mask are bound whole by the embedding and attention kernels.
   for (const [name, t] of [

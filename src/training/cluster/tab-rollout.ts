@@ -112,10 +112,17 @@ export function tabTargetDescription(config: TargetModel['config'], precision: '
 export function manifestSettings(
   manifest: RunManifest,
   run: string,
-): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16'; targetPrecision: 'f32' | 'f16' } {
+): {
+  auxLayerIds: number[];
+  tttLength: number;
+  featurePrecision: 'f32' | 'f16';
+  targetPrecision: 'f32' | 'f16';
+  targetRepr: 'logits' | 'hidden_state';
+} {
   const damaged = (field: string) =>
     new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
-  const capture = manifest.capture as { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown } | undefined;
+  const capture = manifest.capture as
+    { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown; targetRepr?: unknown } | undefined;
   if (!capture || typeof capture !== 'object') throw damaged('capture');
   const aux = capture.auxLayerIds;
   if (!Array.isArray(aux) || !aux.every((id) => Number.isInteger(id) && (id as number) >= 0)) throw damaged('capture.auxLayerIds');
@@ -125,7 +132,9 @@ export function manifestSettings(
   if (featurePrecision !== 'f32' && featurePrecision !== 'f16') throw damaged('capture.featurePrecision');
   const targetPrecision = (manifest.target as { precision?: unknown } | undefined)?.precision;
   if (targetPrecision !== 'f32' && targetPrecision !== 'f16') throw damaged('target.precision');
-  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision, targetPrecision };
+  const targetRepr = capture.targetRepr;
+  if (targetRepr !== 'logits' && targetRepr !== 'hidden_state') throw damaged('capture.targetRepr');
+  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision, targetPrecision, targetRepr };
 }
 
 /** Refuses, naming each differing field, unless `mine` equals the manifest's `field`. */

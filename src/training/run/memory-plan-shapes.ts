@@ -66,6 +66,7 @@ export function captureSpecs(
   aux: number,
   weights: DType,
   maxBinding: number,
+  compact = false,
 ): TensorSpec[] {
   const H = c.hiddenSize;
   const qw = c.numHeads * c.headDim;
@@ -103,7 +104,16 @@ export function captureSpecs(
     t('mlp.act', [rows, c.intermediateSize]),
     ...times(aux, [t('hidden_states (aux)', [rows, H])]),
     t('final norm', [rows, H]),
-    t('target.logits', [rows, c.vocabSize], 'f32', true),
+    // Compact features take each row's logsumexp and argmax from logits made a binding's worth of rows
+    // at a time (TargetFeatureSource.rowStats); full logits are made whole.
+    ...(compact
+      ? [
+          t('stats.logits', [logitRows, c.vocabSize]),
+          t('stats.hidden', [logitRows, H]),
+          t('stats.lse, stats.tok', [2 * logitRows]),
+          t('target_lse, target_tok', [2 * rows]),
+        ]
+      : [t('target.logits', [rows, c.vocabSize], 'f32', true)]),
   ];
 }
 
@@ -112,13 +122,23 @@ export function captureSpecs(
  * features may be split: the capture's row copies, the casts, the store, its spill, the data plane
  * and the batch's collation all move row ranges across parts.
  */
-export function sampleSpecs(S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+export function sampleSpecs(S: number, auxWidth: number, target: TargetWidth, feat: DType): TensorSpec[] {
   return [
     t('hidden_state', [S, auxWidth], feat, true),
-    t('target', [S, vocab], feat, true),
+    t('target', [S, target.width], feat, true),
     t('input_ids', [S], 'i32'),
     t('loss_mask', [S], 'i32'),
+    ...(target.compact ? [t('target_lse', [S]), t('target_tok', [S], 'i32')] : []),
   ];
+}
+
+/**
+ * The width of the `target` feature: the target's vocabulary (full logits) or hidden size (compact
+ * features, which also carry a per-position logsumexp and argmax).
+ */
+export interface TargetWidth {
+  readonly width: number;
+  readonly compact: boolean;
 }
 
 /** The shape of the most bytes among `shapes`. */
@@ -144,27 +164,28 @@ export function columnBlocks(name: string, shape: readonly number[], rows: numbe
 }
 
 /** One collated batch of `b` sequences (src/data/feature-dataloader.ts): its float features may be split. */
-export function batchSpecs(b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+export function batchSpecs(b: number, S: number, auxWidth: number, target: TargetWidth, feat: DType): TensorSpec[] {
   return [
     t('input_ids', [b, S], 'i32'),
     t('attention_mask', [b, S], 'i32'),
     t('loss_mask', [b, S], 'i32'),
     t('hidden_state', [b, S, auxWidth], feat, true),
-    t('target', [b, S, vocab], feat, true),
+    t('target', [b, S, target.width], feat, true),
+    ...(target.compact ? [t('target_lse', [b, S]), t('target_tok', [b, S], 'i32')] : []),
   ];
 }
 
 /** f16 features widened to f32 right before a step (src/training/loop/feature-precision.ts), freed once it is encoded. */
-export function widenedSpecs(b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+export function widenedSpecs(b: number, S: number, auxWidth: number, target: TargetWidth, feat: DType): TensorSpec[] {
   return feat === 'f16'
-    ? [t('hidden_state (widened)', [b, S, auxWidth], 'f32', true), t('target (widened)', [b, S, vocab], 'f32', true)]
+    ? [t('hidden_state (widened)', [b, S, auxWidth], 'f32', true), t('target (widened)', [b, S, target.width], 'f32', true)]
     : [];
 }
 
 /** The periodic evaluation's resident batches: `n` sequences collated `b` at a time, the last batch holding the rest. */
-export function heldOutSpecs(n: number, b: number, S: number, auxWidth: number, vocab: number, feat: DType): TensorSpec[] {
+export function heldOutSpecs(n: number, b: number, S: number, auxWidth: number, target: TargetWidth, feat: DType): TensorSpec[] {
   if (n <= 0) return [];
   const full = Math.floor(n / b);
   const rest = n - full * b;
-  return [...times(full, batchSpecs(b, S, auxWidth, vocab, feat)), ...(rest > 0 ? batchSpecs(rest, S, auxWidth, vocab, feat) : [])];
+  return [...times(full, batchSpecs(b, S, auxWidth, target, feat)), ...(rest > 0 ? batchSpecs(rest, S, auxWidth, target, feat) : [])];
 }

@@ -15,6 +15,7 @@ import {
   targetWeightSpecs,
   times,
   widenedSpecs,
+  type TargetWidth,
   type TensorSpec,
 } from './memory-plan-shapes.ts';
 import { sizeClass } from '../../gpu/buffer-pool.ts';
@@ -90,7 +91,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   // Weights, grads and moments may be split into row parts (the linear kernels and AdamW take parts).
   const paramSpecs = (suffix: string) => params.map(([name, shape]) => t(`${name}${suffix}`, shape, 'f32', true));
   const partials = params.reduce((a, [, shape]) => a + sumsqWorkgroups(shape.reduce((p, q) => p * q, 1)), 0);
-  const sample = sampleSpecs(S, aux * tc.hiddenSize, tc.vocabSize, feat);
+  const compact = (x.targetRepr ?? 'logits') === 'hidden_state';
+  const target: TargetWidth = { width: compact ? tc.hiddenSize : tc.vocabSize, compact };
+  const sample = sampleSpecs(S, aux * tc.hiddenSize, target, feat);
   const step = [
     t('emb', [R, H]),
     t('invRmsEmb', [R]),
@@ -127,20 +130,20 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     targetCapture: {
       label: 'target capture activations',
       specs: [
-        ...captureSpecs(tc, captureRows, S, aux, x.targetWeights, maxBinding),
+        ...captureSpecs(tc, captureRows, S, aux, x.targetWeights, maxBinding, compact),
         // With f16 features every sample of a capture forward is first made in f32 (TargetFeatureSource), then cast one by one.
-        ...(feat === 'f16' ? times(captureRows / S, sampleSpecs(S, aux * tc.hiddenSize, tc.vocabSize, 'f32')) : []),
+        ...(feat === 'f16' ? times(captureRows / S, sampleSpecs(S, aux * tc.hiddenSize, target, 'f32')) : []),
       ],
-      detail: `${captureRows} tokens per capture forward, logits ${captureRows} × ${tc.vocabSize}${feat === 'f16' ? ', its samples in f32 before the f16 cast' : ''}`,
+      detail: `${captureRows} tokens per capture forward, ${compact ? `logits a binding's worth of rows at a time (compact features)` : `logits ${captureRows} × ${tc.vocabSize}`}${feat === 'f16' ? ', its samples in f32 before the f16 cast' : ''}`,
     },
     featureStore: {
       label: 'feature store',
       specs: times(x.featureStoreSamples, sample),
-      detail: `${x.featureStoreSamples} samples resident × ${S} tokens (hidden ${aux} × ${tc.hiddenSize}, target logits ${tc.vocabSize}), ${feat}`,
+      detail: `${x.featureStoreSamples} samples resident × ${S} tokens (hidden ${aux} × ${tc.hiddenSize}, ${compact ? `target hidden ${tc.hiddenSize} + logsumexp and argmax` : `target logits ${tc.vocabSize}`}), ${feat}`,
     },
     heldOut: {
       label: 'held-out evaluation',
-      specs: heldOutSpecs(x.heldOutSequences ?? 0, B, S, aux * tc.hiddenSize, tc.vocabSize, feat),
+      specs: heldOutSpecs(x.heldOutSequences ?? 0, B, S, aux * tc.hiddenSize, target, feat),
       detail:
         (x.heldOutSequences ?? 0) > 0
           ? `${x.heldOutSequences} held-out sequences × ${S} tokens captured once for --eval-every, in batches of ${B}, ${feat}`
@@ -148,7 +151,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     },
     batch: {
       label: 'training batch',
-      specs: [...batchSpecs(B, S, aux * tc.hiddenSize, tc.vocabSize, feat), ...widenedSpecs(B, S, aux * tc.hiddenSize, tc.vocabSize, feat)],
+      specs: [...batchSpecs(B, S, aux * tc.hiddenSize, target, feat), ...widenedSpecs(B, S, aux * tc.hiddenSize, target, feat)],
       detail: `batch ${B} × ${S} tokens, ${feat}${feat === 'f16' ? ', widened to f32 for the step' : ''}`,
     },
     staging: {
@@ -180,12 +183,14 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
       label: 'draft vocabulary and RoPE',
       // The frozen embedding is the target's own table, borrowed (Eagle3Frozen): counted once, in target weights.
       specs: [
+        // Compact features: the lm_head rows of the draft vocabulary (model/target/draft-head.ts).
+        ...(compact ? [t('draft_head', [D, tc.hiddenSize], 'f32', true)] : []),
         t('t2d', [V], 'i32'),
         t('used', [D], 'i32'),
         t('rope.forward', [ropeRows, d.headDim / 2, 2]),
         t('rope.inverse', [ropeRows, d.headDim / 2, 2]),
       ],
-      detail: `vocabulary maps and RoPE tables for ${ropeRows} positions (the frozen embedding is the target's table, not a copy)`,
+      detail: `${compact ? `the target's lm_head rows of the draft vocabulary [${D}, ${tc.hiddenSize}] f32, ` : ''}vocabulary maps and RoPE tables for ${ropeRows} positions (the frozen embedding is the target's table, not a copy)`,
     },
     drafter: {
       label: 'evaluation drafter',
@@ -201,8 +206,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('hidden0', [R, H]),
         t('kCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('vCache', [L, B, S, d.numKvHeads, d.headDim]),
-        t('teacher.p', [R, D]),
-        t('teacher.pTilde', [R, D]),
+        // The teacher and the loss kernels run per row segment, the lm_head through linear.ts: these may be split.
+        t('teacher.p', [R, D], 'f32', true),
+        t('teacher.pTilde', [R, D], 'f32', true),
         t('teacher.tok', [R], 'i32'),
         t('teacher.positionMask', [R], 'i32'),
         t('losses', [L + 1]),
@@ -218,7 +224,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('k/v', [R, kvDim]),
         t('kRot', [R, kvDim]),
         t('f', [R, H]),
-        t('logits', [R, D]),
+        t('logits', [R, D], 'f32', true),
+        // Compact features: the target's logits of the draft tokens, the teacher's source, for one step.
+        ...(compact ? [t('target.draft_logits', [R, D], 'f32', true)] : []),
         t('dKCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dVCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dEmb.scratch', [R, H]),

@@ -20,6 +20,11 @@ export interface MemoryPlanInput {
   readonly tttLength: number;
   /** Precision of the captured features (hidden_state, target) in the store and the batch. */
   readonly features: Precision;
+  /**
+   * What a sample's `target` holds: the full-vocabulary logits, or (compact features, the default of a
+   * run) the target's final hidden state with a per-position logsumexp and argmax. Absent: 'logits'.
+   */
+  readonly targetRepr?: 'logits' | 'hidden_state';
   /** Samples resident in the feature store at once (the session rolls out a round, then trains on it). */
   readonly featureStoreSamples: number;
   /** Tokens per batched target forward while capturing (TargetFeatureSource's maxBatchTokens). */

@@ -53,6 +53,8 @@ export interface SessionMemoryRun {
   readonly tttLength: number;
   readonly roundPrompts: number;
   readonly featurePrecision?: Precision;
+  /** What a sample's target holds (--target-repr; a session's default is compact features). */
+  readonly targetRepr?: 'logits' | 'hidden_state';
   /** Storage of the frozen target's weights (--target-precision). */
   readonly targetPrecision?: Precision;
   /** Longest training sequence in tokens. */
@@ -77,6 +79,7 @@ export function sessionMemoryInput(run: SessionMemoryRun): MemoryPlanInput {
     maxLength: run.maxLength,
     tttLength: run.tttLength,
     features: run.featurePrecision ?? 'f32',
+    targetRepr: run.targetRepr ?? 'hidden_state',
     featureStoreSamples: Math.max(1, Math.min(run.roundPrompts, run.sequences)),
     captureBatchTokens: captureBatchTokens(run.target, run.maxBindingBytes),
     generationBatch: Math.max(0, Math.min(SESSION_GENERATION_BATCH, run.generated)),

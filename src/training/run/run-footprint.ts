@@ -1,8 +1,9 @@
 /**
  * What a run writes and sends besides its GPU memory, from the same settings as its memory plan:
  *   - one training sample as the rollout stores and sends it (the feature store, the spill file, the
- *     cluster's data plane): hidden_state [S, A·H] and the target's logits over the full vocabulary
- *     [S, V] in the feature precision, input_ids and loss_mask [S] i32 (src/inference/target-feature-source.ts);
+ *     cluster's data plane): hidden_state [S, A·H] and the target, either its final hidden state [S, H]
+ *     with a logsumexp and argmax per position (compact features) or its logits over the full vocabulary
+ *     [S, V], in the feature precision, input_ids and loss_mask [S] i32 (src/inference/target-feature-source.ts);
  *   - one checkpoint (src/training/checkpoints/train-checkpoint.ts): weights.safetensors (the draft's
  *     f32 weights, and the t2d/d2t maps of eagle3RunExtras) and optimizer.safetensors (AdamW m and v,
  *     f32), sized exactly as writeSafetensors lays them out; state.json and COMPLETE (small JSON
@@ -19,11 +20,18 @@ import { SAFETENSORS_DTYPE_BYTES, type SafetensorsDType } from '../../formats/sa
 import { BYTES_PER_ELEMENT } from '../../gpu/tensor.ts';
 import type { MemoryPlanInput } from './memory-plan-types.ts';
 
-/** Bytes of one training sample's four tensors, as stored and sent. */
+/**
+ * Bytes of one training sample, as stored and sent: its float features in the feature precision
+ * (aux hidden states, and the target: full logits, or with compact features the final hidden state),
+ * input_ids and loss_mask i32, and with compact features the per-position logsumexp (f32) and argmax (i32).
+ */
 export function sampleBytes(x: MemoryPlanInput): number {
   const aux = x.auxLayers ?? 3;
   const S = x.maxLength;
-  return S * (aux * x.target.hiddenSize + x.target.vocabSize) * BYTES_PER_ELEMENT[x.features] + 2 * S * BYTES_PER_ELEMENT.i32;
+  const compact = x.targetRepr === 'hidden_state';
+  const targetWidth = compact ? x.target.hiddenSize : x.target.vocabSize;
+  const perToken = (compact ? 4 : 2) * BYTES_PER_ELEMENT.i32; // ids, mask (+ lse f32, argmax i32)
+  return S * (aux * x.target.hiddenSize + targetWidth) * BYTES_PER_ELEMENT[x.features] + S * perToken;
 }
 
 interface Entry {

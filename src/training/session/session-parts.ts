@@ -19,6 +19,7 @@ import type { DType, Tensor } from '../../gpu/tensor.ts';
 import type { TargetModel } from '../../model/target/model.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../../model/eagle3/model.ts';
+import { DraftHead } from '../../model/target/draft-head.ts';
 import { initialEagle3Weights } from '../../model/eagle3/parameters.ts';
 import { Rng } from '../../util/random.ts';
 import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
@@ -45,10 +46,10 @@ export type SessionLease = RefLease & Pick<TrainLease, 'ack'>;
 export function sessionCapture(
   target: TargetModel['config'],
   auxLayerIds: readonly number[],
-  settings: Pick<SessionSettings, 'tttLength' | 'featurePrecision'>,
+  settings: Pick<SessionSettings, 'tttLength' | 'featurePrecision'> & { targetRepr?: SessionSettings['targetRepr'] },
 ): CaptureConfig {
   return {
-    ...eagle3CaptureConfig(target, auxLayerIds),
+    ...eagle3CaptureConfig(target, auxLayerIds, settings.targetRepr ?? 'logits'),
     extra: { ttt_length: settings.tttLength },
     featurePrecision: settings.featurePrecision,
   };
@@ -57,7 +58,8 @@ export function sessionCapture(
 /** The feature-store columns of that capture: token ids and masks i32, hidden states and logits at the feature precision. */
 export function sessionFeatureFields(capture: CaptureConfig): Record<string, DType> {
   const float: DType = capture.featurePrecision === 'f16' ? 'f16' : 'f32';
-  return Object.fromEntries(capture.featureNames.map((n) => [n, n === 'input_ids' || n === 'loss_mask' ? 'i32' : float]));
+  const fixed: Readonly<Record<string, DType>> = { input_ids: 'i32', loss_mask: 'i32', target_tok: 'i32', target_lse: 'f32' };
+  return Object.fromEntries(capture.featureNames.map((n) => [n, fixed[n] ?? float]));
 }
 
 /** Everything `open` builds for a session, handed to the constructor in one piece. */
@@ -159,7 +161,9 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
       embed: target.weights.embedTokens,
     },
   );
-  const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu });
+  // Compact features: the lm_head rows of the draft vocabulary turn the target's hidden state into the teacher's logits.
+  const draftHead = settings.targetRepr === 'hidden_state' ? await DraftHead.gather(gpu, target.weights, mapping.used) : undefined;
+  const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu, draftHead });
   const core = new TrainerCore(strategy, backend, 1);
   const evaluation =
     inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation, inputs.progress));
@@ -182,6 +186,8 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
       seed: settings.seed,
       sequences: sequences.length,
       ...precisionContract(settings.featurePrecision),
+      // Compact features change what the teacher is computed from: a run must not resume as the other form.
+      ...(settings.targetRepr === 'logits' ? {} : { targetRepr: settings.targetRepr }),
     }),
     dataHash: stableHash(sequences),
   };
@@ -205,7 +211,7 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     trainer,
     loader,
     lease,
-    owned: [...(evaluation ? [evaluation] : []), draft, backend],
+    owned: [...(evaluation ? [evaluation] : []), draft, ...(draftHead ? [draftHead] : []), backend],
     evaluation,
     extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
   };

@@ -44,6 +44,12 @@ export const sessionSettingsSchema = z.object({
     .max(2 ** 32 - 1)
     .default(0),
   featurePrecision: z.enum(FEATURE_PRECISIONS as ['f32', 'f16']).default('f32'),
+  /**
+   * What a rollout sends as the target: compact features ('hidden_state': the final hidden state with
+   * each position's full-vocabulary logsumexp and argmax; the trainer projects it on the draft
+   * vocabulary's lm_head rows) or the full-vocabulary logits ('logits', for parity tests and small targets).
+   */
+  targetRepr: z.enum(['hidden_state', 'logits']).default('hidden_state'),
 });
 export type SessionSettings = z.infer<typeof sessionSettingsSchema>;
 

@@ -7,10 +7,15 @@
  *   loss_mask       i32 [B, S] or [B, S, 1], unshifted
  *   hidden_state    f32 [B, S, 3·Ht]  aux hidden states (the draft input)
  *   target          f32 [B, S, V]     full-vocab target logits, already shifted left once
- * With a `targetHead` (offline shards, metadata.targetRepr 'hidden_state'), `target` is instead the
- * target's final-normed hidden state f32 [B, S, Ht], shifted left once (see offline-eagle3.ts); the
- * head (the target's frozen lm_head, SpecForge's TargetHead) turns it into the logits above on the
- * GPU, one projection per micro-batch, freed once the step is encoded.
+ * Compact features (metadata.targetRepr 'hidden_state' with target_lse and target_tok, what online
+ * runs capture by default): `target` is the target's final-normed hidden state [B, S, Ht] shifted left
+ * once, with target_lse f32 [B, S] and target_tok i32 [B, S] (the full-vocabulary logsumexp and argmax
+ * at the same positions); the `draftHead` (the lm_head rows of the draft vocabulary) turns `target` into
+ * the target's logits of the D draft tokens and the teacher is built from those three
+ * (kernels/teacher.ts buildTeacherPruned): no [.., V] tensor is ever made.
+ * With a `targetHead` (offline shards: 'hidden_state' without target_lse), `target` is the same hidden
+ * state and the head (the target's frozen lm_head, SpecForge's TargetHead) turns it into the full
+ * logits above on the GPU, one projection per micro-batch, freed once the step is encoded.
  * `hidden_state` and `target` may also arrive as f16 (features stored with --feature-precision f16):
  * they are widened to f32 on the GPU right before the head and the forward (feature-precision.ts),
  * and the widened copies are freed once the step is encoded.
@@ -42,11 +47,18 @@ export interface TargetHead {
   headLogits(hidden: Tensor): Promise<Tensor>;
 }
 
+/** The target's logits of the draft tokens [..., D] from its final-normed hidden state [..., Ht] (model/target/draft-head.ts). */
+export interface DraftTargetHead {
+  logits(hidden: Tensor): Promise<Tensor>;
+}
+
 export interface Eagle3StrategyOptions {
   /** TTT unroll length L (SpecForge default 7). */
   tttLength: number;
-  /** Projects batches whose target is the target's hidden state; without it such batches are refused. */
+  /** Projects offline batches (the target's hidden state, no target_lse) to full logits; without it such batches are refused. */
   targetHead?: TargetHead;
+  /** Projects compact batches (with target_lse and target_tok) to the draft tokens' logits; without it such batches are refused. */
+  draftHead?: DraftTargetHead;
   /** The draft's Gpu; needed by `evaluate` only (the model keeps its own private). */
   gpu?: Gpu;
 }
@@ -72,6 +84,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   readonly requiredFeatures = EAGLE3_FEATURES;
   readonly tttLength: number;
   private readonly targetHead?: TargetHead;
+  private readonly draftHead?: DraftTargetHead;
   private readonly gpu?: Gpu;
 
   constructor(
@@ -82,6 +95,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
       throw new RangeError(`${this.name}: tttLength must be a positive integer, got ${options.tttLength}`);
     this.tttLength = options.tttLength;
     this.targetHead = options.targetHead;
+    this.draftHead = options.draftHead;
     this.gpu = options.gpu ?? options.targetHead?.gpu;
   }
 
@@ -90,21 +104,23 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     const ttt = batch.metadata.tttLength;
     if (ttt !== undefined && ttt !== this.tttLength)
       throw new Error(`${this.name}: batch asks for TTT length ${ttt}, the strategy runs ${this.tttLength}`);
-    if (this.needsHead(batch)) {
-      const target = batch.tensors.target;
-      const Ht = this.model.config.targetHiddenSize;
-      const [B, S] = batch.tensors.input_ids.shape;
-      if (
-        (target.dtype !== 'f32' && target.dtype !== 'f16') ||
-        target.shape.length !== 3 ||
-        target.shape[0] !== B ||
-        target.shape[1] !== S ||
-        target.shape[2] !== Ht
-      ) {
-        throw new Error(
-          `${this.name}: batch [${batch.sampleIds.join(', ')}] target (the target's hidden state) must be f32 or f16 [${B}, ${S}, ${Ht}], got ${target.dtype}${fmtShape(target.shape)}`,
-        );
+    if (this.isCompact(batch)) {
+      this.checkHiddenTarget(batch);
+      const t = batch.tensors;
+      const [B, S] = t.input_ids.shape;
+      for (const [name, dtype] of [
+        ['target_lse', 'f32'],
+        ['target_tok', 'i32'],
+      ] as const) {
+        if (t[name].dtype !== dtype || t[name].shape.join() !== `${B},${S}`)
+          throw new Error(
+            `${this.name}: batch [${batch.sampleIds.join(', ')}] ${name} must be ${dtype} [${B}, ${S}], got ${t[name].dtype}${fmtShape(t[name].shape)}`,
+          );
       }
+      return;
+    }
+    if (this.needsHead(batch)) {
+      this.checkHiddenTarget(batch);
       // The other inputs are checked with the projected logits by the draft's forward.
       return;
     }
@@ -115,7 +131,25 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
         throw new Error(`${this.name}: batch [${batch.sampleIds.join(', ')}] ${name} must be f32 or f16, got ${t.dtype}`);
     }
     const x = this.inputsOf(batch);
-    checkEagle3Inputs(this.model.config, { ...x, hiddenStates: asWidened(x.hiddenStates), target: asWidened(x.target) });
+    checkEagle3Inputs(this.model.config, { ...x, hiddenStates: asWidened(x.hiddenStates), target: asWidened(x.target as Tensor) });
+  }
+
+  /** A batch's `target` that holds the target's hidden state: f32 or f16 [B, S, Ht]. */
+  private checkHiddenTarget(batch: TrainBatch<Tensor>): void {
+    const target = batch.tensors.target;
+    const Ht = this.model.config.targetHiddenSize;
+    const [B, S] = batch.tensors.input_ids.shape;
+    if (
+      (target.dtype !== 'f32' && target.dtype !== 'f16') ||
+      target.shape.length !== 3 ||
+      target.shape[0] !== B ||
+      target.shape[1] !== S ||
+      target.shape[2] !== Ht
+    ) {
+      throw new Error(
+        `${this.name}: batch [${batch.sampleIds.join(', ')}] target (the target's hidden state) must be f32 or f16 [${B}, ${S}, ${Ht}], got ${target.dtype}${fmtShape(target.shape)}`,
+      );
+    }
   }
 
   async forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput> {
@@ -142,19 +176,38 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     return { loss: out.losses.then((l) => l[L]), metrics };
   }
 
-  /** Runs `fn` on the batch's inputs, with the projected logits as target for a hidden-state target. */
+  /**
+   * Runs `fn` on the batch's inputs, with the teacher's source made from a hidden-state target: the
+   * draft tokens' logits (compact batches) or the full logits (offline batches).
+   */
   private async withTargetLogits<T>(batch: TrainBatch<Tensor>, fn: (inputs: Eagle3Inputs) => Promise<T>): Promise<T> {
-    const needsHead = this.needsHead(batch);
+    const compact = this.isCompact(batch);
+    const needsHead = !compact && this.needsHead(batch);
     const wide = await widenF16Features(this.gpu, batch.tensors, WIDENED_FEATURES, `${this.name}: batch [${batch.sampleIds.join(', ')}]`);
     let logits: Tensor | undefined;
     try {
+      const x = this.inputsOf({ ...batch, tensors: wide.tensors });
+      if (compact) {
+        logits = await this.draftHead!.logits(wide.tensors.target);
+        return await fn({ ...x, target: { draftLogits: logits, lse: batch.tensors.target_lse, tok: batch.tensors.target_tok } });
+      }
       logits = needsHead ? await this.targetHead!.headLogits(wide.tensors.target) : undefined;
-      return await fn({ ...this.inputsOf({ ...batch, tensors: wide.tensors }), ...(logits ? { target: logits } : {}) });
+      return await fn({ ...x, ...(logits ? { target: logits } : {}) });
     } finally {
       // The step's dispatches are encoded; later reuse of these buffers is ordered after them.
-      if (logits) this.targetHead!.gpu.release(logits);
+      if (logits) this.gpu!.release(logits);
       if (wide.made.length > 0) this.gpu!.release(...wide.made);
     }
+  }
+
+  /** True for compact features (target_lse beside a hidden-state target); throws naming the batch when no draft head is configured. */
+  private isCompact(batch: TrainBatch<Tensor>): boolean {
+    if (batch.metadata.targetRepr !== 'hidden_state' || !('target_lse' in batch.tensors)) return false;
+    if (!this.draftHead)
+      throw new Error(
+        `${this.name}: batch [${batch.sampleIds.join(', ')}] carries compact target features; this strategy has no draft head (the target's lm_head rows of the draft vocabulary)`,
+      );
+    return true;
   }
 
   /** True for a hidden-state target; throws naming the batch when no head is configured for it. */

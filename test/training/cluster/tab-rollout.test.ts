@@ -43,8 +43,24 @@ export default defineSuite('training/cluster/tab-rollout', (t) => {
       const manifest = runManifest('r', capture, targetDescription(config, 'f32'), 5000);
       assertDeepEqual(
         manifestSettings(manifest, 'r'),
-        { auxLayerIds: [0, 1, 1], tttLength: 3, featurePrecision: 'f16', targetPrecision: 'f32' },
+        { auxLayerIds: [0, 1, 1], tttLength: 3, featurePrecision: 'f16', targetPrecision: 'f32', targetRepr: 'logits' },
         'settings from the manifest',
+      );
+      const compact = sessionCapture(config, [0, 1, 1], { tttLength: 3, featurePrecision: 'f16', targetRepr: 'hidden_state' });
+      assertEqual(
+        manifestSettings(runManifest('r', compact, targetDescription(config, 'f32'), 5000), 'r').targetRepr,
+        'hidden_state',
+        'compact features: the tab captures the representation the manifest names',
+      );
+      assertThrows(
+        () => manifestSettings({ ...manifest, capture: { ...capture, targetRepr: 'pruned_logits' } }, 'r'),
+        /no valid capture\.targetRepr/,
+        'a representation no rollout produces',
+      );
+      assertThrows(
+        () => requireManifestField(manifest, 'capture', compact, 'r'),
+        /capture\.targetRepr: "logits" → "hidden_state"/,
+        'another representation',
       );
       assertThrows(
         () => manifestSettings({ ...manifest, capture: { ...capture, auxLayerIds: [-1] } }, 'r'),

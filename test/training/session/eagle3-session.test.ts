@@ -217,4 +217,59 @@ export default defineSuite('training/session/eagle3-session', (t) => {
     },
     { timeoutMs: 300_000, only: ['node', 'deno'] },
   );
+
+  t.test(
+    'compact features (the target hidden state, logsumexp and argmax) train as the full logits do: every loss and weight within 1e-5',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'session-compact');
+      const gpu = new Gpu(ctx.gpu);
+      try {
+        await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
+        const target = TargetModel.create(gpu, await loadHfCheckpoint(tmp.files, 'target'));
+        const rng = new Rng(12);
+        const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, target.config.vocabSize)));
+        const run = async (targetRepr: 'logits' | 'hidden_state') => {
+          const root = `${tmp.files.root}/${targetRepr}`;
+          const db = `${root.replaceAll('/', '_')}-ledger`;
+          const metadata = await openMetadata(ctx, ctx.platform.files(root), db);
+          const session = await Eagle3TrainingSession.open({
+            gpu,
+            target,
+            trainPrompts: prompts,
+            settings: { ...SETTINGS, targetRepr },
+            runId: RUN,
+            now: () => performance.now(),
+            storage: { checkpoints: ctx.platform.files(`${root}/checkpoints`), metadata, spill: ctx.platform.files(`${root}/spill`) },
+          });
+          const losses: number[] = [];
+          for (let st = await session.step(); st; st = await session.step()) losses.push(st.loss, ...st.plosses);
+          const spilled = (await session.status()).featureStore.spill?.bytesWritten ?? 0;
+          const weights = await session.currentWeights();
+          session.destroy();
+          await metadata.close();
+          if (ctx.platform.name === 'browser') await ctx.platform.deleteKeyValueDatabase(db);
+          return { losses, weights, spilled };
+        };
+        const full = await run('logits');
+        const compact = await run('hidden_state');
+        ctx.note('lossRelErr', assertRelClose(compact.losses, full.losses, 1e-5, 'losses and per-TTT-step losses'));
+        let worst = 0;
+        for (const [name, w] of Object.entries(full.weights))
+          worst = Math.max(worst, assertRelClose(compact.weights[name], w, 1e-5, `weight ${name}`));
+        ctx.note('weightRelErr', worst);
+        // The spill wrote every sample once: the compact ones hold [S, H] + 2 [S] where the others hold [S, V].
+        const { hiddenSize: H, vocabSize: V } = target.config;
+        assertEqual(
+          compact.spilled / full.spilled < 1,
+          V > H + 2,
+          `compact samples are smaller (${compact.spilled} against ${full.spilled} bytes)`,
+        );
+        target.destroy();
+      } finally {
+        gpu.destroy();
+        await tmp.cleanup();
+      }
+    },
+    { timeoutMs: 300_000 },
+  );
 });

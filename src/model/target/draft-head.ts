@@ -1,0 +1,77 @@
+/**
+ * The target's lm_head restricted to the draft vocabulary: the rows of lm_head [V, Ht] at the draft's
+ * target ids (`used`, ascending), gathered once into an f32 [D, Ht] table on the GPU. With compact
+ * features (docs/features.md §8) the trainer turns the target's final hidden state [..., Ht] into the
+ * target's logits of the D draft tokens with it, [..., D], instead of ever holding [..., V]; the
+ * teacher then needs only those, the full-vocabulary logsumexp and the argmax the rollout sent
+ * (kernels/teacher.ts buildTeacherPruned). The lm_head may be f32 or f16 (widened exactly) and split
+ * into row parts; the gathered table is split too when it exceeds a binding.
+ */
+import type { Gpu } from '../../gpu/gpu.ts';
+import { fmtShape, Tensor } from '../../gpu/tensor.ts';
+import { embeddingForward } from '../../kernels/embedding.ts';
+import { linearForward } from '../../kernels/linear.ts';
+import type { GpuTargetWeights } from './weights.ts';
+
+export class DraftHead {
+  private constructor(
+    private readonly gpu: Gpu,
+    /** f32 [D, Ht]: row d = lm_head row used[d]. */
+    readonly table: Tensor,
+  ) {}
+
+  /** Gathers the lm_head rows of `used` (target ids of the draft tokens, each in [0, V)). */
+  static async gather(gpu: Gpu, weights: Pick<GpuTargetWeights, 'lmHead'>, used: ArrayLike<number>): Promise<DraftHead> {
+    const head = weights.lmHead;
+    const [V, Ht] = head.shape;
+    const D = used.length;
+    for (let d = 0; d < D; d++)
+      if (!Number.isInteger(used[d]) || used[d] < 0 || used[d] >= V)
+        throw new Error(`DraftHead: draft token ${d} maps to target id ${used[d]}, outside the vocabulary [0, ${V})`);
+    const table = gpu.tensor([D, Ht], 'f32', 'draft_head');
+    const ids: Tensor[] = [];
+    try {
+      // One gather per part of the table: each part's rows take the ids of those draft tokens.
+      for (const part of table.parts) {
+        const slice = gpu.upload(
+          [part.rowCount],
+          'i32',
+          Int32Array.from({ length: part.rowCount }, (_, i) => used[part.rowStart + i]),
+          'draft_head.ids',
+        );
+        ids.push(slice);
+        const out = { ...part, rowStart: 0 };
+        const partTable = new Tensor([part.rowCount, Ht], 'f32', [out], `draft_head[${part.rowStart}:]`);
+        await embeddingForward(gpu, slice, head, partTable, { n: part.rowCount, vocab: V, hidden: Ht });
+      }
+    } catch (err) {
+      gpu.release(table);
+      throw err;
+    } finally {
+      gpu.release(...ids);
+    }
+    return new DraftHead(gpu, table);
+  }
+
+  /** The target's logits of the draft tokens, [..., D] f32, for its final-normed hidden state [..., Ht] f32. */
+  async logits(hidden: Tensor): Promise<Tensor> {
+    const [D, Ht] = this.table.shape;
+    if (hidden.dtype !== 'f32' || hidden.shape.at(-1) !== Ht)
+      throw new Error(
+        `DraftHead.logits: ${hidden.label} must be f32 [..., ${Ht}] (the target's hidden size), got ${hidden.dtype}${fmtShape(hidden.shape)}`,
+      );
+    const rows = hidden.numel / Ht;
+    const out = this.gpu.tensor([...hidden.shape.slice(0, -1), D], 'f32', 'target.draft_logits');
+    try {
+      await linearForward(this.gpu, hidden, this.table, out, { rows, inFeatures: Ht, outFeatures: D });
+      return out;
+    } catch (err) {
+      this.gpu.release(out);
+      throw err;
+    }
+  }
+
+  destroy(): void {
+    this.gpu.release(this.table);
+  }
+}
