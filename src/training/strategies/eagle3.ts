@@ -61,6 +61,8 @@ export interface Eagle3StrategyOptions {
   draftHead?: DraftTargetHead;
   /** The draft's Gpu; needed by `evaluate` only (the model keeps its own private). */
   gpu?: Gpu;
+  /** Activation recompute in the backward (model/eagle3/step-body.ts): same bits, less memory. */
+  recompute?: boolean;
 }
 
 /** The strategy's metric record from one batch's read-back losses [L + 1] and sums [4·L]. */
@@ -85,6 +87,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   readonly tttLength: number;
   private readonly targetHead?: TargetHead;
   private readonly draftHead?: DraftTargetHead;
+  private readonly recompute: boolean;
   private readonly gpu?: Gpu;
 
   constructor(
@@ -96,6 +99,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     this.tttLength = options.tttLength;
     this.targetHead = options.targetHead;
     this.draftHead = options.draftHead;
+    this.recompute = options.recompute ?? false;
     this.gpu = options.gpu ?? options.targetHead?.gpu;
   }
 
@@ -154,7 +158,9 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
 
   async forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput> {
     const L = this.tttLength;
-    const out = await this.withTargetLogits(batch, (inputs) => this.model.trainStep(inputs, { tttLength: L, lossScale }));
+    const out = await this.withTargetLogits(batch, (inputs) =>
+      this.model.trainStep(inputs, { tttLength: L, lossScale, recompute: this.recompute }),
+    );
     const n = out.lossDenominator;
     const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => eagle3StepMetrics(losses, sums, n, L));
     return { loss: out.losses.then((l) => l[L]), metrics };
