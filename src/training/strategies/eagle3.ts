@@ -32,20 +32,18 @@
  */
 import type { TrainBatch } from '../../contracts/index.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
+import { fmtShape, Tensor } from '../../gpu/tensor.ts';
 import { eagle3EvalForward, type Eagle3EvalTaps } from '../../model/eagle3/forward.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/inputs.ts';
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
+import { headRowStats, type FullVocabHead } from '../../model/target/head-stats.ts';
 import { asWidened, widenF16Features, WIDENED_FEATURES } from '../loop/feature-precision.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../loop/strategy.ts';
 
 export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hidden_state', 'target'] as const;
 
-/** Full-vocab logits [..., V] from the target's final-normed hidden state [..., Ht] (TargetModel.headLogits). */
-export interface TargetHead {
-  readonly gpu: Gpu;
-  headLogits(hidden: Tensor): Promise<Tensor>;
-}
+/** Full-vocab logits [..., V] from the target's final-normed hidden state [..., Ht] (TargetModel.headLogits), and its sizes. */
+export type TargetHead = FullVocabHead;
 
 /** The target's logits of the draft tokens [..., D] from its final-normed hidden state [..., Ht] (model/target/draft-head.ts). */
 export interface DraftTargetHead {
@@ -55,7 +53,12 @@ export interface DraftTargetHead {
 export interface Eagle3StrategyOptions {
   /** TTT unroll length L (SpecForge default 7). */
   tttLength: number;
-  /** Projects offline batches (the target's hidden state, no target_lse) to full logits; without it such batches are refused. */
+  /**
+   * Projects offline batches (the target's hidden state, no target_lse) to full logits; without it
+   * such batches are refused. With a `draftHead` too, such a batch is made compact instead: the
+   * full-vocabulary logsumexp and argmax from this head a binding's worth of rows at a time
+   * (model/target/head-stats.ts), the draft tokens' logits from the draft head; no [B, S, V] tensor.
+   */
   targetHead?: TargetHead;
   /** Projects compact batches (with target_lse and target_tok) to the draft tokens' logits; without it such batches are refused. */
   draftHead?: DraftTargetHead;
@@ -196,6 +199,19 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
       if (compact) {
         logits = await this.draftHead!.logits(wide.tensors.target);
         return await fn({ ...x, target: { draftLogits: logits, lse: batch.tensors.target_lse, tok: batch.tensors.target_tok } });
+      }
+      if (needsHead && this.draftHead) {
+        // An offline batch made compact on the trainer: the teacher from the draft columns, lse and argmax.
+        const [B, S] = batch.tensors.input_ids.shape;
+        const stats = await headRowStats(this.targetHead!, wide.tensors.target, B * S);
+        try {
+          logits = await this.draftHead.logits(wide.tensors.target);
+          // [B·S] as [B, S]: the same parts, whose rows are the B·S rows of both shapes.
+          const asBatch = (t: Tensor) => new Tensor([B, S], t.dtype, t.parts, t.label, 2);
+          return await fn({ ...x, target: { draftLogits: logits, lse: asBatch(stats.lse), tok: asBatch(stats.tok) } });
+        } finally {
+          this.gpu!.release(stats.lse, stats.tok);
+        }
       }
       logits = needsHead ? await this.targetHead!.headLogits(wide.tensors.target) : undefined;
       return await fn({ ...x, ...(logits ? { target: logits } : {}) });
