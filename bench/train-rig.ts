@@ -47,6 +47,8 @@ export interface TrainRigOptions {
    * them, widened to f32 on the GPU by the strategy right before the draft forward.
    */
   featurePrecision?: 'f32' | 'f16';
+  /** Activation recompute in the backward (model/eagle3/step-body.ts). */
+  recompute?: boolean;
 }
 
 const numel = (shape: readonly number[]) => shape.reduce((a, b) => a * b, 1);
@@ -72,7 +74,7 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
   const model = new Eagle3DraftModel(gpu, backend, config, values, { t2d, d2t });
   for (const name of Object.keys(values)) delete values[name]; // the GPU holds them now
   // The strategy gets the Gpu so it can widen f16 features; f32 features pass through untouched.
-  const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L, gpu }), backend, 1);
+  const core = new TrainerCore(new Eagle3TrainStrategy(model, { tttLength: L, gpu, recompute: options.recompute ?? false }), backend, 1);
 
   /** A random feature tensor in the chosen storage precision (the draws are the same in both). */
   const feature = (shape: number[], scale: number, label: string): Tensor => {

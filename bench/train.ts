@@ -5,7 +5,7 @@
  * (throughput does not depend on values).
  *
  *   npx tsx scripts/embed-shaders.ts
- *   npx tsx bench/train.ts --config mid --batch 1 --seq 128 [--ttt 7] [--steps 2]
+ *   npx tsx bench/train.ts --config mid --batch 1 --seq 128 [--ttt 7] [--steps 2] [--recompute]
  *   npx tsx bench/train.ts --config llama-3.1-8b --batch 1 --seq 32 --ttt 7 --steps 1   (about 9 GB of device memory)
  *
  * Prints one JSON line: the first step (shader compilation included), the median of `--steps`
@@ -146,6 +146,7 @@ const header: Record<string, unknown> = {
   config: configName,
   ...(shrink > 1 ? { shrink } : {}),
   featurePrecision,
+  recompute: args.includes('--recompute'),
   draft: config,
   batch: B,
   seq: S,
@@ -185,7 +186,8 @@ Object.assign(header, { maxStorageBufferBindingMiB: maxBinding / MiB, splitTenso
 // The draft, optimizer, trainer and one random batch: bench/train-rig.ts, as the roofline and
 // profile benchmarks build them. setupSeconds covers all of it, random weights included.
 const setupStart = performance.now();
-const rig = await buildTrainRig(gpu, config, { batch: B, seq: S, ttt: L }, { featurePrecision });
+const recompute = args.includes('--recompute');
+const rig = await buildTrainRig(gpu, config, { batch: B, seq: S, ttt: L }, { featurePrecision, recompute });
 const setupSeconds = (performance.now() - setupStart) / 1000;
 const afterSetup = memoryMiB();
 

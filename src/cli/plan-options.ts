@@ -22,6 +22,7 @@ export const PLAN_TRAIN_KEYS = [
   'auxLayers',
   'featurePrecision',
   'targetRepr',
+  'recompute',
   'targetPrecision',
   'gpuMemoryBudget',
   'evalPrompts',

@@ -15,7 +15,7 @@ import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import { resolveAuxLayers, resolveDraftVocabSize } from '../training/sequences/draft-shape.ts';
 import { draftConfigFor } from '../training/sequences/eagle3-data.ts';
 import { SESSION_GENERATION_BATCH, sessionMemoryInput, type MemoryPlan, type MemoryPlanInput } from '../training/run/memory-plan.ts';
-import { planRoleMemory, ROLE_COMMANDS, type PlanRole } from '../training/run/memory-plan-roles.ts';
+import { planWithRecompute, ROLE_COMMANDS, type PlanRole } from '../training/run/memory-plan-roles.ts';
 import { validateTrainConfig, type TrainConfig } from '../training/run/run-config.ts';
 import { checkpointCadence, checkpointSize, sampleBytes, type CheckpointSize } from '../training/run/run-footprint.ts';
 import { adapterLimits, memoryPlanLines } from '../training/run/train-memory.ts';
@@ -155,7 +155,12 @@ export async function runPlan(platform: Platform, args: PlanArgs, print: (line: 
   const { limits, source } = await limitsOf(platform, args.limits);
   const x = planInput(tc, config, draftVocabSize, limits);
   const reports = args.roles.map((role) =>
-    roleReport(role, x, config, planRoleMemory(role, x, { limits, budgetBytes: config.gpuMemoryBudget, rolloutBatch: args.rolloutBatch })),
+    roleReport(
+      role,
+      x,
+      config,
+      planWithRecompute(role, x, { limits, budgetBytes: config.gpuMemoryBudget, rolloutBatch: args.rolloutBatch }, config.recompute),
+    ),
   );
   if (args.json) {
     for (const r of reports) print(jsonLine(r));

@@ -90,6 +90,16 @@ const TARGET_REPR: OptionSpec = {
   parse: parsers.choice(['hidden_state', 'logits']),
 };
 
+// Activation recompute: the plan decides by default.
+const RECOMPUTE: OptionSpec = {
+  flag: '--recompute',
+  key: 'recompute',
+  placeholder: 'auto|on|off',
+  help: "recompute each TTT step's activations in the draft's backward instead of keeping them (the same bits; about one more forward of the step's body per step): auto turns it on when the memory plan fits only with it",
+  defaultText: 'auto',
+  parse: parsers.choice(['auto', 'on', 'off']),
+};
+
 // --target-precision: defined with the cluster options (speclab rollout reads it too).
 export { checkClusterSettings, TARGET_PRECISION };
 
@@ -179,6 +189,7 @@ export const TRAIN_OPTIONS: readonly OptionSpec[] = [
   SEED,
   FEATURE_PRECISION,
   TARGET_REPR,
+  RECOMPUTE,
   TARGET_PRECISION,
   int('logEvery', 1, 1_000_000, 10, 'print a progress line every N steps'),
   int(

@@ -33,9 +33,9 @@ import type { PromptTask } from '../contracts/index.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { clearRows, copyRows } from '../gpu/tensor-views.ts';
 import { copyStrided } from '../kernels/copy-strided.ts';
-import { targetStats } from '../kernels/teacher.ts';
 import type { TargetModelConfig } from '../config/hf-config.ts';
 import type { TargetModel } from '../model/target/model.ts';
+import { headRowStats } from '../model/target/head-stats.ts';
 import type { CaptureConfig } from './capture.ts';
 import type { CapturedFeatures, FeatureSource } from './rollout-worker.ts';
 
@@ -236,7 +236,7 @@ export class TargetFeatureSource implements FeatureSource {
     );
     this.forwards++;
     const made: CapturedFeatures[] = [];
-    const stats = layout === 'compact' ? await this.rowStats(out.hiddenStates.get(N)!, batch * seq) : undefined;
+    const stats = layout === 'compact' ? await headRowStats(model, out.hiddenStates.get(N)!, batch * seq) : undefined;
     try {
       const width = auxLayerIds.length * H;
       for (let b = 0; b < batch; b++) {
@@ -278,41 +278,6 @@ export class TargetFeatureSource implements FeatureSource {
     } finally {
       gpu.release(...out.hiddenStates.values(), ...(out.logits ? [out.logits] : []), ...(stats ? [stats.lse, stats.tok] : []));
     }
-  }
-
-  /**
-   * The full-vocabulary logsumexp and argmax of each row of the target's logits, for its final-normed
-   * hidden state [rows, H]: the logits are made a chunk of rows at a time (as many as one binding
-   * holds) and dropped once their statistics are taken, so no [rows, V] tensor exists.
-   */
-  private async rowStats(hidden: Tensor, rows: number): Promise<{ lse: Tensor; tok: Tensor }> {
-    const gpu = this.model.gpu;
-    const { hiddenSize: H, vocabSize: V } = this.model.config;
-    const chunk = Math.max(1, Math.min(rows, Math.floor(gpu.maxBindingBytes / (V * 4))));
-    const lse = gpu.tensor([rows], 'f32', 'target_lse');
-    const tok = gpu.tensor([rows], 'i32', 'target_tok');
-    try {
-      for (let r = 0; r < rows; r += chunk) {
-        const n = Math.min(chunk, rows - r);
-        const h = gpu.tensor([n, H], 'f32', 'stats.hidden');
-        const l = gpu.tensor([n], 'f32', 'stats.lse');
-        const k = gpu.tensor([n], 'i32', 'stats.tok');
-        let logits: Tensor | undefined;
-        try {
-          copyRows(gpu, hidden, r, h, 0, n);
-          logits = await this.model.headLogits(h);
-          await targetStats(gpu, { logits, lse: l, tok: k }, { rows: n, vocab: V });
-          copyRows(gpu, l, 0, lse, r, n);
-          copyRows(gpu, k, 0, tok, r, n);
-        } finally {
-          gpu.release(h, l, k, ...(logits ? [logits] : []));
-        }
-      }
-    } catch (err) {
-      gpu.release(lse, tok);
-      throw err;
-    }
-    return { lse, tok };
   }
 }
 

@@ -3,6 +3,7 @@ import type { Suite } from '../harness/suite.ts';
 import referenceEagle3 from '../reference/eagle3.test.ts';
 import modelEagle3 from '../model/eagle3.test.ts';
 import modelEagle3Split from '../model/eagle3-split.test.ts';
+import modelEagle3StepBody from '../model/eagle3-step-body.test.ts';
 import eagle3Strategy from '../training/strategies/eagle3-strategy.test.ts';
 import featurePrecision from '../training/loop/feature-precision.test.ts';
 import heldOutEval from '../training/evaluation/held-out-eval.test.ts';
@@ -12,6 +13,7 @@ export const eagle3Suites: readonly Suite[] = [
   referenceEagle3,
   modelEagle3,
   modelEagle3Split,
+  modelEagle3StepBody,
   eagle3Strategy,
   featurePrecision,
   heldOutEval,

@@ -25,6 +25,7 @@ import { swigluBackward } from '../../kernels/swiglu.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
 import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
+import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
   const c = params.config;
@@ -49,11 +50,27 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const embScratch = gpu.tensor([R, H], 'f32', 'eagle3.dEmb.scratch');
   let dFromNext: Tensor | undefined;
 
+  const recomputing = s.steps.some((step) => step.body === undefined);
+  const stepContext: StepContext = {
+    gpu,
+    params,
+    inputs: s.inputs,
+    dims: s.dims,
+    positions: s.positions,
+    ropeForward: s.ropeForward,
+    kCache: s.kCache,
+    vCache: s.vCache,
+    shiftedIds: recomputing && L > 1 ? gpu.tensor([B, S], 'i32', 'eagle3.re.ids.shifted') : undefined,
+    tag: 'eagle3',
+  };
+
   for (let k = L - 1; k >= 0; k--) {
-    const a = s.steps[k];
+    const step = s.steps[k];
+    // Under activation recompute, the step's body is encoded again from its kept h_in (same bits).
+    const a = step.body ?? (await encodeStepBody(stepContext, k, step.hIn, { keep: true, recompute: true })).body;
     // f = norm(h_out) (lm_head was done in the forward). dHOut accumulates onto the gradient from step k + 1.
     const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
-    await rmsnormBackward(gpu, a.hOut, w.norm.value, a.invRmsFinal, a.dF, dHOut, w.norm.grad, norm, {
+    await rmsnormBackward(gpu, step.hOut, w.norm.value, step.invRmsFinal, step.dF, dHOut, w.norm.grad, norm, {
       accumulateDx: dFromNext !== undefined,
       accumulateDw: true,
     });
@@ -134,7 +151,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     }
     await rmsnormBackward(
       gpu,
-      a.hIn,
+      step.hIn,
       w.hiddenNorm.value,
       a.invRmsHidden,
       dzHidden,
@@ -145,6 +162,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     );
     if (dzHidden.part.buffer !== dz.part.buffer) gpu.release(dzHidden);
     gpu.release(dz, dH1);
+    if (!step.body) releaseStepBody(gpu, a);
 
     if (k > 0) {
       dFromNext = dHIn;
@@ -155,4 +173,5 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     }
   }
   gpu.release(dKCache, dVCache, embScratch);
+  if (stepContext.shiftedIds) gpu.release(stepContext.shiftedIds);
 }

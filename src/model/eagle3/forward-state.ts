@@ -7,6 +7,7 @@
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import type { Eagle3Inputs } from './inputs.ts';
+import { releaseStepBody, type StepBody } from './step-body.ts';
 
 export interface Eagle3Dims {
   batch: number;
@@ -17,25 +18,14 @@ export interface Eagle3Dims {
 
 /** What one TTT step keeps for the backward. */
 export interface StepActivations {
-  emb: Tensor;
-  invRmsEmb: Tensor;
-  z: Tensor;
-  invRmsHidden: Tensor;
   /** Input hidden of this step: fc output (k = 0) or the previous step's hOut (owned there). */
   hIn: Tensor;
-  qRot: Tensor;
-  o: Tensor;
-  lse: Tensor;
-  h1: Tensor;
-  invRmsPost: Tensor;
-  n: Tensor;
-  gate: Tensor;
-  up: Tensor;
-  act: Tensor;
   hOut: Tensor;
   invRmsFinal: Tensor;
   /** d(lossScale · 0.8ᵏ · ploss_k)/d norm(h_out), already through lm_head (whose dW is accumulated). */
   dF: Tensor;
+  /** The step's other activations; undefined under activation recompute (the backward encodes them again). */
+  body: StepBody | undefined;
 }
 
 export interface Eagle3ForwardState {
@@ -45,7 +35,8 @@ export interface Eagle3ForwardState {
   lossScale: number;
   /** i32 [B·S] per step: t + k. */
   positions: Tensor[];
-  /** RoPE table of the inverse rotation (owned by the parameters' Eagle3Rope). */
+  /** RoPE tables of the rotation and its inverse (owned by the parameters' Eagle3Rope). */
+  ropeForward: Tensor;
   ropeInverse: Tensor;
   /** fc output, h_in of step 0. */
   hidden0: Tensor;
@@ -82,24 +73,8 @@ export function releaseForwardState(gpu: Gpu, s: Eagle3ForwardState): void {
   releaseUnrollTensors(gpu, s);
   for (const a of s.steps) {
     // hIn is hidden0 or the previous step's hOut, both released elsewhere.
-    gpu.release(
-      a.emb,
-      a.invRmsEmb,
-      a.z,
-      a.invRmsHidden,
-      a.qRot,
-      a.o,
-      a.lse,
-      a.h1,
-      a.invRmsPost,
-      a.n,
-      a.gate,
-      a.up,
-      a.act,
-      a.hOut,
-      a.invRmsFinal,
-      a.dF,
-    );
+    if (a.body) releaseStepBody(gpu, a.body);
+    gpu.release(a.hOut, a.invRmsFinal, a.dF);
   }
   s.steps.length = 0;
 }

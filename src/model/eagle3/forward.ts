@@ -29,19 +29,15 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { tttAttentionForward } from '../../kernels/attention.ts';
-import { embeddingForward } from '../../kernels/embedding.ts';
 import { softCrossEntropy } from '../../kernels/loss.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { eagle3Metrics } from '../../kernels/metrics.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
-import { ropeTableForward } from '../../kernels/rope-table.ts';
-import { swigluForward } from '../../kernels/swiglu.ts';
 import { buildTeacher, buildTeacherPruned } from '../../kernels/teacher.ts';
-import { copyStrided } from '../../kernels/copy-strided.ts';
 import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
 import { lmHeadBackward } from './lm-head.ts';
-import { canViewAt, copyElements, elementView, shiftRowsLeft } from '../../gpu/tensor-views.ts';
+import { copyElements } from '../../gpu/tensor-views.ts';
+import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
 import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
 import { checkEagle3Inputs, isDraftTarget, type Eagle3Inputs } from './inputs.ts';
 import type { Eagle3Parameters } from './parameters.ts';
@@ -52,6 +48,11 @@ export interface Eagle3ForwardOptions {
   lossScale: number;
   /** Read back each step's logits and hidden output (tests, debugging). */
   capture?: boolean;
+  /**
+   * Activation recompute: keep only each step's h_in, h_out, final 1/rms and dF, and let the backward
+   * encode each step's body again (step-body.ts). Same bits, one step's activations at a time.
+   */
+  recompute?: boolean;
 }
 
 export interface Eagle3EvalOutput {
@@ -85,7 +86,7 @@ export async function eagle3Forward(
   options: Eagle3ForwardOptions,
 ): Promise<Eagle3ForwardState> {
   return encodeUnroll(gpu, params, inputs, options.tttLength, {
-    gradient: { lossScale: options.lossScale, capture: options.capture ?? false },
+    gradient: { lossScale: options.lossScale, capture: options.capture ?? false, recompute: options.recompute ?? false },
     taps: {},
   });
 }
@@ -116,7 +117,7 @@ export async function eagle3EvalForward(
 /** What the unroll is encoded for: training (with the loss gradient) or the gradient-free mode. */
 interface UnrollMode {
   /** Training: the loss gradient's scale, and whether to read back each step's logits and hidden output. */
-  gradient: { lossScale: number; capture: boolean } | undefined;
+  gradient: { lossScale: number; capture: boolean; recompute: boolean } | undefined;
   taps: Eagle3EvalTaps;
 }
 
@@ -143,10 +144,7 @@ async function encodeUnroll(
   const taps = mode.taps;
   const R = B * S;
   const H = c.hiddenSize;
-  const I = c.intermediateSize;
   const D = c.draftVocabSize;
-  const qDim = c.numHeads * c.headDim;
-  const kvDim = c.numKvHeads * c.headDim;
   const eps = c.rmsNormEps;
   const dims: Eagle3Dims = { batch: B, seqLen: S, rows: R, tttLength: L };
   const tag = train ? 'eagle3' : 'eagle3.eval';
@@ -166,6 +164,7 @@ async function encodeUnroll(
     inputs,
     lossScale: train ? train.lossScale : 0,
     positions,
+    ropeForward: ropeTables.forward,
     ropeInverse: ropeTables.inverse,
     teacher: {
       p: gpu.tensor([R, D], 'f32', `${tag}.teacher.p`),
@@ -182,7 +181,6 @@ async function encodeUnroll(
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
   };
   const { teacher, kCache, vCache, lossOut, metricsOut } = state;
-  const slot = R * kvDim;
   const shiftedIds = L > 1 ? gpu.tensor([B, S], 'i32', `${tag}.ids.shifted`) : undefined;
   // The hidden the next step reads: hidden0, then each step's hOut.
   let hidden = state.hidden0;
@@ -213,80 +211,31 @@ async function encodeUnroll(
     await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
     await linear(inputs.hiddenStates, w.fc.value, state.hidden0, H, 3 * c.targetHiddenSize);
 
+    const stepContext: StepContext = {
+      gpu,
+      params,
+      inputs,
+      dims,
+      positions,
+      ropeForward: ropeTables.forward,
+      kCache,
+      vCache,
+      shiftedIds,
+      tag,
+    };
     for (let k = 0; k < L; k++) {
       const s = `${tag}.s${k}`;
       const hIn = hidden;
-      let ids = inputs.inputIds;
-      if (k > 0 && shiftedIds) {
-        shiftRowsLeft(gpu, inputs.inputIds, shiftedIds, B, S, k);
-        ids = shiftedIds;
-      }
-      const emb = gpu.tensor([R, H], 'f32', `${s}.emb`);
-      await embeddingForward(gpu, ids, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H });
-
-      const z = gpu.tensor([R, 2 * H], 'f32', `${s}.z`);
-      // The backward reads each norm's 1/rms; gradient-free, the step's four norms share one buffer.
-      const invRmsEmb = gpu.tensor([R], 'f32', train ? `${s}.invRmsEmb` : `${s}.invRms`);
-      const invRmsFor = (name: string) => (train ? gpu.tensor([R], 'f32', `${s}.${name}`) : invRmsEmb);
-      const invRmsHidden = invRmsFor('invRmsHidden');
-      await rmsnormForward(gpu, emb, w.inputNorm.value, z, invRmsEmb, { rows: R, hidden: H, eps, strideY: 2 * H });
-      done(emb);
-      if (canViewAt(gpu, H)) {
-        const zHidden = elementView(gpu, z, H, R * 2 * H - H, `${s}.z.hidden`);
-        await rmsnormForward(gpu, hIn, w.hiddenNorm.value, zHidden, invRmsHidden, { rows: R, hidden: H, eps, strideY: 2 * H });
-      } else {
-        // The hidden half of z cannot be bound on its own (H · 4 bytes is off the binding alignment):
-        // normalise into a scratch tensor and place it with a strided copy.
-        const hNorm = gpu.tensor([R, H], 'f32', `${s}.hiddenNorm`);
-        await rmsnormForward(gpu, hIn, w.hiddenNorm.value, hNorm, invRmsHidden, { rows: R, hidden: H, eps });
-        await copyStrided(gpu, hNorm, z, { rows: R, width: H, dstStride: 2 * H, dstOffset: H });
-        gpu.release(hNorm);
-      }
-
-      const rope = (heads: number) => ({ rows: R, nHeads: heads, headDim: c.headDim });
-      const q = gpu.tensor([R, qDim], 'f32', `${s}.q`);
-      const qRot = gpu.tensor([R, qDim], 'f32', `${s}.qRot`);
-      await linear(z, w.q.value, q, qDim, 2 * H);
-      await ropeTableForward(gpu, q, positions[k], ropeTables.forward, qRot, rope(c.numHeads));
-      const kv = gpu.tensor([R, kvDim], 'f32', `${s}.k`);
-      const kRot = gpu.tensor([R, kvDim], 'f32', `${s}.kRot`);
-      await linear(z, w.k.value, kv, kvDim, 2 * H);
-      await ropeTableForward(gpu, kv, positions[k], ropeTables.forward, kRot, rope(c.numKvHeads));
-      copyElements(gpu, kRot, 0, kCache, k * slot, slot);
-      await linear(z, w.v.value, kv, kvDim, 2 * H);
-      copyElements(gpu, kv, 0, vCache, k * slot, slot);
-      gpu.release(q, kv, kRot);
-      done(z);
-
-      const o = gpu.tensor([R, qDim], 'f32', `${s}.o`);
-      const lse = gpu.tensor([B, c.numHeads, S], 'f32', `${s}.lse`);
-      await tttAttentionForward(
-        gpu,
-        { q: qRot, kCache, vCache, mask: inputs.attentionMask, o, lse },
-        { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k },
-      );
-      await taps.attention?.(k, { q: qRot, kCache, mask: inputs.attentionMask, lse });
-      const h1 = gpu.clone(hIn, `${s}.h1`);
-      await linear(o, w.o.value, h1, H, qDim, 1);
-      done(qRot, o, lse);
-
-      const n = gpu.tensor([R, H], 'f32', `${s}.n`);
-      const invRmsPost = invRmsFor('invRmsPost');
-      await rmsnormForward(gpu, h1, w.postNorm.value, n, invRmsPost, { rows: R, hidden: H, eps });
-      const gate = gpu.tensor([R, I], 'f32', `${s}.gate`);
-      const up = gpu.tensor([R, I], 'f32', `${s}.up`);
-      const act = gpu.tensor([R, I], 'f32', `${s}.act`);
-      await linear(n, w.gate.value, gate, I, H);
-      await linear(n, w.up.value, up, I, H);
-      await swigluForward(gpu, gate, up, act, { rows: R, inter: I });
-      const hOut = gpu.clone(h1, `${s}.hOut`);
-      await linear(act, w.down.value, hOut, H, I, 1);
-      // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the h1 copy.
-      done(n, gate, up, act, h1, hIn);
+      const { body, hOut: out } = await encodeStepBody(stepContext, k, hIn, {
+        keep: train !== undefined,
+        recompute: false,
+        afterAttention: taps.attention ? (t) => taps.attention!(k, t) : undefined,
+      });
+      const hOut = out!;
       hidden = hOut;
 
       const f = gpu.tensor([R, H], 'f32', `${s}.f`);
-      const invRmsFinal = invRmsFor('invRmsFinal');
+      const invRmsFinal = train ? gpu.tensor([R], 'f32', `${s}.invRmsFinal`) : body.invRmsEmb;
       await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { rows: R, hidden: H, eps });
       const logits = gpu.tensor([R, D], 'f32', `${s}.logits`);
       await linear(f, w.lmHead.value, logits, D, H);
@@ -331,9 +280,11 @@ async function encodeUnroll(
         const dF = gpu.tensor([R, H], 'f32', `${s}.dF`);
         await lmHeadBackward(gpu, params, logits, f, dF, R);
         gpu.release(logits, f);
-        state.steps.push({ emb, invRmsEmb, z, invRmsHidden, hIn, qRot, o, lse, h1, invRmsPost, n, gate, up, act, hOut, invRmsFinal, dF });
+        if (train.recompute) releaseStepBody(gpu, body);
+        state.steps.push({ hIn, hOut, invRmsFinal, dF, body: train.recompute ? undefined : body });
       } else {
-        gpu.release(f, logits, invRmsEmb);
+        // Gradient-free, the body's four norms shared this one 1/rms buffer (its other tensors are released).
+        gpu.release(f, logits, body.invRmsEmb);
       }
     }
   } catch (err) {

@@ -23,6 +23,8 @@ export interface Eagle3TrainOptions {
   lossScale: number;
   /** Also read back each step's logits and hidden output. */
   capture?: boolean;
+  /** Activation recompute: keep two [R, H] tensors per TTT step and encode each step's body again in the backward (same bits). */
+  recompute?: boolean;
 }
 
 export interface Eagle3TrainOutput {

@@ -26,6 +26,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../../model/eagle3/model.ts';
 import type { TargetModel } from '../../model/target/model.ts';
+import { DraftHead } from '../../model/target/draft-head.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { Rng } from '../../util/random.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../optim/adamw-backend.ts';
@@ -51,6 +52,14 @@ export interface OfflineTrainSettings {
   seed: number;
   /** Checkpoint every N optimizer steps (and at the last); default 8, as online. Used only with `checkpoints`. */
   checkpointEvery?: number;
+  /**
+   * 'hidden_state' (the default, --target-repr): each shard's hidden state is made compact on the GPU
+   * (full-vocabulary logsumexp and argmax a chunk of rows at a time, the draft tokens' logits from the
+   * lm_head rows of the draft vocabulary); 'logits': projected to full logits per micro-batch. The same bits.
+   */
+  targetRepr?: 'hidden_state' | 'logits';
+  /** --recompute: 'on' recomputes each TTT step in the backward (the same bits); offline has no plan, so 'auto' is off. */
+  recompute?: 'auto' | 'on' | 'off';
 }
 
 /** One optimizer step as offline training reports it (the fields of the online SessionStep it has). */
@@ -162,6 +171,7 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
     schedule: { kind: 'cosine', totalSteps, warmupRatio: settings.warmupRatio },
   });
   let draft: Eagle3DraftModel | undefined;
+  let draftHead: DraftHead | undefined;
   try {
     // The frozen embedding is the target's own table on the GPU (borrowed, not copied).
     draft = new Eagle3DraftModel(
@@ -172,7 +182,14 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
       { t2d: inputs.mapping.t2d, d2t: inputs.mapping.d2t },
       { embed: target.weights.embedTokens },
     );
-    const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, targetHead: target });
+    if ((settings.targetRepr ?? 'hidden_state') === 'hidden_state')
+      draftHead = await DraftHead.gather(gpu, target.weights, inputs.mapping.used);
+    const strategy = new Eagle3TrainStrategy(draft, {
+      tttLength: settings.tttLength,
+      targetHead: target,
+      draftHead,
+      recompute: settings.recompute === 'on',
+    });
     const core = new TrainerCore(strategy, backend, 1);
     const trainer = new TrainerController(gpu, core);
     const restored = checkpoints ? await resumeFromCheckpoint(checkpoints, gpu, backend, { runId, contract }) : undefined;
@@ -235,6 +252,7 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
     for (const p of backend.params) weights[p.name] = (await gpu.read(p.value)) as Float32Array;
     return { steps: trainer.globalStep, totalSteps, resumedFrom: restored?.state.globalStep, losses, weights };
   } finally {
+    draftHead?.destroy();
     draft?.destroy();
     backend.destroy();
   }

@@ -250,3 +250,20 @@ export function flagSuggestions(
   }
   return out;
 }
+
+/**
+ * The role's plan with --recompute resolved: 'on' and 'off' as given; 'auto' keeps every activation
+ * unless the plan then does not fit and the recomputing plan does (the plan's `input.recompute` says
+ * which was chosen).
+ */
+export function planWithRecompute(
+  role: PlanRole,
+  input: MemoryPlanInput,
+  options: RolePlanOptions,
+  recompute: 'auto' | 'on' | 'off' = 'auto',
+): MemoryPlan {
+  const planned = planRoleMemory(role, { ...input, recompute: recompute === 'on' }, options);
+  if (recompute !== 'auto' || planned.fits || role === 'rollout') return planned;
+  const recomputing = planRoleMemory(role, { ...input, recompute: true }, options);
+  return recomputing.fits ? recomputing : planned;
+}

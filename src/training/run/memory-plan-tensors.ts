@@ -94,7 +94,8 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   const compact = (x.targetRepr ?? 'logits') === 'hidden_state';
   const target: TargetWidth = { width: compact ? tc.hiddenSize : tc.vocabSize, compact };
   const sample = sampleSpecs(S, aux * tc.hiddenSize, target, feat);
-  const step = [
+  // What one step's body holds (model/eagle3/step-body.ts); with h_out, dF and the final 1/rms, what a step keeps.
+  const body = [
     t('emb', [R, H]),
     t('invRmsEmb', [R]),
     t('z', [R, 2 * H]),
@@ -108,10 +109,10 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     t('gate', [R, I]),
     t('up', [R, I]),
     t('act', [R, I]),
-    t('hOut', [R, H]),
-    t('invRmsFinal', [R]),
-    t('dF', [R, H]),
   ];
+  const kept = [t('hOut', [R, H]), t('invRmsFinal', [R]), t('dF', [R, H])];
+  // Under recompute every step keeps `kept`, and one body is live at a time (the forward's, then the backward's).
+  const stepSpecs = x.recompute ? [...times(L, kept), ...body, t('re.ids.shifted', [B, S], 'i32')] : times(L, [...body, ...kept]);
   const ropeRows = S + L - 1;
   return {
     targetWeights: {
@@ -201,7 +202,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     activations: {
       label: `activations (${L} TTT steps)`,
       specs: [
-        ...times(L, step),
+        ...stepSpecs,
         ...times(L, [t('positions', [R], 'i32')]),
         t('hidden0', [R, H]),
         t('kCache', [L, B, S, d.numKvHeads, d.headDim]),
@@ -214,7 +215,11 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('losses', [L + 1]),
         t('metrics', [4 * L]),
       ],
-      detail: `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, gate, up, act, hOut, dF) + KV caches [${L}, ${R}, ${kvDim}] + teacher [${R}, ${D}] × 2`,
+      detail: `${
+        x.recompute
+          ? `${L} × ${R} rows × (hOut, dF) and one step's body, recomputed in the backward (--recompute)`
+          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, gate, up, act, hOut, dF)`
+      } + KV caches [${L}, ${R}, ${kvDim}] + teacher [${R}, ${D}] × 2`,
     },
     scratch: {
       label: 'step scratch (logits, backward)',

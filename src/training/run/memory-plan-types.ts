@@ -38,6 +38,8 @@ export interface MemoryPlanInput {
   readonly heldOutSequences?: number;
   /** Target layers whose outputs feed the draft (3 for EAGLE3). */
   readonly auxLayers?: number;
+  /** Activation recompute (model/eagle3/step-body.ts): each TTT step keeps h_out, dF and a 1/rms; one step's body at a time. */
+  readonly recompute?: boolean;
 }
 
 export interface PlanItem {

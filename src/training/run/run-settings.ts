@@ -45,6 +45,8 @@ export const OVERRIDABLE: ReadonlySet<string> = new Set([
   'evalEvery',
   'gpuMemoryBudget',
   'cluster',
+  // Activation recompute trains the same bits (model/eagle3/step-body.ts): a resume may switch it.
+  'recompute',
 ]);
 
 // Every setting has the flag of its own name (test/cli/cli.test.ts checks the flag table against the schema).

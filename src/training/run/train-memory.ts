@@ -16,7 +16,7 @@ import {
   type MemoryPlan,
   type Precision,
 } from './memory-plan.ts';
-import { planRoleMemory } from './memory-plan-roles.ts';
+import { planWithRecompute } from './memory-plan-roles.ts';
 import { formatBytes, parseByteSize } from '../../util/bytes.ts';
 import { UsageError } from '../../util/usage-error.ts';
 import type { TrainData } from './train-data.ts';
@@ -48,6 +48,8 @@ export interface TrainMemorySettings {
   readonly evalEvery: number;
   /** A cluster run's trainer (`--cluster`): planned as the trainer role. */
   readonly cluster?: string;
+  /** --recompute: 'auto' plans with kept activations and turns recompute on only if that is what makes the plan fit. */
+  readonly recompute?: 'auto' | 'on' | 'off';
 }
 
 /** Tokens of the longest training sequence: a dataset row as given, a regenerated one at its longest, or a prompt plus its reply. */
@@ -90,7 +92,7 @@ export function trainMemoryPlan(
   });
   const options = { limits, budgetBytes: config.gpuMemoryBudget };
   // The role's plan: its suggestions name the flag to change (--round-prompts, not "feature-store samples").
-  return planRoleMemory(config.cluster ? 'trainer' : 'colocated', input, options);
+  return planWithRecompute(config.cluster ? 'trainer' : 'colocated', input, options, config.recompute);
 }
 
 /** The lines `speclab train` prints for a plan (`speclab plan` prints the same for each role). */

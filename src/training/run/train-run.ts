@@ -115,10 +115,14 @@ export async function runTraining(
   const ctx = gpuContext ?? (await platform.acquireGpu());
   let run: RunFolder;
   let plannedBytes: number;
+  let recompute: 'on' | 'off';
   try {
     const plan = trainMemoryPlan(config, inputs.tc, inputs.draftVocabSize, inputs.data, adapterLimits(ctx.limits));
     checkTrainMemory(plan, print);
     plannedBytes = plan.totalBytes;
+    recompute = plan.input.recompute ? 'on' : 'off';
+    if (recompute === 'on' && config.recompute === 'auto')
+      print('activation recompute: on (--recompute auto: the plan fits only with each TTT step recomputed in the backward)');
     // Locked and prepared before anything in the folder is read or deleted; released however the run
     // ends. A start that fails before its first step takes back what it created (run-folder.ts).
     run = await openRunFolder(platform, config);
@@ -127,7 +131,18 @@ export async function runTraining(
     throw err;
   }
   try {
-    return await trainInFolder({ platform, config, print, ctx, ownsContext: !gpuContext, run, inputs, started, stop, plannedBytes });
+    return await trainInFolder({
+      platform,
+      config: { ...config, recompute },
+      print,
+      ctx,
+      ownsContext: !gpuContext,
+      run,
+      inputs,
+      started,
+      stop,
+      plannedBytes,
+    });
   } catch (err) {
     if (!gpuContext && !ctx.isDestroyed) ctx.destroy();
     await run.abandon();

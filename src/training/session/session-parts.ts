@@ -163,7 +163,12 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   );
   // Compact features: the lm_head rows of the draft vocabulary turn the target's hidden state into the teacher's logits.
   const draftHead = settings.targetRepr === 'hidden_state' ? await DraftHead.gather(gpu, target.weights, mapping.used) : undefined;
-  const strategy = new Eagle3TrainStrategy(draft, { tttLength: settings.tttLength, gpu, draftHead });
+  const strategy = new Eagle3TrainStrategy(draft, {
+    tttLength: settings.tttLength,
+    gpu,
+    draftHead,
+    recompute: settings.recompute === 'on',
+  });
   const core = new TrainerCore(strategy, backend, 1);
   const evaluation =
     inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation, inputs.progress));

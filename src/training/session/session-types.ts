@@ -50,6 +50,13 @@ export const sessionSettingsSchema = z.object({
    * vocabulary's lm_head rows) or the full-vocabulary logits ('logits', for parity tests and small targets).
    */
   targetRepr: z.enum(['hidden_state', 'logits']).default('hidden_state'),
+  /**
+   * Activation recompute in the draft's backward (model/eagle3/step-body.ts): 'on' keeps two [R, H]
+   * tensors per TTT step and encodes each step's body again in the backward (same bits, about one more
+   * forward of the step's body); 'auto' lets `speclab train`'s memory plan turn it on when the kept
+   * activations do not fit and the recomputed ones do (elsewhere 'auto' is off).
+   */
+  recompute: z.enum(['auto', 'on', 'off']).default('auto'),
 });
 export type SessionSettings = z.infer<typeof sessionSettingsSchema>;
 

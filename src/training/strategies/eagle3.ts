@@ -32,20 +32,18 @@
  */
 import type { TrainBatch } from '../../contracts/index.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
+import { fmtShape, Tensor } from '../../gpu/tensor.ts';
 import { eagle3EvalForward, type Eagle3EvalTaps } from '../../model/eagle3/forward.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from '../../model/eagle3/inputs.ts';
 import type { Eagle3DraftModel } from '../../model/eagle3/model.ts';
+import { headRowStats, type FullVocabHead } from '../../model/target/head-stats.ts';
 import { asWidened, widenF16Features, WIDENED_FEATURES } from '../loop/feature-precision.ts';
 import { requireFeatures, type DraftTrainStrategy, type StepOutput } from '../loop/strategy.ts';
 
 export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hidden_state', 'target'] as const;
 
-/** Full-vocab logits [..., V] from the target's final-normed hidden state [..., Ht] (TargetModel.headLogits). */
-export interface TargetHead {
-  readonly gpu: Gpu;
-  headLogits(hidden: Tensor): Promise<Tensor>;
-}
+/** Full-vocab logits [..., V] from the target's final-normed hidden state [..., Ht] (TargetModel.headLogits), and its sizes. */
+export type TargetHead = FullVocabHead;
 
 /** The target's logits of the draft tokens [..., D] from its final-normed hidden state [..., Ht] (model/target/draft-head.ts). */
 export interface DraftTargetHead {
@@ -55,12 +53,19 @@ export interface DraftTargetHead {
 export interface Eagle3StrategyOptions {
   /** TTT unroll length L (SpecForge default 7). */
   tttLength: number;
-  /** Projects offline batches (the target's hidden state, no target_lse) to full logits; without it such batches are refused. */
+  /**
+   * Projects offline batches (the target's hidden state, no target_lse) to full logits; without it
+   * such batches are refused. With a `draftHead` too, such a batch is made compact instead: the
+   * full-vocabulary logsumexp and argmax from this head a binding's worth of rows at a time
+   * (model/target/head-stats.ts), the draft tokens' logits from the draft head; no [B, S, V] tensor.
+   */
   targetHead?: TargetHead;
   /** Projects compact batches (with target_lse and target_tok) to the draft tokens' logits; without it such batches are refused. */
   draftHead?: DraftTargetHead;
   /** The draft's Gpu; needed by `evaluate` only (the model keeps its own private). */
   gpu?: Gpu;
+  /** Activation recompute in the backward (model/eagle3/step-body.ts): same bits, less memory. */
+  recompute?: boolean;
 }
 
 /** The strategy's metric record from one batch's read-back losses [L + 1] and sums [4·L]. */
@@ -85,6 +90,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   readonly tttLength: number;
   private readonly targetHead?: TargetHead;
   private readonly draftHead?: DraftTargetHead;
+  private readonly recompute: boolean;
   private readonly gpu?: Gpu;
 
   constructor(
@@ -96,6 +102,7 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     this.tttLength = options.tttLength;
     this.targetHead = options.targetHead;
     this.draftHead = options.draftHead;
+    this.recompute = options.recompute ?? false;
     this.gpu = options.gpu ?? options.targetHead?.gpu;
   }
 
@@ -154,7 +161,9 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
 
   async forwardBackward(batch: TrainBatch<Tensor>, lossScale: number): Promise<StepOutput> {
     const L = this.tttLength;
-    const out = await this.withTargetLogits(batch, (inputs) => this.model.trainStep(inputs, { tttLength: L, lossScale }));
+    const out = await this.withTargetLogits(batch, (inputs) =>
+      this.model.trainStep(inputs, { tttLength: L, lossScale, recompute: this.recompute }),
+    );
     const n = out.lossDenominator;
     const metrics = Promise.all([out.losses, out.metricSums]).then(([losses, sums]) => eagle3StepMetrics(losses, sums, n, L));
     return { loss: out.losses.then((l) => l[L]), metrics };
@@ -190,6 +199,19 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
       if (compact) {
         logits = await this.draftHead!.logits(wide.tensors.target);
         return await fn({ ...x, target: { draftLogits: logits, lse: batch.tensors.target_lse, tok: batch.tensors.target_tok } });
+      }
+      if (needsHead && this.draftHead) {
+        // An offline batch made compact on the trainer: the teacher from the draft columns, lse and argmax.
+        const [B, S] = batch.tensors.input_ids.shape;
+        const stats = await headRowStats(this.targetHead!, wide.tensors.target, B * S);
+        try {
+          logits = await this.draftHead.logits(wide.tensors.target);
+          // [B·S] as [B, S]: the same parts, whose rows are the B·S rows of both shapes.
+          const asBatch = (t: Tensor) => new Tensor([B, S], t.dtype, t.parts, t.label, 2);
+          return await fn({ ...x, target: { draftLogits: logits, lse: asBatch(stats.lse), tok: asBatch(stats.tok) } });
+        } finally {
+          this.gpu!.release(stats.lse, stats.tok);
+        }
       }
       logits = needsHead ? await this.targetHead!.headLogits(wide.tensors.target) : undefined;
       return await fn({ ...x, ...(logits ? { target: logits } : {}) });

@@ -2,7 +2,8 @@
  * Offline EAGLE3 training (`speclab prepare` → shards → `speclab train --offline`) on hf/llama-tiny:
  *   - the proof: online training (features captured live by the rollout worker) and offline training
  *     (prepared shards, the normaliser of docs/features.md §5, the target head on the GPU) fed the same samples in the
- *     same order from the same init give the same loss at every step (≤ 1e-6 relative);
+ *     same order from the same init give the same loss at every step (≤ 1e-6 relative); offline, the
+ *     shards made compact on the trainer (the default) and projected to full logits train the same bits;
  *   - checkpoints and resume: a run stopped after step 3 and reopened on its checkpoints resumes from
  *     step 2 and gives the losses, weights and export bytes of an uninterrupted run; a resume whose
  *     settings drifted is refused naming the field;
@@ -195,6 +196,25 @@ export default defineSuite('training/offline/offline-training', (t) => {
           initialWeights: initial,
           mapping,
         });
+
+        // The same shards projected to full logits per micro-batch (--target-repr logits) train the same bits
+        // as the default, where the trainer makes them compact (lse and argmax a chunk of rows at a time).
+        const fullLogits = await trainEagle3Offline({
+          gpu,
+          target,
+          files: features,
+          manifest,
+          settings: { ...settings, targetRepr: 'logits' },
+          draftConfig,
+          initialWeights: initial,
+          mapping,
+        });
+        assertDeepEqual(fullLogits.losses, offline.losses, 'offline: compact and full-logits teachers give the same loss at every step');
+        for (const [name, w] of Object.entries(offline.weights))
+          assert(
+            w.every((v, i) => Object.is(v, fullLogits.weights[name][i])),
+            `trained ${name}: compact and full-logits offline training, the same bits`,
+          );
 
         assertEqual(onlineLosses.length, totalSteps, 'online steps');
         assertEqual(offline.losses.length, totalSteps, 'offline steps');

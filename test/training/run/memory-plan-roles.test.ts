@@ -6,7 +6,7 @@
  * Suggestions name flags, never internal names, and never go below a value that runs.
  */
 import { planTrainingMemory, type MemoryPlan, type MemoryPlanInput } from '../../../src/training/run/memory-plan.ts';
-import { planRoleMemory } from '../../../src/training/run/memory-plan-roles.ts';
+import { planRoleMemory, planWithRecompute } from '../../../src/training/run/memory-plan-roles.ts';
 import { trainMemoryPlan } from '../../../src/training/run/train-memory.ts';
 import { assert, assertDeepEqual, assertEqual } from '../../harness/assert.ts';
 import { defineSuite } from '../../harness/suite.ts';
@@ -95,4 +95,34 @@ export default defineSuite('training/run/memory-plan-roles', (t) => {
     assertDeepEqual(cluster.items, planRoleMemory('trainer', single.input, { limits: BIG }).items, 'cluster: the trainer plan');
     assert(cluster.totalBytes < single.totalBytes, 'the trainer holds less');
   });
+
+  t.test(
+    'activation recompute: each TTT step keeps h_out, dF and a 1/rms, one body at a time; auto turns it on only when that makes the plan fit',
+    () => {
+      const x = tinyInput();
+      const kept = planRoleMemory('colocated', x, { limits: BIG });
+      const recomputing = planRoleMemory('colocated', { ...x, recompute: true }, { limits: BIG });
+      // tinyInput: R = 128 rows, H = 64, I = 128, L = 3 (memory-plan.test.ts counts a kept step at 484 KiB by hand).
+      // A step keeps h_out and dF [R, 64] and its final 1/rms [R]: 64.5 KiB; the rest of it, its body, is 419.5 KiB.
+      // Recompute keeps one body instead of three, plus the backward's shifted ids [2, 64] i32 (512 bytes).
+      const R = 128;
+      const body = 484 * 1024 - (2 * R * 64 * 4 + R * 4);
+      assertEqual(bytesOf(recomputing, 'activations'), bytesOf(kept, 'activations')! - 2 * body + 512, 'activations by hand');
+      for (const item of kept.items)
+        if (item.key !== 'activations') assertEqual(bytesOf(recomputing, item.key), item.bytes, `${item.key}: unchanged`);
+
+      const between = Math.floor((kept.totalBytes + recomputing.totalBytes) / 2);
+      const options = { limits: BIG, budgetBytes: between };
+      const auto = planWithRecompute('colocated', x, options, 'auto');
+      assert(auto.fits && auto.input.recompute === true, 'auto, a budget only the recomputing plan fits: recompute on');
+      assertEqual(auto.totalBytes, recomputing.totalBytes, 'auto: the recomputing total');
+      const roomy = planWithRecompute('colocated', x, { limits: BIG, budgetBytes: kept.totalBytes }, 'auto');
+      assert(roomy.fits && roomy.input.recompute === false, 'auto, room for every activation: recompute off');
+      const off = planWithRecompute('colocated', x, options, 'off');
+      assert(!off.fits && off.input.recompute === false, '--recompute off under that budget: refused');
+      const tight = planWithRecompute('colocated', x, { limits: BIG, budgetBytes: recomputing.totalBytes - 1 }, 'auto');
+      assert(!tight.fits && tight.input.recompute === false, 'auto, nothing fits: the plan as asked, refused');
+      assert(planWithRecompute('trainer', x, { limits: BIG }, 'on').input.recompute === true, '--recompute on: the trainer too');
+    },
+  );
 });

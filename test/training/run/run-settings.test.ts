@@ -85,8 +85,11 @@ export default defineSuite('training/run/run-settings', (t) => {
           '1',
           '--max-new-tokens',
           '7',
+          '--recompute',
+          'on',
         ]);
         assertEqual(agreeing.logEvery, 1, 'overridable --log-every taken');
+        assertEqual(agreeing.recompute, 'on', 'overridable --recompute taken (the same bits either way)');
         assertEqual(agreeing.maxNewTokens, 7, 'overridable eval setting taken');
         assertEqual(agreeing.epochs, 2, 'the rest stored');
 

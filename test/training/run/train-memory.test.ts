@@ -10,7 +10,7 @@ import { runCli } from '../../../src/cli/main.ts';
 import type { Platform } from '../../../src/cli/platform.ts';
 import { parseTrainFlags, trainCommand, validateTrainConfig } from '../../../src/cli/train.ts';
 import { UsageError } from '../../../src/cli/options.ts';
-import { assert, assertEqual, assertThrows } from '../../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertThrows } from '../../harness/assert.ts';
 import { defineSuite } from '../../harness/suite.ts';
 import { tempStore } from '../../data/temp-store.ts';
 import { copyFixtureCheckpoint } from '../../model/synthetic-checkpoint.ts';
@@ -114,6 +114,39 @@ export default defineSuite('training/run/train-memory', (t) => {
           `one stderr line: ${errors.join(' | ')}`,
         );
         assert(!(await tmp.files.exists('run')), 'still no run folder');
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+    { ...SERVER, timeoutMs: 300_000 },
+  );
+
+  t.test(
+    '--recompute on trains the bits of --recompute off (losses of every step, the export), and says so in the plan',
+    async (ctx) => {
+      const tmp = tempStore(ctx.platform, 'train-recompute');
+      const root = tmp.files.root;
+      try {
+        await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
+        const args = (run: string) => [
+          ...['--target', `${root}/target`, '--out', `${root}/${run}`, '--train-prompts', '8', '--eval-prompts', '2'],
+          ...['--response-length', '16', '--epochs', '1', '--batch-size', '2', '--ttt-length', '3', '--eval-every', '0'],
+        ];
+        const losses: Record<string, string[]> = {};
+        for (const mode of ['off', 'on']) {
+          const lines: string[] = [];
+          await trainCommand(ctx.platform, [...args(mode), '--recompute', mode], (l) => lines.push(l), ctx.gpu);
+          const text = lines.join('\n');
+          const recomputed = /^ {2}activations \(3 TTT steps\) .*recomputed in the backward \(--recompute\)/m.test(text);
+          assertEqual(recomputed, mode === 'on', `--recompute ${mode}: the plan's activations line\n${text}`);
+          losses[mode] = lines.filter((l) => /^phase train {2}step /.test(l)).map((l) => /loss (\S+)/.exec(l)![1]);
+        }
+        assert(losses.on.length > 0, 'steps were logged');
+        assertDeepEqual(losses.on, losses.off, 'the loss of every logged step');
+        for (const file of ['model.safetensors', 'config.json']) {
+          const [on, off] = [await tmp.files.read(`on/draft/${file}`), await tmp.files.read(`off/draft/${file}`)];
+          assert(on.length > 0 && on.length === off.length && on.every((b, i) => b === off[i]), `draft/${file}: the same bytes`);
+        }
       } finally {
         await tmp.cleanup();
       }
