@@ -29,6 +29,7 @@ import { TargetFeatureSource } from '../inference/target-feature-source.ts';
 import { progressFor } from '../training/run/platform.ts';
 import { loadTarget } from '../training/run/target-load.ts';
 import { sessionCapture } from '../training/session/eagle3-session.ts';
+import { manifestCapture } from '../training/cluster/tab-rollout.ts';
 import { resolveTargetDir } from '../training/run/run-plan.ts';
 import { speclabCommand } from '../util/cli-command.ts';
 import { formatDuration } from '../util/format.ts';
@@ -50,27 +51,6 @@ async function waitForManifest(record: RedisRunRecord, args: RolloutArgs, stoppe
       );
     await sleep(Math.min(args.pollMs, 250));
   }
-}
-
-/** The manifest's capture settings this worker rebuilds its capture from; errors name the field. */
-function manifestCapture(
-  manifest: RunManifest,
-  run: string,
-): { auxLayerIds: number[]; tttLength: number; featurePrecision: 'f32' | 'f16'; targetRepr: 'logits' | 'hidden_state' } {
-  const capture = manifest.capture as
-    { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown; targetRepr?: unknown } | undefined;
-  const damaged = (field: string) =>
-    new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
-  if (!capture || typeof capture !== 'object') throw damaged('capture');
-  const aux = capture.auxLayerIds;
-  if (!Array.isArray(aux) || !aux.every((id) => Number.isInteger(id) && (id as number) >= 0)) throw damaged('capture.auxLayerIds');
-  const ttt = capture.extra?.ttt_length;
-  if (typeof ttt !== 'number' || !Number.isInteger(ttt) || ttt < 1) throw damaged('capture.extra.ttt_length');
-  const precision = capture.featurePrecision ?? 'f32';
-  if (precision !== 'f32' && precision !== 'f16') throw damaged('capture.featurePrecision');
-  const targetRepr = capture.targetRepr;
-  if (targetRepr !== 'logits' && targetRepr !== 'hidden_state') throw damaged('capture.targetRepr');
-  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision: precision, targetRepr };
 }
 
 /** The run's prompt lease in ms; a manifest without a valid one is refused. */

@@ -108,19 +108,22 @@ export function tabTargetDescription(config: TargetModel['config'], precision: '
   };
 }
 
-/** The manifest's capture settings and target precision; a field that is missing or damaged is named. */
-export function manifestSettings(
-  manifest: RunManifest,
-  run: string,
-): {
+export interface ManifestCapture {
   auxLayerIds: number[];
   tttLength: number;
   featurePrecision: 'f32' | 'f16';
-  targetPrecision: 'f32' | 'f16';
   targetRepr: 'logits' | 'hidden_state';
-} {
-  const damaged = (field: string) =>
-    new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
+}
+
+const damagedManifest = (run: string, field: string) =>
+  new Error(`run ${run}: its manifest has no valid ${field} (a record from another version, or damaged)`);
+
+/**
+ * The manifest's capture settings a rollout (`speclab rollout`, a tab) rebuilds its capture from; a
+ * field that is missing or damaged is named.
+ */
+export function manifestCapture(manifest: RunManifest, run: string): ManifestCapture {
+  const damaged = (field: string) => damagedManifest(run, field);
   const capture = manifest.capture as
     { auxLayerIds?: unknown; extra?: { ttt_length?: unknown }; featurePrecision?: unknown; targetRepr?: unknown } | undefined;
   if (!capture || typeof capture !== 'object') throw damaged('capture');
@@ -130,11 +133,18 @@ export function manifestSettings(
   if (typeof ttt !== 'number' || !Number.isInteger(ttt) || ttt < 1) throw damaged('capture.extra.ttt_length');
   const featurePrecision = capture.featurePrecision ?? 'f32';
   if (featurePrecision !== 'f32' && featurePrecision !== 'f16') throw damaged('capture.featurePrecision');
-  const targetPrecision = (manifest.target as { precision?: unknown } | undefined)?.precision;
-  if (targetPrecision !== 'f32' && targetPrecision !== 'f16') throw damaged('target.precision');
   const targetRepr = capture.targetRepr;
   if (targetRepr !== 'logits' && targetRepr !== 'hidden_state') throw damaged('capture.targetRepr');
-  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision, targetPrecision, targetRepr };
+  return { auxLayerIds: aux as number[], tttLength: ttt, featurePrecision, targetRepr };
+}
+
+/** The manifest's capture settings and target precision (what a tab loads its target at); a field that is missing or damaged is named. */
+export function manifestSettings(manifest: RunManifest, run: string): ManifestCapture & { targetPrecision: 'f32' | 'f16' } {
+  const capture = manifestCapture(manifest, run);
+  const targetPrecision = (manifest.target as { precision?: unknown } | undefined)?.precision;
+  if (targetPrecision !== 'f32' && targetPrecision !== 'f16') throw damagedManifest(run, 'target.precision');
+  const { auxLayerIds, tttLength, featurePrecision, targetRepr } = capture;
+  return { auxLayerIds, tttLength, featurePrecision, targetPrecision, targetRepr };
 }
 
 /** Refuses, naming each differing field, unless `mine` equals the manifest's `field`. */
