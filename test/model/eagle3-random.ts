@@ -1,7 +1,7 @@
 /**
  * Test data: random EAGLE3 problems (weights, batch, vocabulary mapping) for the GPU draft against
- * the float64 reference, shared by test/model/eagle3.test.ts and the split-tensor test
- * test/model/eagle3-split.test.ts, and their upload. Each suite picks its own batch layout; the
+ * the float64 reference, shared by test/model/eagle3.test.ts, the split-tensor test
+ * test/model/eagle3-split.test.ts and the recompute test test/model/eagle3-step-body.test.ts, and their upload. Each suite picks its own batch layout; the
  * draws from the seed are the same for a given layout, so a suite's problem does not change when
  * another suite changes its layout.
  */
@@ -10,6 +10,24 @@ import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import type { Eagle3RefInputs } from '../../src/reference/eagle3.ts';
 import { Rng } from '../../src/util/random.ts';
+
+/**
+ * A small draft whose weight matrices are wider than a short batch's activations, so a binding limit
+ * can split the former only (test/model/eagle3-split.test.ts, test/model/eagle3-step-body.test.ts).
+ */
+export const SPLITTABLE_DRAFT: Eagle3Config = {
+  hiddenSize: 64,
+  intermediateSize: 128,
+  numHeads: 4,
+  numKvHeads: 2,
+  headDim: 16,
+  vocabSize: 256,
+  draftVocabSize: 128,
+  targetHiddenSize: 96,
+  rmsNormEps: 1e-5,
+  ropeTheta: 500000,
+  maxPositionEmbeddings: 64,
+};
 
 /** The batch layout of a random problem: 3 TTT steps over `lengths.length` padded sequences of seqLen. */
 export interface RandomProblemLayout {

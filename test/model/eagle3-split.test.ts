@@ -19,22 +19,10 @@ import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference } from '../../src/reference/eagle3.ts';
 import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
-import { randomEagle3Problem, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
+import { randomEagle3Problem, SPLITTABLE_DRAFT, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
 
 /** Weights are wider than the batch's activations, so a binding limit can split the former only. */
-const CONFIG: Eagle3Config = {
-  hiddenSize: 64,
-  intermediateSize: 128,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 16,
-  vocabSize: 256,
-  draftVocabSize: 128,
-  targetHiddenSize: 96,
-  rmsNormEps: 1e-5,
-  ropeTheta: 500000,
-  maxPositionEmbeddings: 64,
-};
+const CONFIG: Eagle3Config = SPLITTABLE_DRAFT;
 /** 12 KiB: every weight matrix splits (fc [64, 288] into 7 parts); no per-step activation does. */
 const LIMIT = 12 * 1024;
 /** Parts each weight (and its grad and moments) must have under LIMIT. */

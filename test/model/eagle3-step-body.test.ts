@@ -16,21 +16,9 @@ import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference } from '../../src/reference/eagle3.ts';
 import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
-import { randomEagle3Problem, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
+import { randomEagle3Problem, SPLITTABLE_DRAFT, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
 
-const CONFIG: Eagle3Config = {
-  hiddenSize: 64,
-  intermediateSize: 128,
-  numHeads: 4,
-  numKvHeads: 2,
-  headDim: 16,
-  vocabSize: 256,
-  draftVocabSize: 128,
-  targetHiddenSize: 96,
-  rmsNormEps: 1e-5,
-  ropeTheta: 500000,
-  maxPositionEmbeddings: 64,
-};
+const CONFIG: Eagle3Config = SPLITTABLE_DRAFT;
 /** 2 sequences of 24 with different padding (3 TTT steps): activations dominate the step's memory. */
 const LAYOUT: RandomProblemLayout = { seqLen: 24, lengths: [24, 19], usedOffset: 1, lossStart: 1 };
 /** 28 KiB: fc, q, gate, up, down and lm_head are split into parts; every activation of a step ([48, 128] f32 at most) fits one binding. */
