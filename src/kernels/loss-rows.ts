@@ -11,6 +11,11 @@
  * starts, and the host dispatches once per *segment* — a row range inside which every tensor's rows
  * come from a single part. A tensor read with the TTT shift k (row r reads row r + k) contributes
  * its part boundaries moved by −k, so a segment never straddles a part of it either.
+ *
+ * Row windows (the chunked head of model/eagle3/step-head.ts): a dispatch may cover only the rows
+ * [start, start + count) of the R rows, and an operand may hold only a window of them (its row 0 is
+ * global row `firstRow`). The kernels need no change: a window is bound as a part whose first row is
+ * firstRow, exactly as a part of a split tensor is.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -116,6 +121,14 @@ export interface RowOperand {
   readonly tensor: Tensor;
   /** Rows are read at r + shift (the TTT offset); 0 for plain row-aligned operands. */
   readonly shift?: number;
+  /** The tensor holds only `rows` rows of the view, from global row `firstRow` (default: all of them). */
+  readonly window?: RowWindow;
+}
+
+/** Rows [firstRow, firstRow + rows) of the R rows of a row-wise kernel. */
+export interface RowWindow {
+  readonly firstRow: number;
+  readonly rows: number;
 }
 
 export interface SegmentBinding {
@@ -131,21 +144,39 @@ export interface RowSegment {
   readonly operands: readonly SegmentBinding[];
 }
 
-/** t's parts as row ranges of its [rows, ·] view (a part is a range of elements: rowStart · rowElements on). */
-function partRows(t: Tensor, rows: number): { part: TensorPart; start: number; end: number }[] {
-  const perPartRow = (rows * t.rowElements) / t.numel;
-  return t.parts.map((part) => ({ part, start: part.rowStart * perPartRow, end: (part.rowStart + part.rowCount) * perPartRow }));
+/** t's parts as global row ranges: of its [rows, ·] view, or of the window it holds. */
+function partRows(t: Tensor, rows: number, window?: RowWindow): { part: TensorPart; start: number; end: number }[] {
+  const held = window?.rows ?? rows;
+  const first = window?.firstRow ?? 0;
+  const perPartRow = (held * t.rowElements) / t.numel;
+  return t.parts.map((part) => ({
+    part,
+    start: first + part.rowStart * perPartRow,
+    end: first + (part.rowStart + part.rowCount) * perPartRow,
+  }));
 }
 
-/** Split [0, rows) into segments inside which every operand (shift applied) lies in one part. */
-export function rowSegments(rows: number, operands: readonly RowOperand[]): RowSegment[] {
-  const cuts = new Set<number>([0, rows]);
-  const spans = operands.map((o) => partRows(o.tensor, rows));
+/**
+ * Split the rows [range.start, range.start + range.count) (default all `rows`) into segments inside
+ * which every operand (shift applied) lies in one part. A windowed operand must hold every row the
+ * range reads of it that is not a pad row (row + shift past its sequence, which the kernels never read).
+ */
+export function rowSegments(
+  rows: number,
+  operands: readonly RowOperand[],
+  range: { start: number; count: number } = { start: 0, count: rows },
+): RowSegment[] {
+  const from = range.start;
+  const to = range.start + range.count;
+  if (!Number.isInteger(from) || !Number.isInteger(to) || from < 0 || to > rows || to <= from)
+    throw new Error(`rowSegments: rows [${from}, ${to}) are not a non-empty range of the ${rows} rows`);
+  const cuts = new Set<number>([from, to]);
+  const spans = operands.map((o) => partRows(o.tensor, rows, o.window));
   operands.forEach((o, i) => {
     for (const s of spans[i]) {
       for (const edge of [s.start, s.end]) {
         const at = edge - (o.shift ?? 0);
-        if (at > 0 && at < rows) cuts.add(at);
+        if (at > from && at < to) cuts.add(at);
       }
     }
   });
@@ -155,7 +186,7 @@ export function rowSegments(rows: number, operands: readonly RowOperand[]): RowS
     const start = edges[i];
     const count = edges[i + 1] - start;
     const bound = operands.map((o, j) => {
-      // Rows past the end (start + shift ≥ rows) are pad rows the kernel never reads: bind the last part.
+      // Rows past the end (start + shift ≥ rows) or past a window are pad rows the kernel never reads: bind the last part.
       const first = Math.min(start + (o.shift ?? 0), rows - 1);
       const span = spans[j].find((s) => first >= s.start && first < s.end) ?? spans[j][spans[j].length - 1];
       return { binding: { buffer: span.part.buffer, offset: span.part.byteOffset, size: span.part.byteLength }, partRow: span.start };
@@ -163,6 +194,15 @@ export function rowSegments(rows: number, operands: readonly RowOperand[]): RowS
     segments.push({ start, count, operands: bound });
   }
   return segments;
+}
+
+/** Fail unless `range` is a non-empty row range of `rows` and `t` holds exactly its rows × width. */
+export function checkWindowTensor(op: string, name: string, t: Tensor, dtype: DType, window: RowWindow, rows: number, width: number): void {
+  if (!Number.isInteger(window.firstRow) || !Number.isInteger(window.rows) || window.firstRow < 0 || window.rows < 1)
+    throw new Error(`${op}: ${name} window [${window.firstRow}, +${window.rows}) is not a non-empty row range`);
+  if (window.firstRow + window.rows > rows)
+    throw new Error(`${op}: ${name} window [${window.firstRow}, ${window.firstRow + window.rows}) runs past the ${rows} rows`);
+  checkRowTensor(op, name, t, dtype, window.rows, width);
 }
 
 /** Workgroup grid for one row per workgroup: (min(n, 65535), ceil(n / 65535)). */

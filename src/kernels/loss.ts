@@ -28,6 +28,7 @@ import {
   checkDistinct,
   checkPositiveInt,
   checkRowTensor,
+  checkWindowTensor,
   lossRowGrid,
   lossRowKernels,
   lossRowVariant,
@@ -35,6 +36,8 @@ import {
   reduceColumns,
   rowSegments,
   type RowKernelOptions,
+  type RowOperand,
+  type RowWindow,
 } from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -107,7 +110,41 @@ function checkSlot(op: string, lossOut: Tensor, slot: number, width: number, wha
 
 export async function softCrossEntropy(gpu: Gpu, x: SoftCrossEntropyTensors, o: SoftCrossEntropyOptions): Promise<void> {
   const op = 'softCrossEntropy';
-  const { rows, draftVocab: D, seqLen: S, step: k, grad } = o;
+  checkSlot(op, x.lossOut, o.slot, 1, 'slot');
+  if (o.total) checkSlot(op, x.lossOut, o.total.slot, 1, 'total.slot');
+  checkPositiveInt(op, 'rows', o.rows);
+  checkDistinct(op, { lossOut: x.lossOut }, { logits: x.logits, dlogits: x.dlogits, p: x.p, positionMask: x.positionMask });
+  const rowLoss = gpu.tensor([o.rows], 'f32', 'soft-ce-row-loss');
+  try {
+    await softCrossEntropyRows(gpu, { ...x, rowLoss }, { ...o, window: { firstRow: 0, rows: o.rows }, teacherWindow: undefined });
+    await reduceStepLoss(gpu, rowLoss, x.lossOut, o);
+  } finally {
+    // Safe before the dispatches run: queue order keeps any later user of the buffer behind them.
+    gpu.release(rowLoss);
+  }
+}
+
+/** One row window of a step's soft cross-entropy (the chunked head, model/eagle3/step-head.ts). */
+export interface SoftCrossEntropyRowsTensors extends Omit<SoftCrossEntropyTensors, 'lossOut'> {
+  /** f32 [R]: row r of the window receives m · CE[r]; reduce with reduceStepLoss once every window is done. */
+  rowLoss: Tensor;
+}
+
+export interface SoftCrossEntropyRowsOptions extends SoftCrossEntropyOptions {
+  /** The rows computed: `logits` (and `dlogits`) hold exactly these rows. */
+  window: RowWindow;
+  /** The teacher rows `p` holds (default all R); it must hold every non-pad row the window reads (r + k). */
+  teacherWindow: RowWindow | undefined;
+}
+
+/**
+ * The loss rows of one window: rowLoss[r] = m_k[r] · CE[r] and, per grad mode, the gradient of those
+ * rows. Each row is computed exactly as by the whole-tensor call; `reduceStepLoss` then sums the R
+ * rows in the same order, so a chunked step has the same loss bits.
+ */
+export async function softCrossEntropyRows(gpu: Gpu, x: SoftCrossEntropyRowsTensors, o: SoftCrossEntropyRowsOptions): Promise<void> {
+  const op = 'softCrossEntropy';
+  const { rows, draftVocab: D, seqLen: S, step: k, grad, window } = o;
   checkPositiveInt(op, 'rows', rows);
   checkPositiveInt(op, 'draftVocab', D);
   checkPositiveInt(op, 'seqLen', S);
@@ -115,21 +152,25 @@ export async function softCrossEntropy(gpu: Gpu, x: SoftCrossEntropyTensors, o: 
   if (!Number.isInteger(k) || k < 0) throw new Error(`${op}: step must be a non-negative integer, got ${k}`);
   const denominator = o.denominator ?? rows;
   if (!(denominator > 0)) throw new Error(`${op}: denominator must be positive, got ${denominator}`);
-  checkRowTensor(op, 'logits', x.logits, 'f32', rows, D);
-  checkRowTensor(op, 'p', x.p, 'f32', rows, D);
+  checkWindowTensor(op, 'logits', x.logits, 'f32', window, rows, D);
+  const teacher = o.teacherWindow ?? { firstRow: 0, rows };
+  checkWindowTensor(op, 'p', x.p, 'f32', teacher, rows, D);
   checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
-  checkGradTensors(op, grad, x.logits, x.dlogits, rows, D);
-  checkSlot(op, x.lossOut, o.slot, 1, 'slot');
-  if (o.total) checkSlot(op, x.lossOut, o.total.slot, 1, 'total.slot');
-  checkDistinct(op, { logits: x.logits, dlogits: x.dlogits, lossOut: x.lossOut }, { p: x.p, positionMask: x.positionMask });
+  checkRowTensor(op, 'rowLoss', x.rowLoss, 'f32', rows, 1);
+  checkGradTensors(op, grad, x.logits, x.dlogits, window.rows, D);
+  checkDistinct(op, { logits: x.logits, dlogits: x.dlogits, rowLoss: x.rowLoss }, { p: x.p, positionMask: x.positionMask });
 
-  const rowLoss = gpu.tensor([rows], 'f32', 'soft-ce-row-loss');
-  const variant = lossRowVariant(gpu, op, D, rows, o.variant);
+  const variant = lossRowVariant(gpu, op, D, window.rows, o.variant);
   const kernel = await gpu.pipelines.get(SOFT_CE_KERNELS[variant], { GRAD_MODE: GRAD_MODE[grad] });
   const gradOut = x.dlogits ?? placeholder(gpu);
-  const operands = [{ tensor: x.logits }, { tensor: x.p, shift: k }, { tensor: x.positionMask, shift: k }, { tensor: rowLoss }];
-  if (x.dlogits) operands.push({ tensor: x.dlogits });
-  for (const seg of rowSegments(rows, operands)) {
+  const operands: RowOperand[] = [
+    { tensor: x.logits, window },
+    { tensor: x.p, shift: k, window: teacher },
+    { tensor: x.positionMask, shift: k },
+    { tensor: x.rowLoss },
+  ];
+  if (x.dlogits) operands.push({ tensor: x.dlogits, window });
+  for (const seg of rowSegments(rows, operands, { start: window.firstRow, count: window.rows })) {
     const [z, p, m, l, g] = seg.operands;
     const uniforms = new UniformWriter()
       .u32(seg.count)
@@ -151,18 +192,29 @@ export async function softCrossEntropy(gpu: Gpu, x: SoftCrossEntropyTensors, o: 
       lossRowGrid(gpu, seg.count, variant),
     );
   }
-  await reduceColumns(gpu, rowLoss, x.lossOut, { rows, cols: 1, outOffset: o.slot, scale: 1 / denominator });
+}
+
+/** lossOut[slot] = Σ rowLoss / denominator, and the weighted total when asked (fixed order, one workgroup). */
+export async function reduceStepLoss(
+  gpu: Gpu,
+  rowLoss: Tensor,
+  lossOut: Tensor,
+  o: Pick<SoftCrossEntropyOptions, 'rows' | 'denominator' | 'slot' | 'total'>,
+): Promise<void> {
+  const op = 'softCrossEntropy';
+  const denominator = o.denominator ?? o.rows;
+  checkSlot(op, lossOut, o.slot, 1, 'slot');
+  if (o.total) checkSlot(op, lossOut, o.total.slot, 1, 'total.slot');
+  await reduceColumns(gpu, rowLoss, lossOut, { rows: o.rows, cols: 1, outOffset: o.slot, scale: 1 / denominator });
   if (o.total) {
-    await reduceColumns(gpu, rowLoss, x.lossOut, {
-      rows,
+    await reduceColumns(gpu, rowLoss, lossOut, {
+      rows: o.rows,
       cols: 1,
       outOffset: o.total.slot,
       scale: o.total.weight / denominator,
       accumulate: o.total.accumulate,
     });
   }
-  // Safe before the dispatches run: queue order keeps any later user of the buffer behind them.
-  gpu.release(rowLoss);
 }
 
 export interface HardCrossEntropyTensors {

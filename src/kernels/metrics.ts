@@ -20,12 +20,15 @@ import {
   checkPositiveInt,
   checkRowTensor,
   checkVector,
+  checkWindowTensor,
   lossRowGrid,
   lossRowKernels,
   lossRowVariant,
   reduceColumns,
   rowSegments,
   type RowKernelOptions,
+  type RowOperand,
+  type RowWindow,
 } from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -67,43 +70,68 @@ export interface MetricOptions extends RowKernelOptions {
 }
 
 export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions): Promise<void> {
+  checkMetricSlot(x.metricsOut, o.slot);
+  checkDistinct(
+    'eagle3Metrics',
+    { metricsOut: x.metricsOut },
+    { logits: x.logits, pTilde: x.pTilde, tok: x.tok, lossMask: x.lossMask, positionMask: x.positionMask, used: x.used },
+  );
+  const rowStats = gpu.tensor([o.rows, 4], 'f32', 'metric-row-terms');
+  try {
+    await eagle3MetricsRows(gpu, { ...x, rowStats }, { ...o, window: { firstRow: 0, rows: o.rows }, teacherWindow: undefined });
+    await reduceMetrics(gpu, rowStats, x.metricsOut, o);
+  } finally {
+    gpu.release(rowStats);
+  }
+}
+
+/** One row window of a step's metrics (the chunked head, model/eagle3/step-head.ts). */
+export interface MetricRowsTensors extends Omit<MetricTensors, 'metricsOut'> {
+  /** f32 [R, 4]: the window's rows receive their four terms; reduce with reduceMetrics once every window is done. */
+  rowStats: Tensor;
+}
+
+export interface MetricRowsOptions extends MetricOptions {
+  /** The rows computed: `logits` holds exactly these rows. */
+  window: RowWindow;
+  /** The teacher rows `pTilde` holds (default all R); it must hold every non-pad row the window reads (r + k). */
+  teacherWindow: RowWindow | undefined;
+}
+
+/** The metric terms of one window's rows, each computed exactly as by the whole-tensor call. */
+export async function eagle3MetricsRows(gpu: Gpu, x: MetricRowsTensors, o: MetricRowsOptions): Promise<void> {
   const op = 'eagle3Metrics';
-  const { rows, draftVocab: D, seqLen: S, step: k } = o;
+  const { rows, draftVocab: D, seqLen: S, step: k, window } = o;
   checkPositiveInt(op, 'rows', rows);
   checkPositiveInt(op, 'draftVocab', D);
   checkPositiveInt(op, 'seqLen', S);
   if (rows % S !== 0) throw new Error(`${op}: rows ${rows} is not a multiple of seqLen ${S}`);
   if (!Number.isInteger(k) || k < 0) throw new Error(`${op}: step must be a non-negative integer, got ${k}`);
-  checkRowTensor(op, 'logits', x.logits, 'f32', rows, D);
-  checkRowTensor(op, 'pTilde', x.pTilde, 'f32', rows, D);
+  const teacher = o.teacherWindow ?? { firstRow: 0, rows };
+  checkWindowTensor(op, 'logits', x.logits, 'f32', window, rows, D);
+  checkWindowTensor(op, 'pTilde', x.pTilde, 'f32', teacher, rows, D);
   checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
   checkRowTensor(op, 'lossMask', x.lossMask, 'i32', rows, 1);
   checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
+  checkRowTensor(op, 'rowStats', x.rowStats, 'f32', rows, 4);
   checkVector(op, 'used', x.used, 'i32', D);
-  if (x.metricsOut.dtype !== 'f32') throw new Error(`${op}: metricsOut (${x.metricsOut.label}) must be f32, got ${x.metricsOut.dtype}`);
-  if (!Number.isInteger(o.slot) || o.slot < 0 || 4 * (o.slot + 1) > x.metricsOut.numel) {
-    throw new Error(
-      `${op}: slot ${o.slot} needs ${4 * (o.slot + 1)} elements, metricsOut (${x.metricsOut.label} ${fmtShape(x.metricsOut.shape)}) has ${x.metricsOut.numel}`,
-    );
-  }
   checkDistinct(
     op,
-    { metricsOut: x.metricsOut },
+    { rowStats: x.rowStats },
     { logits: x.logits, pTilde: x.pTilde, tok: x.tok, lossMask: x.lossMask, positionMask: x.positionMask, used: x.used },
   );
 
-  const rowStats = gpu.tensor([rows, 4], 'f32', 'metric-row-terms');
-  const variant = lossRowVariant(gpu, op, D, rows, o.variant);
+  const variant = lossRowVariant(gpu, op, D, window.rows, o.variant);
   const kernel = await gpu.pipelines.get(METRICS_KERNELS[variant]);
-  const operands = [
-    { tensor: x.logits },
-    { tensor: x.pTilde, shift: k },
+  const operands: RowOperand[] = [
+    { tensor: x.logits, window },
+    { tensor: x.pTilde, shift: k, window: teacher },
     { tensor: x.tok, shift: k },
     { tensor: x.lossMask, shift: k },
     { tensor: x.positionMask, shift: k },
-    { tensor: rowStats },
+    { tensor: x.rowStats },
   ];
-  for (const seg of rowSegments(rows, operands)) {
+  for (const seg of rowSegments(rows, operands, { start: window.firstRow, count: window.rows })) {
     const [z, q, tok, lm, pm, out] = seg.operands;
     const uniforms = new UniformWriter()
       .u32(seg.count)
@@ -125,8 +153,27 @@ export async function eagle3Metrics(gpu: Gpu, x: MetricTensors, o: MetricOptions
       lossRowGrid(gpu, seg.count, variant),
     );
   }
-  await reduceColumns(gpu, rowStats, x.metricsOut, { rows, cols: 4, outOffset: 4 * o.slot, accumulate: o.accumulate ?? false });
-  gpu.release(rowStats);
+}
+
+/** metricsOut[4·slot …] (+)= the column sums of rowStats [R, 4] (fixed order, one workgroup). */
+export async function reduceMetrics(
+  gpu: Gpu,
+  rowStats: Tensor,
+  metricsOut: Tensor,
+  o: Pick<MetricOptions, 'rows' | 'slot' | 'accumulate'>,
+): Promise<void> {
+  checkMetricSlot(metricsOut, o.slot);
+  await reduceColumns(gpu, rowStats, metricsOut, { rows: o.rows, cols: 4, outOffset: 4 * o.slot, accumulate: o.accumulate ?? false });
+}
+
+function checkMetricSlot(metricsOut: Tensor, slot: number): void {
+  const op = 'eagle3Metrics';
+  if (metricsOut.dtype !== 'f32') throw new Error(`${op}: metricsOut (${metricsOut.label}) must be f32, got ${metricsOut.dtype}`);
+  if (!Number.isInteger(slot) || slot < 0 || 4 * (slot + 1) > metricsOut.numel) {
+    throw new Error(
+      `${op}: slot ${slot} needs ${4 * (slot + 1)} elements, metricsOut (${metricsOut.label} ${fmtShape(metricsOut.shape)}) has ${metricsOut.numel}`,
+    );
+  }
 }
 
 export interface MetricRatios {

@@ -21,11 +21,14 @@ import {
   checkPositiveInt,
   checkRowTensor,
   checkVector,
+  checkWindowTensor,
   lossRowGrid,
   lossRowKernels,
   lossRowVariant,
   rowSegments,
   type RowKernelOptions,
+  type RowOperand,
+  type RowWindow,
 } from './loss-rows.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -60,9 +63,19 @@ export interface TeacherShape {
   draftVocab: number;
 }
 
-export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherShape, options: RowKernelOptions = {}): Promise<void> {
+/**
+ * Options of both teachers. With `window`, only those rows are built, and `p` and `pTilde` (and the
+ * pruned teacher's `logits`) hold exactly those rows; tok and positionMask stay [R] and get the
+ * window's rows. Each row is computed as in the whole build (the chunked head, model/eagle3/step-head.ts).
+ */
+export interface TeacherOptions extends RowKernelOptions {
+  window?: RowWindow;
+}
+
+export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherShape, options: TeacherOptions = {}): Promise<void> {
   const op = 'buildTeacher';
   const { rows, vocab, draftVocab } = shape;
+  const window = options.window ?? { firstRow: 0, rows };
   checkPositiveInt(op, 'rows', rows);
   checkPositiveInt(op, 'vocab', vocab);
   checkPositiveInt(op, 'draftVocab', draftVocab);
@@ -71,8 +84,8 @@ export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherSh
   checkVector(op, 't2d', x.t2d, 'i32', vocab);
   checkVector(op, 'used', x.used, 'i32', draftVocab);
   checkRowTensor(op, 'lossMask', x.lossMask, 'i32', rows, 1);
-  checkRowTensor(op, 'p', x.p, 'f32', rows, draftVocab);
-  checkRowTensor(op, 'pTilde', x.pTilde, 'f32', rows, draftVocab);
+  checkWindowTensor(op, 'p', x.p, 'f32', window, rows, draftVocab);
+  checkWindowTensor(op, 'pTilde', x.pTilde, 'f32', window, rows, draftVocab);
   checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
   checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
   checkDistinct(
@@ -81,11 +94,19 @@ export async function buildTeacher(gpu: Gpu, x: TeacherTensors, shape: TeacherSh
     { logits: x.logits, t2d: x.t2d, used: x.used, lossMask: x.lossMask },
   );
 
-  const variant = lossRowVariant(gpu, op, vocab, rows, options.variant);
+  const variant = lossRowVariant(gpu, op, vocab, window.rows, options.variant);
   const kernel = await gpu.pipelines.get(TEACHER_KERNELS[variant]);
   const segments = rowSegments(
     rows,
-    [x.logits, x.lossMask, x.p, x.pTilde, x.tok, x.positionMask].map((tensor) => ({ tensor })),
+    [
+      { tensor: x.logits },
+      { tensor: x.lossMask },
+      { tensor: x.p, window },
+      { tensor: x.pTilde, window },
+      { tensor: x.tok },
+      { tensor: x.positionMask },
+    ],
+    { start: window.firstRow, count: window.rows },
   );
   for (const seg of segments) {
     const [T, lm, p, q, tok, pm] = seg.operands;
@@ -186,31 +207,40 @@ export async function buildTeacherPruned(
   gpu: Gpu,
   x: PrunedTeacherTensors,
   shape: TeacherShape,
-  options: RowKernelOptions = {},
+  options: TeacherOptions = {},
 ): Promise<void> {
   const op = 'buildTeacherPruned';
   const { rows, vocab, draftVocab } = shape;
+  const window = options.window ?? { firstRow: 0, rows };
   checkPositiveInt(op, 'rows', rows);
   checkPositiveInt(op, 'vocab', vocab);
   checkPositiveInt(op, 'draftVocab', draftVocab);
   if (draftVocab > vocab) throw new Error(`${op}: draftVocab ${draftVocab} exceeds vocab ${vocab}`);
-  checkRowTensor(op, 'logits', x.logits, 'f32', rows, draftVocab);
+  checkWindowTensor(op, 'logits', x.logits, 'f32', window, rows, draftVocab);
   checkRowTensor(op, 'lse', x.lse, 'f32', rows, 1);
   checkRowTensor(op, 'tok', x.tok, 'i32', rows, 1);
   checkVector(op, 't2d', x.t2d, 'i32', vocab);
   checkRowTensor(op, 'lossMask', x.lossMask, 'i32', rows, 1);
-  checkRowTensor(op, 'p', x.p, 'f32', rows, draftVocab);
-  checkRowTensor(op, 'pTilde', x.pTilde, 'f32', rows, draftVocab);
+  checkWindowTensor(op, 'p', x.p, 'f32', window, rows, draftVocab);
+  checkWindowTensor(op, 'pTilde', x.pTilde, 'f32', window, rows, draftVocab);
   checkRowTensor(op, 'positionMask', x.positionMask, 'i32', rows, 1);
   checkDistinct(
     op,
     { p: x.p, pTilde: x.pTilde, positionMask: x.positionMask },
     { logits: x.logits, lse: x.lse, tok: x.tok, t2d: x.t2d, lossMask: x.lossMask },
   );
-  const variant = lossRowVariant(gpu, op, draftVocab, rows, options.variant);
+  const variant = lossRowVariant(gpu, op, draftVocab, window.rows, options.variant);
   const kernel = await gpu.pipelines.get(TEACHER_PRUNED_KERNELS[variant]);
-  const operands = [x.logits, x.lse, x.tok, x.lossMask, x.p, x.pTilde, x.positionMask].map((tensor) => ({ tensor }));
-  for (const seg of rowSegments(rows, operands)) {
+  const operands: RowOperand[] = [
+    { tensor: x.logits, window },
+    { tensor: x.lse },
+    { tensor: x.tok },
+    { tensor: x.lossMask },
+    { tensor: x.p, window },
+    { tensor: x.pTilde, window },
+    { tensor: x.positionMask },
+  ];
+  for (const seg of rowSegments(rows, operands, { start: window.firstRow, count: window.rows })) {
     const [Z, l, k, lm, p, q, pm] = seg.operands;
     const uniforms = new UniformWriter()
       .u32(seg.count)

@@ -85,6 +85,6 @@ export function uploadFixtureInputs(gpu: Gpu, fx: Eagle3Fixture): LogitInputs {
 }
 
 export function releaseInputs(gpu: Gpu, x: Eagle3Inputs): void {
-  const target = isDraftTarget(x.target) ? [x.target.draftLogits, x.target.lse, x.target.tok] : [x.target];
+  const target = isDraftTarget(x.target) ? [x.target.hidden, x.target.head, x.target.lse, x.target.tok] : [x.target];
   gpu.release(x.inputIds, x.attentionMask, x.lossMask, x.hiddenStates, ...target);
 }

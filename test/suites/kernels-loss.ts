@@ -3,6 +3,7 @@ import type { Suite } from '../harness/suite.ts';
 import lossFixture from '../kernels/loss-fixture.test.ts';
 import lossKernels from '../kernels/loss.test.ts';
 import lossRows from '../kernels/loss-rows.test.ts';
+import lossRowsWindows from '../kernels/loss-rows-windows.test.ts';
 import teacherKernels from '../kernels/teacher.test.ts';
 import rowVariant from '../kernels/row-variant.test.ts';
 import lossReference from '../reference/loss.test.ts';
@@ -15,5 +16,6 @@ export const kernels_lossSuites: readonly Suite[] = [
   lossKernels,
   teacherKernels,
   lossRows,
+  lossRowsWindows,
   lossFixture,
 ];

@@ -8,6 +8,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import type { Eagle3Inputs } from './inputs.ts';
 import { releaseStepBody, type StepBody } from './step-body.ts';
+import type { TeacherSource } from './teacher-source.ts';
 
 export interface Eagle3Dims {
   batch: number;
@@ -43,7 +44,8 @@ export interface Eagle3ForwardState {
   /** f32 [L, B, S, nKV, hd]: RoPE'd keys / values of every step. */
   kCache: Tensor;
   vCache: Tensor;
-  teacher: { p: Tensor; pTilde: Tensor; tok: Tensor; positionMask: Tensor };
+  /** The teacher (whole p and p̃, or built per chunk) with its tok and position mask [R]. */
+  teacher: TeacherSource;
   steps: StepActivations[];
   /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
   lossOut: Tensor;
@@ -54,17 +56,8 @@ export interface Eagle3ForwardState {
 
 /** The tensors of the whole unroll, without the hidden chain (hidden0, each step's activations). */
 export function releaseUnrollTensors(gpu: Gpu, s: Eagle3ForwardState): void {
-  gpu.release(
-    ...s.positions,
-    s.kCache,
-    s.vCache,
-    s.teacher.p,
-    s.teacher.pTilde,
-    s.teacher.tok,
-    s.teacher.positionMask,
-    s.lossOut,
-    s.metricsOut,
-  );
+  s.teacher.destroy();
+  gpu.release(...s.positions, s.kCache, s.vCache, s.teacher.tok, s.teacher.positionMask, s.lossOut, s.metricsOut);
 }
 
 /** Release every tensor the forward allocated (inputs excluded). */

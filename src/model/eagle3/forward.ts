@@ -29,17 +29,13 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { softCrossEntropy } from '../../kernels/loss.ts';
 import { linearForward } from '../../kernels/linear.ts';
-import { eagle3Metrics } from '../../kernels/metrics.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
-import { buildTeacher, buildTeacherPruned } from '../../kernels/teacher.ts';
-import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
-import { lmHeadBackward } from './lm-head.ts';
-import { copyElements } from '../../gpu/tensor-views.ts';
 import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
+import { encodeStepHead, headChunkRows } from './step-head.ts';
+import { TeacherSource } from './teacher-source.ts';
 import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
-import { checkEagle3Inputs, isDraftTarget, type Eagle3Inputs } from './inputs.ts';
+import { checkEagle3Inputs, type Eagle3Inputs } from './inputs.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 export interface Eagle3ForwardOptions {
@@ -53,6 +49,8 @@ export interface Eagle3ForwardOptions {
    * encode each step's body again (step-body.ts). Same bits, one step's activations at a time.
    */
   recompute?: boolean;
+  /** Rows per chunk of each step's head (step-head.ts); default `headChunkRows` for the device's bindings. */
+  headChunkRows?: number;
 }
 
 export interface Eagle3EvalOutput {
@@ -74,8 +72,11 @@ export interface Eagle3EvalTaps {
   teacher?(t: { tok: Tensor; positionMask: Tensor }): Promise<void>;
   /** After step k's attention: its RoPE'd queries, the K cache (slots 0..k written), the mask and its lse. */
   attention?(k: number, t: { q: Tensor; kCache: Tensor; mask: Tensor; lse: Tensor }): Promise<void>;
-  /** After step k's logits [R, D] are computed, before the metric and loss kernels read them. */
-  logits?(k: number, logits: Tensor): Promise<void>;
+  /**
+   * After each chunk of step k's logits is computed (rows [firstRow, firstRow + n) of [R, D], as
+   * [n, D]; one chunk of all R rows unless the head is chunked), before the metric and loss kernels read it.
+   */
+  logits?(k: number, logits: Tensor, firstRow: number): Promise<void>;
 }
 
 /** Training: the forward `eagle3Backward` continues from. Every activation it reads is kept in the state. */
@@ -88,6 +89,7 @@ export async function eagle3Forward(
   return encodeUnroll(gpu, params, inputs, options.tttLength, {
     gradient: { lossScale: options.lossScale, capture: options.capture ?? false, recompute: options.recompute ?? false },
     taps: {},
+    headChunkRows: options.headChunkRows,
   });
 }
 
@@ -102,8 +104,9 @@ export async function eagle3EvalForward(
   inputs: Eagle3Inputs,
   tttLength: number,
   taps: Eagle3EvalTaps = {},
+  headChunkRows?: number,
 ): Promise<Eagle3EvalOutput> {
-  const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps });
+  const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps, headChunkRows });
   const out: Eagle3EvalOutput = {
     losses: gpu.readLater(s.lossOut) as Promise<Float32Array>,
     metricSums: gpu.readLater(s.metricsOut) as Promise<Float32Array>,
@@ -119,6 +122,7 @@ interface UnrollMode {
   /** Training: the loss gradient's scale, and whether to read back each step's logits and hidden output. */
   gradient: { lossScale: number; capture: boolean; recompute: boolean } | undefined;
   taps: Eagle3EvalTaps;
+  headChunkRows: number | undefined;
 }
 
 /**
@@ -159,6 +163,12 @@ async function encodeUnroll(
   // Step k rotates row t by position t + k: one positions tensor per step, one pair of tables.
   const positions = params.rope.stepPositions(B, S, L);
   const ropeTables = params.rope.tables(S + L - 1);
+  const maxBinding = Math.min(gpu.ctx.limits.maxStorageBufferBindingSize, gpu.ctx.limits.maxBufferSize);
+  const chunkRows = mode.headChunkRows ?? headChunkRows(R, D, maxBinding);
+  if (!Number.isInteger(chunkRows) || chunkRows < 1) throw new Error(`eagle3: headChunkRows must be a positive integer, got ${chunkRows}`);
+  const tok = gpu.tensor([R], 'i32', `${tag}.teacher.tok`);
+  const positionMask = gpu.tensor([R], 'i32', `${tag}.teacher.positionMask`);
+  const teacher = new TeacherSource(gpu, params, inputs, R, tok, positionMask, tag);
   const state: Eagle3ForwardState = {
     dims,
     inputs,
@@ -166,12 +176,7 @@ async function encodeUnroll(
     positions,
     ropeForward: ropeTables.forward,
     ropeInverse: ropeTables.inverse,
-    teacher: {
-      p: gpu.tensor([R, D], 'f32', `${tag}.teacher.p`),
-      pTilde: gpu.tensor([R, D], 'f32', `${tag}.teacher.pTilde`),
-      tok: gpu.tensor([R], 'i32', `${tag}.teacher.tok`),
-      positionMask: gpu.tensor([R], 'i32', `${tag}.teacher.positionMask`),
-    },
+    teacher,
     hidden0: gpu.tensor([R, H], 'f32', `${tag}.hidden0`),
     kCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.kCache`),
     vCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.vCache`),
@@ -180,35 +185,12 @@ async function encodeUnroll(
     metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
   };
-  const { teacher, kCache, vCache, lossOut, metricsOut } = state;
+  const { kCache, vCache, lossOut, metricsOut } = state;
   const shiftedIds = L > 1 ? gpu.tensor([B, S], 'i32', `${tag}.ids.shifted`) : undefined;
   // The hidden the next step reads: hidden0, then each step's hOut.
   let hidden = state.hidden0;
   try {
-    const shape = { rows: R, vocab: c.vocabSize, draftVocab: D };
-    const target = inputs.target;
-    if (isDraftTarget(target)) {
-      // Compact features: the rollout's argmax is the teacher's tok; p, p̃ and the mask from the draft columns.
-      copyElements(gpu, target.tok, 0, teacher.tok, 0, R);
-      const { p, pTilde, positionMask } = teacher;
-      await buildTeacherPruned(
-        gpu,
-        {
-          logits: target.draftLogits,
-          lse: target.lse,
-          tok: target.tok,
-          t2d: params.t2d,
-          lossMask: inputs.lossMask,
-          p,
-          pTilde,
-          positionMask,
-        },
-        shape,
-      );
-    } else {
-      await buildTeacher(gpu, { logits: target, t2d: params.t2d, used: params.used, lossMask: inputs.lossMask, ...teacher }, shape);
-    }
-    await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
+    await teacher.prepare(chunkRows < R);
     await linear(inputs.hiddenStates, w.fc.value, state.hidden0, H, 3 * c.targetHiddenSize);
 
     const stepContext: StepContext = {
@@ -237,54 +219,31 @@ async function encodeUnroll(
       const f = gpu.tensor([R, H], 'f32', `${s}.f`);
       const invRmsFinal = train ? gpu.tensor([R], 'f32', `${s}.invRmsFinal`) : body.invRmsEmb;
       await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { rows: R, hidden: H, eps });
-      const logits = gpu.tensor([R, D], 'f32', `${s}.logits`);
-      await linear(f, w.lmHead.value, logits, D, H);
-      if (state.captured) {
-        state.captured.logits.push(gpu.readLater(logits) as Promise<Float32Array>);
+      const captured = state.captured ? captureLogits(gpu, R, D) : undefined;
+      const dF = train ? gpu.tensor([R, H], 'f32', `${s}.dF`) : undefined;
+      const onLogits = async (logits: Tensor, firstRow: number) => {
+        captured?.add(logits);
+        await taps.logits?.(k, logits, firstRow);
+      };
+      await encodeStepHead(
+        { gpu, params, inputs, dims, teacher, chunkRows, lossOut, metricsOut, lossScale: train?.lossScale, onLogits },
+        k,
+        f,
+        dF,
+      );
+      // The whole teacher's tok and position mask are complete after step 0's head (chunked: its windows cover every row).
+      if (k === 0) await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
+      if (state.captured && captured) {
+        state.captured.logits.push(captured.done());
         state.captured.hidden.push(gpu.readLater(hOut) as Promise<Float32Array>);
       }
-      await taps.logits?.(k, logits);
-
-      // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
-      await eagle3Metrics(
-        gpu,
-        {
-          logits,
-          pTilde: teacher.pTilde,
-          tok: teacher.tok,
-          lossMask: inputs.lossMask,
-          positionMask: teacher.positionMask,
-          used: params.used,
-          metricsOut,
-        },
-        { rows: R, draftVocab: D, seqLen: S, step: k, slot: k },
-      );
-      // The loss does not depend on the grad mode: gradient-free, the same loss without its gradient.
-      const grad = train ? { grad: 'in-place' as const, gradScale: train.lossScale * PLOSS_DECAY ** k } : { grad: 'none' as const };
-      await softCrossEntropy(
-        gpu,
-        { logits, p: teacher.p, positionMask: teacher.positionMask, lossOut },
-        {
-          rows: R,
-          draftVocab: D,
-          seqLen: S,
-          step: k,
-          ...grad,
-          slot: k,
-          total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 },
-        },
-      );
       if (train) {
-        // The loss gradient of this step is final now: fold it through lm_head at once, so the step
-        // keeps dF [R, H] instead of the [R, D] logits (D is 32000 for Llama-3 drafts).
-        const dF = gpu.tensor([R, H], 'f32', `${s}.dF`);
-        await lmHeadBackward(gpu, params, logits, f, dF, R);
-        gpu.release(logits, f);
+        gpu.release(f);
         if (train.recompute) releaseStepBody(gpu, body);
-        state.steps.push({ hIn, hOut, invRmsFinal, dF, body: train.recompute ? undefined : body });
+        state.steps.push({ hIn, hOut, invRmsFinal, dF: dF!, body: train.recompute ? undefined : body });
       } else {
         // Gradient-free, the body's four norms shared this one 1/rms buffer (its other tensors are released).
-        gpu.release(f, logits, body.invRmsEmb);
+        gpu.release(f, body.invRmsEmb);
       }
     }
   } catch (err) {
@@ -300,4 +259,21 @@ async function encodeUnroll(
   // Gradient-free, the last step's output is read by nothing more (its final norm is encoded).
   done(hidden);
   return state;
+}
+
+/** Reads back a step's logits chunk by chunk (the `capture` option) and joins them into [R, D]. */
+function captureLogits(gpu: Gpu, R: number, D: number): { add(logits: Tensor): void; done(): Promise<Float32Array> } {
+  const parts: Promise<Float32Array>[] = [];
+  return {
+    add: (logits) => parts.push(gpu.readLater(logits) as Promise<Float32Array>),
+    done: async () => {
+      const out = new Float32Array(R * D);
+      let at = 0;
+      for (const part of await Promise.all(parts)) {
+        out.set(part, at);
+        at += part.length;
+      }
+      return out;
+    },
+  };
 }

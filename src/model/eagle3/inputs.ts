@@ -18,15 +18,21 @@ export interface Eagle3Inputs {
   hiddenStates: Tensor;
   /**
    * The teacher's source, already shifted left once: f32 [B, S, V] full-vocab target logits, or the
-   * compact form (the target's logits of the D draft tokens and its full-vocab logsumexp and argmax).
+   * compact form (the target's final hidden state, the draft rows of its lm_head, and its full-vocab
+   * logsumexp and argmax).
    */
   target: Tensor | DraftTarget;
 }
 
-/** The teacher's source from compact features (kernels/teacher.ts buildTeacherPruned). */
+/**
+ * The teacher's source from compact features (kernels/teacher.ts buildTeacherPruned): the target's
+ * logits of the draft tokens are hidden · headᵀ, formed a row window at a time (teacher-source.ts).
+ */
 export interface DraftTarget {
-  /** f32 [B, S, D]: the target's logits of the draft tokens (its hidden state times the draft rows of lm_head). */
-  readonly draftLogits: Tensor;
+  /** f32 [B, S, Ht]: the target's final (normed) hidden state. */
+  readonly hidden: Tensor;
+  /** f32 [D, Ht]: the target's lm_head rows of the draft tokens (model/target/draft-head.ts). */
+  readonly head: Tensor;
   /** f32 [B, S]: logsumexp of the target's full-vocabulary logits. */
   readonly lse: Tensor;
   /** i32 [B, S]: argmax of the target's full-vocabulary logits (a target id). */
@@ -35,7 +41,7 @@ export interface DraftTarget {
 
 /** Whether the inputs carry the compact teacher source. */
 export function isDraftTarget(target: Eagle3Inputs['target']): target is DraftTarget {
-  return 'draftLogits' in target;
+  return 'head' in target;
 }
 
 /** Checks the inputs against the config, naming the offending tensor; returns B and S. */
@@ -57,7 +63,9 @@ export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: nu
   ]);
   expect('hidden_state', x.hiddenStates, 'f32', [[B, S, 3 * c.targetHiddenSize]]);
   if (isDraftTarget(x.target)) {
-    expect('target draft logits', x.target.draftLogits, 'f32', [[B, S, c.draftVocabSize]]);
+    const Ht = x.target.head.shape[1];
+    expect('target draft head', x.target.head, 'f32', [[c.draftVocabSize, Ht]]);
+    expect('target hidden', x.target.hidden, 'f32', [[B, S, Ht]]);
     expect('target_lse', x.target.lse, 'f32', [[B, S]]);
     expect('target_tok', x.target.tok, 'i32', [[B, S]]);
   } else expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);

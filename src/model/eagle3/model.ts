@@ -25,6 +25,8 @@ export interface Eagle3TrainOptions {
   capture?: boolean;
   /** Activation recompute: keep two [R, H] tensors per TTT step and encode each step's body again in the backward (same bits). */
   recompute?: boolean;
+  /** Rows per chunk of each step's head (step-head.ts); default: all rows when [R, D] f32 fits one binding. */
+  headChunkRows?: number;
 }
 
 export interface Eagle3TrainOutput {

@@ -1,16 +1,15 @@
 /**
  * The target's lm_head restricted to the draft vocabulary: the rows of lm_head [V, Ht] at the draft's
  * target ids (`used`, ascending), gathered once into an f32 [D, Ht] table on the GPU. With compact
- * features (docs/features.md §8) the trainer turns the target's final hidden state [..., Ht] into the
- * target's logits of the D draft tokens with it, [..., D], instead of ever holding [..., V]; the
- * teacher then needs only those, the full-vocabulary logsumexp and the argmax the rollout sent
- * (kernels/teacher.ts buildTeacherPruned). The lm_head may be f32 or f16 (widened exactly) and split
+ * features (docs/features.md §8) the trainer's forward turns the target's final hidden state into the
+ * target's logits of the D draft tokens with it, whole when they fit one binding, else a row window at
+ * a time (model/eagle3/teacher-source.ts), never [..., V]; the teacher then needs only those, the
+ * full-vocabulary logsumexp and the argmax the rollout sent (kernels/teacher.ts buildTeacherPruned). The lm_head may be f32 or f16 (widened exactly) and split
  * into row parts; the gathered table is split too when it exceeds a binding.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
-import { fmtShape, Tensor } from '../../gpu/tensor.ts';
+import { Tensor } from '../../gpu/tensor.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
-import { linearForward } from '../../kernels/linear.ts';
 import type { GpuTargetWeights } from './weights.ts';
 
 export class DraftHead {
@@ -51,24 +50,6 @@ export class DraftHead {
       gpu.release(...ids);
     }
     return new DraftHead(gpu, table);
-  }
-
-  /** The target's logits of the draft tokens, [..., D] f32, for its final-normed hidden state [..., Ht] f32. */
-  async logits(hidden: Tensor): Promise<Tensor> {
-    const [D, Ht] = this.table.shape;
-    if (hidden.dtype !== 'f32' || hidden.shape.at(-1) !== Ht)
-      throw new Error(
-        `DraftHead.logits: ${hidden.label} must be f32 [..., ${Ht}] (the target's hidden size), got ${hidden.dtype}${fmtShape(hidden.shape)}`,
-      );
-    const rows = hidden.numel / Ht;
-    const out = this.gpu.tensor([...hidden.shape.slice(0, -1), D], 'f32', 'target.draft_logits');
-    try {
-      await linearForward(this.gpu, hidden, this.table, out, { rows, inFeatures: Ht, outFeatures: D });
-      return out;
-    } catch (err) {
-      this.gpu.release(out);
-      throw err;
-    }
   }
 
   destroy(): void {

@@ -143,7 +143,13 @@ export async function captureDraftInsight(
           { q: x.q, kCache: x.kCache, mask: x.mask, lse: x.lse, probs },
           { batch: B, seq: S, heads: H, kvHeads: c.numKvHeads, headDim: c.headDim, step: k, sample: row, slots: K },
         ),
-      logits: async (k, x) => copyElements(gpu, x, row * S * D, logits, k * S * D, S * D),
+      // A chunk holds rows [firstRow, firstRow + n) of the batch's B·S rows: copy the sample's rows it has.
+      logits: async (k, x, firstRow) => {
+        const n = x.numel / D;
+        const from = Math.max(row * S, firstRow);
+        const to = Math.min((row + 1) * S, firstRow + n);
+        if (from < to) copyElements(gpu, x, (from - firstRow) * D, logits, (k * S + from - row * S) * D, (to - from) * D);
+      },
     });
     const reads = [gpu.readLater(probs), gpu.readLater(logits), gpu.readLater(tok), ...small.map((s) => gpu.readLater(s))];
     // The batch's loss and metrics are not part of the insight; awaited so a failure surfaces here.

@@ -21,6 +21,7 @@ import {
 import { sizeClass } from '../../gpu/buffer-pool.ts';
 import { BYTES_PER_ELEMENT, planTensorLayout, type DType } from '../../gpu/tensor.ts';
 import { sumsqWorkgroups } from '../../kernels/optim.ts';
+import { headChunkRows } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
 
@@ -114,6 +115,26 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   // Under recompute every step keeps `kept`, and one body is live at a time (the forward's, then the backward's).
   const stepSpecs = x.recompute ? [...times(L, kept), ...body, t('re.ids.shifted', [B, S], 'i32')] : times(L, [...body, ...kept]);
   const ropeRows = S + L - 1;
+  // The step's head runs over row chunks when [R, D] f32 is over a binding (model/eagle3/step-head.ts):
+  // then no teacher or logits [R, D] exists, only a chunk's.
+  const C = headChunkRows(R, D, maxBinding);
+  const chunked = C < R;
+  const headSpecs = [
+    t('logits', [C, D], 'f32', true),
+    t('rowLoss', [R]),
+    t('rowStats', [R, 4]),
+    // Compact features: the target's logits of the draft tokens, the teacher's source, for the rows being built.
+    ...(compact ? [t('target.draft_logits', [C, D], 'f32', true)] : []),
+    ...(chunked
+      ? [
+          t('teacher.p (chunk)', [C, D], 'f32', true),
+          t('teacher.pTilde (chunk)', [C, D], 'f32', true),
+          t('f (chunk)', [C, H]),
+          t('dF (chunk)', [C, H]),
+          ...(compact ? [t('target.hidden (chunk)', [C, tc.hiddenSize])] : []),
+        ]
+      : []),
+  ];
   return {
     targetWeights: {
       label: 'target weights',
@@ -207,9 +228,8 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('hidden0', [R, H]),
         t('kCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('vCache', [L, B, S, d.numKvHeads, d.headDim]),
-        // The teacher and the loss kernels run per row segment, the lm_head through linear.ts: these may be split.
-        t('teacher.p', [R, D], 'f32', true),
-        t('teacher.pTilde', [R, D], 'f32', true),
+        // Unchunked, the teacher is built once per batch; the loss kernels run per row segment, so it may be split.
+        ...(chunked ? [] : [t('teacher.p', [R, D], 'f32', true), t('teacher.pTilde', [R, D], 'f32', true)]),
         t('teacher.tok', [R], 'i32'),
         t('teacher.positionMask', [R], 'i32'),
         t('losses', [L + 1]),
@@ -219,7 +239,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         x.recompute
           ? `${L} × ${R} rows × (hOut, dF) and one step's body, recomputed in the backward (--recompute)`
           : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, gate, up, act, hOut, dF)`
-      } + KV caches [${L}, ${R}, ${kvDim}] + teacher [${R}, ${D}] × 2`,
+      } + KV caches [${L}, ${R}, ${kvDim}]${chunked ? '' : ` + teacher [${R}, ${D}] × 2`}`,
     },
     scratch: {
       label: 'step scratch (logits, backward)',
@@ -229,9 +249,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('k/v', [R, kvDim]),
         t('kRot', [R, kvDim]),
         t('f', [R, H]),
-        t('logits', [R, D], 'f32', true),
-        // Compact features: the target's logits of the draft tokens, the teacher's source, for one step.
-        ...(compact ? [t('target.draft_logits', [R, D], 'f32', true)] : []),
+        ...headSpecs,
         t('dKCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dVCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dEmb.scratch', [R, H]),
@@ -253,7 +271,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         // A weight split into row parts writes its output column by column block (kernels/linear.ts).
         ...params.flatMap(([name, shape]) => columnBlocks(name, shape, R, maxBinding)),
       ],
-      detail: `temporaries of one step, reused by the next: logits [${R}, ${D}], backward scratch and dK/dV caches, column blocks of split weights`,
+      detail: `temporaries of one step, reused by the next: ${
+        chunked ? `the head over chunks of ${C} rows (logits and teacher [${C}, ${D}])` : `logits [${R}, ${D}]`
+      }, backward scratch and dK/dV caches, column blocks of split weights`,
     },
   };
 }

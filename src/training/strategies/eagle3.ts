@@ -45,9 +45,9 @@ export const EAGLE3_FEATURES = ['input_ids', 'attention_mask', 'loss_mask', 'hid
 /** Full-vocab logits [..., V] from the target's final-normed hidden state [..., Ht] (TargetModel.headLogits), and its sizes. */
 export type TargetHead = FullVocabHead;
 
-/** The target's logits of the draft tokens [..., D] from its final-normed hidden state [..., Ht] (model/target/draft-head.ts). */
+/** The target's lm_head rows of the draft tokens, f32 [D, Ht] (model/target/draft-head.ts); the forward projects with it. */
 export interface DraftTargetHead {
-  logits(hidden: Tensor): Promise<Tensor>;
+  readonly table: Tensor;
 }
 
 export interface Eagle3StrategyOptions {
@@ -60,7 +60,7 @@ export interface Eagle3StrategyOptions {
    * (model/target/head-stats.ts), the draft tokens' logits from the draft head; no [B, S, V] tensor.
    */
   targetHead?: TargetHead;
-  /** Projects compact batches (with target_lse and target_tok) to the draft tokens' logits; without it such batches are refused. */
+  /** The head of compact batches (with target_lse and target_tok): the draft tokens' logits are hidden · tableᵀ; without it such batches are refused. */
   draftHead?: DraftTargetHead;
   /** The draft's Gpu; needed by `evaluate` only (the model keeps its own private). */
   gpu?: Gpu;
@@ -187,7 +187,8 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
 
   /**
    * Runs `fn` on the batch's inputs, with the teacher's source made from a hidden-state target: the
-   * draft tokens' logits (compact batches) or the full logits (offline batches).
+   * compact form (the hidden state with the draft rows of lm_head; the forward forms the draft tokens'
+   * logits a row window at a time) or the full logits (offline batches without a draft head).
    */
   private async withTargetLogits<T>(batch: TrainBatch<Tensor>, fn: (inputs: Eagle3Inputs) => Promise<T>): Promise<T> {
     const compact = this.isCompact(batch);
@@ -197,18 +198,21 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
     try {
       const x = this.inputsOf({ ...batch, tensors: wide.tensors });
       if (compact) {
-        logits = await this.draftHead!.logits(wide.tensors.target);
-        return await fn({ ...x, target: { draftLogits: logits, lse: batch.tensors.target_lse, tok: batch.tensors.target_tok } });
+        const head = this.draftHead!.table;
+        return await fn({
+          ...x,
+          target: { hidden: wide.tensors.target, head, lse: batch.tensors.target_lse, tok: batch.tensors.target_tok },
+        });
       }
       if (needsHead && this.draftHead) {
         // An offline batch made compact on the trainer: the teacher from the draft columns, lse and argmax.
         const [B, S] = batch.tensors.input_ids.shape;
         const stats = await headRowStats(this.targetHead!, wide.tensors.target, B * S);
         try {
-          logits = await this.draftHead.logits(wide.tensors.target);
+          const head = this.draftHead.table;
           // [B·S] as [B, S]: the same parts, whose rows are the B·S rows of both shapes.
           const asBatch = (t: Tensor) => new Tensor([B, S], t.dtype, t.parts, t.label, 2);
-          return await fn({ ...x, target: { draftLogits: logits, lse: asBatch(stats.lse), tok: asBatch(stats.tok) } });
+          return await fn({ ...x, target: { hidden: wide.tensors.target, head, lse: asBatch(stats.lse), tok: asBatch(stats.tok) } });
         } finally {
           this.gpu!.release(stats.lse, stats.tok);
         }

@@ -1,0 +1,123 @@
+/**
+ * The head of one TTT step (docs/eagle3.md §6), after its final norm f = norm(h_out): the draft's
+ * logits f · W_lmᵀ, the metrics, the soft cross-entropy with its gradient written in place, and (in
+ * training) the lm_head backward, dF = dLogits · W_lm and W_lm.grad += dLogitsᵀ · f.
+ *
+ * All of it is row-wise, so it runs over row chunks of `chunkRows` rows (`headChunkRows`): per chunk
+ * the teacher rows it reads (teacher-source.ts), its [n, D] logits, their metrics and loss rows into
+ * [R] row buffers, and its lm_head backward; the [R] rows are then summed once, in a fixed order. No
+ * [R, D] tensor is allocated when there is more than one chunk. A row's loss, metric terms, gradient
+ * and dF are computed exactly as in one chunk; only W_lm.grad is summed chunk by chunk (a different
+ * order of the same terms, within 1e-6 relative; test/model/eagle3-head-chunks.test.ts).
+ */
+import type { Gpu } from '../../gpu/gpu.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
+import { copyRows } from '../../gpu/tensor-views.ts';
+import { linearForward } from '../../kernels/linear.ts';
+import { reduceStepLoss, softCrossEntropyRows } from '../../kernels/loss.ts';
+import { eagle3MetricsRows, reduceMetrics } from '../../kernels/metrics.ts';
+import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
+import type { Eagle3Inputs } from './inputs.ts';
+import { lmHeadBackward } from './lm-head.ts';
+import type { Eagle3Parameters } from './parameters.ts';
+import type { TeacherSource } from './teacher-source.ts';
+
+/**
+ * The most bytes of one chunk's [n, D] f32 logits: WebGPU's default binding size. A larger chunk
+ * would save only dispatches (each chunk is already over a thousand rows at a 32,000-token draft
+ * vocabulary) and costs memory that grows with the sequence.
+ */
+export const HEAD_CHUNK_BYTES = 128 * 1024 * 1024;
+
+/**
+ * Rows per chunk of a step's head: all R when the [R, D] f32 logits fit one binding and
+ * HEAD_CHUNK_BYTES, else as many rows as do (at least one). The memory plan uses the same rule
+ * (training/run/memory-plan-tensors.ts).
+ */
+export function headChunkRows(rows: number, draftVocab: number, maxBindingBytes: number): number {
+  const fit = Math.floor(Math.min(maxBindingBytes, HEAD_CHUNK_BYTES) / (draftVocab * 4));
+  return Math.max(1, Math.min(rows, fit));
+}
+
+export interface StepHeadContext {
+  gpu: Gpu;
+  params: Eagle3Parameters;
+  inputs: Eagle3Inputs;
+  dims: { seqLen: number; rows: number; tttLength: number };
+  teacher: TeacherSource;
+  chunkRows: number;
+  lossOut: Tensor;
+  metricsOut: Tensor;
+  /** Training: the gradient's scale; undefined in the gradient-free mode (no gradient, no lm_head backward). */
+  lossScale: number | undefined;
+  /** Read-only tap on each chunk's logits before the metric and loss kernels read them. */
+  onLogits?: (logits: Tensor, firstRow: number) => Promise<void>;
+}
+
+/**
+ * Step k's head on f [R, H]. In training, dF [R, H] receives dLoss/df (through lm_head). Encodes only;
+ * every chunk tensor is released once its last reader is encoded.
+ */
+export async function encodeStepHead(ctx: StepHeadContext, k: number, f: Tensor, dF: Tensor | undefined): Promise<void> {
+  const { gpu, params, inputs, teacher, chunkRows } = ctx;
+  const { seqLen: S, rows: R, tttLength: L } = ctx.dims;
+  const { hiddenSize: H, draftVocabSize: D } = params.config;
+  const train = ctx.lossScale !== undefined;
+  const whole = chunkRows >= R;
+  const rowLoss = gpu.tensor([R], 'f32', 'eagle3.rowLoss');
+  const rowStats = gpu.tensor([R, 4], 'f32', 'eagle3.rowStats');
+  const common = { rows: R, draftVocab: D, seqLen: S, step: k };
+  try {
+    for (let r0 = 0; r0 < R; r0 += chunkRows) {
+      const n = Math.min(chunkRows, R - r0);
+      const window = { firstRow: r0, rows: n };
+      const fC = whole ? f : gpu.tensor([n, H], 'f32', `eagle3.s${k}.f[${r0}:]`);
+      const logits = gpu.tensor([n, D], 'f32', `eagle3.s${k}.logits[${r0}:]`);
+      const rows = await teacher.rowsFor(k, r0, n);
+      try {
+        if (!whole) copyRows(gpu, f, r0, fC, 0, n);
+        await linearForward(gpu, fC, params.weights.lmHead.value, logits, { rows: n, inFeatures: H, outFeatures: D });
+        await ctx.onLogits?.(logits, r0);
+        // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
+        const teacherRows = { teacherWindow: rows.window, window };
+        await eagle3MetricsRows(
+          gpu,
+          {
+            logits,
+            pTilde: rows.pTilde,
+            tok: teacher.tok,
+            lossMask: inputs.lossMask,
+            positionMask: teacher.positionMask,
+            used: params.used,
+            rowStats,
+          },
+          { ...common, ...teacherRows, slot: k },
+        );
+        // The loss does not depend on the grad mode: gradient-free, the same loss without its gradient.
+        const grad = train ? { grad: 'in-place' as const, gradScale: ctx.lossScale! * PLOSS_DECAY ** k } : { grad: 'none' as const };
+        await softCrossEntropyRows(
+          gpu,
+          { logits, p: rows.p, positionMask: teacher.positionMask, rowLoss },
+          { ...common, ...teacherRows, ...grad, slot: k },
+        );
+        if (dF) {
+          // The loss gradient of these rows is final: fold it through lm_head at once (dF [n, H], not [n, D]).
+          const dFC = whole ? dF : gpu.tensor([n, H], 'f32', `eagle3.s${k}.dF[${r0}:]`);
+          await lmHeadBackward(gpu, params, logits, fC, dFC, n);
+          if (!whole) {
+            copyRows(gpu, dFC, 0, dF, r0, n);
+            gpu.release(dFC);
+          }
+        }
+      } finally {
+        teacher.release(rows);
+        gpu.release(logits);
+        if (!whole) gpu.release(fC);
+      }
+    }
+    await reduceMetrics(gpu, rowStats, ctx.metricsOut, { rows: R, slot: k });
+    await reduceStepLoss(gpu, rowLoss, ctx.lossOut, { rows: R, slot: k, total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 } });
+  } finally {
+    gpu.release(rowLoss, rowStats);
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * The chunked head of a TTT step (src/model/eagle3/step-head.ts, teacher-source.ts): the draft's
+ * logits, the teacher, the metrics, the loss and the lm_head backward over row chunks, no [R, D]
+ * tensor whole. Against the one-chunk step on the same problem:
+ *   - losses and metric sums are the same bits, and so is every gradient but lm_head's (each row's
+ *     loss, gradient and dF are computed as in one chunk);
+ *   - lm_head's gradient, the preclip norm and the weights after one AdamW step within 1e-6 relative
+ *     (lm_head's gradient is summed chunk by chunk);
+ * for full-vocabulary logits and for compact features (the target's hidden state and the draft rows
+ * of its lm_head), with chunks that cut sequences anywhere (7 rows, and 1 row, of 2 × 24), with
+ * activation recompute, and in the gradient-free mode. Compact features train as the full logits
+ * they stand for (within 1e-5), and the chunked step against float64.
+ */
+import { Gpu } from '../../src/gpu/gpu.ts';
+import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
+import { eagle3EvalForward } from '../../src/model/eagle3/forward.ts';
+import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
+import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
+import { assert, assertEqual, assertRelClose } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+import { eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
+import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
+import { Rng } from '../../src/util/random.ts';
+import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
+import { randomEagle3Problem, SPLITTABLE_DRAFT, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
+
+const CONFIG: Eagle3Config = SPLITTABLE_DRAFT;
+const LAYOUT: RandomProblemLayout = { seqLen: 24, lengths: [24, 19], usedOffset: 1, lossStart: 1 };
+const ROWS = 48;
+/** The target's final hidden size of the compact features. */
+const HT = 40;
+
+/** The target behind compact features: hidden [R, Ht] and lm_head [V, Ht], and the full logits they make. */
+interface CompactTarget {
+  hidden: Float32Array;
+  lmHead: Float32Array;
+  /** hidden · lm_headᵀ, in float64 rounded once: what a logits-feature run receives. */
+  logits: Float32Array;
+  lse: Float32Array;
+  tok: Int32Array;
+}
+
+function compactTarget(seed: number, x: Eagle3RefInputs): CompactTarget {
+  const rng = new Rng(seed);
+  const V = CONFIG.vocabSize;
+  const hidden = rng.floats(ROWS * HT, 1);
+  const lmHead = rng.floats(V * HT, 0.6);
+  const used = Array.from({ length: CONFIG.draftVocabSize }, (_, i) => i + x.d2t[i]);
+  // A clear draft-vocabulary winner in most rows, as the random problem's logits have.
+  for (let r = 0; r < ROWS; r++)
+    if (r % 3 !== 0) for (let j = 0; j < HT; j++) lmHead[used[(r * 7) % used.length] * HT + j] += 0.02 * hidden[r * HT + j];
+  const logits = new Float32Array(ROWS * V);
+  const lse = new Float32Array(ROWS);
+  const tok = new Int32Array(ROWS);
+  for (let r = 0; r < ROWS; r++) {
+    const row = Array.from({ length: V }, (_, v) => {
+      let s = 0;
+      for (let j = 0; j < HT; j++) s += hidden[r * HT + j] * lmHead[v * HT + j];
+      return s;
+    });
+    const max = Math.max(...row);
+    lse[r] = max + Math.log(row.reduce((a, z) => a + Math.exp(z - max), 0));
+    tok[r] = row.indexOf(max);
+    row.forEach((z, v) => (logits[r * V + v] = z));
+  }
+  return { hidden, lmHead, logits, lse, tok };
+}
+
+function uploadCompact(gpu: Gpu, x: Eagle3RefInputs, t: CompactTarget): Eagle3Inputs {
+  const base = uploadRandomInputs(gpu, CONFIG, x);
+  gpu.release(base.target as never);
+  const used = Array.from({ length: CONFIG.draftVocabSize }, (_, i) => i + x.d2t[i]);
+  const head = Float32Array.from({ length: CONFIG.draftVocabSize * HT }, (_, i) => t.lmHead[used[Math.floor(i / HT)] * HT + (i % HT)]);
+  const [B, S] = [x.batch, x.seqLen];
+  return {
+    ...base,
+    target: {
+      hidden: gpu.upload([B, S, HT], 'f32', t.hidden, 'target.hidden'),
+      head: gpu.upload([CONFIG.draftVocabSize, HT], 'f32', head, 'target.head'),
+      lse: gpu.upload([B, S], 'f32', t.lse, 'target.lse'),
+      tok: gpu.upload([B, S], 'i32', t.tok, 'target.tok'),
+    },
+  };
+}
+
+interface StepBits {
+  losses: Float32Array;
+  metricSums: Float32Array;
+  grads: Float32Array[];
+  gradNorm: number;
+  updated: Float32Array[];
+  evalLosses: Float32Array;
+  evalMetrics: Float32Array;
+}
+
+interface Variant {
+  chunkRows: number;
+  compact: boolean;
+  recompute: boolean;
+}
+
+async function trainStep(gpu: Gpu, seed: number, v: Variant): Promise<StepBits> {
+  const { values, inputs: x } = randomEagle3Problem(CONFIG, seed, LAYOUT);
+  const target = compactTarget(seed + 1, x);
+  const refInputs = v.compact ? x : { ...x, target: target.logits };
+  const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
+  const model = new Eagle3DraftModel(gpu, backend, CONFIG, values, { t2d: x.t2d, d2t: x.d2t });
+  const inputs = v.compact ? uploadCompact(gpu, x, target) : uploadRandomInputs(gpu, CONFIG, refInputs);
+  const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength, {}, v.chunkRows);
+  const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5, recompute: v.recompute, headChunkRows: v.chunkRows });
+  const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);
+  const gradReads = names.map((n) => gpu.readLater(backend.param(n).grad) as Promise<Float32Array>);
+  const report = await backend.optimizerStep();
+  const valueReads = names.map((n) => gpu.readLater(backend.param(n).value) as Promise<Float32Array>);
+  const bits: StepBits = {
+    losses: await out.losses,
+    metricSums: await out.metricSums,
+    grads: await Promise.all(gradReads),
+    gradNorm: await report.gradNorm,
+    updated: await Promise.all(valueReads),
+    evalLosses: await evalOut.losses,
+    evalMetrics: await evalOut.metricSums,
+  };
+  releaseInputs(gpu, inputs);
+  model.destroy();
+  backend.destroy();
+  assertEqual(gpu.pool.stats().liveBuffers, 1, `${JSON.stringify(v)}: every GPU buffer released but the loss placeholder`);
+  return bits;
+}
+
+const sameBits = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
+
+function assertChunkedMatches(got: StepBits, whole: StepBits, what: string): void {
+  const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);
+  assert(sameBits(got.losses, whole.losses), `${what}: losses`);
+  assert(sameBits(got.metricSums, whole.metricSums), `${what}: metric sums`);
+  assert(sameBits(got.evalLosses, whole.evalLosses), `${what}: gradient-free losses`);
+  assert(sameBits(got.evalMetrics, whole.evalMetrics), `${what}: gradient-free metric sums`);
+  names.forEach((n, i) => {
+    if (n === 'lm_head.weight') assertRelClose(got.grads[i], whole.grads[i], 1e-6, `${what}: grad ${n}`);
+    else assert(sameBits(got.grads[i], whole.grads[i]), `${what}: grad ${n}`);
+  });
+  assertRelClose([got.gradNorm], [whole.gradNorm], 1e-6, `${what}: preclip grad norm`);
+  names.forEach((n, i) => assertRelClose(got.updated[i], whole.updated[i], 1e-6, `${what}: ${n} after one AdamW step`));
+}
+
+export default defineSuite('model/eagle3-head-chunks', (t) => {
+  t.test(
+    'a chunked head gives the one-chunk step: the same loss and metric bits, every gradient, one AdamW step',
+    async ({ gpu: ctx, note }) => {
+      const seed = 31;
+      const gpu = new Gpu(ctx);
+      try {
+        for (const compact of [false, true]) {
+          const whole = await trainStep(gpu, seed, { chunkRows: ROWS, compact, recompute: false });
+          for (const [chunkRows, recompute] of [
+            [7, false],
+            [1, false],
+            [7, true],
+          ] as const) {
+            const label = `${compact ? 'compact' : 'logits'} features, ${chunkRows}-row chunks${recompute ? ', recompute' : ''}`;
+            assertChunkedMatches(await trainStep(gpu, seed, { chunkRows, compact, recompute }), whole, label);
+            note(label, 'matches');
+          }
+          if (!compact) {
+            // And the chunked step against float64 with model/eagle3's tolerances.
+            const { values, inputs: x } = randomEagle3Problem(CONFIG, seed, LAYOUT);
+            const ref = eagle3StepReference(CONFIG, values, { ...x, target: compactTarget(seed + 1, x).logits }, { lossScale: 0.5 });
+            const chunked = await trainStep(gpu, seed, { chunkRows: 7, compact, recompute: false });
+            assertRelClose(chunked.losses, [...ref.steps.map((s) => s.ploss), ref.totalLoss], 1e-5, 'losses vs float64');
+            const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);
+            names.forEach((n, i) => assertRelClose(chunked.grads[i], ref.grads[n], 1e-4, `grad ${n} vs float64`));
+          }
+        }
+        // Compact features train as the full-vocabulary logits they stand for.
+        const [viaLogits, viaHidden] = [
+          await trainStep(gpu, seed, { chunkRows: 7, compact: false, recompute: false }),
+          await trainStep(gpu, seed, { chunkRows: 7, compact: true, recompute: false }),
+        ];
+        assertRelClose(viaHidden.losses, viaLogits.losses, 1e-5, 'compact against logits features: losses');
+        assertRelClose(viaHidden.metricSums, viaLogits.metricSums, 1e-5, 'compact against logits features: metric sums');
+        note('losses', Array.from(viaHidden.losses, (l) => l.toFixed(6)).join(' '));
+      } finally {
+        gpu.destroy();
+      }
+    },
+  );
+});
