@@ -160,10 +160,10 @@ export default defineSuite('cli/plan', (t) => {
           trainer: ['--round-prompts', '--rollout-batch', '--batch'],
           rollout: ['--round-prompts', '--batch-size', '--ttt-length'],
         };
-        // Over a budget, and past a binding (one 1024-token sequence's capture activations [1024, 128] f32 must fit one).
+        // Over a budget, and past a binding (one 1024-token sequence's hidden state [1024, 64] f32, 256 KiB, must fit one).
         for (const limit of [
           ['--gpu-memory-budget', '256KiB', ...BIG_LIMITS],
-          ['--max-storage-binding-size', '256KiB', '--max-buffer-size', '1MiB'],
+          ['--max-storage-binding-size', '128KiB', '--max-buffer-size', '1MiB'],
         ]) {
           const r = await cli(platform, ['plan', '--target', `${tmp.files.root}/target`, '--max-length', '1024', ...limit, '--json']);
           assertEqual(r.code, 2, `refused: ${limit.join(' ')}`);

@@ -4,7 +4,7 @@ import referenceEagle3 from '../reference/eagle3.test.ts';
 import modelEagle3 from '../model/eagle3.test.ts';
 import modelEagle3Split from '../model/eagle3-split.test.ts';
 import modelEagle3StepBody from '../model/eagle3-step-body.test.ts';
-import modelEagle3HeadChunks from '../model/eagle3-head-chunks.test.ts';
+import modelEagle3RowChunks from '../model/eagle3-row-chunks.test.ts';
 import eagle3Strategy from '../training/strategies/eagle3-strategy.test.ts';
 import featurePrecision from '../training/loop/feature-precision.test.ts';
 import heldOutEval from '../training/evaluation/held-out-eval.test.ts';
@@ -15,7 +15,7 @@ export const eagle3Suites: readonly Suite[] = [
   modelEagle3,
   modelEagle3Split,
   modelEagle3StepBody,
-  modelEagle3HeadChunks,
+  modelEagle3RowChunks,
   eagle3Strategy,
   featurePrecision,
   heldOutEval,

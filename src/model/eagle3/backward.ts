@@ -21,10 +21,10 @@ import { copyStrided } from '../../kernels/copy-strided.ts';
 import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { rmsnormBackward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
-import { swigluBackward } from '../../kernels/swiglu.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
 import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
+import { mlpBackward } from './mlp-chunks.ts';
 import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
@@ -32,7 +32,6 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const w = params.weights;
   const { batch: B, seqLen: S, rows: R, tttLength: L } = s.dims;
   const H = c.hiddenSize;
-  const I = c.intermediateSize;
   const qDim = c.numHeads * c.headDim;
   const kvDim = c.numKvHeads * c.headDim;
   const norm = { rows: R, hidden: H };
@@ -61,6 +60,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     kCache: s.kCache,
     vCache: s.vCache,
     shiftedIds: recomputing && L > 1 ? gpu.tensor([B, S], 'i32', 'eagle3.re.ids.shifted') : undefined,
+    mlpChunkRows: s.mlpChunkRows,
     tag: 'eagle3',
   };
 
@@ -75,24 +75,15 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       accumulateDw: true,
     });
 
-    // h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ) · W_dᵀ, n = post_attention_layernorm(h1).
-    await dWeight(dHOut, a.act, w.down.grad, H, I);
-    const dAct = gpu.tensor([R, I], 'f32', `eagle3.s${k}.dAct`);
-    const dGate = gpu.tensor([R, I], 'f32', `eagle3.s${k}.dGate`);
-    const dUp = gpu.tensor([R, I], 'f32', `eagle3.s${k}.dUp`);
-    await dInput(dHOut, w.down.value, dAct, H, I);
-    await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: R, inter: I });
-    await dWeight(dGate, a.n, w.gate.grad, I, H);
-    await dWeight(dUp, a.n, w.up.grad, I, H);
+    // h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ) · W_dᵀ, n = post_attention_layernorm(h1): whole, or by row chunks (mlp-chunks.ts).
     const dn = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dn`);
-    await dInput(dGate, w.gate.value, dn, I, H);
-    await dInput(dUp, w.up.value, dn, I, H, 1);
+    await mlpBackward(gpu, params, { n: a.n, dHOut, dn }, a.mlp, R, stepContext.mlpChunkRows, `eagle3.s${k}.mlp`);
     const dH1 = gpu.clone(dHOut, `eagle3.s${k}.dH1`);
     await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, {
       accumulateDx: true,
       accumulateDw: true,
     });
-    gpu.release(dHOut, dAct, dGate, dUp, dn);
+    gpu.release(dHOut, dn);
 
     // h1 = h_in + o · W_oᵀ; o = TTT attention of step k.
     await dWeight(dH1, a.o, w.o.grad, H, qDim);

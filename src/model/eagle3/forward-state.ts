@@ -47,6 +47,8 @@ export interface Eagle3ForwardState {
   /** The teacher (whole p and p̃, or built per chunk) with its tok and position mask [R]. */
   teacher: TeacherSource;
   steps: StepActivations[];
+  /** Rows per chunk of each step's MLP (mlp-chunks.ts); the backward chunks as the forward did. */
+  mlpChunkRows: number;
   /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
   lossOut: Tensor;
   /** f32 [4·L]: per step correct, denom, acceptSum, acceptCount (src/kernels/metrics.ts). */

@@ -32,6 +32,7 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
+import { mlpChunkRows } from './mlp-chunks.ts';
 import { encodeStepHead, headChunkRows } from './step-head.ts';
 import { TeacherSource } from './teacher-source.ts';
 import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
@@ -51,6 +52,8 @@ export interface Eagle3ForwardOptions {
   recompute?: boolean;
   /** Rows per chunk of each step's head (step-head.ts); default `headChunkRows` for the device's bindings. */
   headChunkRows?: number;
+  /** Rows per chunk of each step's MLP (mlp-chunks.ts); default `mlpChunkRows` for the device's bindings. */
+  mlpChunkRows?: number;
 }
 
 export interface Eagle3EvalOutput {
@@ -90,6 +93,7 @@ export async function eagle3Forward(
     gradient: { lossScale: options.lossScale, capture: options.capture ?? false, recompute: options.recompute ?? false },
     taps: {},
     headChunkRows: options.headChunkRows,
+    mlpChunkRows: options.mlpChunkRows,
   });
 }
 
@@ -104,9 +108,9 @@ export async function eagle3EvalForward(
   inputs: Eagle3Inputs,
   tttLength: number,
   taps: Eagle3EvalTaps = {},
-  headChunkRows?: number,
+  chunks: { headChunkRows?: number; mlpChunkRows?: number } = {},
 ): Promise<Eagle3EvalOutput> {
-  const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps, headChunkRows });
+  const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps, ...chunks });
   const out: Eagle3EvalOutput = {
     losses: gpu.readLater(s.lossOut) as Promise<Float32Array>,
     metricSums: gpu.readLater(s.metricsOut) as Promise<Float32Array>,
@@ -122,7 +126,8 @@ interface UnrollMode {
   /** Training: the loss gradient's scale, and whether to read back each step's logits and hidden output. */
   gradient: { lossScale: number; capture: boolean; recompute: boolean } | undefined;
   taps: Eagle3EvalTaps;
-  headChunkRows: number | undefined;
+  headChunkRows?: number;
+  mlpChunkRows?: number;
 }
 
 /**
@@ -163,9 +168,14 @@ async function encodeUnroll(
   // Step k rotates row t by position t + k: one positions tensor per step, one pair of tables.
   const positions = params.rope.stepPositions(B, S, L);
   const ropeTables = params.rope.tables(S + L - 1);
-  const maxBinding = Math.min(gpu.ctx.limits.maxStorageBufferBindingSize, gpu.ctx.limits.maxBufferSize);
+  const maxBinding = gpu.maxBindingBytes;
   const chunkRows = mode.headChunkRows ?? headChunkRows(R, D, maxBinding);
-  if (!Number.isInteger(chunkRows) || chunkRows < 1) throw new Error(`eagle3: headChunkRows must be a positive integer, got ${chunkRows}`);
+  const mlpRows = mode.mlpChunkRows ?? mlpChunkRows(R, c.intermediateSize, maxBinding);
+  for (const [name, value] of [
+    ['headChunkRows', chunkRows],
+    ['mlpChunkRows', mlpRows],
+  ] as const)
+    if (!Number.isInteger(value) || value < 1) throw new Error(`eagle3: ${name} must be a positive integer, got ${value}`);
   const tok = gpu.tensor([R], 'i32', `${tag}.teacher.tok`);
   const positionMask = gpu.tensor([R], 'i32', `${tag}.teacher.positionMask`);
   const teacher = new TeacherSource(gpu, params, inputs, R, tok, positionMask, tag);
@@ -181,6 +191,7 @@ async function encodeUnroll(
     kCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.kCache`),
     vCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.vCache`),
     steps: [],
+    mlpChunkRows: mlpRows,
     lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
     metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
@@ -203,6 +214,7 @@ async function encodeUnroll(
       kCache,
       vCache,
       shiftedIds,
+      mlpChunkRows: mlpRows,
       tag,
     };
     for (let k = 0; k < L; k++) {

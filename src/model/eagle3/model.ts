@@ -27,6 +27,8 @@ export interface Eagle3TrainOptions {
   recompute?: boolean;
   /** Rows per chunk of each step's head (step-head.ts); default: all rows when [R, D] f32 fits one binding. */
   headChunkRows?: number;
+  /** Rows per chunk of each step's MLP (mlp-chunks.ts); default: all rows when [R, I] f32 fits one binding. */
+  mlpChunkRows?: number;
 }
 
 export interface Eagle3TrainOutput {

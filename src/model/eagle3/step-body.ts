@@ -15,9 +15,9 @@ import { embeddingForward } from '../../kernels/embedding.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
-import { swigluForward } from '../../kernels/swiglu.ts';
 import { canViewAt, copyElements, elementView, shiftRowsLeft } from '../../gpu/tensor-views.ts';
 import type { Eagle3Inputs } from './inputs.ts';
+import { mlpForward, type MlpActivations } from './mlp-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 /** What the backward reads of one step, besides its h_in, h_out, final 1/rms and dF. */
@@ -32,9 +32,8 @@ export interface StepBody {
   h1: Tensor;
   invRmsPost: Tensor;
   n: Tensor;
-  gate: Tensor;
-  up: Tensor;
-  act: Tensor;
+  /** gate, up and act [R, I] of a whole MLP; undefined when it runs over row chunks (mlp-chunks.ts). */
+  mlp: MlpActivations | undefined;
 }
 
 /** What every step of one unroll shares. */
@@ -50,6 +49,8 @@ export interface StepContext {
   vCache: Tensor;
   /** i32 [B, S] scratch for the ids shifted left by k (k ≥ 1). */
   shiftedIds: Tensor | undefined;
+  /** Rows per chunk of the MLP (mlp-chunks.ts `mlpChunkRows`); all R runs it whole. */
+  mlpChunkRows: number;
   /** Tensor label prefix. */
   tag: string;
 }
@@ -79,7 +80,6 @@ export async function encodeStepBody(
   const w = params.weights;
   const { batch: B, seqLen: S, rows: R } = ctx.dims;
   const H = c.hiddenSize;
-  const I = c.intermediateSize;
   const qDim = c.numHeads * c.headDim;
   const kvDim = c.numKvHeads * c.headDim;
   const eps = c.rmsNormEps;
@@ -151,23 +151,15 @@ export async function encodeStepBody(
   const n = gpu.tensor([R, H], 'f32', `${s}.n`);
   const invRmsPost = invRmsFor('invRmsPost');
   await rmsnormForward(gpu, h1, w.postNorm.value, n, invRmsPost, { rows: R, hidden: H, eps });
-  const gate = gpu.tensor([R, I], 'f32', `${s}.gate`);
-  const up = gpu.tensor([R, I], 'f32', `${s}.up`);
-  const act = gpu.tensor([R, I], 'f32', `${s}.act`);
-  await linear(n, w.gate.value, gate, I, H);
-  await linear(n, w.up.value, up, I, H);
-  await swigluForward(gpu, gate, up, act, { rows: R, inter: I });
-  let hOut: Tensor | undefined;
-  if (!mode.recompute) {
-    hOut = gpu.clone(h1, `${s}.hOut`);
-    await linear(act, w.down.value, hOut, H, I, 1);
-  }
+  const hOut = mode.recompute ? undefined : gpu.tensor([R, H], 'f32', `${s}.hOut`);
+  const mlp = await mlpForward(gpu, params, { n, h1, hOut }, R, ctx.mlpChunkRows, mode.keep, s);
   // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the h1 copy.
-  done(n, gate, up, act, h1, hIn);
-  return { body: { emb, invRmsEmb, z, invRmsHidden, qRot, o, lse, h1, invRmsPost, n, gate, up, act }, hOut };
+  done(n, h1, hIn);
+  return { body: { emb, invRmsEmb, z, invRmsHidden, qRot, o, lse, h1, invRmsPost, n, mlp }, hOut };
 }
 
 /** Releases a kept body's tensors (the gradient-free mode shares one 1/rms buffer; training does not). */
 export function releaseStepBody(gpu: Gpu, b: StepBody): void {
-  gpu.release(b.emb, b.invRmsEmb, b.z, b.invRmsHidden, b.qRot, b.o, b.lse, b.h1, b.invRmsPost, b.n, b.gate, b.up, b.act);
+  gpu.release(b.emb, b.invRmsEmb, b.z, b.invRmsHidden, b.qRot, b.o, b.lse, b.h1, b.invRmsPost, b.n);
+  if (b.mlp) gpu.release(b.mlp.gate, b.mlp.up, b.mlp.act);
 }

@@ -12,6 +12,7 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
+import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { reduceStepLoss, softCrossEntropyRows } from '../../kernels/loss.ts';
@@ -23,20 +24,11 @@ import type { Eagle3Parameters } from './parameters.ts';
 import type { TeacherSource } from './teacher-source.ts';
 
 /**
- * The most bytes of one chunk's [n, D] f32 logits: WebGPU's default binding size. A larger chunk
- * would save only dispatches (each chunk is already over a thousand rows at a 32,000-token draft
- * vocabulary) and costs memory that grows with the sequence.
- */
-export const HEAD_CHUNK_BYTES = 128 * 1024 * 1024;
-
-/**
- * Rows per chunk of a step's head: all R when the [R, D] f32 logits fit one binding and
- * HEAD_CHUNK_BYTES, else as many rows as do (at least one). The memory plan uses the same rule
- * (training/run/memory-plan-tensors.ts).
+ * Rows per chunk of a step's head: all R when the [R, D] f32 logits fit one binding and 128 MiB,
+ * else as many rows as do (gpu/row-chunks.ts; the memory plan uses the same rule).
  */
 export function headChunkRows(rows: number, draftVocab: number, maxBindingBytes: number): number {
-  const fit = Math.floor(Math.min(maxBindingBytes, HEAD_CHUNK_BYTES) / (draftVocab * 4));
-  return Math.max(1, Math.min(rows, fit));
+  return rowChunkRows(rows, draftVocab * 4, maxBindingBytes);
 }
 
 export interface StepHeadContext {

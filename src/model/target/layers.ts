@@ -16,7 +16,9 @@
  */
 import type { TargetModelConfig } from '../../config/hf-config.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
+import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import { Tensor } from '../../gpu/tensor.ts';
+import { copyRows } from '../../gpu/tensor-views.ts';
 import { attentionForward } from '../../kernels/attention.ts';
 import { decodeAttentionForward } from '../../kernels/attention-decode.ts';
 import { extendAttentionForward } from '../../kernels/attention-extend.ts';
@@ -193,7 +195,11 @@ export class TargetLayers {
     }
   }
 
-  /** h += o·W_oᵀ (+ bias); then h += down(silu(gate(x)) ⊙ up(x)) with x = RMSNorm(h). */
+  /**
+   * h += o·W_oᵀ (+ bias); then h += down(silu(gate(x)) ⊙ up(x)) with x = RMSNorm(h). The MLP runs over
+   * row chunks when [rows, I] f32 is over a binding or 128 MiB (gpu/row-chunks.ts): a capture of 8,192
+   * tokens of an 8B target would otherwise hold three 448 MiB tensors. Each row is computed as whole.
+   */
   private async attentionOutputAndMlp(w: GpuLayerWeights, o: Tensor, h: Tensor, rows: number): Promise<void> {
     const c = this.config;
     const gpu = this.gpu;
@@ -201,17 +207,34 @@ export class TargetLayers {
     const I = c.intermediateSize;
     await this.linear(o, w.oProj, w.oBias, h, rows, c.numHeads * c.headDim, H, true);
     const x = gpu.tensor([rows, H], 'f32', 'mlp.x');
-    const gate = gpu.tensor([rows, I], 'f32', 'mlp.gate');
-    const up = gpu.tensor([rows, I], 'f32', 'mlp.up');
-    const act = gpu.tensor([rows, I], 'f32', 'mlp.act');
     try {
       await this.rmsnorm(h, w.postAttentionNorm, x, rows, H);
-      await this.linear(x, w.gateProj, w.gateBias, gate, rows, H, I);
-      await this.linear(x, w.upProj, w.upBias, up, rows, H, I);
-      await swigluForward(gpu, gate, up, act, { rows, inter: I });
-      await this.linear(act, w.downProj, w.downBias, h, rows, I, H, true);
+      const chunk = rowChunkRows(rows, I * 4, gpu.maxBindingBytes);
+      for (let r0 = 0; r0 < rows; r0 += chunk) {
+        const n = Math.min(chunk, rows - r0);
+        const whole = n === rows;
+        const xC = whole ? x : gpu.tensor([n, H], 'f32', 'mlp.x.rows');
+        const hC = whole ? h : gpu.tensor([n, H], 'f32', 'mlp.h.rows');
+        const gate = gpu.tensor([n, I], 'f32', 'mlp.gate');
+        const up = gpu.tensor([n, I], 'f32', 'mlp.up');
+        const act = gpu.tensor([n, I], 'f32', 'mlp.act');
+        try {
+          if (!whole) {
+            copyRows(gpu, x, r0, xC, 0, n);
+            copyRows(gpu, h, r0, hC, 0, n);
+          }
+          await this.linear(xC, w.gateProj, w.gateBias, gate, n, H, I);
+          await this.linear(xC, w.upProj, w.upBias, up, n, H, I);
+          await swigluForward(gpu, gate, up, act, { rows: n, inter: I });
+          await this.linear(act, w.downProj, w.downBias, hC, n, I, H, true);
+          if (!whole) copyRows(gpu, hC, 0, h, r0, n);
+        } finally {
+          gpu.release(gate, up, act);
+          if (!whole) gpu.release(xC, hC);
+        }
+      }
     } finally {
-      gpu.release(x, gate, up, act);
+      gpu.release(x);
     }
   }
 

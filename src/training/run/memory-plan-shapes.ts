@@ -4,6 +4,7 @@
  * weight. ./memory-plan-tensors.ts groups them into the plan's items and costs them.
  */
 import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import { BYTES_PER_ELEMENT, type DType } from '../../gpu/tensor.ts';
 
 export interface TensorSpec {
@@ -76,12 +77,13 @@ export function captureSpecs(
   const wb = BYTES_PER_ELEMENT[weights];
   // The logits are written a row part at a time: a split lm_head's column blocks are that many rows.
   const logitRows = Math.max(1, Math.min(rows, Math.floor(maxBinding / (c.vocabSize * 4))));
+  const mlpRows = rowChunkRows(rows, I * 4, maxBinding);
   const blocks = [
     ...columnBlocks('q_proj', [qw, H], rows, maxBinding, wb),
     ...columnBlocks('k_proj', [kvw, H], rows, maxBinding, wb),
     ...columnBlocks('o_proj', [H, qw], rows, maxBinding, wb),
-    ...columnBlocks('gate_proj', [I, H], rows, maxBinding, wb),
-    ...columnBlocks('down_proj', [H, I], rows, maxBinding, wb),
+    ...columnBlocks('gate_proj', [I, H], mlpRows, maxBinding, wb),
+    ...columnBlocks('down_proj', [H, I], mlpRows, maxBinding, wb),
     ...columnBlocks('lm_head', [c.vocabSize, H], logitRows, maxBinding, wb),
   ];
   return [
@@ -99,9 +101,11 @@ export function captureSpecs(
     t('attn.o', [rows, qw]),
     t('attn.lse', [batch, c.numHeads, seq]),
     t('mlp.x', [rows, H]),
-    t('mlp.gate', [rows, c.intermediateSize]),
-    t('mlp.up', [rows, c.intermediateSize]),
-    t('mlp.act', [rows, c.intermediateSize]),
+    // The MLP runs over row chunks when [rows, I] f32 is over a binding (model/target/layers.ts).
+    t('mlp.gate', [mlpRows, I]),
+    t('mlp.up', [mlpRows, I]),
+    t('mlp.act', [mlpRows, I]),
+    ...(mlpRows < rows ? [t('mlp.x (rows)', [mlpRows, H]), t('mlp.h (rows)', [mlpRows, H])] : []),
     ...times(aux, [t('hidden_states (aux)', [rows, H])]),
     t('final norm', [rows, H]),
     // Compact features take each row's logsumexp and argmax from logits made a binding's worth of rows

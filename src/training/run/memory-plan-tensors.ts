@@ -21,6 +21,7 @@ import {
 import { sizeClass } from '../../gpu/buffer-pool.ts';
 import { BYTES_PER_ELEMENT, planTensorLayout, type DType } from '../../gpu/tensor.ts';
 import { sumsqWorkgroups } from '../../kernels/optim.ts';
+import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
 import { headChunkRows } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
@@ -95,6 +96,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   const compact = (x.targetRepr ?? 'logits') === 'hidden_state';
   const target: TargetWidth = { width: compact ? tc.hiddenSize : tc.vocabSize, compact };
   const sample = sampleSpecs(S, aux * tc.hiddenSize, target, feat);
+  // The MLP over row chunks when [R, I] f32 is over a binding or 128 MiB (model/eagle3/mlp-chunks.ts).
+  const M = mlpChunkRows(R, I, maxBinding);
+  const mlpChunked = M < R;
   // What one step's body holds (model/eagle3/step-body.ts); with h_out, dF and the final 1/rms, what a step keeps.
   const body = [
     t('emb', [R, H]),
@@ -107,9 +111,8 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     t('h1', [R, H]),
     t('invRmsPost', [R]),
     t('n', [R, H]),
-    t('gate', [R, I]),
-    t('up', [R, I]),
-    t('act', [R, I]),
+    // A whole MLP keeps gate, up and act; a chunked one keeps none (mlp-chunks.ts: one chunk's are live).
+    ...(mlpChunked ? [] : [t('gate', [R, I]), t('up', [R, I]), t('act', [R, I])]),
   ];
   const kept = [t('hOut', [R, H]), t('invRmsFinal', [R]), t('dF', [R, H])];
   // Under recompute every step keeps `kept`, and one body is live at a time (the forward's, then the backward's).
@@ -238,7 +241,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
       detail: `${
         x.recompute
           ? `${L} × ${R} rows × (hOut, dF) and one step's body, recomputed in the backward (--recompute)`
-          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, gate, up, act, hOut, dF)`
+          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, ${mlpChunked ? '' : 'gate, up, act, '}hOut, dF)`
       } + KV caches [${L}, ${R}, ${kvDim}]${chunked ? '' : ` + teacher [${R}, ${D}] × 2`}`,
     },
     scratch: {
@@ -254,9 +257,18 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('dVCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dEmb.scratch', [R, H]),
         t('dHOut', [R, H]),
-        t('dAct', [R, I]),
-        t('dGate', [R, I]),
-        t('dUp', [R, I]),
+        t('dAct', [M, I]),
+        t('dGate', [M, I]),
+        t('dUp', [M, I]),
+        // Chunked: one chunk's gate, up and act (the forward's, or the backward's again), and its rows of n, h and dn.
+        ...(mlpChunked
+          ? [
+              t('mlp gate (chunk)', [M, I]),
+              t('mlp up (chunk)', [M, I]),
+              t('mlp act (chunk)', [M, I]),
+              ...times(3, [t('mlp rows (chunk)', [M, H])]),
+            ]
+          : []),
         t('dn', [R, H]),
         t('dH1', [R, H]),
         t('dO', [R, qDim]),
@@ -269,11 +281,14 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('dHIn', [R, H]),
         t('dz.hidden', [R, H]),
         // A weight split into row parts writes its output column by column block (kernels/linear.ts).
-        ...params.flatMap(([name, shape]) => columnBlocks(name, shape, R, maxBinding)),
+        // (The MLP's and lm_head's matmuls are over one chunk's rows.)
+        ...params.flatMap(([name, shape]) =>
+          columnBlocks(name, shape, name.includes('.mlp.') ? M : name === 'lm_head.weight' ? C : R, maxBinding),
+        ),
       ],
       detail: `temporaries of one step, reused by the next: ${
         chunked ? `the head over chunks of ${C} rows (logits and teacher [${C}, ${D}])` : `logits [${R}, ${D}]`
-      }, backward scratch and dK/dV caches, column blocks of split weights`,
+      }${mlpChunked ? `, the MLP over chunks of ${M} rows` : ''}, backward scratch and dK/dV caches, column blocks of split weights`,
     },
   };
 }

@@ -1,0 +1,131 @@
+/**
+ * The draft's SwiGLU MLP of one TTT step, h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ)·W_dᵀ with n =
+ * post_attention_layernorm(h1), whole or over row chunks.
+ *
+ * Whole (`chunkRows` ≥ R): gate, up and act [R, I] are computed once and, in training, kept for the
+ * backward, as before. Chunked: at real widths [R, I] f32 is the largest activation of a step (448 MiB
+ * at 8,192 tokens of the Llama-3.1-8B draft, over a binding), so the forward runs `chunkRows` rows at a
+ * time and keeps nothing of the MLP; the backward encodes each chunk's gate, up and act again from the
+ * kept n before its gradients (two more [C, H]·[H, I] matmuls per chunk). Every row is computed by the
+ * same kernels as in the whole MLP; the weight gradients are summed chunk by chunk (a different order
+ * of the same terms, within 1e-6 relative; test/model/eagle3-mlp-chunks.test.ts).
+ */
+import type { Gpu } from '../../gpu/gpu.ts';
+import { rowChunkRows } from '../../gpu/row-chunks.ts';
+import type { Tensor } from '../../gpu/tensor.ts';
+import { copyRows } from '../../gpu/tensor-views.ts';
+import { linearForward, linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
+import { swigluBackward, swigluForward } from '../../kernels/swiglu.ts';
+import type { Eagle3Parameters } from './parameters.ts';
+
+/** The MLP's [R, I] activations, kept by a whole MLP in training. */
+export interface MlpActivations {
+  gate: Tensor;
+  up: Tensor;
+  act: Tensor;
+}
+
+/** Rows per chunk of the MLP: all R when [R, I] f32 fits one binding and 128 MiB (gpu/row-chunks.ts). */
+export function mlpChunkRows(rows: number, intermediateSize: number, maxBindingBytes: number): number {
+  return rowChunkRows(rows, intermediateSize * 4, maxBindingBytes);
+}
+
+/** A tensor of rows [r0, r0 + n) of `t` [R, W]: `t` itself when the chunk is all of it, else a copy. */
+function rowsOf(gpu: Gpu, t: Tensor, r0: number, n: number, width: number, rows: number, label: string): Tensor {
+  if (n === rows) return t;
+  const c = gpu.tensor([n, width], 'f32', label);
+  copyRows(gpu, t, r0, c, 0, n);
+  return c;
+}
+
+/**
+ * The forward from n [R, H]. With `hOut`, writes h_out = h1 + MLP(n) into it (training's and the
+ * gradient-free forward; the backward's recompute passes none). Whole and `keep`, returns gate, up
+ * and act for the backward; otherwise returns undefined and releases them.
+ */
+export async function mlpForward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  x: { n: Tensor; h1: Tensor; hOut: Tensor | undefined },
+  rows: number,
+  chunkRows: number,
+  keep: boolean,
+  tag: string,
+): Promise<MlpActivations | undefined> {
+  const { hiddenSize: H, intermediateSize: I } = params.config;
+  const w = params.weights;
+  const whole = chunkRows >= rows;
+  if (!whole && !x.hOut) return undefined; // chunked: the backward makes each chunk's activations itself
+  for (let r0 = 0; r0 < rows; r0 += chunkRows) {
+    const n = Math.min(chunkRows, rows - r0);
+    const shape = (outDim: number, inDim: number) => ({ rows: n, inFeatures: inDim, outFeatures: outDim });
+    const nC = rowsOf(gpu, x.n, r0, n, H, rows, `${tag}.n[${r0}:]`);
+    const a: MlpActivations = {
+      gate: gpu.tensor([n, I], 'f32', `${tag}.gate`),
+      up: gpu.tensor([n, I], 'f32', `${tag}.up`),
+      act: gpu.tensor([n, I], 'f32', `${tag}.act`),
+    };
+    await linearForward(gpu, nC, w.gate.value, a.gate, shape(I, H));
+    await linearForward(gpu, nC, w.up.value, a.up, shape(I, H));
+    await swigluForward(gpu, a.gate, a.up, a.act, { rows: n, inter: I });
+    if (x.hOut) {
+      // h_out rows = h1 rows + act · W_dᵀ (matmul with beta = 1 onto a copy of h1's rows).
+      const hC = whole ? x.hOut : gpu.tensor([n, H], 'f32', `${tag}.hOut[${r0}:]`);
+      copyRows(gpu, x.h1, r0, hC, 0, n);
+      await linearForward(gpu, a.act, w.down.value, hC, shape(H, I), { beta: 1 });
+      if (!whole) {
+        copyRows(gpu, hC, 0, x.hOut, r0, n);
+        gpu.release(hC);
+      }
+    }
+    if (nC !== x.n) gpu.release(nC);
+    if (whole && keep) return a;
+    gpu.release(a.gate, a.up, a.act);
+  }
+  return undefined;
+}
+
+/**
+ * The backward from dHOut [R, H]: accumulates W_d, W_g and W_u's gradients and writes dn [R, H].
+ * `kept` are the whole MLP's activations; without them each chunk's are encoded again from n.
+ */
+export async function mlpBackward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  x: { n: Tensor; dHOut: Tensor; dn: Tensor },
+  kept: MlpActivations | undefined,
+  rows: number,
+  chunkRows: number,
+  tag: string,
+): Promise<void> {
+  const { hiddenSize: H, intermediateSize: I } = params.config;
+  const w = params.weights;
+  const step = kept ? rows : Math.min(chunkRows, rows);
+  for (let r0 = 0; r0 < rows; r0 += step) {
+    const n = Math.min(step, rows - r0);
+    const shape = (outDim: number, inDim: number) => ({ rows: n, inFeatures: inDim, outFeatures: outDim });
+    const nC = rowsOf(gpu, x.n, r0, n, H, rows, `${tag}.n[${r0}:]`);
+    const dHC = rowsOf(gpu, x.dHOut, r0, n, H, rows, `${tag}.dHOut[${r0}:]`);
+    const a = kept ?? (await mlpForward(gpu, params, { n: nC, h1: nC, hOut: undefined }, n, n, true, `${tag}.re`))!;
+    const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
+    const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);
+    const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);
+    const dnC = n === rows ? x.dn : gpu.tensor([n, H], 'f32', `${tag}.dn[${r0}:]`);
+    // h_out = h1 + act·W_dᵀ; act = silu(gate) ⊙ up; gate = n·W_gᵀ, up = n·W_uᵀ.
+    await linearWeightGrad(gpu, dHC, a.act, w.down.grad, shape(H, I), { beta: 1 });
+    await linearInputGrad(gpu, dHC, w.down.value, dAct, shape(H, I));
+    await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: n, inter: I });
+    await linearWeightGrad(gpu, dGate, nC, w.gate.grad, shape(I, H), { beta: 1 });
+    await linearWeightGrad(gpu, dUp, nC, w.up.grad, shape(I, H), { beta: 1 });
+    await linearInputGrad(gpu, dGate, w.gate.value, dnC, shape(I, H));
+    await linearInputGrad(gpu, dUp, w.up.value, dnC, shape(I, H), { beta: 1 });
+    if (dnC !== x.dn) {
+      copyRows(gpu, dnC, 0, x.dn, r0, n);
+      gpu.release(dnC);
+    }
+    gpu.release(dAct, dGate, dUp);
+    if (!kept) gpu.release(a.gate, a.up, a.act);
+    if (nC !== x.n) gpu.release(nC);
+    if (dHC !== x.dHOut) gpu.release(dHC);
+  }
+}
