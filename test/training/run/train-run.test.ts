@@ -48,10 +48,14 @@ const chats = (n: number): string =>
     });
   }).join('\n');
 
-/** The run's closing line `GPU memory: peak X of the Y planned (Z%)`: the plan is an upper bound of the measured peak. */
-function assertPeakWithinPlan(text: string, note: (key: string, value: string) => void): void {
+/**
+ * The run's closing line `GPU memory: peak X of the Y planned (Z%)`: the plan is an upper bound of the
+ * measured peak and, with `floor`, a close one (the plan stays true: at least floor% of it is used).
+ */
+function assertPeakWithinPlan(text: string, note: (key: string, value: string) => void, floor = 0): void {
   const m = /GPU memory: peak .* planned \((\d+)%\)/.exec(text);
   assert(m !== null && Number(m[1]) <= 100, `the measured GPU peak is within the plan: ${m?.[0]}`);
+  assert(Number(m[1]) >= floor, `the plan is close: the measured peak is at least ${floor}% of it: ${m[0]}`);
   note('peakOfPlan', `${m[1]}%`);
 }
 
@@ -150,7 +154,7 @@ export default defineSuite('training/run/train-run', (t) => {
         );
         assert(/acceptance length \(held-out\): +\d\.\d+ → \d\.\d+/.test(resumed.text), `the final evaluation:\n${resumed.text}`);
 
-        assertPeakWithinPlan(resumed.text, ctx.note);
+        assertPeakWithinPlan(resumed.text, ctx.note, 80);
         const exported = await readEagle3Export(tmp.files, 'run/draft', 'none');
         assertEqual(exported.vocab.d2t.length, 2048, 'd2t [draft vocab]');
         assertEqual(exported.vocab.t2d.length, VOCAB, 't2d [target vocab]');
@@ -219,6 +223,8 @@ export default defineSuite('training/run/train-run', (t) => {
           const text = lines.join('\n');
           assertEqual(code, 0, `--target-repr ${repr}: the run goes through, lossless\n${text}`);
           assert(!/must fit one binding|does not fit/.test(text), `--target-repr ${repr}: the plan fits:\n${text}`);
+          // An upper bound only: with every tensor split at 40 KiB the plan over-counts by about a fifth
+          // (79–82% measured); which items do has not been analysed.
           assertPeakWithinPlan(text, (key, value) => ctx.note(`${repr}: ${key}`, value));
           const split = new Set(lines.flatMap((l) => /^ {2}note: [^:]+: (\S+) \(.* is split into \d+ parts/.exec(l)?.[1] ?? []));
           for (const name of [...always, ...extra])
