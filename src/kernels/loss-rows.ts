@@ -196,7 +196,7 @@ export function rowSegments(
   return segments;
 }
 
-/** Fail unless `range` is a non-empty row range of `rows` and `t` holds exactly its rows × width. */
+/** Fail unless `window` is a non-empty row range of `rows` and `t` holds exactly its rows × width. */
 export function checkWindowTensor(op: string, name: string, t: Tensor, dtype: DType, window: RowWindow, rows: number, width: number): void {
   if (!Number.isInteger(window.firstRow) || !Number.isInteger(window.rows) || window.firstRow < 0 || window.rows < 1)
     throw new Error(`${op}: ${name} window [${window.firstRow}, +${window.rows}) is not a non-empty row range`);

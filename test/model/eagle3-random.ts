@@ -7,6 +7,8 @@
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
+import type { Eagle3TrainOutput } from '../../src/model/eagle3/model.ts';
+import type { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import type { Eagle3RefInputs } from '../../src/reference/eagle3.ts';
 import { Rng } from '../../src/util/random.ts';
@@ -89,3 +91,32 @@ export function uploadRandomInputs(gpu: Gpu, c: Eagle3Config, x: Eagle3RefInputs
     target: gpu.upload([B, S, c.vocabSize], 'f32', x.target, 'target'),
   };
 }
+
+/** What one training step leaves, read back (test/model/eagle3-step-body.test.ts, eagle3-row-chunks.test.ts). */
+export interface TrainedStep {
+  losses: Float32Array;
+  metricSums: Float32Array;
+  grads: Float32Array[];
+  gradNorm: number;
+  /** Every parameter after one AdamW step. */
+  updated: Float32Array[];
+}
+
+/** Reads `out`'s losses and metric sums and every gradient, runs one AdamW step, and reads every parameter after it. */
+export async function readTrainedStep(gpu: Gpu, backend: AdamWBackend, c: Eagle3Config, out: Eagle3TrainOutput): Promise<TrainedStep> {
+  const names = eagle3ParameterShapes(c).map(([n]) => n);
+  const gradReads = names.map((n) => gpu.readLater(backend.param(n).grad) as Promise<Float32Array>);
+  const report = await backend.optimizerStep();
+  const valueReads = names.map((n) => gpu.readLater(backend.param(n).value) as Promise<Float32Array>);
+  return {
+    losses: await out.losses,
+    metricSums: await out.metricSums,
+    grads: await Promise.all(gradReads),
+    gradNorm: await report.gradNorm,
+    updated: await Promise.all(valueReads),
+  };
+}
+
+/** Whether two arrays hold the same bits (Object.is per element: −0 and NaN as themselves). */
+export const sameBits = (a: ArrayLike<number>, b: ArrayLike<number>): boolean =>
+  a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));

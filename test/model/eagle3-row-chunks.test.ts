@@ -23,7 +23,15 @@ import { eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle
 import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
 import { Rng } from '../../src/util/random.ts';
 import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
-import { randomEagle3Problem, SPLITTABLE_DRAFT, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
+import {
+  randomEagle3Problem,
+  readTrainedStep,
+  sameBits,
+  SPLITTABLE_DRAFT,
+  uploadRandomInputs,
+  type RandomProblemLayout,
+  type TrainedStep,
+} from './eagle3-random.ts';
 
 const CONFIG: Eagle3Config = SPLITTABLE_DRAFT;
 const LAYOUT: RandomProblemLayout = { seqLen: 24, lengths: [24, 19], usedOffset: 1, lossStart: 1 };
@@ -84,12 +92,7 @@ function uploadCompact(gpu: Gpu, x: Eagle3RefInputs, t: CompactTarget): Eagle3In
   };
 }
 
-interface StepBits {
-  losses: Float32Array;
-  metricSums: Float32Array;
-  grads: Float32Array[];
-  gradNorm: number;
-  updated: Float32Array[];
+interface StepBits extends TrainedStep {
   evalLosses: Float32Array;
   evalMetrics: Float32Array;
 }
@@ -112,16 +115,8 @@ async function trainStep(gpu: Gpu, seed: number, v: Variant): Promise<StepBits> 
   const chunks = { headChunkRows: v.head, mlpChunkRows: v.mlp };
   const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength, {}, chunks);
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5, recompute: v.recompute, ...chunks });
-  const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);
-  const gradReads = names.map((n) => gpu.readLater(backend.param(n).grad) as Promise<Float32Array>);
-  const report = await backend.optimizerStep();
-  const valueReads = names.map((n) => gpu.readLater(backend.param(n).value) as Promise<Float32Array>);
   const bits: StepBits = {
-    losses: await out.losses,
-    metricSums: await out.metricSums,
-    grads: await Promise.all(gradReads),
-    gradNorm: await report.gradNorm,
-    updated: await Promise.all(valueReads),
+    ...(await readTrainedStep(gpu, backend, CONFIG, out)),
     evalLosses: await evalOut.losses,
     evalMetrics: await evalOut.metricSums,
   };
@@ -131,8 +126,6 @@ async function trainStep(gpu: Gpu, seed: number, v: Variant): Promise<StepBits> 
   assertEqual(gpu.pool.stats().liveBuffers, 1, `${JSON.stringify(v)}: every GPU buffer released but the loss placeholder`);
   return bits;
 }
-
-const sameBits = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
 
 /** Asserts the chunked step within 1e-6 relative of the whole one; returns how many of its arrays are the same bits. */
 function assertChunkedMatches(got: StepBits, whole: StepBits, what: string): { same: number; of: number } {

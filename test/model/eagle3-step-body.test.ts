@@ -16,7 +16,15 @@ import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference } from '../../src/reference/eagle3.ts';
 import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
-import { randomEagle3Problem, SPLITTABLE_DRAFT, uploadRandomInputs, type RandomProblemLayout } from './eagle3-random.ts';
+import {
+  randomEagle3Problem,
+  readTrainedStep,
+  sameBits,
+  SPLITTABLE_DRAFT,
+  uploadRandomInputs,
+  type RandomProblemLayout,
+  type TrainedStep,
+} from './eagle3-random.ts';
 
 const CONFIG: Eagle3Config = SPLITTABLE_DRAFT;
 /** 2 sequences of 24 with different padding (3 TTT steps): activations dominate the step's memory. */
@@ -24,13 +32,7 @@ const LAYOUT: RandomProblemLayout = { seqLen: 24, lengths: [24, 19], usedOffset:
 /** 28 KiB: fc, q, gate, up, down and lm_head are split into parts; every activation of a step ([48, 128] f32 at most) fits one binding. */
 const LIMIT = 28 * 1024;
 
-interface StepBits {
-  losses: Float32Array;
-  metricSums: Float32Array;
-  grads: Float32Array[];
-  gradNorm: number;
-  /** Every parameter after one AdamW step. */
-  updated: Float32Array[];
+interface StepBits extends TrainedStep {
   /** Peak GPU bytes of the training step (forward and backward) over what was live before it. */
   stepPeak: number;
 }
@@ -46,26 +48,13 @@ async function trainStep(gpu: Gpu, seed: number, recompute: boolean): Promise<St
   gpu.resetMemoryPeak();
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5, recompute });
   const stepPeak = gpu.memoryStats().peakBytes - before;
-  const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);
-  const gradReads = names.map((n) => gpu.readLater(backend.param(n).grad) as Promise<Float32Array>);
-  const report = await backend.optimizerStep();
-  const valueReads = names.map((n) => gpu.readLater(backend.param(n).value) as Promise<Float32Array>);
-  const bits: StepBits = {
-    losses: await out.losses,
-    metricSums: await out.metricSums,
-    grads: await Promise.all(gradReads),
-    gradNorm: await report.gradNorm,
-    updated: await Promise.all(valueReads),
-    stepPeak,
-  };
+  const bits: StepBits = { ...(await readTrainedStep(gpu, backend, CONFIG, out)), stepPeak };
   releaseInputs(gpu, inputs);
   model.destroy();
   backend.destroy();
   assertEqual(gpu.pool.stats().liveBuffers, 1, `recompute ${recompute}: every GPU buffer released but the loss placeholder`);
   return bits;
 }
-
-const sameBits = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
 
 function assertSameBits(got: StepBits, kept: StepBits, what: string): void {
   const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);

@@ -38,6 +38,22 @@ function rowsOf(gpu: Gpu, t: Tensor, r0: number, n: number, width: number, rows:
   return c;
 }
 
+/** gate = n·W_gᵀ, up = n·W_uᵀ and act = silu(gate) ⊙ up of `rows` rows of n. */
+async function mlpActivations(gpu: Gpu, params: Eagle3Parameters, n: Tensor, rows: number, tag: string): Promise<MlpActivations> {
+  const { hiddenSize: H, intermediateSize: I } = params.config;
+  const w = params.weights;
+  const a: MlpActivations = {
+    gate: gpu.tensor([rows, I], 'f32', `${tag}.gate`),
+    up: gpu.tensor([rows, I], 'f32', `${tag}.up`),
+    act: gpu.tensor([rows, I], 'f32', `${tag}.act`),
+  };
+  const shape = { rows, inFeatures: H, outFeatures: I };
+  await linearForward(gpu, n, w.gate.value, a.gate, shape);
+  await linearForward(gpu, n, w.up.value, a.up, shape);
+  await swigluForward(gpu, a.gate, a.up, a.act, { rows, inter: I });
+  return a;
+}
+
 /**
  * The forward from n [R, H]. With `hOut`, writes h_out = h1 + MLP(n) into it (training's and the
  * gradient-free forward; the backward's recompute passes none). Whole and `keep`, returns gate, up
@@ -58,21 +74,13 @@ export async function mlpForward(
   if (!whole && !x.hOut) return undefined; // chunked: the backward makes each chunk's activations itself
   for (let r0 = 0; r0 < rows; r0 += chunkRows) {
     const n = Math.min(chunkRows, rows - r0);
-    const shape = (outDim: number, inDim: number) => ({ rows: n, inFeatures: inDim, outFeatures: outDim });
     const nC = rowsOf(gpu, x.n, r0, n, H, rows, `${tag}.n[${r0}:]`);
-    const a: MlpActivations = {
-      gate: gpu.tensor([n, I], 'f32', `${tag}.gate`),
-      up: gpu.tensor([n, I], 'f32', `${tag}.up`),
-      act: gpu.tensor([n, I], 'f32', `${tag}.act`),
-    };
-    await linearForward(gpu, nC, w.gate.value, a.gate, shape(I, H));
-    await linearForward(gpu, nC, w.up.value, a.up, shape(I, H));
-    await swigluForward(gpu, a.gate, a.up, a.act, { rows: n, inter: I });
+    const a = await mlpActivations(gpu, params, nC, n, tag);
     if (x.hOut) {
       // h_out rows = h1 rows + act · W_dᵀ (matmul with beta = 1 onto a copy of h1's rows).
       const hC = whole ? x.hOut : gpu.tensor([n, H], 'f32', `${tag}.hOut[${r0}:]`);
       copyRows(gpu, x.h1, r0, hC, 0, n);
-      await linearForward(gpu, a.act, w.down.value, hC, shape(H, I), { beta: 1 });
+      await linearForward(gpu, a.act, w.down.value, hC, { rows: n, inFeatures: I, outFeatures: H }, { beta: 1 });
       if (!whole) {
         copyRows(gpu, hC, 0, x.hOut, r0, n);
         gpu.release(hC);
@@ -106,7 +114,7 @@ export async function mlpBackward(
     const shape = (outDim: number, inDim: number) => ({ rows: n, inFeatures: inDim, outFeatures: outDim });
     const nC = rowsOf(gpu, x.n, r0, n, H, rows, `${tag}.n[${r0}:]`);
     const dHC = rowsOf(gpu, x.dHOut, r0, n, H, rows, `${tag}.dHOut[${r0}:]`);
-    const a = kept ?? (await mlpForward(gpu, params, { n: nC, h1: nC, hOut: undefined }, n, n, true, `${tag}.re`))!;
+    const a = kept ?? (await mlpActivations(gpu, params, nC, n, `${tag}.re`));
     const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
     const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);
     const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);
