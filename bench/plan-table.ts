@@ -38,6 +38,7 @@ interface RoleLine {
   role: string;
   command: string;
   totalBytes: number;
+  phases: { phase: string; bytes: number }[];
   fits: boolean;
   sampleBytes: number;
   checkpointBytes: number;
@@ -74,7 +75,11 @@ for (const dir of configs) {
       console.log(
         `| ${label} | ${lines.map((l) => ((b) => (b === undefined ? '—' : formatBytes(b)))(l.items.find((i) => i.label === label)?.bytes)).join(' | ')} |`,
       );
-    console.log(`| **total** | ${lines.map((l) => `**${formatBytes(l.totalBytes)}**`).join(' | ')} |`);
+    for (const phase of colocated.phases.map((p) => p.phase))
+      console.log(
+        `| *phase: ${phase}* | ${lines.map((l) => `*${formatBytes(l.phases.find((p) => p.phase === phase)!.bytes)}*`).join(' | ')} |`,
+      );
+    console.log(`| **total (the largest phase)** | ${lines.map((l) => `**${formatBytes(l.totalBytes)}**`).join(' | ')} |`);
     console.log(
       `| fits (${formatBytes(limit.maxStorageBufferBindingSize)} bindings, ${formatBytes(limit.maxBufferSize)} buffers) | ${lines.map((l) => (l.fits ? 'yes' : 'no')).join(' | ')} |\n`,
     );

@@ -77,8 +77,9 @@ export function planInput(tc: TargetModelConfig, config: TrainConfig, draftVocab
     targetPrecision: config.targetPrecision,
     maxLength: config.maxLength,
     sequences: config.roundPrompts,
-    // The held-out prompts always; the training replies too when the target writes them.
-    generated: config.regenerate ? Math.max(SESSION_GENERATION_BATCH, config.evalPrompts) : config.evalPrompts,
+    // The acceptance measurement decodes one held-out prompt at a time (held-out rows bring their replies);
+    // with --regenerate the target also writes the training replies, in batches.
+    generated: config.regenerate ? Math.max(SESSION_GENERATION_BATCH, config.evalPrompts) : Math.min(1, config.evalPrompts),
   });
 }
 
@@ -113,6 +114,7 @@ function jsonLine(r: RoleReport): string {
     role: r.role,
     command: ROLE_COMMANDS[r.role],
     totalBytes: plan.totalBytes,
+    phases: plan.phases,
     fits: plan.fits,
     sampleBytes: r.sampleBytes,
     checkpointBytes: r.checkpoint?.bytes ?? 0,

@@ -64,7 +64,8 @@ export const prepareConfigSchema = trainConfigSchema
     seed: true,
     featurePrecision: true,
   })
-  .extend({ out: z.string().min(1).default('runs/prepared') })
+  // An offline run measures its acceptance on the manifest's held-out prompts: at least one.
+  .extend({ out: z.string().min(1).default('runs/prepared'), evalPrompts: z.number().int().min(1).max(100_000).default(4) })
   .strict();
 
 export type PrepareConfig = z.infer<typeof prepareConfigSchema>;

@@ -67,7 +67,13 @@ const TRAIN_PROMPTS = int(
   32,
   'training prompts (generated or taken from the corpus); with --data: at most this many conversations (not given: every usable one)',
 );
-const EVAL_PROMPTS = int('evalPrompts', 1, 100_000, 4, 'held-out prompts for the acceptance measurement');
+const EVAL_PROMPTS = int(
+  'evalPrompts',
+  0,
+  100_000,
+  4,
+  'held-out prompts for the acceptance measurement; 0: none (no acceptance measured, no --eval-every; a --cluster trainer on a dataset then loads only the target embedding and lm_head rows)',
+);
 const PROMPT_LENGTH = int('promptLength', 1, 1_048_576, 8, 'tokens per generated/corpus prompt');
 const RESPONSE_LENGTH = int('responseLength', 1, 1_048_576, 48, 'tokens the target generates after each prompt (the loss-masked part)');
 // Stored features (feature store, spill, offline shards) in f16 halve their bytes; the draft still trains in f32.
@@ -303,7 +309,7 @@ export const PREPARE_DEF: CommandDef = {
       ...TRAIN_PROMPTS,
       help: 'training prompts (generated or taken from the corpus): one shard each; with --data: at most this many conversations (not given: every usable one)',
     },
-    { ...EVAL_PROMPTS, help: 'held-out prompts, recorded in the manifest for the acceptance measurement' },
+    { ...int('evalPrompts', 1, 100_000, 4, ''), help: 'held-out prompts, recorded in the manifest for the acceptance measurement' },
     PROMPT_LENGTH,
     RESPONSE_LENGTH,
     AUX_LAYERS,

@@ -115,9 +115,9 @@ export function summaryRecord(s: Omit<SummaryEntry, 'phase'>): SummaryEntry {
     trainSeconds: s.trainSeconds,
     finalLoss: s.finalLoss,
     vocabCoverage: s.vocabCoverage,
-    before: specEvals(s.before),
-    after: specEvals(s.after),
-    targetOnlyTokensPerSecond: s.targetOnlyTokensPerSecond,
+    ...(s.before && s.after && s.targetOnlyTokensPerSecond !== undefined
+      ? { before: specEvals(s.before), after: specEvals(s.after), targetOnlyTokensPerSecond: s.targetOnlyTokensPerSecond }
+      : {}),
     exportDir: s.exportDir,
   };
 }

@@ -136,8 +136,6 @@ const SummaryCommon = {
   /** The last logged step's loss (a resume with no step left keeps it). */
   finalLoss: Num,
   vocabCoverage: Num,
-  before: SpecEvalsShape,
-  after: SpecEvalsShape,
 };
 /** Online `speclab train`'s summary (its summary.json), keys in the order it writes them. */
 export const SummaryEntry = z.strictObject({
@@ -145,7 +143,10 @@ export const SummaryEntry = z.strictObject({
   target: Text,
   trainSequences: Count,
   ...SummaryCommon,
-  targetOnlyTokensPerSecond: Num,
+  // Absent when the run measured no acceptance (--eval-prompts 0).
+  before: SpecEvalsShape.optional(),
+  after: SpecEvalsShape.optional(),
+  targetOnlyTokensPerSecond: Num.optional(),
   exportDir: Text,
 });
 /** `speclab train --offline`'s summary. */
@@ -155,6 +156,8 @@ export const OfflineSummaryEntry = z.strictObject({
   target: Text,
   samples: Count,
   ...SummaryCommon,
+  before: SpecEvalsShape,
+  after: SpecEvalsShape,
   exportDir: Text,
 });
 export type SummaryEntry = z.output<typeof SummaryEntry>;

@@ -66,8 +66,6 @@ export class BufferPool {
   private readonly free = new Map<string, GPUBuffer[]>();
   private readonly owned = new Map<GPUBuffer, string>();
   private readonly leased = new Set<GPUBuffer>();
-  /** Buffers acquired since the last trimUnused (the current step's working set). */
-  private readonly recent = new Set<GPUBuffer>();
   private hits = 0;
   private misses = 0;
 
@@ -84,7 +82,6 @@ export class BufferPool {
     if (reused) {
       this.hits++;
       this.leased.add(reused);
-      this.recent.add(reused);
       return reused;
     }
     this.misses++;
@@ -92,7 +89,6 @@ export class BufferPool {
     this.counter.created(size);
     this.owned.set(buffer, key);
     this.leased.add(buffer);
-    this.recent.add(buffer);
     return buffer;
   }
 
@@ -110,19 +106,6 @@ export class BufferPool {
     return this.destroyFree(() => true);
   }
 
-  /**
-   * Destroy the free buffers not acquired since the previous call, and start a new window. Called at
-   * each step boundary, it keeps the buffers a step reuses and drops the ones an earlier phase left
-   * (samples already trained on, a capture's or an evaluation's scratch), whose size classes the step
-   * does not ask for. Returns the bytes freed.
-   */
-  trimUnused(): number {
-    const freed = this.destroyFree((b) => !this.recent.has(b));
-    this.recent.clear();
-    for (const b of this.leased) this.recent.add(b);
-    return freed;
-  }
-
   private destroyFree(drop: (buffer: GPUBuffer) => boolean): number {
     let freed = 0;
     for (const [key, list] of this.free) {
@@ -131,7 +114,6 @@ export class BufferPool {
         freed += buffer.size;
         this.counter.destroyed(buffer.size);
         this.owned.delete(buffer);
-        this.recent.delete(buffer);
         buffer.destroy();
         return false;
       });
@@ -161,6 +143,5 @@ export class BufferPool {
     }
     this.leased.clear();
     this.owned.clear();
-    this.recent.clear();
   }
 }

@@ -13,6 +13,9 @@ import { GpuTimer } from './timer.ts';
 
 export type HostArray = Float32Array | Int32Array | Uint32Array | Uint16Array;
 
+/** A one-off readback (Gpu.readOnce) goes through staging this many bytes at a time (a multiple of 4). */
+export const READBACK_SLICE_BYTES = 64 * 1024 * 1024;
+
 export function hostArrayFor(dtype: DType, buffer: ArrayBuffer): HostArray {
   switch (dtype) {
     case 'f32':
@@ -183,15 +186,31 @@ export class Gpu {
   }
 
   /**
-   * Read a large tensor once (a spill, a checkpoint, a sample sent away): as `read`, then the staging
-   * ring's free buffers go at once, so one-off readbacks of many sizes never pile up beside the plan.
+   * Read a large tensor once (a spill, a checkpoint, a sample sent away): `sliceBytes` (default
+   * `READBACK_SLICE_BYTES`) at a time through one staging buffer, destroyed after each slice, so a one-off readback holds at most
+   * one slice of staging, whatever the tensor's size (the memory plan counts that much).
    */
-  async readOnce(tensor: Tensor): Promise<HostArray> {
-    try {
-      return await this.read(tensor);
-    } finally {
-      this.staging.trim();
+  async readOnce(tensor: Tensor, sliceBytes = READBACK_SLICE_BYTES): Promise<HostArray> {
+    if (!Number.isInteger(sliceBytes) || sliceBytes < 4 || sliceBytes % 4 !== 0)
+      throw new Error(`Gpu.readOnce: sliceBytes must be a positive multiple of 4, got ${sliceBytes}`);
+    const rowBytes = tensor.rowElements * BYTES_PER_ELEMENT[tensor.dtype];
+    const out = new Uint8Array(tensor.byteLength);
+    let at = 0;
+    for (const part of tensor.parts) {
+      const bytes = part.rowCount * rowBytes;
+      for (let offset = 0; offset < bytes; offset += sliceBytes) {
+        const n = Math.min(sliceBytes, bytes - offset);
+        const pending = this.staging.enqueue(part.buffer, part.byteOffset + offset, n);
+        this.batcher.flush();
+        try {
+          out.set(new Uint8Array(await pending, 0, n), at);
+        } finally {
+          this.staging.trim();
+        }
+        at += n;
+      }
     }
+    return hostArrayFor(tensor.dtype, out.buffer);
   }
 
   /** A new tensor with the same shape, dtype and contents (a GPU copy, encoded into the batch). */
@@ -226,17 +245,11 @@ export class Gpu {
    * loses a buffer). Called where a phase of varying shapes ends (a capture, a generation, an
    * evaluation): each row count leaves buffers of its own size classes in the pool, which the next
    * phase cannot reuse, and the memory plan counts one working set per phase, not one per shape.
-   * Steady training steps reuse their buffers and are never trimmed. Returns the bytes freed.
+   * A training step ends with it too (its next batch may have another padded length). Returns the bytes freed.
    */
   trimPool(): number {
     this.batcher.flush();
     return this.pool.trim() + this.staging.trim();
-  }
-
-  /** At a step boundary: destroy the free buffers the step did not use (BufferPool.trimUnused), work encoded so far submitted first. */
-  trimUnusedBuffers(): number {
-    this.batcher.flush();
-    return this.pool.trimUnused() + this.staging.trimUnused();
   }
 
   release(...tensors: Tensor[]): void {

@@ -13,9 +13,18 @@ export const ROW_CHUNK_BYTES = 128 * 1024 * 1024;
 
 /**
  * Rows per chunk: all `rows` when a [rows, ·] tensor of `rowBytes` per row fits one binding and
- * ROW_CHUNK_BYTES, else as many rows as do (at least one).
+ * ROW_CHUNK_BYTES, else the fewest chunks that fit, of equal rows (balancedChunkRows).
  */
 export function rowChunkRows(rows: number, rowBytes: number, maxBindingBytes: number): number {
-  const fit = Math.floor(Math.min(maxBindingBytes, ROW_CHUNK_BYTES) / rowBytes);
-  return Math.max(1, Math.min(rows, fit));
+  return balancedChunkRows(rows, Math.floor(Math.min(maxBindingBytes, ROW_CHUNK_BYTES) / rowBytes));
+}
+
+/**
+ * Rows per chunk when at most `fit` rows fit one: the fewest chunks, each of ⌈rows / chunks⌉ rows, so
+ * the last chunk is at most chunks − 1 rows short of the others. Its buffers then fall in the full
+ * chunk's size class and the pool hands it the same ones (a short last chunk would hold its own).
+ */
+export function balancedChunkRows(rows: number, fit: number): number {
+  const most = Math.max(1, Math.min(rows, fit));
+  return Math.ceil(rows / Math.ceil(rows / most));
 }

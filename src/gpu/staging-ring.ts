@@ -11,8 +11,6 @@ import { MemoryCounter, sizeClass } from './buffer-pool.ts';
 
 export class StagingRing {
   private readonly free = new Map<number, GPUBuffer[]>();
-  /** Buffers acquired since the last trimUnused. */
-  private readonly recent = new Set<GPUBuffer>();
   private inFlight = 0;
   private readonly pending = new Set<Promise<unknown>>();
   /** Buffers ever created (a steady-state loop should stop growing this). */
@@ -32,26 +30,17 @@ export class StagingRing {
     const size = sizeClass(bytes);
     const reused = this.free.get(size)?.pop();
     if (reused) {
-      this.recent.add(reused);
       return reused;
     }
     this.created++;
     this.counter.created(size);
     const buffer = this.device.createBuffer({ label: 'staging', size, usage: 0x01 /* MAP_READ */ | 0x08 /* COPY_DST */ });
-    this.recent.add(buffer);
     return buffer;
   }
 
   /** Destroy the free staging buffers (in-flight ones come back later). Returns the bytes freed. */
   trim(): number {
     return this.destroyFree(() => true);
-  }
-
-  /** Destroy the free staging buffers not used since the previous call (a step's readbacks reuse theirs), and start a new window. */
-  trimUnused(): number {
-    const freed = this.destroyFree((b) => !this.recent.has(b));
-    this.recent.clear();
-    return freed;
   }
 
   private destroyFree(drop: (buffer: GPUBuffer) => boolean): number {
@@ -61,7 +50,6 @@ export class StagingRing {
         if (!drop(b)) return true;
         freed += b.size;
         this.counter.destroyed(b.size);
-        this.recent.delete(b);
         b.destroy();
         return false;
       });
@@ -115,6 +103,5 @@ export class StagingRing {
 
   destroy(): void {
     this.trim();
-    this.recent.clear();
   }
 }

@@ -62,7 +62,8 @@ export class RolloutWorker {
     options: { workerId?: string; strategy?: string } = {},
   ): Promise<RolloutWorker> {
     const workerId = await controller.registerRolloutWorker({
-      workerId: options.workerId,
+      // No id given: the controller names the worker (an undefined field is no JSON value, and would be refused).
+      ...(options.workerId !== undefined ? { workerId: options.workerId } : {}),
       strategy: options.strategy ?? 'eagle3',
       role: 'rollout',
     });

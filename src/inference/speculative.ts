@@ -127,11 +127,11 @@ export async function speculativeGenerate(
     let aux: Tensor | undefined;
     await proposer.begin(prompt, maxLen);
     try {
-      const pre = await target.extend(cache, prompt, { hiddenStates: hsIndices });
+      const pre = await target.extend(cache, prompt, { hiddenStates: hsIndices, logits: 'last' });
       aux = await concatAux(gpu, pre.hiddenStates, auxLayerIds, target.config.hiddenSize, prompt.length);
       const preLogits = (await gpu.read(pre.logits)) as Float32Array;
       gpu.release(pre.logits, ...pre.hiddenStates.values());
-      const lastRow = preLogits.subarray((prompt.length - 1) * V, prompt.length * V);
+      const lastRow = preLogits.subarray(0, V);
       const first = sampled ? sampleFrom(samplingProbabilities(lastRow, sampling), rng) : argmax(lastRow);
       out.push(first);
       tokens.push(first);

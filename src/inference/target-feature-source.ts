@@ -126,8 +126,11 @@ export class TargetFeatureSource implements FeatureSource {
     this.checkCapture(capture);
     const parsed = tasks.map((task, index) => parseTask(task, index, c.vocabSize));
     const results: CapturedFeatures[] = new Array(tasks.length);
+    // A capture is a phase of its own (training/run/memory-plan-phases.ts): each group starts on an empty pool.
     try {
       for (const group of this.groups(parsed)) {
+        // Each group's forward has its own row count (its own chunk sizes): the last group's free buffers go first.
+        this.model.gpu.trimPool();
         const features = await this.captureGroup(group, capture.auxLayerIds, capture.targetRepr === 'logits' ? 'online' : 'compact');
         group.forEach((task, i) => (results[task.index] = features[i]));
       }
@@ -151,6 +154,7 @@ export class TargetFeatureSource implements FeatureSource {
     const results: Record<string, Tensor>[] = new Array(tasks.length);
     try {
       for (const group of this.groups(parsed)) {
+        this.model.gpu.trimPool();
         const features = await this.captureGroup(group, auxLayerIds, 'shard');
         group.forEach((task, i) => (results[task.index] = features[i].tensors));
       }

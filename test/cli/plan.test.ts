@@ -49,6 +49,7 @@ async function cli(platform: Platform, argv: string[]): Promise<{ code: number; 
 interface RoleLine {
   role: string;
   totalBytes: number;
+  phases: { phase: string; bytes: number }[];
   fits: boolean;
   sampleBytes: number;
   checkpointBytes: number;
@@ -84,10 +85,15 @@ export default defineSuite('cli/plan', (t) => {
           for (const field of ['totalBytes', 'sampleBytes', 'checkpointBytes', 'spillBytes'] as const)
             assert(Number.isSafeInteger(l[field]), `${l.role}: ${field} is a byte count`);
           assertEqual(l.fits, true, `${l.role}: fits`);
-          assertEqual(
-            l.totalBytes,
-            l.items.reduce((a, i) => a + i.bytes, 0),
-            `${l.role}: total = sum of its items`,
+          assertDeepEqual(
+            l.phases.map((p) => p.phase),
+            ['generation', 'capture', 'step'],
+            `${l.role}: three phases`,
+          );
+          assertEqual(l.totalBytes, Math.max(...l.phases.map((p) => p.bytes)), `${l.role}: total = the largest phase`);
+          assert(
+            l.phases.every((p) => p.bytes <= l.items.reduce((a, i) => a + i.bytes, 0)),
+            `${l.role}: each phase holds some of the items`,
           );
           assertEqual(l.largest.bytes, Math.max(...l.items.map((i) => i.bytes)), `${l.role}: largest item`);
           assertEqual(l.sampleBytes, sample, `${l.role}: one sample's bytes`);

@@ -219,16 +219,16 @@ export default defineSuite('cli/train', (t) => {
         const imported = await readEagle3Export(tmp.files, 'run/draft', new Float32Array(384 * 64));
         assertEqual(imported.config.vocabSize, 384, 'export vocab');
         assertEqual(imported.config.hiddenSize, 64, 'export hidden');
-        const before = summary.before.train!.acceptanceLength;
-        const after = summary.after.train!.acceptanceLength;
+        const before = summary.before!.train!.acceptanceLength;
+        const after = summary.after!.train!.acceptanceLength;
         ctx.note('acceptanceBefore', before);
         ctx.note('acceptanceAfter', after);
-        ctx.note('acceptanceHeldOutAfter', summary.after.heldOut.acceptanceLength);
+        ctx.note('acceptanceHeldOutAfter', summary.after!.heldOut.acceptanceLength);
         assert(
           after > before + 0.1,
           `trained draft's acceptance length on the training prompts ${after} should beat the untrained ${before}`,
         );
-        assert(summary.after.train!.lossless && summary.after.heldOut.lossless, 'speculative decoding stays lossless');
+        assert(summary.after!.train!.lossless && summary.after!.heldOut.lossless, 'speculative decoding stays lossless');
       } finally {
         await tmp.cleanup();
       }

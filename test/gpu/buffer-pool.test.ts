@@ -37,6 +37,31 @@ export default defineSuite('gpu/buffer-pool', (t) => {
     assertEqual(gpu.memoryStats().liveBytes, 0, 'destroy frees everything counted');
   });
 
+  t.test('readOnce reads a split tensor slice by slice, holding one slice of staging at a time', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    // 4 parts of 3 rows × 5 f32 (60 bytes each) under a 64-byte binding; slices of 16 bytes cut rows and parts.
+    const values = Float32Array.from({ length: 12 * 5 }, (_, i) => i * 0.5 - 7);
+    Object.defineProperty(gpu, 'maxBindingBytes', { value: 64 });
+    const x = gpu.upload([12, 5], 'f32', values, 'x');
+    assertEqual(x.parts.length, 4, 'four parts');
+    await gpu.sync();
+    const before = gpu.memoryStats().liveBytes;
+    gpu.resetMemoryPeak();
+    const back = (await gpu.readOnce(x, 16)) as Float32Array;
+    assertEqual(Array.from(back).join(), Array.from(values).join(), 'every value, in order');
+    assertEqual(gpu.memoryStats().peakBytes, before + sizeClass(16), 'one slice of staging at the peak');
+    assertEqual(gpu.memoryStats().liveBytes, before, 'no staging left');
+    const whole = (await gpu.readOnce(x)) as Float32Array;
+    assertEqual(Array.from(whole).join(), Array.from(values).join(), 'the default slice: the same values');
+    for (const bad of [0, 6, 1.5]) {
+      let message = '';
+      await gpu.readOnce(x, bad).catch((err: Error) => (message = err.message));
+      assert(/Gpu.readOnce: sliceBytes must be a positive multiple of 4/.test(message), `slice ${bad} refused: ${message}`);
+    }
+    gpu.release(x);
+    gpu.destroy();
+  });
+
   t.test('chunked tensors count every part', ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     Object.defineProperty(gpu, 'maxBindingBytes', { value: 1024 });

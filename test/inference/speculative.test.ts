@@ -210,6 +210,17 @@ export default defineSuite('inference/speculative', (t) => {
       gpu.release(c.logits);
       ctx.note('rollback rel err', assertRelClose(logitsC, fullLogits.subarray(11 * V), 1e-4, 'logits after rollback'));
       await assertRejects(() => model.extend(cache, new Array(8).fill(1)), /exceed the cache capacity/, 'overflow');
+      // A prefill that asks for the last row's logits only: [1, V], the same bits as that row of every row's.
+      const lastCache = model.createKvCache(1, 20);
+      try {
+        const last = await model.extend(lastCache, ids.slice(0, 8), { logits: 'last' });
+        assertDeepEqual(last.logits.shape, [1, V], 'one row of logits');
+        const lastRow = (await gpu.read(last.logits)) as Float32Array;
+        gpu.release(last.logits);
+        assertDeepEqual(Array.from(lastRow), Array.from(logitsA.subarray(7 * V, 8 * V)), "the last row's logits, bit for bit");
+      } finally {
+        lastCache.release(gpu);
+      }
     } finally {
       cache.release(gpu);
       model.destroy();

@@ -161,7 +161,8 @@ export default defineSuite('model/eagle3-split', (t) => {
     async ({ gpu: ctx, note }) => {
       const seed = 19;
       const split = splitGpu(ctx);
-      // The logits [16, 256] (16 KiB) are over the binding: each step's head runs in chunks of 12 rows (12 KiB), one part each.
+      // The logits [16, 256] (16 KiB) are over the binding (12 KiB, 12 rows): each step's head runs in two balanced
+      // chunks of 8 rows (gpu/row-chunks.ts), one part each.
       const chunks: string[] = [];
       const got = await runStep(split, seed, undefined, WIDE_VOCAB, {
         logits: async (k, logits, firstRow) => void chunks.push(`${k}:${firstRow}+${logits.shape[0]}/${logits.parts.length}`),
@@ -170,7 +171,7 @@ export default defineSuite('model/eagle3-split', (t) => {
       const steps = got.losses.length - 1;
       assertDeepEqual(
         chunks,
-        Array.from({ length: steps }, (_, k) => [`${k}:0+12/1`, `${k}:12+4/1`]).flat(),
+        Array.from({ length: steps }, (_, k) => [`${k}:0+8/1`, `${k}:8+8/1`]).flat(),
         "every step's logits in two chunks of one part",
       );
       const whole = new Gpu(ctx);

@@ -5,6 +5,7 @@ import ropeTable from '../kernels/rope-table.test.ts';
 import targetModel from '../model/target.test.ts';
 import targetModelF16 from '../model/target-f16.test.ts';
 import targetRowChunks from '../model/target-row-chunks.test.ts';
+import targetTables from '../model/target-tables.test.ts';
 import weightStream from '../model/weight-stream.test.ts';
 import targetFeatureSource from '../inference/target-feature-source.test.ts';
 
@@ -14,6 +15,7 @@ export const targetSuites: readonly Suite[] = [
   targetModel,
   targetModelF16,
   targetRowChunks,
+  targetTables,
   weightStream,
   targetFeatureSource,
 ];

@@ -10,6 +10,7 @@ import runLoop from '../training/run/run-loop.test.ts';
 import flagValues from '../cli/flag-values.test.ts';
 import clusterStatus from '../cli/status.test.ts';
 import clusterRoles from '../cli/cluster-roles.test.ts';
+import clusterTables from '../cli/cluster-tables.test.ts';
 import gatewayCli from '../cli/gateway.test.ts';
 import session from '../training/session/eagle3-session.test.ts';
 import draftInsight from '../training/evaluation/draft-insight.test.ts';
@@ -56,6 +57,7 @@ export const trainSuites: readonly Suite[] = [
   flagValues,
   clusterStatus,
   clusterRoles,
+  clusterTables,
   gatewayCli,
   offline,
 ];

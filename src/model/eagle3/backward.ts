@@ -10,22 +10,25 @@
  *     dKCache/dVCache slots 0..k (step L − 1, processed first, overwrites), so slot k is complete when
  *     step k is reached and flows back through RoPE⁻¹ and the k/v projections of step k.
  * The embedding is frozen: input_layernorm's dx goes to a scratch buffer, only its dw is kept.
- * The loss gradient and the lm_head backward were already done by the forward (`lmHeadBackward`,
- * lm-head.ts):
- * each step arrives with dF, the gradient at the final norm's output.
+ * Each step starts with its head (step-head.ts): f = norm(h_out) again, the logits, metrics, the loss
+ * with its gradient and the lm_head backward, which give dF, the gradient at f, for this step only.
+ * The rows' losses of every step are kept ([R] each) and summed into the weighted total at the end,
+ * in step order, as the gradient-free forward sums them.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { tttAttentionBackward } from '../../kernels/attention.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
-import { rmsnormBackward } from '../../kernels/rmsnorm.ts';
+import { reduceStepLoss } from '../../kernels/loss.ts';
+import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
 import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 import { mlpBackward } from './mlp-chunks.ts';
 import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
+import { captureLogits, encodeStepHead, stepLossSlots, type StepHeadContext } from './step-head.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
   const c = params.config;
@@ -49,6 +52,31 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const embScratch = gpu.tensor([R, H], 'f32', 'eagle3.dEmb.scratch');
   let dFromNext: Tensor | undefined;
 
+  const rowLosses: Tensor[] = [];
+  const headContext: StepHeadContext = {
+    gpu,
+    params,
+    inputs: s.inputs,
+    dims: s.dims,
+    teacher: s.teacher,
+    chunkRows: s.headChunkRows,
+    lossOut: s.lossOut,
+    metricsOut: s.metricsOut,
+    lossScale: s.lossScale,
+  };
+  /** Step k's head (step-head.ts) on f = norm(h_out): returns dF [R, H]; its rows' losses go to rowLosses[k]. */
+  const encodeHead = async (k: number, hOut: Tensor, invRmsFinal: Tensor): Promise<Tensor> => {
+    const f = gpu.tensor([R, H], 'f32', `eagle3.s${k}.f`);
+    const dF = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dF`);
+    rowLosses[k] = gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
+    await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { ...norm, eps: c.rmsNormEps });
+    const captured = s.captured ? captureLogits(gpu, R, c.draftVocabSize) : undefined;
+    await encodeStepHead({ ...headContext, onLogits: captured && (async (logits) => captured.add(logits)) }, k, f, dF, rowLosses[k]);
+    if (s.captured && captured) s.captured.logits[k] = captured.done();
+    gpu.release(f);
+    return dF;
+  };
+
   const recomputing = s.steps.some((step) => step.body === undefined);
   const stepContext: StepContext = {
     gpu,
@@ -68,12 +96,15 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     const step = s.steps[k];
     // Under activation recompute, the step's body is encoded again from its kept h_in (same bits).
     const a = step.body ?? (await encodeStepBody(stepContext, k, step.hIn, { keep: true, recompute: true })).body;
-    // f = norm(h_out) (lm_head was done in the forward). dHOut accumulates onto the gradient from step k + 1.
+    // The step's head on f = norm(h_out): its loss rows, metrics and dF. dHOut accumulates onto the gradient from step k + 1.
+    const invRmsFinal = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
+    const dF = await encodeHead(k, step.hOut, invRmsFinal);
     const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
-    await rmsnormBackward(gpu, step.hOut, w.norm.value, step.invRmsFinal, step.dF, dHOut, w.norm.grad, norm, {
+    await rmsnormBackward(gpu, step.hOut, w.norm.value, invRmsFinal, dF, dHOut, w.norm.grad, norm, {
       accumulateDx: dFromNext !== undefined,
       accumulateDw: true,
     });
+    gpu.release(dF, invRmsFinal);
 
     // h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ) · W_dᵀ, n = post_attention_layernorm(h1): whole, or by row chunks (mlp-chunks.ts).
     const dn = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dn`);
@@ -163,6 +194,8 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       gpu.release(dHIn);
     }
   }
-  gpu.release(dKCache, dVCache, embScratch);
+  // The losses: each step's, and the weighted total in step order (the bits of the gradient-free forward's).
+  for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rowLosses[k], s.lossOut, stepLossSlots(k, R, L));
+  gpu.release(dKCache, dVCache, embScratch, ...rowLosses);
   if (stepContext.shiftedIds) gpu.release(stepContext.shiftedIds);
 }

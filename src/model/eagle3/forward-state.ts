@@ -22,9 +22,6 @@ export interface StepActivations {
   /** Input hidden of this step: fc output (k = 0) or the previous step's hOut (owned there). */
   hIn: Tensor;
   hOut: Tensor;
-  invRmsFinal: Tensor;
-  /** d(lossScale · 0.8ᵏ · ploss_k)/d norm(h_out), already through lm_head (whose dW is accumulated). */
-  dF: Tensor;
   /** The step's other activations; undefined under activation recompute (the backward encodes them again). */
   body: StepBody | undefined;
 }
@@ -49,10 +46,13 @@ export interface Eagle3ForwardState {
   steps: StepActivations[];
   /** Rows per chunk of each step's MLP (mlp-chunks.ts); the backward chunks as the forward did. */
   mlpChunkRows: number;
+  /** Rows per chunk of each step's head (step-head.ts), which training runs in the backward. */
+  headChunkRows: number;
   /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
   lossOut: Tensor;
   /** f32 [4·L]: per step correct, denom, acceptSum, acceptCount (src/kernels/metrics.ts). */
   metricsOut: Tensor;
+  /** Training's `capture`: each step's logits (index k, filled by the backward) and hidden output. */
   captured?: { logits: Promise<Float32Array>[]; hidden: Promise<Float32Array>[] };
 }
 
@@ -69,7 +69,7 @@ export function releaseForwardState(gpu: Gpu, s: Eagle3ForwardState): void {
   for (const a of s.steps) {
     // hIn is hidden0 or the previous step's hOut, both released elsewhere.
     if (a.body) releaseStepBody(gpu, a.body);
-    gpu.release(a.hOut, a.invRmsFinal, a.dF);
+    gpu.release(a.hOut);
   }
   s.steps.length = 0;
 }

@@ -22,10 +22,14 @@
  *   o, lse          TTT attention over cache slots 0..k
  *   h1   [R, H]     h_in + o·Woᵀ (matmul with beta = 1 onto a copy of h_in)
  *   n, gate, up, act, h_out = h1 + act·Wdᵀ, f = norm(h_out), logits = f·W_lmᵀ
- * In training the per-step loss runs in the forward with its gradient written in place into the
- * logits buffer (SpecForge's fused-kernel behaviour), scaled by lossScale · 0.8ᵏ; the metrics read the
- * logits first. That gradient goes straight through lm_head (lm-head.ts `lmHeadBackward`), so no
- * step keeps a vocabulary-sized tensor.
+ * The head (final norm, logits, metrics, loss; step-head.ts) runs here in the gradient-free mode. In
+ * training it runs in the backward, step by step from the last (backward.ts): the loss gradient is
+ * written in place into the logits buffer (SpecForge's fused-kernel behaviour), scaled by
+ * lossScale · 0.8ᵏ, after the metrics read the logits, and goes straight through lm_head
+ * (lm-head.ts `lmHeadBackward`); so no step keeps a vocabulary-sized tensor, and the gradient at
+ * norm(h_out) lives for one step, not L. The losses and metric sums are the same bits in both modes:
+ * each step's come from the same kernels on the same operands, and the weighted total is summed in
+ * step order in both.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
@@ -46,7 +50,7 @@ export interface Eagle3ForwardOptions {
   /** Read back each step's logits and hidden output (tests, debugging). */
   capture?: boolean;
   /**
-   * Activation recompute: keep only each step's h_in, h_out, final 1/rms and dF, and let the backward
+   * Activation recompute: keep only each step's h_in and h_out, and let the backward
    * encode each step's body again (step-body.ts). Same bits, one step's activations at a time.
    */
   recompute?: boolean;
@@ -192,6 +196,7 @@ async function encodeUnroll(
     vCache: gpu.tensor([L, B, S, c.numKvHeads, c.headDim], 'f32', `${tag}.vCache`),
     steps: [],
     mlpChunkRows: mlpRows,
+    headChunkRows: chunkRows,
     lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
     metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
@@ -227,36 +232,36 @@ async function encodeUnroll(
       });
       const hOut = out!;
       hidden = hOut;
-
+      if (train) {
+        // Training runs each step's head in the backward (backward.ts), so its dF lives for one step.
+        if (train.recompute) releaseStepBody(gpu, body);
+        state.steps.push({ hIn, hOut, body: train.recompute ? undefined : body });
+        state.captured?.hidden.push(gpu.readLater(hOut) as Promise<Float32Array>);
+        continue;
+      }
+      // Gradient-free: the final norm and the head here; the body's four norms shared one 1/rms buffer.
       const f = gpu.tensor([R, H], 'f32', `${s}.f`);
-      const invRmsFinal = train ? gpu.tensor([R], 'f32', `${s}.invRmsFinal`) : body.invRmsEmb;
-      await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { rows: R, hidden: H, eps });
-      const captured = state.captured ? captureLogits(gpu, R, D) : undefined;
-      const dF = train ? gpu.tensor([R, H], 'f32', `${s}.dF`) : undefined;
-      const onLogits = async (logits: Tensor, firstRow: number) => {
-        captured?.add(logits);
-        await taps.logits?.(k, logits, firstRow);
-      };
+      await rmsnormForward(gpu, hOut, w.norm.value, f, body.invRmsEmb, { rows: R, hidden: H, eps });
       await encodeStepHead(
-        { gpu, params, inputs, dims, teacher, chunkRows, lossOut, metricsOut, lossScale: train?.lossScale, onLogits },
+        {
+          gpu,
+          params,
+          inputs,
+          dims,
+          teacher,
+          chunkRows,
+          lossOut,
+          metricsOut,
+          lossScale: undefined,
+          onLogits: taps.logits ? (logits, firstRow) => taps.logits!(k, logits, firstRow) : undefined,
+        },
         k,
         f,
-        dF,
+        undefined,
       );
       // The whole teacher's tok and position mask are complete after step 0's head (chunked: its windows cover every row).
       if (k === 0) await taps.teacher?.({ tok: teacher.tok, positionMask: teacher.positionMask });
-      if (state.captured && captured) {
-        state.captured.logits.push(captured.done());
-        state.captured.hidden.push(gpu.readLater(hOut) as Promise<Float32Array>);
-      }
-      if (train) {
-        gpu.release(f);
-        if (train.recompute) releaseStepBody(gpu, body);
-        state.steps.push({ hIn, hOut, invRmsFinal, dF: dF!, body: train.recompute ? undefined : body });
-      } else {
-        // Gradient-free, the body's four norms shared this one 1/rms buffer (its other tensors are released).
-        gpu.release(f, body.invRmsEmb);
-      }
+      gpu.release(f, body.invRmsEmb);
     }
   } catch (err) {
     // The gradient-free mode owns the unroll's tensors (a training state is the caller's to release).
@@ -271,21 +276,4 @@ async function encodeUnroll(
   // Gradient-free, the last step's output is read by nothing more (its final norm is encoded).
   done(hidden);
   return state;
-}
-
-/** Reads back a step's logits chunk by chunk (the `capture` option) and joins them into [R, D]. */
-function captureLogits(gpu: Gpu, R: number, D: number): { add(logits: Tensor): void; done(): Promise<Float32Array> } {
-  const parts: Promise<Float32Array>[] = [];
-  return {
-    add: (logits) => parts.push(gpu.readLater(logits) as Promise<Float32Array>),
-    done: async () => {
-      const out = new Float32Array(R * D);
-      let at = 0;
-      for (const part of await Promise.all(parts)) {
-        out.set(part, at);
-        at += part.length;
-      }
-      return out;
-    },
-  };
 }

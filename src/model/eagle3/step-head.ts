@@ -48,15 +48,23 @@ export interface StepHeadContext {
 
 /**
  * Step k's head on f [R, H]. In training, dF [R, H] receives dLoss/df (through lm_head). Encodes only;
- * every chunk tensor is released once its last reader is encoded.
+ * every chunk tensor is released once its last reader is encoded. Given `rowLossOut` [R], the rows'
+ * losses are left there and the caller reduces them (`reduceStepLoss`): the training backward runs the
+ * heads from the last step to the first and sums the weighted total afterwards, in step order.
  */
-export async function encodeStepHead(ctx: StepHeadContext, k: number, f: Tensor, dF: Tensor | undefined): Promise<void> {
+export async function encodeStepHead(
+  ctx: StepHeadContext,
+  k: number,
+  f: Tensor,
+  dF: Tensor | undefined,
+  rowLossOut?: Tensor,
+): Promise<void> {
   const { gpu, params, inputs, teacher, chunkRows } = ctx;
   const { seqLen: S, rows: R, tttLength: L } = ctx.dims;
   const { hiddenSize: H, draftVocabSize: D } = params.config;
   const train = ctx.lossScale !== undefined;
   const whole = chunkRows >= R;
-  const rowLoss = gpu.tensor([R], 'f32', 'eagle3.rowLoss');
+  const rowLoss = rowLossOut ?? gpu.tensor([R], 'f32', 'eagle3.rowLoss');
   const rowStats = gpu.tensor([R, 4], 'f32', 'eagle3.rowStats');
   const common = { rows: R, draftVocab: D, seqLen: S, step: k };
   try {
@@ -108,8 +116,31 @@ export async function encodeStepHead(ctx: StepHeadContext, k: number, f: Tensor,
       }
     }
     await reduceMetrics(gpu, rowStats, ctx.metricsOut, { rows: R, slot: k });
-    await reduceStepLoss(gpu, rowLoss, ctx.lossOut, { rows: R, slot: k, total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 } });
+    if (!rowLossOut) await reduceStepLoss(gpu, rowLoss, ctx.lossOut, stepLossSlots(k, R, L));
   } finally {
-    gpu.release(rowLoss, rowStats);
+    gpu.release(rowStats);
+    if (!rowLossOut) gpu.release(rowLoss);
   }
+}
+
+/** Where step k's loss goes: lossOut[k], and 0.8ᵏ of it into the total lossOut[L] (the first step writes it). */
+export function stepLossSlots(k: number, rows: number, L: number) {
+  return { rows, slot: k, total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 } };
+}
+
+/** Reads back a step's logits chunk by chunk (the training `capture` option) and joins them into [R, D]. */
+export function captureLogits(gpu: Gpu, R: number, D: number): { add(logits: Tensor): void; done(): Promise<Float32Array> } {
+  const parts: Promise<Float32Array>[] = [];
+  return {
+    add: (logits) => parts.push(gpu.readLater(logits) as Promise<Float32Array>),
+    done: async () => {
+      const out = new Float32Array(R * D);
+      let at = 0;
+      for (const part of await Promise.all(parts)) {
+        out.set(part, at);
+        at += part.length;
+      }
+      return out;
+    },
+  };
 }

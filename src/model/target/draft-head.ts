@@ -10,6 +10,9 @@
 import type { Gpu } from '../../gpu/gpu.ts';
 import { Tensor } from '../../gpu/tensor.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
+import type { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
+import { f16ToF32 } from '../../formats/safetensors.ts';
+import { DEFAULT_SLICE_BYTES } from './weight-stream.ts';
 import type { GpuTargetWeights } from './weights.ts';
 
 export class DraftHead {
@@ -48,6 +51,52 @@ export class DraftHead {
       throw err;
     } finally {
       gpu.release(...ids);
+    }
+    return new DraftHead(gpu, table);
+  }
+
+  /**
+   * The same table read from the checkpoint's files, without the lm_head on the GPU (a trainer that
+   * holds no target): the rows of `name` at `used` (ascending), read a slice of rows at a time as
+   * `format` (the precision the target would be loaded at, so an f16 target gives the rows the GPU
+   * gather gives: f16 bits widened exactly) and written into the table. The host holds one slice.
+   */
+  static async read(
+    gpu: Gpu,
+    source: Pick<HfCheckpointSource, 'tensors' | 'readRows'>,
+    name: string,
+    used: ArrayLike<number>,
+    format: 'f32' | 'f16',
+    sliceBytes = DEFAULT_SLICE_BYTES,
+  ): Promise<DraftHead> {
+    const spec = source.tensors.find((t) => t.name === name);
+    if (!spec || spec.shape.length !== 2) throw new Error(`DraftHead: the checkpoint has no matrix "${name}"`);
+    const [V, Ht] = spec.shape;
+    const D = used.length;
+    for (let d = 0; d < D; d++)
+      if (!Number.isInteger(used[d]) || used[d] < 0 || used[d] >= V || (d > 0 && used[d] <= used[d - 1]))
+        throw new Error(`DraftHead: draft token ${d} maps to target id ${used[d]}: ids must ascend within the vocabulary [0, ${V})`);
+    const rowsPerSlice = Math.max(1, Math.floor(sliceBytes / (Ht * 4)));
+    const table = gpu.tensor([D, Ht], 'f32', 'draft_head');
+    try {
+      for (let d = 0; d < D;) {
+        // The draft rows whose target ids lie within one slice of rows from used[d].
+        const first = used[d];
+        let end = d;
+        while (end < D && used[end] < first + rowsPerSlice) end++;
+        const rows = await source.readRows(name, first, used[end - 1] - first + 1, format);
+        const out = new Float32Array((end - d) * Ht);
+        for (let i = d; i < end; i++) {
+          const at = (used[i] - first) * Ht;
+          for (let j = 0; j < Ht; j++) out[(i - d) * Ht + j] = format === 'f16' ? f16ToF32(rows[at + j]) : rows[at + j];
+        }
+        gpu.writeRows(table, d, out);
+        d = end;
+      }
+      await gpu.sync();
+    } catch (err) {
+      gpu.release(table);
+      throw err;
     }
     return new DraftHead(gpu, table);
   }

@@ -27,17 +27,19 @@ export async function headRowStats(head: FullVocabHead, hidden: Tensor, rows: nu
   const tok = gpu.tensor([rows], 'i32', 'target_tok');
   try {
     for (let r = 0; r < rows; r += chunk) {
-      const n = Math.min(chunk, rows - r);
-      const h = gpu.tensor([n, H], 'f32', 'stats.hidden');
-      const l = gpu.tensor([n], 'f32', 'stats.lse');
-      const k = gpu.tensor([n], 'i32', 'stats.tok');
+      // Every chunk has `chunk` rows, the last one ending at `rows` (overlapping its predecessor, whose rows
+      // it computes again to the same bits): one size class for every chunk's buffers, never two.
+      const r0 = Math.min(r, rows - chunk);
+      const h = gpu.tensor([chunk, H], 'f32', 'stats.hidden');
+      const l = gpu.tensor([chunk], 'f32', 'stats.lse');
+      const k = gpu.tensor([chunk], 'i32', 'stats.tok');
       let logits: Tensor | undefined;
       try {
-        copyRows(gpu, hidden, r, h, 0, n);
+        copyRows(gpu, hidden, r0, h, 0, chunk);
         logits = await head.headLogits(h);
-        await targetStats(gpu, { logits, lse: l, tok: k }, { rows: n, vocab: V });
-        copyRows(gpu, l, 0, lse, r, n);
-        copyRows(gpu, k, 0, tok, r, n);
+        await targetStats(gpu, { logits, lse: l, tok: k }, { rows: chunk, vocab: V });
+        copyRows(gpu, l, 0, lse, r0, chunk);
+        copyRows(gpu, k, 0, tok, r0, chunk);
       } finally {
         gpu.release(h, l, k, ...(logits ? [logits] : []));
       }

@@ -31,9 +31,12 @@ import type { MatrixWeight, TargetCheckpoint, WeightPrecision } from '../../form
 import type { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
+import { copyRows } from '../../gpu/tensor-views.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { DraftHead } from './draft-head.ts';
 import { KvCache } from './kv-cache.ts';
 import { TargetLayers, checkPositive } from './layers.ts';
+import type { DraftTargetTables } from './target-tables.ts';
 import { streamTargetWeights, type StreamOptions } from './weight-stream.ts';
 import { releaseTargetWeights, targetWeightBytes, uploadTargetWeights, type GpuTargetWeights } from './weights.ts';
 
@@ -74,7 +77,7 @@ export interface TargetForwardOutput {
   readonly logits?: Tensor;
 }
 
-export class TargetModel {
+export class TargetModel implements DraftTargetTables {
   /** The kernels of each pass and the tables they share (layers.ts). */
   private readonly layers: TargetLayers;
 
@@ -110,6 +113,14 @@ export class TargetModel {
     const precision = options.weightPrecision ?? 'f32';
     const weights = await streamTargetWeights(gpu, source, precision, { onProgress: options.onProgress });
     return new TargetModel(gpu, source.config, weights, precision);
+  }
+
+  /** DraftTargetTables: the embedding [V, H], borrowed by the draft; the lm_head rows of `used`, f32 [D, Ht]. */
+  get embedTokens(): Tensor {
+    return this.weights.embedTokens;
+  }
+  draftHead(used: ArrayLike<number>): Promise<DraftHead> {
+    return DraftHead.gather(this.gpu, this.weights, used);
   }
 
   /** Bytes the weights occupy on the GPU (a tied lm_head counted once). */
@@ -298,7 +309,11 @@ export class TargetModel {
   async extend(
     cache: KvCache,
     tokens: readonly number[],
-    options: { hiddenStates?: readonly number[] } = {},
+    options: {
+      hiddenStates?: readonly number[];
+      /** 'last': the logits of the last new row only, [1, vocab] (a prefill needs no more); default every row's. */
+      logits?: 'all' | 'last';
+    } = {},
   ): Promise<{ logits: Tensor; hiddenStates: Map<number, Tensor> }> {
     const c = this.config;
     const gpu = this.gpu;
@@ -338,8 +353,12 @@ export class TargetModel {
       }
       const normed = gpu.tensor([m, c.hiddenSize], 'f32', `target.hidden_states.${c.numLayers}`);
       await this.layers.rmsnorm(h, this.weights.finalNorm, normed, m, c.hiddenSize);
-      const logits = gpu.tensor([m, c.vocabSize], 'f32', 'target.logits');
-      await this.layers.lmHeadInto(normed, logits, m);
+      // A long prompt's [m, vocab] logits would be a generation's largest tensor: a prefill takes its last row.
+      const rowsOut = options.logits === 'last' ? 1 : m;
+      const headIn = rowsOut === m ? normed : gpu.tensor([1, c.hiddenSize], 'f32', 'target.last');
+      if (headIn !== normed) copyRows(gpu, normed, m - 1, headIn, 0, 1);
+      const logits = gpu.tensor([rowsOut, c.vocabSize], 'f32', 'target.logits');
+      await this.layers.lmHeadInto(headIn, logits, rowsOut).finally(() => headIn !== normed && gpu.release(headIn));
       if (wanted.has(c.numLayers)) hidden.set(c.numLayers, normed);
       else gpu.release(normed);
       cache.lengths[0] = start + m;

@@ -133,7 +133,8 @@ export async function loadConversationData(
     held = all.slice(all.length - settings.evalPrompts);
     train = all.slice(0, all.length - settings.evalPrompts);
   }
-  if (held.length === 0) throw new Error(`--eval-data ${settings.evalData}: no usable conversation`);
+  if (held.length === 0 && settings.evalPrompts > 0) throw new Error(`--eval-data ${settings.evalData}: no usable conversation`);
+  if (settings.evalPrompts === 0) heldWhy = 'none (--eval-prompts 0)';
   const cap = settings.trainPrompts;
   const trainWhy =
     cap === undefined ? 'all' : cap < train.length ? `--train-prompts ${cap} of ${train.length}` : `all, within --train-prompts ${cap}`;

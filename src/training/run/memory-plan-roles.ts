@@ -6,10 +6,10 @@
  *              (./memory-plan.ts), which `speclab train` and the lab print;
  *   trainer    `speclab train --cluster`: the draft's step (weights, gradients, AdamW moments,
  *              activations, scratch), the training batch and the one sample being copied into it
- *              from the run's feature store; and the target's weights and generation KV cache, since
- *              this process still loads the target to write replies and to evaluate the draft
- *              (./train-run.ts), with the held-out evaluation's batches and the capture of a batch
- *              of them when --eval-every is on; no resident round;
+ *              from the run's feature store; the target's weights and generation KV cache when this
+ *              process writes sequences or evaluates the draft (./train-run.ts), with the held-out
+ *              evaluation's batches and the capture of a batch of them when --eval-every is on, and
+ *              else only the target's embedding (./target-load.ts runNeedsTargetModel); no resident round;
  *   rollout    `speclab rollout`: the target, its capture forward, the captured samples of one lease
  *              (`speclab rollout --batch`, held until each is sent) and the read-back buffer of the
  *              sample being sent; no draft, no generation.
@@ -20,8 +20,10 @@
  */
 import { formatBytes } from '../../util/bytes.ts';
 import { planTrainingMemory } from './memory-plan.ts';
+import { phaseTotals, planTotal } from './memory-plan-phases.ts';
+import { readbackSpec } from './memory-plan-shapes.ts';
 import { checkInput, costEntries, costItems, itemSpecs, type ItemSpec } from './memory-plan-tensors.ts';
-import type { AdapterLimits, ItemKey, MemoryPlan, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
+import type { AdapterLimits, ItemKey, MemoryPlan, MemoryPlanInput } from './memory-plan-types.ts';
 
 export type PlanRole = 'colocated' | 'trainer' | 'rollout';
 export const PLAN_ROLES: readonly PlanRole[] = ['colocated', 'trainer', 'rollout'];
@@ -64,9 +66,30 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: Ad
       ...itemSpecs({ ...x, featureStoreSamples: x.batchSize }, limits).targetCapture,
       label: 'held-out capture activations',
     };
+    // A cluster's rounds are in Redis: the trainer spills nothing.
+    const staging: ItemSpec = {
+      ...all.staging,
+      specs: all.staging.specs.filter((spec) => !spec.name.startsWith('spill readback')),
+      detail:
+        '512 uniform slots of 256 bytes, readback buffers for losses and metrics, a slice of the largest draft tensor (a checkpoint), timer',
+    };
+    // Nothing to generate or evaluate (a dataset's replies, --eval-prompts 0): the trainer reads only the target's
+    // embedding, and the lm_head rows of the draft vocabulary (draftFrozen) from the files (target-load.ts).
+    const tablesOnly = x.generationBatch === 0 && (x.heldOutSequences ?? 0) === 0;
+    const embedding: ItemSpec = {
+      label: 'target embedding',
+      specs: all.targetWeights.specs.filter((spec) => spec.name === 'model.embed_tokens.weight'),
+      detail: `the target's embedding [${x.target.vocabSize}, ${x.target.hiddenSize}] ${x.targetWeights} only: no other target weight (nothing to generate or evaluate)`,
+    };
+    const replaced: Partial<Record<ItemKey, ItemSpec>> = {
+      featureStore: sample,
+      targetCapture: heldOutCapture,
+      staging,
+      ...(tablesOnly ? { targetWeights: embedding } : {}),
+    };
     return (Object.entries(all) as [ItemKey, ItemSpec][])
       .filter(([key]) => key !== 'targetCapture' || (x.heldOutSequences ?? 0) > 0)
-      .map(([key, item]): [ItemKey, ItemSpec] => [key, key === 'featureStore' ? sample : key === 'targetCapture' ? heldOutCapture : item]);
+      .map(([key, item]): [ItemKey, ItemSpec] => [key, replaced[key] ?? item]);
   }
   const one = itemSpecs({ ...x, featureStoreSamples: 1 }, limits).featureStore;
   return [
@@ -85,7 +108,7 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: Ad
       {
         label: 'staging of one sample',
         // A read-back buffer is no storage binding: only maxBufferSize bounds it.
-        specs: one.specs.map((s) => ({ ...s, unbound: true })),
+        specs: one.specs.map((s) => readbackSpec(s)),
         detail: "the read-back buffer of the sample being sent to the run's feature store",
       },
     ],
@@ -93,8 +116,6 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: Ad
     ['staging', { ...all.staging, specs: all.staging.specs.filter((spec) => !/^(checkpoint|spill) readback/.test(spec.name)) }],
   ];
 }
-
-const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.bytes, 0);
 
 function costRole(role: PlanRole, x: MemoryPlanInput, limits: AdapterLimits, rolloutBatch: number) {
   const input = roleInput(role, x, rolloutBatch);
@@ -105,7 +126,7 @@ function costRole(role: PlanRole, x: MemoryPlanInput, limits: AdapterLimits, rol
 /** Does the role fit with `x`? (no problems, total within the budget) */
 function fitsWith(role: PlanRole, x: MemoryPlanInput, rolloutBatch: number, limits: AdapterLimits, budget: number | undefined) {
   const { items, problems } = costRole(role, x, limits, rolloutBatch);
-  const total = totalOf(items);
+  const total = planTotal(items);
   return { fits: problems.length === 0 && (budget === undefined || total <= budget), total };
 }
 
@@ -126,12 +147,13 @@ export function planRoleMemory(role: PlanRole, x: MemoryPlanInput, options: Role
     if (budgetBytes !== undefined && !(Number.isSafeInteger(budgetBytes) && budgetBytes > 0))
       throw new Error(`memory plan: budgetBytes must be a positive whole number of bytes, got ${budgetBytes}`);
     const { input, items, problems, notes } = costRole(role, x, limits, rolloutBatch);
-    const totalBytes = totalOf(items);
+    const totalBytes = planTotal(items);
     if (budgetBytes !== undefined && totalBytes > budgetBytes)
       problems.unshift(`the plan needs ${formatBytes(totalBytes)}, over the budget of ${formatBytes(budgetBytes)}`);
     plan = {
       input,
       items,
+      phases: phaseTotals(items),
       totalBytes,
       largest: items.reduce((a, b) => (b.bytes > a.bytes ? b : a)),
       budgetBytes,

@@ -4,6 +4,8 @@
  * weight. ./memory-plan-tensors.ts groups them into the plan's items and costs them.
  */
 import type { TargetModelConfig } from '../../config/hf-config.ts';
+import { sizeClass } from '../../gpu/buffer-pool.ts';
+import { READBACK_SLICE_BYTES } from '../../gpu/gpu.ts';
 import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import { BYTES_PER_ELEMENT, type DType } from '../../gpu/tensor.ts';
 
@@ -59,6 +61,26 @@ export function targetWeightSpecs(c: TargetModelConfig, dtype: DType): TensorSpe
   ];
 }
 
+/** What reading `spec` back once costs in staging (Gpu.readOnce): one slice at most, not the tensor. */
+export function readbackSpec(spec: TensorSpec, name = spec.name): TensorSpec {
+  const elements = spec.shape.reduce((a, b) => a * b, 1);
+  const slice = Math.floor(READBACK_SLICE_BYTES / BYTES_PER_ELEMENT[spec.dtype]);
+  return { ...spec, name, shape: [Math.min(elements, slice)], splittable: true, unbound: true };
+}
+
+/**
+ * The tensors of a loop over `rows` in chunks of `chunk` rows: `make(n)` for the full chunk, and for
+ * the smaller last chunk those of its tensors whose size class differs from the full chunk's (the pool
+ * gives the last chunk the full chunk's buffer when the class is the same; otherwise both are held).
+ */
+export function chunkSpecs(rows: number, chunk: number, make: (n: number) => TensorSpec[]): TensorSpec[] {
+  const full = make(Math.min(chunk, rows));
+  const rest = rows % chunk;
+  if (chunk >= rows || rest === 0) return full;
+  const bytes = (spec: TensorSpec) => sizeClass(Math.max(4, spec.shape.reduce((a, b) => a * b, 1) * BYTES_PER_ELEMENT[spec.dtype]));
+  return [...full, ...make(rest).filter((spec, i) => bytes(spec) !== bytes(full[i]))];
+}
+
 /** One batched capture forward of `rows` tokens: the layer's working set (released per layer) and what the capture keeps. */
 export function captureSpecs(
   c: TargetModelConfig,
@@ -75,16 +97,24 @@ export function captureSpecs(
   const I = c.intermediateSize;
   const batch = Math.max(1, Math.floor(rows / seq));
   const wb = BYTES_PER_ELEMENT[weights];
-  // The logits are written a row part at a time: a split lm_head's column blocks are that many rows.
+  // Logits are made a binding's worth of rows at a time: full logits a row part of the [rows, V] tensor
+  // (a split lm_head's column blocks are that many rows), compact features' statistics a chunk of that many
+  // rows each (model/target/head-stats.ts: the last chunk overlaps, so every chunk has the same rows).
   const logitRows = Math.max(1, Math.min(rows, Math.floor(maxBinding / (c.vocabSize * 4))));
   const mlpRows = rowChunkRows(rows, I * 4, maxBinding);
+  // The last chunk of a loop over chunks is smaller: its tensors are of other size classes, held beside the full chunk's.
   const blocks = [
     ...columnBlocks('q_proj', [qw, H], rows, maxBinding, wb),
     ...columnBlocks('k_proj', [kvw, H], rows, maxBinding, wb),
     ...columnBlocks('o_proj', [H, qw], rows, maxBinding, wb),
-    ...columnBlocks('gate_proj', [I, H], mlpRows, maxBinding, wb),
-    ...columnBlocks('down_proj', [H, I], mlpRows, maxBinding, wb),
-    ...columnBlocks('lm_head', [c.vocabSize, H], logitRows, maxBinding, wb),
+    ...chunkSpecs(rows, mlpRows, (n) => [
+      ...columnBlocks('gate_proj', [I, H], n, maxBinding, wb),
+      ...columnBlocks('down_proj', [H, I], n, maxBinding, wb),
+    ]),
+    // Full logits: the row parts of [rows, V] (the last one shorter); compact: chunks of logitRows rows each.
+    ...(compact
+      ? columnBlocks('lm_head', [c.vocabSize, H], logitRows, maxBinding, wb)
+      : chunkSpecs(rows, logitRows, (n) => columnBlocks('lm_head', [c.vocabSize, H], n, maxBinding, wb))),
   ];
   return [
     ...blocks,
@@ -102,10 +132,12 @@ export function captureSpecs(
     t('attn.lse', [batch, c.numHeads, seq]),
     t('mlp.x', [rows, H]),
     // The MLP runs over row chunks when [rows, I] f32 is over a binding (model/target/layers.ts).
-    t('mlp.gate', [mlpRows, I]),
-    t('mlp.up', [mlpRows, I]),
-    t('mlp.act', [mlpRows, I]),
-    ...(mlpRows < rows ? [t('mlp.x (rows)', [mlpRows, H]), t('mlp.h (rows)', [mlpRows, H])] : []),
+    ...chunkSpecs(rows, mlpRows, (n) => [
+      t('mlp.gate', [n, I]),
+      t('mlp.up', [n, I]),
+      t('mlp.act', [n, I]),
+      ...(mlpRows < rows ? [t('mlp.x (rows)', [n, H]), t('mlp.h (rows)', [n, H])] : []),
+    ]),
     ...times(aux, [t('hidden_states (aux)', [rows, H])]),
     t('final norm', [rows, H]),
     // Compact features take each row's logsumexp and argmax from logits made a binding's worth of rows

@@ -7,9 +7,11 @@ import { eagle3ParameterShapes } from '../../config/eagle3-config.ts';
 import {
   batchSpecs,
   captureSpecs,
+  chunkSpecs,
   columnBlocks,
   heldOutSpecs,
   largestShape,
+  readbackSpec,
   sampleSpecs,
   t,
   targetWeightSpecs,
@@ -99,7 +101,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   // The MLP over row chunks when [R, I] f32 is over a binding or 128 MiB (model/eagle3/mlp-chunks.ts).
   const M = mlpChunkRows(R, I, maxBinding);
   const mlpChunked = M < R;
-  // What one step's body holds (model/eagle3/step-body.ts); with h_out, dF and the final 1/rms, what a step keeps.
+  // What one step's body holds (model/eagle3/step-body.ts); with h_out, what a step keeps (its head runs in the backward).
   const body = [
     t('emb', [R, H]),
     t('invRmsEmb', [R]),
@@ -114,7 +116,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     // A whole MLP keeps gate, up and act; a chunked one keeps none (mlp-chunks.ts: one chunk's are live).
     ...(mlpChunked ? [] : [t('gate', [R, I]), t('up', [R, I]), t('act', [R, I])]),
   ];
-  const kept = [t('hOut', [R, H]), t('invRmsFinal', [R]), t('dF', [R, H])];
+  const kept = [t('hOut', [R, H])];
   // Under recompute every step keeps `kept`, and one body is live at a time (the forward's, then the backward's).
   const stepSpecs = x.recompute ? [...times(L, kept), ...body, t('re.ids.shifted', [B, S], 'i32')] : times(L, [...body, ...kept]);
   const ropeRows = S + L - 1;
@@ -122,21 +124,23 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   // then no teacher or logits [R, D] exists, only a chunk's.
   const C = headChunkRows(R, D, maxBinding);
   const chunked = C < R;
+  // The last chunk is smaller: its tensors are of other size classes, held beside the full chunk's.
   const headSpecs = [
-    t('logits', [C, D], 'f32', true),
-    t('rowLoss', [R]),
     t('rowStats', [R, 4]),
-    // Compact features: the target's logits of the draft tokens, the teacher's source, for the rows being built.
-    ...(compact ? [t('target.draft_logits', [C, D], 'f32', true)] : []),
-    ...(chunked
-      ? [
-          t('teacher.p (chunk)', [C, D], 'f32', true),
-          t('teacher.pTilde (chunk)', [C, D], 'f32', true),
-          t('f (chunk)', [C, H]),
-          t('dF (chunk)', [C, H]),
-          ...(compact ? [t('target.hidden (chunk)', [C, tc.hiddenSize])] : []),
-        ]
-      : []),
+    ...chunkSpecs(R, C, (n) => [
+      t('logits', [n, D], 'f32', true),
+      // Compact features: the target's logits of the draft tokens, the teacher's source, for the rows being built.
+      ...(compact ? [t('target.draft_logits', [n, D], 'f32', true)] : []),
+      ...(chunked
+        ? [
+            t('teacher.p (chunk)', [n, D], 'f32', true),
+            t('teacher.pTilde (chunk)', [n, D], 'f32', true),
+            t('f (chunk)', [n, H]),
+            t('dF (chunk)', [n, H]),
+            ...(compact ? [t('target.hidden (chunk)', [n, tc.hiddenSize])] : []),
+          ]
+        : []),
+    ]),
   ];
   return {
     targetWeights: {
@@ -151,6 +155,16 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         x.generationBatch > 0
           ? `2 × ${tc.numLayers} layers × ${x.generationBatch} sequences × ${S} tokens × ${kvw}`
           : 'none: the data has its replies',
+    },
+    targetGeneration: {
+      label: 'target generation activations',
+      // A generation's prefill is a forward over its prompts (model/target/model.ts prefill, extend with the
+      // last row's logits): the capture's tensors over those rows, a binding's worth of logits rows at most.
+      specs: x.generationBatch > 0 ? captureSpecs(tc, x.generationBatch * S, S, aux, x.targetWeights, maxBinding, true) : [],
+      detail:
+        x.generationBatch > 0
+          ? `the prefill of ${x.generationBatch} prompt${x.generationBatch > 1 ? 's' : ''} of up to ${S} tokens`
+          : 'none: no generation',
     },
     targetCapture: {
       label: 'target capture activations',
@@ -182,16 +196,19 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     staging: {
       label: 'staging and uniforms',
       specs: [
-        t('uniform arena', [512 * 64], 'u32'),
-        t('loss readback', [L + 1]),
-        t('metrics readback', [4 * L]),
-        t('grad-norm readback', [2]),
-        t('timer', [8]),
-        // A checkpoint reads one tensor back at a time (the largest: a weight or moment); the spill one sample.
-        t('checkpoint readback', largestShape(params.map(([, shape]) => shape))),
-        ...sample.map((spec) => ({ ...spec, name: `spill readback: ${spec.name}` })),
-      ].map((s) => ({ ...s, splittable: true, unbound: true })),
-      detail: `512 uniform slots of 256 bytes, readback buffers for losses and metrics, the largest draft tensor (a checkpoint), one sample (the spill), timer`,
+        ...[
+          t('uniform arena', [512 * 64], 'u32'),
+          t('loss readback', [L + 1]),
+          t('metrics readback', [4 * L]),
+          t('grad-norm readback', [2]),
+          t('timer', [8]),
+        ].map((s) => ({ ...s, splittable: true, unbound: true })),
+        // A checkpoint reads one tensor back at a time (the largest: a weight or moment); the spill one sample;
+        // each a slice at a time (Gpu.readOnce).
+        readbackSpec(t('checkpoint', largestShape(params.map(([, shape]) => shape))), 'checkpoint readback'),
+        ...sample.map((spec) => readbackSpec(spec, `spill readback: ${spec.name}`)),
+      ],
+      detail: `512 uniform slots of 256 bytes, readback buffers for losses and metrics, a slice of the largest draft tensor (a checkpoint) and of one sample (the spill), timer`,
     },
     draftWeights: {
       label: 'draft weights',
@@ -220,7 +237,9 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     drafter: {
       label: 'evaluation drafter',
       // Speculative decoding before and after training (and speclab eval) loads the draft beside the trainer's.
-      specs: [...paramSpecs(' (drafter)'), ...times(2, [t('drafter KV cache', [1, S, d.numKvHeads, d.headDim])])],
+      // Not without generation: no held-out prompt to decode (--eval-prompts 0).
+      specs:
+        x.generationBatch > 0 ? [...paramSpecs(' (drafter)'), ...times(2, [t('drafter KV cache', [1, S, d.numKvHeads, d.headDim])])] : [],
       detail: `a second copy of the draft's weights for speculative decoding, and its KV cache of ${S} positions`,
     },
     activations: {
@@ -234,14 +253,16 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         // Unchunked, the teacher is built once per batch; the loss kernels run per row segment, so it may be split.
         ...(chunked ? [] : [t('teacher.p', [R, D], 'f32', true), t('teacher.pTilde', [R, D], 'f32', true)]),
         t('teacher.tok', [R], 'i32'),
+        // Each step's loss rows, summed into the weighted total after the backward (model/eagle3/backward.ts).
+        ...times(L, [t('rowLoss', [R])]),
         t('teacher.positionMask', [R], 'i32'),
         t('losses', [L + 1]),
         t('metrics', [4 * L]),
       ],
       detail: `${
         x.recompute
-          ? `${L} × ${R} rows × (hOut, dF) and one step's body, recomputed in the backward (--recompute)`
-          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, ${mlpChunked ? '' : 'gate, up, act, '}hOut, dF)`
+          ? `${L} × ${R} rows × hOut and one step's body, recomputed in the backward (--recompute)`
+          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, ${mlpChunked ? '' : 'gate, up, act, '}hOut)`
       } + KV caches [${L}, ${R}, ${kvDim}]${chunked ? '' : ` + teacher [${R}, ${D}] × 2`}`,
     },
     scratch: {
@@ -251,24 +272,29 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         t('q', [R, qDim]),
         t('k/v', [R, kvDim]),
         t('kRot', [R, kvDim]),
+        // The head of the step being back-propagated: f = norm(h_out), its 1/rms and dF.
         t('f', [R, H]),
+        t('invRmsFinal', [R]),
+        t('dF', [R, H]),
         ...headSpecs,
         t('dKCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dVCache', [L, B, S, d.numKvHeads, d.headDim]),
         t('dEmb.scratch', [R, H]),
         t('dHOut', [R, H]),
-        t('dAct', [M, I]),
-        t('dGate', [M, I]),
-        t('dUp', [M, I]),
-        // Chunked: one chunk's gate, up and act (the forward's, or the backward's again), and its rows of n, h and dn.
-        ...(mlpChunked
-          ? [
-              t('mlp gate (chunk)', [M, I]),
-              t('mlp up (chunk)', [M, I]),
-              t('mlp act (chunk)', [M, I]),
-              ...times(3, [t('mlp rows (chunk)', [M, H])]),
-            ]
-          : []),
+        ...chunkSpecs(R, M, (n) => [
+          t('dAct', [n, I]),
+          t('dGate', [n, I]),
+          t('dUp', [n, I]),
+          // Chunked: one chunk's gate, up and act (the forward's, or the backward's again), and its rows of n, h and dn.
+          ...(mlpChunked
+            ? [
+                t('mlp gate (chunk)', [n, I]),
+                t('mlp up (chunk)', [n, I]),
+                t('mlp act (chunk)', [n, I]),
+                ...times(3, [t('mlp rows (chunk)', [n, H])]),
+              ]
+            : []),
+        ]),
         t('dn', [R, H]),
         t('dH1', [R, H]),
         t('dO', [R, qDim]),
@@ -283,7 +309,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
         // A weight split into row parts writes its output column by column block (kernels/linear.ts).
         // (The MLP's and lm_head's matmuls are over one chunk's rows.)
         ...params.flatMap(([name, shape]) =>
-          columnBlocks(name, shape, name.includes('.mlp.') ? M : name === 'lm_head.weight' ? C : R, maxBinding),
+          chunkSpecs(R, name.includes('.mlp.') ? M : name === 'lm_head.weight' ? C : R, (n) => columnBlocks(name, shape, n, maxBinding)),
         ),
       ],
       detail: `temporaries of one step, reused by the next: ${

@@ -38,7 +38,7 @@ export interface MemoryPlanInput {
   readonly heldOutSequences?: number;
   /** Target layers whose outputs feed the draft (3 for EAGLE3). */
   readonly auxLayers?: number;
-  /** Activation recompute (model/eagle3/step-body.ts): each TTT step keeps h_out, dF and a 1/rms; one step's body at a time. */
+  /** Activation recompute (model/eagle3/step-body.ts): each TTT step keeps h_out; one step's body at a time. */
   readonly recompute?: boolean;
 }
 
@@ -53,6 +53,7 @@ export interface PlanItem {
 export type ItemKey =
   | 'targetWeights'
   | 'targetKv'
+  | 'targetGeneration'
   | 'targetCapture'
   | 'featureStore'
   | 'heldOut'
@@ -71,9 +72,21 @@ export type ItemKey =
 /** The items of the draft's training step itself (what a step on a given batch allocates). */
 export const DRAFT_STEP_ITEMS: readonly ItemKey[] = ['draftWeights', 'gradients', 'moments', 'draftFrozen', 'activations', 'scratch'];
 
+/** The phases a run goes through, one at a time (./memory-plan-phases.ts). */
+export type PlanPhase = 'generation' | 'capture' | 'step';
+
+export interface PhaseTotal {
+  readonly phase: PlanPhase;
+  /** Every item the phase holds, summed. */
+  readonly bytes: number;
+}
+
 export interface MemoryPlan {
   readonly input: MemoryPlanInput;
   readonly items: readonly PlanItem[];
+  /** What each phase holds; the total is the largest. */
+  readonly phases: readonly PhaseTotal[];
+  /** The largest phase (./memory-plan-phases.ts): what the device holds at most. */
   readonly totalBytes: number;
   readonly largest: PlanItem;
   readonly budgetBytes: number | undefined;

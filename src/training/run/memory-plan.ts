@@ -8,9 +8,11 @@
  * How it counts, and why that makes the total an upper bound of what the device holds:
  *   - each tensor costs what Gpu.tensor really allocates: its row parts (planRowChunks), each
  *     rounded up to the pool's size class (sizeClass: at least 256 bytes, at most 25% over);
- *   - items are added, never overlapped: the buffer pool keeps released buffers for reuse and never
- *     trims them during a run, so memory one phase frees is only reused by a later tensor of the
- *     same size class. The sum of the items is what the pool holds if nothing is ever reused;
+ *   - within a phase items are added, never overlapped: the buffer pool keeps released buffers for
+ *     reuse, so memory one tensor frees is only reused by a later tensor of the same size class.
+ *     The sum is what the pool holds if nothing is ever reused. Between the two phases of a run
+ *     (the target generating, a capture forward, the draft's steps) the run empties the pool, so the
+ *     total is the largest phase (./memory-plan-phases.ts);
  *   - temporaries released inside a step (logits, the backward's scratch) are counted once: the
  *     next step takes the same buffers back from the pool.
  * Shapes mirror src/model/eagle3/forward.ts, forward-state.ts (StepActivations, Eagle3ForwardState) and backward.ts,
@@ -27,8 +29,9 @@ import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import type { TargetModelConfig } from '../../config/hf-config.ts';
 import { captureBatchTokens } from '../../inference/target-feature-source.ts';
 import { formatBytes } from '../../util/bytes.ts';
+import { phaseTotals, planTotal } from './memory-plan-phases.ts';
 import { checkInput, costItems } from './memory-plan-tensors.ts';
-import type { AdapterLimits, MemoryPlan, MemoryPlanInput, PlanItem, Precision } from './memory-plan-types.ts';
+import type { AdapterLimits, MemoryPlan, MemoryPlanInput, Precision } from './memory-plan-types.ts';
 
 export {
   DRAFT_STEP_ITEMS,
@@ -39,8 +42,6 @@ export {
   type PlanItem,
   type Precision,
 } from './memory-plan-types.ts';
-
-const totalOf = (items: readonly PlanItem[]) => items.reduce((a, i) => a + i.bytes, 0);
 
 /** Prompts per batched generation, as a session runs them (continueWithTarget). */
 export const SESSION_GENERATION_BATCH = 16;
@@ -95,19 +96,32 @@ export function planTrainingMemory(input: MemoryPlanInput, options: { limits: Ad
     throw new Error(`memory plan: budgetBytes must be a positive whole number of bytes, got ${budgetBytes}`);
   const maxBindingBytes = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const { items, problems, notes } = costItems(input, limits);
-  const totalBytes = totalOf(items);
+  const totalBytes = planTotal(items);
   const largest = items.reduce((a, b) => (b.bytes > a.bytes ? b : a));
   if (budgetBytes !== undefined && totalBytes > budgetBytes)
     problems.unshift(`the plan needs ${formatBytes(totalBytes)}, over the budget of ${formatBytes(budgetBytes)}`);
   const fits = problems.length === 0;
   const suggestions = fits ? [] : suggest(input, limits, budgetBytes);
-  return { input, items, totalBytes, largest, budgetBytes, limits, maxBindingBytes, fits, problems, notes, suggestions };
+  return {
+    input,
+    items,
+    phases: phaseTotals(items),
+    totalBytes,
+    largest,
+    budgetBytes,
+    limits,
+    maxBindingBytes,
+    fits,
+    problems,
+    notes,
+    suggestions,
+  };
 }
 
 /** Would `x` fit? (no problems, total within the budget) */
 function fitsWith(x: MemoryPlanInput, limits: AdapterLimits, budget: number | undefined): { fits: boolean; total: number } {
   const { items, problems } = costItems(x, limits);
-  const total = totalOf(items);
+  const total = planTotal(items);
   return { fits: problems.length === 0 && (budget === undefined || total <= budget), total };
 }
 
@@ -165,6 +179,7 @@ export function formatMemoryPlan(plan: MemoryPlan): string[] {
     (i) =>
       `  ${i.label.padEnd(width)}  ${formatBytes(i.bytes).padStart(10)}  ${((100 * i.bytes) / Math.max(plan.totalBytes, 1)).toFixed(1).padStart(5)}%  ${i.detail}`,
   );
+  lines.push(`  ${'phases'.padEnd(width)}  ${phaseLine(plan)}`);
   const budget =
     plan.budgetBytes === undefined
       ? 'no byte budget (WebGPU reports no total memory; --gpu-memory-budget sets one)'
@@ -176,6 +191,11 @@ export function formatMemoryPlan(plan: MemoryPlan): string[] {
   lines.push(plan.fits ? '  fits' : `  does not fit: ${plan.problems.join('; ')}`);
   if (!plan.fits && plan.suggestions.length > 0) lines.push(`  lower: ${plan.suggestions.join('; ')}`);
   return lines;
+}
+
+/** What each phase holds: the total is the largest. */
+function phaseLine(plan: MemoryPlan): string {
+  return `${plan.phases.map((p) => `${p.phase} ${formatBytes(p.bytes)}`).join(', ')}: one at a time, the total is the largest`;
 }
 
 /** One line for a refused run: the largest item, the total, the budget, the first problem, what to lower. */

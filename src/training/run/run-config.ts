@@ -39,7 +39,8 @@ export const trainConfigSchema = sessionSettingsSchema
     fresh: z.boolean().default(false),
     // No default here: with --data an absent value means every usable conversation (withTrainPromptsDefault).
     trainPrompts: posInt.max(10_000_000).optional(),
-    evalPrompts: posInt.max(100_000).default(4),
+    // 0: no held-out rows, so no acceptance measurement and no --eval-every (a cluster trainer then needs no target).
+    evalPrompts: nonNegInt.max(100_000).default(4),
     promptLength: posInt.max(1_048_576).default(8),
     numDraftTokens: posInt.max(64).default(3),
     maxNewTokens: posInt.max(1_048_576).default(32),
@@ -63,7 +64,9 @@ const SETTINGS: ReadonlySet<string> = new Set(Object.keys(trainConfigSchema.shap
 
 /** Validate settings (config file first, flags over it); errors name the field and its flag. */
 export function validateTrainConfig(input: Record<string, unknown>, source = 'train config'): TrainConfig {
-  const parsed = trainConfigSchema.safeParse(input);
+  // Without held-out rows there is nothing to evaluate: --eval-every's default follows; a given one is refused below.
+  const heldOutNone = input.evalPrompts === 0 && input.evalEvery === undefined;
+  const parsed = trainConfigSchema.safeParse(heldOutNone ? { ...input, evalEvery: 0 } : input);
   if (!parsed.success) {
     const issues = parsed.error.issues.map((issue) => {
       const field = issue.path.length > 0 ? String(issue.path[0]) : '';
@@ -73,6 +76,10 @@ export function validateTrainConfig(input: Record<string, unknown>, source = 'tr
     });
     throw new UsageError(`${source}: ${issues.join('; ')}`);
   }
+  if (parsed.data.evalPrompts === 0 && parsed.data.evalEvery > 0)
+    throw new UsageError(
+      `${source}: evalEvery (--eval-every) ${parsed.data.evalEvery} evaluates held-out rows, and evalPrompts (--eval-prompts) 0 holds none`,
+    );
   return withTrainPromptsDefault(parsed.data);
 }
 

@@ -8,7 +8,8 @@
 import { evalRecord, sessionEventRecord, trainRecord } from '../../contracts/metrics-entries.ts';
 import type { MetadataStore } from '../../control/metadata-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
-import type { TargetModel } from '../../model/target/model.ts';
+import { TargetModel } from '../../model/target/model.ts';
+import type { DraftTargetTables } from '../../model/target/target-tables.ts';
 import type { ProgressDisplay } from '../../ports/progress.ts';
 import { reduceTrainMetrics, specForgeMetrics } from '../evaluation/metric-keys.ts';
 import type { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
@@ -25,7 +26,8 @@ export interface RunSessionContext {
   readonly config: TrainConfig;
   readonly inputs: RunInputs;
   readonly gpu: Gpu;
-  readonly target: TargetModel;
+  /** The target, or only its tables for a cluster trainer that neither generates nor evaluates (target-load.ts). */
+  readonly target: TargetModel | DraftTargetTables;
   readonly metadata: MetadataStore;
   readonly role: ClusterTrainer | undefined;
   readonly print: (line: string) => void;
@@ -56,7 +58,8 @@ export async function openRunSession(c: RunSessionContext): Promise<Eagle3Traini
         ? {
             every: config.evalEvery,
             sequences:
-              data.heldSequences ?? (await continueWithTarget(target, data.heldPrompts, config.responseLength, 16, data.continuation)),
+              data.heldSequences ??
+              (await continueWithTarget(modelOf(target), data.heldPrompts, config.responseLength, 16, data.continuation)),
           }
         : undefined,
     settings: { ...config, auxLayers: auxLayerIds, draftVocabSize },
@@ -111,4 +114,11 @@ export async function openRunSession(c: RunSessionContext): Promise<Eagle3Traini
       );
     },
   });
+}
+
+/** The target model where the run writes with it (runNeedsTargetModel in ./target-load.ts loaded it then). */
+function modelOf(target: TargetModel | DraftTargetTables): TargetModel {
+  if (!(target instanceof TargetModel))
+    throw new Error('run session: the held-out replies are written by the target, and only its tables were loaded');
+  return target;
 }

@@ -17,9 +17,10 @@ export interface TrainSummary {
   trainSeconds: number;
   finalLoss: number;
   vocabCoverage: number;
-  before: { heldOut: SpecEval; train?: SpecEval };
-  after: { heldOut: SpecEval; train?: SpecEval };
-  targetOnlyTokensPerSecond: number;
+  /** The acceptance before and after training and the target's own speed: absent without held-out prompts (--eval-prompts 0). */
+  before?: { heldOut: SpecEval; train?: SpecEval };
+  after?: { heldOut: SpecEval; train?: SpecEval };
+  targetOnlyTokensPerSecond?: number;
   exportDir: string;
 }
 
@@ -27,18 +28,38 @@ export interface TrainSummary {
 export async function reportSummary(
   out: FileStore,
   summary: TrainSummary,
-  base: SpeedReport,
-  settings: { numDraftTokens: number; started: number },
+  base: SpeedReport | undefined,
+  settings: { numDraftTokens: number; started: number; targetDir: string },
   record: RecordFn,
   print: (line: string) => void,
 ): Promise<void> {
   const { before, after } = summary;
   await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
   await record(summaryRecord(summary));
-  const speedup = (e: SpecEval, sp: SpeedReport) => (e.tokensPerSecond / sp.tokensPerSecond).toFixed(2);
   print('summary:');
+  if (before && after && base) printAcceptance(before, after, base, settings.numDraftTokens, print);
+  else
+    print(
+      `  acceptance length: not measured (--eval-prompts 0); measure the export where the target is: speclab eval --target ${settings.targetDir} --draft ${summary.exportDir} --prompts-file <prompts>`,
+    );
   print(
-    `  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${settings.numDraftTokens} draft tokens per verification, bonus included)`,
+    `  vocab coverage ${(summary.vocabCoverage * 100).toFixed(2)}%, ${summary.steps} steps, final loss ${summary.finalLoss.toFixed(4)}, total ${formatDuration((performance.now() - settings.started) / 1000)}`,
+  );
+  print(`  export: ${summary.exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/checkpoints`);
+}
+
+type SpecEvals = NonNullable<TrainSummary['before']>;
+
+function printAcceptance(
+  before: SpecEvals,
+  after: SpecEvals,
+  base: SpeedReport,
+  numDraftTokens: number,
+  print: (line: string) => void,
+): void {
+  const speedup = (e: SpecEval, sp: SpeedReport) => (e.tokensPerSecond / sp.tokensPerSecond).toFixed(2);
+  print(
+    `  acceptance length (held-out):        ${before.heldOut.acceptanceLength.toFixed(3)} → ${after.heldOut.acceptanceLength.toFixed(3)}  (${numDraftTokens} draft tokens per verification, bonus included)`,
   );
   if (before.train && after.train)
     print(
@@ -51,8 +72,4 @@ export async function reportSummary(
   print(
     `  lossless: ${lossless ? 'yes (speculative tokens equal target greedy tokens)' : 'NO — speculative output differs from target greedy decoding'}`,
   );
-  print(
-    `  vocab coverage ${(summary.vocabCoverage * 100).toFixed(2)}%, ${summary.steps} steps, final loss ${summary.finalLoss.toFixed(4)}, total ${formatDuration((performance.now() - settings.started) / 1000)}`,
-  );
-  print(`  export: ${summary.exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/checkpoints`);
 }

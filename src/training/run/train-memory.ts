@@ -78,8 +78,10 @@ export function trainMemoryPlan(
   limits: AdapterLimits,
 ): MemoryPlan {
   const sequences = data.trainSequences?.length ?? data.regenerate?.length ?? data.trainPrompts?.length ?? 1;
-  // The target always generates for the acceptance measurement, and for the training data unless a dataset brings its replies.
-  const generated = data.trainSequences ? data.heldPrompts.length : Math.max(sequences, data.heldPrompts.length);
+  // The target always generates for the acceptance measurement (one prompt at a time), the held-out replies unless
+  // the held-out rows bring theirs, and the training data unless a dataset brings its replies (in batches).
+  const heldGenerated = data.heldPrompts.length === 0 ? 0 : data.heldSequences ? 1 : data.heldPrompts.length;
+  const generated = data.trainSequences ? heldGenerated : Math.max(sequences, heldGenerated);
   const input = sessionMemoryInput({
     ...config,
     maxBindingBytes: Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize),

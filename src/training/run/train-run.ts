@@ -17,12 +17,13 @@ import { FileMetadataStore } from '../../control/file-metadata-store.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { GpuContext } from '../../gpu/context.ts';
 import { Gpu } from '../../gpu/gpu.ts';
+import { TargetModel } from '../../model/target/model.ts';
 import { NonFiniteGuard } from '../loop/nonfinite-guard.ts';
 import type { Eagle3TrainingSession } from '../session/eagle3-session.ts';
 import { sessionCapture } from '../session/eagle3-session.ts';
 import { clusterRuntime, openClusterTrainer } from './cluster-run.ts';
 import { progressFor, type RunPlatform } from './platform.ts';
-import { loadTarget } from './target-load.ts';
+import { loadTarget, loadTargetTables, runNeedsTargetModel } from './target-load.ts';
 import { validateTrainConfig, type TrainConfig } from './run-config.ts';
 import { draftScorer, exportRunDraft } from './run-evaluation.ts';
 import { configRecord, dataRecord, evalAfterRecord, evalBeforeRecord } from '../../contracts/metrics-entries.ts';
@@ -89,7 +90,9 @@ export async function runTrainingCommand(
   try {
     if (config.offline) return await offlineTrainCommand(platform, { ...config, evalNewTokens: config.maxNewTokens }, print, gpuContext);
     const summary = await runTraining(platform, config, print, gpuContext, stop);
-    return summary.after.heldOut.lossless && (summary.after.train?.lossless ?? true) && summary.before.heldOut.lossless ? 0 : 1;
+    const { before, after } = summary;
+    // Speculative decoding must stay lossless wherever it was measured.
+    return [before?.heldOut, before?.train, after?.heldOut, after?.train].every((e) => e?.lossless ?? true) ? 0 : 1;
   } catch (err) {
     if (!(err instanceof TrainInterrupted)) throw err;
     print(`interrupted at step ${err.step}; resume with: ${resumeCommand(config.out)}`);
@@ -176,7 +179,10 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
   const nonFinite = new NonFiniteGuard(config.maxNonfiniteSteps);
   const gpu = new Gpu(r.ctx);
   const progress = progressFor(platform, print);
-  const target = await loadTarget(gpu, inputs.source, config.targetPrecision, progress);
+  // A cluster trainer with nothing to generate or evaluate holds only the target's tables (target-load.ts).
+  const target = runNeedsTargetModel(config, inputs.data)
+    ? await loadTarget(gpu, inputs.source, config.targetPrecision, progress)
+    : await loadTargetTables(gpu, inputs.source, config.targetPrecision, progress);
   // A cluster run's ledger is in Redis (cluster-run.ts); once there, a failure leaves --out for --resume.
   const role =
     config.cluster && config.run
@@ -239,13 +245,18 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       }),
     );
 
-    // 3. Untrained draft, evaluated before training.
-    const scorer = await draftScorer(target, gpu, config, data, auxLayerIds, now, progress);
-    const before = await scorer.evaluate(s.initialDraft(), 'untrained');
-    print(
-      `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
-    );
-    await record(evalBeforeRecord(before));
+    // 3. Untrained draft, evaluated before training (unless there are no held-out prompts).
+    const scorer =
+      target instanceof TargetModel && data.heldPrompts.length > 0
+        ? await draftScorer(target, gpu, config, data, auxLayerIds, now, progress)
+        : undefined;
+    const before = await scorer?.evaluate(s.initialDraft(), 'untrained');
+    if (before) {
+      print(
+        `phase eval-before: acceptance length ${before.heldOut.acceptanceLength.toFixed(3)} held-out${before.train ? `, ${before.train.acceptanceLength.toFixed(3)} on training prompts` : ''}`,
+      );
+      await record(evalBeforeRecord(before));
+    } else print('phase eval-before: no held-out prompts (--eval-prompts 0): the run measures no acceptance');
 
     // 4. Online training through the runtime planes, one optimizer step at a time.
     const trained = await trainRemainingSteps(
@@ -260,8 +271,8 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     print(`phase export: SGLang draft written to ${exportDir}`);
 
     // 6. The trained (exported) draft, evaluated after training.
-    const after = await scorer.evaluate(draft, 'trained');
-    await record(evalAfterRecord(after));
+    const after = await scorer?.evaluate(draft, 'trained');
+    if (after) await record(evalAfterRecord(after));
 
     const summary: TrainSummary = {
       target: targetDir,
@@ -272,10 +283,11 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       vocabCoverage: s.coverage,
       before,
       after,
-      targetOnlyTokensPerSecond: scorer.base.speed.tokensPerSecond,
+      targetOnlyTokensPerSecond: scorer?.base.speed.tokensPerSecond,
       exportDir,
     };
-    await reportSummary(out, summary, scorer.base.speed, { numDraftTokens: config.numDraftTokens, started: r.started }, record, print);
+    const shown = { numDraftTokens: config.numDraftTokens, started: r.started, targetDir };
+    await reportSummary(out, summary, scorer?.base.speed, shown, record, print);
     // Every buffer this run's Gpu created, at its peak, against the plan that let it start.
     const peak = gpu.memoryStats().peakBytes;
     print(

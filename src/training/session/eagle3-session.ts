@@ -303,7 +303,8 @@ export class Eagle3TrainingSession {
     });
     if (!result)
       throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
-    this.inputs.gpu.trimUnusedBuffers(); // what this step did not use goes: the plan counts one step's working set
+    // The next batch may have another padded length: this step's free buffers go, so no step holds two working sets.
+    this.inputs.gpu.trimPool();
     return result;
   }
 

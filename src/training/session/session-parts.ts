@@ -16,10 +16,9 @@ import { RolloutWorker } from '../../inference/rollout-worker.ts';
 import { eagle3CaptureConfig, TargetFeatureSource } from '../../inference/target-feature-source.ts';
 import type { CaptureConfig } from '../../inference/capture.ts';
 import type { DType, Tensor } from '../../gpu/tensor.ts';
-import type { TargetModel } from '../../model/target/model.ts';
+import { TargetModel } from '../../model/target/model.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { Eagle3DraftModel } from '../../model/eagle3/model.ts';
-import { DraftHead } from '../../model/target/draft-head.ts';
 import { initialEagle3Weights } from '../../model/eagle3/parameters.ts';
 import { Rng } from '../../util/random.ts';
 import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
@@ -109,12 +108,20 @@ export function plannedStepSamples(samples: number, settings: { roundPrompts: nu
 export async function buildSessionParts(inputs: SessionInputs): Promise<SessionParts> {
   const { gpu, target, settings, storage, runId } = inputs;
   const tc = target.config;
+  // Writing sequences, capturing (rollout workers, held-out features) need the model; the draft only its tables.
+  const model = target instanceof TargetModel ? target : undefined;
+  const needs = [
+    ...(inputs.trainSequences ? [] : ['sequences the target writes']),
+    ...(inputs.cluster ? [] : ['rollout workers']),
+    ...(inputs.evaluation ? ['held-out features'] : []),
+  ];
+  if (!model && needs.length > 0) throw new Error(`Eagle3TrainingSession: ${needs.join(', ')} need the target model, not only its tables`);
   const emit = inputs.onEvent ?? (() => undefined);
   const auxLayerIds = resolveAuxLayers(settings.auxLayers, tc.numLayers, { field: 'auxLayers' });
   const draftVocabSize = resolveDraftVocabSize(settings.draftVocabSize, tc.vocabSize, 'draftVocabSize');
   const sequences = await sessionSequences(
     storage.checkpoints,
-    target,
+    model,
     inputs,
     settings.responseLength,
     (detail) => emit({ kind: 'phase', phase: 'data', detail }),
@@ -141,10 +148,10 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     ? DataFlowController.over(runId, cluster.stores, { featureStore: store })
     : new DataFlowController({ runId, store: storage.metadata, featureStore: store });
   const capture = sessionCapture(tc, auxLayerIds, settings);
-  const source = new TargetFeatureSource(target);
+  const source = model && new TargetFeatureSource(model);
   const workers: RolloutWorker[] = [];
   for (let i = 0; i < (cluster ? 0 : settings.rolloutWorkers); i++)
-    workers.push(await RolloutWorker.create(controller, source, store, gpu, capture, { workerId: `rollout-${i}` }));
+    workers.push(await RolloutWorker.create(controller, source!, store, gpu, capture, { workerId: `rollout-${i}` }));
   const backend = new AdamWBackend(gpu, {
     ...SPECFORGE_OPTIMIZER,
     lr: settings.lr,
@@ -158,11 +165,11 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     initialWeights,
     { t2d: mapping.t2d, d2t: mapping.d2t },
     {
-      embed: target.weights.embedTokens,
+      embed: target.embedTokens,
     },
   );
   // Compact features: the lm_head rows of the draft vocabulary turn the target's hidden state into the teacher's logits.
-  const draftHead = settings.targetRepr === 'hidden_state' ? await DraftHead.gather(gpu, target.weights, mapping.used) : undefined;
+  const draftHead = settings.targetRepr === 'hidden_state' ? await target.draftHead(mapping.used) : undefined;
   const strategy = new Eagle3TrainStrategy(draft, {
     tttLength: settings.tttLength,
     gpu,
@@ -171,7 +178,7 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
   });
   const core = new TrainerCore(strategy, backend, 1);
   const evaluation =
-    inputs.evaluation && (await PeriodicEvaluation.open(gpu, source, capture, strategy, settings, inputs.evaluation, inputs.progress));
+    inputs.evaluation && (await PeriodicEvaluation.open(gpu, source!, capture, strategy, settings, inputs.evaluation, inputs.progress));
   const trainer = new TrainerController(gpu, core);
   const trainLease = await controller.trainLease(await controller.registerTrainer({ trainerId: 'trainer-0' }));
   const streamRank = new Map(rounds.flat().map((t, i) => [onlineSampleId(runId, t.taskId), i]));

@@ -9,6 +9,7 @@ import type { MetadataStore } from '../../control/metadata-store.ts';
 import type { FeatureStore } from '../../data/feature-store.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { TargetModel } from '../../model/target/model.ts';
+import type { DraftTargetTables } from '../../model/target/target-tables.ts';
 import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { SPECFORGE_OPTIMIZER } from '../../optim/adamw-backend.ts';
@@ -93,8 +94,11 @@ export type SessionEvent =
 /** Training data: prompts the target continues (`settings.responseLength` tokens), or a dataset's own sequences. */
 export interface SessionInputs extends SequenceSource {
   gpu: Gpu;
-  /** The target; the draft borrows its embedding table on the GPU as its frozen embedding. */
-  target: TargetModel;
+  /**
+   * The target, or only its tables (model/target/target-tables.ts) for a cluster trainer that neither
+   * generates nor evaluates; the draft borrows its embedding table on the GPU as its frozen embedding.
+   */
+  target: TargetModel | DraftTargetTables;
   /** Where long phases show their progress (generating the training data, capturing the held-out features). */
   progress?: ProgressDisplay;
   /** Held-out sequences scored every N steps (SessionStep.eval); none without it. */

@@ -16,7 +16,7 @@ import {
   type MemoryPlan,
 } from '../../../src/training/run/memory-plan.ts';
 import { Rng } from '../../../src/util/random.ts';
-import { assert, assertEqual, assertThrows } from '../../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertThrows } from '../../harness/assert.ts';
 import { defineSuite } from '../../harness/suite.ts';
 import { BIG, tinyInput } from './memory-plan-fixture.ts';
 
@@ -43,23 +43,33 @@ export default defineSuite('training/run/memory-plan', (t) => {
   t.test('activations per TTT step × L and the forward state: bytes by hand', () => {
     const plan = planTrainingMemory(tinyInput(), { limits: BIG });
     const R = 2 * 64; // rows = batch × max length
-    // Per step: emb, h1, n, hOut, dF [R, 64]; z [R, 128]; qRot, o [R, 64]; gate, up, act [R, 128];
-    // lse [2, 4, 64]; four inverse-RMS vectors [R].
-    const perStep = 4 * (5 * R * 64 + R * 128 + 2 * R * 64 + 3 * R * 128 + 2 * 4 * 64 + 4 * R);
-    assertEqual(perStep, 484 * KiB, 'per step');
+    // Per step: emb, h1, n, hOut [R, 64]; z [R, 128]; qRot, o [R, 64]; gate, up, act [R, 128];
+    // lse [2, 4, 64]; three inverse-RMS vectors [R] (the final norm's is the backward's, with dF and f).
+    const perStep = 4 * (4 * R * 64 + R * 128 + 2 * R * 64 + 3 * R * 128 + 2 * 4 * 64 + 3 * R);
+    assertEqual(perStep, 451.5 * KiB, 'per step');
     // positions [R] i32 per step; hidden0 [R, 64]; K and V caches [3, 2, 64, 2, 16]; teacher p and
-    // pTilde [R, 64], tok and mask [R] i32; losses [4] and metrics [12] (256 bytes each).
-    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 2 * 256;
+    // pTilde [R, 64], tok and mask [R] i32; each step's loss rows [R]; losses [4] and metrics [12] (256 bytes each).
+    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 2 * 256;
     assertEqual(item(plan, 'activations'), 3 * perStep + state, 'activations');
     // The collated batch: ids, attention and loss masks [2, 64] i32; hidden_state [2, 64, 192], target [2, 64, 256] f32.
     assertEqual(item(plan, 'batch'), 3 * 512 + R * 192 * 4 + R * 256 * 4, 'training batch');
     // The store keeps 4 samples of [64, 192] + [64, 256] f32 and two [64] i32 vectors.
     assertEqual(item(plan, 'featureStore'), 4 * (64 * 192 * 4 + 64 * 256 * 4 + 2 * 256), 'feature store');
-    assertEqual(
-      plan.totalBytes,
-      plan.items.reduce((a, i) => a + i.bytes, 0),
-      'total = sum of items',
+    // Three phases, one at a time: the target generating, a capture forward, the draft's steps.
+    const shared =
+      plan.items.reduce((a, i) => a + i.bytes, 0) -
+      ['targetKv', 'drafter', 'targetCapture', 'batch', 'activations', 'scratch'].reduce((a, k) => a + item(plan, k), 0);
+    const phases = {
+      generation: shared + item(plan, 'targetKv') + item(plan, 'drafter'),
+      capture: shared + item(plan, 'targetCapture'),
+      step: shared + item(plan, 'batch') + item(plan, 'activations') + item(plan, 'scratch'),
+    };
+    assertDeepEqual(
+      plan.phases,
+      Object.entries(phases).map(([phase, bytes]) => ({ phase, bytes })),
+      'each phase by hand',
     );
+    assertEqual(plan.totalBytes, Math.max(...Object.values(phases)), 'total = the largest phase');
     const f16 = planTrainingMemory(tinyInput({ features: 'f16' }), { limits: BIG });
     assertEqual(item(f16, 'featureStore'), 4 * (64 * 192 * 2 + 64 * 256 * 2 + 2 * 256), 'f16 features: half the feature bytes');
     const kv = planTrainingMemory(tinyInput({ generationBatch: 16 }), { limits: BIG });
@@ -123,7 +133,7 @@ export default defineSuite('training/run/memory-plan', (t) => {
       line,
     );
     const table = formatMemoryPlan(refused);
-    assertEqual(table.length, refused.items.length + 3, 'one line per item, the total, the verdict, the suggestions');
+    assertEqual(table.length, refused.items.length + 4, 'one line per item, the phases, the total, the verdict, the suggestions');
     assert(
       table.some((l) => /^ {2}total +\S+ \S+ {2}budget /.test(l)),
       `total line: ${table.join('\n')}`,
