@@ -60,10 +60,12 @@ export class PeriodicEvaluation {
   /** The held-out metrics after optimizer step `step` when it is due, else undefined. */
   async at(step: number, totalSteps: number): Promise<EvalMetrics | undefined> {
     if (step % this.every !== 0 && step !== totalSteps) return undefined;
+    // Held-out batches have their own lengths: the training step's free buffers go before, their scratch after.
+    this.gpu.trimPool();
     try {
       return await this.evaluator.run();
     } finally {
-      this.gpu.trimPool(); // held-out batches have their own lengths: their scratch is of no use to training steps
+      this.gpu.trimPool();
     }
   }
 
