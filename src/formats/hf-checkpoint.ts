@@ -72,6 +72,11 @@ export function isMatrixWeight(name: string): boolean {
   return name === 'model.embed_tokens.weight' || name === 'lm_head.weight' || /\.(self_attn|mlp)\.[a-z]+_proj\.weight$/.test(name);
 }
 
+/** How a target stores tensor `name` at `precision`: matrices in f16 under 'f16', everything else (norms, biases) f32. */
+export function storageDtype(name: string, precision: WeightPrecision): 'f32' | 'f16' {
+  return precision === 'f16' && isMatrixWeight(name) ? 'f16' : 'f32';
+}
+
 /** An f16-bits matrix widened to f32 (for host consumers that need values). */
 export function matrixF32(w: MatrixWeight): Float32Array {
   if (w instanceof Float32Array) return w;
@@ -104,7 +109,7 @@ export async function loadHfCheckpoint(store: FileStore, dir: string, options: L
   let done = 0;
   options.onProgress?.(0, source.totalBytes);
   for (const t of source.tensors) {
-    const format = precision === 'f16' && isMatrixWeight(t.name) ? 'f16' : 'f32';
+    const format = storageDtype(t.name, precision);
     tensors.set(t.name, await source.readRows(t.name, 0, t.shape.length === 0 ? 1 : t.shape[0], format));
     const e = source.entry(t.name);
     done += e.end - e.begin;

@@ -103,23 +103,16 @@ export class BufferPool {
 
   /** Destroy every free buffer (leased ones stay). Returns the bytes freed. */
   trim(): number {
-    return this.destroyFree(() => true);
-  }
-
-  private destroyFree(drop: (buffer: GPUBuffer) => boolean): number {
     let freed = 0;
-    for (const [key, list] of this.free) {
-      const kept = list.filter((buffer) => {
-        if (!drop(buffer)) return true;
+    for (const list of this.free.values()) {
+      for (const buffer of list) {
         freed += buffer.size;
         this.counter.destroyed(buffer.size);
         this.owned.delete(buffer);
         buffer.destroy();
-        return false;
-      });
-      if (kept.length > 0) this.free.set(key, kept);
-      else this.free.delete(key);
+      }
     }
+    this.free.clear();
     return freed;
   }
 

@@ -29,33 +29,23 @@ export class StagingRing {
   private acquire(bytes: number): GPUBuffer {
     const size = sizeClass(bytes);
     const reused = this.free.get(size)?.pop();
-    if (reused) {
-      return reused;
-    }
+    if (reused) return reused;
     this.created++;
     this.counter.created(size);
-    const buffer = this.device.createBuffer({ label: 'staging', size, usage: 0x01 /* MAP_READ */ | 0x08 /* COPY_DST */ });
-    return buffer;
+    return this.device.createBuffer({ label: 'staging', size, usage: 0x01 /* MAP_READ */ | 0x08 /* COPY_DST */ });
   }
 
   /** Destroy the free staging buffers (in-flight ones come back later). Returns the bytes freed. */
   trim(): number {
-    return this.destroyFree(() => true);
-  }
-
-  private destroyFree(drop: (buffer: GPUBuffer) => boolean): number {
     let freed = 0;
-    for (const [size, list] of this.free) {
-      const kept = list.filter((b) => {
-        if (!drop(b)) return true;
+    for (const list of this.free.values()) {
+      for (const b of list) {
         freed += b.size;
         this.counter.destroyed(b.size);
         b.destroy();
-        return false;
-      });
-      if (kept.length > 0) this.free.set(size, kept);
-      else this.free.delete(size);
+      }
     }
+    this.free.clear();
     return freed;
   }
 

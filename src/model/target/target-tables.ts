@@ -7,7 +7,7 @@
  * on tables trains what a trainer on the whole target trains.
  */
 import type { TargetModelConfig } from '../../config/hf-config.ts';
-import { isMatrixWeight, type WeightPrecision } from '../../formats/hf-checkpoint.ts';
+import { storageDtype, type WeightPrecision } from '../../formats/hf-checkpoint.ts';
 import type { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
@@ -42,8 +42,7 @@ export class TargetTables implements DraftTargetTables {
   ): Promise<TargetTables> {
     if (precision !== 'f32' && precision !== 'f16')
       throw new Error(`target tables: weightPrecision must be f32 or f16, got ${JSON.stringify(precision)}`);
-    const dtype = precision === 'f16' && isMatrixWeight(EMBED) ? 'f16' : 'f32';
-    const embed = await streamTensor(gpu, source, EMBED, dtype, { done: 0, queued: 0 }, options);
+    const embed = await streamTensor(gpu, source, EMBED, storageDtype(EMBED, precision), { done: 0, queued: 0 }, options);
     await gpu.sync();
     return new TargetTables(gpu, source, precision, embed);
   }
@@ -55,8 +54,7 @@ export class TargetTables implements DraftTargetTables {
   /** Tied embeddings: gathered from the embedding on the GPU; else read from lm_head.weight's file rows. */
   draftHead(used: ArrayLike<number>): Promise<DraftHead> {
     if (this.config.tieWordEmbeddings) return DraftHead.gather(this.gpu, { lmHead: this.embedTokens }, used);
-    const format = this.precision === 'f16' && isMatrixWeight('lm_head.weight') ? 'f16' : 'f32';
-    return DraftHead.read(this.gpu, this.source, 'lm_head.weight', used, format);
+    return DraftHead.read(this.gpu, this.source, 'lm_head.weight', used, storageDtype('lm_head.weight', this.precision));
   }
 
   /** Bytes the tables hold on the GPU (the embedding; a draft head is its caller's). */

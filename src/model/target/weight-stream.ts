@@ -11,7 +11,7 @@
  * Precision as in ./weights.ts: 'f32' stores every tensor as f32; 'f16' stores the matrices as f16
  * (rows of an even length) and keeps the norms and biases f32.
  */
-import { isMatrixWeight, type WeightPrecision } from '../../formats/hf-checkpoint.ts';
+import { storageDtype, type WeightPrecision } from '../../formats/hf-checkpoint.ts';
 import type { HfCheckpointSource } from '../../formats/hf-checkpoint-source.ts';
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
@@ -85,8 +85,7 @@ export async function streamTargetWeights(
   options.onProgress?.(0, source.totalBytes);
   try {
     for (const t of source.tensors) {
-      const dtype = precision === 'f16' && isMatrixWeight(t.name) ? 'f16' : 'f32';
-      byName.set(t.name, await streamTensor(gpu, source, t.name, dtype, progress, options));
+      byName.set(t.name, await streamTensor(gpu, source, t.name, storageDtype(t.name, precision), progress, options));
     }
     await gpu.sync();
   } catch (err) {

@@ -10,7 +10,7 @@
  *     rounded up to the pool's size class (sizeClass: at least 256 bytes, at most 25% over);
  *   - within a phase items are added, never overlapped: the buffer pool keeps released buffers for
  *     reuse, so memory one tensor frees is only reused by a later tensor of the same size class.
- *     The sum is what the pool holds if nothing is ever reused. Between the two phases of a run
+ *     The sum is what the pool holds if nothing is ever reused. Between the three phases of a run
  *     (the target generating, a capture forward, the draft's steps) the run empties the pool, so the
  *     total is the largest phase (./memory-plan-phases.ts);
  *   - temporaries released inside a step (logits, the backward's scratch) are counted once: the
