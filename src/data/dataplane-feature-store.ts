@@ -125,7 +125,9 @@ export class DataPlaneFeatureStore implements FeatureStore {
     const lease = this.leases.get(handle.leaseToken);
     if (!lease) return;
     this.leases.delete(handle.leaseToken);
-    this.gpu.release(...lease.uploaded);
+    // Uploaded for this batch only: destroyed, not pooled, once the copies are submitted, so the step
+    // that follows does not hold a free sample's buffers (a 32,768-token sample is 1 GiB at f16).
+    this.gpu.discard(...lease.uploaded);
     if ([...this.leases.values()].some((l) => l.sampleId === lease.sampleId)) return;
     // Clearing frees lent GPU tensors: do it after the copies encoded so far have been submitted.
     this.gpu.batcher.flush();

@@ -101,6 +101,19 @@ export class BufferPool {
     list.push(buffer);
   }
 
+  /**
+   * Destroy a leased buffer now instead of returning it to its free list: for a buffer that held
+   * something once (a sample uploaded for one batch), whose size class the work that follows may never
+   * ask for, so that pooled it would only sit free until the next trim.
+   */
+  discard(buffer: GPUBuffer): void {
+    if (!this.owned.has(buffer)) throw new Error(`BufferPool.discard: buffer "${buffer.label}" does not belong to this pool`);
+    if (!this.leased.delete(buffer)) throw new Error(`BufferPool.discard: buffer "${buffer.label}" was released twice`);
+    this.owned.delete(buffer);
+    this.counter.destroyed(buffer.size);
+    buffer.destroy();
+  }
+
   /** Destroy every free buffer (leased ones stay). Returns the bytes freed. */
   trim(): number {
     let freed = 0;

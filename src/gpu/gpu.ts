@@ -256,6 +256,16 @@ export class Gpu {
     for (const t of tensors) for (const p of t.parts) this.pool.release(p.buffer);
   }
 
+  /**
+   * Release tensors and destroy their buffers now (BufferPool.discard) instead of pooling them. Work
+   * already encoded is submitted first, and a buffer destroyed after submission lives until that work
+   * is done, so encoded readers still read it.
+   */
+  discard(...tensors: Tensor[]): void {
+    this.batcher.flush();
+    for (const t of tensors) for (const p of t.parts) this.pool.discard(p.buffer);
+  }
+
   /** Submit and wait for the GPU; throws the first typed error of any submitted batch. */
   async sync(): Promise<void> {
     await this.batcher.finish();

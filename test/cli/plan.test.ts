@@ -87,8 +87,8 @@ export default defineSuite('cli/plan', (t) => {
           assertEqual(l.fits, true, `${l.role}: fits`);
           assertDeepEqual(
             l.phases.map((p) => p.phase),
-            ['generation', 'capture', 'step'],
-            `${l.role}: three phases`,
+            ['generation', 'capture', 'batching', 'step'],
+            `${l.role}: four phases`,
           );
           assertEqual(l.totalBytes, Math.max(...l.phases.map((p) => p.bytes)), `${l.role}: total = the largest phase`);
           assert(

@@ -1,6 +1,6 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { sizeClass } from '../../src/gpu/buffer-pool.ts';
-import { assert, assertEqual } from '../harness/assert.ts';
+import { assert, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 export default defineSuite('gpu/buffer-pool', (t) => {
@@ -72,4 +72,22 @@ export default defineSuite('gpu/buffer-pool', (t) => {
     assertEqual(gpu.memoryStats().liveBytes - base, expected, 'sum of the parts');
     gpu.destroy();
   });
+  t.test(
+    'discard destroys a tensor once the work reading it is submitted: the copy still reads it, the pool keeps nothing',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      const values = Float32Array.from({ length: 300 }, (_, i) => i - 100);
+      const sample = gpu.upload([300], 'f32', values, 'sample');
+      const batch = gpu.zeros([300], 'f32', 'batch');
+      const before = gpu.memoryStats().liveBytes;
+      gpu.copyInto(sample, batch, 0);
+      gpu.discard(sample);
+      assertEqual(gpu.memoryStats().liveBytes, before - sizeClass(300 * 4), 'its buffer is gone at once');
+      assertEqual(gpu.pool.stats().freeBuffers, 0, 'nothing pooled');
+      assertEqual(Array.from((await gpu.read(batch)) as Float32Array).join(), Array.from(values).join(), 'the encoded copy read it');
+      assertThrows(() => gpu.discard(sample), /BufferPool.discard: buffer "sample" does not belong to this pool/, 'twice: refused');
+      gpu.release(batch);
+      gpu.destroy();
+    },
+  );
 });

@@ -8,8 +8,10 @@
  * most come out the same bits (the note counts them); the weight gradients of chunked matmuls are
  * summed chunk by chunk. For full-vocabulary logits and for compact features (the target's hidden
  * state and the draft rows of its lm_head), with chunks that cut sequences anywhere (7 rows, and 1
- * row, of 2 × 24), with activation recompute. Compact features train as the full logits they stand
- * for (within 1e-5), and the chunked step against float64.
+ * row, of 2 × 24), with activation recompute. f16 features (aux hidden states and the compact
+ * target's hidden state) are read by the draft a row chunk at a time (fc-chunks.ts): against the f32
+ * step on the same f16-rounded values, the same bits in one chunk, within 1e-6 over chunks. Compact
+ * features train as the full logits they stand for (within 1e-5), and the chunked step against float64.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
@@ -21,6 +23,7 @@ import { assertEqual, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
+import { castF16ToF32Ref, castF32ToF16Ref } from '../../src/reference/cast.ts';
 import { Rng } from '../../src/util/random.ts';
 import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
 import {
@@ -75,16 +78,29 @@ function compactTarget(seed: number, x: Eagle3RefInputs): CompactTarget {
   return { hidden, lmHead, logits, lse, tok };
 }
 
-function uploadCompact(gpu: Gpu, x: Eagle3RefInputs, t: CompactTarget): Eagle3Inputs {
+/** Features as the store holds them: f32, or f16 (the values must already be f16-rounded to compare). */
+type Features = 'f32' | 'f16';
+const roundToF16 = (x: ArrayLike<number>) => castF16ToF32Ref(castF32ToF16Ref(x).bits);
+
+/** `values` [shape] uploaded at `features` precision. */
+function uploadFeature(gpu: Gpu, shape: number[], values: ArrayLike<number>, features: Features, label: string): Tensor {
+  return features === 'f16' ? gpu.upload(shape, 'f16', castF32ToF16Ref(values).bits, label) : gpu.upload(shape, 'f32', values, label);
+}
+
+function uploadCompact(gpu: Gpu, x: Eagle3RefInputs, t: CompactTarget, features: Features): Eagle3Inputs {
   const base = uploadRandomInputs(gpu, CONFIG, x);
   gpu.release(base.target as Tensor);
+  if (features === 'f16') {
+    gpu.release(base.hiddenStates);
+    base.hiddenStates = uploadFeature(gpu, [x.batch, x.seqLen, 3 * CONFIG.targetHiddenSize], x.hiddenStates, 'f16', 'hidden_state');
+  }
   const used = Array.from({ length: CONFIG.draftVocabSize }, (_, i) => i + x.d2t[i]);
   const head = Float32Array.from({ length: CONFIG.draftVocabSize * HT }, (_, i) => t.lmHead[used[Math.floor(i / HT)] * HT + (i % HT)]);
   const [B, S] = [x.batch, x.seqLen];
   return {
     ...base,
     target: {
-      hidden: gpu.upload([B, S, HT], 'f32', t.hidden, 'target.hidden'),
+      hidden: uploadFeature(gpu, [B, S, HT], t.hidden, features, 'target.hidden'),
       head: gpu.upload([CONFIG.draftVocabSize, HT], 'f32', head, 'target.head'),
       lse: gpu.upload([B, S], 'f32', t.lse, 'target.lse'),
       tok: gpu.upload([B, S], 'i32', t.tok, 'target.tok'),
@@ -103,16 +119,27 @@ interface Variant {
   mlp: number;
   compact: boolean;
   recompute: boolean;
+  /** Compact features only: f16 aux and target hidden states, read by the fc this many rows a chunk. */
+  f16Fc?: number;
+  /** f32 features holding f16-rounded values (what the f16 runs are compared with). */
+  rounded?: boolean;
 }
 
 async function trainStep(gpu: Gpu, seed: number, v: Variant): Promise<StepBits> {
-  const { values, inputs: x } = randomEagle3Problem(CONFIG, seed, LAYOUT);
-  const target = compactTarget(seed + 1, x);
+  const problem = randomEagle3Problem(CONFIG, seed, LAYOUT);
+  const { values } = problem;
+  const exact = compactTarget(seed + 1, problem.inputs);
+  // f16 features and the f32 runs they are compared with hold the same f16-rounded values.
+  const rounded = v.f16Fc !== undefined || v.rounded === true;
+  const x = rounded ? { ...problem.inputs, hiddenStates: roundToF16(problem.inputs.hiddenStates) } : problem.inputs;
+  const target = rounded ? { ...exact, hidden: roundToF16(exact.hidden) } : exact;
   const refInputs = v.compact ? x : { ...x, target: target.logits };
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const model = new Eagle3DraftModel(gpu, backend, CONFIG, values, { t2d: x.t2d, d2t: x.d2t });
-  const inputs = v.compact ? uploadCompact(gpu, x, target) : uploadRandomInputs(gpu, CONFIG, refInputs);
-  const chunks = { headChunkRows: v.head, mlpChunkRows: v.mlp };
+  const inputs = v.compact
+    ? uploadCompact(gpu, x, target, v.f16Fc === undefined ? 'f32' : 'f16')
+    : uploadRandomInputs(gpu, CONFIG, refInputs);
+  const chunks = { headChunkRows: v.head, mlpChunkRows: v.mlp, ...(v.f16Fc === undefined ? {} : { fcChunkRows: v.f16Fc }) };
   const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength, {}, chunks);
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5, recompute: v.recompute, ...chunks });
   const bits: StepBits = {
@@ -169,6 +196,24 @@ export default defineSuite('model/eagle3-row-chunks', (t) => {
             const label = `${compact ? 'compact' : 'logits'} features, head ${head}, MLP ${mlp} rows a chunk${recompute ? ', recompute' : ''}`;
             const { same, of } = assertChunkedMatches(await trainStep(gpu, seed, { head, mlp, compact, recompute }), whole, label);
             note(label, `${same} of ${of} the same bits`);
+          }
+          if (compact) {
+            // f16 features: the fc and the teacher widen them a row chunk at a time.
+            const f32 = await trainStep(gpu, seed, { ...WHOLE, compact, recompute: false, rounded: true });
+            const { same, of } = assertChunkedMatches(
+              await trainStep(gpu, seed, { ...WHOLE, compact, recompute: false, f16Fc: ROWS }),
+              f32,
+              'f16',
+            );
+            assertEqual(same, of, 'f16 features in one chunk: the bits of the f32 step on the same values');
+            for (const [head, fc] of [
+              [7, 5],
+              [ROWS, 1],
+            ] as const) {
+              const label = `f16 compact features, head ${head}, fc ${fc} rows a chunk, recompute`;
+              const got = await trainStep(gpu, seed, { head, mlp: 5, compact, recompute: true, f16Fc: fc });
+              note(label, `${assertChunkedMatches(got, f32, label).same} of ${of} the same bits`);
+            }
           }
           if (!compact) {
             // And the chunked step against float64 with model/eagle3's tolerances.

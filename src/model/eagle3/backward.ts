@@ -9,9 +9,11 @@
  *   - K/V caches: slot j is read by every step k ≥ j. The attention backward of step k adds into
  *     dKCache/dVCache slots 0..k (step L − 1, processed first, overwrites), so slot k is complete when
  *     step k is reached and flows back through RoPE⁻¹ and the k/v projections of step k.
- * The embedding is frozen: input_layernorm's dx goes to a scratch buffer, only its dw is kept.
  * Each step starts with its head (step-head.ts): f = norm(h_out) again, the logits, metrics, the loss
- * with its gradient and the lm_head backward, which give dF, the gradient at f, for this step only.
+ * with its gradient and the lm_head backward, which give dF, the gradient at f, for this step only;
+ * then its body (kept, or encoded again under recompute), whose tensors are released one by one
+ * after their last reader, so the step's scratch grows as its body shrinks (the memory plan counts
+ * the live set at each point, training/run/memory-plan-moments.ts).
  * The rows' losses of every step are kept ([R] each) and summed into the weighted total at the end,
  * in step order, as the gradient-free forward sums them.
  */
@@ -26,8 +28,9 @@ import { ropeTableForward } from '../../kernels/rope-table.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
 import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
+import { fcWeightGrad } from './fc-chunks.ts';
 import { mlpBackward } from './mlp-chunks.ts';
-import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
+import { encodeStepBody, type StepContext } from './step-body.ts';
 import { captureLogits, encodeStepHead, stepLossSlots, type StepHeadContext } from './step-head.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
@@ -49,7 +52,6 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const dKCache = gpu.tensor(s.kCache.shape, 'f32', 'eagle3.dKCache');
   const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');
   const slot = R * kvDim;
-  const embScratch = gpu.tensor([R, H], 'f32', 'eagle3.dEmb.scratch');
   let dFromNext: Tensor | undefined;
 
   const rowLosses: Tensor[] = [];
@@ -94,9 +96,8 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
 
   for (let k = L - 1; k >= 0; k--) {
     const step = s.steps[k];
-    // Under activation recompute, the step's body is encoded again from its kept h_in (same bits).
-    const a = step.body ?? (await encodeStepBody(stepContext, k, step.hIn, { keep: true, recompute: true })).body;
-    // The step's head on f = norm(h_out): its loss rows, metrics and dF. dHOut accumulates onto the gradient from step k + 1.
+    // The step's head first (it reads h_out only): its loss rows, metrics and dF, before the body's
+    // tensors exist. dHOut accumulates onto the gradient from step k + 1.
     const invRmsFinal = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
     const dF = await encodeHead(k, step.hOut, invRmsFinal);
     const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
@@ -105,16 +106,23 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       accumulateDw: true,
     });
     gpu.release(dF, invRmsFinal);
+    // Under activation recompute, the step's body is encoded again from its kept h_in (same bits).
+    // Either way each of its tensors is released after its last reader below, so the backward of a
+    // step holds less and less of its body.
+    const a = step.body ?? (await encodeStepBody(stepContext, k, step.hIn, { keep: true, recompute: true })).body;
+    step.body = undefined;
 
     // h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ) · W_dᵀ, n = post_attention_layernorm(h1): whole, or by row chunks (mlp-chunks.ts).
     const dn = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dn`);
     await mlpBackward(gpu, params, { n: a.n, dHOut, dn }, a.mlp, R, stepContext.mlpChunkRows, `eagle3.s${k}.mlp`);
+    gpu.release(a.n);
+    if (a.mlp) gpu.release(a.mlp.gate, a.mlp.up, a.mlp.act);
     const dH1 = gpu.clone(dHOut, `eagle3.s${k}.dH1`);
     await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, {
       accumulateDx: true,
       accumulateDw: true,
     });
-    gpu.release(dHOut, dn);
+    gpu.release(dHOut, dn, a.h1, a.invRmsPost);
 
     // h1 = h_in + o · W_oᵀ; o = TTT attention of step k.
     await dWeight(dH1, a.o, w.o.grad, H, qDim);
@@ -127,7 +135,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k },
       { accumulate: k < L - 1 },
     );
-    gpu.release(dO);
+    gpu.release(dO, a.qRot, a.o, a.lse);
 
     // Cache slot k now holds the gradient of every step ≥ k: undo RoPE, then the projections.
     // RoPE⁻¹ = the rotation by −angle: the same kernel with the (cos, −sin) table.
@@ -147,9 +155,11 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     await dInput(dq, w.q.value, dz, qDim, 2 * H);
     await dInput(dk, w.k.value, dz, kvDim, 2 * H, 1);
     await dInput(dv, w.v.value, dz, kvDim, 2 * H, 1);
-    gpu.release(dQRot, dq, dKRot, dk, dv);
+    gpu.release(dQRot, dq, dKRot, dk, dv, a.z);
 
-    // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H.
+    // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H. The
+    // embedding is frozen: input_layernorm's dx goes to a scratch tensor, only its dw is kept.
+    const embScratch = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dEmb.scratch`);
     await rmsnormBackward(
       gpu,
       a.emb,
@@ -161,6 +171,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       { ...norm, strideY: 2 * H },
       { accumulateDw: true },
     );
+    gpu.release(embScratch, a.emb, a.invRmsEmb);
     const dHIn = gpu.clone(dH1, `eagle3.s${k}.dHIn`);
     let dzHidden: Tensor;
     let hiddenStride = 2 * H;
@@ -183,19 +194,19 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       { accumulateDx: true, accumulateDw: true },
     );
     if (dzHidden.part.buffer !== dz.part.buffer) gpu.release(dzHidden);
-    gpu.release(dz, dH1);
-    if (!step.body) releaseStepBody(gpu, a);
+    gpu.release(dz, dH1, a.invRmsHidden);
 
     if (k > 0) {
       dFromNext = dHIn;
     } else {
-      // h_in⁰ = Haux · W_fcᵀ.
-      await dWeight(dHIn, s.inputs.hiddenStates, w.fc.grad, H, 3 * c.targetHiddenSize);
+      // h_in⁰ = Haux · W_fcᵀ (Haux f16 is widened a row chunk at a time, fc-chunks.ts).
+      const fc = { rows: R, inFeatures: 3 * c.targetHiddenSize, outFeatures: H, chunkRows: s.fcChunkRows };
+      await fcWeightGrad(gpu, dHIn, s.inputs.hiddenStates, w.fc.grad, fc, 'eagle3');
       gpu.release(dHIn);
     }
   }
   // The losses: each step's, and the weighted total in step order (the bits of the gradient-free forward's).
   for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rowLosses[k], s.lossOut, stepLossSlots(k, R, L));
-  gpu.release(dKCache, dVCache, embScratch, ...rowLosses);
+  gpu.release(dKCache, dVCache, ...rowLosses);
   if (stepContext.shiftedIds) gpu.release(stepContext.shiftedIds);
 }

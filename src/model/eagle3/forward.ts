@@ -33,9 +33,9 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { linearForward } from '../../kernels/linear.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
+import { fcChunkRows, fcForward } from './fc-chunks.ts';
 import { mlpChunkRows } from './mlp-chunks.ts';
 import { encodeStepHead, headChunkRows } from './step-head.ts';
 import { TeacherSource } from './teacher-source.ts';
@@ -58,6 +58,8 @@ export interface Eagle3ForwardOptions {
   headChunkRows?: number;
   /** Rows per chunk of each step's MLP (mlp-chunks.ts); default `mlpChunkRows` for the device's bindings. */
   mlpChunkRows?: number;
+  /** Rows per chunk of the fc over f16 features (fc-chunks.ts); default `fcChunkRows` for the device's bindings. */
+  fcChunkRows?: number;
 }
 
 export interface Eagle3EvalOutput {
@@ -98,6 +100,7 @@ export async function eagle3Forward(
     taps: {},
     headChunkRows: options.headChunkRows,
     mlpChunkRows: options.mlpChunkRows,
+    fcChunkRows: options.fcChunkRows,
   });
 }
 
@@ -112,7 +115,7 @@ export async function eagle3EvalForward(
   inputs: Eagle3Inputs,
   tttLength: number,
   taps: Eagle3EvalTaps = {},
-  chunks: { headChunkRows?: number; mlpChunkRows?: number } = {},
+  chunks: { headChunkRows?: number; mlpChunkRows?: number; fcChunkRows?: number } = {},
 ): Promise<Eagle3EvalOutput> {
   const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps, ...chunks });
   const out: Eagle3EvalOutput = {
@@ -132,6 +135,7 @@ interface UnrollMode {
   taps: Eagle3EvalTaps;
   headChunkRows?: number;
   mlpChunkRows?: number;
+  fcChunkRows?: number;
 }
 
 /**
@@ -161,9 +165,6 @@ async function encodeUnroll(
   const eps = c.rmsNormEps;
   const dims: Eagle3Dims = { batch: B, seqLen: S, rows: R, tttLength: L };
   const tag = train ? 'eagle3' : 'eagle3.eval';
-  // Weights and activations may be split into row parts (linear.ts); unsplit, this is one matmul.
-  const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
-    linearForward(gpu, x, weight, y, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
   // Gradient-free, a tensor is released as soon as its last reader is encoded; training keeps it.
   const done = (...tensors: Tensor[]) => {
     if (!train) gpu.release(...tensors);
@@ -175,9 +176,11 @@ async function encodeUnroll(
   const maxBinding = gpu.maxBindingBytes;
   const chunkRows = mode.headChunkRows ?? headChunkRows(R, D, maxBinding);
   const mlpRows = mode.mlpChunkRows ?? mlpChunkRows(R, c.intermediateSize, maxBinding);
+  const fcRows = mode.fcChunkRows ?? fcChunkRows(R, 3 * c.targetHiddenSize, maxBinding);
   for (const [name, value] of [
     ['headChunkRows', chunkRows],
     ['mlpChunkRows', mlpRows],
+    ['fcChunkRows', fcRows],
   ] as const)
     if (!Number.isInteger(value) || value < 1) throw new Error(`eagle3: ${name} must be a positive integer, got ${value}`);
   const tok = gpu.tensor([R], 'i32', `${tag}.teacher.tok`);
@@ -197,6 +200,7 @@ async function encodeUnroll(
     steps: [],
     mlpChunkRows: mlpRows,
     headChunkRows: chunkRows,
+    fcChunkRows: fcRows,
     lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
     metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
@@ -207,7 +211,8 @@ async function encodeUnroll(
   let hidden = state.hidden0;
   try {
     await teacher.prepare(chunkRows < R);
-    await linear(inputs.hiddenStates, w.fc.value, state.hidden0, H, 3 * c.targetHiddenSize);
+    const fc = { rows: R, inFeatures: 3 * c.targetHiddenSize, outFeatures: H, chunkRows: fcRows };
+    await fcForward(gpu, inputs.hiddenStates, w.fc.value, state.hidden0, fc, tag);
 
     const stepContext: StepContext = {
       gpu,

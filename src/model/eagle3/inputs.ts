@@ -14,7 +14,7 @@ export interface Eagle3Inputs {
   attentionMask: Tensor;
   /** i32 [B, S] or [B, S, 1], unshifted. */
   lossMask: Tensor;
-  /** f32 [B, S, 3·Ht] aux hidden states. */
+  /** f32 or f16 [B, S, 3·Ht] aux hidden states (f16 is widened a row chunk at a time, fc-chunks.ts). */
   hiddenStates: Tensor;
   /**
    * The teacher's source, already shifted left once: f32 [B, S, V] full-vocab target logits, or the
@@ -29,7 +29,7 @@ export interface Eagle3Inputs {
  * logits of the draft tokens are hidden · headᵀ, formed a row window at a time (teacher-source.ts).
  */
 export interface DraftTarget {
-  /** f32 [B, S, Ht]: the target's final (normed) hidden state. */
+  /** f32 or f16 [B, S, Ht]: the target's final (normed) hidden state (f16 widened a row window at a time). */
   readonly hidden: Tensor;
   /** f32 [D, Ht]: the target's lm_head rows of the draft tokens (model/target/draft-head.ts). */
   readonly head: Tensor;
@@ -50,7 +50,7 @@ export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: nu
   if (ids.shape.length !== 2) throw new Error(`eagle3: input_ids (${ids.label}) must be [B, S], got ${fmtShape(ids.shape)}`);
   const [B, S] = ids.shape;
   const expect = (name: string, t: Tensor, dtype: string, shapes: number[][]) => {
-    if (t.dtype !== dtype) throw new Error(`eagle3: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
+    if (!dtype.split(' or ').includes(t.dtype)) throw new Error(`eagle3: ${name} (${t.label}) must be ${dtype}, got ${t.dtype}`);
     if (!shapes.some((s) => s.length === t.shape.length && s.every((d, i) => d === t.shape[i]))) {
       throw new Error(`eagle3: ${name} (${t.label}) must have shape ${shapes.map(fmtShape).join(' or ')}, got ${fmtShape(t.shape)}`);
     }
@@ -61,11 +61,11 @@ export function checkEagle3Inputs(c: Eagle3Config, x: Eagle3Inputs): { batch: nu
     [B, S],
     [B, S, 1],
   ]);
-  expect('hidden_state', x.hiddenStates, 'f32', [[B, S, 3 * c.targetHiddenSize]]);
+  expect('hidden_state', x.hiddenStates, 'f32 or f16', [[B, S, 3 * c.targetHiddenSize]]);
   if (isDraftTarget(x.target)) {
     const Ht = x.target.head.shape[1];
     expect('target draft head', x.target.head, 'f32', [[c.draftVocabSize, Ht]]);
-    expect('target hidden', x.target.hidden, 'f32', [[B, S, Ht]]);
+    expect('target hidden', x.target.hidden, 'f32 or f16', [[B, S, Ht]]);
     expect('target_lse', x.target.lse, 'f32', [[B, S]]);
     expect('target_tok', x.target.tok, 'i32', [[B, S]]);
   } else expect('target', x.target, 'f32', [[B, S, c.vocabSize]]);

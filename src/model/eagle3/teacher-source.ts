@@ -5,7 +5,8 @@
  * step reads them under its TTT shift, as SpecForge does. Chunked (the head runs over row chunks,
  * step-head.ts): no [R, D] tensor is kept; each chunk of rows [r0, r0 + n) of step k builds the
  * teacher rows it reads, [r0 + k, r0 + k + n), on the spot: from the full-vocabulary logits, or, with
- * compact features, from the target's hidden state of those rows times the draft rows of its lm_head.
+ * compact features, from the target's hidden state of those rows (f32, or f16 widened for the window)
+ * times the draft rows of its lm_head.
  * Every teacher row is computed by the same kernel on the same inputs in both modes, so it is the
  * same bits; the chunked mode pays one teacher build per step instead of one per batch.
  *
@@ -14,10 +15,11 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { copyElements, copyRows } from '../../gpu/tensor-views.ts';
+import { copyElements } from '../../gpu/tensor-views.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import type { RowWindow } from '../../kernels/loss-rows.ts';
 import { buildTeacher, buildTeacherPruned } from '../../kernels/teacher.ts';
+import { rowsAsF32 } from './fc-chunks.ts';
 import { isDraftTarget, type Eagle3Inputs } from './inputs.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
@@ -99,12 +101,11 @@ export class TeacherSource {
     }
     // Compact features: the target's logits of the draft tokens for these rows, from its hidden state.
     const [D, Ht] = target.head.shape;
-    const whole = window.rows === this.rows;
-    const hidden = whole ? target.hidden : gpu.tensor([window.rows, Ht], 'f32', `${this.tag}.teacher.hidden`);
+    // The window's rows of the hidden state, widened from f16 features here (fc-chunks.ts rowsAsF32).
+    const hidden = await rowsAsF32(gpu, target.hidden, window.firstRow, window.rows, this.rows, `${this.tag}.teacher.hidden`);
     const logits = gpu.tensor([window.rows, D], 'f32', `${this.tag}.teacher.draftLogits`);
     try {
-      if (!whole) copyRows(gpu, target.hidden, window.firstRow, hidden, 0, window.rows);
-      await linearForward(gpu, hidden, target.head, logits, { rows: window.rows, inFeatures: Ht, outFeatures: D });
+      await linearForward(gpu, hidden.rows, target.head, logits, { rows: window.rows, inFeatures: Ht, outFeatures: D });
       await buildTeacherPruned(
         gpu,
         {
@@ -122,7 +123,7 @@ export class TeacherSource {
       );
     } finally {
       gpu.release(logits);
-      if (!whole) gpu.release(hidden);
+      if (hidden.made) gpu.release(hidden.rows);
     }
   }
 }

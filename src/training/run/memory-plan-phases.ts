@@ -1,10 +1,12 @@
 /**
- * The three phases of a run, and which items of its memory plan each holds:
+ * The four phases of a run, and which items of its memory plan each holds:
  *
  *   generation  the target writes replies and continuations, then decodes the held-out prompts alone
  *               and with the untrained draft; after training, with the trained one (its KV cache,
  *               the evaluation drafter);
  *   capture     a capture forward of the target (a rollout's round, the held-out features);
+ *   batching    collating a batch: the batch, and a cluster trainer's sample uploaded to be copied
+ *               into it (destroyed once the copies are submitted, data/dataplane-feature-store.ts);
  *   step        the draft's training steps and periodic evaluation (the batch, activations, scratch).
  *
  * Each phase starts and ends by destroying the buffer pool's free buffers (Gpu.trimPool: at the end
@@ -15,21 +17,22 @@
  */
 import type { ItemKey, PhaseTotal, PlanItem, PlanPhase } from './memory-plan-types.ts';
 
-/** The items only one phase holds; every other item is held by all three. */
+/** The items some phases hold (the batch: while it is collated and while it trains); every other item is held by all. */
 const OWN: Readonly<Record<PlanPhase, readonly ItemKey[]>> = {
   generation: ['targetKv', 'targetGeneration', 'drafter'],
   capture: ['targetCapture', 'sampleReadback'],
+  batching: ['sampleBeingBatched', 'batch'],
   step: ['batch', 'activations', 'scratch'],
 };
 export const PLAN_PHASES = Object.keys(OWN) as PlanPhase[];
+const OWNED = new Set(PLAN_PHASES.flatMap((p) => OWN[p]));
 
 /** Each phase's bytes: the items every phase holds, and its own. */
 export function phaseTotals(items: readonly PlanItem[]): PhaseTotal[] {
-  const others = (phase: PlanPhase) => new Set(PLAN_PHASES.filter((p) => p !== phase).flatMap((p) => OWN[p]));
-  return PLAN_PHASES.map((phase) => {
-    const skip = others(phase);
-    return { phase, bytes: items.reduce((a, i) => (skip.has(i.key) ? a : a + i.bytes), 0) };
-  });
+  return PLAN_PHASES.map((phase) => ({
+    phase,
+    bytes: items.reduce((a, i) => (!OWNED.has(i.key) || OWN[phase].includes(i.key) ? a + i.bytes : a), 0),
+  }));
 }
 
 /** The plan's total: the largest phase. */

@@ -59,7 +59,7 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: Ad
     const sample: ItemSpec = {
       ...all.featureStore,
       label: 'sample being batched',
-      detail: `one sample at a time from the run's feature store (${x.maxLength} tokens, ${x.features}), released once copied into the batch`,
+      detail: `one sample at a time from the run's feature store (${x.maxLength} tokens, ${x.features}), destroyed once copied into the batch`,
     };
     // The trainer captures only the held-out sequences of --eval-every, a batch at a time.
     const heldOutCapture: ItemSpec = {
@@ -82,14 +82,13 @@ function roleEntries(role: 'trainer' | 'rollout', x: MemoryPlanInput, limits: Ad
       detail: `the target's embedding [${x.target.vocabSize}, ${x.target.hiddenSize}] ${x.targetWeights} only: no other target weight (nothing to generate or evaluate)`,
     };
     const replaced: Partial<Record<ItemKey, ItemSpec>> = {
-      featureStore: sample,
       targetCapture: heldOutCapture,
       staging,
       ...(tablesOnly ? { targetWeights: embedding } : {}),
     };
     return (Object.entries(all) as [ItemKey, ItemSpec][])
       .filter(([key]) => key !== 'targetCapture' || (x.heldOutSequences ?? 0) > 0)
-      .map(([key, item]): [ItemKey, ItemSpec] => [key, replaced[key] ?? item]);
+      .map(([key, item]): [ItemKey, ItemSpec] => (key === 'featureStore' ? ['sampleBeingBatched', sample] : [key, replaced[key] ?? item]));
   }
   const one = itemSpecs({ ...x, featureStoreSamples: 1 }, limits).featureStore;
   return [

@@ -211,11 +211,13 @@ export function batchSpecs(b: number, S: number, auxWidth: number, target: Targe
   ];
 }
 
-/** f16 features widened to f32 right before a step (src/training/loop/feature-precision.ts), freed once it is encoded. */
-export function widenedSpecs(b: number, S: number, auxWidth: number, target: TargetWidth, feat: DType): TensorSpec[] {
-  return feat === 'f16'
-    ? [t('hidden_state (widened)', [b, S, auxWidth], 'f32', true), t('target (widened)', [b, S, target.width], 'f32', true)]
-    : [];
+/**
+ * f16 full-vocabulary logits widened to f32 right before a step (training/strategies/eagle3.ts), freed
+ * once it is encoded. The draft reads f16 hidden states itself, a row chunk at a time
+ * (model/eagle3/fc-chunks.ts; the step's moments count the chunks).
+ */
+export function widenedSpecs(b: number, S: number, target: TargetWidth, feat: DType): TensorSpec[] {
+  return feat === 'f16' && !target.compact ? [t('target (widened)', [b, S, target.width], 'f32', true)] : [];
 }
 
 /** The periodic evaluation's resident batches: `n` sequences collated `b` at a time, the last batch holding the rest. */

@@ -23,7 +23,9 @@ import {
 import { sizeClass } from '../../gpu/buffer-pool.ts';
 import { BYTES_PER_ELEMENT, planTensorLayout, type DType } from '../../gpu/tensor.ts';
 import { sumsqWorkgroups } from '../../kernels/optim.ts';
+import { fcChunkRows } from '../../model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
+import { stepTensors } from './memory-plan-moments.ts';
 import { headChunkRows } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
@@ -34,13 +36,16 @@ interface Costing {
   notes: string[];
 }
 
-/** What Gpu.tensor allocates for `spec`: each row part rounded to the pool's size class. */
-function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): void {
+/**
+ * The buffers Gpu.tensor allocates for `spec`: each row part rounded to the pool's size class, as
+ * [class bytes, how many]. Problems and notes go to `into`; an unfittable tensor counts its bytes whole.
+ */
+function tensorBuffers(spec: TensorSpec, limits: AdapterLimits, into: Costing): [number, number][] {
   const { shape, dtype } = spec;
   const maxBinding = spec.unbound ? limits.maxBufferSize : Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const elementBytes = BYTES_PER_ELEMENT[dtype];
   const total = shape.reduce((a, b) => a * b, 1) * elementBytes;
-  if (spec.count === 0) return;
+  if (spec.count === 0) return [];
   let counts: number[];
   let rowBytes: number;
   try {
@@ -52,8 +57,7 @@ function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): voi
     into.problems.push(
       `${spec.name} [${shape.join(', ')}] ${dtype}: one row is ${formatBytes(innermost)}, more than one binding holds (${formatBytes(maxBinding)}); no split can fit it`,
     );
-    into.bytes += total * spec.count;
-    return;
+    return [[total, spec.count]];
   }
   if (counts.length > 1 && !spec.splittable) {
     into.problems.push(
@@ -62,18 +66,44 @@ function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): voi
   } else if (counts.length > 1) {
     into.notes.push(`${spec.name} (${formatBytes(total)}) is split into ${counts.length} parts of at most ${formatBytes(maxBinding)} each`);
   }
-  for (const rows of counts) into.bytes += spec.count * sizeClass(Math.max(4, Math.ceil((rows * rowBytes) / 4) * 4));
+  return counts.map((rows) => [sizeClass(Math.max(4, Math.ceil((rows * rowBytes) / 4) * 4)), spec.count]);
+}
+
+/** What Gpu.tensor allocates for `spec`, in bytes. */
+function tensorCost(spec: TensorSpec, limits: AdapterLimits, into: Costing): void {
+  for (const [bytes, count] of tensorBuffers(spec, limits, into)) into.bytes += bytes * count;
+}
+
+/** Moments of a pooled loop: per size class, the most buffers of that class live at one moment. */
+function momentsCost(moments: readonly TensorSpec[][], limits: AdapterLimits, into: Costing): void {
+  const most = new Map<number, number>();
+  for (const moment of moments) {
+    const live = new Map<number, number>();
+    for (const spec of moment)
+      for (const [bytes, count] of tensorBuffers(spec, limits, into)) live.set(bytes, (live.get(bytes) ?? 0) + count);
+    for (const [bytes, count] of live) most.set(bytes, Math.max(most.get(bytes) ?? 0, count));
+  }
+  for (const [bytes, count] of most) into.bytes += bytes * count;
 }
 
 /** One item of a plan before it is costed: its tensors and how it is shown. */
 export interface ItemSpec {
   readonly label: string;
+  /** Tensors held together: their bytes add up. */
   readonly specs: TensorSpec[];
+  /**
+   * Tensors live together at each moment of a loop whose pool reuses released buffers (the training
+   * step, ./memory-plan-moments.ts): they cost, per size class, the most of that class at one moment.
+   */
+  readonly moments?: readonly TensorSpec[][];
   readonly detail: string;
 }
 
 /** Every tensor of the colocated run, by item (./memory-plan-roles.ts takes each role's items from here). */
-export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exclude<ItemKey, 'sampleReadback'>, ItemSpec> {
+export function itemSpecs(
+  x: MemoryPlanInput,
+  limits: AdapterLimits,
+): Record<Exclude<ItemKey, 'sampleReadback' | 'sampleBeingBatched'>, ItemSpec> {
   const maxBinding = Math.min(limits.maxStorageBufferBindingSize, limits.maxBufferSize);
   const tc = x.target;
   const d = x.draft;
@@ -98,50 +128,31 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
   const compact = (x.targetRepr ?? 'logits') === 'hidden_state';
   const target: TargetWidth = { width: compact ? tc.hiddenSize : tc.vocabSize, compact };
   const sample = sampleSpecs(S, aux * tc.hiddenSize, target, feat);
-  // The MLP over row chunks when [R, I] f32 is over a binding or 128 MiB (model/eagle3/mlp-chunks.ts).
+  // The MLP, the head and the fc over f16 features run over row chunks when their widest tensor is
+  // over a binding or 128 MiB (model/eagle3/mlp-chunks.ts, step-head.ts, fc-chunks.ts).
   const M = mlpChunkRows(R, I, maxBinding);
-  const mlpChunked = M < R;
-  // What one step's body holds (model/eagle3/step-body.ts); with h_out, what a step keeps (its head runs in the backward).
-  const body = [
-    t('emb', [R, H]),
-    t('invRmsEmb', [R]),
-    t('z', [R, 2 * H]),
-    t('invRmsHidden', [R]),
-    t('qRot', [R, qDim]),
-    t('o', [R, qDim]),
-    t('lse', [B, d.numHeads, S]),
-    t('h1', [R, H]),
-    t('invRmsPost', [R]),
-    t('n', [R, H]),
-    // A whole MLP keeps gate, up and act; a chunked one keeps none (mlp-chunks.ts: one chunk's are live).
-    ...(mlpChunked ? [] : [t('gate', [R, I]), t('up', [R, I]), t('act', [R, I])]),
-  ];
-  const kept = [t('hOut', [R, H])];
-  // Under recompute every step keeps `kept`, and one body is live at a time (the forward's, then the backward's).
-  const stepSpecs = x.recompute ? [...times(L, kept), ...body, t('re.ids.shifted', [B, S], 'i32')] : times(L, [...body, ...kept]);
-  const ropeRows = S + L - 1;
-  // The step's head runs over row chunks when [R, D] f32 is over a binding (model/eagle3/step-head.ts):
-  // then no teacher or logits [R, D] exists, only a chunk's.
   const C = headChunkRows(R, D, maxBinding);
-  const chunked = C < R;
-  // The last chunk is smaller: its tensors are of other size classes, held beside the full chunk's.
-  const headSpecs = [
-    t('rowStats', [R, 4]),
-    ...chunkSpecs(R, C, (n) => [
-      t('logits', [n, D], 'f32', true),
-      // Compact features: the target's logits of the draft tokens, the teacher's source, for the rows being built.
-      ...(compact ? [t('target.draft_logits', [n, D], 'f32', true)] : []),
-      ...(chunked
-        ? [
-            t('teacher.p (chunk)', [n, D], 'f32', true),
-            t('teacher.pTilde (chunk)', [n, D], 'f32', true),
-            t('f (chunk)', [n, H]),
-            t('dF (chunk)', [n, H]),
-            ...(compact ? [t('target.hidden (chunk)', [n, tc.hiddenSize])] : []),
-          ]
-        : []),
-    ]),
-  ];
+  const F = fcChunkRows(R, aux * tc.hiddenSize, maxBinding);
+  const step = stepTensors({
+    batch: B,
+    seq: S,
+    tttLength: L,
+    hidden: H,
+    intermediate: I,
+    draftVocab: D,
+    heads: d.numHeads,
+    qDim,
+    kvDim,
+    targetHidden: tc.hiddenSize,
+    auxWidth: aux * tc.hiddenSize,
+    compact,
+    f16Features: feat === 'f16',
+    recompute: x.recompute === true,
+    mlpRows: M,
+    headRows: C,
+    fcRows: F,
+  });
+  const ropeRows = S + L - 1;
   return {
     targetWeights: {
       label: 'target weights',
@@ -190,7 +201,7 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     },
     batch: {
       label: 'training batch',
-      specs: [...batchSpecs(B, S, aux * tc.hiddenSize, target, feat), ...widenedSpecs(B, S, aux * tc.hiddenSize, target, feat)],
+      specs: [...batchSpecs(B, S, aux * tc.hiddenSize, target, feat), ...widenedSpecs(B, S, target, feat)],
       detail: `batch ${B} × ${S} tokens, ${feat}${feat === 'f16' ? ', widened to f32 for the step' : ''}`,
     },
     staging: {
@@ -244,77 +255,26 @@ export function itemSpecs(x: MemoryPlanInput, limits: AdapterLimits): Record<Exc
     },
     activations: {
       label: `activations (${L} TTT steps)`,
-      specs: [
-        ...stepSpecs,
-        ...times(L, [t('positions', [R], 'i32')]),
-        t('hidden0', [R, H]),
-        t('kCache', [L, B, S, d.numKvHeads, d.headDim]),
-        t('vCache', [L, B, S, d.numKvHeads, d.headDim]),
-        // Unchunked, the teacher is built once per batch; the loss kernels run per row segment, so it may be split.
-        ...(chunked ? [] : [t('teacher.p', [R, D], 'f32', true), t('teacher.pTilde', [R, D], 'f32', true)]),
-        t('teacher.tok', [R], 'i32'),
-        // Each step's loss rows, summed into the weighted total after the backward (model/eagle3/backward.ts).
-        ...times(L, [t('rowLoss', [R])]),
-        t('teacher.positionMask', [R], 'i32'),
-        t('losses', [L + 1]),
-        t('metrics', [4 * L]),
-      ],
+      specs: step.kept,
       detail: `${
         x.recompute
-          ? `${L} × ${R} rows × hOut and one step's body, recomputed in the backward (--recompute)`
-          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, ${mlpChunked ? '' : 'gate, up, act, '}hOut)`
-      } + KV caches [${L}, ${R}, ${kvDim}]${chunked ? '' : ` + teacher [${R}, ${D}] × 2`}`,
+          ? `${L} × ${R} rows × hOut; each step's body is recomputed in the backward (--recompute)`
+          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, ${M < R ? '' : 'gate, up, act, '}hOut)`
+      } + KV caches [${L}, ${R}, ${kvDim}]${C < R ? '' : ` + teacher [${R}, ${D}] × 2`}`,
     },
     scratch: {
       label: 'step scratch (logits, backward)',
-      specs: [
-        t('ids.shifted', [B, S], 'i32'),
-        t('q', [R, qDim]),
-        t('k/v', [R, kvDim]),
-        t('kRot', [R, kvDim]),
-        // The head of the step being back-propagated: f = norm(h_out), its 1/rms and dF.
-        t('f', [R, H]),
-        t('invRmsFinal', [R]),
-        t('dF', [R, H]),
-        ...headSpecs,
-        t('dKCache', [L, B, S, d.numKvHeads, d.headDim]),
-        t('dVCache', [L, B, S, d.numKvHeads, d.headDim]),
-        t('dEmb.scratch', [R, H]),
-        t('dHOut', [R, H]),
-        ...chunkSpecs(R, M, (n) => [
-          t('dAct', [n, I]),
-          t('dGate', [n, I]),
-          t('dUp', [n, I]),
-          // Chunked: one chunk's gate, up and act (the forward's, or the backward's again), and its rows of n, h and dn.
-          ...(mlpChunked
-            ? [
-                t('mlp gate (chunk)', [n, I]),
-                t('mlp up (chunk)', [n, I]),
-                t('mlp act (chunk)', [n, I]),
-                ...times(3, [t('mlp rows (chunk)', [n, H])]),
-              ]
-            : []),
-        ]),
-        t('dn', [R, H]),
-        t('dH1', [R, H]),
-        t('dO', [R, qDim]),
-        t('dQRot', [R, qDim]),
-        t('dq', [R, qDim]),
-        t('dKRot', [R, kvDim]),
-        t('dk', [R, kvDim]),
-        t('dv', [R, kvDim]),
-        t('dz', [R, 2 * H]),
-        t('dHIn', [R, H]),
-        t('dz.hidden', [R, H]),
-        // A weight split into row parts writes its output column by column block (kernels/linear.ts).
-        // (The MLP's and lm_head's matmuls are over one chunk's rows.)
-        ...params.flatMap(([name, shape]) =>
-          chunkSpecs(R, name.includes('.mlp.') ? M : name === 'lm_head.weight' ? C : R, (n) => columnBlocks(name, shape, n, maxBinding)),
-        ),
-      ],
-      detail: `temporaries of one step, reused by the next: ${
-        chunked ? `the head over chunks of ${C} rows (logits and teacher [${C}, ${D}])` : `logits [${R}, ${D}]`
-      }${mlpChunked ? `, the MLP over chunks of ${M} rows` : ''}, backward scratch and dK/dV caches, column blocks of split weights`,
+      // A split weight writes its output column block by column block (kernels/linear.ts); the MLP's and
+      // lm_head's matmuls are over one chunk's rows. Counted all at once: a bound on what one matmul holds.
+      specs: params.flatMap(([name, shape]) =>
+        chunkSpecs(R, name.includes('.mlp.') ? M : name === 'lm_head.weight' ? C : R, (n) => columnBlocks(name, shape, n, maxBinding)),
+      ),
+      moments: step.moments,
+      detail: `what one step holds at its fullest, per buffer size class (memory-plan-moments.ts)${
+        x.recompute ? `, the step's body recomputed` : ''
+      }: ${C < R ? `the head over chunks of ${C} rows (logits and teacher [${C}, ${D}])` : `logits [${R}, ${D}]`}${
+        M < R ? `, the MLP over chunks of ${M} rows` : ''
+      }${feat === 'f16' && F < R ? `, f16 features widened ${F} rows at a time` : ''}, backward scratch and dK/dV caches, column blocks of split weights`,
     },
   };
 }
@@ -357,6 +317,7 @@ export function costEntries(
   for (const [key, item] of entries) {
     const cost: Costing = { bytes: 0, problems: [], notes: [] };
     for (const spec of item.specs) tensorCost(spec, limits, cost);
+    if (item.moments) momentsCost(item.moments, limits, cost);
     // One sentence per distinct problem: 80 layers of the same oversized tensor say it once.
     for (const p of new Set(cost.problems)) problems.push(`${item.label}: ${p}`);
     for (const n of new Set(cost.notes)) notes.push(`${item.label}: ${n}`);

@@ -67,13 +67,15 @@ export type ItemKey =
   | 'activations'
   | 'scratch'
   /** A rollout process's read-back buffer for the sample it sends (./memory-plan-roles.ts). */
-  | 'sampleReadback';
+  | 'sampleReadback'
+  /** A cluster trainer's sample, uploaded from the run's feature store to be copied into the batch (./memory-plan-roles.ts). */
+  | 'sampleBeingBatched';
 
 /** The items of the draft's training step itself (what a step on a given batch allocates). */
 export const DRAFT_STEP_ITEMS: readonly ItemKey[] = ['draftWeights', 'gradients', 'moments', 'draftFrozen', 'activations', 'scratch'];
 
 /** The phases a run goes through, one at a time (./memory-plan-phases.ts). */
-export type PlanPhase = 'generation' | 'capture' | 'step';
+export type PlanPhase = 'generation' | 'capture' | 'batching' | 'step';
 
 export interface PhaseTotal {
   readonly phase: PlanPhase;

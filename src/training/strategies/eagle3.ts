@@ -16,9 +16,11 @@
  * With a `targetHead` (offline shards: 'hidden_state' without target_lse), `target` is the same hidden
  * state and the head (the target's frozen lm_head, SpecForge's TargetHead) turns it into the full
  * logits above on the GPU, one projection per micro-batch, freed once the step is encoded.
- * `hidden_state` and `target` may also arrive as f16 (features stored with --feature-precision f16):
- * they are widened to f32 on the GPU right before the head and the forward (feature-precision.ts),
- * and the widened copies are freed once the step is encoded.
+ * `hidden_state` and `target` may also arrive as f16 (features stored with --feature-precision f16).
+ * The draft reads f16 `hidden_state` and a compact target's f16 hidden state itself, widening a row
+ * chunk at a time (model/eagle3/fc-chunks.ts), so no f32 copy of the batch exists; full-vocabulary
+ * logits and an offline hidden-state target are widened whole right before the head and the forward
+ * (feature-precision.ts), and the widened copies are freed once the step is encoded.
  * One forwardBackward = the draft's forward over the TTT unroll + backward, gradients × lossScale
  * added into the backend. `evaluate` = the same forward, losses and metrics with no gradient at all
  * (SpecForge's eval forward under no_grad; the gradient-free mode of model/eagle3/forward.ts).
@@ -193,7 +195,9 @@ export class Eagle3TrainStrategy implements DraftTrainStrategy {
   private async withTargetLogits<T>(batch: TrainBatch<Tensor>, fn: (inputs: Eagle3Inputs) => Promise<T>): Promise<T> {
     const compact = this.isCompact(batch);
     const needsHead = !compact && this.needsHead(batch);
-    const wide = await widenF16Features(this.gpu, batch.tensors, WIDENED_FEATURES, `${this.name}: batch [${batch.sampleIds.join(', ')}]`);
+    // The draft widens hidden_state and a compact target itself, a row chunk at a time (fc-chunks.ts).
+    const widened = compact ? [] : ['target'];
+    const wide = await widenF16Features(this.gpu, batch.tensors, widened, `${this.name}: batch [${batch.sampleIds.join(', ')}]`);
     let logits: Tensor | undefined;
     try {
       const x = this.inputsOf({ ...batch, tensors: wide.tensors });

@@ -145,7 +145,7 @@ export default defineSuite('training/loop/feature-precision', (t) => {
       strategy.validateBatch(batch);
       await assertRejects(
         () => strategy.forwardBackward(batch, 1),
-        /eagle3: batch \[s0, s1\]: f16 feature hidden_state \[2, \d+, \d+\] needs the draft's Gpu/,
+        /eagle3: batch \[s0, s1\]: f16 feature target \[2, \d+, \d+\] needs the draft's Gpu/,
         'no Gpu to widen with',
       );
       assertDeepEqual(precisionContract('f32'), {}, 'f32 adds nothing to the contract');

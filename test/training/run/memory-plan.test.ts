@@ -1,10 +1,19 @@
 /**
  * The GPU memory plan (src/training/run/memory-plan.ts): its arithmetic against bytes computed by hand,
  * the binding-limit checks, the budget refusal with its suggestions, and — so that the plan cannot
- * drift from the code it describes — a real draft training step whose measured peak
- * (gpu.memoryStats) must not exceed the plan's draft-step items and must be within 1.5× of them.
+ * drift from the code it describes — real draft training steps whose measured peak
+ * (gpu.memoryStats) must not exceed the plan's draft-step items and must be within 1.5× of them: a
+ * small step with every activation kept, and a long one (2,048 tokens) with recompute, f16 compact
+ * features and its head, MLP and fc over row chunks, where the plan counts the step's live set per
+ * moment (memory-plan-moments.ts) and must come within 1.2× of the measure.
  */
+import { parseHfConfig } from '../../../src/config/hf-config.ts';
 import { Gpu } from '../../../src/gpu/gpu.ts';
+import { fcChunkRows } from '../../../src/model/eagle3/fc-chunks.ts';
+import { mlpChunkRows } from '../../../src/model/eagle3/mlp-chunks.ts';
+import { headChunkRows } from '../../../src/model/eagle3/step-head.ts';
+import { castF32ToF16Ref } from '../../../src/reference/cast.ts';
+import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
 import { Eagle3DraftModel } from '../../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../../src/model/eagle3/parameters.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../../src/optim/adamw-backend.ts';
@@ -48,20 +57,22 @@ export default defineSuite('training/run/memory-plan', (t) => {
     const perStep = 4 * (4 * R * 64 + R * 128 + 2 * R * 64 + 3 * R * 128 + 2 * 4 * 64 + 3 * R);
     assertEqual(perStep, 451.5 * KiB, 'per step');
     // positions [R] i32 per step; hidden0 [R, 64]; K and V caches [3, 2, 64, 2, 16]; teacher p and
-    // pTilde [R, 64], tok and mask [R] i32; each step's loss rows [R]; losses [4] and metrics [12] (256 bytes each).
-    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 2 * 256;
+    // pTilde [R, 64], tok and mask [R] i32; each step's loss rows [R]; losses [4] and metrics [12] (256 bytes each);
+    // the shifted ids [2, 64] i32.
+    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 2 * 256 + 512;
     assertEqual(item(plan, 'activations'), 3 * perStep + state, 'activations');
     // The collated batch: ids, attention and loss masks [2, 64] i32; hidden_state [2, 64, 192], target [2, 64, 256] f32.
     assertEqual(item(plan, 'batch'), 3 * 512 + R * 192 * 4 + R * 256 * 4, 'training batch');
     // The store keeps 4 samples of [64, 192] + [64, 256] f32 and two [64] i32 vectors.
     assertEqual(item(plan, 'featureStore'), 4 * (64 * 192 * 4 + 64 * 256 * 4 + 2 * 256), 'feature store');
-    // Three phases, one at a time: the target generating, a capture forward, the draft's steps.
+    // Four phases, one at a time: the target generating, a capture forward, a batch collated, the draft's steps.
     const shared =
       plan.items.reduce((a, i) => a + i.bytes, 0) -
       ['targetKv', 'drafter', 'targetCapture', 'batch', 'activations', 'scratch'].reduce((a, k) => a + item(plan, k), 0);
     const phases = {
       generation: shared + item(plan, 'targetKv') + item(plan, 'drafter'),
       capture: shared + item(plan, 'targetCapture'),
+      batching: shared + item(plan, 'batch'),
       step: shared + item(plan, 'batch') + item(plan, 'activations') + item(plan, 'scratch'),
     };
     assertDeepEqual(
@@ -213,6 +224,124 @@ export default defineSuite('training/run/memory-plan', (t) => {
         note('seconds', Number(((performance.now() - started) / 1000).toFixed(1)));
         assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
         assert(planned <= 1.5 * measured, `plan ${planned} bytes is over 1.5× the measured peak ${measured}`);
+        model.destroy();
+        gpu.release(embed);
+      } finally {
+        gpu.destroy();
+      }
+    },
+    { timeoutMs: 300_000 },
+  );
+  t.test(
+    'a long recomputed step over row chunks on f16 compact features: the plan is not below its measured peak, and within 1.2× of it',
+    async ({ gpu: ctx, note }) => {
+      // H 64 with a wide MLP (I 1024) and draft vocabulary (512), 2,048 tokens: under 2 MiB bindings the
+      // MLP runs in 4 chunks and the head in 2, as 8B dims do at 32,768 tokens under 128 MiB.
+      const target = parseHfConfig(
+        {
+          architectures: ['LlamaForCausalLM'],
+          hidden_size: 64,
+          num_hidden_layers: 2,
+          num_attention_heads: 4,
+          num_key_value_heads: 2,
+          head_dim: 16,
+          intermediate_size: 1024,
+          vocab_size: 1024,
+          rms_norm_eps: 1e-5,
+          max_position_embeddings: 4096,
+        },
+        'long-step config',
+      );
+      const draft = draftConfigFor({ config: target }, 512);
+      const limits = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * 1024 * KiB };
+      const [S, L, D, Ht] = [2048, 3, 512, 64];
+      const input = tinyInput({
+        target,
+        draft,
+        batchSize: 1,
+        maxLength: S,
+        tttLength: L,
+        features: 'f16',
+        targetRepr: 'hidden_state',
+        recompute: true,
+      });
+      const plan = planTrainingMemory(input, { limits });
+      assertEqual(plan.fits, true, `the plan fits: ${plan.problems.join('; ')}`);
+      const planned = plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
+      // The model chunks as the plan does under those bindings (this device's own bindings are larger).
+      const chunks = {
+        headChunkRows: headChunkRows(S, D, limits.maxStorageBufferBindingSize),
+        mlpChunkRows: mlpChunkRows(S, draft.intermediateSize, limits.maxStorageBufferBindingSize),
+        fcChunkRows: fcChunkRows(S, 3 * Ht, limits.maxStorageBufferBindingSize),
+      };
+      assert(chunks.headChunkRows < S && chunks.mlpChunkRows < S, `head and MLP over row chunks: ${JSON.stringify(chunks)}`);
+      const gpu = new Gpu(ctx);
+      try {
+        const rng = new Rng(5);
+        const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
+        const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < D ? 1 : 0));
+        const before = gpu.memoryStats().liveBytes;
+        const embed = gpu.upload(
+          [draft.vocabSize, draft.hiddenSize],
+          'f32',
+          rng.floats(draft.vocabSize * draft.hiddenSize),
+          'target.embed',
+        );
+        const embedBytes = gpu.memoryStats().liveBytes - before;
+        const model = new Eagle3DraftModel(
+          gpu,
+          backend,
+          draft,
+          initialEagle3Weights(draft, 'shared', rng),
+          { t2d, d2t: new Array(D).fill(0) },
+          { embed },
+        );
+        const f16 = (shape: number[], scale: number, label: string) =>
+          gpu.upload(
+            shape,
+            'f16',
+            castF32ToF16Ref(
+              rng.floats(
+                shape.reduce((a, b) => a * b, 1),
+                scale,
+              ),
+            ).bits,
+            label,
+          );
+        const inputs = {
+          inputIds: gpu.upload(
+            [1, S],
+            'i32',
+            Array.from({ length: S }, () => rng.int(0, draft.vocabSize)),
+            'input_ids',
+          ),
+          attentionMask: gpu.upload([1, S], 'i32', new Array(S).fill(1), 'attention_mask'),
+          lossMask: gpu.upload([1, S], 'i32', new Array(S).fill(1), 'loss_mask'),
+          hiddenStates: f16([1, S, 3 * Ht], 1, 'hidden_state'),
+          target: {
+            hidden: f16([1, S, Ht], 1, 'target.hidden'),
+            head: gpu.upload([D, Ht], 'f32', rng.floats(D * Ht, 0.3), 'target.head'),
+            lse: gpu.upload([1, S], 'f32', new Array(S).fill(8), 'target_lse'),
+            tok: gpu.upload(
+              [1, S],
+              'i32',
+              Array.from({ length: S }, () => rng.int(0, D)),
+              'target_tok',
+            ),
+          },
+        };
+        for (let step = 0; step < 2; step++) {
+          const out = await model.trainStep(inputs, { tttLength: L, lossScale: 1, recompute: true, ...chunks });
+          const report = await backend.optimizerStep();
+          await Promise.all([out.losses, out.metricSums, report.gradNorm]);
+        }
+        await gpu.sync();
+        const measured = gpu.memoryStats().peakBytes - embedBytes;
+        note('planned', planned);
+        note('measured', measured);
+        note('ratio', Number((planned / measured).toFixed(3)));
+        assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
+        assert(planned <= 1.2 * measured, `plan ${planned} bytes is over 1.2× the measured peak ${measured}`);
         model.destroy();
         gpu.release(embed);
       } finally {

@@ -1,0 +1,160 @@
+/**
+ * The draft's training step as the buffer pool sees it: what the step keeps for its whole length, and
+ * the tensors live together at each point ("moment") of its forward and backward
+ * (model/eagle3/forward.ts, step-body.ts, backward.ts, mlp-chunks.ts, fc-chunks.ts, step-head.ts).
+ *
+ * The pool (gpu/buffer-pool.ts) hands a released buffer to the next tensor of the same size class
+ * and destroys free buffers only at the step's end (Gpu.trimPool), so the step's transient tensors
+ * cost, per size class, the most of that class live at any one moment: Σ over classes of
+ * (class bytes × the largest count at a moment). A sum of every transient tensor would count the
+ * backward's twenty [S, H] temporaries at once, where the code holds a handful (at 32,768 tokens of
+ * an 8B draft, 10.8 GiB against about 4).
+ *
+ * The moments follow the backward of one TTT step, whose body's tensors are released one by one after
+ * their last reader: the head (its dF), the body again (under recompute), the MLP, the post-attention
+ * norm, the attention, the projections, the two input norms; then the fc's weight gradient. Each
+ * moment lists what is live there, from the code; the measured peak of a real step is checked against
+ * the plan (test/training/run/memory-plan.test.ts).
+ */
+import { chunkSpecs, t, times, type TensorSpec } from './memory-plan-shapes.ts';
+
+/** The step's shapes (B·S rows), and how its loops are chunked. */
+export interface StepShape {
+  readonly batch: number;
+  readonly seq: number;
+  readonly tttLength: number;
+  readonly hidden: number;
+  readonly intermediate: number;
+  readonly draftVocab: number;
+  readonly heads: number;
+  readonly qDim: number;
+  readonly kvDim: number;
+  /** The target's hidden size (compact features' width) and the aux hidden states' width. */
+  readonly targetHidden: number;
+  readonly auxWidth: number;
+  readonly compact: boolean;
+  /** f16 features: the fc (and a compact teacher) widen a row chunk at a time. */
+  readonly f16Features: boolean;
+  readonly recompute: boolean;
+  /** Rows per chunk of the MLP, the head and the fc over f16 features. */
+  readonly mlpRows: number;
+  readonly headRows: number;
+  readonly fcRows: number;
+}
+
+/** What the step keeps through its forward and backward, and its moments. */
+export interface StepTensors {
+  /** Every step's kept tensors, the K/V caches, the teacher, positions and loss rows; with the bodies of all steps unless recomputed. */
+  readonly kept: TensorSpec[];
+  readonly moments: TensorSpec[][];
+}
+
+export function stepTensors(x: StepShape): StepTensors {
+  const { batch: B, seq: S, tttLength: L, hidden: H, intermediate: I, draftVocab: D, qDim, kvDim } = x;
+  const R = B * S;
+  const mlpChunked = x.mlpRows < R;
+  const headChunked = x.headRows < R;
+  // One step's body (step-body.ts), by the backward's release order (backward.ts).
+  const early = [t('emb', [R, H]), t('invRmsEmb', [R]), t('invRmsHidden', [R])];
+  const z = [t('z', [R, 2 * H])];
+  const attention = [t('qRot', [R, qDim]), t('o', [R, qDim]), t('lse', [B, x.heads, S])];
+  const post = [t('h1', [R, H]), t('invRmsPost', [R])];
+  const n = [t('n', [R, H]), ...(mlpChunked ? [] : [t('gate', [R, I]), t('up', [R, I]), t('act', [R, I])])];
+  const body = [...early, ...z, ...attention, ...post, ...n];
+  // Under recompute the current step's body is a moment's; otherwise every step's is kept until its backward.
+  const live = (specs: TensorSpec[]) => (x.recompute ? specs : []);
+  const caches = [t('kCache', [L, B, S, kvDim])];
+  const kept = [
+    ...times(L, [t('hOut', [R, H]), t('positions', [R], 'i32'), t('rowLoss', [R])]),
+    ...(x.recompute ? [] : times(L, body)),
+    t('hidden0', [R, H]),
+    ...times(2, caches),
+    ...(headChunked ? [] : [t('teacher.p', [R, D], 'f32', true), t('teacher.pTilde', [R, D], 'f32', true)]),
+    t('teacher.tok', [R], 'i32'),
+    t('teacher.positionMask', [R], 'i32'),
+    t('losses', [L + 1]),
+    t('metrics', [4 * L]),
+    t('ids.shifted', [B, S], 'i32'),
+  ];
+
+  // The fc over f16 features: a chunk's rows in f16 and widened, and h_in⁰'s (or dh_in⁰'s) rows (fc-chunks.ts).
+  const F = Math.min(x.fcRows, R);
+  const fcChunk = x.f16Features
+    ? [
+        ...(F < R ? [t('fc rows (f16)', [F, x.auxWidth], 'f16')] : []),
+        t('fc rows (widened)', [F, x.auxWidth]),
+        ...(F < R ? [t('fc out rows', [F, H])] : []),
+      ]
+    : [];
+  const mlpForward = chunkSpecs(R, x.mlpRows, (m) =>
+    mlpChunked ? [t('mlp n rows', [m, H]), t('mlp gate', [m, I]), t('mlp up', [m, I]), t('mlp act', [m, I]), t('mlp h rows', [m, H])] : [],
+  );
+  const mlpBackward = chunkSpecs(R, x.mlpRows, (m) => [
+    t('dAct', [m, I]),
+    t('dGate', [m, I]),
+    t('dUp', [m, I]),
+    ...(mlpChunked
+      ? [t('mlp gate (again)', [m, I]), t('mlp up (again)', [m, I]), t('mlp act (again)', [m, I]), ...times(3, [t('mlp rows', [m, H])])]
+      : []),
+  ]);
+  // The head of the step being back-propagated (step-head.ts): f = norm(h_out), dF, and a chunk's logits and teacher.
+  const head = [
+    t('f', [R, H]),
+    t('invRmsFinal', [R]),
+    t('dF', [R, H]),
+    t('rowStats', [R, 4]),
+    ...chunkSpecs(R, x.headRows, (c) => [
+      t('logits', [c, D], 'f32', true),
+      t('soft-ce row loss', [c]),
+      ...(x.compact ? [t('target.draft_logits', [c, D], 'f32', true)] : []),
+      ...(headChunked
+        ? [
+            t('teacher.p (chunk)', [c, D], 'f32', true),
+            t('teacher.pTilde (chunk)', [c, D], 'f32', true),
+            t('f (chunk)', [c, H]),
+            t('dF (chunk)', [c, H]),
+            ...(x.compact ? [t('target.hidden (chunk)', [c, x.targetHidden])] : []),
+            ...(x.compact && x.f16Features ? [t('target.hidden (chunk, f16)', [c, x.targetHidden], 'f16')] : []),
+          ]
+        : []),
+    ]),
+  ];
+  const dCaches = times(2, [t('dKCache', caches[0].shape)]);
+  const dH = (name: string) => t(name, [R, H]);
+  const moments: TensorSpec[][] = [
+    // Before step 0: h_in⁰ = fc(Haux).
+    fcChunk,
+    // A step of the forward: its projections, then its MLP (over row chunks, or whole and kept).
+    [...early, ...z, t('q', [R, qDim]), t('qRot', [R, qDim]), t('k/v', [R, kvDim]), t('kRot', [R, kvDim])],
+    [...body, ...mlpForward],
+    // The backward of step k: its head, with the gradient from step k + 1.
+    [...dCaches, dH('dFromNext'), ...head, t('re.ids.shifted', [B, S], 'i32')],
+    [...dCaches, ...live(body), dH('dHOut'), t('q (again)', [R, qDim])],
+    [...dCaches, ...live(body), dH('dHOut'), dH('dn'), ...mlpBackward],
+    [...dCaches, ...live([...early, ...z, ...attention, ...post]), dH('dHOut'), dH('dn'), dH('dH1')],
+    [
+      ...dCaches,
+      ...live([...early, ...z, ...attention]),
+      dH('dH1'),
+      t('dO', [R, qDim]),
+      t('dQRot', [R, qDim]),
+      t('attention.rowStats', [B, x.heads, S, 2]),
+    ],
+    [
+      ...dCaches,
+      ...live([...early, ...z]),
+      dH('dH1'),
+      t('dQRot', [R, qDim]),
+      t('dq', [R, qDim]),
+      t('dKRot', [R, kvDim]),
+      t('dk', [R, kvDim]),
+      t('dv', [R, kvDim]),
+      t('dz', [R, 2 * H]),
+    ],
+    // (dz.hidden is a view of dz where the device's offset alignment allows; counted as a copy.)
+    [...dCaches, ...live(early), dH('dH1'), t('dz', [R, 2 * H]), dH('dEmb.scratch'), dH('dHIn'), dH('dz.hidden')],
+    // Step 0 ends with W_fc's gradient: dh_in⁰ and the fc's rows again.
+    [...dCaches, dH('dHIn'), ...fcChunk],
+  ];
+  return { kept, moments };
+}
