@@ -202,7 +202,9 @@ export function itemSpecs(
     batch: {
       label: 'training batch',
       specs: [...batchSpecs(B, S, aux * tc.hiddenSize, target, feat), ...widenedSpecs(B, S, target, feat)],
-      detail: `batch ${B} × ${S} tokens, ${feat}${feat === 'f16' ? ', widened to f32 for the step' : ''}`,
+      detail: `batch ${B} × ${S} tokens, ${feat}${
+        feat !== 'f16' ? '' : compact ? ', read by the draft a row chunk at a time' : ', the logits widened to f32 for the step'
+      }`,
     },
     staging: {
       label: 'staging and uniforms',
