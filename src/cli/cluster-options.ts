@@ -147,8 +147,8 @@ export const ROLLOUT_DEF: CommandDef = {
     textSpec(
       '--target',
       'target',
-      'dir',
-      "Hugging Face target directory: the trainer's target (its config and precision are checked against the run manifest)",
+      'dir|ORG/NAME[@REV]',
+      "Hugging Face target (a model directory, or an id read from or downloaded into the Hugging Face cache): the trainer's target (its config and precision are checked against the run manifest)",
       undefined,
       true,
     ),

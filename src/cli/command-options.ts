@@ -79,7 +79,14 @@ export const EVAL_DEF: CommandDef = {
     'exit codes: 0 success (greedy: speculative output equals target greedy output), 1 the run failed or was not lossless, 2 usage error',
   ].join('\n'),
   options: [
-    textSpec('--target', 'target', 'dir', 'Hugging Face target directory', undefined, true),
+    textSpec(
+      '--target',
+      'target',
+      'dir|ORG/NAME[@REV]',
+      'Hugging Face target: a model directory, or an id read from (or downloaded into) the Hugging Face cache',
+      undefined,
+      true,
+    ),
     textSpec('--draft', 'draft', 'dir', 'EAGLE3 draft directory (SGLang export)', undefined, true),
     {
       flag: '--prompt',

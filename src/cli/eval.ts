@@ -33,6 +33,7 @@ import { splitPath } from '../util/paths.ts';
 import { checkPositions } from './flag-values.ts';
 import { EVAL_DEF, evalArgs, parsePromptArg, type EvalArgs, type PromptArg } from './command-options.ts';
 import { settingsOrExit } from './options.ts';
+import { resolveTargetDir } from '../training/run/run-plan.ts';
 
 export { parseEvalArgs, parsePromptArg, type EvalArgs, type PromptArg } from './command-options.ts';
 
@@ -62,11 +63,12 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
     });
     if (given.length === 0) throw new Error(`${args.promptsFile}: no prompts`);
   }
-  const prompts = await encodePrompts(platform.files(args.target), given);
+  const targetDir = await resolveTargetDir(platform, args.target, print);
+  const prompts = await encodePrompts(platform.files(targetDir), given);
   prompts.forEach((p, i) => {
     if (p.length === 0) throw new Error(`prompt ${i}: no tokens`);
   });
-  const source = await HfCheckpointSource.open(platform.files(args.target), '');
+  const source = await HfCheckpointSource.open(platform.files(targetDir), '');
   const draft = await loadEagle3Draft(platform.files(args.draft), '');
   const tc = source.config;
   const dc = draft.config;

@@ -36,9 +36,16 @@ export async function runExport(platform: Platform, o: ExportArgs, log: (line: s
       throw new Error(`${o.draftConfig}: not valid JSON (${(err as Error).message})`, { cause: err });
     }
   }
-  const { config, step, checkpoint } = await exportRunCheckpoint(platform.files(parent), name, platform.files(o.out), '', draftConfig);
+  const { config, step, checkpoint, serving } = await exportRunCheckpoint(
+    platform.files(parent),
+    name,
+    platform.files(o.out),
+    '',
+    draftConfig,
+  );
   log(
     `exported ${checkpoint} (step ${step}) to ${o.out}: hidden ${config.hiddenSize}, draft vocab ${config.draftVocabSize} of ${config.vocabSize}, bf16`,
   );
+  if (serving.warning) log(`warning: the export is not servable as trained: ${serving.warning}`);
   return 0;
 }

@@ -35,7 +35,7 @@ import { countLossTokens } from '../model/eagle3/vocab-mapping.ts';
 import { continueWithTarget, withProgress, type TrainSequence } from '../training/sequences/eagle3-data.ts';
 import { regenerateReplies } from '../training/sequences/regenerate.ts';
 import { resolveTargetDir, usesLabCorpus } from '../training/run/run-plan.ts';
-import { resolveAuxLayers } from '../training/sequences/draft-shape.ts';
+import { auxLayersLine, resolveAuxLayers } from '../training/sequences/draft-shape.ts';
 import { trainingData } from '../training/run/train-data.ts';
 import { commandHelp, parseCommand, settingsOrExit, UsageError } from './options.ts';
 import { PREPARE_DEF } from './train-options.ts';
@@ -126,7 +126,7 @@ export async function runPrepare(
   gpuContext?: GpuContext,
 ): Promise<PrepareSummary> {
   const started = performance.now();
-  const targetDir = await resolveTargetDir(platform, config.target);
+  const targetDir = await resolveTargetDir(platform, config.target, print);
   const targetFiles = platform.files(targetDir);
   if (!(await targetFiles.exists('config.json')))
     throw new Error(`target (--target) ${targetFiles.root}: no config.json there (expected a Hugging Face model directory)`);
@@ -152,7 +152,7 @@ export async function runPrepare(
   const target = await loadTarget(gpu, weights, 'f32', progress);
   try {
     print(
-      `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+      `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; ${auxLayersLine(auxLayerIds, tc.numLayers)}`,
     );
     print(`phase data: ${source}`);
     for (const line of data.lines.slice(1)) print(`  ${line}`);

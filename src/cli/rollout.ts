@@ -76,7 +76,7 @@ export async function runRollout(platform: Platform, args: RolloutArgs, print: (
   const connect = redisConnector(platform, 'rollout');
   const started = performance.now();
   // As train loads its target: a bad directory is refused before Redis or the GPU is touched.
-  const targetDir = await resolveTargetDir(platform, args.target);
+  const targetDir = await resolveTargetDir(platform, args.target, print);
   const source = await HfCheckpointSource.open(platform.files(targetDir), '');
   const link = await connect(args.cluster);
   const cleanup: (() => Promise<void> | void)[] = [() => link.close()];

@@ -52,7 +52,12 @@ const AUX_LAYERS: OptionSpec = {
   defaultText: '[1, N/2 − 1, N − 4] of an N-layer target',
   parse: parsers.decimalList,
 };
-const TARGET = path('target', 'dir', 'Hugging Face target directory', 'the lab target, when assets/lab-target has a model');
+const TARGET = path(
+  'target',
+  'dir|ORG/NAME[@REV]',
+  'Hugging Face target: a model directory, or an id read from (or downloaded into) the Hugging Face cache',
+  'the lab target, when assets/lab-target has a model',
+);
 const PROMPTS_FILE = path(
   'promptsFile',
   'file',

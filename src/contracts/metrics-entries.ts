@@ -119,6 +119,15 @@ export function summaryRecord(s: Omit<SummaryEntry, 'phase'>): SummaryEntry {
       ? { before: specEvals(s.before), after: specEvals(s.after), targetOnlyTokensPerSecond: s.targetOnlyTokensPerSecond }
       : {}),
     exportDir: s.exportDir,
+    ...exportServing(s),
+  };
+}
+
+/** The export's serving verdict, when the summary has one. */
+function exportServing(s: { exportServable?: boolean; exportWarning?: string }): { exportServable?: boolean; exportWarning?: string } {
+  return {
+    ...(s.exportServable === undefined ? {} : { exportServable: s.exportServable }),
+    ...(s.exportWarning === undefined ? {} : { exportWarning: s.exportWarning }),
   };
 }
 
@@ -136,6 +145,7 @@ export function offlineSummaryRecord(s: Omit<OfflineSummaryEntry, 'phase'>): Off
     before: specEvals(s.before),
     after: specEvals(s.after),
     exportDir: s.exportDir,
+    ...exportServing(s),
   };
 }
 

@@ -137,6 +137,15 @@ const SummaryCommon = {
   finalLoss: Num,
   vocabCoverage: Num,
 };
+/**
+ * Whether SGLang and vLLM serve the export as trained (model/eagle3/serving-layers.ts), and why not:
+ * false only for a target too small to have three capturable aux layers (otherwise the run is refused).
+ * Absent in summaries written before it was recorded.
+ */
+const ExportServing = {
+  exportServable: z.boolean().optional(),
+  exportWarning: Text.optional(),
+};
 /** Online `speclab train`'s summary (its summary.json), keys in the order it writes them. */
 export const SummaryEntry = z.strictObject({
   phase: z.literal('summary'),
@@ -148,6 +157,7 @@ export const SummaryEntry = z.strictObject({
   after: SpecEvalsShape.optional(),
   targetOnlyTokensPerSecond: Num.optional(),
   exportDir: Text,
+  ...ExportServing,
 });
 /** `speclab train --offline`'s summary. */
 export const OfflineSummaryEntry = z.strictObject({
@@ -159,6 +169,7 @@ export const OfflineSummaryEntry = z.strictObject({
   before: SpecEvalsShape,
   after: SpecEvalsShape,
   exportDir: Text,
+  ...ExportServing,
 });
 export type SummaryEntry = z.output<typeof SummaryEntry>;
 export type OfflineSummaryEntry = z.output<typeof OfflineSummaryEntry>;

@@ -36,6 +36,7 @@ import { copyStrided } from '../kernels/copy-strided.ts';
 import type { TargetModelConfig } from '../config/hf-config.ts';
 import type { TargetModel } from '../model/target/model.ts';
 import { headRowStats } from '../model/target/head-stats.ts';
+import { auxLayerServingProblems, hasServableAuxLayers } from '../model/eagle3/serving-layers.ts';
 import type { CaptureConfig } from './capture.ts';
 import type { CapturedFeatures, FeatureSource } from './rollout-worker.ts';
 
@@ -55,15 +56,20 @@ export type OnlineTargetRepr = 'logits' | 'hidden_state';
 
 /**
  * The default capture layers, SpecLab's one rule for every command, the lab and export: SpecForge's
- * `[1, N/2 − 1, N − 4]` (outputs of those decoder layers) from 4 layers on; below that, where
- * SpecForge's rule has no answer, `[0, min(1, N − 1), N − 1]` (first, second, last), so small
- * targets such as the bundled 2-layer lab target train with no flag.
+ * `[1, N/2 − 1, N − 4]` (outputs of those decoder layers) where it names three distinct layers that
+ * SGLang and vLLM can capture (N ≥ 7: model/eagle3/serving-layers.ts); for 4 to 6 layers, where that
+ * rule repeats a layer (SpecForge gives [1, 2, 2] for 6 layers, which a server collapses to two
+ * states), three spread over the capturable ones, `[0, (N − 2)/2, N − 2]`; below 4 layers, where no
+ * servable set exists, `[0, min(1, N − 1), N − 1]` (first, second, last), so small targets such as the
+ * bundled 2-layer lab target train with no flag (their exports are flagged as not servable).
  */
 export function defaultAuxLayerIds(numLayers: number): number[] {
   if (!Number.isInteger(numLayers) || numLayers < 1)
     throw new Error(`defaultAuxLayerIds: a target needs at least one layer, got ${numLayers}`);
-  if (numLayers < 4) return [0, Math.min(1, numLayers - 1), numLayers - 1];
-  return [1, Math.floor(numLayers / 2) - 1, numLayers - 4];
+  if (!hasServableAuxLayers(numLayers)) return [0, Math.min(1, numLayers - 1), numLayers - 1];
+  const specForge = [1, Math.floor(numLayers / 2) - 1, numLayers - 4];
+  if (auxLayerServingProblems(specForge, numLayers).length === 0) return specForge;
+  return [0, Math.floor((numLayers - 2) / 2), numLayers - 2];
 }
 
 /** The EAGLE3 capture config for a target: default aux layers unless given; full-vocab logits, or compact features. */

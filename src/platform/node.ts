@@ -277,6 +277,16 @@ export const nodePlatform: Platform = {
   // Loaded on first use, so commands that never reach Redis do not load its client.
   connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
   startGateway: async (options) => (await import('./control-gateway-node.ts')).startRunGateway(options),
+  // Loaded on first use, so commands given a folder never load the Hub client; through `this`, so a platform made from this one with its own env and files (a test's) resolves with them.
+  async resolveModel(spec, progress) {
+    const { resolveHubModel } = await import('./hf-hub-node.ts');
+    return resolveHubModel(
+      spec,
+      (name) => this.env(name),
+      (root) => this.files(root),
+      progress,
+    );
+  },
   // Bars only on a terminal: a log or a pipe gets the plain progress lines.
   progressDisplay: () => (process.stdout.isTTY ? (terminal ??= terminalProgress(process.stdout)) : undefined),
   onInterrupt(handler) {

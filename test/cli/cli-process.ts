@@ -38,11 +38,14 @@ export interface NodeProcessOptions {
   readonly timeoutMs: number;
   /** How often `waitFor` looks at the output. */
   readonly pollMs: number;
+  /** Environment variables over this process's own. */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Starts `node ...nodeArgs` (a script and its arguments) in the repository root. */
 export function startNode(nodeArgs: readonly string[], options: NodeProcessOptions): CliProcess {
-  const child = spawn(process.execPath, nodeArgs, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
+  const env = options.env ? { ...process.env, ...options.env } : process.env;
+  const child = spawn(process.execPath, nodeArgs, { cwd: REPO, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout.on('data', (c: Buffer) => (output += c.toString()));
   child.stderr.on('data', (c: Buffer) => (output += c.toString()));
@@ -73,6 +76,6 @@ export function startNode(nodeArgs: readonly string[], options: NodeProcessOptio
 }
 
 /** Starts `node bin/speclab.mjs ...args` in the repository root; `timeoutMs` SIGKILLs a hung one. */
-export function startCli(args: readonly string[], timeoutMs = 120_000): CliProcess {
-  return startNode(['bin/speclab.mjs', ...args], { name: `speclab ${args[0]}`, timeoutMs, pollMs: 20 });
+export function startCli(args: readonly string[], timeoutMs = 120_000, env?: Readonly<Record<string, string>>): CliProcess {
+  return startNode(['bin/speclab.mjs', ...args], { name: `speclab ${args[0]}`, timeoutMs, pollMs: 20, env });
 }

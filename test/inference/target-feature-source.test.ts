@@ -1,9 +1,11 @@
 /**
  * TargetFeatureSource: the GPU target as the rollout FeatureSource (EAGLE3 capture, docs/features.md §8).
- *   - Capture parity on hf/llama-tiny: the aux states at default layers [1, 2, 2] equal HF
- *     hidden_states[2], [3], [3] concatenated; target = logits[1:] with a zero last row; input_ids
- *     shifted left; loss_mask unshifted with its last position zeroed (the zero target row).
- *   - The same capture against what SpecForge fed its EAGLE3 model (eagle3/eagle3_reference).
+ *   - Capture parity on hf/llama-tiny: the aux states at the default layers of a 6-layer target,
+ *     [0, 2, 4] (SpecForge's rule repeats a layer there), equal HF hidden_states[1], [3], [5]
+ *     concatenated; target = logits[1:] with a zero last row; input_ids shifted left; loss_mask
+ *     unshifted with its last position zeroed (the zero target row).
+ *   - The same capture, at SpecForge's own layers [1, 2, 2], against what SpecForge fed its EAGLE3
+ *     model (eagle3/eagle3_reference).
  *   - Grouping by length (one forward per group), results in task order and batch-invariant.
  *   - Loud errors for unsupported captures and bad payloads.
  *   - End to end behind a RolloutWorker: prompts in, verified features in the store, refs committed.
@@ -75,7 +77,7 @@ function fixtureTasks(ids: Int32Array, mask: Int32Array, seq: number, lossMask: 
 }
 
 export default defineSuite('inference/target-feature-source', (t) => {
-  t.test('capture parity: aux = HF hidden_states[2, 3, 3], target = logits[1:], shifted ids, unshifted loss mask', async (ctx) => {
+  t.test('capture parity: aux = HF hidden_states[1, 3, 5], target = logits[1:], shifted ids, unshifted loss mask', async (ctx) => {
     const { gpu, model, ref } = await setup(ctx);
     try {
       const [, seq] = ref.shape('input_ids');
@@ -83,7 +85,7 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const mask = ref.i32('attention_mask');
       const { hiddenSize: H, vocabSize: V } = model.config;
       const capture = eagle3CaptureConfig(model.config);
-      assertDeepEqual(capture.auxLayerIds, [1, 2, 2], 'default aux layers of a 6-layer target');
+      assertDeepEqual(capture.auxLayerIds, [0, 2, 4], 'default aux layers of a 6-layer target');
       const tasks = fixtureTasks(ids, mask, seq, (b, t) => ((t * (b + 2)) % 3 === 0 ? 0 : 1));
       const source = new TargetFeatureSource(model);
       const features = await source.generateFeatures(tasks, capture);
@@ -92,11 +94,11 @@ export default defineSuite('inference/target-feature-source', (t) => {
       for (const [b, f] of features.entries()) {
         const L = (tasks[b].payload.input_ids as number[]).length;
         verifyCapture(f.tensors, capture, { sampleId: tasks[b].taskId, recordedAuxLayerIds: f.auxLayerIds });
-        assertDeepEqual(f.auxLayerIds, [1, 2, 2], 'recorded aux layer ids');
+        assertDeepEqual(f.auxLayerIds, [0, 2, 4], 'recorded aux layer ids');
         assertDeepEqual(f.tensors.hidden_state.shape, [L, 3 * H], 'hidden_state shape');
         const hs = await gpu.read(f.tensors.hidden_state);
         const want = new Float32Array(L * 3 * H);
-        [2, 3, 3].forEach((index, i) => {
+        [1, 3, 5].forEach((index, i) => {
           const layer = rowsOf(ref.f32(`hidden_states.${index}`), b, seq, H, L);
           for (let r = 0; r < L; r++) want.set(layer.subarray(r * H, (r + 1) * H), r * 3 * H + i * H);
         });
@@ -139,7 +141,8 @@ export default defineSuite('inference/target-feature-source', (t) => {
       const [, seq] = e.shape('raw.input_ids');
       const rawLoss = e.i32('raw.loss_mask');
       const tasks = fixtureTasks(e.i32('raw.input_ids'), e.i32('attention_mask'), seq, (b, t) => rawLoss[b * seq + t]);
-      const features = await new TargetFeatureSource(model).generateFeatures(tasks, eagle3CaptureConfig(model.config));
+      // SpecForge's own rule for 6 layers, [1, 2, 2] (the layers its reference captured).
+      const features = await new TargetFeatureSource(model).generateFeatures(tasks, eagle3CaptureConfig(model.config, [1, 2, 2]));
       const { hiddenSize: H, vocabSize: V } = model.config;
       const shiftedIds = e.i32('input_ids');
       const lossMask = e.i32('loss_mask');
@@ -261,7 +264,7 @@ export default defineSuite('inference/target-feature-source', (t) => {
       );
       await assertRejects(
         () => source.generateFeatures(ok, { ...capture, auxLayerIds: [] }),
-        /auxLayerIds is empty \(the EAGLE3 default for this target is \[1, 2, 2\]\)/,
+        /auxLayerIds is empty \(the EAGLE3 default for this target is \[0, 2, 4\]\)/,
         'empty ids',
       );
       await assertRejects(
@@ -283,6 +286,17 @@ export default defineSuite('inference/target-feature-source', (t) => {
       assertDeepEqual(defaultAuxLayerIds(3), [0, 1, 2], 'a 3-layer target: first, second, last');
       assertThrows(() => defaultAuxLayerIds(0), /at least one layer/, 'no layers');
       assertDeepEqual(defaultAuxLayerIds(32), [1, 15, 28], 'Llama-3.1-8B layers');
+      assertDeepEqual(defaultAuxLayerIds(7), [1, 2, 3], "SpecForge's rule from 7 layers");
+      for (const [n, ids] of [
+        [4, [0, 1, 2]],
+        [5, [0, 1, 3]],
+        [6, [0, 2, 4]],
+      ] as const)
+        assertDeepEqual(
+          defaultAuxLayerIds(n),
+          [...ids],
+          `${n} layers: SpecForge's rule repeats a layer; three distinct capturable ones instead`,
+        );
     } finally {
       model.destroy();
       gpu.destroy();

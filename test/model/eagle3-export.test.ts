@@ -141,6 +141,10 @@ export default defineSuite('model/eagle3-export', (t) => {
           [0, 1, 1],
           'aux layers round-trip through eagle_config',
         );
+        // vLLM reads a top-level list first, naming the layer whose input it captures: the same layers + 1.
+        const written = JSON.parse(new TextDecoder().decode(await tmp.files.read('aux/config.json'))) as Record<string, unknown>;
+        assertDeepEqual(written.eagle_aux_hidden_state_layer_ids, [1, 2, 2], "vLLM's top-level ids: each + 1");
+        assertDeepEqual(written.eagle_config, { eagle_aux_hidden_state_layer_ids: [0, 1, 1] }, "SGLang's eagle_config ids");
         assert(
           bytesEqual(new Uint8Array(back.values[EMBED_NAME].buffer), new Uint8Array(Float32Array.from(embedding).buffer)),
           'embedding is the target one',

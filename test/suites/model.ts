@@ -8,6 +8,7 @@ import f16Bits from '../formats/f16-bits.test.ts';
 import hfConfig from '../config/hf-config.test.ts';
 import checkpoint from '../formats/hf-checkpoint.test.ts';
 import checkpointSource from '../formats/hf-checkpoint-source.test.ts';
+import hubCache from '../formats/hf-hub-cache.test.ts';
 import tokenizer from '../formats/tokenizer.test.ts';
 import referenceLlama from '../reference/llama.test.ts';
 import browserModelFiles from '../platform/browser-model-files.test.ts';
@@ -18,6 +19,7 @@ export const modelSuites: readonly Suite[] = [
   hfConfig,
   checkpoint,
   checkpointSource,
+  hubCache,
   tokenizer,
   referenceLlama,
   browserModelFiles,

@@ -1,4 +1,4 @@
-/** Suites of `speclab train` and `speclab plan`: online EAGLE3 draft training end to end on the fixtures, and resume; exports of its checkpoints; offline training from prepared shards; the numeric flags of every command. */
+/** Suites of `speclab train` and `speclab plan`: online EAGLE3 draft training end to end on the fixtures (also from a Hugging Face id), and resume; exports of its checkpoints; offline training from prepared shards; the numeric flags of every command. */
 import type { Suite } from '../harness/suite.ts';
 import trainCli from '../cli/train.test.ts';
 import trainMemory from '../training/run/train-memory.test.ts';
@@ -29,6 +29,7 @@ import planCli from '../cli/plan.test.ts';
 import trainRun from '../training/run/train-run.test.ts';
 import progressLines from '../training/run/progress-lines.test.ts';
 import terminalProgress from '../platform/terminal-progress.test.ts';
+import hubModel from '../platform/hf-hub-node.test.ts';
 
 export const trainSuites: readonly Suite[] = [
   memoryPlan,
@@ -47,6 +48,7 @@ export const trainSuites: readonly Suite[] = [
   trainRun,
   progressLines,
   terminalProgress,
+  hubModel,
   trainMemory,
   planCli,
   trainData,

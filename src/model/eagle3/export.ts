@@ -23,6 +23,7 @@ import type { FileStore } from '../../ports/storage.ts';
 import { assertFinite } from '../../util/finite.ts';
 import { EMBED_NAME, eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import type { Eagle3Vocab } from './parameters.ts';
+import { vllmAuxLayerIds } from './serving-layers.ts';
 
 /** Keys SpecForge's exporter validates before writing (docs/export.md §4). */
 export const REQUIRED_EXPORT_KEYS = ['fc.weight', 'norm.weight', 'lm_head.weight', 't2d', 'd2t'] as const;
@@ -123,9 +124,22 @@ const joinPath = (dir: string, name: string): string => (dir === '' ? name : `${
 export interface ExportOptions {
   /**
    * Target layers whose outputs feed the draft, recorded as `eagle_config.eagle_aux_hidden_state_layer_ids`
-   * (as SpecForge's configs do). Omit them to leave the serving default [1, N/2 − 1, N − 4] implied.
+   * (as SpecForge's configs do, and SGLang reads) and as vLLM names them in a top-level
+   * `eagle_aux_hidden_state_layer_ids` (serving-layers.ts). Omit them to leave the serving default
+   * [1, N/2 − 1, N − 4] implied.
    */
   readonly auxLayerIds?: readonly number[];
+}
+
+/** The config.json of an export: the SGLang config, with the aux layers as SGLang and vLLM each read them. */
+export function eagle3ExportConfig(c: Eagle3Config, auxLayerIds?: readonly number[]): Record<string, unknown> {
+  const config = eagle3SglangConfig(c);
+  if (!auxLayerIds) return config;
+  return {
+    ...config,
+    eagle_aux_hidden_state_layer_ids: vllmAuxLayerIds(auxLayerIds),
+    eagle_config: { eagle_aux_hidden_state_layer_ids: [...auxLayerIds] },
+  };
 }
 
 /** Write `<dir>/model.safetensors` then `<dir>/config.json` (each atomically). */
@@ -139,8 +153,7 @@ export async function writeEagle3Export(
 ): Promise<void> {
   const model = eagle3SglangSafetensors(c, weights, vocab);
   await store.writeAtomic(joinPath(dir, 'model.safetensors'), model);
-  const config = eagle3SglangConfig(c);
-  if (options.auxLayerIds) config.eagle_config = { eagle_aux_hidden_state_layer_ids: [...options.auxLayerIds] };
+  const config = eagle3ExportConfig(c, options.auxLayerIds);
   await store.writeAtomic(joinPath(dir, 'config.json'), new TextEncoder().encode(`${JSON.stringify(config, null, 2)}\n`));
 }
 

@@ -16,7 +16,8 @@
 import type { TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
-import { checkVocab, eagle3SglangConfig, eagleAuxLayerIds, writeEagle3Export } from '../../model/eagle3/export.ts';
+import { checkVocab, eagle3ExportConfig, eagleAuxLayerIds, writeEagle3Export } from '../../model/eagle3/export.ts';
+import { auxLayerServing } from '../../model/eagle3/serving-layers.ts';
 import type { Eagle3Vocab } from '../../model/eagle3/parameters.ts';
 import { COMPLETE_MARKER, loadCheckpoint, parseCheckpointDirName, scanCheckpoints, type CheckpointRef } from './train-checkpoint.ts';
 
@@ -42,7 +43,7 @@ export function eagle3CheckpointExtras(
 
 /** The config.json object the SGLang export of this draft holds (`writeEagle3Export` with these aux layers). */
 export function eagle3DraftConfigJson(config: Eagle3Config, auxLayerIds: readonly number[]): Record<string, unknown> {
-  return { ...eagle3SglangConfig(config), eagle_config: { eagle_aux_hidden_state_layer_ids: [...auxLayerIds] } };
+  return eagle3ExportConfig(config, auxLayerIds);
 }
 
 /** What an EAGLE3 training run records in each of its checkpoints. */
@@ -50,6 +51,8 @@ export interface Eagle3RunRecord {
   readonly mode: 'online' | 'offline';
   readonly draftConfig: Eagle3Config;
   readonly auxLayerIds: readonly number[];
+  /** The target's decoder layers: what the export checks the aux layers against (serving-layers.ts). */
+  readonly targetLayers: number;
   readonly vocab: Eagle3Vocab;
   /** The run's settings as the trainer got them (JSON; undefined members dropped). */
   readonly settings: unknown;
@@ -62,6 +65,7 @@ export function eagle3RunExtras(run: Eagle3RunRecord): { extra: Record<string, u
     extra: {
       ...extra,
       auxLayerIds: [...run.auxLayerIds],
+      targetLayers: run.targetLayers,
       mode: run.mode,
       settings: JSON.parse(JSON.stringify(run.settings ?? {})) as unknown,
     },
@@ -115,7 +119,7 @@ export async function exportEagle3Checkpoint(
   out: FileStore,
   outDir: string,
   draftConfigJson?: Readonly<Record<string, unknown>>,
-): Promise<{ config: Eagle3Config; step: number }> {
+): Promise<{ config: Eagle3Config; step: number; serving: ExportServing }> {
   const name = dir.replace(/\/+$/, '');
   const parsed = parseCheckpointDirName(name.slice(name.lastIndexOf('/') + 1));
   if (!parsed) throw new Error(`${store.root}/${dir}: not a checkpoint folder name (expected <run id>-step<N>)`);
@@ -147,6 +151,7 @@ export async function exportEagle3Checkpoint(
     weights[param] = loaded.weights.f32(param);
   }
   const auxLayerIds = eagleAuxLayerIds(rawConfig) ?? (saved ? eagleAuxLayerIds(saved) : undefined);
+  const serving = exportServing(auxLayerIds, loaded.state.extra.targetLayers, where);
   await writeEagle3Export(
     out,
     outDir,
@@ -155,7 +160,29 @@ export async function exportEagle3Checkpoint(
     { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') },
     { auxLayerIds },
   );
-  return { config, step: loaded.state.globalStep };
+  return { config, step: loaded.state.globalStep, serving };
+}
+
+/**
+ * Whether SGLang and vLLM serve the export as trained (serving-layers.ts): aux layers they cannot
+ * capture are refused where the target has a servable set, and only flagged (`servable: false`, with
+ * the reason) for a target too small to have one. A checkpoint that does not record its target's
+ * layer count (written before it was kept) is checked for distinct layers only, and only flagged.
+ */
+export interface ExportServing {
+  readonly servable: boolean;
+  /** Why not, in one line; absent when servable. */
+  readonly warning?: string;
+}
+
+function exportServing(auxLayerIds: readonly number[] | undefined, targetLayers: unknown, where: string): ExportServing {
+  if (!auxLayerIds) return { servable: true };
+  const known = typeof targetLayers === 'number' && Number.isInteger(targetLayers) && targetLayers > 0;
+  const verdict = auxLayerServing(auxLayerIds, known ? targetLayers : Number.POSITIVE_INFINITY);
+  if (!verdict) return { servable: true };
+  if (!known) return { servable: false, warning: `${verdict.message} (the checkpoint does not record its target's layer count)` };
+  if (verdict.refuse) throw new Error(`${where}: refused to export: ${verdict.message}`);
+  return { servable: false, warning: verdict.message };
 }
 
 /**
@@ -169,7 +196,7 @@ export async function exportRunCheckpoint(
   out: FileStore,
   outDir = '',
   draftConfigJson?: Readonly<Record<string, unknown>>,
-): Promise<{ config: Eagle3Config; step: number; checkpoint: string }> {
+): Promise<{ config: Eagle3Config; step: number; checkpoint: string; serving: ExportServing }> {
   const ref = await resolveRunCheckpoint(store, path);
   const exported = await exportEagle3Checkpoint(store, ref.dir, out, outDir, draftConfigJson);
   return { ...exported, checkpoint: `${store.root}/${ref.dir}` };

@@ -210,6 +210,7 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
       mode: 'offline',
       draftConfig: inputs.draftConfig,
       auxLayerIds: manifest.auxLayerIds,
+      targetLayers: manifest.numLayers,
       vocab: inputs.mapping,
       settings,
     });

@@ -42,6 +42,12 @@ export interface RunPlatform extends KeyValueHost {
    * undefined, where output is a log or a pipe: runs then print plain progress lines (progressFor).
    */
   progressDisplay?(): ProgressDisplay | undefined;
+  /**
+   * The local folder of a Hugging Face model id (`ORG/NAME[@REV]`): its snapshot in the Hugging Face
+   * cache, downloaded into it first when missing (src/platform/hf-hub-node.ts); undefined when `spec`
+   * is not an id. Absent where there is no such cache (a browser tab, which has its own model store).
+   */
+  resolveModel?(spec: string, progress: ProgressDisplay): Promise<string | undefined>;
 }
 
 /**

@@ -13,7 +13,7 @@ import { readEagle3Export } from '../../model/eagle3/export.ts';
 import type { TargetModel } from '../../model/target/model.ts';
 import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { FileStore } from '../../ports/storage.ts';
-import { exportRunCheckpoint } from '../checkpoints/checkpoint-export.ts';
+import { exportRunCheckpoint, type ExportServing } from '../checkpoints/checkpoint-export.ts';
 import type { TrainConfig } from './run-config.ts';
 
 /** A draft's acceptance on the held-out prompts, and on training prompts when some are evaluated. */
@@ -88,8 +88,8 @@ export async function draftScorer(
 export async function exportRunDraft(
   out: FileStore,
   auxLayerIds: number[],
-): Promise<{ exportDir: string; trained: Eagle3DraftCheckpoint }> {
-  await exportRunCheckpoint(out, '', out, 'draft');
+): Promise<{ exportDir: string; trained: Eagle3DraftCheckpoint; serving: ExportServing }> {
+  const { serving } = await exportRunCheckpoint(out, '', out, 'draft');
   // The evaluation's drafter reads the target's own embedding table on the GPU.
   const exported = await readEagle3Export(out, 'draft', 'none');
   const trained: Eagle3DraftCheckpoint = {
@@ -98,5 +98,5 @@ export async function exportRunDraft(
     d2t: exported.vocab.d2t,
     auxLayerIds,
   };
-  return { exportDir: `${out.root}/draft`, trained };
+  return { exportDir: `${out.root}/draft`, trained, serving };
 }

@@ -23,8 +23,8 @@ export interface RunInputs {
   readonly data: TrainData;
 }
 
-export async function readRunInputs(platform: RunPlatform, config: TrainConfig): Promise<RunInputs> {
-  const targetDir = await resolveTargetDir(platform, config.target);
+export async function readRunInputs(platform: RunPlatform, config: TrainConfig, print?: (line: string) => void): Promise<RunInputs> {
+  const targetDir = await resolveTargetDir(platform, config.target, print);
   const useLabCorpus = usesLabCorpus(targetDir, config.promptsFile);
   const source = await HfCheckpointSource.open(platform.files(targetDir), '');
   const tc = source.config;

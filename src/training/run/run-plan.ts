@@ -6,11 +6,13 @@
  * FileStores (any Platform is a FileRoots), never a runtime global.
  */
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../../corpus/corpus.ts';
+import { parseHubModelId } from '../../formats/hf-hub-cache.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { speclabCommand } from '../../util/cli-command.ts';
 import { splitPath } from '../../util/paths.ts';
 import { Rng } from '../../util/random.ts';
+import { progressFor, type RunPlatform } from './platform.ts';
 
 /** Where `speclab pretrain` writes the lab target, with the tokenizer and corpus split beside it. */
 export const LAB_TARGET_DIR = 'assets/lab-target';
@@ -32,13 +34,25 @@ export async function readJson(roots: FileRoots, path: string): Promise<unknown>
   }
 }
 
-/** The target of a run: the given directory, else the lab target when it has a model. */
-export async function resolveTargetDir(roots: FileRoots, given: string | undefined): Promise<string> {
-  if (given) return given;
+/**
+ * The target of a run: the given directory; a Hugging Face model id (`ORG/NAME[@REV]`) that is not a
+ * folder here, through the platform's Hugging Face cache (RunPlatform.resolveModel: the cached snapshot,
+ * or its download, with progress through `print`); else the lab target when it has a model.
+ */
+export async function resolveTargetDir(
+  roots: FileRoots & Partial<Pick<RunPlatform, 'resolveModel' | 'progressDisplay'>>,
+  given: string | undefined,
+  print: (line: string) => void = () => {},
+): Promise<string> {
+  if (given) {
+    // A folder wins over an id of the same spelling (./Qwen/Qwen3-8B exists here).
+    if ((await roots.files(given).exists('config.json')) || !parseHubModelId(given) || !roots.resolveModel) return given;
+    return (await roots.resolveModel(given, progressFor(roots, print))) ?? given;
+  }
   const lab = roots.files(LAB_TARGET_DIR);
   if ((await lab.exists('config.json')) && (await lab.exists('model.safetensors'))) return LAB_TARGET_DIR;
   throw new Error(
-    `no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run ${speclabCommand('pretrain')}) — pass --target DIR`,
+    `no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run ${speclabCommand('pretrain')}) — pass --target DIR or a Hugging Face id ORG/NAME`,
   );
 }
 

@@ -22,6 +22,9 @@ export interface TrainSummary {
   after?: { heldOut: SpecEval; train?: SpecEval };
   targetOnlyTokensPerSecond?: number;
   exportDir: string;
+  /** Whether SGLang and vLLM serve the export as trained, and why not (checkpoint-export.ts ExportServing). */
+  exportServable: boolean;
+  exportWarning?: string;
 }
 
 /** Writes summary.json and the summary record, then prints the summary (`started`: performance.now() at the run's start). */
@@ -46,6 +49,7 @@ export async function reportSummary(
     `  vocab coverage ${(summary.vocabCoverage * 100).toFixed(2)}%, ${summary.steps} steps, final loss ${summary.finalLoss.toFixed(4)}, total ${formatDuration((performance.now() - settings.started) / 1000)}`,
   );
   print(`  export: ${summary.exportDir}   metrics: ${out.root}/metrics.jsonl   checkpoints: ${out.root}/checkpoints`);
+  if (summary.exportWarning) print(`  warning: the export is not servable as trained: ${summary.exportWarning}`);
 }
 
 type SpecEvals = NonNullable<TrainSummary['before']>;

@@ -45,7 +45,7 @@ import {
 } from '../../contracts/metrics-entries.ts';
 import { lockRunFolder, prepareRunFolder } from './run-folder.ts';
 import { RunMetricsLog } from './run-log.ts';
-import { resolveDraftVocabSize } from '../sequences/draft-shape.ts';
+import { auxLayersLine, resolveDraftVocabSize } from '../sequences/draft-shape.ts';
 import { describeSteps } from './run-loop.ts';
 
 /** The offline stream (epochs × shards) in steps of `batchSize`, its last step taking what is left (trainEagle3Offline's plan). */
@@ -83,6 +83,9 @@ export interface OfflineTrainSummary {
   before: { heldOut: SpecEval; train?: SpecEval };
   after: { heldOut: SpecEval; train?: SpecEval };
   exportDir: string;
+  /** Whether SGLang and vLLM serve the export as trained, and why not (checkpoint-export.ts ExportServing). */
+  exportServable: boolean;
+  exportWarning?: string;
 }
 
 /** Exit code: 0 when speculative decoding with both drafts stayed lossless. */
@@ -144,7 +147,7 @@ export async function runOfflineTraining(
       await record(configRecord(config, targetDir));
       const auxLayerIds = manifest.auxLayerIds;
       print(
-        `features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+        `features ${features.root}: ${manifest.samples} samples (${manifest.tokens} tokens) from ${manifest.promptSource}; target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; ${auxLayersLine(auxLayerIds, tc.numLayers)}`,
       );
 
       // 2. Vocabulary mapping.
@@ -256,10 +259,11 @@ export async function runOfflineTraining(
       );
 
       // 5. Export of the final checkpoint, as `speclab export <out>` writes it.
-      await exportRunCheckpoint(out, '', out, 'draft');
+      const { serving } = await exportRunCheckpoint(out, '', out, 'draft');
       const exported = await readEagle3Export(out, 'draft', 'none');
       const exportDir = `${out.root}/draft`;
       print(`phase export: SGLang draft written to ${exportDir}`);
+      if (serving.warning) print(`warning: the export is not servable as trained: ${serving.warning}`);
 
       // 6. The trained (exported) draft, evaluated after training.
       const trained: Eagle3DraftCheckpoint = {
@@ -285,6 +289,8 @@ export async function runOfflineTraining(
         before,
         after,
         exportDir,
+        exportServable: serving.servable,
+        ...(serving.warning ? { exportWarning: serving.warning } : {}),
       };
       await out.writeAtomic('summary.json', new TextEncoder().encode(`${JSON.stringify(summary, null, 2)}\n`));
       await record(offlineSummaryRecord(summary));

@@ -37,6 +37,7 @@ import { reportSummary, type TrainSummary } from './run-summary.ts';
 import { adapterLimits, checkTrainMemory, trainMemoryPlan } from './train-memory.ts';
 import { loggedSteps } from './train-log.ts';
 import { offlineTrainCommand } from './train-offline.ts';
+import { auxLayersLine } from '../sequences/draft-shape.ts';
 
 export { TrainInterrupted, type StopRequest } from './run-loop.ts';
 export type { TrainSummary } from './run-summary.ts';
@@ -112,7 +113,7 @@ export async function runTraining(
   const started = performance.now();
   // Everything that can be refused without training is checked before the run folder is touched:
   // a refused start leaves --out as it was.
-  const inputs = await readRunInputs(platform, config);
+  const inputs = await readRunInputs(platform, config, print);
   // The device (for its limits), then the memory plan: a run that cannot fit is refused before any
   // GPU buffer exists and before the run folder is touched (train-memory.ts).
   const ctx = gpuContext ?? (await platform.acquireGpu());
@@ -204,7 +205,7 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     const { targetDir, tc, auxLayerIds, draftVocabSize, data } = inputs;
     await record(configRecord(config, targetDir));
     print(
-      `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; aux layers [${auxLayerIds.join(', ')}]`,
+      `target ${targetDir}: ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}; ${auxLayersLine(auxLayerIds, tc.numLayers)}`,
     );
 
     // 1. Data (read above): a chat dataset's sequences, or prompts the target continues (inside the session).
@@ -267,8 +268,9 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
     );
 
     // 5. Export, from the run's final checkpoint, by the function `speclab export` uses: the two cannot differ.
-    const { exportDir, trained: draft } = await exportRunDraft(out, auxLayerIds);
+    const { exportDir, trained: draft, serving } = await exportRunDraft(out, auxLayerIds);
     print(`phase export: SGLang draft written to ${exportDir}`);
+    if (serving.warning) print(`warning: the export is not servable as trained: ${serving.warning}`);
 
     // 6. The trained (exported) draft, evaluated after training.
     const after = await scorer?.evaluate(draft, 'trained');
@@ -285,6 +287,8 @@ async function trainInFolder(r: FolderRun): Promise<TrainSummary> {
       after,
       targetOnlyTokensPerSecond: scorer?.base.speed.tokensPerSecond,
       exportDir,
+      exportServable: serving.servable,
+      ...(serving.warning ? { exportWarning: serving.warning } : {}),
     };
     const shown = { numDraftTokens: config.numDraftTokens, started: r.started, targetDir };
     await reportSummary(out, summary, scorer?.base.speed, shown, record, print);

@@ -3,6 +3,7 @@
  * (aux layers) and how large its vocabulary is. Errors name the setting and its flag.
  */
 import { defaultAuxLayerIds } from '../../inference/target-feature-source.ts';
+import { auxLayerServing } from '../../model/eagle3/serving-layers.ts';
 
 export interface AuxLayerOptions {
   /** The setting as errors name it, e.g. `auxLayers (--aux-layers)`. */
@@ -14,7 +15,16 @@ export function resolveAuxLayers(given: readonly number[] | undefined, numLayers
   const field = options.field ?? 'auxLayers (--aux-layers)';
   const ids = given ? [...given] : defaultAuxLayerIds(numLayers);
   for (const id of ids) if (id >= numLayers) throw new Error(`${field}: layer ${id} outside 0..${numLayers - 1}`);
+  // A set SGLang and vLLM cannot capture is refused before training, where the target has one they can.
+  const serving = auxLayerServing(ids, numLayers);
+  if (serving?.refuse) throw new Error(`${field}: ${serving.message}`);
   return ids;
+}
+
+/** `aux layers [..]` as a run prints it, with the warning of a target too small for a servable set. */
+export function auxLayersLine(ids: readonly number[], numLayers: number): string {
+  const serving = auxLayerServing(ids, numLayers);
+  return `aux layers [${ids.join(', ')}]${serving ? `\nwarning: ${serving.message}` : ''}`;
 }
 
 /** The draft vocabulary size: the given one, else the target's capped at 32000; never above the target's. */

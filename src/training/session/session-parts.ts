@@ -225,7 +225,7 @@ export async function buildSessionParts(inputs: SessionInputs): Promise<SessionP
     lease,
     owned: [...(evaluation ? [evaluation] : []), draft, ...(draftHead ? [draftHead] : []), backend],
     evaluation,
-    extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, vocab: mapping, settings }),
+    extras: eagle3RunExtras({ mode: 'online', draftConfig, auxLayerIds, targetLayers: tc.numLayers, vocab: mapping, settings }),
   };
 }
 

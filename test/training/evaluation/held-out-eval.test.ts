@@ -250,7 +250,8 @@ export default defineSuite('training/evaluation/held-out-eval', (t) => {
       const base = {
         gpu,
         source: new TargetFeatureSource(target),
-        capture: { ...eagle3CaptureConfig(target.config), extra: { ttt_length: L } },
+        // SpecForge's own layers for this 6-layer target, [1, 2, 2] (SpecLab's default differs there).
+        capture: { ...eagle3CaptureConfig(target.config, [1, 2, 2]), extra: { ttt_length: L } },
         sequences,
         tttLength: L,
       };

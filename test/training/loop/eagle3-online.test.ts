@@ -63,7 +63,8 @@ async function onlineRun(ctx: TestContext, gpu: Gpu, target: TargetModel, store:
   }
   const controller = new DataFlowController({ runId: 'run', store: new InMemoryMetadataStore() });
   await controller.ingestPrompts(prompts);
-  const capture = { ...eagle3CaptureConfig(target.config), extra: { ttt_length: TTT } };
+  // SpecForge's own layers for this 6-layer target (its rule gives [1, 2, 2]; SpecLab's default differs there).
+  const capture = { ...eagle3CaptureConfig(target.config, [1, 2, 2]), extra: { ttt_length: TTT } };
   const worker = await RolloutWorker.create(controller, new TargetFeatureSource(target), store, gpu, capture, { workerId: 'w0' });
   while ((await worker.runOnce(8)).length > 0);
 

@@ -443,12 +443,14 @@ export default defineSuite('training/offline/offline-training', (t) => {
         assertEqual(imported.config.vocabSize, 384, 'export vocab');
         const exportedConfig = JSON.parse(new TextDecoder().decode(await tmp.files.read('run/draft/config.json'))) as {
           eagle_config?: { eagle_aux_hidden_state_layer_ids?: number[] };
+          eagle_aux_hidden_state_layer_ids?: number[];
         };
         assertDeepEqual(
           exportedConfig.eagle_config?.eagle_aux_hidden_state_layer_ids,
-          [1, 2, 2],
-          'export records the aux layers of the features',
+          [0, 2, 4],
+          'export records the aux layers of the features (the default of a 6-layer target)',
         );
+        assertDeepEqual(exportedConfig.eagle_aux_hidden_state_layer_ids, [1, 3, 5], "and vLLM's names for them");
         const trainRecords = log.filter((r) => r.phase === 'train');
         assert(
           trainRecords.every(

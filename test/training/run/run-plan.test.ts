@@ -5,7 +5,7 @@
  * policy for an earlier run in --out (src/training/run/run-folder.ts). Also the path and duration helpers the commands share.
  */
 import { lockRunFolder, prepareRunFolder, RUN_LOCK } from '../../../src/training/run/run-folder.ts';
-import { resolveAuxLayers, resolveDraftVocabSize } from '../../../src/training/sequences/draft-shape.ts';
+import { auxLayersLine, resolveAuxLayers, resolveDraftVocabSize } from '../../../src/training/sequences/draft-shape.ts';
 import { choosePrompts, usesLabCorpus, LAB_TARGET_DIR } from '../../../src/training/run/run-plan.ts';
 import { formatDuration } from '../../../src/util/format.ts';
 import { splitPath } from '../../../src/util/paths.ts';
@@ -69,15 +69,37 @@ export default defineSuite('training/run/run-plan', (t) => {
     { only: ['node', 'deno'] },
   );
 
-  t.test('aux layers: given ids, SpecForge rule from 4 layers, first-second-last below', () => {
-    assertDeepEqual(resolveAuxLayers(undefined, 6), [1, 2, 2], 'SpecForge rule [1, N/2 − 1, N − 4] for 6 layers');
-    assertDeepEqual(resolveAuxLayers([0, 1, 1], 2), [0, 1, 1], 'given ids kept');
+  t.test('aux layers: given ids, SpecForge rule where servable, distinct capturable layers from 4, first-second-last below', () => {
+    assertDeepEqual(resolveAuxLayers(undefined, 6), [0, 2, 4], '6 layers: SpecForge rule [1, 2, 2] repeats a layer; [0, 2, 4] instead');
+    assertDeepEqual(
+      resolveAuxLayers([0, 1, 1], 2),
+      [0, 1, 1],
+      'given ids kept (a 2-layer target has no servable set: warned, not refused)',
+    );
     assertDeepEqual(resolveAuxLayers(undefined, 3), [0, 1, 2], 'a 3-layer target: first, second, last');
     assertThrows(() => resolveAuxLayers([1, 2, 9], 6), /^auxLayers \(--aux-layers\): layer 9 outside 0\.\.5$/, 'out of range, flag named');
     assertThrows(() => resolveAuxLayers([1, 2, 9], 6, { field: 'auxLayers' }), /^auxLayers: layer 9 outside 0\.\.5$/, 'session field name');
     assertDeepEqual(resolveAuxLayers(undefined, 2), [0, 1, 1], 'the bundled 2-layer target: [0, 1, 1]');
     assertDeepEqual(resolveAuxLayers(undefined, 1), [0, 0, 0], '1 layer');
-    assertDeepEqual(resolveAuxLayers(undefined, 8), [1, 3, 4], 'SpecForge from 4 layers on');
+    assertDeepEqual(resolveAuxLayers(undefined, 8), [1, 3, 4], 'SpecForge from 7 layers on');
+    // Sets SGLang cannot capture, on targets that have a set it can: refused before training, naming the flag.
+    assertThrows(
+      () => resolveAuxLayers([1, 2, 2], 6),
+      /^auxLayers \(--aux-layers\): aux layers \[1, 2, 2\]: layer 2 repeated .*; give 3 distinct layers below 5$/,
+      'a repeated layer',
+    );
+    assertThrows(
+      () => resolveAuxLayers([1, 15, 31], 32),
+      /layer 31 of a 32-layer target is not capturable \(SGLang captures layer i as the input of layer i \+ 1, so at most 30\)/,
+      'the last layer',
+    );
+    assertEqual(auxLayersLine([1, 15, 28], 32), 'aux layers [1, 15, 28]', 'a servable set: one line');
+    assert(
+      /^aux layers \[0, 1, 1\]\nwarning: aux layers \[0, 1, 1\]: .*a 2-layer target has no 3 distinct layers SGLang or vLLM can capture/.test(
+        auxLayersLine([0, 1, 1], 2),
+      ),
+      'the lab target: warned',
+    );
   });
 
   t.test('draft vocabulary: default capped at 32000, never above the target', () => {

@@ -1,0 +1,206 @@
+/**
+ * `--target ORG/NAME[@REV]` in Node (src/platform/hf-hub-node.ts through RunPlatform.resolveModel):
+ *   - `speclab train` trains from a Hugging Face cache laid out as transformers writes it (blobs,
+ *     relative symlinks in snapshots/<commit>, refs/main), with HF_HUB_OFFLINE=1 and the Hub's address
+ *     unreachable; `@<commit>` finds the same snapshot; an id missing offline is one line;
+ *   - the download against a local server answering the Hub's routes (test/platform/fake-hub.ts): a
+ *     file cut mid-way leaves `blobs/<etag>.incomplete`, and the next run asks for the rest with a
+ *     Range header and completes the same layout; a token reaches the Hub; a gated repo without one,
+ *     and a missing one, are refused in one line; a `speclab train` process killed (SIGKILL) while its
+ *     target downloads leaves the same, and the next run resumes it.
+ * Node only: the Hugging Face cache is a Node (and Python) folder.
+ */
+import type { Platform } from '../../src/cli/platform.ts';
+import { trainCommand } from '../../src/cli/train.ts';
+import { resolveTargetDir } from '../../src/training/run/run-plan.ts';
+import { assert, assertEqual, assertRejects } from '../harness/assert.ts';
+import { defineSuite } from '../harness/suite.ts';
+import { tempStore } from '../data/temp-store.ts';
+
+const COMMIT = '0123456789abcdef0123456789abcdef01234567';
+const NODE_ONLY = { only: ['node'] as const, timeoutMs: 300_000 };
+
+/** `platform` with these environment variables over its own. */
+const withEnv = (platform: Platform, vars: Record<string, string>): Platform => ({
+  ...platform,
+  env: (name) => (name in vars ? vars[name] : platform.env(name)),
+});
+
+async function llamaTiny(fixture: (path: string) => Promise<Uint8Array>): Promise<Record<string, Uint8Array>> {
+  return {
+    'config.json': await fixture('hf/llama-tiny/config.json'),
+    'model.safetensors': await fixture('hf/llama-tiny/model.safetensors'),
+  };
+}
+
+export default defineSuite('platform/hf-hub-node', (t) => {
+  t.test(
+    'speclab train --target ORG/NAME trains from a Hugging Face cache laid out as transformers writes it, with no network',
+    async ({ platform, fixture, gpu }) => {
+      const fs = await import('node:fs/promises');
+      const path = await import('node:path');
+      const { hubObjectId } = await import('./fake-hub.ts');
+      const tmp = tempStore(platform, 'hf-cache');
+      try {
+        const cache = path.resolve(tmp.files.root, 'hub');
+        const repo = path.join(cache, 'models--speclab-test--llama-tiny');
+        await fs.mkdir(path.join(repo, 'blobs'), { recursive: true });
+        await fs.mkdir(path.join(repo, 'snapshots', COMMIT), { recursive: true });
+        await fs.mkdir(path.join(repo, 'refs'), { recursive: true });
+        for (const [name, bytes] of Object.entries(await llamaTiny(fixture))) {
+          const id = hubObjectId(name, bytes);
+          const blob = id.lfs?.oid ?? id.oid;
+          await fs.writeFile(path.join(repo, 'blobs', blob), bytes);
+          await fs.symlink(`../../blobs/${blob}`, path.join(repo, 'snapshots', COMMIT, name));
+        }
+        await fs.writeFile(path.join(repo, 'refs', 'main'), COMMIT);
+        const offline = withEnv(platform, { HF_HUB_CACHE: cache, HF_HUB_OFFLINE: '1', HF_ENDPOINT: 'http://127.0.0.1:1' });
+        const snapshot = path.join(repo, 'snapshots', COMMIT);
+        assertEqual(await resolveTargetDir(offline, `speclab-test/llama-tiny@${COMMIT}`), snapshot, 'by commit');
+        await assertRejects(
+          () => resolveTargetDir(offline, 'speclab-test/absent'),
+          /^--target speclab-test\/absent: not complete in the Hugging Face cache \(.*models--speclab-test--absent\) and HF_HUB_OFFLINE is set/,
+          'missing offline: one line',
+        );
+        const lines: string[] = [];
+        const root = tmp.files.root;
+        const code = await trainCommand(
+          offline,
+          ['--target', 'speclab-test/llama-tiny', '--out', `${root}/run`, '--train-prompts', '2', '--eval-prompts', '1'].concat(
+            ['--response-length', '8', '--epochs', '1', '--round-prompts', '2', '--batch-size', '2', '--max-new-tokens', '4'],
+            ['--eval-train-prompts', '0', '--fresh'],
+          ),
+          (l) => lines.push(l),
+          gpu,
+        );
+        assertEqual(code, 0, `speclab train exit code\n${lines.slice(-20).join('\n')}`);
+        assert(
+          lines.some((l) => l.includes(`target speclab-test/llama-tiny: the Hugging Face cache's ${snapshot}`)),
+          `the run says where the target came from:\n${lines.slice(0, 8).join('\n')}`,
+        );
+        assert(await tmp.files.exists('run/draft/model.safetensors'), 'trained to its export');
+      } finally {
+        await tmp.cleanup();
+      }
+    },
+    NODE_ONLY,
+  );
+
+  t.test(
+    'the download into the cache resumes a cut file with a Range request; tokens reach the Hub; gated and missing repos are one line',
+    async ({ platform, fixture }) => {
+      const fs = await import('node:fs/promises');
+      const path = await import('node:path');
+      const { hubObjectId, startFakeHub } = await import('./fake-hub.ts');
+      const files = await llamaTiny(fixture);
+      const weights = files['model.safetensors'];
+      const cutAt = Math.floor(weights.byteLength / 2);
+      const hub = await startFakeHub({
+        'speclab-test/llama-tiny': { files, commit: COMMIT, token: 'hf_test', cut: { file: 'model.safetensors', at: cutAt } },
+        'speclab-test/gated': { files, commit: COMMIT, token: 'hf_other' },
+      });
+      const tmp = tempStore(platform, 'hf-download');
+      try {
+        const cache = path.resolve(tmp.files.root, 'hub');
+        const online = withEnv(platform, { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url, HF_TOKEN: 'hf_test', HF_HUB_OFFLINE: '0' });
+        const blob = hubObjectId('model.safetensors', weights).lfs!.oid;
+        const repo = path.join(cache, 'models--speclab-test--llama-tiny');
+        // The server drops the connection after sending half the file; the client keeps what reached it.
+        let message = '';
+        await resolveTargetDir(online, 'speclab-test/llama-tiny').catch((err: Error) => (message = err.message));
+        const cut = new RegExp(
+          `^--target speclab-test/llama-tiny: .*model\\.safetensors: cut at (\\d+) of ${weights.byteLength} bytes .*rerun to resume`,
+        ).exec(message);
+        assert(cut !== null, `a cut download: one line, resumable: ${message}`);
+        const kept = Number(cut[1]);
+        assert(kept > 0 && kept <= cutAt, `some bytes kept: ${kept}`);
+        assertEqual((await fs.stat(path.join(repo, 'blobs', `${blob}.incomplete`))).size, kept, 'the cut bytes are kept');
+        const snapshot = await resolveTargetDir(online, 'speclab-test/llama-tiny');
+        assertEqual(snapshot, path.join(repo, 'snapshots', COMMIT), 'the snapshot folder');
+        assert(
+          hub.log.includes(`GET /speclab-test/llama-tiny/resolve/${COMMIT}/model.safetensors bytes=${cutAt}-`),
+          `resumed:\n${hub.log.join('\n')}`,
+        );
+        const back = new Uint8Array(await fs.readFile(path.join(snapshot, 'model.safetensors')));
+        assert(back.byteLength === weights.byteLength && back.every((b, i) => b === weights[i]), 'the weights, byte for byte');
+        assertEqual(await fs.readlink(path.join(snapshot, 'model.safetensors')), `../../blobs/${blob}`, 'a relative link into blobs/');
+        assertEqual(await fs.readFile(path.join(repo, 'refs', 'main'), 'utf8'), COMMIT, 'refs/main');
+        const requests = hub.log.length;
+        assertEqual(await resolveTargetDir(online, 'speclab-test/llama-tiny'), snapshot, 'cached now');
+        assertEqual(hub.log.length, requests, 'no request once cached');
+
+        await assertRejects(
+          () => resolveTargetDir(online, 'speclab-test/gated'),
+          /^--target speclab-test\/gated: the Hub refused the token \(401\): a gated model needs its terms accepted/,
+          'a gated repo, wrong token',
+        );
+        await assertRejects(
+          () => resolveTargetDir(withEnv(online, { HF_TOKEN: '', HF_HOME: `${cache}/no-home` }), 'speclab-test/gated'),
+          /^--target speclab-test\/gated: the Hub answered 401: a gated or private model needs a token \(set HF_TOKEN/,
+          'a gated repo, no token',
+        );
+        await assertRejects(
+          () => resolveTargetDir(online, 'speclab-test/absent@v2'),
+          /^--target speclab-test\/absent@v2: no model speclab-test\/absent at revision v2 on http:\/\/127\.0\.0\.1:\d+ \(404\)$/,
+          'a missing repo',
+        );
+      } finally {
+        await hub.close();
+        await tmp.cleanup();
+      }
+    },
+    NODE_ONLY,
+  );
+  t.test(
+    'a `speclab train` killed while downloading its target resumes the cut file in the next run',
+    async ({ platform, fixture }) => {
+      const fs = await import('node:fs/promises');
+      const path = await import('node:path');
+      const { hubObjectId, startFakeHub } = await import('./fake-hub.ts');
+      const { startCli } = await import('../cli/cli-process.ts');
+      const files = await llamaTiny(fixture);
+      const weights = files['model.safetensors'];
+      const at = Math.floor(weights.byteLength / 3);
+      const hub = await startFakeHub({
+        'speclab-test/llama-tiny': { files, commit: COMMIT, cut: { file: 'model.safetensors', at, mode: 'stall' } },
+      });
+      const tmp = tempStore(platform, 'hf-kill');
+      try {
+        const cache = path.resolve(tmp.files.root, 'hub');
+        const env = { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url, HF_TOKEN: '', HF_HOME: `${cache}/home`, HF_HUB_OFFLINE: '0' };
+        const partial = path.join(
+          cache,
+          'models--speclab-test--llama-tiny',
+          'blobs',
+          `${hubObjectId('model.safetensors', weights).lfs!.oid}.incomplete`,
+        );
+        const run = startCli(['train', '--target', 'speclab-test/llama-tiny', '--out', `${tmp.files.root}/run`, '--fresh'], 120_000, env);
+        // Killed once the weights are part-way on disk (the server holds the rest back).
+        const deadline = Date.now() + 60_000;
+        while (
+          (await fs.stat(partial).then(
+            (s) => s.size,
+            () => 0,
+          )) < at
+        ) {
+          assert(Date.now() < deadline, `the download never reached ${at} bytes:\n${run.output().slice(-2000)}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+        run.kill();
+        const exit = await run.exited;
+        assertEqual(exit.signal, 'SIGKILL', 'killed mid-download');
+        const snapshot = await resolveTargetDir(withEnv(platform, env), 'speclab-test/llama-tiny');
+        assert(
+          hub.log.includes(`GET /speclab-test/llama-tiny/resolve/${COMMIT}/model.safetensors bytes=${at}-`),
+          `resumed at ${at}:\n${hub.log.join('\n')}`,
+        );
+        const back = new Uint8Array(await fs.readFile(path.join(snapshot, 'model.safetensors')));
+        assert(back.byteLength === weights.byteLength && back.every((b, i) => b === weights[i]), 'the weights, byte for byte');
+      } finally {
+        await hub.close();
+        await tmp.cleanup();
+      }
+    },
+    NODE_ONLY,
+  );
+});
