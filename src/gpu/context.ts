@@ -37,6 +37,11 @@ export interface GpuRequest {
    */
   maxStorageBufferBindingSize?: number;
   powerPreference?: GPUPowerPreference;
+  /**
+   * Request the device at WebGPU's default limits with no optional feature, as the least capable
+   * device (a phone, a compatibility-mode browser) gives (`SPECLAB_DEFAULT_LIMITS=1`, read by each platform).
+   */
+  defaultLimits?: boolean;
 }
 
 export interface AdapterRecord {
@@ -150,6 +155,13 @@ function readInfo(adapter: GPUAdapter): GPUAdapterInfo | Record<string, unknown>
   return (adapter as unknown as { info?: GPUAdapterInfo }).info ?? {};
 }
 
+/** `SPECLAB_DEFAULT_LIMITS`: 1 requests the device at WebGPU's default limits (GpuRequest.defaultLimits); unset or 0 does not. */
+export function defaultLimitsRequested(value: string | undefined): boolean {
+  if (value === undefined || value === '' || value === '0') return false;
+  if (value === '1') return true;
+  throw new Error(`SPECLAB_DEFAULT_LIMITS must be 1 or 0, got ${JSON.stringify(value)}`);
+}
+
 /** Shared device acquisition: request the adapter's real limits and every optional feature present. */
 export async function openGpuContext(options: {
   runtime: RuntimeName;
@@ -167,9 +179,9 @@ export async function openGpuContext(options: {
     throw new GpuUnavailableError(`No WebGPU adapter found in ${runtime}. ${hintFor(runtime)}`);
   }
   const disabled = new Set(request.disableFeatures ?? []);
-  const requiredFeatures = OPTIONAL_FEATURES.filter((f) => adapter.features.has(f) && !disabled.has(f));
+  const requiredFeatures = request.defaultLimits ? [] : OPTIONAL_FEATURES.filter((f) => adapter.features.has(f) && !disabled.has(f));
   const requiredLimits: Record<string, number> = {};
-  for (const name of REQUESTED_LIMITS) {
+  for (const name of request.defaultLimits ? [] : REQUESTED_LIMITS) {
     const value = (adapter.limits as unknown as Record<string, number>)[name];
     if (typeof value === 'number') requiredLimits[name] = value;
   }

@@ -18,7 +18,7 @@ import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { hostname } from 'node:os';
-import { GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import { defaultLimitsRequested, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import {
   autoWaitPacingMode,
   installWaitPacing,
@@ -96,7 +96,7 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     runtime: 'node',
     gpu: instance as unknown as GPU,
     keepAlive: instance,
-    request,
+    request: { ...request, defaultLimits: request.defaultLimits ?? defaultLimitsRequested(process.env.SPECLAB_DEFAULT_LIMITS) },
     onDestroy: (c) => {
       // Let the instance go only after its device is destroyed, and only on the next turn so
       // that Dawn has processed the destroy before the instance becomes collectable.

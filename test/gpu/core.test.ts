@@ -1,5 +1,6 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { sizeClass } from '../../src/gpu/buffer-pool.ts';
+import { defaultLimitsRequested } from '../../src/gpu/context.ts';
 import {
   GpuDeviceLostError,
   GpuError,
@@ -167,6 +168,27 @@ export default defineSuite('gpu/core', (t) => {
     assertThrows(() => ctx.throwIfFailed(), /after destroy/, 'use after destroy');
     ctx.destroy();
   });
+
+  t.test(
+    "defaultLimits: the device at WebGPU's default limits with no optional feature; SPECLAB_DEFAULT_LIMITS parsed strictly",
+    async ({ platform }) => {
+      const ctx = await platform.acquireGpu({ defaultLimits: true });
+      try {
+        const r = ctx.record;
+        for (const f of ['shader-f16', 'subgroups', 'timestamp-query']) assertEqual(ctx.hasFeature(f), false, `no ${f}`);
+        assertEqual(r.limits.maxComputeWorkgroupStorageSize, 16384, "16 KiB of workgroup memory, WebGPU's default");
+        assertEqual(r.limits.maxStorageBuffersPerShaderStage, 8, '8 storage buffers per stage');
+        assertEqual(r.limits.maxComputeInvocationsPerWorkgroup, 256, '256 invocations');
+        assertEqual(r.limits.maxStorageBufferBindingSize, 128 * 1024 * 1024, '128 MiB bindings');
+      } finally {
+        ctx.destroy();
+      }
+      assertEqual(defaultLimitsRequested(undefined), false, 'unset');
+      assertEqual(defaultLimitsRequested('0'), false, '0');
+      assertEqual(defaultLimitsRequested('1'), true, '1');
+      assertThrows(() => defaultLimitsRequested('yes'), /^SPECLAB_DEFAULT_LIMITS must be 1 or 0, got "yes"$/, 'a bad value named');
+    },
+  );
 
   t.test('the adapter record lists features and the requested limits', ({ gpu: ctx }) => {
     const r = ctx.record;

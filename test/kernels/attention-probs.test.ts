@@ -7,6 +7,7 @@
  * The kernel has no backward (it is read-only), so there is no gradient test.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
+import { ATTENTION_GEOMETRIES, flashWorkgroupBytes } from '../../src/kernels/attention-geometry.ts';
 import {
   attentionDeviceFacts,
   attentionVariantUnsupported,
@@ -51,6 +52,10 @@ export default defineSuite('kernels/attention-probs', (t) => {
     async ({ gpu: ctx, note }) => {
       const gpu = new Gpu(ctx);
       const { batch: B, seq: S, heads: H, kvHeads: G, headDim: D } = DIMS;
+      const storage = ctx.limits.maxComputeWorkgroupStorageSize ?? 16384;
+      const fits = (g: GeometryChoice) => flashWorkgroupBytes(typeof g === 'string' ? ATTENTION_GEOMETRIES[g] : g!) <= storage;
+      const flashFits = fits('flash');
+      const geometryName = (g: GeometryChoice) => (typeof g === 'string' ? g : 'given');
       const rng = new Rng(5);
       const slot = B * S * G * D;
       const kSteps = Array.from({ length: SLOTS }, () => rng.floats(slot, 2));
@@ -75,14 +80,30 @@ export default defineSuite('kernels/attention-probs', (t) => {
         const tq = gpu.upload([B * S, H * D], 'f32', q, 'q');
         const o = gpu.tensor([B * S, H * D], 'f32', 'o');
         const lse = gpu.tensor([B, H, S], 'f32', 'lse');
-        await tttAttentionForward(gpu, { q: tq, kCache, vCache, mask: tMask, o, lse }, { ...DIMS, step }, { geometry: 'flash' });
+        // The forward's own geometry: flash where the device's workgroup memory holds its tiles (WebGPU's
+        // default 16 KiB does not), the one sized to the head dim otherwise, as the variant policy chooses.
+        const forward: GeometryChoice = flashFits ? 'flash' : 'hd32';
+        await tttAttentionForward(gpu, { q: tq, kCache, vCache, mask: tMask, o, lse }, { ...DIMS, step }, { geometry: forward });
         const out = await gpu.read(o);
-        const lanes: [string, GeometryChoice][] = [
+        const all: [string, GeometryChoice][] = [
           ['flash (TPR 4)', 'flash'],
           ['hd32 (TPR 1)', 'hd32'],
           ['hd64 (TPR 2)', 'hd64'],
           ['TPR 8', { ...FLASH_GEOMETRY, TPR: 8 }],
         ];
+        // A geometry the device cannot hold is refused by name (checked below); every other one runs.
+        const lanes = all.filter(([, g]) => fits(g));
+        if (step === 0) {
+          const probs = gpu.tensor([SLOTS, H, S, W], 'f32', 'probs');
+          for (const [name, geometry] of all.filter(([, g]) => !fits(g)))
+            await assertRejects(
+              () =>
+                attentionProbs(gpu, { q: tq, kCache, mask: tMask, lse, probs }, { ...DIMS, step, sample: 0, slots: SLOTS }, { geometry }),
+              /attention: the flash kernels \(geometry \w+\) need \d+ bytes of workgroup memory, the device allows \d+/,
+              `${name}: over this device's workgroup memory, refused`,
+            );
+          gpu.release(probs);
+        }
         for (const sample of [0, 1]) {
           const want = attentionProbsRef(q, kSteps, mask, { ...DIMS, step, sample, slots: SLOTS });
           for (const [name, geometry] of lanes) {
@@ -105,7 +126,7 @@ export default defineSuite('kernels/attention-probs', (t) => {
                 else assert(sum === 0, `sample ${sample} row ${i} has no visible key, its row must be 0, sums to ${sum}`);
               }
             }
-            if (name !== 'flash (TPR 4)') continue;
+            if (geometryName(geometry) !== forward) continue;
             // Σ_c P[c]·V[c] must be the forward's output row: the same probabilities the forward used.
             assertRelClose(
               probsTimesV(got, vSteps, sample),
