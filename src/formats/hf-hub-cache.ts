@@ -32,7 +32,8 @@ export function parseHubModelId(spec: string): HubModelId | undefined {
   const repo = at >= 0 ? spec.slice(0, at) : spec;
   const revision = at >= 0 ? spec.slice(at + 1) : 'main';
   const parts = repo.split('/');
-  if (parts.length !== 2 || !parts.every((p) => NAME.test(p) && !p.includes('..'))) return undefined;
+  // `--` is refused as the Hub refuses it: the cache folder joins ORG and NAME with `--`.
+  if (parts.length !== 2 || !parts.every((p) => NAME.test(p) && !p.includes('..') && !p.includes('--'))) return undefined;
   if (!REVISION.test(revision) || revision.includes('..') || revision.startsWith('/')) return undefined;
   return { repo, revision };
 }
@@ -99,8 +100,10 @@ export async function missingWeightFiles(snapshot: FileStore): Promise<string[]>
   } catch (err) {
     throw new Error(`${snapshot.root}/${index}: not valid JSON (${(err as Error).message})`, { cause: err });
   }
-  if (!weightMap || typeof weightMap !== 'object') throw new Error(`${snapshot.root}/${index}: no weight_map`);
-  const shards = [...new Set(Object.values(weightMap as Record<string, unknown>).map(String))];
+  const values = weightMap && typeof weightMap === 'object' && !Array.isArray(weightMap) ? Object.values(weightMap) : [];
+  if (values.length === 0 || !values.every((v) => typeof v === 'string'))
+    throw new Error(`${snapshot.root}/${index}: weight_map must map tensor names to shard files`);
+  const shards = [...new Set(values as string[])];
   const missing: string[] = [];
   for (const shard of shards) if (!(await snapshot.exists(shard))) missing.push(shard);
   return missing;

@@ -64,7 +64,13 @@ export async function resolveHubModel(
     );
   const token = await hubToken(env, readIfPresent);
   try {
-    return await downloadSnapshot(id, cacheRoot, hubUrlOf(env), token, progress);
+    const snapshot = await downloadSnapshot(id, cacheRoot, hubUrlOf(env), token, progress);
+    const missing = await missingWeightFiles(files(snapshot));
+    if (missing.length > 0)
+      throw new Error(
+        `${id.repo}@${id.revision} has no safetensors weights SpecLab can load (missing ${missing.join(', ')}); .bin-only models are not read`,
+      );
+    return snapshot;
   } catch (err) {
     throw new Error(`--target ${spec}: ${hubErrorLine(err, hubUrlOf(env), id, token !== undefined)}`, { cause: err });
   }
@@ -83,9 +89,12 @@ function hubErrorLine(err: unknown, hubUrl: string, id: HubModelId, hasToken: bo
   if (err instanceof HubApiError) {
     if (err.statusCode === 401 || err.statusCode === 403)
       return hasToken
-        ? `the Hub refused the token (${err.statusCode}): a gated model needs its terms accepted on ${hubUrl}/${id.repo}, and the token read access`
-        : `the Hub answered ${err.statusCode}: a gated or private model needs a token (set HF_TOKEN, or log in with \`hf auth login\`)`;
-    if (err.statusCode === 404) return `no model ${id.repo} at revision ${id.revision} on ${hubUrl} (404)`;
+        ? `the Hub refused the token (${err.statusCode}): the token may be expired or lack read access, or the model gated (accept its terms on ${hubUrl}/${id.repo}) or missing`
+        : `the Hub answered ${err.statusCode}: no such model, or a gated or private one that needs a token (set HF_TOKEN, or log in with \`hf auth login\`)`;
+    if (err.statusCode === 404)
+      return err.url.includes('/resolve/')
+        ? `a listed file is missing on ${hubUrl} (404: ${err.url})`
+        : `no model ${id.repo} at revision ${id.revision} on ${hubUrl} (404)`;
     return `the Hub answered ${err.statusCode} (${err.message})`;
   }
   return (err as Error).message;
@@ -107,6 +116,9 @@ async function downloadSnapshot(
   for await (const entry of listFiles({ repo: id.repo, revision: commit, recursive: false, hubUrl, ...credentials }))
     if (wanted(entry)) files.push(entry);
   if (!files.some((f) => f.path === 'config.json')) throw new Error(`${id.repo}@${id.revision} has no config.json: not a model folder`);
+  // Weights last: a download cut before them leaves a snapshot the cache check does not take as complete.
+  const isWeight = (f: ListFileEntry) => f.path.endsWith('.safetensors');
+  files.sort((a, b) => Number(isWeight(a)) - Number(isWeight(b)) || a.path.localeCompare(b.path));
   const repoDir = path.join(cacheRoot, repoFolderName(id.repo));
   const snapshot = path.join(repoDir, 'snapshots', commit);
   await fs.mkdir(path.join(repoDir, 'blobs'), { recursive: true });
@@ -169,6 +181,13 @@ async function fetchToBlob(
     throw new HubApiError(url, status, response.headers.get('x-request-id') ?? undefined, `GET ${url}: ${status} ${response.statusText}`);
   }
   const resumed = response.status === 206 && have > 0 && have < size;
+  if (resumed && !new RegExp(`^bytes ${have}-`).test(response.headers.get('content-range') ?? '')) {
+    // A server that resumed elsewhere: the kept bytes cannot be trusted to join; start again next run.
+    await fs.rm(partial, { force: true });
+    throw new Error(
+      `${url}: asked for bytes ${have}- and got ${response.headers.get('content-range') ?? 'no Content-Range'}; the partial file is removed, rerun to download again`,
+    );
+  }
   const out = await fs.open(partial, resumed ? 'a' : 'w');
   let written = resumed ? have : 0;
   try {

@@ -30,7 +30,7 @@ export default defineSuite('formats/hf-hub-cache', (t) => {
       'with a tag',
     );
     assertDeepEqual(parseHubModelId(`org/m@${COMMIT}`), { repo: 'org/m', revision: COMMIT }, 'with a commit');
-    for (const spec of ['/models/x', './a/b', 'a/b/c', 'model', 'https://huggingface.co/a/b', 'a/..', '-a/b', 'a/b@', 'a/b@../x'])
+    for (const spec of ['/models/x', './a/b', 'a/b/c', 'model', 'https://huggingface.co/a/b', 'a/..', '-a/b', 'a/b@', 'a/b@../x', 'a--b/c'])
       assertEqual(parseHubModelId(spec), undefined, `not an id: ${spec}`);
     assertEqual(repoFolderName('Qwen/Qwen3-8B'), 'models--Qwen--Qwen3-8B', 'cache folder');
   });
@@ -76,6 +76,8 @@ export default defineSuite('formats/hf-hub-cache', (t) => {
         assertDeepEqual(await missingWeightFiles(files), ['model-00002-of-00002.safetensors'], 'a missing shard named');
         await files.writeAtomic('model-00002-of-00002.safetensors', encode('x'));
         assertDeepEqual(await missingWeightFiles(files), [], 'complete');
+        await files.writeAtomic('model.safetensors.index.json', encode(JSON.stringify({ weight_map: {} })));
+        await assertRejects(() => missingWeightFiles(files), /weight_map must map tensor names to shard files/, 'an empty weight_map');
 
         const read = async (path: string) => {
           const folder = platform.files(path.slice(0, path.lastIndexOf('/')));

@@ -17,7 +17,7 @@ import type { TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import { checkVocab, eagle3ExportConfig, eagleAuxLayerIds, writeEagle3Export } from '../../model/eagle3/export.ts';
-import { auxLayerServing } from '../../model/eagle3/serving-layers.ts';
+import { auxLayerServing, auxLayerServingProblems } from '../../model/eagle3/serving-layers.ts';
 import type { Eagle3Vocab } from '../../model/eagle3/parameters.ts';
 import { COMPLETE_MARKER, loadCheckpoint, parseCheckpointDirName, scanCheckpoints, type CheckpointRef } from './train-checkpoint.ts';
 
@@ -178,9 +178,18 @@ export interface ExportServing {
 function exportServing(auxLayerIds: readonly number[] | undefined, targetLayers: unknown, where: string): ExportServing {
   if (!auxLayerIds) return { servable: true };
   const known = typeof targetLayers === 'number' && Number.isInteger(targetLayers) && targetLayers > 0;
-  const verdict = auxLayerServing(auxLayerIds, known ? targetLayers : Number.POSITIVE_INFINITY);
+  if (!known) {
+    // Only what needs no layer count: three distinct layers.
+    const problems = auxLayerServingProblems(auxLayerIds, Number.POSITIVE_INFINITY);
+    if (problems.length === 0) return { servable: true };
+    const ids = `[${auxLayerIds.join(', ')}]`;
+    return {
+      servable: false,
+      warning: `aux layers ${ids}: ${problems.join('; ')} (the checkpoint does not record its target's layer count)`,
+    };
+  }
+  const verdict = auxLayerServing(auxLayerIds, targetLayers);
   if (!verdict) return { servable: true };
-  if (!known) return { servable: false, warning: `${verdict.message} (the checkpoint does not record its target's layer count)` };
   if (verdict.refuse) throw new Error(`${where}: refused to export: ${verdict.message}`);
   return { servable: false, warning: verdict.message };
 }

@@ -121,7 +121,17 @@ export function stepTensors(x: StepShape): StepTensors {
   ];
   const dCaches = times(2, [t('dKCache', caches[0].shape)]);
   const dH = (name: string) => t(name, [R, H]);
+  // A whole teacher from compact features is built before step 0 (teacher-source.ts): the target's
+  // logits of the draft tokens [R, D], from its hidden state (widened whole when f16).
+  const prepare =
+    x.compact && !headChunked
+      ? [
+          ...(x.f16Features ? [t('target.hidden (widened)', [R, x.targetHidden])] : []),
+          t('target.draft_logits (teacher)', [R, D], 'f32', true),
+        ]
+      : [];
   const moments: TensorSpec[][] = [
+    prepare,
     // Before step 0: h_in⁰ = fc(Haux).
     fcChunk,
     // A step of the forward: its projections, then its MLP (over row chunks, or whole and kept).

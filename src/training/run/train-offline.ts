@@ -45,7 +45,7 @@ import {
 } from '../../contracts/metrics-entries.ts';
 import { lockRunFolder, prepareRunFolder } from './run-folder.ts';
 import { RunMetricsLog } from './run-log.ts';
-import { auxLayersLine, resolveDraftVocabSize } from '../sequences/draft-shape.ts';
+import { auxLayersLine, resolveAuxLayers, resolveDraftVocabSize } from '../sequences/draft-shape.ts';
 import { describeSteps } from './run-loop.ts';
 
 /** The offline stream (epochs × shards) in steps of `batchSize`, its last step taking what is left (trainEagle3Offline's plan). */
@@ -124,6 +124,8 @@ export async function runOfflineTraining(
   const weights = await HfCheckpointSource.open(targetFiles, '');
   const tc = weights.config;
   const draftVocabSize = resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize);
+  // The features' layers, checked as a run's own (servable ones only, where the target has such a set) before training.
+  resolveAuxLayers(manifest.auxLayerIds, tc.numLayers, { field: `auxLayerIds of ${manifestPath}` });
 
   const out = platform.files(config.out);
   const lock = await lockRunFolder(out);
