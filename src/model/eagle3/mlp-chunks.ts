@@ -16,6 +16,7 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward, linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { swigluBackward, swigluForward } from '../../kernels/swiglu.ts';
+import { rowsAsF32 } from './fc-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 /** The MLP's [R, I] activations, kept by a whole MLP in training. */
@@ -28,14 +29,6 @@ export interface MlpActivations {
 /** Rows per chunk of the MLP: all R when [R, I] f32 fits one binding and 128 MiB (gpu/row-chunks.ts). */
 export function mlpChunkRows(rows: number, intermediateSize: number, maxBindingBytes: number): number {
   return rowChunkRows(rows, intermediateSize * 4, maxBindingBytes);
-}
-
-/** A tensor of rows [r0, r0 + n) of `t` [R, W]: `t` itself when the chunk is all of it, else a copy. */
-function rowsOf(gpu: Gpu, t: Tensor, r0: number, n: number, width: number, rows: number, label: string): Tensor {
-  if (n === rows) return t;
-  const c = gpu.tensor([n, width], 'f32', label);
-  copyRows(gpu, t, r0, c, 0, n);
-  return c;
 }
 
 /** gate = n·W_gᵀ, up = n·W_uᵀ and act = silu(gate) ⊙ up of `rows` rows of n. */
@@ -74,7 +67,7 @@ export async function mlpForward(
   if (!whole && !x.hOut) return undefined; // chunked: the backward makes each chunk's activations itself
   for (let r0 = 0; r0 < rows; r0 += chunkRows) {
     const n = Math.min(chunkRows, rows - r0);
-    const nC = rowsOf(gpu, x.n, r0, n, H, rows, `${tag}.n[${r0}:]`);
+    const nC = (await rowsAsF32(gpu, x.n, r0, n, rows, `${tag}.n[${r0}:]`)).rows;
     const a = await mlpActivations(gpu, params, nC, n, tag);
     if (x.hOut) {
       // h_out rows = h1 rows + act · W_dᵀ (matmul with beta = 1 onto a copy of h1's rows).
@@ -112,8 +105,8 @@ export async function mlpBackward(
   for (let r0 = 0; r0 < rows; r0 += step) {
     const n = Math.min(step, rows - r0);
     const shape = (outDim: number, inDim: number) => ({ rows: n, inFeatures: inDim, outFeatures: outDim });
-    const nC = rowsOf(gpu, x.n, r0, n, H, rows, `${tag}.n[${r0}:]`);
-    const dHC = rowsOf(gpu, x.dHOut, r0, n, H, rows, `${tag}.dHOut[${r0}:]`);
+    const nC = (await rowsAsF32(gpu, x.n, r0, n, rows, `${tag}.n[${r0}:]`)).rows;
+    const dHC = (await rowsAsF32(gpu, x.dHOut, r0, n, rows, `${tag}.dHOut[${r0}:]`)).rows;
     const a = kept ?? (await mlpActivations(gpu, params, nC, n, `${tag}.re`));
     const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
     const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);

@@ -47,9 +47,7 @@ export async function resolveTargetDir(
   if (given) {
     // An existing folder wins over an id of the same spelling (./Qwen/Qwen3-8B here), config.json or not:
     // the loader then names what the folder lacks.
-    const folder = roots.files(given);
-    if ((await folder.exists('config.json')) || (await folder.list('')).length > 0 || !parseHubModelId(given) || !roots.resolveModel)
-      return given;
+    if ((await roots.files(given).list('')).length > 0 || !parseHubModelId(given) || !roots.resolveModel) return given;
     return (await roots.resolveModel(given, progressFor(roots, print))) ?? given;
   }
   const lab = roots.files(LAB_TARGET_DIR);
