@@ -6,8 +6,8 @@ import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
 const GiB = 2 ** 30;
 export const BIG = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * GiB };
 
-/** A small Llama: H 64, 4 heads of 16 (2 KV heads), I 128, V 256, 2 layers; every size a power of two. */
-export function tinyTarget(): TargetModelConfig {
+/** A small Llama: H 64, 4 heads of 16 (2 KV heads), I 128, V 256, 2 layers; every size a power of two; `overrides` over its config.json. */
+export function tinyTarget(overrides: Record<string, unknown> = {}): TargetModelConfig {
   return parseHfConfig(
     {
       architectures: ['LlamaForCausalLM'],
@@ -20,6 +20,7 @@ export function tinyTarget(): TargetModelConfig {
       vocab_size: 256,
       rms_norm_eps: 1e-5,
       max_position_embeddings: 512,
+      ...overrides,
     },
     'tiny config',
   );

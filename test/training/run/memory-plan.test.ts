@@ -7,14 +7,15 @@
  * features and its head, MLP and fc over row chunks, where the plan counts the step's live set per
  * moment (memory-plan-moments.ts) and must come within 1.2× of the measure.
  */
-import { parseHfConfig } from '../../../src/config/hf-config.ts';
 import { Gpu } from '../../../src/gpu/gpu.ts';
 import { fcChunkRows } from '../../../src/model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../../src/model/eagle3/mlp-chunks.ts';
 import { headChunkRows } from '../../../src/model/eagle3/step-head.ts';
 import { castF32ToF16Ref } from '../../../src/reference/cast.ts';
 import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
-import { Eagle3DraftModel } from '../../../src/model/eagle3/model.ts';
+import type { Eagle3Config } from '../../../src/config/eagle3-config.ts';
+import type { Eagle3Inputs } from '../../../src/model/eagle3/inputs.ts';
+import { Eagle3DraftModel, type Eagle3TrainOptions } from '../../../src/model/eagle3/model.ts';
 import { initialEagle3Weights } from '../../../src/model/eagle3/parameters.ts';
 import { AdamWBackend, SPECFORGE_OPTIMIZER } from '../../../src/optim/adamw-backend.ts';
 import {
@@ -27,12 +28,49 @@ import {
 import { Rng } from '../../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../../harness/assert.ts';
 import { defineSuite } from '../../harness/suite.ts';
-import { BIG, tinyInput } from './memory-plan-fixture.ts';
+import { BIG, tinyInput, tinyTarget } from './memory-plan-fixture.ts';
 
 const KiB = 1024;
 const GiB = 2 ** 30;
 
 const item = (plan: MemoryPlan, key: string) => plan.items.find((i) => i.key === key)!.bytes;
+
+/** What the plan gives a draft training step: the step's own items, the batch and staging. */
+const plannedStepBytes = (plan: MemoryPlan) =>
+  plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
+
+/**
+ * The measured peak of two real training steps of `draft` (the second runs on buffers the pool already
+ * holds, so the peak is the steady state), less the target's embedding table the draft borrows: the plan
+ * counts that with the target's weights. The model's weights, then the inputs, are drawn from `rng`.
+ */
+async function measuredStepPeak(
+  gpu: Gpu,
+  draft: Eagle3Config,
+  rng: Rng,
+  makeInputs: () => Eagle3Inputs,
+  options: Eagle3TrainOptions,
+): Promise<number> {
+  const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
+  const D = draft.draftVocabSize;
+  const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < D ? 1 : 0));
+  const before = gpu.memoryStats().liveBytes;
+  const embed = gpu.upload([draft.vocabSize, draft.hiddenSize], 'f32', rng.floats(draft.vocabSize * draft.hiddenSize), 'target.embed');
+  const embedBytes = gpu.memoryStats().liveBytes - before;
+  const weights = initialEagle3Weights(draft, 'shared', rng);
+  const model = new Eagle3DraftModel(gpu, backend, draft, weights, { t2d, d2t: new Array(D).fill(0) }, { embed });
+  const inputs = makeInputs();
+  for (let step = 0; step < 2; step++) {
+    const out = await model.trainStep(inputs, options);
+    const report = await backend.optimizerStep();
+    await Promise.all([out.losses, out.metricSums, report.gradNorm]);
+  }
+  await gpu.sync();
+  const measured = gpu.memoryStats().peakBytes - embedBytes;
+  model.destroy();
+  gpu.release(embed);
+  return measured;
+}
 
 export default defineSuite('training/run/memory-plan', (t) => {
   t.test('draft weights, gradients and moments: bytes by hand', () => {
@@ -169,63 +207,40 @@ export default defineSuite('training/run/memory-plan', (t) => {
       const input = tinyInput();
       const draft = input.draft;
       const plan = planTrainingMemory(input, { limits: BIG });
-      const planned = plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
+      const planned = plannedStepBytes(plan);
       const gpu = new Gpu(ctx);
       try {
         const rng = new Rng(3);
-        const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
-        const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < draft.draftVocabSize ? 1 : 0));
-        // The target's embedding table, which the draft borrows: planned with the target's weights, so left out of the measure.
-        const before = gpu.memoryStats().liveBytes;
-        const embed = gpu.upload(
-          [draft.vocabSize, draft.hiddenSize],
-          'f32',
-          rng.floats(draft.vocabSize * draft.hiddenSize),
-          'target.embed',
-        );
-        const embedBytes = gpu.memoryStats().liveBytes - before;
-        const model = new Eagle3DraftModel(
-          gpu,
-          backend,
-          draft,
-          initialEagle3Weights(draft, 'shared', rng),
-          { t2d, d2t: new Array(draft.draftVocabSize).fill(0) },
-          { embed },
-        );
         const [B, S] = [input.batchSize, input.maxLength];
-        const inputs = {
-          inputIds: gpu.upload(
-            [B, S],
-            'i32',
-            Array.from({ length: B * S }, () => rng.int(0, draft.vocabSize)),
-            'input_ids',
-          ),
-          attentionMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'attention_mask'),
-          lossMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'loss_mask'),
-          hiddenStates: gpu.upload(
-            [B, S, 3 * draft.targetHiddenSize],
-            'f32',
-            rng.floats(B * S * 3 * draft.targetHiddenSize),
-            'hidden_state',
-          ),
-          target: gpu.upload([B, S, draft.vocabSize], 'f32', rng.floats(B * S * draft.vocabSize, 3), 'target'),
-        };
-        // Two steps: the second runs on buffers the pool already holds, so the peak is the steady state.
-        for (let step = 0; step < 2; step++) {
-          const out = await model.trainStep(inputs, { tttLength: input.tttLength, lossScale: 1 });
-          const report = await backend.optimizerStep();
-          await Promise.all([out.losses, out.metricSums, report.gradNorm]);
-        }
-        await gpu.sync();
-        const measured = gpu.memoryStats().peakBytes - embedBytes;
+        const measured = await measuredStepPeak(
+          gpu,
+          draft,
+          rng,
+          () => ({
+            inputIds: gpu.upload(
+              [B, S],
+              'i32',
+              Array.from({ length: B * S }, () => rng.int(0, draft.vocabSize)),
+              'input_ids',
+            ),
+            attentionMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'attention_mask'),
+            lossMask: gpu.upload([B, S], 'i32', new Array(B * S).fill(1), 'loss_mask'),
+            hiddenStates: gpu.upload(
+              [B, S, 3 * draft.targetHiddenSize],
+              'f32',
+              rng.floats(B * S * 3 * draft.targetHiddenSize),
+              'hidden_state',
+            ),
+            target: gpu.upload([B, S, draft.vocabSize], 'f32', rng.floats(B * S * draft.vocabSize, 3), 'target'),
+          }),
+          { tttLength: input.tttLength, lossScale: 1 },
+        );
         note('planned', planned);
         note('measured', measured);
         note('ratio', Number((planned / measured).toFixed(3)));
         note('seconds', Number(((performance.now() - started) / 1000).toFixed(1)));
         assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
         assert(planned <= 1.5 * measured, `plan ${planned} bytes is over 1.5× the measured peak ${measured}`);
-        model.destroy();
-        gpu.release(embed);
       } finally {
         gpu.destroy();
       }
@@ -237,21 +252,7 @@ export default defineSuite('training/run/memory-plan', (t) => {
     async ({ gpu: ctx, note }) => {
       // H 64 with a wide MLP (I 1024) and draft vocabulary (512), 2,048 tokens: under 2 MiB bindings the
       // MLP runs in 4 chunks and the head in 2, as 8B dims do at 32,768 tokens under 128 MiB.
-      const target = parseHfConfig(
-        {
-          architectures: ['LlamaForCausalLM'],
-          hidden_size: 64,
-          num_hidden_layers: 2,
-          num_attention_heads: 4,
-          num_key_value_heads: 2,
-          head_dim: 16,
-          intermediate_size: 1024,
-          vocab_size: 1024,
-          rms_norm_eps: 1e-5,
-          max_position_embeddings: 4096,
-        },
-        'long-step config',
-      );
+      const target = tinyTarget({ intermediate_size: 1024, vocab_size: 1024, max_position_embeddings: 4096 });
       const draft = draftConfigFor({ config: target }, 512);
       const limits = { maxBufferSize: 4 * GiB, maxStorageBufferBindingSize: 2 * 1024 * KiB };
       const [S, L, D, Ht] = [2048, 3, 512, 64];
@@ -267,7 +268,7 @@ export default defineSuite('training/run/memory-plan', (t) => {
       });
       const plan = planTrainingMemory(input, { limits });
       assertEqual(plan.fits, true, `the plan fits: ${plan.problems.join('; ')}`);
-      const planned = plan.items.filter((i) => [...DRAFT_STEP_ITEMS, 'batch', 'staging'].includes(i.key)).reduce((a, i) => a + i.bytes, 0);
+      const planned = plannedStepBytes(plan);
       // The model chunks as the plan does under those bindings (this device's own bindings are larger).
       const chunks = {
         headChunkRows: headChunkRows(S, D, limits.maxStorageBufferBindingSize),
@@ -278,24 +279,6 @@ export default defineSuite('training/run/memory-plan', (t) => {
       const gpu = new Gpu(ctx);
       try {
         const rng = new Rng(5);
-        const backend = new AdamWBackend(gpu, SPECFORGE_OPTIMIZER);
-        const t2d = Array.from({ length: draft.vocabSize }, (_, i) => (i < D ? 1 : 0));
-        const before = gpu.memoryStats().liveBytes;
-        const embed = gpu.upload(
-          [draft.vocabSize, draft.hiddenSize],
-          'f32',
-          rng.floats(draft.vocabSize * draft.hiddenSize),
-          'target.embed',
-        );
-        const embedBytes = gpu.memoryStats().liveBytes - before;
-        const model = new Eagle3DraftModel(
-          gpu,
-          backend,
-          draft,
-          initialEagle3Weights(draft, 'shared', rng),
-          { t2d, d2t: new Array(D).fill(0) },
-          { embed },
-        );
         const f16 = (shape: number[], scale: number, label: string) =>
           gpu.upload(
             shape,
@@ -308,42 +291,44 @@ export default defineSuite('training/run/memory-plan', (t) => {
             ).bits,
             label,
           );
-        const inputs = {
-          inputIds: gpu.upload(
-            [1, S],
-            'i32',
-            Array.from({ length: S }, () => rng.int(0, draft.vocabSize)),
-            'input_ids',
-          ),
-          attentionMask: gpu.upload([1, S], 'i32', new Array(S).fill(1), 'attention_mask'),
-          lossMask: gpu.upload([1, S], 'i32', new Array(S).fill(1), 'loss_mask'),
-          hiddenStates: f16([1, S, 3 * Ht], 1, 'hidden_state'),
-          target: {
-            hidden: f16([1, S, Ht], 1, 'target.hidden'),
-            head: gpu.upload([D, Ht], 'f32', rng.floats(D * Ht, 0.3), 'target.head'),
-            lse: gpu.upload([1, S], 'f32', new Array(S).fill(8), 'target_lse'),
-            tok: gpu.upload(
+        const measured = await measuredStepPeak(
+          gpu,
+          draft,
+          rng,
+          () => ({
+            inputIds: gpu.upload(
               [1, S],
               'i32',
-              Array.from({ length: S }, () => rng.int(0, D)),
-              'target_tok',
+              Array.from({ length: S }, () => rng.int(0, draft.vocabSize)),
+              'input_ids',
             ),
+            attentionMask: gpu.upload([1, S], 'i32', new Array(S).fill(1), 'attention_mask'),
+            lossMask: gpu.upload([1, S], 'i32', new Array(S).fill(1), 'loss_mask'),
+            hiddenStates: f16([1, S, 3 * Ht], 1, 'hidden_state'),
+            target: {
+              hidden: f16([1, S, Ht], 1, 'target.hidden'),
+              head: gpu.upload([D, Ht], 'f32', rng.floats(D * Ht, 0.3), 'target.head'),
+              lse: gpu.upload([1, S], 'f32', new Array(S).fill(8), 'target_lse'),
+              tok: gpu.upload(
+                [1, S],
+                'i32',
+                Array.from({ length: S }, () => rng.int(0, D)),
+                'target_tok',
+              ),
+            },
+          }),
+          {
+            tttLength: L,
+            lossScale: 1,
+            recompute: true,
+            ...chunks,
           },
-        };
-        for (let step = 0; step < 2; step++) {
-          const out = await model.trainStep(inputs, { tttLength: L, lossScale: 1, recompute: true, ...chunks });
-          const report = await backend.optimizerStep();
-          await Promise.all([out.losses, out.metricSums, report.gradNorm]);
-        }
-        await gpu.sync();
-        const measured = gpu.memoryStats().peakBytes - embedBytes;
+        );
         note('planned', planned);
         note('measured', measured);
         note('ratio', Number((planned / measured).toFixed(3)));
         assert(planned >= measured, `plan ${planned} bytes is below the measured peak ${measured}`);
         assert(planned <= 1.2 * measured, `plan ${planned} bytes is over 1.2× the measured peak ${measured}`);
-        model.destroy();
-        gpu.release(embed);
       } finally {
         gpu.destroy();
       }
