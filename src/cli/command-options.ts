@@ -318,13 +318,19 @@ export interface ExportArgs {
   checkpoint: string;
   out: string;
   draftConfig?: string;
+  format: 'sglang' | 'speculators';
+  verifier?: string;
 }
 
 export const EXPORT_DEF: CommandDef = {
   name: 'export',
-  summary: 'export an EAGLE3 training checkpoint (the latest of a run folder, or one step folder) as an SGLang draft directory (bf16)',
-  epilog:
-    'Only complete checkpoints (a valid COMPLETE marker) are accepted. Writes <out>/model.safetensors and <out>/config.json.\nexit codes: 0 success, 1 the export failed, 2 usage error',
+  summary:
+    'export an EAGLE3 training checkpoint (the latest of a run folder, or one step folder) as an SGLang draft directory, or in the speculators format (bf16)',
+  epilog: [
+    'Only complete checkpoints (a valid COMPLETE marker) are accepted. Writes <out>/model.safetensors and <out>/config.json.',
+    "--format speculators names the verifier in config.json: --verifier, else the run's --target; its config.json (a folder, or a Hugging Face id from the cache or downloaded alone) must have the shape the draft trained on.",
+    'exit codes: 0 success, 1 the export failed, 2 usage error',
+  ].join('\n'),
   options: [
     textSpec(
       '--checkpoint',
@@ -334,13 +340,36 @@ export const EXPORT_DEF: CommandDef = {
       undefined,
       true,
     ),
-    textSpec('--out', 'out', 'dir', 'output SGLang draft directory', undefined, true),
+    textSpec('--out', 'out', 'dir', 'output draft directory', undefined, true),
     textSpec('--draft-config', 'draftConfig', 'file', "a draft config.json to use instead of the checkpoint's"),
+    {
+      flag: '--format',
+      key: 'format',
+      placeholder: 'sglang|speculators',
+      help: "sglang: SGLang's LlamaForCausalLMEagle3 directory (vLLM reads it too); speculators: the speculators format (`vllm serve <out>` alone serves it)",
+      defaultText: 'sglang',
+      parse: parsers.choice(['sglang', 'speculators']),
+    },
+    textSpec(
+      '--verifier',
+      'verifier',
+      'dir|ORG/NAME',
+      '--format speculators: the target the draft serves with, written as the verifier (a folder or a Hugging Face id; its config.json is read)',
+      "the run's --target",
+    ),
   ],
 };
 
+export function exportArgs({ values }: ParsedArgs): ExportArgs {
+  const v = values as Record<string, unknown>;
+  const format = (v.format as ExportArgs['format'] | undefined) ?? 'sglang';
+  if (v.verifier !== undefined && format !== 'speculators')
+    throw new UsageError('--verifier: only the speculators format names a verifier; add --format speculators, or drop --verifier');
+  return { ...(v as unknown as ExportArgs), format };
+}
+
 export function parseExportArgs(args: readonly string[]): ExportArgs {
-  return parseCommand(EXPORT_DEF, args).values as unknown as ExportArgs;
+  return exportArgs(parseCommand(EXPORT_DEF, args));
 }
 
 export const SELFCHECK_DEF: CommandDef = {

@@ -22,12 +22,12 @@ import {
   EVAL_DEF,
   evalArgs,
   EXPORT_DEF,
+  exportArgs,
   GENERATE_DEF,
   generateArgs,
   PRETRAIN_DEF,
   pretrainArgs,
   SELFCHECK_DEF,
-  type ExportArgs,
 } from './command-options.ts';
 import { PREPARE_DEF, TRAIN_DEF, trainArgs } from './train-options.ts';
 import { ROLLOUT_DEF, rolloutArgs, STATUS_DEF, statusArgs } from './cluster-options.ts';
@@ -100,7 +100,7 @@ const COMMANDS: Record<string, Command<unknown>> = {
   }),
   export: command({
     def: EXPORT_DEF,
-    options: (parsed) => parsed.values as unknown as ExportArgs,
+    options: exportArgs,
     async run(platform, options, print) {
       return (await import('./export.ts')).runExport(platform, options, print);
     },

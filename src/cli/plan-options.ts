@@ -1,8 +1,9 @@
 /**
- * The options of `speclab plan`: the target's config (a folder that holds only config.json, or the
- * file itself), the settings of `speclab train` that shape its memory (the same flag definitions,
- * validated by the same settings schema when the command runs), `speclab rollout`'s --batch (as
- * --rollout-batch), and the adapter limits to plan against. Pure: no GPU code.
+ * The options of `speclab plan`: the target's config (a folder that holds only config.json, a Hugging
+ * Face id whose config.json alone is read from the cache or downloaded, or the file itself), the
+ * settings of `speclab train` that shape its memory (the same flag definitions, validated by the same
+ * settings schema when the command runs), `speclab rollout`'s --batch (as --rollout-batch), and the
+ * adapter limits to plan against. Pure: no GPU code.
  */
 import { parseByteSize } from '../util/bytes.ts';
 import { ROLLOUT_DEF } from './cluster-options.ts';
@@ -56,7 +57,11 @@ const bytes = (flag: `--${string}`, key: string, help: string, defaultBytes: num
 const rolloutBatch = ROLLOUT_DEF.options.find((o) => o.key === 'batch')!;
 
 export const PLAN_OPTIONS: readonly OptionSpec[] = [
-  { ...trainOption('target'), help: 'target folder: only its config.json is read (no weights, no tokenizer)', defaultText: undefined },
+  {
+    ...trainOption('target'),
+    help: 'target folder, or a Hugging Face id ORG/NAME[@REV] (a folder of that name here wins): only its config.json is read, from the Hugging Face cache or downloaded alone into it (no weights, no tokenizer)',
+    defaultText: undefined,
+  },
   textSpec('--target-config', 'targetConfig', 'file', "the target's config.json (instead of --target)"),
   ...PLAN_TRAIN_KEYS.map((key): OptionSpec => ({ ...trainOption(key), help: HELP[key] ?? trainOption(key).help })),
   {
@@ -103,6 +108,7 @@ export const PLAN_DEF: CommandDef = {
     "print a run's GPU memory plan for each role (speclab train, its --cluster trainer, speclab rollout) from the target's config.json alone, with the bytes of one sample, one checkpoint and the spill",
   epilog: [
     'The plan is of a --data run whose conversations reach --max-length tokens and fill every round (the largest a run with these flags holds).',
+    'A Hugging Face id is read from the Hugging Face cache (HF_HUB_CACHE, else HF_HOME/hub); when the cache has no config.json for it, that one file is downloaded into the cache (never under HF_HUB_OFFLINE=1; HF_TOKEN for gated models).',
     "No weights are read and no GPU is touched (unless --this-adapter). Limits default to WebGPU's defaults: give an adapter's with --max-storage-binding-size and --max-buffer-size, or --this-adapter.",
     'exit codes: 0 every role planned fits, 2 a role does not fit (its suggestions name the flags to change) or a usage error, 1 the config could not be read',
   ].join('\n'),
@@ -124,7 +130,9 @@ export interface PlanArgs {
 export function planArgs({ values }: ParsedArgs): PlanArgs {
   const v = values as Record<string, unknown>;
   if ((v.target === undefined) === (v.targetConfig === undefined))
-    throw new UsageError('give the target as --target DIR (a folder with config.json) or --target-config FILE, one of them');
+    throw new UsageError(
+      'give the target as --target DIR (a folder with config.json, or a Hugging Face id ORG/NAME[@REV]) or --target-config FILE, one of them',
+    );
   const explicit = v.maxStorageBufferBindingSize !== undefined || v.maxBufferSize !== undefined;
   if (v.thisAdapter && explicit)
     throw new UsageError('--this-adapter: takes both limits from the adapter; drop --max-storage-binding-size and --max-buffer-size');

@@ -1,10 +1,12 @@
 /**
- * `speclab plan --target DIR | --target-config FILE [train flags] [--json]`: the GPU memory plan of a
- * run for each role — colocated (`speclab train`), trainer (`speclab train --cluster`), rollout
- * (`speclab rollout`) — from the target's config.json alone, so an 8B target is planned before its
- * 16 GB of weights are downloaded. With each plan: one training sample's bytes, one checkpoint's
- * bytes and the default cadence, and the spill. Exit code 0 when every role planned fits, 2 when one
- * does not (its suggestions name the flags to change) or on a usage error.
+ * `speclab plan --target DIR|ORG/NAME[@REV] | --target-config FILE [train flags] [--json]`: the GPU
+ * memory plan of a run for each role — colocated (`speclab train`), trainer (`speclab train
+ * --cluster`), rollout (`speclab rollout`) — from the target's config.json alone, so an 8B target is
+ * planned before its 16 GB of weights are downloaded: a Hugging Face id is read from the Hugging Face
+ * cache, or only its config.json is downloaded into it (resolveTargetConfigDir). With each plan: one
+ * training sample's bytes, one checkpoint's bytes and the default cadence, and the spill. Exit code 0
+ * when every role planned fits, 2 when one does not (its suggestions name the flags to change) or on a
+ * usage error.
  *
  * The settings are `speclab train`'s, validated by the run's settings schema (same defaults and
  * ranges); the colocated plan is the one `speclab train` prints for a --data run whose longest
@@ -17,6 +19,9 @@ import { draftConfigFor } from '../training/sequences/eagle3-data.ts';
 import { SESSION_GENERATION_BATCH, sessionMemoryInput, type MemoryPlan, type MemoryPlanInput } from '../training/run/memory-plan.ts';
 import { planWithRecompute, ROLE_COMMANDS, type PlanRole } from '../training/run/memory-plan-roles.ts';
 import { validateTrainConfig, type TrainConfig } from '../training/run/run-config.ts';
+import { resolveTargetConfigDir } from '../training/run/run-plan.ts';
+import { progressFor } from '../training/run/platform.ts';
+import { lineProgress } from '../training/run/progress-lines.ts';
 import { checkpointCadence, checkpointSize, sampleBytes, type CheckpointSize } from '../training/run/run-footprint.ts';
 import { adapterLimits, memoryPlanLines } from '../training/run/train-memory.ts';
 import { formatBytes } from '../util/bytes.ts';
@@ -26,9 +31,25 @@ import type { PlanArgs } from './plan-options.ts';
 import type { Platform } from './platform.ts';
 import { UsageError } from './options.ts';
 
-/** The target's config: `--target-config FILE`, or `config.json` of `--target DIR`. */
-async function readTargetConfig(platform: Platform, args: PlanArgs): Promise<{ path: string; config: TargetModelConfig }> {
-  const path = args.targetConfig ?? `${args.target!.replace(/\/+$/, '')}/config.json`;
+/**
+ * The target's config: `--target-config FILE`, or `config.json` of `--target DIR`, or of a Hugging Face
+ * id's snapshot. With --json nothing else reaches stdout, so the download's progress is not shown.
+ */
+async function readTargetConfig(
+  platform: Platform,
+  args: PlanArgs,
+  print: (line: string) => void,
+): Promise<{ path: string; shown: string; config: TargetModelConfig }> {
+  let path: string;
+  let shown: string;
+  if (args.targetConfig !== undefined) [path, shown] = [args.targetConfig, args.targetConfig];
+  else {
+    const target = args.target!;
+    const progress = args.json ? lineProgress(() => {}) : progressFor(platform, print);
+    const dir = await resolveTargetConfigDir(platform, target, progress);
+    path = `${dir.replace(/\/+$/, '')}/config.json`;
+    shown = dir === target ? path : `${target} (${path})`;
+  }
   const slash = path.lastIndexOf('/');
   const [dir, name] = slash < 0 ? ['.', path] : [path.slice(0, slash) || '/', path.slice(slash + 1)];
   let bytes: Uint8Array;
@@ -37,7 +58,7 @@ async function readTargetConfig(platform: Platform, args: PlanArgs): Promise<{ p
   } catch (err) {
     throw new Error(`${path}: cannot read the target's config (${(err as Error).message})`, { cause: err });
   }
-  return { path, config: parseHfConfig(new TextDecoder().decode(bytes), path) };
+  return { path, shown, config: parseHfConfig(new TextDecoder().decode(bytes), path) };
 }
 
 /** A settings error of the target's shape (aux layer outside the target, draft vocabulary over its own) is a usage error. */
@@ -151,7 +172,7 @@ function footprintLines(x: MemoryPlanInput, config: TrainConfig, diskRate: numbe
 
 export async function runPlan(platform: Platform, args: PlanArgs, print: (line: string) => void): Promise<number> {
   const config = validateTrainConfig(args.train, 'plan flags');
-  const { path, config: tc } = await readTargetConfig(platform, args);
+  const { shown, config: tc } = await readTargetConfig(platform, args, print);
   const auxLayerIds = usage(() => resolveAuxLayers(config.auxLayers, tc.numLayers));
   const draftVocabSize = usage(() => resolveDraftVocabSize(config.draftVocabSize, tc.vocabSize));
   const { limits, source } = await limitsOf(platform, args.limits);
@@ -168,7 +189,7 @@ export async function runPlan(platform: Platform, args: PlanArgs, print: (line: 
     for (const r of reports) print(jsonLine(r));
   } else {
     print(
-      `plan: target ${path} (${tc.architecture}, ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}${tc.tieWordEmbeddings ? ', tied embeddings' : ''}); aux layers [${auxLayerIds.join(', ')}], draft vocab ${draftVocabSize}`,
+      `plan: target ${shown} (${tc.architecture}, ${tc.numLayers} layers, hidden ${tc.hiddenSize}, vocab ${tc.vocabSize}${tc.tieWordEmbeddings ? ', tied embeddings' : ''}); aux layers [${auxLayerIds.join(', ')}], draft vocab ${draftVocabSize}`,
     );
     print(
       `  sequences of ${config.maxLength} tokens (--max-length), --batch-size ${config.batchSize}, --ttt-length ${config.tttLength}, --round-prompts ${config.roundPrompts}, features ${config.featurePrecision}, target weights ${config.targetPrecision}; limits (${source}): storage binding ${formatBytes(limits.maxStorageBufferBindingSize)}, buffer ${formatBytes(limits.maxBufferSize)}`,

@@ -3,7 +3,10 @@
  * role, exit code 0 when every role fits and 2 when one does not; `--json` prints one line per role
  * with the documented fields, each role's total the sum of its items; the colocated plan is the one
  * `speclab train` prints for the same settings (a --data run whose conversations reach --max-length);
- * and a refused plan's suggestions name only flags its role has, at values that run.
+ * and a refused plan's suggestions name only flags its role has, at values that run. A Hugging Face id
+ * (Node) is planned from config.json alone: downloaded by itself into the Hugging Face cache from a
+ * local server answering the Hub's routes (test/platform/fake-hub.ts), then read from the cache
+ * offline; a folder of the id's spelling wins; a gated, missing or offline-uncached id is one line.
  */
 import type { GpuContext } from '../../src/gpu/context.ts';
 import { runCli } from '../../src/cli/main.ts';
@@ -16,6 +19,7 @@ import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 
 const SERVER = { only: ['node', 'deno'] as const };
+const COMMIT = '0123456789abcdef0123456789abcdef01234567';
 const encode = (text: string) => new TextEncoder().encode(text);
 
 /** A small Llama's config.json: the plan needs nothing else. */
@@ -45,6 +49,12 @@ async function cli(platform: Platform, argv: string[]): Promise<{ code: number; 
     [console.log, console.error] = [log, error];
   }
 }
+
+/** `platform` with these environment variables over its own. */
+const withEnv = (platform: Platform, vars: Record<string, string>): Platform => ({
+  ...platform,
+  env: (name) => (name in vars ? vars[name] : platform.env(name)),
+});
 
 interface RoleLine {
   role: string;
@@ -258,5 +268,89 @@ export default defineSuite('cli/plan', (t) => {
       }
     },
     { ...SERVER, timeoutMs: 300_000 },
+  );
+  t.test(
+    '--target ORG/NAME: config.json alone downloaded into the Hugging Face cache, then read offline; a folder of that name wins; refusals are one line',
+    async ({ platform }) => {
+      const fs = await import('node:fs/promises');
+      const path = await import('node:path');
+      const { startFakeHub } = await import('../platform/fake-hub.ts');
+      // The weights are listed by the Hub but must never be asked for.
+      const files = { 'config.json': encode(TINY_CONFIG), 'model.safetensors': new Uint8Array(4096) };
+      const hub = await startFakeHub({
+        'speclab-test/tiny': { files, commit: COMMIT },
+        'speclab-test/gated': { files, commit: COMMIT, token: 'hf_other' },
+      });
+      const tmp = tempStore(platform, 'plan-hub');
+      try {
+        const cache = path.resolve(tmp.files.root, 'hub');
+        const env = { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url, HF_TOKEN: '', HF_HOME: `${cache}/home`, HF_HUB_OFFLINE: '0' };
+        const online = withEnv(platform, env);
+        const flags = ['--max-length', '256', ...BIG_LIMITS];
+        await tmp.files.writeAtomic('target/config.json', encode(TINY_CONFIG));
+        const local = await cli(platform, ['plan', '--target', `${tmp.files.root}/target`, ...flags, '--json']);
+        const first = await cli(online, ['plan', '--target', 'speclab-test/tiny', ...flags, '--json']);
+        assertEqual(first.code, 0, `planned from the Hub (${first.err.join(' | ')})`);
+        assertDeepEqual(first.out, local.out, 'the same JSON lines as the folder, and nothing else on stdout');
+        const snapshot = path.join(cache, 'models--speclab-test--tiny', 'snapshots', COMMIT);
+        assertDeepEqual(await fs.readdir(snapshot), ['config.json'], 'config.json alone in the snapshot');
+        assertEqual(await fs.readFile(path.join(cache, 'models--speclab-test--tiny', 'refs', 'main'), 'utf8'), COMMIT, 'refs/main');
+        assert(hub.log.includes(`GET /speclab-test/tiny/resolve/${COMMIT}/config.json`), `config.json fetched:\n${hub.log.join('\n')}`);
+        assert(!hub.log.some((l) => l.includes('model.safetensors')), `no weights asked for:\n${hub.log.join('\n')}`);
+
+        // Offline, with the Hub unreachable: from the cache, by branch or by commit, and no request.
+        const requests = hub.log.length;
+        const offline = withEnv(platform, { ...env, HF_HUB_OFFLINE: '1', HF_ENDPOINT: 'http://127.0.0.1:1' });
+        for (const id of ['speclab-test/tiny', `speclab-test/tiny@${COMMIT}`]) {
+          const cached = await cli(offline, ['plan', '--target', id, ...flags]);
+          assertEqual(cached.code, 0, `${id} offline (${cached.err.join(' | ')})`);
+          assert(cached.out.includes(`target ${id}: the Hugging Face cache's ${snapshot}`), `says where:\n${cached.out.join('\n')}`);
+          assert(
+            cached.out.some((l) => l.startsWith(`plan: target ${id} (${snapshot}/config.json) (LlamaForCausalLM, 4 layers`)),
+            cached.out[1],
+          );
+        }
+        assertEqual(hub.log.length, requests, 'no request once cached');
+
+        // A folder spelled as the id wins over the cache (here a 6-layer config).
+        await tmp.files.writeAtomic('spelled/config.json', encode(JSON.stringify({ ...JSON.parse(TINY_CONFIG), num_hidden_layers: 6 })));
+        const spelled: Platform = {
+          ...offline,
+          files: (root) => platform.files(root === 'speclab-test/tiny' ? `${tmp.files.root}/spelled` : root),
+        };
+        const folder = await cli(spelled, ['plan', '--target', 'speclab-test/tiny', ...flags]);
+        assert(
+          folder.out.some((l) => l.startsWith('plan: target speclab-test/tiny/config.json (LlamaForCausalLM, 6 layers')),
+          folder.out[0],
+        );
+
+        const refusals: [Platform, string, RegExp][] = [
+          [
+            offline,
+            'speclab-test/absent',
+            /^speclab plan: --target speclab-test\/absent: no config\.json in the Hugging Face cache \(.*models--speclab-test--absent\) and HF_HUB_OFFLINE is set/,
+          ],
+          [
+            online,
+            'speclab-test/gated',
+            /^speclab plan: --target speclab-test\/gated: the Hub answered 401: no such model, or a gated or private one that needs a token \(set HF_TOKEN/,
+          ],
+          [
+            online,
+            'speclab-test/absent@v2',
+            /^speclab plan: --target speclab-test\/absent@v2: no model speclab-test\/absent at revision v2 on http:\/\/127\.0\.0\.1:\d+ \(404\)$/,
+          ],
+        ];
+        for (const [p, id, expected] of refusals) {
+          const r = await cli(p, ['plan', '--target', id, ...flags]);
+          assertEqual(r.code, 1, `${id}: the config could not be read (exit 1)`);
+          assert(r.err.length === 1 && expected.test(r.err[0]), `${id}: one line: ${r.err.join(' | ')}`);
+        }
+      } finally {
+        await hub.close();
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node'] as const },
   );
 });

@@ -7,13 +7,16 @@
  *     file cut mid-way leaves `blobs/<etag>.incomplete`, and the next run asks for the rest with a
  *     Range header and completes the same layout; a token reaches the Hub; a gated repo without one,
  *     and a missing one, are refused in one line; a `speclab train` process killed (SIGKILL) while its
- *     target downloads leaves the same, and the next run resumes it.
+ *     target downloads leaves the same, and the next run resumes it;
+ *   - a snapshot holding config.json alone (what `speclab plan` downloads) is taken as is for the
+ *     config, and completed with the weights by the next full resolve, config.json not fetched again.
  * Node only: the Hugging Face cache is a Node (and Python) folder.
  */
 import type { Platform } from '../../src/cli/platform.ts';
 import { trainCommand } from '../../src/cli/train.ts';
-import { resolveTargetDir } from '../../src/training/run/run-plan.ts';
-import { assert, assertEqual, assertRejects } from '../harness/assert.ts';
+import { resolveTargetConfigDir, resolveTargetDir } from '../../src/training/run/run-plan.ts';
+import { lineProgress } from '../../src/training/run/progress-lines.ts';
+import { assert, assertDeepEqual, assertEqual, assertRejects } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 
@@ -196,6 +199,45 @@ export default defineSuite('platform/hf-hub-node', (t) => {
         );
         const back = new Uint8Array(await fs.readFile(path.join(snapshot, 'model.safetensors')));
         assert(back.byteLength === weights.byteLength && back.every((b, i) => b === weights[i]), 'the weights, byte for byte');
+      } finally {
+        await hub.close();
+        await tmp.cleanup();
+      }
+    },
+    NODE_ONLY,
+  );
+  t.test(
+    'a snapshot with config.json alone (speclab plan) serves the config, and the next full resolve adds the weights',
+    async ({ platform, fixture }) => {
+      const fs = await import('node:fs/promises');
+      const path = await import('node:path');
+      const { startFakeHub } = await import('./fake-hub.ts');
+      const hub = await startFakeHub({ 'speclab-test/llama-tiny': { files: await llamaTiny(fixture), commit: COMMIT } });
+      const tmp = tempStore(platform, 'hf-config-only');
+      try {
+        const cache = path.resolve(tmp.files.root, 'hub');
+        const online = withEnv(platform, {
+          HF_HUB_CACHE: cache,
+          HF_ENDPOINT: hub.url,
+          HF_TOKEN: '',
+          HF_HOME: `${cache}/home`,
+          HF_HUB_OFFLINE: '0',
+        });
+        const snapshot = path.join(cache, 'models--speclab-test--llama-tiny', 'snapshots', COMMIT);
+        assertEqual(
+          await resolveTargetConfigDir(
+            online,
+            'speclab-test/llama-tiny',
+            lineProgress(() => {}),
+          ),
+          snapshot,
+          'config only',
+        );
+        assertDeepEqual(await fs.readdir(snapshot), ['config.json'], 'no weights downloaded');
+        assertEqual(await resolveTargetDir(online, 'speclab-test/llama-tiny'), snapshot, 'the full snapshot, same folder');
+        assertDeepEqual((await fs.readdir(snapshot)).sort(), ['config.json', 'model.safetensors'], 'completed');
+        const configGets = hub.log.filter((l) => l === `GET /speclab-test/llama-tiny/resolve/${COMMIT}/config.json`);
+        assertEqual(configGets.length, 1, `config.json fetched once:\n${hub.log.join('\n')}`);
       } finally {
         await hub.close();
         await tmp.cleanup();

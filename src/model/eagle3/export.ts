@@ -100,6 +100,21 @@ export function eagle3SglangSafetensors(
   weights: Readonly<Record<string, ArrayLike<number>>>,
   vocab: Eagle3Vocab,
 ): Uint8Array {
+  const tensors = eagle3ExportTensors(c, weights, vocab);
+  const sorted: Record<string, TensorToWrite> = {};
+  for (const name of Object.keys(tensors).sort()) sorted[name] = tensors[name];
+  return writeSafetensors(sorted, { format: 'pt' });
+}
+
+/**
+ * The tensors every export format holds, by SpecForge name: each trained weight in bf16 (finite, of
+ * the config's shape), `d2t` int64 and `t2d` bool, after the vocabulary is checked; never the embedding.
+ */
+export function eagle3ExportTensors(
+  c: Eagle3Config,
+  weights: Readonly<Record<string, ArrayLike<number>>>,
+  vocab: Eagle3Vocab,
+): Record<string, TensorToWrite> {
   checkVocab(c, vocab, 'export');
   const tensors: Record<string, TensorToWrite> = {};
   for (const [name, shape] of eagle3ParameterShapes(c)) {
@@ -114,12 +129,10 @@ export function eagle3SglangSafetensors(
   const d2t = BigInt64Array.from(Array.from(vocab.d2t, (x) => BigInt(x)));
   tensors.d2t = { dtype: 'I64', shape: [c.draftVocabSize], data: new Uint8Array(d2t.buffer) };
   tensors.t2d = { dtype: 'BOOL', shape: [c.vocabSize], data: Uint8Array.from(vocab.t2d, (x) => (x ? 1 : 0)) };
-  const sorted: Record<string, TensorToWrite> = {};
-  for (const name of Object.keys(tensors).sort()) sorted[name] = tensors[name];
-  return writeSafetensors(sorted, { format: 'pt' });
+  return tensors;
 }
 
-const joinPath = (dir: string, name: string): string => (dir === '' ? name : `${dir.replace(/\/$/, '')}/${name}`);
+export const joinPath = (dir: string, name: string): string => (dir === '' ? name : `${dir.replace(/\/$/, '')}/${name}`);
 
 export interface ExportOptions {
   /**

@@ -1,5 +1,5 @@
 /**
- * A training checkpoint as an SGLang draft (docs/export.md §5).
+ * A training checkpoint as an SGLang draft, or in the speculators format (docs/export.md §5, §7).
  *
  * `eagle3RunExtras` is what every EAGLE3 training checkpoint keeps beside its f32 masters (the online
  * session and offline training both save it): `extra.draftConfig`, the config.json object the export
@@ -11,12 +11,15 @@
  * `<run>/checkpoints/<runId>-step<N>`), a checkpoints folder or one step folder, and writes the
  * SGLang directory of its latest complete step through src/model/eagle3/export.ts. `speclab train`
  * writes `<out>/draft` with this same function from the run's final checkpoint, so an export of the
- * run folder and the run's own export are the same bytes.
+ * run folder and the run's own export are the same bytes. The speculators format
+ * (src/model/eagle3/export-speculators.ts) also names the verifier: the caller resolves it, from the
+ * target the run recorded, and its config is checked against the draft before anything is written.
  */
 import type { TensorToWrite } from '../../formats/safetensors-writer.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { eagle3ParameterShapes, parseEagle3Config, type Eagle3Config } from '../../config/eagle3-config.ts';
 import { checkVocab, eagle3ExportConfig, eagleAuxLayerIds, writeEagle3Export } from '../../model/eagle3/export.ts';
+import { writeEagle3SpeculatorsExport, type SpeculatorsVerifier } from '../../model/eagle3/export-speculators.ts';
 import { auxLayerServing, auxLayerServingProblems } from '../../model/eagle3/serving-layers.ts';
 import type { Eagle3Vocab } from '../../model/eagle3/parameters.ts';
 import { COMPLETE_MARKER, loadCheckpoint, parseCheckpointDirName, scanCheckpoints, type CheckpointRef } from './train-checkpoint.ts';
@@ -108,10 +111,33 @@ export async function resolveRunCheckpoint(store: FileStore, path: string): Prom
   );
 }
 
+/** The formats an export writes: SGLang's directory (the default; vLLM reads it too) or the speculators format. */
+export const EXPORT_FORMATS = ['sglang', 'speculators'] as const;
+export type ExportFormat = (typeof EXPORT_FORMATS)[number];
+
+/** A verifier and the shape of its config.json, which must be the shape of the target the draft trained on. */
+export interface ExportVerifier extends SpeculatorsVerifier {
+  readonly hiddenSize: number;
+  readonly vocabSize: number;
+  readonly numLayers: number;
+}
+
+export interface ExportAs {
+  readonly format: ExportFormat;
+  /**
+   * speculators: the verifier, given the target the checkpoint's run recorded (`extra.settings.target`;
+   * undefined when it recorded none: the lab target, or an older checkpoint).
+   */
+  readonly verifier?: (recordedTarget: string | undefined) => Promise<ExportVerifier>;
+}
+
+/** Proposed tokens per verification when the run recorded no --num-draft-tokens (its default). */
+const DEFAULT_SPECULATIVE_TOKENS = 3;
+
 /**
- * Export a training checkpoint folder (`<runId>-step<N>` in `store`) for SGLang into `out`/`outDir`.
- * The draft config (and with it the aux layers of eagle_config) comes from the checkpoint unless
- * `draftConfigJson` is given; t2d/d2t must be among the checkpoint's buffers.
+ * Export a training checkpoint folder (`<runId>-step<N>` in `store`) for SGLang, or in the speculators
+ * format (`as`), into `out`/`outDir`. The draft config (and with it the aux layers of eagle_config)
+ * comes from the checkpoint unless `draftConfigJson` is given; t2d/d2t must be among the checkpoint's buffers.
  */
 export async function exportEagle3Checkpoint(
   store: FileStore,
@@ -119,7 +145,8 @@ export async function exportEagle3Checkpoint(
   out: FileStore,
   outDir: string,
   draftConfigJson?: Readonly<Record<string, unknown>>,
-): Promise<{ config: Eagle3Config; step: number; serving: ExportServing }> {
+  as: ExportAs = { format: 'sglang' },
+): Promise<{ config: Eagle3Config; step: number; serving: ExportServing; verifier?: ExportVerifier }> {
   const name = dir.replace(/\/+$/, '');
   const parsed = parseCheckpointDirName(name.slice(name.lastIndexOf('/') + 1));
   if (!parsed) throw new Error(`${store.root}/${dir}: not a checkpoint folder name (expected <run id>-step<N>)`);
@@ -152,15 +179,30 @@ export async function exportEagle3Checkpoint(
   }
   const auxLayerIds = eagleAuxLayerIds(rawConfig) ?? (saved ? eagleAuxLayerIds(saved) : undefined);
   const serving = exportServing(auxLayerIds, loaded.state.extra.targetLayers, where);
-  await writeEagle3Export(
-    out,
-    outDir,
-    config,
-    weights,
-    { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') },
-    { auxLayerIds },
-  );
-  return { config, step: loaded.state.globalStep, serving };
+  const vocab = { t2d: loaded.weights.i32('t2d'), d2t: loaded.weights.i32('d2t') };
+  if (as.format === 'sglang') {
+    await writeEagle3Export(out, outDir, config, weights, vocab, { auxLayerIds });
+    return { config, step: loaded.state.globalStep, serving };
+  }
+  if (!as.verifier) throw new Error(`${where}: a speculators export names its verifier, and none was given`);
+  const settings = (loaded.state.extra.settings ?? {}) as { target?: unknown; numDraftTokens?: unknown };
+  const verifier = await as.verifier(typeof settings.target === 'string' ? settings.target : undefined);
+  checkVerifier(verifier, config, loaded.state.extra.targetLayers);
+  const k = settings.numDraftTokens;
+  const speculativeTokens = typeof k === 'number' && Number.isInteger(k) && k > 0 ? k : DEFAULT_SPECULATIVE_TOKENS;
+  await writeEagle3SpeculatorsExport(out, outDir, config, weights, vocab, { verifier, speculativeTokens, auxLayerIds });
+  return { config, step: loaded.state.globalStep, serving, verifier };
+}
+
+/** A verifier of another shape than the draft's target would load the draft and feed it the wrong hidden states. */
+function checkVerifier(v: ExportVerifier, config: Eagle3Config, targetLayers: unknown): void {
+  const differs = (field: string, have: number, want: number) =>
+    new Error(
+      `verifier ${v.nameOrPath}: its config.json has ${field} ${have}, but the draft was trained on a target with ${want}; name the target it trained on`,
+    );
+  if (v.hiddenSize !== config.targetHiddenSize) throw differs('hidden_size', v.hiddenSize, config.targetHiddenSize);
+  if (v.vocabSize !== config.vocabSize) throw differs('vocab_size', v.vocabSize, config.vocabSize);
+  if (typeof targetLayers === 'number' && v.numLayers !== targetLayers) throw differs('num_hidden_layers', v.numLayers, targetLayers);
 }
 
 /**
@@ -195,9 +237,9 @@ function exportServing(auxLayerIds: readonly number[] | undefined, targetLayers:
 }
 
 /**
- * `speclab export`: the SGLang directory of the checkpoint `path` designates (a run folder, a
- * checkpoints folder or a step folder: `resolveRunCheckpoint`), written to `out`/`outDir`.
- * `speclab train` writes its final `<out>/draft` with it too.
+ * `speclab export`: the SGLang directory (or, with `as`, the speculators one) of the checkpoint `path`
+ * designates (a run folder, a checkpoints folder or a step folder: `resolveRunCheckpoint`), written to
+ * `out`/`outDir`. `speclab train` writes its final `<out>/draft` with it too, in the SGLang format.
  */
 export async function exportRunCheckpoint(
   store: FileStore,
@@ -205,8 +247,9 @@ export async function exportRunCheckpoint(
   out: FileStore,
   outDir = '',
   draftConfigJson?: Readonly<Record<string, unknown>>,
-): Promise<{ config: Eagle3Config; step: number; checkpoint: string; serving: ExportServing }> {
+  as?: ExportAs,
+): Promise<{ config: Eagle3Config; step: number; checkpoint: string; serving: ExportServing; verifier?: ExportVerifier }> {
   const ref = await resolveRunCheckpoint(store, path);
-  const exported = await exportEagle3Checkpoint(store, ref.dir, out, outDir, draftConfigJson);
+  const exported = await exportEagle3Checkpoint(store, ref.dir, out, outDir, draftConfigJson, as);
   return { ...exported, checkpoint: `${store.root}/${ref.dir}` };
 }

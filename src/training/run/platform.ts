@@ -45,9 +45,18 @@ export interface RunPlatform extends KeyValueHost {
   /**
    * The local folder of a Hugging Face model id (`ORG/NAME[@REV]`): its snapshot in the Hugging Face
    * cache, downloaded into it first when missing (src/platform/hf-hub-node.ts); undefined when `spec`
-   * is not an id. Absent where there is no such cache (a browser tab, which has its own model store).
+   * is not an id. With `configOnly` the snapshot needs only its config.json, and only that file is
+   * downloaded (`speclab plan` sizes a run from it, before any weights are fetched). Absent where
+   * there is no such cache (a browser tab, which has its own model store).
    */
-  resolveModel?(spec: string, progress: ProgressDisplay): Promise<string | undefined>;
+  resolveModel?(spec: string, progress: ProgressDisplay, options?: ResolveModelOptions): Promise<string | undefined>;
+}
+
+export interface ResolveModelOptions {
+  /** The config.json alone: a cached snapshot without weights will do, and a download fetches nothing else. */
+  readonly configOnly?: boolean;
+  /** The flag that gave the id, named by errors. Default --target. */
+  readonly flag?: `--${string}`;
 }
 
 /**

@@ -8,11 +8,12 @@
 import { buildBrownDocuments, isBrownFileName, splitCorpus, type CorpusDocument } from '../../corpus/corpus.ts';
 import { parseHubModelId } from '../../formats/hf-hub-cache.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
+import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import { speclabCommand } from '../../util/cli-command.ts';
 import { splitPath } from '../../util/paths.ts';
 import { Rng } from '../../util/random.ts';
-import { progressFor, type RunPlatform } from './platform.ts';
+import { progressFor, type ResolveModelOptions, type RunPlatform } from './platform.ts';
 
 /** Where `speclab pretrain` writes the lab target, with the tokenizer and corpus split beside it. */
 export const LAB_TARGET_DIR = 'assets/lab-target';
@@ -44,17 +45,40 @@ export async function resolveTargetDir(
   given: string | undefined,
   print: (line: string) => void = () => {},
 ): Promise<string> {
-  if (given) {
-    // An existing folder wins over an id of the same spelling (./Qwen/Qwen3-8B here), config.json or not:
-    // the loader then names what the folder lacks.
-    if ((await roots.files(given).list('')).length > 0 || !parseHubModelId(given) || !roots.resolveModel) return given;
-    return (await roots.resolveModel(given, progressFor(roots, print))) ?? given;
-  }
+  if (given) return resolveGiven(roots, given, () => progressFor(roots, print), {});
   const lab = roots.files(LAB_TARGET_DIR);
   if ((await lab.exists('config.json')) && (await lab.exists('model.safetensors'))) return LAB_TARGET_DIR;
   throw new Error(
     `no target: ${LAB_TARGET_DIR} has no model (config.json + model.safetensors; run ${speclabCommand('pretrain')}) — pass --target DIR or a Hugging Face id ORG/NAME`,
   );
+}
+
+/**
+ * The folder whose config.json describes `--target` for a command that reads nothing else
+ * (`speclab plan`): the given folder, or for a Hugging Face id that is not a folder here, its snapshot
+ * in the platform's Hugging Face cache with config.json alone (cached, else only that file downloaded:
+ * the weights stay on the Hub until a run needs them). Progress and the cache line go to `progress`;
+ * errors name `flag` (`speclab export --format speculators` reads its --verifier's config this way).
+ */
+export async function resolveTargetConfigDir(
+  roots: FileRoots & Partial<Pick<RunPlatform, 'resolveModel'>>,
+  given: string,
+  progress: ProgressDisplay,
+  flag: `--${string}` = '--target',
+): Promise<string> {
+  return resolveGiven(roots, given, () => progress, { configOnly: true, flag });
+}
+
+async function resolveGiven(
+  roots: FileRoots & Partial<Pick<RunPlatform, 'resolveModel'>>,
+  given: string,
+  progress: () => ProgressDisplay,
+  options: ResolveModelOptions,
+): Promise<string> {
+  // An existing folder wins over an id of the same spelling (./Qwen/Qwen3-8B here), config.json or not:
+  // the loader then names what the folder lacks.
+  if ((await roots.files(given).list('')).length > 0 || !parseHubModelId(given) || !roots.resolveModel) return given;
+  return (await roots.resolveModel(given, progress(), options)) ?? given;
 }
 
 /** The lab corpus supplies the prompts only for the lab target, and only when no prompts file is given. */
