@@ -43,10 +43,10 @@ run "lint" npx eslint .
 run "format (prettier --check)" npx prettier --check .
 run "lint rule proof" npx tsx test/lint/boundary.ts
 run "tests on Node (Dawn)" npx tsx test/runners/node.ts
-run "tests on Node at WebGPU's default limits, no optional feature (SPECLAB_DEFAULT_LIMITS=1)" env SPECLAB_DEFAULT_LIMITS=1 npx tsx test/runners/node.ts
+run "tests on Node at WebGPU's default limits, no optional feature, compatibility mode" env SPECLAB_DEFAULT_LIMITS=1 SPECLAB_FEATURE_LEVEL=compatibility npx tsx test/runners/node.ts
 run "tests on Deno" deno run --allow-read --allow-write --allow-env --allow-run test/runners/deno.ts
 run "tests on Chromium" npx tsx test/runners/browser.ts
-run "tests on Chromium at WebGPU's default limits, no optional feature (SPECLAB_DEFAULT_LIMITS=1)" env SPECLAB_DEFAULT_LIMITS=1 npx tsx test/runners/browser.ts
+run "tests on Chromium at WebGPU's default limits, no optional feature, compatibility mode" env SPECLAB_DEFAULT_LIMITS=1 SPECLAB_FEATURE_LEVEL=compatibility npx tsx test/runners/browser.ts
 run "crash test on Node (SIGKILL at three points)" npx tsx test/runtime/crash.ts
 run "launcher: a signal to speclab ends the command" npx tsx test/cli/launcher-signal.ts
 run "fresh clone: the CLI without generated shaders (help, version, usage errors, shaders generated on first use)" npx tsx test/cli/fresh-clone.ts

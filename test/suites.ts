@@ -37,6 +37,8 @@ import labMetrics from './web/lab/metrics.test.ts';
 import labRunMetrics from './web/lab/run-metrics.test.ts';
 import labSettingsForm from './web/lab/settings-form.test.ts';
 import labProgress from './web/lab/progress-view.test.ts';
+import labSavedRun from './web/lab/saved-run.test.ts';
+import labMemoryPlanView from './web/lab/memory-plan-view.test.ts';
 
 export const suites: readonly Suite[] = [
   gpuCore,
@@ -76,4 +78,6 @@ export const suites: readonly Suite[] = [
   labRunMetrics,
   labSettingsForm,
   labProgress,
+  labSavedRun,
+  labMemoryPlanView,
 ];

@@ -118,3 +118,15 @@ export async function hubToken(env: HubEnv, readFile: (path: string) => Promise<
   const token = bytes ? new TextDecoder().decode(bytes).trim() : '';
   return token || undefined;
 }
+
+/** What a target needs of a model repo: its top-level configs, tokenizer files and safetensors weights. */
+export function wantedHubFile(entry: { readonly type: string; readonly path: string }): boolean {
+  if (entry.type !== 'file' || entry.path.includes('/')) return false;
+  return /\.(json|safetensors|jinja|model|txt|tiktoken)$/.test(entry.path) || entry.path.startsWith('tokenizer');
+}
+
+/** The order to download in: weights last, so a cut download never leaves weights without their config and tokenizer. */
+export function downloadOrder<T extends { readonly path: string }>(files: readonly T[]): T[] {
+  const isWeight = (f: T) => f.path.endsWith('.safetensors');
+  return [...files].sort((a, b) => Number(isWeight(a)) - Number(isWeight(b)) || a.path.localeCompare(b.path));
+}

@@ -42,7 +42,33 @@ export interface GpuRequest {
    * device (a phone, a compatibility-mode browser) gives (`SPECLAB_DEFAULT_LIMITS=1`, read by each platform).
    */
   defaultLimits?: boolean;
+  /**
+   * 'compatibility' asks for a compatibility-mode adapter (WebGPU's featureLevel), as browsers on
+   * older GPUs (OpenGL ES, D3D11) give (`SPECLAB_FEATURE_LEVEL=compatibility`).
+   */
+  featureLevel?: FeatureLevel;
 }
+
+export type FeatureLevel = 'core' | 'compatibility';
+
+/**
+ * The least SpecLab's kernels need: WebGPU's core default limits. A compatibility-mode device starts
+ * lower (128 invocations per workgroup, 4 storage buffers per stage), so at default limits SpecLab
+ * asks a compatibility adapter for these, and one that cannot give them is refused naming the limit.
+ */
+export const CORE_DEFAULT_LIMITS: Readonly<Record<string, number>> = {
+  maxStorageBufferBindingSize: 128 * 2 ** 20,
+  maxBufferSize: 256 * 2 ** 20,
+  maxStorageBuffersPerShaderStage: 8,
+  maxComputeWorkgroupStorageSize: 16384,
+  maxComputeInvocationsPerWorkgroup: 256,
+  maxComputeWorkgroupSizeX: 256,
+  maxComputeWorkgroupSizeY: 256,
+  maxComputeWorkgroupSizeZ: 64,
+  maxComputeWorkgroupsPerDimension: 65535,
+  maxUniformBufferBindingSize: 65536,
+  maxBindGroups: 4,
+};
 
 export interface AdapterRecord {
   runtime: RuntimeName;
@@ -52,6 +78,8 @@ export interface AdapterRecord {
   description: string;
   isFallbackAdapter: boolean;
   features: string[];
+  /** The device's: compatibility unless it has core-features-and-limits. */
+  featureLevel: FeatureLevel;
   limits: Record<string, number>;
   subgroupMinSize?: number;
   subgroupMaxSize?: number;
@@ -162,6 +190,41 @@ export function defaultLimitsRequested(value: string | undefined): boolean {
   throw new Error(`SPECLAB_DEFAULT_LIMITS must be 1 or 0, got ${JSON.stringify(value)}`);
 }
 
+/** `SPECLAB_FEATURE_LEVEL`: compatibility requests a compatibility-mode adapter; unset or core does not. */
+export function featureLevelRequested(value: string | undefined): FeatureLevel {
+  if (value === undefined || value === '' || value === 'core') return 'core';
+  if (value === 'compatibility') return value;
+  throw new Error(`SPECLAB_FEATURE_LEVEL must be core or compatibility, got ${JSON.stringify(value)}`);
+}
+
+/** The device request a runtime's environment asks for (`SPECLAB_DEFAULT_LIMITS`, `SPECLAB_FEATURE_LEVEL`), under `request`'s own choices. */
+export function environmentGpuRequest(request: GpuRequest, env: (name: string) => string | undefined): GpuRequest {
+  return {
+    ...request,
+    defaultLimits: request.defaultLimits ?? defaultLimitsRequested(env('SPECLAB_DEFAULT_LIMITS')),
+    featureLevel: request.featureLevel ?? featureLevelRequested(env('SPECLAB_FEATURE_LEVEL')),
+  };
+}
+
+/** The limits to require: the adapter's own, or at default limits none (core) or the core defaults (compatibility). */
+function requiredLimitsFor(adapter: GPUAdapter, request: GpuRequest, runtime: RuntimeName): Record<string, number> {
+  const have = adapter.limits as unknown as Record<string, number>;
+  const required: Record<string, number> = {};
+  if (request.defaultLimits) {
+    if (request.featureLevel !== 'compatibility') return required;
+    for (const [name, value] of Object.entries(CORE_DEFAULT_LIMITS)) {
+      if (typeof have[name] === 'number' && have[name] < value)
+        throw new GpuUnavailableError(
+          `The ${runtime} compatibility-mode adapter offers ${name} = ${have[name]}; SpecLab needs WebGPU's core default ${value}`,
+        );
+      required[name] = value;
+    }
+    return required;
+  }
+  for (const name of REQUESTED_LIMITS) if (typeof have[name] === 'number') required[name] = have[name];
+  return required;
+}
+
 /** Shared device acquisition: request the adapter's real limits and every optional feature present. */
 export async function openGpuContext(options: {
   runtime: RuntimeName;
@@ -174,17 +237,16 @@ export async function openGpuContext(options: {
   if (!gpu) {
     throw new GpuUnavailableError(`WebGPU is not available in ${runtime}. ${hintFor(runtime)}`);
   }
-  const adapter = await gpu.requestAdapter({ powerPreference: request.powerPreference ?? 'high-performance' });
+  const featureLevel = request.featureLevel ?? 'core';
+  const adapter = await gpu.requestAdapter({ powerPreference: request.powerPreference ?? 'high-performance', featureLevel });
   if (!adapter) {
-    throw new GpuUnavailableError(`No WebGPU adapter found in ${runtime}. ${hintFor(runtime)}`);
+    throw new GpuUnavailableError(
+      `No WebGPU adapter found in ${runtime}${featureLevel === 'core' ? '' : ` at featureLevel ${featureLevel}`}. ${hintFor(runtime)}`,
+    );
   }
   const disabled = new Set(request.disableFeatures ?? []);
   const requiredFeatures = request.defaultLimits ? [] : OPTIONAL_FEATURES.filter((f) => adapter.features.has(f) && !disabled.has(f));
-  const requiredLimits: Record<string, number> = {};
-  for (const name of request.defaultLimits ? [] : REQUESTED_LIMITS) {
-    const value = (adapter.limits as unknown as Record<string, number>)[name];
-    if (typeof value === 'number') requiredLimits[name] = value;
-  }
+  const requiredLimits = requiredLimitsFor(adapter, request, runtime);
   let device: GPUDevice;
   try {
     device = await adapter.requestDevice({
@@ -215,6 +277,9 @@ export async function openGpuContext(options: {
       info.isFallbackAdapter ?? (adapter as unknown as { isFallbackAdapter?: boolean }).isFallbackAdapter ?? false,
     ),
     features: [...(device.features as unknown as Iterable<string>)].sort(),
+    // A core request gives a core device; a compatibility-mode device lacks core-features-and-limits
+    // (a core-capable adapter grants it only when asked, and SpecLab does not ask).
+    featureLevel: featureLevel === 'core' || device.features.has('core-features-and-limits') ? 'core' : 'compatibility',
     limits,
     subgroupMinSize: typeof info.subgroupMinSize === 'number' ? info.subgroupMinSize : undefined,
     subgroupMaxSize: typeof info.subgroupMaxSize === 'number' ? info.subgroupMaxSize : undefined,

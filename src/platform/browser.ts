@@ -7,7 +7,7 @@
  * durability, aborted when their body fails); the durable metadata store is built on it.
  */
 import { deleteDB, openDB, type IDBPDatabase, type IDBPTransaction } from 'idb';
-import { defaultLimitsRequested, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { AppendLog, FileStore, KeyValueDatabase, KeyValueKey, KeyValueSchema, KeyValueTransaction } from '../ports/storage.ts';
 import type { Platform } from '../cli/platform.ts';
 
@@ -175,11 +175,9 @@ export const browserPlatform: Platform = {
       runtime: 'browser',
       gpu,
       keepAlive: gpu,
-      // ?SPECLAB_DEFAULT_LIMITS=1 in the page's address: WebGPU's default limits, no optional feature.
-      request: {
-        ...request,
-        defaultLimits: request.defaultLimits ?? defaultLimitsRequested(browserPlatform.env('SPECLAB_DEFAULT_LIMITS')),
-      },
+      // ?SPECLAB_DEFAULT_LIMITS=1 or ?SPECLAB_FEATURE_LEVEL=compatibility in the page's address
+      // (a worker gets them from its page: GpuRequest fields win over its own address).
+      request: environmentGpuRequest(request, (name) => browserPlatform.env(name)),
       onDestroy: (c) => live.delete(c),
     });
     live.add(ctx);

@@ -3,7 +3,7 @@
  * Deno's WGSL front end (naga) is stricter than Dawn's (Tint); every kernel has a variant that
  * needs no optional feature, and features are read from the adapter, never assumed.
  */
-import { defaultLimitsRequested, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
 import {
   keyValueDatabaseUnavailable,
@@ -171,7 +171,7 @@ export const denoPlatform: Platform = {
       runtime: 'deno',
       gpu: navigator.gpu,
       keepAlive: navigator.gpu,
-      request: { ...request, defaultLimits: request.defaultLimits ?? defaultLimitsRequested(Deno.env.get('SPECLAB_DEFAULT_LIMITS')) },
+      request: environmentGpuRequest(request, (name) => Deno.env.get(name)),
       onDestroy: (c) => live.delete(c),
     });
     live.add(ctx);

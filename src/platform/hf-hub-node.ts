@@ -1,6 +1,8 @@
 /**
  * `--target ORG/NAME[@REV]` in Node: the model's folder in the Hugging Face cache, downloaded into that
- * cache first when it is not there (src/formats/hf-hub-cache.ts has the layout and the rules).
+ * cache first when it is not there (src/formats/hf-hub-cache.ts has the layout and the rules). A
+ * caller that reads only the config (`speclab plan`) asks for config.json alone: a cached snapshot
+ * with it will do, and a download fetches that one file into the same layout.
  *
  * The Hub's API (the revision's commit, the file list, errors by status) goes through `@huggingface/hub`
  * (modelInfo, listFiles, HubApiError). Its own download (snapshotDownload) neither resumes a cut file
@@ -14,44 +16,48 @@ import path from 'node:path';
 import { HubApiError, listFiles, modelInfo, type ListFileEntry } from '@huggingface/hub';
 import {
   cachedSnapshot,
+  downloadOrder,
   hubCacheDir,
   hubOffline,
   hubToken,
   missingWeightFiles,
   parseHubModelId,
   repoFolderName,
+  wantedHubFile,
   type HubEnv,
   type HubModelId,
 } from '../formats/hf-hub-cache.ts';
 import type { ProgressDisplay } from '../ports/progress.ts';
 import type { FileStore } from '../ports/storage.ts';
+import type { ResolveModelOptions } from '../training/run/platform.ts';
 
 /** The Hub: HF_ENDPOINT when set (a mirror, or a test's local server), else huggingface.co. */
 const hubUrlOf = (env: HubEnv) => (env('HF_ENDPOINT') || 'https://huggingface.co').replace(/\/+$/, '');
 
-/** What a target needs of a model repo: its top-level configs, tokenizer files and safetensors weights. */
-function wanted(entry: ListFileEntry): boolean {
-  if (entry.type !== 'file' || entry.path.includes('/')) return false;
-  return /\.(json|safetensors|jinja|model|txt|tiktoken)$/.test(entry.path) || entry.path.startsWith('tokenizer');
-}
+const wanted = (entry: ListFileEntry): boolean => wantedHubFile(entry);
+
+const configFile = (entry: ListFileEntry): boolean => entry.type === 'file' && entry.path === 'config.json';
 
 /**
  * The local folder of `spec` when it is a Hub model id (undefined otherwise): the cached snapshot
- * when complete, else the download of it (refused under HF_HUB_OFFLINE). Errors are one line naming
- * the id and what to do.
+ * when complete (with `configOnly`, when it has config.json), else the download of it (refused under
+ * HF_HUB_OFFLINE). Errors are one line naming the id and what to do.
  */
 export async function resolveHubModel(
   spec: string,
   env: HubEnv,
   files: (root: string) => FileStore,
   progress: ProgressDisplay,
+  options: ResolveModelOptions = {},
 ): Promise<string | undefined> {
   const id = parseHubModelId(spec);
   if (!id) return undefined;
+  const configOnly = options.configOnly === true;
+  const flag = options.flag ?? '--target';
   const cacheRoot = path.resolve(hubCacheDir(env));
   const cached = await cachedSnapshot(files(cacheRoot), id);
   if (cached) {
-    const missing = await missingWeightFiles(files(`${cacheRoot}/${cached}`));
+    const missing = configOnly ? [] : await missingWeightFiles(files(`${cacheRoot}/${cached}`));
     if (missing.length === 0) {
       progress.log(`target ${spec}: the Hugging Face cache's ${cacheRoot}/${cached}`);
       return `${cacheRoot}/${cached}`;
@@ -60,11 +66,14 @@ export async function resolveHubModel(
   const where = `${cacheRoot}/${repoFolderName(id.repo)}`;
   if (hubOffline(env))
     throw new Error(
-      `--target ${spec}: not complete in the Hugging Face cache (${where}) and HF_HUB_OFFLINE is set; download it with network, or unset HF_HUB_OFFLINE`,
+      configOnly
+        ? `${flag} ${spec}: no config.json in the Hugging Face cache (${where}) and HF_HUB_OFFLINE is set; download it with network, or unset HF_HUB_OFFLINE`
+        : `${flag} ${spec}: not complete in the Hugging Face cache (${where}) and HF_HUB_OFFLINE is set; download it with network, or unset HF_HUB_OFFLINE`,
     );
   const token = await hubToken(env, readIfPresent);
   try {
-    const snapshot = await downloadSnapshot(id, cacheRoot, hubUrlOf(env), token, progress);
+    const snapshot = await downloadSnapshot(id, cacheRoot, hubUrlOf(env), token, progress, configOnly ? configFile : wanted);
+    if (configOnly) return snapshot;
     const missing = await missingWeightFiles(files(snapshot));
     if (missing.length > 0)
       throw new Error(
@@ -72,7 +81,7 @@ export async function resolveHubModel(
       );
     return snapshot;
   } catch (err) {
-    throw new Error(`--target ${spec}: ${hubErrorLine(err, hubUrlOf(env), id, token !== undefined)}`, { cause: err });
+    throw new Error(`${flag} ${spec}: ${hubErrorLine(err, hubUrlOf(env), id, token !== undefined)}`, { cause: err });
   }
 }
 
@@ -100,13 +109,14 @@ function hubErrorLine(err: unknown, hubUrl: string, id: HubModelId, hasToken: bo
   return (err as Error).message;
 }
 
-/** Downloads the wanted files of `id` into the cache, resuming any cut file; returns the snapshot folder. */
+/** Downloads the files of `id` that `want` takes into the cache, resuming any cut file; returns the snapshot folder. */
 async function downloadSnapshot(
   id: HubModelId,
   cacheRoot: string,
   hubUrl: string,
   token: string | undefined,
   progress: ProgressDisplay,
+  want: (entry: ListFileEntry) => boolean,
 ): Promise<string> {
   const credentials = token ? { accessToken: token as `hf_${string}` } : {};
   const info = await modelInfo({ name: id.repo, revision: id.revision, additionalFields: ['sha'], hubUrl, ...credentials });
@@ -114,11 +124,10 @@ async function downloadSnapshot(
   if (!/^[0-9a-f]{40}$/.test(commit ?? '')) throw new Error(`the Hub gave no commit for ${id.repo}@${id.revision}`);
   const files: ListFileEntry[] = [];
   for await (const entry of listFiles({ repo: id.repo, revision: commit, recursive: false, hubUrl, ...credentials }))
-    if (wanted(entry)) files.push(entry);
+    if (want(entry)) files.push(entry);
   if (!files.some((f) => f.path === 'config.json')) throw new Error(`${id.repo}@${id.revision} has no config.json: not a model folder`);
   // Weights last: a download cut before them leaves a snapshot the cache check does not take as complete.
-  const isWeight = (f: ListFileEntry) => f.path.endsWith('.safetensors');
-  files.sort((a, b) => Number(isWeight(a)) - Number(isWeight(b)) || a.path.localeCompare(b.path));
+  files.splice(0, files.length, ...downloadOrder(files));
   const repoDir = path.join(cacheRoot, repoFolderName(id.repo));
   const snapshot = path.join(repoDir, 'snapshots', commit);
   await fs.mkdir(path.join(repoDir, 'blobs'), { recursive: true });
@@ -128,7 +137,8 @@ async function downloadSnapshot(
     await fs.writeFile(path.join(repoDir, 'refs', id.revision), commit);
   }
   const total = files.reduce((a, f) => a + (f.lfs?.size ?? f.size), 0);
-  const bar = progress.start({ label: `downloading ${id.repo}`, total, unit: 'bytes' });
+  const what = files.length === 1 ? `${id.repo} ${files[0].path}` : id.repo;
+  const bar = progress.start({ label: `downloading ${what}`, total, unit: 'bytes' });
   let done = 0;
   for (const file of files) {
     const size = file.lfs?.size ?? file.size;

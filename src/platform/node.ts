@@ -18,7 +18,7 @@ import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
 import { hostname } from 'node:os';
-import { defaultLimitsRequested, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
+import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import {
   autoWaitPacingMode,
   installWaitPacing,
@@ -96,7 +96,7 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     runtime: 'node',
     gpu: instance as unknown as GPU,
     keepAlive: instance,
-    request: { ...request, defaultLimits: request.defaultLimits ?? defaultLimitsRequested(process.env.SPECLAB_DEFAULT_LIMITS) },
+    request: environmentGpuRequest(request, (name) => process.env[name]),
     onDestroy: (c) => {
       // Let the instance go only after its device is destroyed, and only on the next turn so
       // that Dawn has processed the destroy before the instance becomes collectable.
@@ -278,13 +278,14 @@ export const nodePlatform: Platform = {
   connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
   startGateway: async (options) => (await import('./control-gateway-node.ts')).startRunGateway(options),
   // Loaded on first use, so commands given a folder never load the Hub client; through `this`, so a platform made from this one with its own env and files (a test's) resolves with them.
-  async resolveModel(spec, progress) {
+  async resolveModel(spec, progress, options) {
     const { resolveHubModel } = await import('./hf-hub-node.ts');
     return resolveHubModel(
       spec,
       (name) => this.env(name),
       (root) => this.files(root),
       progress,
+      options,
     );
   },
   // Bars only on a terminal: a log or a pipe gets the plain progress lines.

@@ -1,6 +1,6 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { sizeClass } from '../../src/gpu/buffer-pool.ts';
-import { defaultLimitsRequested } from '../../src/gpu/context.ts';
+import { CORE_DEFAULT_LIMITS, defaultLimitsRequested, featureLevelRequested } from '../../src/gpu/context.ts';
 import {
   GpuDeviceLostError,
   GpuError,
@@ -187,6 +187,46 @@ export default defineSuite('gpu/core', (t) => {
       assertEqual(defaultLimitsRequested('0'), false, '0');
       assertEqual(defaultLimitsRequested('1'), true, '1');
       assertThrows(() => defaultLimitsRequested('yes'), /^SPECLAB_DEFAULT_LIMITS must be 1 or 0, got "yes"$/, 'a bad value named');
+    },
+  );
+
+  t.test(
+    "featureLevel compatibility at default limits: WebGPU's core defaults asked of a compatibility adapter, and a kernel runs; SPECLAB_FEATURE_LEVEL parsed strictly",
+    async ({ platform, note }) => {
+      const ctx = await platform.acquireGpu({ defaultLimits: true, featureLevel: 'compatibility' });
+      try {
+        const r = ctx.record;
+        note('featureLevel', r.featureLevel);
+        // Dawn (Node, Chromium) offers compatibility mode; Deno's wgpu takes the request as it can.
+        if (r.runtime !== 'deno') assertEqual(r.featureLevel, 'compatibility', 'Dawn gives a compatibility-mode device');
+        for (const [name, value] of Object.entries(CORE_DEFAULT_LIMITS))
+          assert(r.limits[name] === undefined || r.limits[name] >= value, `${name} = ${r.limits[name]} ≥ core default ${value}`);
+        for (const f of ['shader-f16', 'subgroups', 'timestamp-query']) assertEqual(ctx.hasFeature(f), false, `no ${f}`);
+        const gpu = new Gpu(ctx);
+        // The variant policy's choice for this device, at a size its tiled kernels take.
+        const n = 64;
+        const A = gpu.upload(
+          [n, n],
+          'f32',
+          Float32Array.from({ length: n * n }, (_, i) => (i % 7) - 3),
+        );
+        const C = gpu.zeros([n, n], 'f32');
+        await matmul(gpu, A, A, C, { M: n, N: n, K: n });
+        const out = await gpu.read(C);
+        let want = 0;
+        for (let k = 0; k < n; k++) want += ((k % 7) - 3) * (((k * n) % 7) - 3);
+        assertEqual(out[0], want, 'C[0,0] of A·A on the compatibility device');
+        gpu.destroy();
+      } finally {
+        ctx.destroy();
+      }
+      assertEqual(featureLevelRequested(undefined), 'core', 'unset');
+      assertEqual(featureLevelRequested('compatibility'), 'compatibility', 'compatibility');
+      assertThrows(
+        () => featureLevelRequested('compat'),
+        /^SPECLAB_FEATURE_LEVEL must be core or compatibility, got "compat"$/,
+        'a bad value named',
+      );
     },
   );
 

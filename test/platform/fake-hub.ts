@@ -9,7 +9,9 @@
  * A repo may require a token (401 without `Authorization: Bearer <token>`), and one file may be cut:
  * its first full GET sends some bytes, then drops the connection or stalls (for a test to kill the
  * downloading process).
- * Every request is logged. Imported dynamically (never at the top of a suite file).
+ * It answers CORS as the Hub does (the browser lab calls it from another origin). Every request but a
+ * CORS preflight is logged. Imported dynamically by suite files (never at their top); Playwright tests
+ * import it directly (they run in Node).
  */
 import { createHash } from 'node:crypto';
 import http from 'node:http';
@@ -45,7 +47,18 @@ export async function startFakeHub(repos: Readonly<Record<string, FakeRepo>>): P
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://hub');
     const range = req.headers.range;
-    log.push(`${req.method} ${url.pathname}${range ? ` ${range}` : ''}`);
+    if (req.method !== 'OPTIONS') log.push(`${req.method} ${url.pathname}${range ? ` ${range}` : ''}`);
+    // CORS as the Hub sends it, so the browser lab (another origin) can call this server too.
+    res.setHeader('access-control-allow-origin', '*');
+    res.setHeader('access-control-expose-headers', 'content-range, content-length, x-request-id');
+    if (req.method === 'OPTIONS') {
+      res.writeHead(204, {
+        'access-control-allow-headers': 'authorization, range, content-type',
+        'access-control-allow-methods': 'GET, HEAD',
+      });
+      res.end();
+      return;
+    }
     const json = (status: number, body: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
       res.end(JSON.stringify(body));

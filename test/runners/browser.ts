@@ -4,7 +4,7 @@
  * or $CHROMIUM) with WebGPU on the software Vulkan adapter through Playwright. Every test line from
  * the page is relayed to stdout.
  *
- *   tsx test/runners/browser.ts [filter]        (SPECLAB_DEFAULT_LIMITS=1: the page's device at WebGPU's default limits)
+ *   tsx test/runners/browser.ts [filter]        (SPECLAB_DEFAULT_LIMITS=1: the page's device at WebGPU's default limits; SPECLAB_FEATURE_LEVEL=compatibility: in compatibility mode)
  */
 import { createServer } from 'node:http';
 import { createReadStream } from 'node:fs';
@@ -119,7 +119,7 @@ async function runPage(): Promise<{ passed: number; failed: number }> {
     const query = new URLSearchParams();
     if (filter) query.set('filter', filter);
     // WebGPU's default limits and no optional feature for the page's device (src/platform/browser.ts).
-    if (process.env.SPECLAB_DEFAULT_LIMITS) query.set('SPECLAB_DEFAULT_LIMITS', process.env.SPECLAB_DEFAULT_LIMITS);
+    for (const name of ['SPECLAB_DEFAULT_LIMITS', 'SPECLAB_FEATURE_LEVEL']) if (process.env[name]) query.set(name, process.env[name]);
     // A running data-plane gateway for the page's gateway suite (see test/dataplane/browser-gateway.ts).
     const gatewayUrl = process.env.SPECLAB_GATEWAY_URL;
     const gatewayToken = process.env.SPECLAB_GATEWAY_TOKEN;

@@ -12,9 +12,9 @@ import { continueWithProgress, type OnProgress } from './worker-data.ts';
 /** About this many evaluations per run: few enough to cost little, enough to draw a line. */
 const EVALS_PER_RUN = 6;
 
-/** The evaluation interval: a sixth of the run's optimizer steps (epochs × prompts / batch), at least 1. */
-export function evalEvery(s: LabSettings): number {
-  return Math.max(1, Math.ceil(Math.ceil((s.epochs * s.trainPrompts) / s.batchSize) / EVALS_PER_RUN));
+/** The evaluation interval: a sixth of the run's optimizer steps (epochs × training rows / batch), at least 1. */
+export function evalEvery(epochs: number, trainRows: number, batchSize: number): number {
+  return Math.max(1, Math.ceil(Math.ceil((epochs * trainRows) / batchSize) / EVALS_PER_RUN));
 }
 
 /** The session's `evaluation` input: the held-out prompts continued greedily by the target. */
@@ -24,7 +24,10 @@ export async function labEvaluation(
   s: LabSettings,
   onProgress: OnProgress,
 ): Promise<PeriodicEvalSettings> {
-  return { every: evalEvery(s), sequences: await continueWithProgress(target, heldOut, s.responseLength, onProgress) };
+  return {
+    every: evalEvery(s.epochs, s.trainPrompts, s.batchSize),
+    sequences: await continueWithProgress(target, heldOut, s.responseLength, onProgress),
+  };
 }
 
 /** Plain structured-clone data for the page. */

@@ -8,7 +8,10 @@ import { droppedDirectory, pickedDirectory, type PickedDirectory } from '../../s
 import { expandZips } from './export-zip.ts';
 import { offerExport } from './export-panel.ts';
 import { LabCharts } from './lab-charts.ts';
-import { acceptanceLength, parseMetricsJsonl, type MetricPoint } from './metrics.ts';
+import { acceptanceLength, type MetricPoint } from './metrics.ts';
+import { showMetricsFile } from './metrics-file.ts';
+import { DataPanel } from './data-panel.ts';
+import { HubPanel } from './hub-panel.ts';
 import { DEFAULT_SETTINGS, type Command, type EvalReport, type Phase, type Report, type RunStatus } from './protocol.ts';
 import { RunProgress } from './progress-view.ts';
 import { readSettings, SETTING_INPUTS, validateSettings, writeSettings } from './settings-form.ts';
@@ -35,6 +38,8 @@ const buttons = {
 const specRun = $<HTMLButtonElement>('spec-run');
 const exportButton = $<HTMLButtonElement>('export');
 const progress = new RunProgress($('progress'));
+const dataPanel = new DataPanel(send);
+const hubPanel = new HubPanel(send);
 // Draft insight (insight-view.ts): one held-out sample as the draft sees it, captured in the worker.
 const insight = new InsightView($('insight'), (sample, topK) => send({ type: 'insight', sample, topK }));
 
@@ -127,6 +132,7 @@ function refreshButtons(): void {
   buttons.again.disabled = !modelReady || busy || !settingsValid;
   specRun.disabled = !modelReady || busy || !haveDraft;
   exportButton.disabled = busy || !haveDraft || !saved;
+  dataPanel.setLocked(busy || phase === 'paused' || saved !== undefined || damagedRun);
   // A finished run's settings stay editable: they are the next run's (Train again).
   for (const id of Object.values(SETTING_INPUTS)) $<HTMLInputElement>(id).disabled = busy || phase === 'paused' || continuing;
 }
@@ -147,14 +153,15 @@ function drawPoint(p: MetricPoint): void {
 }
 
 function handle(r: Report): void {
-  if (handleSpecReport(r, specRun)) return;
+  if (handleSpecReport(r, specRun) || dataPanel.handle(r) || hubPanel.handle(r)) return;
   switch (r.type) {
     case 'adapter': {
       const a = r.record;
       const name = `${a.description || a.device || a.vendor} (${a.architecture || 'unknown architecture'}${a.isFallbackAdapter ? ', software fallback' : ''})`;
-      $('adapter').textContent = `${name}\nfeatures: ${a.features.join(', ')}\nlimits: ${Object.entries(a.limits)
-        .map(([k, v]) => `${k}=${v}`)
-        .join(', ')}`;
+      $('adapter').textContent =
+        `${name}\nfeature level: ${a.featureLevel}\nfeatures: ${a.features.join(', ') || 'none'}\nlimits: ${Object.entries(a.limits)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(', ')}`;
       $('bar-adapter').textContent = name;
       return;
     }
@@ -352,36 +359,16 @@ $('import-files').addEventListener('change', () => {
   );
 });
 
-/** A `speclab train` metrics.jsonl drawn in the charts (this tab's run is redrawn at its next step). */
-async function showMetricsFile(file: File): Promise<void> {
-  const el = $('metrics-status');
-  try {
-    const points = parseMetricsJsonl(await file.text(), file.name);
-    charts.reset();
-    for (const p of points) charts.push(p);
-    const last = points[points.length - 1].step;
-    chartSource(
-      'file',
-      `Showing ${file.name}: ${points.length} steps of a speclab train run (up to step ${last.step} of ${last.total}). A CLI log has no queue, feature-store or lifecycle counts: those charts stay empty. This tab's run is drawn again at its next step.`,
-    );
-    el.dataset.state = 'ready';
-    el.dataset.steps = String(points.length);
-    el.textContent = `${file.name}: ${points.length} steps, ${points.filter((p) => p.eval).length} held-out evaluations.`;
-  } catch (err) {
-    el.dataset.state = 'error';
-    el.textContent = `metrics file refused: ${(err as Error).message}`;
-  }
-}
 $('metrics-file').addEventListener('change', () => {
   const file = $<HTMLInputElement>('metrics-file').files?.[0];
-  if (file) void showMetricsFile(file);
+  if (file) void showMetricsFile(file, charts, chartSource);
 });
 document.body.addEventListener('dragover', (e) => e.preventDefault());
 document.body.addEventListener('drop', (e) => {
   e.preventDefault();
   const files = e.dataTransfer?.files;
   if (files && files.length === 1 && /\.jsonl?$/i.test(files[0].name)) {
-    void showMetricsFile(files[0]);
+    void showMetricsFile(files[0], charts, chartSource);
     return;
   }
   // The DataTransfer empties once the handler returns: read it before any await.
@@ -389,5 +376,5 @@ document.body.addEventListener('drop', (e) => {
     droppedDirectory(e.dataTransfer).then(loadPicked, (err: Error) => handle({ type: 'model', state: 'error', message: err.message }));
 });
 
-send({ type: 'init', labTargetUrl: new URL('lab-target/', document.baseURI).href });
+send({ type: 'init', labTargetUrl: new URL('lab-target/', document.baseURI).href, search: location.search });
 onSettingsChange();

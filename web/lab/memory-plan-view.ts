@@ -11,9 +11,14 @@ import type { LabSettings, Report } from './protocol.ts';
 
 export type MemoryBasis = Extract<Report, { type: 'memory-basis' }>;
 
-/** The plan of a lab run with `settings` (the worker's session: lab prompts continued by the target). */
+/**
+ * The plan of a lab run with `settings` (the worker's session): lab prompts continued by the target,
+ * or, with conversations, their rows as they are (no reply generated).
+ */
 export function labMemoryPlan(basis: MemoryBasis, settings: LabSettings): MemoryPlan {
-  const prompts = basis.trainPromptLengths.slice(0, settings.trainPrompts);
+  const rows = basis.sequenceLengths?.slice(0, settings.trainPrompts);
+  const prompts = rows ?? basis.trainPromptLengths.slice(0, settings.trainPrompts);
+  const maxLength = rows ? Math.max(1, ...rows) : Math.max(1, ...prompts) + settings.responseLength;
   const input = sessionMemoryInput({
     maxBindingBytes: Math.min(basis.limits.maxStorageBufferBindingSize, basis.limits.maxBufferSize),
     heldOutSequences: basis.heldOut, // the lab scores its held-out prompts while it trains
@@ -22,7 +27,7 @@ export function labMemoryPlan(basis: MemoryBasis, settings: LabSettings): Memory
     batchSize: settings.batchSize,
     tttLength: settings.tttLength,
     roundPrompts: basis.roundPrompts,
-    maxLength: Math.max(1, ...prompts) + settings.responseLength,
+    maxLength,
     sequences: prompts.length,
     generated: Math.max(prompts.length, basis.heldOut),
   });

@@ -8,6 +8,7 @@ import type { TargetModelConfig } from '../../src/config/hf-config.ts';
 import type { AdapterLimits } from '../../src/training/run/memory-plan.ts';
 import type { EvalValues, TrainEntry } from '../../src/contracts/metrics-record.ts';
 import type { LabInsight } from './insight-view.ts';
+import type { CachedHubModel } from '../../src/platform/browser-hub.ts';
 
 /** What a visitor chooses before starting a run. */
 export interface LabSettings {
@@ -41,7 +42,8 @@ export const DEFAULT_SETTINGS: LabSettings = {
 };
 
 export type Command =
-  | { type: 'init'; labTargetUrl: string }
+  /** `search`: the page's query (?SPECLAB_DEFAULT_LIMITS=1, ?SPECLAB_FEATURE_LEVEL=compatibility), which a worker's own address lacks. */
+  | { type: 'init'; labTargetUrl: string; search: string }
   | { type: 'start'; settings: LabSettings }
   | { type: 'continue' }
   | { type: 'pause' }
@@ -55,7 +57,39 @@ export type Command =
   | { type: 'export' }
   | { type: 'import'; files: File[] }
   /** Capture the draft insight of held-out sample `sample` now (./worker-insight.ts); it is followed from then on. */
-  | { type: 'insight'; sample: number; topK: number };
+  | { type: 'insight'; sample: number; topK: number }
+  /** A dropped or picked conversation file (./worker-conversations.ts); `heldOut` absent: a fifth of its rows. */
+  | { type: 'load-data'; file: File; heldOut?: number }
+  | { type: 'data-held-out'; heldOut: number }
+  | { type: 'clear-data' }
+  /** A Hugging Face id: from the tab's cache, else downloaded into it (src/platform/browser-hub.ts); the token is not kept. */
+  | { type: 'load-model-hub'; id: string; token: string }
+  | { type: 'remove-cached-model'; repo: string };
+
+/** Which conversation file a run trains on: its name, size and CRC-32, and how many of its last rows are held out. */
+export interface LabDataRef {
+  file: string;
+  bytes: number;
+  crc32: number;
+  heldOut: number;
+}
+
+/** A conversation file as the page shows it: the summary `speclab train --data` prints, and the split. */
+export interface DataSummary {
+  file: string;
+  rows: number;
+  usable: number;
+  /** The first skipped rows with their reasons; `skippedCount` counts them all. */
+  skipped: { line: number; reason: string }[];
+  skippedCount: number;
+  truncated: number;
+  lossTokens: number;
+  template: string;
+  maxLength: number;
+  train: number;
+  held: number;
+  heldOut: number;
+}
 
 export type Phase = 'idle' | 'loading' | 'data' | 'training' | 'paused' | 'stopped' | 'done' | 'error';
 
@@ -128,6 +162,8 @@ export type Report =
       total: number;
       settings: LabSettings;
       model: string;
+      /** The conversations it trains on (absent: the bundled prompts). */
+      data?: LabDataRef;
       finished: boolean;
       acked: number;
       committed: number;
@@ -152,6 +188,8 @@ export type Report =
       type: 'memory-basis';
       target: TargetModelConfig;
       trainPromptLengths: number[];
+      /** With conversations: each training row's whole length (no reply is generated). */
+      sequenceLengths?: number[];
       heldOut: number;
       roundPrompts: number;
       limits: AdapterLimits;
@@ -168,4 +206,8 @@ export type Report =
   | { type: 'history'; points: MetricPoint[] }
   /** One held-out sample as the draft saw it after optimizer step `insight.globalStep` (docs/insight.md). */
   | { type: 'insight'; insight: LabInsight }
+  /** The conversations: loaded (with their summary), none (the bundled prompts), or a refusal naming the file and line. */
+  | { type: 'data'; state: 'ready' | 'none' | 'error'; message: string; summary?: DataSummary }
+  /** The models in the tab's Hugging Face cache (after init, a download, a removal). */
+  | { type: 'hub-cache'; models: CachedHubModel[] }
   | { type: 'error'; message: string };

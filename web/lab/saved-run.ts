@@ -6,7 +6,7 @@
  */
 import type { FileStore } from '../../src/ports/storage.ts';
 import { openSealedJson, sealJson } from '../../src/util/sealed-json.ts';
-import { DEFAULT_SETTINGS, type LabSettings } from './protocol.ts';
+import { DEFAULT_SETTINGS, type LabDataRef, type LabSettings } from './protocol.ts';
 
 export const RUN_FILE = 'run.json';
 
@@ -14,6 +14,8 @@ export interface SavedRun {
   settings: LabSettings;
   model: string;
   total: number;
+  /** The conversations it trains on (./worker-conversations.ts); absent: the bundled prompts. */
+  data?: LabDataRef;
 }
 
 /** The saved run in `files`, or undefined when there is none; throws naming the file if it is damaged. */
@@ -23,9 +25,13 @@ export async function readSavedRun(files: FileStore): Promise<SavedRun | undefin
   const value = openSealedJson(await files.read(RUN_FILE), source, 'the saved run (settings, model, total steps)') as Partial<SavedRun>;
   const settings = value.settings as Partial<Record<keyof LabSettings, unknown>> | undefined;
   const badSetting = settings && Object.keys(DEFAULT_SETTINGS).find((k) => !Number.isFinite(settings[k as keyof LabSettings]));
-  if (typeof value.model !== 'string' || !Number.isInteger(value.total) || !settings || badSetting) {
+  const data = value.data as Partial<Record<keyof LabDataRef, unknown>> | undefined;
+  const badData =
+    data !== undefined &&
+    (typeof data.file !== 'string' || !['bytes', 'crc32', 'heldOut'].every((k) => Number.isInteger(data[k as keyof LabDataRef])));
+  if (typeof value.model !== 'string' || !Number.isInteger(value.total) || !settings || badSetting || badData) {
     throw new Error(
-      `${source}: the saved run is malformed (${badSetting ? `settings.${badSetting}` : 'model, total or settings'}); refusing to use it`,
+      `${source}: the saved run is malformed (${badSetting ? `settings.${badSetting}` : badData ? 'data' : 'model, total or settings'}); refusing to use it`,
     );
   }
   return value as SavedRun;

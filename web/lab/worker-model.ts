@@ -5,18 +5,25 @@
 import { HfCheckpointSource } from '../../src/formats/hf-checkpoint-source.ts';
 import { LAB_PROMPTS_FILE, parseLabPrompts } from '../../src/corpus/lab-prompts.ts';
 import { ChatTokenizer } from '../../src/formats/tokenizer.ts';
+import { environmentGpuRequest } from '../../src/gpu/context.ts';
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { TargetModel } from '../../src/model/target/model.ts';
 import { urlStore } from '../../src/platform/browser-model-url.ts';
+import { cachedHubModels, hubModel, removeCachedHubModel } from '../../src/platform/browser-hub.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
 import { Rng } from '../../src/util/random.ts';
-import { adapterLimitsOf, LAB_ROUND_PROMPTS } from './protocol.ts';
+import { restoreData } from './worker-conversations.ts';
 import { reportSavedRun } from './worker-run.ts';
 import { closeSession, lab, phase, platform, post } from './worker-state.ts';
 
-export async function init(labTargetUrl: string): Promise<void> {
+/** The Hub or a mirror: the page's ?HF_ENDPOINT=, as the environment variable of the same name. */
+let hubUrl: string | undefined;
+
+export async function init(labTargetUrl: string, search: string): Promise<void> {
+  const query = new URLSearchParams(search);
+  hubUrl = query.get('HF_ENDPOINT') ?? undefined;
   try {
-    lab.ctx = await platform.acquireGpu();
+    lab.ctx = await platform.acquireGpu(environmentGpuRequest({}, (name) => query.get(name) ?? undefined));
   } catch (err) {
     post({ type: 'gpu-error', message: `WebGPU is not available here: ${(err as Error).message}` });
     phase('error', 'no WebGPU');
@@ -34,6 +41,48 @@ export async function init(labTargetUrl: string): Promise<void> {
   lab.gpu = new Gpu(context);
   await loadModel(modelUrlStore(labTargetUrl), 'lab-target', true);
   await reportSavedRun();
+  await reportHubCache();
+}
+
+/** The tab's cached Hugging Face models, for the page's list. */
+export async function reportHubCache(): Promise<void> {
+  try {
+    post({ type: 'hub-cache', models: await cachedHubModels() });
+  } catch (err) {
+    post({ type: 'error', message: `cached models: ${(err as Error).message}` });
+  }
+}
+
+/** `ORG/NAME[@REV]`: the tab's cached copy, else downloaded with progress (a cut download resumes next time). */
+export async function loadHubModel(spec: string, token: string): Promise<void> {
+  if (lab.running) {
+    post({ type: 'model', state: 'error', message: 'stop the training run before loading another model' });
+    return;
+  }
+  post({ type: 'model', state: 'loading', message: `resolving ${spec}` });
+  let model;
+  try {
+    model = await hubModel(spec, {
+      hubUrl,
+      token: token || undefined,
+      onProgress: (p) => post({ type: 'model', state: 'loading', message: `downloading ${p.path}`, loaded: p.loaded, total: p.total }),
+    });
+  } catch (err) {
+    post({ type: 'model', state: 'error', message: `refused ${(err as Error).message}` });
+    await reportHubCache();
+    return;
+  }
+  await reportHubCache();
+  await loadModel(model.store, model.id, false);
+}
+
+export async function removeCachedModel(repo: string): Promise<void> {
+  if (lab.model?.id.startsWith(`${repo}@`)) {
+    post({ type: 'error', message: `${repo} is the loaded model: load another before removing it from the cache` });
+    return;
+  }
+  await removeCachedHubModel(repo);
+  await reportHubCache();
 }
 
 /** A model directory over HTTP whose downloads show on the model panel. */
@@ -76,7 +125,7 @@ export async function loadModel(store: FileStore, id: string, bundled: boolean):
     });
     closeSession();
     lab.model?.target.destroy();
-    lab.model = { id, config, target, tokenizer, train, heldOut };
+    lab.model = { id, config, target, tokenizer, train, heldOut, heldText };
     lab.imported = undefined;
     const c = config;
     post({
@@ -85,16 +134,8 @@ export async function loadModel(store: FileStore, id: string, bundled: boolean):
       message: `${id}: ${c.architecture}, ${c.numLayers} layers, hidden ${c.hiddenSize}, vocab ${c.vocabSize}`,
       id,
     });
-    post({ type: 'prompts', heldOut: heldText });
-    // What the page's memory plan needs (it is computed there, on every settings change).
-    post({
-      type: 'memory-basis',
-      target: c,
-      trainPromptLengths: train.map((p) => p.length),
-      heldOut: heldOut.length,
-      roundPrompts: LAB_ROUND_PROMPTS,
-      limits: adapterLimitsOf(lab.gpu!.ctx.limits),
-    });
+    // The kept conversations, read with this model's tokenizer; then the held-out prompts and the memory plan's basis.
+    await restoreData();
   } catch (err) {
     post({ type: 'model', state: 'error', message: `refused ${id}: ${(err as Error).message}` });
   }

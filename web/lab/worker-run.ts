@@ -8,12 +8,15 @@
 import { Eagle3TrainingSession, sessionSettingsSchema } from '../../src/training/session/eagle3-session.ts';
 import { resolveDraftVocabSize } from '../../src/training/sequences/draft-shape.ts';
 import type { FileStore } from '../../src/ports/storage.ts';
-import { evalReport, labEvaluation } from './evaluation.ts';
+import { evalEvery, evalReport, labEvaluation } from './evaluation.ts';
 import { LAB_ROUND_PROMPTS, type LabSettings, type RunStatus } from './protocol.ts';
 import type { MetricPoint } from './metrics.ts';
 import type { SavedRun } from './saved-run.ts';
 import { readRunMetrics, writeRunMetrics } from './run-metrics.ts';
 import { labTrainSequences } from './worker-data.ts';
+import { checkRunData, dataSplit } from './worker-conversations.ts';
+import type { TrainSequence } from '../../src/contracts/index.ts';
+import type { PeriodicEvalSettings } from '../../src/training/evaluation/periodic-eval.ts';
 import { afterStep, trainingGate } from './worker-insight.ts';
 import {
   auxLayersFor,
@@ -55,6 +58,7 @@ export async function reportSavedRun(): Promise<void> {
     total: saved.total,
     settings: saved.settings,
     model: saved.model,
+    data: saved.data,
     finished: step >= saved.total,
     acked: marker.acked.size,
     committed: await store.committedCount(),
@@ -78,10 +82,10 @@ function progressReporter(task: 'held-out' | 'prompts'): (done: number, total: n
   return (done, total) => post({ type: 'progress', task, done, total, elapsedMs: performance.now() - t0 });
 }
 
-function sessionSettings(s: LabSettings, numLayers: number) {
+function sessionSettings(s: LabSettings, numLayers: number, trainRows: number) {
   return sessionSettingsSchema.parse({
     epochs: s.epochs,
-    roundPrompts: Math.min(LAB_ROUND_PROMPTS, s.trainPrompts),
+    roundPrompts: Math.min(LAB_ROUND_PROMPTS, trainRows),
     batchSize: s.batchSize,
     tttLength: s.tttLength,
     lr: s.lr,
@@ -94,27 +98,44 @@ function sessionSettings(s: LabSettings, numLayers: number) {
   });
 }
 
-async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession> {
+/**
+ * What the run trains and is scored on: the conversations brought to the tab (their own replies, as
+ * `speclab train --data` trains), or the bundled prompts continued by the target.
+ */
+async function runData(settings: LabSettings): Promise<{ train: TrainSequence[]; evaluation: PeriodicEvalSettings }> {
   const m = lab.model!;
-  resolveDraftVocabSize(settings.draftVocabSize, m.config.vocabSize, 'draft vocab size');
+  if (lab.data) {
+    const split = dataSplit(lab.data, settings.trainPrompts);
+    const every = evalEvery(settings.epochs, split.train.length, settings.batchSize);
+    phase('data', `${lab.data.ref.file}: ${split.train.length} conversations to train on, ${split.held.length} held out`);
+    return { train: split.train, evaluation: { every, sequences: split.held } };
+  }
   if (settings.trainPrompts > m.train.length)
     throw new Error(`training prompts: at most ${m.train.length} are bundled, ${settings.trainPrompts} asked for`);
   phase('data', `${m.heldOut.length} held-out prompts continued by the target for evaluation (${settings.responseLength} tokens each)`);
-  lab.evaluation = await labEvaluation(m.target, m.heldOut, settings, progressReporter('held-out'));
+  const evaluation = await labEvaluation(m.target, m.heldOut, settings, progressReporter('held-out'));
   phase('data', `${settings.trainPrompts} prompts continued by the target (${settings.responseLength} tokens each)`);
-  const trainSequences = await labTrainSequences(
+  const train = await labTrainSequences(
     platform.files(CHECKPOINTS),
     m.target,
     m.train.slice(0, settings.trainPrompts),
     settings.responseLength,
     progressReporter('prompts'),
   );
+  return { train, evaluation };
+}
+
+async function openSession(settings: LabSettings): Promise<Eagle3TrainingSession> {
+  const m = lab.model!;
+  resolveDraftVocabSize(settings.draftVocabSize, m.config.vocabSize, 'draft vocab size');
+  const { train, evaluation } = await runData(settings);
+  lab.evaluation = evaluation;
   return Eagle3TrainingSession.open({
     gpu: lab.gpu!,
     target: m.target,
-    trainSequences,
-    evaluation: lab.evaluation,
-    settings: sessionSettings(settings, m.config.numLayers),
+    trainSequences: train,
+    evaluation,
+    settings: sessionSettings(settings, m.config.numLayers, train.length),
     storage: { checkpoints: platform.files(CHECKPOINTS), metadata: await ledger(), spill: platform.files(SPILL) },
     runId: RUN_ID,
     now: () => performance.now(),
@@ -144,11 +165,14 @@ export async function start(settings: LabSettings | undefined): Promise<void> {
     let saved = await readSavedRun();
     if (settings) {
       if (saved) throw new Error('a saved run exists: continue it, or discard it before starting a new one');
-      saved = { settings, model: lab.model.id, total: 0 };
+      if (lab.dataError) throw new Error(`the conversations cannot be used: ${lab.dataError}`);
+      saved = { settings, model: lab.model.id, total: 0, data: lab.data?.ref };
     } else if (!saved) {
       throw new Error('no saved run to continue');
     } else if (saved.model !== lab.model.id) {
       throw new Error(`the saved run trains a draft for ${saved.model}, but ${lab.model.id} is loaded`);
+    } else {
+      checkRunData(saved.data);
     }
     if (!lab.session) {
       lab.session = await openSession(saved.settings);

@@ -9,6 +9,7 @@ import { timeTargetOnly } from '../../src/inference/speculative.ts';
 import { isSampling } from '../../src/inference/speculative-sampling.ts';
 import type { SpecSampling } from './protocol.ts';
 import { auxLayersFor, lab, post } from './worker-state.ts';
+import { heldOutPrompts } from './worker-conversations.ts';
 
 async function currentDraft(): Promise<{ draft: Eagle3DraftCheckpoint; label: string } | undefined> {
   if (lab.imported) return lab.imported;
@@ -21,7 +22,7 @@ export async function specRun(prompt: number, maxNewTokens: number, numDraftToke
   const m = lab.model!;
   const chosen = await currentDraft();
   if (!chosen) throw new Error('no draft yet: train one (or import an export) first');
-  const ids = m.heldOut[prompt];
+  const ids = heldOutPrompts()[prompt];
   if (!ids) throw new Error(`no held-out prompt ${prompt}`);
   const decode = (t: number[]) => (m.tokenizer ? m.tokenizer.decode(t) : t.join(' '));
   const now = () => performance.now();

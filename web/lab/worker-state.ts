@@ -22,7 +22,8 @@ import { browserPlatform as platform } from '../../src/platform/browser.ts';
 import type { Eagle3TrainingSession } from '../../src/training/session/eagle3-session.ts';
 import type { PeriodicEvalSettings } from '../../src/training/evaluation/periodic-eval.ts';
 import { resolveAuxLayers } from '../../src/training/sequences/draft-shape.ts';
-import type { Phase, Report } from './protocol.ts';
+import type { DataSummary, LabDataRef, Phase, Report } from './protocol.ts';
+import type { ChatSample } from '../../src/corpus/chat-samples.ts';
 import { readSavedRun as readSavedRunFrom, writeSavedRun as writeSavedRunTo, type SavedRun } from './saved-run.ts';
 
 export { platform };
@@ -40,6 +41,15 @@ export interface LoadedModel {
   tokenizer: ChatTokenizer | undefined;
   train: number[][];
   heldOut: number[][];
+  /** The held-out prompts as the page lists them. */
+  heldText: string[];
+}
+
+/** Conversations brought to the tab (./worker-conversations.ts): every usable row in file order; the last `ref.heldOut` are held out. */
+export interface LabData {
+  ref: LabDataRef;
+  samples: ChatSample[];
+  summary: Omit<DataSummary, 'train' | 'held' | 'heldOut'>;
 }
 
 export interface LabState {
@@ -51,6 +61,9 @@ export interface LabState {
   evaluation: PeriodicEvalSettings | undefined;
   metadata: IndexedDbMetadataStore | undefined;
   imported: { draft: Eagle3DraftCheckpoint; label: string } | undefined;
+  /** Conversations brought to the tab (./worker-conversations.ts), or why the kept ones are refused. */
+  data: LabData | undefined;
+  dataError: string | undefined;
   running: boolean;
   pauseRequested: boolean;
   stopRequested: boolean;
@@ -65,6 +78,8 @@ export const lab: LabState = {
   evaluation: undefined,
   metadata: undefined,
   imported: undefined,
+  data: undefined,
+  dataError: undefined,
   running: false,
   pauseRequested: false,
   stopRequested: false,

@@ -7,23 +7,25 @@
  *   worker-run.ts     the training run, the saved run, discard
  *   worker-spec.ts    speculative decoding with the draft
  *   worker-export.ts  export and import of the draft
+ *   worker-conversations.ts  a conversation file brought to the tab
  */
 /// <reference lib="webworker" />
 import { pickedFilesStore } from '../../src/platform/browser-model-files.ts';
 import type { Command } from './protocol.ts';
 import { exportDraft, importDraft } from './worker-export.ts';
-import { init, loadModel, modelUrlStore } from './worker-model.ts';
+import { init, loadHubModel, loadModel, modelUrlStore, removeCachedModel } from './worker-model.ts';
 import { discard, start } from './worker-run.ts';
 import { specRun } from './worker-spec.ts';
 import { requestInsight } from './worker-insight.ts';
 import { lab, phase, post } from './worker-state.ts';
+import { clearData, loadData, setHeldOut } from './worker-conversations.ts';
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 
 async function handle(cmd: Command): Promise<void> {
   switch (cmd.type) {
     case 'init':
-      return init(cmd.labTargetUrl);
+      return init(cmd.labTargetUrl, cmd.search);
     case 'start':
       return start(cmd.settings);
     case 'continue':
@@ -59,6 +61,16 @@ async function handle(cmd: Command): Promise<void> {
       return importDraft(cmd.files);
     case 'insight':
       return requestInsight(cmd.sample, cmd.topK);
+    case 'load-data':
+      return loadData(cmd.file, cmd.heldOut);
+    case 'data-held-out':
+      return setHeldOut(cmd.heldOut);
+    case 'clear-data':
+      return clearData();
+    case 'load-model-hub':
+      return loadHubModel(cmd.id, cmd.token);
+    case 'remove-cached-model':
+      return removeCachedModel(cmd.repo);
   }
 }
 

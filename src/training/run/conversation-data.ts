@@ -13,7 +13,7 @@
  * Nothing here writes: a refused file leaves the run folder as it was.
  */
 import { tokenizeConversations, type ChatSample } from '../../corpus/chat-samples.ts';
-import { resolveChatTemplate, type ChatTemplateChoice } from '../../corpus/chat-templates.ts';
+import { resolveChatTemplate, type ChatTemplateChoice, type ResolvedChatTemplate } from '../../corpus/chat-templates.ts';
 import { readConversations, type SkippedRow } from '../../corpus/conversations.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
 import { splitPath } from '../../util/paths.ts';
@@ -79,6 +79,36 @@ export function promptOf(sample: Pick<ChatSample, 'inputIds' | 'lossMask' | 'id'
   return sample.inputIds.slice(0, first);
 }
 
+/**
+ * One conversation file read, rendered and masked: its usable samples and its summary (rows read,
+ * skipped rows by line and reason, truncated rows, loss tokens). Malformed rows throw naming the
+ * file and line (readConversations). The CLI's `--data` files and the lab's dropped file both go
+ * through here, so both refuse and skip the same rows with the same words.
+ */
+export async function conversationFile(
+  bytes: Uint8Array,
+  file: string,
+  tokenizer: ChatTokenizer,
+  chat: ResolvedChatTemplate,
+  vocabSize: number,
+  maxLength: number,
+): Promise<{ samples: ChatSample[]; summary: FileSummary }> {
+  const rows = await readConversations(bytes, file);
+  const t = tokenizeConversations(tokenizer, rows.rows, { vocabSize, maxLength, file, chat });
+  const skipped = [...rows.skipped, ...t.skipped].sort((a, b) => a.line - b.line);
+  return {
+    samples: t.samples,
+    summary: {
+      file,
+      rows: rows.rows.length + rows.skipped.length,
+      samples: t.samples.length,
+      skipped,
+      truncated: t.truncated,
+      lossTokens: t.lossTokens,
+    },
+  };
+}
+
 async function readTemplate(roots: FileRoots, choice: string | undefined): Promise<ChatTemplateChoice | undefined> {
   if (choice === undefined || !/[/\\]|\.jinja2?$/.test(choice)) return choice;
   const [dir, name] = splitPath(choice);
@@ -98,18 +128,9 @@ export async function loadConversationData(
   const files: FileSummary[] = [];
   const read = async (path: string): Promise<ChatSample[]> => {
     const [dir, name] = splitPath(path);
-    const rows = await readConversations(await roots.files(dir).read(name), path);
-    const t = tokenizeConversations(tokenizer, rows.rows, { vocabSize, maxLength: settings.maxLength, file: path, chat });
-    const skipped = [...rows.skipped, ...t.skipped].sort((a, b) => a.line - b.line);
-    files.push({
-      file: path,
-      rows: rows.rows.length + rows.skipped.length,
-      samples: t.samples.length,
-      skipped,
-      truncated: t.truncated,
-      lossTokens: t.lossTokens,
-    });
-    return t.samples;
+    const file = await conversationFile(await roots.files(dir).read(name), path, tokenizer, chat, vocabSize, settings.maxLength);
+    files.push(file.summary);
+    return file.samples;
   };
   const all: ChatSample[] = [];
   for (const path of settings.data) all.push(...(await read(path)));
