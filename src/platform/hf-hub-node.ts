@@ -28,7 +28,7 @@ import {
   type HubModelId,
 } from '../formats/hf-hub-cache.ts';
 import type { ProgressDisplay } from '../ports/progress.ts';
-import type { FileStore } from '../ports/storage.ts';
+import { LockHeldError, lockOwnerText, type FileLock, type FileStore } from '../ports/storage.ts';
 import type { ResolveModelOptions } from '../training/run/platform.ts';
 
 /** The Hub: HF_ENDPOINT when set (a mirror, or a test's local server), else huggingface.co. */
@@ -72,7 +72,15 @@ export async function resolveHubModel(
     );
   const token = await hubToken(env, readIfPresent);
   try {
-    const snapshot = await downloadSnapshot(id, cacheRoot, hubUrlOf(env), token, progress, configOnly ? configFile : wanted);
+    const snapshot = await downloadSnapshot(
+      id,
+      files(cacheRoot),
+      cacheRoot,
+      hubUrlOf(env),
+      token,
+      progress,
+      configOnly ? configFile : wanted,
+    );
     if (configOnly) return snapshot;
     const missing = await missingWeightFiles(files(snapshot));
     if (missing.length > 0)
@@ -112,6 +120,7 @@ function hubErrorLine(err: unknown, hubUrl: string, id: HubModelId, hasToken: bo
 /** Downloads the files of `id` that `want` takes into the cache, resuming any cut file; returns the snapshot folder. */
 async function downloadSnapshot(
   id: HubModelId,
+  cache: FileStore,
   cacheRoot: string,
   hubUrl: string,
   token: string | undefined,
@@ -147,7 +156,15 @@ async function downloadSnapshot(
     const blob = path.join(repoDir, 'blobs', etag);
     if (!(await exists(blob))) {
       const url = `${hubUrl}/${id.repo}/resolve/${commit}/${file.path.split('/').map(encodeURIComponent).join('/')}`;
-      await fetchToBlob(url, blob, size, token, (n) => bar.update(done + n));
+      const lock = `.locks/${repoFolderName(id.repo)}/${etag}.speclab.lock`;
+      await underBlobLock(
+        () => cache.lockExclusive!(lock),
+        `${cacheRoot}/${lock}`,
+        blob,
+        `${id.repo} ${file.path}`,
+        progress,
+        () => fetchToBlob(url, blob, size, token, (n) => bar.update(done + n)),
+      );
     }
     done += size;
     bar.update(done);
@@ -157,6 +174,57 @@ async function downloadSnapshot(
   }
   bar.end(`${id.repo}@${commit.slice(0, 12)}: ${files.length} files in ${snapshot}`);
   return snapshot;
+}
+
+/** A download that has not grown its file in this long, while another process holds its lock, is taken as stuck. */
+const STUCK_MS = 5 * 60_000;
+
+/**
+ * Runs `download` holding the blob's lock (`<cache>/.locks/models--ORG--NAME/<etag>.speclab.lock`), so two
+ * SpecLab processes never append to one `.incomplete` file; a process that finds it held waits, saying
+ * so, and skips the download when the other finished it. A lock held while the partial file has not grown
+ * for STUCK_MS is refused naming the lock file. (huggingface_hub locks `<etag>.lock` with flock, which
+ * Node lacks: a concurrent Python download of the same blob is not excluded.)
+ */
+async function underBlobLock(
+  lock: () => Promise<FileLock>,
+  lockPath: string,
+  blob: string,
+  what: string,
+  progress: ProgressDisplay,
+  download: () => Promise<void>,
+): Promise<void> {
+  let told = false;
+  let seen = -1;
+  let since = Date.now();
+  for (;;) {
+    let held: FileLock;
+    try {
+      held = await lock();
+    } catch (err) {
+      if (!(err instanceof LockHeldError)) throw err;
+      if (await exists(blob)) return;
+      if (!told) progress.log(`${what}: ${lockOwnerText(err.owner)} is downloading it into the same cache; waiting`);
+      told = true;
+      const size = await fs.stat(`${blob}.incomplete`).then(
+        (s) => s.size,
+        () => -1,
+      );
+      if (size !== seen) [seen, since] = [size, Date.now()];
+      if (Date.now() - since > STUCK_MS)
+        throw new Error(
+          `${what}: ${lockOwnerText(err.owner)} holds ${lockPath} and its download has not grown in ${STUCK_MS / 60_000} minutes; delete the lock file if that process is gone`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      continue;
+    }
+    try {
+      if (!(await exists(blob))) await download();
+    } finally {
+      await held.release();
+    }
+    return;
+  }
 }
 
 async function exists(file: string): Promise<boolean> {

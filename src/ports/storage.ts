@@ -68,10 +68,27 @@ export function parseLockOwner(text: string): LockOwner | null {
   }
 }
 
+/** The refusal when a live process holds a lock: callers that can wait for it (a download) tell it by its class. */
+export class LockHeldError extends Error {
+  constructor(
+    readonly path: string,
+    readonly owner: LockOwner | null,
+  ) {
+    super(
+      `${path}: this run folder is in use by ${lockOwnerText(owner)}; wait for it to finish, or delete the lock file if that process is gone`,
+    );
+    this.name = 'LockHeldError';
+  }
+}
+
+/** Who holds a lock, in words. */
+export function lockOwnerText(owner: LockOwner | null): string {
+  return owner ? `process ${owner.pid} on ${owner.host} (since ${owner.since})` : 'another process (the lock file is unreadable)';
+}
+
 /** The refusal when a live process holds the lock (shared by the runtimes' stores). */
-export function lockHeldError(path: string, owner: LockOwner | null): Error {
-  const who = owner ? `process ${owner.pid} on ${owner.host} (since ${owner.since})` : 'another process (the lock file is unreadable)';
-  return new Error(`${path}: this run folder is in use by ${who}; wait for it to finish, or delete the lock file if that process is gone`);
+export function lockHeldError(path: string, owner: LockOwner | null): LockHeldError {
+  return new LockHeldError(path, owner);
 }
 
 /** An append-only file handle. `sync` flushes the data to stable storage before resolving (fsync). */

@@ -245,4 +245,82 @@ export default defineSuite('platform/hf-hub-node', (t) => {
     },
     NODE_ONLY,
   );
+  t.test(
+    "two downloads of one model into one cache: the blob lock lets one fetch each file while the other waits; a dead owner's lock is taken over",
+    async ({ platform, fixture }) => {
+      const fs = await import('node:fs/promises');
+      const path = await import('node:path');
+      const os = await import('node:os');
+      const { execFileSync } = await import('node:child_process');
+      const { hubObjectId, startFakeHub } = await import('./fake-hub.ts');
+      const files = await llamaTiny(fixture);
+      // The weights stall after a few bytes, so the second download finds the first one's lock held.
+      const cut = { file: 'model.safetensors', at: 64, mode: 'stall' as const };
+      const hub = await startFakeHub({ 'speclab-test/llama-tiny': { files, commit: COMMIT, cut } });
+      const tmp = tempStore(platform, 'hf-lock');
+      try {
+        const cache = path.resolve(tmp.files.root, 'hub');
+        const env = { HF_HUB_CACHE: cache, HF_ENDPOINT: hub.url, HF_TOKEN: '', HF_HOME: `${cache}/home`, HF_HUB_OFFLINE: '0' };
+        const online = withEnv(platform, env);
+        const lines: string[] = [];
+        const first = resolveTargetDir(online, 'speclab-test/llama-tiny').catch((err: Error) => err);
+        // Wait until the first holds the weights' lock and is stalled mid-file, then start the second.
+        const blob = hubObjectId('model.safetensors', files['model.safetensors']).lfs!.oid;
+        const partial = path.join(cache, 'models--speclab-test--llama-tiny', 'blobs', `${blob}.incomplete`);
+        for (let i = 0; i < 200 && !(await fs.stat(partial).catch(() => undefined)); i++) await new Promise((r) => setTimeout(r, 25));
+        const second = resolveTargetDir(online, 'speclab-test/llama-tiny', (l) => lines.push(l));
+        for (let i = 0; i < 200 && !lines.some((l) => /is downloading it into the same cache; waiting/.test(l)); i++)
+          await new Promise((r) => setTimeout(r, 25));
+        assert(
+          lines.some((l) =>
+            new RegExp(
+              `speclab-test/llama-tiny model\\.safetensors: process ${process.pid} on .* is downloading it into the same cache; waiting`,
+            ).test(l),
+          ),
+          `the second says it waits:\n${lines.join('\n')}`,
+        );
+        // The stalled connection ends: the first fails (its partial file stays), the second takes the lock and resumes it.
+        await hub.close();
+        const hub2 = await startFakeHub({ 'speclab-test/llama-tiny': { files, commit: COMMIT } });
+        try {
+          const error = await first;
+          assert(error instanceof Error, 'the stalled download fails');
+          // The second resolve already has its URL (the closed server): rerun it against the new one.
+          await second.catch(() => undefined);
+          const snapshot = await resolveTargetDir(withEnv(platform, { ...env, HF_ENDPOINT: hub2.url }), 'speclab-test/llama-tiny');
+          const back = new Uint8Array(await fs.readFile(path.join(snapshot, 'model.safetensors')));
+          assert(
+            back.every((b, i) => b === files['model.safetensors'][i]),
+            'the weights, byte for byte',
+          );
+          assert(
+            hub2.log.some((l) => /model\.safetensors bytes=\d+-/.test(l)),
+            `the partial file was resumed, not restarted:\n${hub2.log.join('\n')}`,
+          );
+        } finally {
+          await hub2.close();
+        }
+
+        // A lock left by a process that is gone (same host, dead pid) is taken over.
+        const dead = Number(execFileSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))']).toString());
+        const hub3 = await startFakeHub({ 'speclab-test/other': { files, commit: COMMIT } });
+        try {
+          const repo = path.join(cache, 'models--speclab-test--other');
+          const lockDir = path.join(cache, '.locks', 'models--speclab-test--other');
+          await fs.mkdir(lockDir, { recursive: true });
+          const owner = JSON.stringify({ pid: dead, host: os.hostname(), since: new Date(0).toISOString() });
+          await fs.writeFile(path.join(lockDir, `${blob}.speclab.lock`), owner);
+          const snapshot = await resolveTargetDir(withEnv(platform, { ...env, HF_ENDPOINT: hub3.url }), 'speclab-test/other');
+          assertEqual(snapshot, path.join(repo, 'snapshots', COMMIT), 'downloaded past the stale lock');
+          assertDeepEqual(await fs.readdir(lockDir), [], 'the lock is released after the download');
+        } finally {
+          await hub3.close();
+        }
+      } finally {
+        await hub.close().catch(() => undefined);
+        await tmp.cleanup();
+      }
+    },
+    NODE_ONLY,
+  );
 });

@@ -162,6 +162,7 @@ export async function exportEagle3Checkpoint(
   const config = parseEagle3Config(rawConfig, draftConfigJson ? 'draft config' : `${where}/state.json extra.draftConfig`);
   if (loaded.state.contract.strategy !== 'eagle3')
     throw new Error(`${where}: the checkpoint is of strategy "${loaded.state.contract.strategy}", not eagle3`);
+  if (draftConfigJson) checkGivenAuxLayers(draftConfigJson, loaded.state.extra, where);
   for (const key of ['t2d', 'd2t']) {
     if (!loaded.weights.has(key))
       throw new Error(
@@ -192,6 +193,21 @@ export async function exportEagle3Checkpoint(
   const speculativeTokens = typeof k === 'number' && Number.isInteger(k) && k > 0 ? k : DEFAULT_SPECULATIVE_TOKENS;
   await writeEagle3SpeculatorsExport(out, outDir, config, weights, vocab, { verifier, speculativeTokens, auxLayerIds });
   return { config, step: loaded.state.globalStep, serving, verifier };
+}
+
+/**
+ * A given draft config whose aux layers differ from those the checkpoint was trained on would export
+ * a draft that the engine feeds other hidden states than it learned from: refused, naming both.
+ */
+function checkGivenAuxLayers(given: Readonly<Record<string, unknown>>, extra: Readonly<Record<string, unknown>>, where: string): void {
+  const givenIds = eagleAuxLayerIds(given);
+  const recorded = extra.auxLayerIds;
+  const trained =
+    Array.isArray(recorded) && recorded.every((x) => Number.isInteger(x)) ? (recorded as number[]) : eagleAuxLayerIds(extra.draftConfig);
+  if (givenIds && trained && givenIds.join() !== trained.join())
+    throw new Error(
+      `draft config: eagle_config.eagle_aux_hidden_state_layer_ids [${givenIds.join(', ')}] differ from the layers ${where} was trained on [${trained.join(', ')}] (state.json extra.auxLayerIds); give a config with those layers, or none`,
+    );
 }
 
 /** A verifier of another shape than the draft's target would load the draft and feed it the wrong hidden states. */

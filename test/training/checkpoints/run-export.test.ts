@@ -247,6 +247,15 @@ export default defineSuite('training/checkpoints/run-export', (t) => {
           /weights\.safetensors: missing buffer "t2d": the checkpoint was saved without the draft vocabulary/,
           'with --draft-config, the missing vocabulary',
         );
+        await assertRejects(
+          () =>
+            exportRunCheckpoint(files, 'old-run', files, 'never', {
+              ...draftConfig,
+              eagle_config: { eagle_aux_hidden_state_layer_ids: [0, 1, 2] },
+            }),
+          /draft config: eagle_config\.eagle_aux_hidden_state_layer_ids \[0, 1, 2\] differ from the layers .*speclab-train-step2 was trained on \[1, 2, 3\] \(state\.json extra\.auxLayerIds\)/,
+          '--draft-config with other aux layers than the checkpoint was trained on',
+        );
 
         // Only incomplete step folders: the message names the folder and them.
         await run.remove(`${ref.dir}/${COMPLETE_MARKER}`);
