@@ -214,6 +214,7 @@ async function underBlobLock(
       if (Date.now() - since > STUCK_MS)
         throw new Error(
           `${what}: ${lockOwnerText(err.owner)} holds ${lockPath} and its download has not grown in ${STUCK_MS / 60_000} minutes; delete the lock file if that process is gone`,
+          { cause: err },
         );
       await new Promise((resolve) => setTimeout(resolve, 250));
       continue;
