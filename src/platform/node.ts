@@ -2,10 +2,13 @@
  * Node platform: WebGPU through Dawn (npm package `webgpu`), files through node:fs.
  *
  * Dawn lifetime rules (see README, Troubleshooting):
- *  1. The object returned by `create()` must stay reachable while any device from it lives; its
+ *  1. The object returned by `create()` must stay reachable while anything from it may still run; its
  *     event pump touches the instance, and a collected instance crashes the process (futex error,
- *     SIGSEGV in CallbackTaskManager::Flush). Every instance is kept in `liveInstances` and in the
- *     GpuContext until the context is destroyed, so no caller can drop it by accident.
+ *     SIGSEGV in CallbackTaskManager::Flush). The process makes ONE instance, on the first request,
+ *     and holds it until it exits; every context comes from it (and holds it too). An instance per
+ *     context, let go one timer turn after its device was destroyed, could leave Dawn ticks scheduled
+ *     for it (a paced tick sleeps first, so it runs later) to run after it was collected, the first
+ *     suspect of the SIGSEGVs that keep SPECLAB_GPU_WAIT=auto opt-in; one instance rules that out.
  *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
  *     context first, then ends the process.
  *  3. Dawn's event pump spins the main thread while a GPU promise is pending; on a CPU adapter that
@@ -47,8 +50,10 @@ import {
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
 
 let globalsInstalled = false;
-/** Strong references: native instance per live context (rule 1 above). */
-const liveInstances = new Map<GpuContext, unknown>();
+/** The process's one Dawn instance (rule 1 above): made on the first request, never let go. */
+let dawnInstance: ReturnType<typeof create> | undefined;
+/** The live contexts, for `auto` pacing and for `exit()`. */
+const liveContexts = new Set<GpuContext>();
 
 /** Rule 3: Dawn's ticks go through this pacer once the first context is asked for. */
 const originalSetImmediate = globalThis.setImmediate;
@@ -68,7 +73,7 @@ let waitSetting: WaitPacingSetting = 'auto';
 
 /** Set the pacing mode from the setting and the adapters of the live contexts. */
 function updateWaitPacing(): void {
-  waitPacer.mode = waitSetting === 'auto' ? autoWaitPacingMode([...liveInstances.keys()].map((c) => c.record)) : waitSetting;
+  waitPacer.mode = waitSetting === 'auto' ? autoWaitPacingMode([...liveContexts].map((c) => c.record)) : waitSetting;
 }
 
 /**
@@ -91,28 +96,24 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     if (waitSetting !== 'spin' && !isWaitPacingInstalled(target)) installWaitPacing(target, waitPacer);
     globalsInstalled = true;
   }
-  const instance = create(DAWN_FLAGS);
+  dawnInstance ??= create(DAWN_FLAGS);
   const ctx = await openGpuContext({
     runtime: 'node',
-    gpu: instance as unknown as GPU,
-    keepAlive: instance,
+    gpu: dawnInstance as unknown as GPU,
+    keepAlive: dawnInstance,
     request: environmentGpuRequest(request, (name) => process.env[name]),
     onDestroy: (c) => {
-      // Let the instance go only after its device is destroyed, and only on the next turn so
-      // that Dawn has processed the destroy before the instance becomes collectable.
-      setTimeout(() => {
-        liveInstances.delete(c);
-        updateWaitPacing();
-      }, 0);
+      liveContexts.delete(c);
+      updateWaitPacing();
     },
   });
-  liveInstances.set(ctx, instance);
+  liveContexts.add(ctx);
   updateWaitPacing();
   return ctx;
 }
 
 export function liveNodeGpuContexts(): number {
-  return liveInstances.size;
+  return liveContexts.size;
 }
 
 export class NodeFileStore implements FileStore {
@@ -269,7 +270,7 @@ export const nodePlatform: Platform = {
   env: (name) => process.env[name],
   args: () => process.argv.slice(2),
   async exit(code: number): Promise<never> {
-    for (const ctx of [...liveInstances.keys()]) ctx.destroy();
+    for (const ctx of [...liveContexts]) ctx.destroy();
     // Give Dawn one turn to process the destroys before the process goes.
     await new Promise((r) => setTimeout(r, 10));
     process.exit(code);

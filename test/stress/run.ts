@@ -5,8 +5,10 @@
  * 1. gc-regression: acquire a device, keep ONLY the GPUDevice (drop the context and the instance the
  *    way a careless helper would), then force garbage collection between submits while the GPU is
  *    busy. Before the platform held the `create()` result itself this crashed (futex error / SIGSEGV).
- * 2. suite x N: the GPU core and matmul suites N times in a row, each on a fresh device.
- * 3. soak: mixed matmul sizes up to 2048 for the given seconds, with gc() between submits.
+ * 2. devices destroyed with work pending, gc() after each: Dawn ticks scheduled for a destroyed device
+ *    must never find its instance collected (the process keeps one instance).
+ * 3. suite x N: the GPU core and matmul suites N times in a row, each on a fresh device.
+ * 4. soak: mixed matmul sizes up to 2048 for the given seconds, with gc() between submits.
  */
 import process from 'node:process';
 import { Gpu } from '../../src/gpu/gpu.ts';
@@ -74,6 +76,30 @@ await step('gc between submits while only the device is held', async () => {
   buffer.destroy();
   device.destroy();
   return '200 submits with gc() after each';
+});
+
+await step('200 devices destroyed with GPU work and a readback pending, gc() after each', async () => {
+  // A device destroyed while Dawn's pump may still have ticks scheduled for its instance: if the
+  // instance could be collected by then, a tick would touch freed memory (SIGSEGV). The process keeps
+  // one instance (src/platform/node.ts, rule 1). Run also under SPECLAB_GPU_WAIT=auto, where ticks sleep first.
+  for (let i = 0; i < 200; i++) {
+    const ctx = await acquireNodeGpu();
+    const device = ctx.device;
+    const buffer = device.createBuffer({ size: 4096, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const source = device.createBuffer({ size: 4096, usage: GPUBufferUsage.COPY_SRC | GPUBufferUsage.STORAGE });
+    const enc = device.createCommandEncoder();
+    enc.copyBufferToBuffer(source, 0, buffer, 0, 4096);
+    device.queue.submit([enc.finish()]);
+    const mapped = buffer.mapAsync(GPUMapMode.READ).catch(() => 'aborted');
+    const done = device.queue.onSubmittedWorkDone();
+    if (i % 2 === 0) await done;
+    ctx.destroy();
+    gc();
+    await mapped;
+    await new Promise((resolve) => setTimeout(resolve, i % 3));
+    gc();
+  }
+  return '200 acquire / destroy cycles';
 });
 
 await step(`GPU core + matmul suites ${repeats} times in a row`, async () => {
