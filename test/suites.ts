@@ -5,6 +5,7 @@ import gpuBufferPool from './gpu/buffer-pool.test.ts';
 import gpuTensorViews from './gpu/tensor-views.test.ts';
 import dawnWaitPacing from './platform/dawn-wait-pacing.test.ts';
 import matmul from './kernels/matmul.test.ts';
+import ceiling from './kernels/ceiling.test.ts';
 import linear from './kernels/linear.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
 import wgslInclude from './kernels/wgsl-include.test.ts';
@@ -46,6 +47,7 @@ export const suites: readonly Suite[] = [
   gpuTensorViews,
   dawnWaitPacing,
   matmul,
+  ceiling,
   linear,
   kernelRegistry,
   wgslInclude,
