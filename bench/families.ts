@@ -16,13 +16,14 @@ import type { BenchRecord } from './record.ts';
 const CPU_ATTENTION_SHAPE = { batch: 1, seq: 256, heads: 8, kvHeads: 2, headDim: 64 };
 
 export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<BenchRecord[]>])[] = [
-  // Decode-step projections (M = 1): N 2048..8192 at K 2048.
+  // Decode-step projections (M = 1): N 2048..8192 at K 2048, and the square 4096 x 4096.
   [
     'gemv',
     (gpu) =>
       benchMatmulGemv(gpu, [
         [2048, 2048],
         [8192, 2048],
+        [4096, 4096],
       ]),
   ],
   ['embedding', (gpu) => benchEmbedding(gpu)],

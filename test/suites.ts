@@ -5,6 +5,7 @@ import gpuBufferPool from './gpu/buffer-pool.test.ts';
 import gpuTensorViews from './gpu/tensor-views.test.ts';
 import dawnWaitPacing from './platform/dawn-wait-pacing.test.ts';
 import matmul from './kernels/matmul.test.ts';
+import matmulF16w from './kernels/matmul-f16w.test.ts';
 import ceiling from './kernels/ceiling.test.ts';
 import linear from './kernels/linear.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
@@ -47,6 +48,7 @@ export const suites: readonly Suite[] = [
   gpuTensorViews,
   dawnWaitPacing,
   matmul,
+  matmulF16w,
   ceiling,
   linear,
   kernelRegistry,

@@ -1,18 +1,25 @@
 /**
  * Matmul benchmark: GFLOP/s (2·M·N·K flops per product) of every variant this device can run, at
- * each square size, for the NN and NT (X·Wᵀ) layouts. Variants are measured in the same run so
- * their ratios are comparable on a shared machine. The variant the policy picks for the shape is
+ * each square size, for the NN and NT (X·Wᵀ) layouts. Variants are measured interleaved, rep by
+ * rep, so their ratios are comparable on a shared machine. The variant the policy picks for the shape is
  * marked `*` in the record's variant field.
  *
  * `benchMatmulGemv`: single-row products (M = 1, a decode step's X·Wᵀ) at N x K weight shapes,
- * naive vs gemv with f32 and with f16 weights, the four interleaved rep by rep so that their ratios
- * hold on a loaded machine (`npm run bench -- --only gemv`).
+ * naive vs gemv vs gemv-vec4 with f32 and with f16 weights, interleaved rep by rep so that their
+ * ratios hold on a loaded machine (`npm run bench -- --only gemv`).
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import { availableMatmulVariants, chooseMatmulVariant, matmul, matmulDeviceFacts, type MatmulVariant } from '../../src/kernels/matmul.ts';
+import {
+  availableMatmulVariants,
+  chooseMatmulVariant,
+  matmul,
+  matmulDeviceFacts,
+  matmulShapeUnfit,
+  type MatmulVariant,
+} from '../../src/kernels/matmul.ts';
 import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
 import { Rng } from '../../src/util/random.ts';
-import { medianSeconds, type BenchRecord } from '../record.ts';
+import type { BenchRecord } from '../record.ts';
 
 /** Variants that are only baselines / compile checks on CPU adapters: skip them where they would take minutes. */
 const SLOW_ON_LARGE: ReadonlySet<MatmulVariant> = new Set(['naive', 'tiled-f16']);
@@ -27,13 +34,23 @@ export async function benchMatmul(gpu: Gpu, sizes: readonly number[], variants?:
     const B = gpu.upload([n * n], 'f32', rng.floats(n * n));
     const C = gpu.tensor([n * n], 'f32');
     const chosen = chooseMatmulVariant({ M: n, N: n, K: n }, gpu.ctx.features, facts);
-    for (const variant of list) {
-      if (SLOW_ON_LARGE.has(variant) && n > (facts.fallbackAdapter ? 512 : 1024)) continue;
-      for (const transB of [false, true]) {
-        const seconds = await medianSeconds(gpu, () => matmul(gpu, A, B, C, { M: n, N: n, K: n }, { variant, transB }), n >= 1024 ? 3 : 5);
-        const tag = `${variant}${variant === chosen ? '*' : ''}${transB ? ' NT' : ' NN'}`;
-        out.push({ family: 'matmul', variant: tag, shape: `${n}x${n}x${n}`, ms: seconds * 1e3, gflops: (2 * n ** 3) / seconds / 1e9 });
-      }
+    const cases = list
+      .filter((variant) => !(SLOW_ON_LARGE.has(variant) && n > (facts.fallbackAdapter ? 512 : 1024)))
+      .flatMap((variant) => [false, true].map((transB) => ({ variant, transB })));
+    const run = (c: (typeof cases)[number]) => matmul(gpu, A, B, C, { M: n, N: n, K: n }, c);
+    for (const c of cases) {
+      await run(c); // compile and warm up
+      await gpu.sync();
+    }
+    // Interleaved rep by rep, so that the variants' ratios hold on a machine whose load drifts.
+    const samples = cases.map((): number[] => []);
+    for (let r = 0; r < (n >= 1024 ? 3 : 5); r++) {
+      for (const [i, c] of cases.entries()) samples[i].push((await gpu.timer.time(() => run(c))).seconds);
+    }
+    for (const [i, c] of cases.entries()) {
+      const seconds = [...samples[i]].sort((a, b) => a - b)[Math.floor(samples[i].length / 2)];
+      const tag = `${c.variant}${c.variant === chosen ? '*' : ''}${c.transB ? ' NT' : ' NN'}`;
+      out.push({ family: 'matmul', variant: tag, shape: `${n}x${n}x${n}`, ms: seconds * 1e3, gflops: (2 * n ** 3) / seconds / 1e9 });
     }
     gpu.release(A, B, C);
   }
@@ -49,7 +66,11 @@ export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [numb
     const A = gpu.upload([K], 'f32', rng.floats(K), 'x');
     const weights = { f32: gpu.upload([N, K], 'f32', w, 'w32'), f16: gpu.upload([N, K], 'f16', f32ToF16Bits(w, 'w16'), 'w16') };
     const C = gpu.tensor([N], 'f32', 'y');
-    const cases = (['f32', 'f16'] as const).flatMap((weight) => (['naive', 'gemv'] as const).map((variant) => ({ weight, variant })));
+    const cases = (['f32', 'f16'] as const).flatMap((weight) =>
+      (['naive', 'gemv', 'gemv-vec4'] as const)
+        .filter((variant) => matmulShapeUnfit(variant, { M: 1, N, K, transB: true, bDType: weight }) === undefined)
+        .map((variant) => ({ weight, variant })),
+    );
     const run = (c: (typeof cases)[number]) => matmul(gpu, A, weights[c.weight], C, { M: 1, N, K }, { transB: true, variant: c.variant });
     for (const c of cases) {
       await run(c); // compile and warm up

@@ -7,14 +7,18 @@
  *   tiled     — register blocks per invocation, K slabs staged in workgroup memory; the GPU default.
  *   blocked   — large register blocks, no workgroup memory and no barriers; the no-feature variant
  *               for CPU adapters (llvmpipe / SwiftShader).
- *   subgroup  — one subgroup per workgroup, A shared across lanes by subgroupBroadcast; the
- *               fastest on CPU adapters that expose `subgroups` (needs subgroups at least as wide
- *               as the workgroup).
+ *   subgroup  — one subgroup per workgroup, A shared across lanes by subgroupBroadcast; for CPU
+ *               adapters that expose `subgroups` (needs subgroups at least as wide as the workgroup).
+ *   subgroup-vec4 — `subgroup` reading every operand as vec4 (four elements per load, which on a
+ *               CPU adapter costs about what one does); the fastest there, for shapes whose
+ *               contiguous axes are multiples of 4 (matmulShapeUnfit says which).
  *   tiled-f16 — `tiled` with operands rounded to f16 in workgroup memory, f32 accumulation
  *               (`shader-f16`); about 1e-3 relative error, so only used on request.
  *   gemv      — the single-row product (M = 1) against a transposed weight (TRANS_B): lanes split
  *               K, a tree in workgroup memory sums them (not in MATMUL_VARIANTS, which lists the
  *               general variants: it takes only M = 1).
+ *   gemv-vec4 — gemv reading the row and the weights as vec4s (four f32 or eight f16 weights per
+ *               load), for K a multiple of 4 (f32) or 8 (f16 weights); M = 1 only, like gemv.
  * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): naive, tiled,
  * blocked, subgroup and gemv also exist as *-f16w kernels, the same shader text compiled with
  * B_F16 = 1, which reads B as packed f16 pairs through the core builtin unpack2x16float (so it
@@ -30,16 +34,23 @@ import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { shaderSource } from './shader-source.ts';
 
-export type MatmulVariant = 'naive' | 'tiled' | 'blocked' | 'subgroup' | 'tiled-f16' | 'gemv';
+export type MatmulVariant = 'naive' | 'tiled' | 'blocked' | 'subgroup' | 'subgroup-vec4' | 'tiled-f16' | 'gemv' | 'gemv-vec4';
 
 /** Storage type of B: f32, or f16 (f16 storage, f32 arithmetic). A and C are always f32. */
 export type MatmulWeightDType = 'f32' | 'f16';
 
 /** Every general variant (any M), baseline first (the order tests and benchmarks use). gemv is apart: M = 1 only. */
-export const MATMUL_VARIANTS: readonly MatmulVariant[] = ['naive', 'tiled', 'blocked', 'subgroup', 'tiled-f16'];
+export const MATMUL_VARIANTS: readonly MatmulVariant[] = ['naive', 'tiled', 'blocked', 'subgroup', 'subgroup-vec4', 'tiled-f16'];
 
 /** The variants that also read an f16 B (every one but tiled-f16, whose point is f16 operands in workgroup memory). */
-export const MATMUL_F16W_VARIANTS = ['naive', 'tiled', 'blocked', 'subgroup', 'gemv'] as const satisfies readonly MatmulVariant[];
+export const MATMUL_F16W_VARIANTS = [
+  'naive',
+  'tiled',
+  'blocked',
+  'subgroup',
+  'gemv',
+  'gemv-vec4',
+] as const satisfies readonly MatmulVariant[];
 export type MatmulF16wVariant = (typeof MATMUL_F16W_VARIANTS)[number];
 
 const BINDINGS = ['uniform', 'read', 'read', 'write'] as const;
@@ -68,10 +79,15 @@ export const MATMUL_GEOMETRY: Readonly<Record<MatmulVariant, MatmulGeometry>> = 
   // workgroup computes 32 x 32. Measured best among 8..64 rows x 8..64 columns on llvmpipe. The
   // shader's rank-1 update is unrolled for exactly this shape and const_asserts it.
   subgroup: geometry(8, 1, 32, 4),
+  // The same 8 lanes x (32 rows, 4 columns); its unrolled broadcasts const_assert it too.
+  'subgroup-vec4': geometry(8, 1, 32, 4),
   'tiled-f16': geometry(16, 16, 4, 4),
   // One row: WG_X lanes split K (in pairs of k), each lane covering THREAD_N = TILE_N weight rows
   // so an A pair is loaded once for all of them; WG_Y, THREAD_M and TILE_M are 1 by definition.
   gemv: { WG_X: 64, WG_Y: 1, THREAD_M: 1, THREAD_N: 4, TILE_M: 1, TILE_N: 4 },
+  // Each lane loads four f32 (or eight f16) weights of a row at a time; 32 lanes x 8 rows measured
+  // best of 16..64 lanes x 4..16 rows on llvmpipe (bench/RESULTS.md, "Matmuls near the ceiling").
+  'gemv-vec4': { WG_X: 32, WG_Y: 1, THREAD_M: 1, THREAD_N: 8, TILE_M: 1, TILE_N: 8 },
 };
 
 const matmulKernel = (variant: MatmulVariant, shader: string, requires?: readonly string[], bF16 = false): KernelDef => ({
@@ -86,8 +102,10 @@ export const MATMUL_KERNELS: Readonly<Record<MatmulVariant, KernelDef>> = {
   tiled: matmulKernel('tiled', 'tiled'),
   blocked: matmulKernel('blocked', 'blocked'),
   subgroup: matmulKernel('subgroup', 'subgroup', ['subgroups']),
+  'subgroup-vec4': matmulKernel('subgroup-vec4', 'subgroup-vec4', ['subgroups']),
   'tiled-f16': matmulKernel('tiled-f16', 'tiled-f16', ['shader-f16']),
   gemv: matmulKernel('gemv', 'gemv'),
+  'gemv-vec4': matmulKernel('gemv-vec4', 'gemv-vec4'),
 };
 
 /** The f16-weight kernels: same shader text and geometry as the f32 variant, B_F16 = 1. */
@@ -97,6 +115,7 @@ export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>>
   blocked: matmulKernel('blocked', 'blocked-f16w', undefined, true),
   subgroup: matmulKernel('subgroup', 'subgroup-f16w', ['subgroups'], true),
   gemv: matmulKernel('gemv', 'gemv-f16w', undefined, true),
+  'gemv-vec4': matmulKernel('gemv-vec4', 'gemv-vec4-f16w', undefined, true),
 };
 
 const isF16wVariant = (v: MatmulVariant): v is MatmulF16wVariant => (MATMUL_F16W_VARIANTS as readonly MatmulVariant[]).includes(v);
@@ -115,8 +134,10 @@ export const MATMUL_TOLERANCE: Readonly<Record<MatmulVariant, number>> = {
   tiled: 1e-5,
   blocked: 1e-5,
   subgroup: 1e-5,
+  'subgroup-vec4': 1e-5,
   'tiled-f16': 2e-3,
   gemv: 1e-5,
+  'gemv-vec4': 1e-5,
 };
 
 export interface MatmulShape {
@@ -124,8 +145,12 @@ export interface MatmulShape {
   N: number;
   K: number;
   batch?: number;
-  /** B stored [N, K] (a Linear weight); only gemv's choice depends on it. Default false. */
+  /** A stored [K, M]; only subgroup-vec4's fit depends on it. Default false. */
+  transA?: boolean;
+  /** B stored [N, K] (a Linear weight); gemv's choice and subgroup-vec4's fit depend on it. Default false. */
   transB?: boolean;
+  /** Elements between batch matrices (0 broadcasts); default the matrix sizes. Only subgroup-vec4's fit depends on them. */
+  strides?: { a: number; b: number; c: number };
   /** B's storage type; default 'f32'. */
   bDType?: MatmulWeightDType;
 }
@@ -160,10 +185,33 @@ export function matmulVariantUnsupported(
   }
   // The shader assumes its whole workgroup is one subgroup with lanes 0..WG_X-1.
   const lanes = MATMUL_GEOMETRY.subgroup.WG_X;
-  if (variant === 'subgroup' && !((facts.subgroupMinSize ?? 0) >= lanes)) {
-    return `matmul variant subgroup needs subgroups of at least ${lanes} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
+  if ((variant === 'subgroup' || variant === 'subgroup-vec4') && !((facts.subgroupMinSize ?? 0) >= lanes)) {
+    return `matmul variant ${variant} needs subgroups of at least ${lanes} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
   }
   return undefined;
+}
+
+/**
+ * Why `variant` cannot compute `shape`, or undefined when it can. Only subgroup-vec4 has such limits:
+ * it reads A, B and C as vec4s, so K, N and the batch strides must be multiples of 4, and M too when
+ * A is transposed (its rows are then the contiguous axis).
+ */
+export function matmulShapeUnfit(variant: MatmulVariant, shape: MatmulShape): string | undefined {
+  if (variant === 'gemv-vec4') return gemvVec4Unfit(shape);
+  if (variant !== 'subgroup-vec4') return undefined;
+  const { M, N, K } = shape;
+  const s = shape.strides ?? { a: M * K, b: K * N, c: M * N };
+  const batched = (shape.batch ?? 1) > 1;
+  const dims: [string, number][] = [
+    ['K', K],
+    ['N', N],
+  ];
+  if (shape.transA) dims.push(['M (A transposed)', M]);
+  if (batched) dims.push(['strideA', s.a], ['strideB', s.b], ['strideC', s.c]);
+  const bad = dims.filter(([, v]) => v % 4 !== 0);
+  return bad.length > 0
+    ? `matmul variant subgroup-vec4 reads vec4s and needs multiples of 4: ${bad.map(([n, v]) => `${n}=${v}`).join(', ')}`
+    : undefined;
 }
 
 /** The variants this device can run, baseline first. */
@@ -171,18 +219,31 @@ export function availableMatmulVariants(features: ReadonlySet<string>, facts: Ma
   return MATMUL_VARIANTS.filter((v) => matmulVariantUnsupported(v, features, facts) === undefined);
 }
 
+/** gemv-vec4's limits: every weight row and batch starts on a vec4 of words (K, strides multiples of 4, or 8 for f16 weights). */
+function gemvVec4Unfit(shape: MatmulShape): string | undefined {
+  const kc = shape.bDType === 'f16' ? 8 : 4;
+  const s = shape.strides ?? { a: shape.K, b: shape.K * shape.N, c: shape.N };
+  const dims: [string, number, number][] = [['K', shape.K, kc]];
+  if ((shape.batch ?? 1) > 1) dims.push(['strideA', s.a, 4], ['strideB', s.b, kc]);
+  const bad = dims.filter(([, v, m]) => v % m !== 0);
+  return bad.length > 0
+    ? `matmul variant gemv-vec4 reads ${kc} ${shape.bDType === 'f16' ? 'f16' : 'f32'} weights per load and needs ${bad.map(([n, v, m]) => `${n}=${v} a multiple of ${m}`).join(', ')}`
+    : undefined;
+}
+
 /**
  * Pick the fastest f32-exact variant (never `tiled-f16`, which changes the numerics).
- * - CPU adapters (measured on llvmpipe, see bench/RESULTS.md "matmul"): `subgroup` when subgroups
- *   of >= 8 lanes exist, except for single-row products (M = 1, a GEMV: 31 of its 32 tile rows
- *   would be wasted; naive wins there); otherwise `blocked`, except when M or N is below 16 (its
+ * - CPU adapters (measured on llvmpipe, see bench/RESULTS.md "matmul"): `subgroup-vec4` when subgroups
+ *   of >= 8 lanes exist and the shape fits it (f32 B, matmulShapeUnfit), else `subgroup`, except for
+ *   single-row products (M = 1, a GEMV: 31 of its 32 tile rows would be wasted; naive wins there);
+ *   otherwise `blocked`, except when M or N is below 16 (its
  *   128 x 128 tile would be mostly empty; naive wins there). Both avoid workgroup memory and
  *   barriers, which cost more than they save on a CPU.
  * - GPUs: naive for tiny outputs (fewer than 1024 elements), else tiled (workgroup-memory tiling
  *   is what GPUs are built for).
- * - f16 weights (bDType 'f16'), any adapter: gemv for a single row against a transposed weight
- *   with even K (a decode step's projections; measured faster than naive on llvmpipe, see
- *   `npm run bench -- --only gemv`), else the rule above, whose every pick has an f16-weight kernel.
+ * - f16 weights (bDType 'f16'), any adapter: gemv-vec4 for a single row against a transposed weight
+ *   whose K is a multiple of 8, else gemv with even K (a decode step's projections; both measured
+ *   faster than naive on llvmpipe, see `npm run bench -- --only gemv`), else the rule above, whose every pick has an f16-weight kernel.
  *   f32 weights keep the rule above even at M = 1: gemv sums in another order, and the f32 path
  *   stays bit for bit what it was.
  */
@@ -192,9 +253,16 @@ export function chooseMatmulVariant(
   facts: MatmulDeviceFacts = {},
 ): MatmulVariant {
   const { M, N } = shape;
-  if (shape.bDType === 'f16' && M === 1 && shape.transB && shape.K % 2 === 0) return 'gemv';
+  if (shape.bDType === 'f16' && M === 1 && shape.transB) {
+    if (gemvVec4Unfit(shape) === undefined) return 'gemv-vec4';
+    if (shape.K % 2 === 0) return 'gemv';
+  }
   if (facts.fallbackAdapter) {
-    if (matmulVariantUnsupported('subgroup', features, facts) === undefined) return M === 1 ? 'naive' : 'subgroup';
+    if (matmulVariantUnsupported('subgroup', features, facts) === undefined) {
+      if (M === 1) return 'naive';
+      const vec4 = shape.bDType !== 'f16' && matmulShapeUnfit('subgroup-vec4', shape) === undefined;
+      return vec4 ? 'subgroup-vec4' : 'subgroup';
+    }
     return Math.min(M, N) < 16 ? 'naive' : 'blocked';
   }
   if (M * N < 1024) return 'naive';
@@ -240,10 +308,20 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
   const facts = matmulDeviceFacts(gpu.ctx);
   const bDType: MatmulWeightDType = b.dtype === 'f16' ? 'f16' : 'f32';
   const transB = options.transB ?? false;
-  const variant = options.variant ?? chooseMatmulVariant({ M, N, K, batch, transB, bDType }, gpu.ctx.features, facts);
-  const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts, bDType);
+  const full: MatmulShape = {
+    M,
+    N,
+    K,
+    batch,
+    transA: options.transA ?? false,
+    transB,
+    bDType,
+    strides: { a: strideA, b: strideB, c: strideC },
+  };
+  const variant = options.variant ?? chooseMatmulVariant(full, gpu.ctx.features, facts);
+  const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts, bDType) ?? matmulShapeUnfit(variant, full);
   if (unsupported) throw new Error(`matmul: ${unsupported}`);
-  if (variant === 'gemv') checkGemv(b, { M, K, transB, strideB, batch });
+  if (variant === 'gemv' || variant === 'gemv-vec4') checkGemv(b, { M, K, transB, strideB, batch, variant });
   const def = matmulKernelFor(variant, bDType) as KernelDef;
   const kernel = await gpu.pipelines.get(def, {
     TRANS_A: options.transA ?? false,
@@ -264,9 +342,9 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
 }
 
 /** gemv's own limits: one row, a transposed weight, and f16 rows that start on a word. */
-function checkGemv(b: Tensor, s: { M: number; K: number; transB: boolean; strideB: number; batch: number }): void {
-  if (s.M !== 1) throw new Error(`matmul: variant gemv computes one row (M = 1), got M=${s.M}`);
-  if (!s.transB) throw new Error(`matmul: variant gemv needs transB (B (${b.label}) stored [N, K])`);
+function checkGemv(b: Tensor, s: { M: number; K: number; transB: boolean; strideB: number; batch: number; variant: MatmulVariant }): void {
+  if (s.M !== 1) throw new Error(`matmul: variant ${s.variant} computes one row (M = 1), got M=${s.M}`);
+  if (!s.transB) throw new Error(`matmul: variant ${s.variant} needs transB (B (${b.label}) stored [N, K])`);
   if (b.dtype === 'f16' && (s.K % 2 !== 0 || (s.batch > 1 && s.strideB % 2 !== 0))) {
     throw new Error(
       `matmul: variant gemv reads f16 B (${b.label}) in (k, k+1) pairs and needs an even K and batch stride, got K=${s.K} strideB=${s.strideB}`,

@@ -5,17 +5,16 @@
  * cases, and an adapter may not fuse at all (WGSL allows it), so tests compare within a tolerance;
  * |a| < 1 damps any difference instead of growing it.
  */
-import { CEILING_GEOMETRY } from '../kernels/ceiling.ts';
-
 const f = Math.fround;
 
-export function fmaPeakReference(invocations: number, iters: number, a: number, b: number): Float32Array {
+/** `chains` vec4 chains per invocation: the kernel's CEILING_GEOMETRY.CHAINS. */
+export function fmaPeakReference(invocations: number, chains: number, iters: number, a: number, b: number): Float32Array {
   const out = new Float32Array(invocations);
   const fa = f(a);
   const fb = f(b);
   for (let g = 0; g < invocations; g++) {
     let s = 0;
-    for (let c = 0; c < CEILING_GEOMETRY.CHAINS; c++) {
+    for (let c = 0; c < chains; c++) {
       for (let lane = 0; lane < 4; lane++) {
         // As the shader: (f32(g % 7) + lane/8) + 0.25·c, each sum rounded to f32 (all exact here).
         let x = f(f(f(g % 7) + lane / 8) + 0.25 * c);

@@ -4,65 +4,19 @@ import {
   chooseMatmulVariant,
   matmul,
   matmulDeviceFacts,
+  matmulShapeUnfit,
   matmulVariantUnsupported,
   MATMUL_GEOMETRY,
-  MATMUL_F16W_VARIANTS,
   MATMUL_TOLERANCE,
   MATMUL_VARIANTS,
   type MatmulDeviceFacts,
 } from '../../src/kernels/matmul.ts';
-import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
-import { f16ToF32 } from '../../src/formats/safetensors.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
-/**
- * Shapes chosen to end in partial tiles of every variant (MATMUL_GEOMETRY; checked by a test below)
- * as well as to fill tiles exactly, to include degenerate edges, odd K (the subgroup kernel steps K
- * by two) and several tiles in both directions.
- */
-const SHAPES: [number, number, number][] = [
-  [1, 1, 1],
-  [37, 53, 29],
-  [64, 64, 64],
-  [65, 17, 130],
-  [128, 96, 33],
-  [7, 200, 3],
-  [131, 70, 67],
-];
-
-/** Test name suffix stating the tolerance of variants held to less than f32 accuracy. */
-const toleranceTag = (variant: keyof typeof MATMUL_TOLERANCE) =>
-  MATMUL_TOLERANCE[variant] > 1e-5 ? ` (f16 operands, rel. err. <= ${MATMUL_TOLERANCE[variant]})` : '';
-/**
- * Weights stored as f16 are held to the f32 variants' 1e-5 against the float64 reference computed
- * on the f16-rounded weights (the kernels widen each weight exactly and then do f32 arithmetic).
- */
-const F16W_TOL = 1e-5;
-
-/** f16 bits of `b` for upload, and the f16-rounded values the reference multiplies by. */
-function f16Weights(b: Float32Array): { bits: Uint16Array; rounded: Float64Array } {
-  const bits = f32ToF16Bits(b, 'test weight');
-  return { bits, rounded: Float64Array.from(bits, f16ToF32) };
-}
-
-/** Single-row shapes: N and K crossing gemv's tile and lane counts, odd N, a decode-like K. */
-const GEMV_SHAPES: [number, number][] = [
-  [1, 2],
-  [3, 130],
-  [37, 66],
-  [200, 1030],
-  [513, 2048],
-];
-
-const LAYOUTS = [
-  { transA: false, transB: false, tag: 'NN' },
-  { transA: false, transB: true, tag: 'NT (X·Wᵀ)' },
-  { transA: true, transB: false, tag: 'TN (dYᵀ·X)' },
-  { transA: true, transB: true, tag: 'TT' },
-];
+import { LAYOUTS, SHAPES, toleranceTag } from './matmul-cases.ts';
 
 export default defineSuite('kernels/matmul', (t) => {
   t.test('the test shapes span several tiles of every variant and end in a partial one, in M and N', () => {
@@ -96,18 +50,32 @@ export default defineSuite('kernels/matmul', (t) => {
         }
         const rng = new Rng(1234);
         let worst = 0;
+        let fitted = 0;
         for (const [M, N, K] of SHAPES) {
           const a = rng.floats(M * K);
           const b = rng.floats(K * N);
           const A = gpu.upload([M * K], 'f32', a, 'A');
           const B = gpu.upload([K * N], 'f32', b, 'B');
           const C = gpu.tensor([M * N], 'f32', 'C');
+          const unfit = matmulShapeUnfit(variant, { M, N, K, ...layout });
+          if (unfit) {
+            // A shape the variant cannot read (subgroup-vec4's multiples of 4) is refused naming it.
+            await assertRejects(
+              () => matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant }),
+              new RegExp(unfit.replace(/[()]/g, '\\$&')),
+              `${variant} ${M}x${N}x${K}`,
+            );
+            gpu.release(A, B, C);
+            continue;
+          }
+          fitted++;
           await matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant });
           const got = await gpu.read(C);
           const want = matmulRef(a, b, undefined, { M, N, K, ...layout });
           worst = Math.max(worst, assertRelClose(got, want, MATMUL_TOLERANCE[variant], `${variant} ${layout.tag} ${M}x${N}x${K}`));
           gpu.release(A, B, C);
         }
+        assert(fitted >= 4, `${variant} ${layout.tag}: only ${fitted} shapes computed`);
         if (MATMUL_TOLERANCE[variant] > 1e-5) {
           // The f16 variant must really round its operands (random operands lose ~1e-4 relative).
           assert(worst > 1e-5, `${variant} ${layout.tag}: error ${worst} is at f32 level; operands were not rounded to f16`);
@@ -121,7 +89,8 @@ export default defineSuite('kernels/matmul', (t) => {
   t.test('batched with broadcast B, alpha and beta accumulate', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
     const rng = new Rng(7);
-    const [M, N, K, batch] = [19, 70, 45, 3];
+    // N and K multiples of 4, so every variant (subgroup-vec4 included) computes it.
+    const [M, N, K, batch] = [19, 72, 44, 3];
     const a = rng.floats(batch * M * K);
     const b = rng.floats(N * K);
     const c0 = rng.floats(batch * M * N);
@@ -142,9 +111,44 @@ export default defineSuite('kernels/matmul', (t) => {
     gpu.destroy();
   });
 
+  t.test(
+    'subgroup-vec4 adds in the k order of subgroup: the same bits, in every layout, batched with alpha and beta',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      const facts = matmulDeviceFacts(ctx);
+      const unsupported = matmulVariantUnsupported('subgroup-vec4', ctx.features, facts);
+      if (unsupported) {
+        // Without 8-lane subgroups neither kernel runs: both refuse, naming why.
+        const A = gpu.tensor([16], 'f32');
+        await assertRejects(() => matmul(gpu, A, A, A, { M: 4, N: 4, K: 4 }, { variant: 'subgroup-vec4' }), /needs/, 'refused');
+        gpu.destroy();
+        return;
+      }
+      const rng = new Rng(11);
+      const [M, N, K, batch] = [68, 100, 132, 2];
+      const a = rng.floats(batch * M * K);
+      const b = rng.floats(batch * K * N);
+      const c0 = rng.floats(batch * M * N);
+      for (const layout of LAYOUTS) {
+        const out: Float32Array[] = [];
+        for (const variant of ['subgroup', 'subgroup-vec4'] as const) {
+          const A = gpu.upload([a.length], 'f32', a);
+          const B = gpu.upload([b.length], 'f32', b);
+          const C = gpu.upload([c0.length], 'f32', c0);
+          await matmul(gpu, A, B, C, { M, N, K }, { ...layout, batch, alpha: 0.75, beta: 0.5, variant });
+          out.push((await gpu.read(C)).slice() as Float32Array);
+          gpu.release(A, B, C);
+        }
+        const differ = out[0].findIndex((v, i) => !Object.is(v, out[1][i]));
+        assertEqual(differ, -1, `${layout.tag}: first differing element`);
+      }
+      gpu.destroy();
+    },
+  );
+
   t.test('beta = 0 ignores NaN garbage in C', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
-    const [M, N, K] = [33, 33, 8];
+    const [M, N, K] = [33, 36, 8];
     const rng = new Rng(3);
     const a = rng.floats(M * K);
     const b = rng.floats(K * N);
@@ -167,14 +171,26 @@ export default defineSuite('kernels/matmul', (t) => {
     const cpu4: MatmulDeviceFacts = { fallbackAdapter: true, subgroupMinSize: 4, subgroupMaxSize: 4 };
     assertEqual(chooseMatmulVariant({ M: 1, N: 64, K: 4096 }), 'naive', 'tiny output');
     assertEqual(chooseMatmulVariant({ M: 1, N: 4096, K: 4096 }, all, cpu8), 'naive', 'GEMV on a CPU adapter');
-    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 256 }, all, cpu8), 'subgroup', 'small output, several rows, CPU adapter');
-    assertEqual(chooseMatmulVariant({ M: 2048, N: 8, K: 64 }, all, cpu8), 'subgroup', 'tall, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 256 }, all, cpu8), 'subgroup-vec4', 'small output, several rows, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 2048, N: 8, K: 64 }, all, cpu8), 'subgroup-vec4', 'tall, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 8, N: 66, K: 256 }, all, cpu8), 'subgroup', 'N not a multiple of 4, CPU adapter');
+    assertEqual(
+      chooseMatmulVariant({ M: 10, N: 64, K: 256, transA: true }, all, cpu8),
+      'subgroup',
+      'A transposed with M = 10, CPU adapter',
+    );
+    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 256, bDType: 'f16' }, all, cpu8), 'subgroup', 'f16 weights, CPU adapter');
+    assertEqual(
+      chooseMatmulVariant({ M: 8, N: 64, K: 256, batch: 2, strides: { a: 2048, b: 0, c: 514 } }, all, cpu8),
+      'subgroup',
+      'a batch stride not a multiple of 4, CPU adapter',
+    );
     assertEqual(chooseMatmulVariant({ M: 8, N: 1024, K: 1024 }, new Set(), cpu8), 'naive', 'few rows, CPU adapter without subgroups');
     assertEqual(chooseMatmulVariant({ M: 1024, N: 4, K: 1024 }, new Set(), cpu8), 'naive', 'few columns, CPU adapter without subgroups');
     assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }), 'tiled', 'square, no facts');
     assertEqual(chooseMatmulVariant({ M: 2048, N: 8, K: 64 }), 'tiled', 'tall');
     assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, gpuFacts), 'tiled', 'GPU with every feature');
-    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, cpu8), 'subgroup', 'CPU adapter with 8-lane subgroups');
+    assertEqual(chooseMatmulVariant({ M: 256, N: 256, K: 256 }, all, cpu8), 'subgroup-vec4', 'CPU adapter with 8-lane subgroups');
     assertEqual(
       chooseMatmulVariant({ M: 256, N: 256, K: 256 }, new Set(['shader-f16']), cpu8),
       'blocked',
@@ -190,7 +206,7 @@ export default defineSuite('kernels/matmul', (t) => {
     assertDeepEqual(availableMatmulVariants(none, cpu8), ['naive', 'tiled', 'blocked'], 'baseline variants need nothing');
     assertDeepEqual(
       availableMatmulVariants(all, cpu8),
-      ['naive', 'tiled', 'blocked', 'subgroup', 'tiled-f16'],
+      ['naive', 'tiled', 'blocked', 'subgroup', 'subgroup-vec4', 'tiled-f16'],
       'every variant with every feature',
     );
     assertDeepEqual(
@@ -198,155 +214,5 @@ export default defineSuite('kernels/matmul', (t) => {
       ['naive', 'tiled', 'blocked', 'tiled-f16'],
       'no subgroup kernel on 4-lane subgroups',
     );
-  });
-
-  for (const variant of MATMUL_F16W_VARIANTS.filter((v) => v !== 'gemv')) {
-    for (const layout of LAYOUTS) {
-      t.test(
-        `${variant} ${layout.tag} with f16 weights vs float64 on the f16-rounded weights (rel. err. <= ${F16W_TOL})`,
-        async ({ gpu: ctx, note }) => {
-          const gpu = new Gpu(ctx);
-          const unsupported = matmulVariantUnsupported(variant, ctx.features, matmulDeviceFacts(ctx), 'f16');
-          if (unsupported) {
-            const A = gpu.tensor([4], 'f32');
-            const B = gpu.tensor([4], 'f16');
-            await assertRejects(
-              () => matmul(gpu, A, B, A, { M: 2, N: 2, K: 2 }, { ...layout, variant }),
-              new RegExp(unsupported.replace(/[()]/g, '.')),
-              `${variant} f16w refused`,
-            );
-            note('unsupported', unsupported);
-            gpu.destroy();
-            return;
-          }
-          const rng = new Rng(99);
-          let worst = 0;
-          let unrounded = 0;
-          for (const [M, N, K] of SHAPES) {
-            const a = rng.floats(M * K);
-            const b = rng.floats(K * N);
-            const { bits, rounded } = f16Weights(b);
-            const A = gpu.upload([M * K], 'f32', a, 'A');
-            const B = gpu.upload([K * N], 'f16', bits, 'B');
-            const C = gpu.tensor([M * N], 'f32', 'C');
-            await matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant });
-            const got = await gpu.read(C);
-            worst = Math.max(
-              worst,
-              assertRelClose(
-                got,
-                matmulRef(a, rounded, undefined, { M, N, K, ...layout }),
-                F16W_TOL,
-                `${variant} f16w ${layout.tag} ${M}x${N}x${K}`,
-              ),
-            );
-            unrounded = Math.max(
-              unrounded,
-              assertRelClose(got, matmulRef(a, b, undefined, { M, N, K, ...layout }), 1e-2, 'vs f32 weights'),
-            );
-            gpu.release(A, B, C);
-          }
-          // The kernel must really read f16: against the unrounded weights it is off by f16 rounding.
-          assert(unrounded > 1e-5, `${variant} f16w: error vs the f32 weights ${unrounded} is at f32 level`);
-          note('worstRelErr', worst);
-          note('relErrVsF32Weights', unrounded);
-          gpu.destroy();
-        },
-      );
-    }
-  }
-
-  for (const weight of ['f32', 'f16'] as const) {
-    t.test(
-      `gemv with ${weight} weights: one row times [N, K]ᵀ, batched, alpha/beta, vs float64 (rel. err. <= 1e-5)`,
-      async ({ gpu: ctx, note }) => {
-        const gpu = new Gpu(ctx);
-        const rng = new Rng(weight === 'f32' ? 5 : 6);
-        let worst = 0;
-        const shapes = weight === 'f32' ? [...GEMV_SHAPES, [5, 1] as [number, number], [70, 33] as [number, number]] : GEMV_SHAPES;
-        for (const [N, K] of shapes) {
-          for (const batch of [1, 2]) {
-            const a = rng.floats(batch * K);
-            const raw = rng.floats(batch * N * K);
-            const { bits, rounded } = f16Weights(raw);
-            const c0 = rng.floats(batch * N);
-            const A = gpu.upload([batch * K], 'f32', a, 'A');
-            const B = weight === 'f16' ? gpu.upload([batch * N * K], 'f16', bits, 'B') : gpu.upload([batch * N * K], 'f32', raw, 'B');
-            const C = gpu.upload([batch * N], 'f32', c0, 'C');
-            const args = { M: 1, N, K, transB: true, batch, alpha: 0.5, beta: batch === 2 ? 1 : 0 };
-            await matmul(gpu, A, B, C, { M: 1, N, K }, { ...args, variant: 'gemv' });
-            const want = matmulRef(a, weight === 'f16' ? rounded : raw, c0, args);
-            worst = Math.max(
-              worst,
-              assertRelClose(await gpu.read(C), want, MATMUL_TOLERANCE.gemv, `gemv ${weight} N=${N} K=${K} batch=${batch}`),
-            );
-            gpu.release(A, B, C);
-          }
-        }
-        note('worstRelErr', worst);
-        gpu.destroy();
-      },
-    );
-  }
-
-  t.test('f16 weights and gemv refuse what they cannot compute, naming the tensor', async ({ gpu: ctx }) => {
-    const gpu = new Gpu(ctx);
-    const A = gpu.tensor([8], 'f32', 'act');
-    const W = gpu.tensor([8], 'f16', 'w16');
-    const W32 = gpu.tensor([8], 'f32', 'w32');
-    const C = gpu.tensor([8], 'f32', 'out');
-    await assertRejects(() => matmul(gpu, W, W, C, { M: 2, N: 2, K: 2 }), /A \(w16\) must be f32, got f16/, 'f16 A');
-    await assertRejects(() => matmul(gpu, A, W, W, { M: 2, N: 2, K: 2 }), /C \(w16\) must be f32, got f16/, 'f16 C');
-    await assertRejects(
-      () => matmul(gpu, A, W, C, { M: 2, N: 2, K: 2 }, { variant: 'tiled-f16' }),
-      /tiled-f16 has no f16-weight version/,
-      'tiled-f16 with f16 B',
-    );
-    await assertRejects(
-      () => matmul(gpu, A, W32, C, { M: 2, N: 2, K: 2 }, { variant: 'gemv', transB: true }),
-      /gemv computes one row \(M = 1\), got M=2/,
-      'gemv M=2',
-    );
-    await assertRejects(
-      () => matmul(gpu, A, W32, C, { M: 1, N: 2, K: 2 }, { variant: 'gemv' }),
-      /gemv needs transB \(B \(w32\)/,
-      'gemv without transB',
-    );
-    await assertRejects(
-      () => matmul(gpu, A, W, C, { M: 1, N: 2, K: 3 }, { variant: 'gemv', transB: true }),
-      /gemv reads f16 B \(w16\) in \(k, k\+1\) pairs and needs an even K/,
-      'gemv f16 odd K',
-    );
-    gpu.release(A, W, W32, C);
-    gpu.destroy();
-  });
-
-  t.test('policy: gemv for single f16-weight rows, the f32 choice otherwise (f32 weights unchanged)', () => {
-    const all = new Set(['shader-f16', 'subgroups']);
-    const cpu8: MatmulDeviceFacts = { fallbackAdapter: true, subgroupMinSize: 8, subgroupMaxSize: 8 };
-    const gpuFacts: MatmulDeviceFacts = { fallbackAdapter: false, subgroupMinSize: 32, subgroupMaxSize: 32 };
-    const decode = { M: 1, N: 8192, K: 2048, transB: true };
-    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16' }, all, cpu8), 'gemv', 'decode step, f16 weights, CPU adapter');
-    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16' }, all, gpuFacts), 'gemv', 'decode step, f16 weights, GPU');
-    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f32' }, all, cpu8), 'naive', 'decode step, f32 weights: as before');
-    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16', K: 2047 }, all, cpu8), 'naive', 'odd K: rows would start mid-word');
-    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16', transB: false }, all, cpu8), 'naive', 'untransposed weight');
-    assertEqual(
-      chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, cpu8),
-      'subgroup',
-      'prefill, f16 weights, CPU adapter',
-    );
-    assertEqual(
-      chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, new Set(), cpu8),
-      'blocked',
-      'prefill, f16 weights, no subgroups',
-    );
-    assertEqual(
-      chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, gpuFacts),
-      'tiled',
-      'prefill, f16 weights, GPU',
-    );
-    for (const variant of MATMUL_F16W_VARIANTS)
-      assertEqual(matmulVariantUnsupported(variant, all, cpu8, 'f16'), undefined, `${variant} has an f16-weight kernel`);
   });
 });

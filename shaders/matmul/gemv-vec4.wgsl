@@ -1,0 +1,101 @@
+// matmul/gemv-vec4 — matmul/gemv reading its operands as vec4s: the activation row four f32 at a time
+// and each weight row four 32-bit words at a time (four f32 weights, or eight f16), where matmul/gemv
+// reads one word. On a CPU adapter a storage load costs about the same per lane at any width, and a
+// GEMV is nothing but loads, so this divides the loads per weight by four.
+//   C_b[0, n] = alpha * sum_k A_b[k] · B_b[n, k] + beta * C_b[0, n]     (M = 1, TRANS_B)
+// What vec4 access needs (the host refuses other shapes, naming them, and the policy then picks
+// matmul/gemv or naive): K and the batch strides multiples of KC, the weights per B load (4 for f32
+// weights, 8 for f16), so that every weight row and every batch starts on a vec4.
+// Bindings (group 0): 0 uniform Params, 1 read A (array<vec4<f32>>), 2 read B (array<vec4<u32>>: f32
+//   bits, or with B_F16 = 1 f16 pairs, element i in the low half of word i / 2 when i is even),
+//   3 read_write C (array<f32>).
+// Dispatch: (ceil(N / TILE_N), 1, batch) workgroups of WG_X invocations. A workgroup computes the
+//   TILE_N = THREAD_N consecutive outputs from column wg.x · TILE_N: lane x sums the chunks of KC
+//   weights c = x, x + WG_X, ... of all THREAD_N rows (one vec4 of A per four k is loaded once for all
+//   of them), then a tree in workgroup memory adds the WG_X partial sums of each column. The geometry
+//   is MATMUL_GEOMETRY['gemv-vec4'] in src/kernels/matmul.ts, appended as constants.
+// Edges: columns past N are clamped for loading and not stored.
+// Numerics: f32 fma accumulation, k increasing within a chunk, chunks strided over lanes, then a fixed
+//   tree: deterministic, and equal to the float64 sum to f32 rounding (not the bits of naive or gemv).
+//   beta == 0 never reads C.
+
+struct Params {
+  M: u32,
+  N: u32,
+  K: u32,
+  strideA: u32,
+  strideB: u32,
+  strideC: u32,
+  alpha: f32,
+  beta: f32,
+}
+
+// The host sets both for every matmul kernel; a GEMV's layout is fixed (A a row, B transposed).
+override TRANS_A: bool = false;
+override TRANS_B: bool = true;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> A: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> B: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> C: array<f32>;
+
+const_assert WG_Y == 1u && THREAD_M == 1u && TILE_M == 1u && TILE_N == THREAD_N;
+const_assert 0u == (WG_X & (WG_X - 1u));
+// Weights per B vec4 load: four f32, or eight f16.
+const KC: u32 = select(4u, 8u, B_F16 != 0u);
+
+var<workgroup> partial: array<f32, WG_X * THREAD_N>; // partial[lane * THREAD_N + j]
+
+// acc + a · w over one vec4 of A and the four weights w (k increasing).
+fn dot4(acc: f32, a: vec4<f32>, w: vec4<f32>) -> f32 {
+  return fma(a.w, w.w, fma(a.z, w.z, fma(a.y, w.y, fma(a.x, w.x, acc))));
+}
+
+@compute @workgroup_size(WG_X, 1, 1)
+fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
+  let lane = lid.x;
+  let col0 = wg.x * TILE_N;
+  let baseA = wg.z * p.strideA / 4u;
+  let chunks = p.K / KC;
+
+  var rowB: array<u32, THREAD_N>; // vec4 index of each weight row's first chunk
+  var acc: array<f32, THREAD_N>;
+  for (var j = 0u; j < THREAD_N; j++) {
+    rowB[j] = (wg.z * p.strideB + min(col0 + j, p.N - 1u) * p.K) / KC;
+    acc[j] = 0.0;
+  }
+  for (var c = lane; c < chunks; c += WG_X) {
+    if (B_F16 != 0u) {
+      let a0 = A[baseA + 2u * c];
+      let a1 = A[baseA + 2u * c + 1u];
+      for (var j = 0u; j < THREAD_N; j++) {
+        let w = B[rowB[j] + c];
+        let lo = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
+        let hi = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
+        acc[j] = dot4(dot4(acc[j], a0, lo), a1, hi);
+      }
+    } else {
+      let a = A[baseA + c];
+      for (var j = 0u; j < THREAD_N; j++) { acc[j] = dot4(acc[j], a, bitcast<vec4<f32>>(B[rowB[j] + c])); }
+    }
+  }
+
+  for (var j = 0u; j < THREAD_N; j++) { partial[lane * THREAD_N + j] = acc[j]; }
+  workgroupBarrier();
+  for (var s = WG_X / 2u; s > 0u; s = s / 2u) {
+    if (lane < s) {
+      for (var j = 0u; j < THREAD_N; j++) { partial[lane * THREAD_N + j] += partial[(lane + s) * THREAD_N + j]; }
+    }
+    workgroupBarrier();
+  }
+
+  if (lane < THREAD_N) {
+    let col = col0 + lane;
+    if (col < p.N) {
+      let idx = wg.z * p.strideC + col;
+      var v = p.alpha * partial[lane];
+      if (p.beta != 0.0) { v += p.beta * C[idx]; }
+      C[idx] = v;
+    }
+  }
+}

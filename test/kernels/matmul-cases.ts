@@ -1,0 +1,62 @@
+/**
+ * The cases the matmul tests share (./matmul.test.ts, ./matmul-f16w.test.ts): shapes, layouts and the
+ * f16 weights with the rounded values a reference multiplies by.
+ */
+import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
+import { f16ToF32 } from '../../src/formats/safetensors.ts';
+import { MATMUL_TOLERANCE } from '../../src/kernels/matmul.ts';
+
+/**
+ * Shapes chosen to end in partial tiles of every variant (MATMUL_GEOMETRY; checked by a test below)
+ * as well as to fill tiles exactly, to include degenerate edges, odd K (the subgroup kernel steps K
+ * by two) and several tiles in both directions.
+ */
+export const SHAPES: [number, number, number][] = [
+  [1, 1, 1],
+  [37, 53, 29],
+  [64, 64, 64],
+  [65, 17, 130],
+  [128, 96, 33],
+  [7, 200, 3],
+  [131, 70, 67],
+  // Multiples of 4 in every dimension (subgroup-vec4's vec4 reads) ending in partial 32 x 32 tiles.
+  [4, 4, 4],
+  [36, 52, 28],
+  [68, 100, 132],
+  [132, 72, 68],
+];
+
+/** Test name suffix stating the tolerance of variants held to less than f32 accuracy. */
+export const toleranceTag = (variant: keyof typeof MATMUL_TOLERANCE) =>
+  MATMUL_TOLERANCE[variant] > 1e-5 ? ` (f16 operands, rel. err. <= ${MATMUL_TOLERANCE[variant]})` : '';
+/**
+ * Weights stored as f16 are held to the f32 variants' 1e-5 against the float64 reference computed
+ * on the f16-rounded weights (the kernels widen each weight exactly and then do f32 arithmetic).
+ */
+export const F16W_TOL = 1e-5;
+
+/** f16 bits of `b` for upload, and the f16-rounded values the reference multiplies by. */
+export function f16Weights(b: Float32Array): { bits: Uint16Array; rounded: Float64Array } {
+  const bits = f32ToF16Bits(b, 'test weight');
+  return { bits, rounded: Float64Array.from(bits, f16ToF32) };
+}
+
+/** Single-row shapes: N and K crossing gemv's tile and lane counts, odd N, a decode-like K. */
+export const GEMV_SHAPES: [number, number][] = [
+  [1, 2],
+  [3, 130],
+  [37, 66],
+  [200, 1030],
+  [513, 2048],
+  // K a multiple of 8 (gemv-vec4 reads four f32 or eight f16 weights per load).
+  [9, 8],
+  [37, 72],
+  [200, 1032],
+];
+
+export const LAYOUTS = [
+  { transA: false, transB: false, tag: 'NN' },
+  { transA: false, transB: true, tag: 'NT (X·Wᵀ)' },
+  { transA: true, transB: false, tag: 'TN (dYᵀ·X)' },
+  { transA: true, transB: true, tag: 'TT' },
+];
