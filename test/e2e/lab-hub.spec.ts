@@ -64,8 +64,8 @@ test('a Hugging Face id: refused without a token, a download cut by a reload res
     await expect(entry).toContainText('download cut');
     await page.locator('#hub-token').fill(TOKEN);
     await entry.getByRole('button', { name: `Resume ${REPO}` }).click();
-    await expect(modelStatus(page)).toHaveAttribute('data-state', 'ready', { timeout: 3 * MINUTE });
-    await expect(modelStatus(page)).toContainText(`${REPO}@${COMMIT}: LlamaForCausalLM`);
+    await expect(modelStatus(page)).toContainText(`${REPO}@${COMMIT}: LlamaForCausalLM`, { timeout: 3 * MINUTE });
+    await expect(modelStatus(page)).toHaveAttribute('data-state', 'ready');
     const ranges = hub.log.filter((l) => l.startsWith(`GET /${REPO}/resolve/${COMMIT}/model.safetensors bytes=`));
     expect(ranges.length, `one resumed request for the weights; hub log:\n${hub.log.join('\n')}`).toBe(1);
     expect(Number(/bytes=(\d+)-/.exec(ranges[0])![1]), 'it resumes where the cut left off').toBeGreaterThan(0);
@@ -77,9 +77,14 @@ test('a Hugging Face id: refused without a token, a download cut by a reload res
     await page.reload();
     await settle(page);
     await entry.getByRole('button', { name: `Load ${REPO}` }).click();
-    await expect(modelStatus(page)).toHaveAttribute('data-state', 'ready', { timeout: 3 * MINUTE });
-    await expect(modelStatus(page)).toContainText(`${REPO}@${COMMIT}`);
+    // Removing it while it loads (or once it is loaded) is refused: its files are being read.
+    await entry.getByRole('button', { name: `Remove ${REPO} from this tab's cache` }).click();
+    await expect(page.locator('#run-detail')).toContainText(/is loading: wait for it|is the loaded model/);
+    // Its own ready line (the lab target's is already there, and "loading <id>" names the id too).
+    await expect(modelStatus(page)).toContainText(`${REPO}@${COMMIT}: LlamaForCausalLM`, { timeout: 3 * MINUTE });
+    await expect(modelStatus(page)).toHaveAttribute('data-state', 'ready');
     // The loaded model cannot be removed; after the lab target is loaded again, it can.
+    await page.evaluate(() => (document.getElementById('run-detail')!.textContent = ''));
     await entry.getByRole('button', { name: `Remove ${REPO} from this tab's cache` }).click();
     await expect(page.locator('#run-detail')).toContainText('is the loaded model');
     await page.reload();

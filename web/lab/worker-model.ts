@@ -53,6 +53,9 @@ export async function reportHubCache(): Promise<void> {
   }
 }
 
+/** The repo a Hub load is reading now: it cannot be removed from the cache under the load. */
+let loadingRepo: string | undefined;
+
 /** `ORG/NAME[@REV]`: the tab's cached copy, else downloaded with progress (a cut download resumes next time). */
 export async function loadHubModel(spec: string, token: string): Promise<void> {
   if (lab.running) {
@@ -60,6 +63,15 @@ export async function loadHubModel(spec: string, token: string): Promise<void> {
     return;
   }
   post({ type: 'model', state: 'loading', message: `resolving ${spec}` });
+  loadingRepo = spec.trim().split('@')[0];
+  try {
+    await resolveAndLoad(spec, token);
+  } finally {
+    loadingRepo = undefined;
+  }
+}
+
+async function resolveAndLoad(spec: string, token: string): Promise<void> {
   let model;
   try {
     model = await hubModel(spec, {
@@ -77,6 +89,10 @@ export async function loadHubModel(spec: string, token: string): Promise<void> {
 }
 
 export async function removeCachedModel(repo: string): Promise<void> {
+  if (loadingRepo === repo) {
+    post({ type: 'error', message: `${repo} is loading: wait for it, and load another model before removing it from the cache` });
+    return;
+  }
   if (lab.model?.id.startsWith(`${repo}@`)) {
     post({ type: 'error', message: `${repo} is the loaded model: load another before removing it from the cache` });
     return;
