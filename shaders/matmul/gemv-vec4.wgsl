@@ -19,32 +19,17 @@
 //   tree: deterministic, and equal to the float64 sum to f32 rounding (not the bits of naive or gemv).
 //   beta == 0 never reads C.
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  strideA: u32,
-  strideB: u32,
-  strideC: u32,
-  alpha: f32,
-  beta: f32,
-}
+#include "include/matmul-params.wgsl"
 
-// The host sets both for every matmul kernel; a GEMV's layout is fixed (A a row, B transposed).
-override TRANS_A: bool = false;
-override TRANS_B: bool = true;
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> B: array<vec4<u32>>;
 @group(0) @binding(3) var<storage, read_write> C: array<f32>;
 
 const_assert WG_Y == 1u && THREAD_M == 1u && TILE_M == 1u && TILE_N == THREAD_N;
-const_assert 0u == (WG_X & (WG_X - 1u));
 // Weights per B vec4 load: four f32, or eight f16.
 const KC: u32 = select(4u, 8u, B_F16 != 0u);
 
-var<workgroup> partial: array<f32, WG_X * THREAD_N>; // partial[lane * THREAD_N + j]
+#include "include/gemv-reduce.wgsl"
 
 // acc + a · w over one vec4 of A and the four weights w (k increasing).
 fn dot4(acc: f32, a: vec4<f32>, w: vec4<f32>) -> f32 {
@@ -80,22 +65,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     }
   }
 
-  for (var j = 0u; j < THREAD_N; j++) { partial[lane * THREAD_N + j] = acc[j]; }
-  workgroupBarrier();
-  for (var s = WG_X / 2u; s > 0u; s = s / 2u) {
-    if (lane < s) {
-      for (var j = 0u; j < THREAD_N; j++) { partial[lane * THREAD_N + j] += partial[(lane + s) * THREAD_N + j]; }
-    }
-    workgroupBarrier();
-  }
-
-  if (lane < THREAD_N) {
-    let col = col0 + lane;
-    if (col < p.N) {
-      let idx = wg.z * p.strideC + col;
-      var v = p.alpha * partial[lane];
-      if (p.beta != 0.0) { v += p.beta * C[idx]; }
-      C[idx] = v;
-    }
-  }
+  gemvReduceStore(lane, col0, wg.z, acc);
 }

@@ -20,10 +20,8 @@
 #include "include/matmul-common.wgsl"
 
 const_assert WG_Y == 1u && THREAD_M == 1u && TILE_M == 1u && TILE_N == THREAD_N;
-// The reduction tree halves the lane count each level.
-const_assert 0u == (WG_X & (WG_X - 1u));
 
-var<workgroup> partial: array<f32, WG_X * THREAD_N>; // partial[lane * THREAD_N + j]
+#include "include/gemv-reduce.wgsl"
 
 // The pair of op(B) storage elements (i, i + 1), i even for f16 storage.
 fn bPair(i: u32) -> vec2<f32> {
@@ -58,22 +56,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid:
     for (var j = 0u; j < THREAD_N; j++) { acc[j] = fma(A[baseA + k], bAt(offB[j] + k), acc[j]); }
   }
 
-  for (var j = 0u; j < THREAD_N; j++) { partial[lane * THREAD_N + j] = acc[j]; }
-  workgroupBarrier();
-  for (var s = WG_X / 2u; s > 0u; s = s / 2u) {
-    if (lane < s) {
-      for (var j = 0u; j < THREAD_N; j++) { partial[lane * THREAD_N + j] += partial[(lane + s) * THREAD_N + j]; }
-    }
-    workgroupBarrier();
-  }
-
-  if (lane < THREAD_N) {
-    let col = col0 + lane;
-    if (col < p.N) {
-      let idx = wg.z * p.strideC + col;
-      var v = p.alpha * partial[lane];
-      if (p.beta != 0.0) { v += p.beta * C[idx]; }
-      C[idx] = v;
-    }
-  }
+  gemvReduceStore(lane, col0, wg.z, acc);
 }

@@ -25,21 +25,8 @@
 // same bits on an adapter whose fma is the same). beta == 0 never reads C (C may hold NaN garbage).
 enable subgroups;
 
-struct Params {
-  M: u32,
-  N: u32,
-  K: u32,
-  strideA: u32,
-  strideB: u32,
-  strideC: u32,
-  alpha: f32,
-  beta: f32,
-}
+#include "include/matmul-params.wgsl"
 
-override TRANS_A: bool = false;
-override TRANS_B: bool = false;
-
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> A: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> B: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> C: array<vec4<f32>>;
