@@ -26,9 +26,11 @@ export type WaitPacingMode = 'spin' | 'paced';
 
 /**
  * What SPECLAB_GPU_WAIT may say: a mode, or `auto` (the platform picks from the adapters in use).
- * Unset means `spin`, Dawn's own behaviour: with pacing on by default, two of three fresh-clone runs
- * of the Node test suite died with SIGSEGV at different tests (one run passed, and so did three runs
- * in a working tree), so pacing is opt-in until that is understood (bench/RESULTS.md).
+ * Unset means `auto`. Pacing was once opt-in: with it on, two of three fresh-clone runs of the Node
+ * suite died with SIGSEGV. The cause was a Dawn instance per context, let go one timer turn after its
+ * device was destroyed, while a paced (later-running) tick could still touch it; the process now
+ * keeps one instance (node.ts, rule 1), and the suite ran 20 times in a row under `auto` with no
+ * crash (bench/RESULTS.md, "Waiting for the GPU without spinning").
  */
 export type WaitPacingSetting = WaitPacingMode | 'auto';
 
@@ -80,9 +82,9 @@ export interface WaitPacingStats {
   pacedTicks: number;
 }
 
-/** Parse SPECLAB_GPU_WAIT (unset = spin); anything else fails naming the variable. */
+/** Parse SPECLAB_GPU_WAIT (unset = auto); anything else fails naming the variable. */
 export function parseWaitPacingSetting(value: string | undefined): WaitPacingSetting {
-  if (value === undefined || value === '') return 'spin';
+  if (value === undefined || value === '') return 'auto';
   if ((WAIT_PACING_SETTINGS as readonly string[]).includes(value)) return value as WaitPacingSetting;
   throw new Error(`SPECLAB_GPU_WAIT must be one of ${WAIT_PACING_SETTINGS.join(', ')}, got "${value}"`);
 }

@@ -7,14 +7,14 @@
  *     SIGSEGV in CallbackTaskManager::Flush). The process makes ONE instance, on the first request,
  *     and holds it until it exits; every context comes from it (and holds it too). An instance per
  *     context, let go one timer turn after its device was destroyed, could leave Dawn ticks scheduled
- *     for it (a paced tick sleeps first, so it runs later) to run after it was collected, the first
- *     suspect of the SIGSEGVs that keep SPECLAB_GPU_WAIT=auto opt-in; one instance rules that out.
+ *     for it (a paced tick sleeps first, so it runs later) to run after it was collected: the SIGSEGVs
+ *     that once kept wait pacing opt-in. One instance rules that out.
  *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
  *     context first, then ends the process.
  *  3. Dawn's event pump spins the main thread while a GPU promise is pending; on a CPU adapter that
- *     takes a core from the device. SPECLAB_GPU_WAIT=auto (paced while every live context is on a
- *     fallback adapter) or paced sleeps between polls (dawn-wait-pacing.ts); unset, waits spin as
- *     Dawn does, because the suite crashed in some runs with pacing on by default.
+ *     takes a core from the device. SPECLAB_GPU_WAIT=auto (the default: paced while every live context
+ *     is on a fallback adapter) or paced sleeps between polls (dawn-wait-pacing.ts); spin waits as
+ *     Dawn does.
  */
 import { create, globals } from 'webgpu';
 import { mkdirSync, promises as fs } from 'node:fs';
@@ -89,7 +89,7 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     waitSetting = parseWaitPacingSetting(process.env.SPECLAB_GPU_WAIT); // a bad value fails before any GPU work
     // GPUBufferUsage, GPUShaderStage, GPUMapMode ... are needed by code written for browsers.
     Object.assign(globalThis, globals);
-    // Under `spin` (the default) nothing is wrapped: the process runs Dawn's pump exactly as before.
+    // Under `spin` nothing is wrapped: the process runs Dawn's pump exactly as before.
     // A second copy of this module (another module graph in the same process) finds the first copy's
     // wrapper in place; Dawn's ticks then go through that copy's pacer.
     const target = globalThis as unknown as Parameters<typeof installWaitPacing>[0];

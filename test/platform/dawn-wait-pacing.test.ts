@@ -206,9 +206,9 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
     assertThrows(() => installWaitPacing(target, pacer), /already paced/, 'a second install');
   });
 
-  t.test('SPECLAB_GPU_WAIT is parsed strictly (unset = spin); auto paces only when every live adapter is a CPU one', () => {
-    assertEqual(parseWaitPacingSetting(undefined), 'spin', "unset: Dawn's own behaviour, pacing is opt-in");
-    assertEqual(parseWaitPacingSetting(''), 'spin', 'empty');
+  t.test('SPECLAB_GPU_WAIT is parsed strictly (unset = auto); auto paces only when every live adapter is a CPU one', () => {
+    assertEqual(parseWaitPacingSetting(undefined), 'auto', 'unset: the platform picks from the adapters');
+    assertEqual(parseWaitPacingSetting(''), 'auto', 'empty');
     for (const s of ['auto', 'spin', 'paced'] as const) assertEqual(parseWaitPacingSetting(s), s, s);
     assertThrows(() => parseWaitPacingSetting('sleepy'), /SPECLAB_GPU_WAIT must be one of auto, spin, paced, got "sleepy"/, 'unknown');
     const cpu = { isFallbackAdapter: true };
@@ -221,7 +221,7 @@ export default defineSuite('platform/dawn-wait-pacing', (t) => {
   });
 
   t.test(
-    "Node: unpaced under spin (the default); otherwise Dawn's own ticks go through the platform's pacer, in the mode the adapter calls for",
+    "Node: unpaced under spin; otherwise (auto, the default, or paced) Dawn's own ticks go through the platform's pacer, in the mode the adapter calls for",
     async ({ gpu: ctx, platform, note }) => {
       const { nodeGpuWaitPacing } = await nodeOnlyImport<NodePlatform>('../../src/platform/node.ts');
       const setting = parseWaitPacingSetting(platform.env('SPECLAB_GPU_WAIT'));
