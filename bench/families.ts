@@ -1,5 +1,5 @@
 /** Benchmarks of the kernel families beyond matmul, as an explicit list of [family, run]. */
-import { benchMatmulGemv } from './kernels/matmul.ts';
+import { benchMatmulF16w, benchMatmulGemv } from './kernels/matmul.ts';
 import type { Gpu } from '../src/gpu/gpu.ts';
 import { benchAttention } from './kernels/attention.ts';
 import { benchAttentionProbs } from './kernels/attention-probs.ts';
@@ -24,6 +24,17 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
         [2048, 2048],
         [8192, 2048],
         [4096, 4096],
+      ]),
+  ],
+  // A 64-token capture of a Qwen3-0.6B-width target: the attention, MLP and a vocabulary slice of its projections.
+  [
+    'f16w',
+    (gpu) =>
+      benchMatmulF16w(gpu, [
+        [64, 1024, 1024],
+        [64, 3072, 1024],
+        [64, 1024, 3072],
+        [64, 16384, 1024],
       ]),
   ],
   ['embedding', (gpu) => benchEmbedding(gpu)],

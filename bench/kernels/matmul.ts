@@ -7,6 +7,8 @@
  * `benchMatmulGemv`: single-row products (M = 1, a decode step's X·Wᵀ) at N x K weight shapes,
  * naive vs gemv vs gemv-vec4 with f32 and with f16 weights, interleaved rep by rep so that their
  * ratios hold on a loaded machine (`npm run bench -- --only gemv`).
+ *
+ * `benchMatmulF16w`: M > 1 rows against f16 weights (a prefill or capture), every f16-weight variant.
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import {
@@ -15,6 +17,8 @@ import {
   matmul,
   matmulDeviceFacts,
   matmulShapeUnfit,
+  matmulVariantUnsupported,
+  MATMUL_F16W_VARIANTS,
   type MatmulVariant,
 } from '../../src/kernels/matmul.ts';
 import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
@@ -95,6 +99,53 @@ export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [numb
       });
     }
     gpu.release(A, weights.f32, weights.f16, C);
+  }
+  return out;
+}
+
+/**
+ * A prefill / capture's projections: M rows against [N, K]ᵀ f16 weights (the frozen target's), every
+ * f16-weight variant this device runs and the shape fits (naive and tiled only where the product is
+ * small enough to finish), interleaved rep by rep (`npm run bench -- --only f16w`).
+ */
+export async function benchMatmulF16w(gpu: Gpu, shapes: readonly (readonly [number, number, number])[], reps = 3): Promise<BenchRecord[]> {
+  const facts = matmulDeviceFacts(gpu.ctx);
+  const out: BenchRecord[] = [];
+  const rng = new Rng(7);
+  for (const [M, N, K] of shapes) {
+    const shape = { M, N, K, transB: true, bDType: 'f16' as const };
+    const A = gpu.upload([M * K], 'f32', rng.floats(M * K), 'x');
+    const W = gpu.upload([N * K], 'f16', f32ToF16Bits(rng.floats(N * K), 'w16'), 'w16');
+    const C = gpu.tensor([M * N], 'f32', 'y');
+    const chosen = chooseMatmulVariant(shape, gpu.ctx.features, facts);
+    const variants = MATMUL_F16W_VARIANTS.filter(
+      (v) =>
+        v !== 'gemv' &&
+        v !== 'gemv-vec4' &&
+        !(SLOW_ON_LARGE.has(v) && M * N * K > 2 ** 28) &&
+        matmulVariantUnsupported(v, gpu.ctx.features, facts, 'f16') === undefined &&
+        matmulShapeUnfit(v, shape) === undefined,
+    );
+    const run = (variant: MatmulVariant) => matmul(gpu, A, W, C, { M, N, K }, { transB: true, variant });
+    for (const v of variants) {
+      await run(v); // compile and warm up
+      await gpu.sync();
+    }
+    const samples = variants.map((): number[] => []);
+    for (let r = 0; r < reps; r++) {
+      for (const [i, v] of variants.entries()) samples[i].push((await gpu.timer.time(() => run(v))).seconds);
+    }
+    for (const [i, v] of variants.entries()) {
+      const seconds = [...samples[i]].sort((a, b) => a - b)[Math.floor(samples[i].length / 2)];
+      out.push({
+        family: 'f16w',
+        variant: `${v}${v === chosen ? '*' : ''} NT f16 weights`,
+        shape: `${M}x${N}x${K}`,
+        ms: seconds * 1e3,
+        gflops: (2 * M * N * K) / seconds / 1e9,
+      });
+    }
+    gpu.release(A, W, C);
   }
   return out;
 }

@@ -19,11 +19,11 @@
  *               general variants: it takes only M = 1).
  *   gemv-vec4 — gemv reading the row and the weights as vec4s (four f32 or eight f16 weights per
  *               load), for K a multiple of 4 (f32) or 8 (f16 weights); M = 1 only, like gemv.
- * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): naive, tiled,
- * blocked, subgroup and gemv also exist as *-f16w kernels, the same shader text compiled with
- * B_F16 = 1, which reads B as packed f16 pairs through the core builtin unpack2x16float (so it
- * runs on every adapter, `shader-f16` or not) and computes in f32: the result is the f32 variant's
- * on the f16-rounded weights.
+ * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): every variant but
+ * tiled-f16 also exists as a *-f16w kernel (the same shader text compiled with B_F16 = 1, or for the
+ * vec4 variants the same body reading B as f16), which reads B as packed f16 through the core builtin
+ * unpack2x16float (so it runs on every adapter, `shader-f16` or not) and computes in f32: the result
+ * is the f32 variant's on the f16-rounded weights.
  * Tile and workgroup sizes are MATMUL_GEOMETRY's, passed to each shader as WGSL constants.
  * `chooseMatmulVariant` is the policy, a pure function of shape, features and device facts.
  */
@@ -48,6 +48,7 @@ export const MATMUL_F16W_VARIANTS = [
   'tiled',
   'blocked',
   'subgroup',
+  'subgroup-vec4',
   'gemv',
   'gemv-vec4',
 ] as const satisfies readonly MatmulVariant[];
@@ -114,6 +115,7 @@ export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>>
   tiled: matmulKernel('tiled', 'tiled-f16w', undefined, true),
   blocked: matmulKernel('blocked', 'blocked-f16w', undefined, true),
   subgroup: matmulKernel('subgroup', 'subgroup-f16w', ['subgroups'], true),
+  'subgroup-vec4': matmulKernel('subgroup-vec4', 'subgroup-vec4-f16w', ['subgroups'], true),
   gemv: matmulKernel('gemv', 'gemv-f16w', undefined, true),
   'gemv-vec4': matmulKernel('gemv-vec4', 'gemv-vec4-f16w', undefined, true),
 };
@@ -234,7 +236,7 @@ function gemvVec4Unfit(shape: MatmulShape): string | undefined {
 /**
  * Pick the fastest f32-exact variant (never `tiled-f16`, which changes the numerics).
  * - CPU adapters (measured on llvmpipe, see bench/RESULTS.md "matmul"): `subgroup-vec4` when subgroups
- *   of >= 8 lanes exist and the shape fits it (f32 B, matmulShapeUnfit), else `subgroup`, except for
+ *   of >= 8 lanes exist and the shape fits it (matmulShapeUnfit; f32 or f16 B), else `subgroup`, except for
  *   single-row products (M = 1, a GEMV: 31 of its 32 tile rows would be wasted; naive wins there);
  *   otherwise `blocked`, except when M or N is below 16 (its
  *   128 x 128 tile would be mostly empty; naive wins there). Both avoid workgroup memory and
@@ -260,8 +262,7 @@ export function chooseMatmulVariant(
   if (facts.fallbackAdapter) {
     if (matmulVariantUnsupported('subgroup', features, facts) === undefined) {
       if (M === 1) return 'naive';
-      const vec4 = shape.bDType !== 'f16' && matmulShapeUnfit('subgroup-vec4', shape) === undefined;
-      return vec4 ? 'subgroup-vec4' : 'subgroup';
+      return matmulShapeUnfit('subgroup-vec4', shape) === undefined ? 'subgroup-vec4' : 'subgroup';
     }
     return Math.min(M, N) < 16 ? 'naive' : 'blocked';
   }

@@ -39,6 +39,7 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
           const rng = new Rng(99);
           let worst = 0;
           let unrounded = 0;
+          let fitted = 0;
           for (const [M, N, K] of SHAPES) {
             const a = rng.floats(M * K);
             const b = rng.floats(K * N);
@@ -46,6 +47,18 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
             const A = gpu.upload([M * K], 'f32', a, 'A');
             const B = gpu.upload([K * N], 'f16', bits, 'B');
             const C = gpu.tensor([M * N], 'f32', 'C');
+            const unfit = matmulShapeUnfit(variant, { M, N, K, ...layout, bDType: 'f16' });
+            if (unfit) {
+              // subgroup-vec4 reads four weights per load: other shapes are refused, naming the dimension.
+              await assertRejects(
+                () => matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant }),
+                new RegExp(unfit.replace(/[()]/g, '\\$&')),
+                `${variant} f16w ${M}x${N}x${K}`,
+              );
+              gpu.release(A, B, C);
+              continue;
+            }
+            fitted++;
             await matmul(gpu, A, B, C, { M, N, K }, { ...layout, variant });
             const got = await gpu.read(C);
             worst = Math.max(
@@ -63,6 +76,7 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
             );
             gpu.release(A, B, C);
           }
+          assert(fitted >= 4, `${variant} f16w ${layout.tag}: only ${fitted} shapes computed`);
           // The kernel must really read f16: against the unrounded weights it is off by f16 rounding.
           assert(unrounded > 1e-5, `${variant} f16w: error vs the f32 weights ${unrounded} is at f32 level`);
           note('worstRelErr', worst);
@@ -72,6 +86,43 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
       );
     }
   }
+
+  t.test(
+    'subgroup-vec4 with f16 weights adds in the k order of subgroup-f16w: the same bits, every layout, batched',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      const unsupported = matmulVariantUnsupported('subgroup-vec4', ctx.features, matmulDeviceFacts(ctx), 'f16');
+      if (unsupported) {
+        const A = gpu.tensor([16], 'f32');
+        const B = gpu.tensor([16], 'f16');
+        await assertRejects(() => matmul(gpu, A, B, A, { M: 4, N: 4, K: 4 }, { variant: 'subgroup-vec4' }), /needs/, 'refused');
+        gpu.destroy();
+        return;
+      }
+      const rng = new Rng(12);
+      const [M, N, K, batch] = [68, 100, 132, 2];
+      const a = rng.floats(batch * M * K);
+      const { bits } = f16Weights(rng.floats(batch * K * N));
+      const c0 = rng.floats(batch * M * N);
+      for (const layout of LAYOUTS) {
+        const out: Float32Array[] = [];
+        for (const variant of ['subgroup', 'subgroup-vec4'] as const) {
+          const A = gpu.upload([a.length], 'f32', a);
+          const B = gpu.upload([bits.length], 'f16', bits);
+          const C = gpu.upload([c0.length], 'f32', c0);
+          await matmul(gpu, A, B, C, { M, N, K }, { ...layout, batch, alpha: 0.75, beta: 0.5, variant });
+          out.push((await gpu.read(C)).slice() as Float32Array);
+          gpu.release(A, B, C);
+        }
+        assertEqual(
+          out[0].findIndex((v, i) => !Object.is(v, out[1][i])),
+          -1,
+          `${layout.tag}: first differing element`,
+        );
+      }
+      gpu.destroy();
+    },
+  );
 
   for (const variant of ['gemv', 'gemv-vec4'] as const) {
     for (const weight of ['f32', 'f16'] as const) {
@@ -172,8 +223,13 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
     assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16', transB: false }, all, cpu8), 'naive', 'untransposed weight');
     assertEqual(
       chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, all, cpu8),
-      'subgroup',
+      'subgroup-vec4',
       'prefill, f16 weights, CPU adapter',
+    );
+    assertEqual(
+      chooseMatmulVariant({ M: 64, N: 2048, K: 2046, transB: true, bDType: 'f16' }, all, cpu8),
+      'subgroup',
+      'prefill, f16 weights, K not a multiple of 4',
     );
     assertEqual(
       chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, new Set(), cpu8),

@@ -179,7 +179,8 @@ export default defineSuite('kernels/matmul', (t) => {
       'subgroup',
       'A transposed with M = 10, CPU adapter',
     );
-    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 256, bDType: 'f16' }, all, cpu8), 'subgroup', 'f16 weights, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 256, bDType: 'f16' }, all, cpu8), 'subgroup-vec4', 'f16 weights, CPU adapter');
+    assertEqual(chooseMatmulVariant({ M: 8, N: 64, K: 254, bDType: 'f16' }, all, cpu8), 'subgroup', 'f16 weights, K not a multiple of 4');
     assertEqual(
       chooseMatmulVariant({ M: 8, N: 64, K: 256, batch: 2, strides: { a: 2048, b: 0, c: 514 } }, all, cpu8),
       'subgroup',
