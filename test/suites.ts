@@ -4,6 +4,7 @@ import gpuCore from './gpu/core.test.ts';
 import gpuBufferPool from './gpu/buffer-pool.test.ts';
 import gpuTensorViews from './gpu/tensor-views.test.ts';
 import dawnWaitPacing from './platform/dawn-wait-pacing.test.ts';
+import dawnBindGroupReclaim from './platform/dawn-bind-group-reclaim.test.ts';
 import matmul from './kernels/matmul.test.ts';
 import matmulF16w from './kernels/matmul-f16w.test.ts';
 import ceiling from './kernels/ceiling.test.ts';
@@ -47,6 +48,7 @@ export const suites: readonly Suite[] = [
   gpuBufferPool,
   gpuTensorViews,
   dawnWaitPacing,
+  dawnBindGroupReclaim,
   matmul,
   matmulF16w,
   ceiling,

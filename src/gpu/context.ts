@@ -105,6 +105,8 @@ export class GpuContext {
     /** The native instance (Node: the `create()` result). Held so it outlives the device. */
     private readonly keepAlive: unknown,
     private readonly onDestroy: (ctx: GpuContext) => void,
+    /** The runtime's count of native objects whose memory only a garbage collection returns (see bindGroupCreated). */
+    private readonly onBindGroupCreated: () => void = () => {},
   ) {
     this.features = new Set(device.features as unknown as Iterable<string>);
     this.limits = Object.freeze({ ...limits });
@@ -163,6 +165,16 @@ export class GpuContext {
     if (error) throw toTypedError(error, label);
     if (thrown !== undefined) throw thrown;
     return result as T;
+  }
+
+  /**
+   * Called once per bind group created on this device. WebGPU has no way to free a bind group: its
+   * native memory goes back when its wrapper is garbage-collected (or the device is destroyed), and a
+   * collector paced by the JS heap does not see that memory. The runtime counts and reclaims (Node:
+   * src/platform/node.ts, `reclaimBindGroups`).
+   */
+  bindGroupCreated(): void {
+    this.onBindGroupCreated();
   }
 
   /** Release the device; the native instance is dropped only after this. Idempotent. */
@@ -232,6 +244,8 @@ export async function openGpuContext(options: {
   keepAlive: unknown;
   request?: GpuRequest;
   onDestroy?: (ctx: GpuContext) => void;
+  /** Told of every bind group created (GpuContext.bindGroupCreated). */
+  onBindGroupCreated?: () => void;
 }): Promise<GpuContext> {
   const { runtime, gpu, request = {} } = options;
   if (!gpu) {
@@ -293,7 +307,16 @@ export async function openGpuContext(options: {
         }))
       : [],
   };
-  return new GpuContext(runtime, adapter, device, record, limits, options.keepAlive, options.onDestroy ?? (() => {}));
+  return new GpuContext(
+    runtime,
+    adapter,
+    device,
+    record,
+    limits,
+    options.keepAlive,
+    options.onDestroy ?? (() => {}),
+    options.onBindGroupCreated,
+  );
 }
 
 function hintFor(runtime: RuntimeName): string {

@@ -277,6 +277,9 @@ export class Gpu {
    */
   destroy(): void {
     this.batcher.destroy();
+    // Its bind groups' native memory returns only once they are collected: let go of them now,
+    // even if this object stays referenced (src/platform/dawn-bind-group-reclaim.ts).
+    this.pipelines.clearBindGroups();
     const free = () => {
       this.staging.destroy();
       this.timer.destroy();

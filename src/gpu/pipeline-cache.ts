@@ -40,6 +40,11 @@ export class PipelineCache {
     return this.pipelines.size;
   }
 
+  /** Bind groups the cache holds now. */
+  get bindGroupCount(): number {
+    return this.bindGroups.size;
+  }
+
   private layoutFor(def: KernelDef): GPUBindGroupLayout {
     let layout = this.layouts.get(def.name);
     if (!layout) {
@@ -108,6 +113,7 @@ export class PipelineCache {
         layout: kernel.layout,
         entries: resources.map((resource, binding) => ({ binding, resource })),
       });
+      this.ctx.bindGroupCreated();
       this.bindGroups.set(key, group);
     }
     return group;

@@ -15,11 +15,17 @@
  *     takes a core from the device. SPECLAB_GPU_WAIT=auto (the default: paced while every live context
  *     is on a fallback adapter) or paced sleeps between polls (dawn-wait-pacing.ts); spin waits as
  *     Dawn does.
+ *  4. A dropped bind group's native memory returns only when V8 collects its wrapper, and V8 does not
+ *     see that memory; every RECLAIM_EVERY_BIND_GROUPS bind groups the process runs a full collection
+ *     (dawn-bind-group-reclaim.ts: on a CPU adapter each one is a memory mapping, and a process that
+ *     runs out of mappings crashes in the driver).
  */
 import { create, globals } from 'webgpu';
 import { mkdirSync, promises as fs } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import process from 'node:process';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { hostname } from 'node:os';
 import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import {
@@ -32,6 +38,7 @@ import {
   type WaitPacingSetting,
   type WaitPacingStats,
 } from './dawn-wait-pacing.ts';
+import { BindGroupReclaimer } from './dawn-bind-group-reclaim.ts';
 import type { Platform } from '../cli/platform.ts';
 import type { ProgressDisplay } from '../ports/progress.ts';
 import { terminalProgress } from './terminal-progress.ts';
@@ -68,6 +75,25 @@ const waitPacer = new WaitPacer({
     }),
 });
 
+/**
+ * V8's full collection: the `gc` that --expose-gc gives, or, without that flag, the same function
+ * from a fresh context made after setting the flag (a flag set at run time applies to new contexts).
+ */
+function v8Collect(): () => void {
+  const exposed = (globalThis as { gc?: unknown }).gc;
+  if (typeof exposed === 'function') return exposed as () => void;
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/** Rule 4: made with the first context, shared by all (the mapping limit is per process). */
+let bindGroupReclaimer: BindGroupReclaimer | undefined;
+
+/** Full collections the bind-group count has run so far (for tests and diagnostics). */
+export function nodeBindGroupCollections(): number {
+  return bindGroupReclaimer?.collections ?? 0;
+}
+
 /** SPECLAB_GPU_WAIT, read once, before the first context is opened. */
 let waitSetting: WaitPacingSetting = 'auto';
 
@@ -97,6 +123,7 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     globalsInstalled = true;
   }
   dawnInstance ??= create(DAWN_FLAGS);
+  const reclaimer = (bindGroupReclaimer ??= new BindGroupReclaimer(v8Collect()));
   const ctx = await openGpuContext({
     runtime: 'node',
     gpu: dawnInstance as unknown as GPU,
@@ -106,6 +133,7 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
       liveContexts.delete(c);
       updateWaitPacing();
     },
+    onBindGroupCreated: () => reclaimer.created(),
   });
   liveContexts.add(ctx);
   updateWaitPacing();
