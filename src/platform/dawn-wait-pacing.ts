@@ -26,11 +26,13 @@ export type WaitPacingMode = 'spin' | 'paced';
 
 /**
  * What SPECLAB_GPU_WAIT may say: a mode, or `auto` (the platform picks from the adapters in use).
- * Unset means `auto`. Pacing was once opt-in: with it on, two of three fresh-clone runs of the Node
- * suite died with SIGSEGV. The cause was a Dawn instance per context, let go one timer turn after its
- * device was destroyed, while a paced (later-running) tick could still touch it; the process now
- * keeps one instance (node.ts, rule 1), and the suite ran 20 times in a row under `auto` with no
- * crash (bench/RESULTS.md, "Waiting for the GPU without spinning").
+ * Unset means `auto`. Pacing was once opt-in: with it on, runs of the Node suite died with SIGSEGV.
+ * The cause was memory mappings, not pacing: lavapipe maps each live descriptor set as its own page,
+ * a dropped bind group is freed only when V8 collects its wrapper, and a spinning wait's garbage
+ * (a native function per tick) had been what drove collections often enough; paced, the suite reached
+ * the process's 65,530 mappings and the driver crashed. Bind groups are now let go and collected
+ * (dawn-bind-group-reclaim.ts), and the suite ran 20 times in a row under `auto` with no crash
+ * (bench/RESULTS.md, "Waiting for the GPU without spinning").
  */
 export type WaitPacingSetting = WaitPacingMode | 'auto';
 

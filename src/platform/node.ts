@@ -7,8 +7,8 @@
  *     SIGSEGV in CallbackTaskManager::Flush). The process makes ONE instance, on the first request,
  *     and holds it until it exits; every context comes from it (and holds it too). An instance per
  *     context, let go one timer turn after its device was destroyed, could leave Dawn ticks scheduled
- *     for it (a paced tick sleeps first, so it runs later) to run after it was collected: the SIGSEGVs
- *     that once kept wait pacing opt-in. One instance rules that out.
+ *     for it (a paced tick sleeps first, so it runs later) to run after it was collected. One instance
+ *     rules that out.
  *  2. A process that used Dawn does not exit while a device lives: `exit()` destroys every live
  *     context first, then ends the process.
  *  3. Dawn's event pump spins the main thread while a GPU promise is pending; on a CPU adapter that
