@@ -24,9 +24,9 @@
  *   dispatches       per step (CommandBatcher stats), and the matmul share of them
  * --quick uses small token counts (and fewer repetitions) so all three configs finish in about a
  * minute on a software adapter. Only APIs that predate this script are used, so it also runs,
- * unchanged, in an older checkout (for before / after comparisons). In Node on a CPU adapter,
- * SPECLAB_GPU_WAIT=auto paces the platform's GPU waits (src/platform/dawn-wait-pacing.ts), which
- * gives the device back the core a spinning wait takes.
+ * unchanged, in an older checkout (for before / after comparisons). In Node on a CPU adapter the
+ * platform paces its GPU waits by default (SPECLAB_GPU_WAIT=auto, src/platform/dawn-wait-pacing.ts),
+ * which gives the device back the core a spinning wait takes; SPECLAB_GPU_WAIT=spin measures without.
  */
 import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
 import { parseHfConfig } from '../src/config/hf-config.ts';

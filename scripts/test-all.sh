@@ -43,7 +43,7 @@ run "lint" npx eslint .
 run "format (prettier --check)" npx prettier --check .
 run "lint rule proof" npx tsx test/lint/boundary.ts
 run "tests on Node (Dawn)" npx tsx test/runners/node.ts
-run "tests on Node at WebGPU's default limits, no optional feature, compatibility mode" env SPECLAB_DEFAULT_LIMITS=1 SPECLAB_FEATURE_LEVEL=compatibility npx tsx test/runners/node.ts
+run "tests on Node at WebGPU's default limits, no optional feature, compatibility mode, GPU waits spun (Dawn's own polling)" env SPECLAB_DEFAULT_LIMITS=1 SPECLAB_FEATURE_LEVEL=compatibility SPECLAB_GPU_WAIT=spin npx tsx test/runners/node.ts
 run "tests on Deno" deno run --allow-read --allow-write --allow-env --allow-run test/runners/deno.ts
 run "tests on Chromium" npx tsx test/runners/browser.ts
 run "tests on Chromium at WebGPU's default limits, no optional feature, compatibility mode" env SPECLAB_DEFAULT_LIMITS=1 SPECLAB_FEATURE_LEVEL=compatibility npx tsx test/runners/browser.ts

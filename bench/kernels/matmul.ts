@@ -105,8 +105,8 @@ export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [numb
 
 /**
  * A prefill / capture's projections: M rows against [N, K]ᵀ f16 weights (the frozen target's), every
- * f16-weight variant this device runs and the shape fits (naive and tiled only where the product is
- * small enough to finish), interleaved rep by rep (`npm run bench -- --only f16w`).
+ * f16-weight variant this device runs and the shape fits (naive only where the product is small enough
+ * to finish), interleaved rep by rep (`npm run bench -- --only f16w`).
  */
 export async function benchMatmulF16w(gpu: Gpu, shapes: readonly (readonly [number, number, number])[], reps = 3): Promise<BenchRecord[]> {
   const facts = matmulDeviceFacts(gpu.ctx);

@@ -2,7 +2,7 @@
 // by src/kernels/matmul.ts (M, N, K, the three batch strides in elements, alpha, beta), the TRANS_A /
 // TRANS_B layout overrides the host sets on every matmul pipeline, and binding 0. Included by
 // include/matmul-common (the variants that bind A, B, C as scalars) and by the vec4 variants
-// matmul/{subgroup-vec4,gemv-vec4}, which bind them as vec4 arrays themselves.
+// matmul/{subgroup-vec4,subgroup-vec4-f16w,gemv-vec4}, which bind them as vec4 arrays themselves.
 
 struct Params {
   M: u32,

@@ -5,7 +5,8 @@
 // lanes by subgroupBroadcast, a 32 x 32 tile of C per workgroup.
 //
 // Same contract as matmul/tiled: C_b = alpha * op(A_b) · op(B_b) + beta * C_b, TRANS_A / TRANS_B
-// storage layouts, batch strides (0 broadcasts); B f32 only. What vec4 access needs (the host refuses
+// storage layouts, batch strides (0 broadcasts); B f32 here (matmul/subgroup-vec4-f16w reads an f16 B
+// through the same body, include/matmul-subgroup-vec4). What vec4 access needs (the host refuses
 // any other shape, naming it, and the policy then picks matmul/subgroup): K, N and the three batch
 // strides multiples of 4, and M a multiple of 4 when TRANS_A (A's rows are then its contiguous axis).
 // Bindings (group 0): 0 uniform Params, 1 read A, 2 read B, 3 read_write C, all as array<vec4<f32>>.

@@ -105,7 +105,7 @@ export class GpuContext {
     /** The native instance (Node: the `create()` result). Held so it outlives the device. */
     private readonly keepAlive: unknown,
     private readonly onDestroy: (ctx: GpuContext) => void,
-    /** The runtime's count of native objects whose memory only a garbage collection returns (see bindGroupCreated). */
+    /** Told of each bind group created, whose native memory only a garbage collection returns (see bindGroupCreated). */
     private readonly onBindGroupCreated: () => void = () => {},
   ) {
     this.features = new Set(device.features as unknown as Iterable<string>);

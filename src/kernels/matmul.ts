@@ -20,8 +20,8 @@
  *   gemv-vec4 — gemv reading the row and the weights as vec4s (four f32 or eight f16 weights per
  *               load), for K a multiple of 4 (f32) or 8 (f16 weights); M = 1 only, like gemv.
  * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): every variant but
- * tiled-f16 also exists as a *-f16w kernel (the same shader text compiled with B_F16 = 1, or for the
- * vec4 variants the same body reading B as f16), which reads B as packed f16 through the core builtin
+ * tiled-f16 also exists as a *-f16w kernel (the same shader text compiled with B_F16 = 1, or for
+ * subgroup-vec4 the shared body include/matmul-subgroup-vec4 with an f16 load), which reads B as packed f16 through the core builtin
  * unpack2x16float (so it runs on every adapter, `shader-f16` or not) and computes in f32: the result
  * is the f32 variant's on the f16-rounded weights.
  * Tile and workgroup sizes are MATMUL_GEOMETRY's, passed to each shader as WGSL constants.
@@ -109,7 +109,7 @@ export const MATMUL_KERNELS: Readonly<Record<MatmulVariant, KernelDef>> = {
   'gemv-vec4': matmulKernel('gemv-vec4', 'gemv-vec4'),
 };
 
-/** The f16-weight kernels: same shader text and geometry as the f32 variant, B_F16 = 1. */
+/** The f16-weight kernels: the geometry of the f32 variant; its shader text with B_F16 = 1, except subgroup-vec4-f16w (its own B load around the shared body). */
 export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>> = {
   naive: matmulKernel('naive', 'naive-f16w', undefined, true),
   tiled: matmulKernel('tiled', 'tiled-f16w', undefined, true),

@@ -82,6 +82,7 @@ const waitPacer = new WaitPacer({
 function v8Collect(): () => void {
   const exposed = (globalThis as { gc?: unknown }).gc;
   if (typeof exposed === 'function') return exposed as () => void;
+  // The flag is process-wide: contexts and workers made later also see a global `gc`.
   setFlagsFromString('--expose-gc');
   return runInNewContext('gc') as () => void;
 }

@@ -10,6 +10,7 @@ import {
   type MatmulDeviceFacts,
 } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
+import { f16ToF32 } from '../../src/formats/safetensors.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
@@ -88,7 +89,7 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
   }
 
   t.test(
-    'subgroup-vec4 with f16 weights adds in the k order of subgroup-f16w: the same bits, every layout, batched',
+    'subgroup-vec4 with f16 weights adds in the k order of subgroup-f16w: the same bits, every layout, batched; one weight for every batch vs float64',
     async ({ gpu: ctx }) => {
       const gpu = new Gpu(ctx);
       const unsupported = matmulVariantUnsupported('subgroup-vec4', ctx.features, matmulDeviceFacts(ctx), 'f16');
@@ -120,6 +121,18 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
           `${layout.tag}: first differing element`,
         );
       }
+      // One weight for every batch (strideB = 0, how a Linear layer is batched), against float64.
+      const A = gpu.upload([a.length], 'f32', a);
+      const B = gpu.upload([K * N], 'f16', bits.subarray(0, K * N));
+      const C = gpu.tensor([batch * M * N], 'f32');
+      await matmul(gpu, A, B, C, { M, N, K }, { transB: true, batch, strideB: 0, variant: 'subgroup-vec4' });
+      const got = await gpu.read(C);
+      const rounded = Float64Array.from(bits.subarray(0, K * N), f16ToF32);
+      for (let b = 0; b < batch; b++) {
+        const want = matmulRef(a.subarray(b * M * K, (b + 1) * M * K), rounded, undefined, { M, N, K, transB: true });
+        assertRelClose(got.subarray(b * M * N, (b + 1) * M * N), want, F16W_TOL, `broadcast weight, batch ${b}`);
+      }
+      gpu.release(A, B, C);
       gpu.destroy();
     },
   );
@@ -230,6 +243,15 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
       chooseMatmulVariant({ M: 64, N: 2048, K: 2046, transB: true, bDType: 'f16' }, all, cpu8),
       'subgroup',
       'prefill, f16 weights, K not a multiple of 4',
+    );
+    assertEqual(
+      chooseMatmulVariant(
+        { M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16', batch: 2, strides: { a: 64 * 2048, b: 2048 * 2048 + 2, c: 64 * 2048 } },
+        all,
+        cpu8,
+      ),
+      'subgroup',
+      'f16 weights, a batched weight stride not a multiple of 4',
     );
     assertEqual(
       chooseMatmulVariant({ M: 64, N: 2048, K: 2048, transB: true, bDType: 'f16' }, new Set(), cpu8),

@@ -81,7 +81,7 @@ await step('gc between submits while only the device is held', async () => {
 await step('200 devices destroyed with GPU work and a readback pending, gc() after each', async () => {
   // A device destroyed while Dawn's pump may still have ticks scheduled for its instance: if the
   // instance could be collected by then, a tick would touch freed memory (SIGSEGV). The process keeps
-  // one instance (src/platform/node.ts, rule 1). Run also under SPECLAB_GPU_WAIT=auto, where ticks sleep first.
+  // one instance (src/platform/node.ts, rule 1). Runs under the default SPECLAB_GPU_WAIT=auto, where ticks sleep first.
   for (let i = 0; i < 200; i++) {
     const ctx = await acquireNodeGpu();
     const device = ctx.device;
