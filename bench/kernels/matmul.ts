@@ -24,6 +24,7 @@ import {
 import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
 import { Rng } from '../../src/util/random.ts';
 import type { BenchRecord } from '../record.ts';
+import { interleavedMedians } from './interleave.ts';
 
 /** Variants that are only baselines / compile checks on CPU adapters: skip them where they would take minutes. */
 const SLOW_ON_LARGE: ReadonlySet<MatmulVariant> = new Set(['naive', 'tiled-f16']);
@@ -41,20 +42,15 @@ export async function benchMatmul(gpu: Gpu, sizes: readonly number[], variants?:
     const cases = list
       .filter((variant) => !(SLOW_ON_LARGE.has(variant) && n > (facts.fallbackAdapter ? 512 : 1024)))
       .flatMap((variant) => [false, true].map((transB) => ({ variant, transB })));
-    const run = (c: (typeof cases)[number]) => matmul(gpu, A, B, C, { M: n, N: n, K: n }, c);
-    for (const c of cases) {
-      await run(c); // compile and warm up
-      await gpu.sync();
-    }
+    const tag = (c: (typeof cases)[number]) => `${c.variant}${c.variant === chosen ? '*' : ''}${c.transB ? ' NT' : ' NN'}`;
     // Interleaved rep by rep, so that the variants' ratios hold on a machine whose load drifts.
-    const samples = cases.map((): number[] => []);
-    for (let r = 0; r < (n >= 1024 ? 3 : 5); r++) {
-      for (const [i, c] of cases.entries()) samples[i].push((await gpu.timer.time(() => run(c))).seconds);
-    }
-    for (const [i, c] of cases.entries()) {
-      const seconds = [...samples[i]].sort((a, b) => a - b)[Math.floor(samples[i].length / 2)];
-      const tag = `${c.variant}${c.variant === chosen ? '*' : ''}${c.transB ? ' NT' : ' NN'}`;
-      out.push({ family: 'matmul', variant: tag, shape: `${n}x${n}x${n}`, ms: seconds * 1e3, gflops: (2 * n ** 3) / seconds / 1e9 });
+    const med = await interleavedMedians(
+      gpu,
+      new Map(cases.map((c) => [tag(c), () => matmul(gpu, A, B, C, { M: n, N: n, K: n }, c)])),
+      n >= 1024 ? 3 : 5,
+    );
+    for (const [variant, seconds] of med) {
+      out.push({ family: 'matmul', variant, shape: `${n}x${n}x${n}`, ms: seconds * 1e3, gflops: (2 * n ** 3) / seconds / 1e9 });
     }
     gpu.release(A, B, C);
   }
@@ -75,27 +71,29 @@ export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [numb
         .filter((variant) => matmulShapeUnfit(variant, { M: 1, N, K, transB: true, bDType: weight }) === undefined)
         .map((variant) => ({ weight, variant })),
     );
-    const run = (c: (typeof cases)[number]) => matmul(gpu, A, weights[c.weight], C, { M: 1, N, K }, { transB: true, variant: c.variant });
+    const key = (weight: string, variant: string) => `${variant} ${weight}`;
+    const med = await interleavedMedians(
+      gpu,
+      new Map(
+        cases.map((c) => [
+          key(c.weight, c.variant),
+          () => matmul(gpu, A, weights[c.weight], C, { M: 1, N, K }, { transB: true, variant: c.variant }),
+        ]),
+      ),
+      reps,
+    );
     for (const c of cases) {
-      await run(c); // compile and warm up
-      await gpu.sync();
-    }
-    const samples = cases.map((): number[] => []);
-    for (let r = 0; r < reps; r++) {
-      for (const [i, c] of cases.entries()) samples[i].push((await gpu.timer.time(() => run(c))).seconds);
-    }
-    const med = samples.map((xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
-    for (const [i, c] of cases.entries()) {
-      const naive = med[cases.findIndex((d) => d.weight === c.weight && d.variant === 'naive')];
+      const seconds = med.get(key(c.weight, c.variant))!;
+      const naive = med.get(key(c.weight, 'naive'))!;
       // Memory-bound: the weight bytes read per call over the time.
       const bytes = N * K * (c.weight === 'f16' ? 2 : 4);
       out.push({
         family: 'gemv',
-        variant: `${c.variant} ${c.weight} weights (${(naive / med[i]).toFixed(2)}x naive)`,
+        variant: `${c.variant} ${c.weight} weights (${(naive / seconds).toFixed(2)}x naive)`,
         shape: `1x${N}x${K}`,
-        ms: med[i] * 1e3,
-        gflops: (2 * N * K) / med[i] / 1e9,
-        gbps: bytes / med[i] / 1e9,
+        ms: seconds * 1e3,
+        gflops: (2 * N * K) / seconds / 1e9,
+        gbps: bytes / seconds / 1e9,
       });
     }
     gpu.release(A, weights.f32, weights.f16, C);
@@ -126,17 +124,12 @@ export async function benchMatmulF16w(gpu: Gpu, shapes: readonly (readonly [numb
         matmulVariantUnsupported(v, gpu.ctx.features, facts, 'f16') === undefined &&
         matmulShapeUnfit(v, shape) === undefined,
     );
-    const run = (variant: MatmulVariant) => matmul(gpu, A, W, C, { M, N, K }, { transB: true, variant });
-    for (const v of variants) {
-      await run(v); // compile and warm up
-      await gpu.sync();
-    }
-    const samples = variants.map((): number[] => []);
-    for (let r = 0; r < reps; r++) {
-      for (const [i, v] of variants.entries()) samples[i].push((await gpu.timer.time(() => run(v))).seconds);
-    }
-    for (const [i, v] of variants.entries()) {
-      const seconds = [...samples[i]].sort((a, b) => a - b)[Math.floor(samples[i].length / 2)];
+    const med = await interleavedMedians(
+      gpu,
+      new Map(variants.map((v) => [v, () => matmul(gpu, A, W, C, { M, N, K }, { transB: true, variant: v })])),
+      reps,
+    );
+    for (const [v, seconds] of med) {
       out.push({
         family: 'f16w',
         variant: `${v}${v === chosen ? '*' : ''} NT f16 weights`,
