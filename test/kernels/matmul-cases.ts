@@ -4,7 +4,8 @@
  */
 import { f32ToF16Bits } from '../../src/formats/f16-bits.ts';
 import { f16ToF32 } from '../../src/formats/safetensors.ts';
-import { MATMUL_TOLERANCE } from '../../src/kernels/matmul.ts';
+import type { Gpu } from '../../src/gpu/gpu.ts';
+import { matmul, MATMUL_TOLERANCE } from '../../src/kernels/matmul.ts';
 
 /**
  * Shapes chosen to end in partial tiles of every variant (MATMUL_GEOMETRY; checked by a test below)
@@ -60,3 +61,31 @@ export const LAYOUTS = [
   { transA: true, transB: false, tag: 'TN (dYᵀ·X)' },
   { transA: true, transB: true, tag: 'TT' },
 ];
+
+/**
+ * For each of LAYOUTS, the first element of C where subgroup-vec4 differs from subgroup in its bits
+ * (-1: none), batched with alpha 0.75 and beta 0.5; B is uploaded as `b.dtype` (f32, or f16 bits).
+ */
+export async function vec4BitDifferences(
+  gpu: Gpu,
+  dims: { M: number; N: number; K: number; batch: number },
+  a: Float32Array,
+  b: { dtype: 'f32'; data: Float32Array } | { dtype: 'f16'; data: Uint16Array },
+  c0: Float32Array,
+): Promise<{ tag: string; differ: number }[]> {
+  const { M, N, K, batch } = dims;
+  const result: { tag: string; differ: number }[] = [];
+  for (const layout of LAYOUTS) {
+    const out: Float32Array[] = [];
+    for (const variant of ['subgroup', 'subgroup-vec4'] as const) {
+      const A = gpu.upload([a.length], 'f32', a);
+      const B = gpu.upload([b.data.length], b.dtype, b.data);
+      const C = gpu.upload([c0.length], 'f32', c0);
+      await matmul(gpu, A, B, C, { M, N, K }, { ...layout, batch, alpha: 0.75, beta: 0.5, variant });
+      out.push((await gpu.read(C)).slice() as Float32Array);
+      gpu.release(A, B, C);
+    }
+    result.push({ tag: layout.tag, differ: out[0].findIndex((v, i) => !Object.is(v, out[1][i])) });
+  }
+  return result;
+}

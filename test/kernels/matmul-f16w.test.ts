@@ -15,7 +15,7 @@ import { Rng } from '../../src/util/random.ts';
 import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
-import { F16W_TOL, f16Weights, GEMV_SHAPES, LAYOUTS, SHAPES } from './matmul-cases.ts';
+import { F16W_TOL, f16Weights, GEMV_SHAPES, LAYOUTS, SHAPES, vec4BitDifferences } from './matmul-cases.ts';
 
 export default defineSuite('kernels/matmul-f16w', (t) => {
   for (const variant of MATMUL_F16W_VARIANTS.filter((v) => v !== 'gemv' && v !== 'gemv-vec4')) {
@@ -105,21 +105,8 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
       const a = rng.floats(batch * M * K);
       const { bits } = f16Weights(rng.floats(batch * K * N));
       const c0 = rng.floats(batch * M * N);
-      for (const layout of LAYOUTS) {
-        const out: Float32Array[] = [];
-        for (const variant of ['subgroup', 'subgroup-vec4'] as const) {
-          const A = gpu.upload([a.length], 'f32', a);
-          const B = gpu.upload([bits.length], 'f16', bits);
-          const C = gpu.upload([c0.length], 'f32', c0);
-          await matmul(gpu, A, B, C, { M, N, K }, { ...layout, batch, alpha: 0.75, beta: 0.5, variant });
-          out.push((await gpu.read(C)).slice() as Float32Array);
-          gpu.release(A, B, C);
-        }
-        assertEqual(
-          out[0].findIndex((v, i) => !Object.is(v, out[1][i])),
-          -1,
-          `${layout.tag}: first differing element`,
-        );
+      for (const { tag, differ } of await vec4BitDifferences(gpu, { M, N, K, batch }, a, { dtype: 'f16', data: bits }, c0)) {
+        assertEqual(differ, -1, `${tag}: first differing element`);
       }
       // One weight for every batch (strideB = 0, how a Linear layer is batched), against float64.
       const A = gpu.upload([a.length], 'f32', a);

@@ -16,7 +16,7 @@ import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
-import { LAYOUTS, SHAPES, toleranceTag } from './matmul-cases.ts';
+import { LAYOUTS, SHAPES, toleranceTag, vec4BitDifferences } from './matmul-cases.ts';
 
 export default defineSuite('kernels/matmul', (t) => {
   t.test('the test shapes span several tiles of every variant and end in a partial one, in M and N', () => {
@@ -129,18 +129,8 @@ export default defineSuite('kernels/matmul', (t) => {
       const a = rng.floats(batch * M * K);
       const b = rng.floats(batch * K * N);
       const c0 = rng.floats(batch * M * N);
-      for (const layout of LAYOUTS) {
-        const out: Float32Array[] = [];
-        for (const variant of ['subgroup', 'subgroup-vec4'] as const) {
-          const A = gpu.upload([a.length], 'f32', a);
-          const B = gpu.upload([b.length], 'f32', b);
-          const C = gpu.upload([c0.length], 'f32', c0);
-          await matmul(gpu, A, B, C, { M, N, K }, { ...layout, batch, alpha: 0.75, beta: 0.5, variant });
-          out.push((await gpu.read(C)).slice() as Float32Array);
-          gpu.release(A, B, C);
-        }
-        const differ = out[0].findIndex((v, i) => !Object.is(v, out[1][i]));
-        assertEqual(differ, -1, `${layout.tag}: first differing element`);
+      for (const { tag, differ } of await vec4BitDifferences(gpu, { M, N, K, batch }, a, { dtype: 'f32', data: b }, c0)) {
+        assertEqual(differ, -1, `${tag}: first differing element`);
       }
       gpu.destroy();
     },
