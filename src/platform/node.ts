@@ -87,6 +87,9 @@ function v8Collect(): () => void {
   return runInNewContext('gc') as () => void;
 }
 
+/** V8's collector, looked up on the first collection (a process that never needs one sets no flag). */
+let collectGarbage: (() => void) | undefined;
+
 /** Rule 4: made with the first context, shared by all (the mapping limit is per process). */
 let bindGroupReclaimer: BindGroupReclaimer | undefined;
 
@@ -124,7 +127,7 @@ export async function acquireNodeGpu(request: GpuRequest = {}): Promise<GpuConte
     globalsInstalled = true;
   }
   dawnInstance ??= create(DAWN_FLAGS);
-  const reclaimer = (bindGroupReclaimer ??= new BindGroupReclaimer(v8Collect()));
+  const reclaimer = (bindGroupReclaimer ??= new BindGroupReclaimer(() => (collectGarbage ??= v8Collect())()));
   const ctx = await openGpuContext({
     runtime: 'node',
     gpu: dawnInstance as unknown as GPU,
