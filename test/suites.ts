@@ -35,6 +35,7 @@ import statisticsUtil from './util/statistics.test.ts';
 import portsStorage from './ports/storage.test.ts';
 import nonFiniteGuard from './training/loop/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
+import parameterArena from './optim/parameter-arena.test.ts';
 import metricsRecord from './contracts/metrics-record.test.ts';
 import labMetrics from './web/lab/metrics.test.ts';
 import labRunMetrics from './web/lab/run-metrics.test.ts';
@@ -79,6 +80,7 @@ export const suites: readonly Suite[] = [
   portsStorage,
   nonFiniteGuard,
   adamwBackend,
+  parameterArena,
   metricsRecord,
   labMetrics,
   labRunMetrics,

@@ -3,7 +3,8 @@
  * GPU with their gradients and AdamW moments, and performs the optimizer step at the accumulation
  * boundary: global gradient L2 norm → clip coefficient min(1, max / (norm + 1e-6)) → fused AdamW
  * (decoupled decay, bias correction) → zero gradients. Nothing is read back inside the step; the
- * pre-clip norm is returned as a pending read.
+ * pre-clip norm is returned as a pending read. Parameters registered together share arena slabs
+ * (./parameter-arena.ts), so the step is a few dispatches per slab, not per tensor.
  *
  * A step whose norm is NaN or infinite is skipped on the GPU (optim/finalize's sentinel). The caller
  * that reads the norm reports it with markSkipped(): like PyTorch, where a skipped optimizer.step()
@@ -13,6 +14,7 @@
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { adamwStep, globalGradNorm, gradNormWorkspaceSize } from '../kernels/optim.ts';
+import { allocateArena, type OptimizerSlab, type ParameterSpec } from './parameter-arena.ts';
 import { learningRate, type ScheduleConfig } from './schedule.ts';
 
 export interface OptimizerConfig {
@@ -53,6 +55,8 @@ export interface StepReport {
 
 export class AdamWBackend {
   readonly params: Parameter[] = [];
+  /** What the optimizer step runs over: packed slabs and lone (row-split) parameters. */
+  private readonly slabs: OptimizerSlab[] = [];
   /** Optimizer steps taken so far, skipped ones included (drives the LR schedule). */
   step = 0;
   /** Of those, the steps the GPU skipped for a non-finite norm (excluded from bias correction). */
@@ -70,20 +74,27 @@ export class AdamWBackend {
 
   /** Register a trainable parameter with its initial values (f32 master copy). */
   addParameter(name: string, shape: readonly number[], init: ArrayLike<number>): Parameter {
-    if (this.params.some((p) => p.name === name)) throw new Error(`parameter ${name} registered twice`);
-    const p: Parameter = {
-      name,
-      value: this.gpu.upload(shape, 'f32', init, name),
-      grad: this.gpu.zeros(shape, 'f32', `${name}.grad`),
-      m: this.gpu.zeros(shape, 'f32', `${name}.m`),
-      v: this.gpu.zeros(shape, 'f32', `${name}.v`),
-    };
-    this.params.push(p);
+    return this.addParameters([{ name, shape, init }])[0];
+  }
+
+  /**
+   * Register parameters together: they share arena slabs, so the optimizer step covers them with one
+   * dispatch of each kernel per slab. Returns them in the order given.
+   */
+  addParameters(specs: readonly ParameterSpec[]): Parameter[] {
+    const names = new Set(this.params.map((p) => p.name));
+    for (const { name } of specs) {
+      if (names.has(name)) throw new Error(`parameter ${name} registered twice`);
+      names.add(name);
+    }
+    const { params, slabs } = allocateArena(this.gpu, specs);
+    this.params.push(...params);
+    this.slabs.push(...slabs);
     if (this.partials) {
       this.gpu.release(this.partials);
       this.partials = undefined;
     }
-    return p;
+    return params;
   }
 
   param(name: string): Parameter {
@@ -93,8 +104,8 @@ export class AdamWBackend {
   }
 
   zeroGrad(): void {
-    for (const p of this.params)
-      for (const part of p.grad.parts) this.gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
+    for (const slab of this.slabs)
+      for (const part of slab.grad.parts) this.gpu.batcher.clearBuffer(part.buffer, part.byteOffset, part.byteLength);
   }
 
   currentLr(): number {
@@ -103,13 +114,13 @@ export class AdamWBackend {
 
   /** Clip by the global norm, AdamW, zero the gradients; all encoded, nothing awaited on the GPU. */
   async optimizerStep(): Promise<StepReport> {
-    const grads = this.params.map((p) => p.grad);
+    const grads = this.slabs.map((s) => s.grad);
     this.partials ??= this.gpu.tensor([gradNormWorkspaceSize(grads)], 'f32', 'grad-norm-partials');
     await globalGradNorm(this.gpu, grads, this.partials, this.normResult, { maxNorm: this.config.maxGradNorm });
     const gradNorm = this.gpu.readLater(this.normResult).then((r) => r[0]);
     const lr = this.currentLr();
     this.step++;
-    for (const p of this.params) {
+    for (const p of this.slabs) {
       await adamwStep(this.gpu, p.value, p.grad, p.m, p.v, {
         lr,
         beta1: this.config.beta1,
@@ -145,7 +156,8 @@ export class AdamWBackend {
   }
 
   destroy(): void {
-    for (const p of this.params) this.gpu.release(p.value, p.grad, p.m, p.v);
+    for (const s of this.slabs) this.gpu.release(s.value, s.grad, s.m, s.v);
+    this.slabs.length = 0;
     this.params.length = 0;
     if (this.partials) this.gpu.release(this.partials);
     this.gpu.release(this.normResult);

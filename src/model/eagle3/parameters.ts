@@ -127,7 +127,7 @@ export class Eagle3Parameters {
     this.used = gpu.upload([c.draftVocabSize], 'i32', used, 'used');
     this.rope = new Eagle3Rope(gpu, c);
     const handles: Partial<Eagle3Weights> = {};
-    for (const { name, shape, init } of trainable) handles[HANDLE[name]] = backend.addParameter(name, shape, init);
+    for (const p of backend.addParameters(trainable)) handles[HANDLE[p.name]] = p;
     this.weights = handles as Eagle3Weights;
   }
 

@@ -149,7 +149,8 @@ export function registerTargetParameters(
     const n = shape.reduce((a, b) => a * b, 1);
     if (v.length !== n) throw new Error(`target trainer: ${name} has ${v.length} values, shape [${shape.join(', ')}] needs ${n}`);
   }
-  for (const [name, shape] of targetParameterShapes(c)) byName.set(name, backend.addParameter(name, shape, values[name]));
+  const registered = backend.addParameters(targetParameterShapes(c).map(([name, shape]) => ({ name, shape, init: values[name] })));
+  for (const p of registered) byName.set(p.name, p);
   const get = (name: string): Parameter => byName.get(name)!;
   const layers: TrainLayer[] = [];
   for (let l = 0; l < c.numLayers; l++) {

@@ -23,6 +23,7 @@ import {
 import { sizeClass } from '../../gpu/buffer-pool.ts';
 import { BYTES_PER_ELEMENT, planTensorLayout, type DType } from '../../gpu/tensor.ts';
 import { sumsqWorkgroups } from '../../kernels/optim.ts';
+import { parameterBytes, planArena } from '../../optim/parameter-arena.ts';
 import { fcChunkRows } from '../../model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
 import { stepTensors } from './memory-plan-moments.ts';
@@ -124,7 +125,17 @@ export function itemSpecs(
   const params = eagle3ParameterShapes(d);
   // Weights, grads and moments may be split into row parts (the linear kernels and AdamW take parts).
   const paramSpecs = (suffix: string) => params.map(([name, shape]) => t(`${name}${suffix}`, shape, 'f32', true));
-  const partials = params.reduce((a, [, shape]) => a + sumsqWorkgroups(shape.reduce((p, q) => p * q, 1)), 0);
+  // The trainer's copies live in arena slabs (optim/parameter-arena.ts): one buffer per slab, and a
+  // parameter over a binding alone, in its own row parts.
+  const arena = planArena(
+    params.map(([, shape]) => parameterBytes(shape)),
+    maxBinding,
+  );
+  const arenaSpecs = (suffix: string) => [
+    ...arena.slabBytes.map((bytes, i) => t(`arena${i}${suffix}`, [bytes / 4])),
+    ...params.filter((_, i) => arena.placements[i].slab < 0).map(([name, shape]) => t(`${name}${suffix}`, shape, 'f32', true)),
+  ];
+  const partials = arenaSpecs('').reduce((a, spec) => a + sumsqWorkgroups(spec.shape.reduce((p, q) => p * q, 1)), 0);
   const compact = (x.targetRepr ?? 'logits') === 'hidden_state';
   const target: TargetWidth = { width: compact ? tc.hiddenSize : tc.vocabSize, compact };
   const sample = sampleSpecs(S, aux * tc.hiddenSize, target, feat);
@@ -225,15 +236,15 @@ export function itemSpecs(
     },
     draftWeights: {
       label: 'draft weights',
-      specs: paramSpecs(''),
+      specs: arenaSpecs(''),
       detail: `${params.length} tensors, hidden ${H}, intermediate ${I}, draft vocab ${D}`,
     },
     gradients: {
       label: 'draft gradients',
-      specs: [...paramSpecs('.grad'), t('grad-norm-partials', [partials]), t('grad-norm', [2])],
+      specs: [...arenaSpecs('.grad'), t('grad-norm-partials', [partials]), t('grad-norm', [2])],
       detail: 'one f32 gradient per weight',
     },
-    moments: { label: 'AdamW moments', specs: [...paramSpecs('.m'), ...paramSpecs('.v')], detail: 'm and v per weight, f32' },
+    moments: { label: 'AdamW moments', specs: [...arenaSpecs('.m'), ...arenaSpecs('.v')], detail: 'm and v per weight, f32' },
     draftFrozen: {
       label: 'draft vocabulary and RoPE',
       // The frozen embedding is the target's own table, borrowed (Eagle3Frozen): counted once, in target weights.

@@ -7,6 +7,7 @@
  * features and its head, MLP and fc over row chunks, where the plan counts the step's live set per
  * moment (memory-plan-moments.ts) and must come within 1.2× of the measure.
  */
+import { sizeClass } from '../../../src/gpu/buffer-pool.ts';
 import { Gpu } from '../../../src/gpu/gpu.ts';
 import { fcChunkRows } from '../../../src/model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../../src/model/eagle3/mlp-chunks.ts';
@@ -76,11 +77,16 @@ export default defineSuite('training/run/memory-plan', (t) => {
   t.test('draft weights, gradients and moments: bytes by hand', () => {
     const plan = planTrainingMemory(tinyInput(), { limits: BIG });
     // [out, in] f32: fc 64×192, q 64×128, k/v 32×128, o 64×64, gate/up 128×64, down 64×128, lm_head 64×64;
-    // four norms of 64 floats (256 bytes, the pool's smallest class).
-    const weights = 4 * (64 * 192 + 64 * 128 + 2 * 32 * 128 + 64 * 64 + 3 * 128 * 64 + 64 * 64) + 4 * 256;
+    // four norms of 64 floats (256 bytes each). All of them are packed into one arena slab (every size is
+    // a multiple of 256 bytes, so no gaps), one buffer of the pool's size class: 246,784 → 262,144 bytes.
+    const packed = 4 * (64 * 192 + 64 * 128 + 2 * 32 * 128 + 64 * 64 + 3 * 128 * 64 + 64 * 64) + 4 * 256;
+    assertEqual(packed, 246_784, 'packed bytes');
+    const weights = sizeClass(packed);
+    assertEqual(weights, 262_144, 'slab bytes');
     assertEqual(item(plan, 'draftWeights'), weights, 'draft weights');
     assertEqual(item(plan, 'moments'), 2 * weights, 'AdamW m and v');
-    // One sum-of-squares workgroup per small gradient: 13 floats of partials, and the [2] norm result (256 bytes each).
+    // ⌈61,696 / 2,048⌉ = 31 sum-of-squares workgroups over the slab: 31 floats of partials, and the [2] norm
+    // result (256 bytes each).
     assertEqual(item(plan, 'gradients'), weights + 256 + 256, 'gradients + grad-norm workspace');
     // t2d [256] i32, used [64] i32 (256 bytes), RoPE tables [66, 8, 2] f32 twice (4224 bytes → size
     // class 5120 = 4096 × 1.25); the frozen embedding is the target's table, counted with its weights.
