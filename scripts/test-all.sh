@@ -38,7 +38,7 @@ run() {
 
 run "embed shaders" npx tsx scripts/embed-shaders.ts
 run "typecheck (tsc)" npx tsc --noEmit -p .
-run "typecheck (deno)" deno check test/runners/deno.ts test/stress/soak-deno.ts
+run "typecheck (deno)" deno check test/runners/deno.ts test/stress/soak-deno.ts test/platform/file-lock-race.ts test/platform/file-lock-race-worker-deno.ts
 run "lint" npx eslint .
 run "format (prettier --check)" npx prettier --check .
 run "lint rule proof" npx tsx test/lint/boundary.ts
@@ -51,8 +51,11 @@ run "crash test on Node (SIGKILL at three points)" npx tsx test/runtime/crash.ts
 run "launcher: a signal to speclab ends the command" npx tsx test/cli/launcher-signal.ts
 run "fresh clone: the CLI without generated shaders (help, version, usage errors, shaders generated on first use)" npx tsx test/cli/fresh-clone.ts
 run "crash test on Node (SIGKILL of speclab train at the step-durable boundary)" npx tsx test/cli/train-kill.ts
+run "full disk under speclab train (tmpfs run folders filled at the ledger, a rollout's spill and checkpoints; resumed after space returns)" npx tsx test/cli/train-full-disk.ts
 run "crash matrix of a cluster run (rollout, trainer, Redis and gateway SIGKILLed)" npx tsx test/cli/cluster-crash.ts
 run "crash test on Chromium (IndexedDB)" npx tsx test/runners/browser-crash.ts
+run "lock race on Node: 3 processes take over one stale lock, 200 trials" npx tsx test/platform/file-lock-race.ts --trials 200
+run "lock race on Deno: 3 processes take over one stale lock, 200 trials" deno run --allow-all test/platform/file-lock-race.ts --trials 200
 run "data plane: multi-process proof (Redis)" npx tsx test/dataplane/multiprocess.ts
 run "data plane: gateway from Chromium" npx tsx test/dataplane/browser-gateway.ts
 run "data plane: gateway from Deno" npx tsx test/dataplane/browser-gateway.ts --deno

@@ -5,6 +5,7 @@ import gpuBufferPool from './gpu/buffer-pool.test.ts';
 import gpuTensorViews from './gpu/tensor-views.test.ts';
 import dawnWaitPacing from './platform/dawn-wait-pacing.test.ts';
 import dawnBindGroupReclaim from './platform/dawn-bind-group-reclaim.test.ts';
+import fileLock from './platform/file-lock.test.ts';
 import matmul from './kernels/matmul.test.ts';
 import matmulF16w from './kernels/matmul-f16w.test.ts';
 import ceiling from './kernels/ceiling.test.ts';
@@ -50,6 +51,7 @@ export const suites: readonly Suite[] = [
   gpuTensorViews,
   dawnWaitPacing,
   dawnBindGroupReclaim,
+  fileLock,
   matmul,
   matmulF16w,
   ceiling,

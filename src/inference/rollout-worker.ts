@@ -70,6 +70,9 @@ export class RolloutWorker {
     return new RolloutWorker(controller, source, store, gpu, capture, workerId);
   }
 
+  /** Why the latest put of this worker failed (retryable failures requeue the task and leave no record). */
+  lastPutFailure: string | undefined;
+
   async runOnce(maxTasks: number): Promise<SampleRef[]> {
     if (this.state === 'stopped' || this.state === 'draining' || this.state === 'paused') return [];
     const tasks = await this.controller.leasePromptTasks(this.workerId, maxTasks);
@@ -132,6 +135,9 @@ export class RolloutWorker {
       } catch (err) {
         this.store.abort(sampleId);
         this.gpu.release(...Object.values(tensors));
+        // Retryable, so the task is requeued and no terminal failure records why: keep the cause here,
+        // for the caller that finds the round short (a full disk must be named, not lost).
+        this.lastPutFailure = `sample ${sampleId}: put failed: ${(err as Error).message}`;
         await this.controller.failPromptTasks(this.workerId, [task.taskId], `put failed: ${(err as Error).message}`, true);
       }
     }
@@ -146,4 +152,19 @@ export class RolloutWorker {
   stop(): void {
     this.state = 'stopped';
   }
+}
+
+/**
+ * Why a round ended with fewer samples committed than it has tasks: the terminal failures, and each
+ * worker's latest failed put (retryable, so requeued and recorded nowhere else: a full disk is named here).
+ */
+export function shortRoundError(
+  round: number,
+  committed: number,
+  total: number,
+  failures: readonly { reason: string }[],
+  workers: readonly RolloutWorker[],
+): Error {
+  const why = [...failures.map((f) => f.reason), ...workers.flatMap((w) => w.lastPutFailure ?? [])];
+  return new Error(`round ${round}: ${committed} of ${total} samples committed (${why.join('; ') || 'no failure recorded'})`);
 }

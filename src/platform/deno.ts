@@ -5,16 +5,8 @@
  */
 import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
-import {
-  keyValueDatabaseUnavailable,
-  lockHeldError,
-  namingPath,
-  parseLockOwner,
-  type AppendLog,
-  type FileLock,
-  type FileStore,
-  type LockOwner,
-} from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileLock, type FileStore } from '../ports/storage.ts';
+import { acquireFileLock, type LockFiles } from './file-lock.ts';
 
 const live = new Set<GpuContext>();
 
@@ -107,25 +99,7 @@ class DenoFileStore implements FileStore {
   async lockExclusive(path: string): Promise<FileLock> {
     const target = this.abs(path);
     await Deno.mkdir(target.slice(0, target.lastIndexOf('/')), { recursive: true });
-    const me: LockOwner = { pid: Deno.pid, host: hostName(), since: new Date().toISOString() };
-    for (let attempt = 0; attempt < 2; attempt++) {
-      // Written whole, then hard-linked into place: the lock appears complete or not at all.
-      const temp = `${target}.tmp-${Deno.pid}-${Date.now()}`;
-      await Deno.writeTextFile(temp, JSON.stringify(me));
-      try {
-        await Deno.link(temp, target);
-        return { path: target, release: () => Deno.remove(target).catch(() => {}) };
-      } catch (err) {
-        if (!(err instanceof Deno.errors.AlreadyExists)) throw err;
-      } finally {
-        await Deno.remove(temp).catch(() => {});
-      }
-      const owner = await readLockOwner(target);
-      const stale = owner !== null && owner.host === me.host && (await processGone(owner.pid));
-      if (!stale) throw lockHeldError(target, owner);
-      await Deno.remove(target).catch(() => {});
-    }
-    throw lockHeldError(target, await readLockOwner(target));
+    return acquireFileLock(DENO_LOCK_FILES, target, { pid: Deno.pid, host: hostName() });
   }
   async openAppendLog(path: string): Promise<AppendLog> {
     const target = this.abs(path);
@@ -197,13 +171,22 @@ export const denoPlatform: Platform = {
   },
 };
 
-async function readLockOwner(path: string): Promise<LockOwner | null> {
-  try {
-    return parseLockOwner(await Deno.readTextFile(path));
-  } catch {
-    return null; // unreadable, or removed meanwhile: treated as held, never stolen
-  }
-}
+/** The lock algorithm's file calls (./file-lock.ts), on Deno's file API. */
+const DENO_LOCK_FILES: LockFiles = {
+  writeText: (path, text) => Deno.writeTextFile(path, text),
+  async link(existing, path) {
+    try {
+      await Deno.link(existing, path);
+      return true;
+    } catch (err) {
+      if (err instanceof Deno.errors.AlreadyExists) return false;
+      throw err;
+    }
+  },
+  readText: (path) => Deno.readTextFile(path).catch(() => null),
+  remove: (path) => Deno.remove(path).catch(() => {}),
+  ownerGone: async (owner) => owner.host === hostName() && (await processGone(owner.pid)),
+};
 
 /**
  * Whether `pid` is known to have ended. Deno has no signal-0 probe; on Linux /proc tells, but Deno

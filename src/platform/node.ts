@@ -42,16 +42,8 @@ import { BindGroupReclaimer } from './dawn-bind-group-reclaim.ts';
 import type { Platform } from '../cli/platform.ts';
 import type { ProgressDisplay } from '../ports/progress.ts';
 import { terminalProgress } from './terminal-progress.ts';
-import {
-  keyValueDatabaseUnavailable,
-  lockHeldError,
-  namingPath,
-  parseLockOwner,
-  type AppendLog,
-  type FileLock,
-  type FileStore,
-  type LockOwner,
-} from '../ports/storage.ts';
+import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileLock, type FileStore } from '../ports/storage.ts';
+import { acquireFileLock, type LockFiles } from './file-lock.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
 const DAWN_FLAGS = ['enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia'];
@@ -230,26 +222,7 @@ export class NodeFileStore implements FileStore {
   async lockExclusive(path: string): Promise<FileLock> {
     const target = this.abs(path);
     mkdirSync(dirname(target), { recursive: true });
-    const me: LockOwner = { pid: process.pid, host: hostname(), since: new Date().toISOString() };
-    for (let attempt = 0; attempt < 2; attempt++) {
-      // Written whole to a temp file, then hard-linked into place: the link either creates the
-      // lock with its full contents or fails because the lock exists (no half-written lock).
-      const temp = `${target}.tmp-${process.pid}-${Date.now()}`;
-      await fs.writeFile(temp, JSON.stringify(me));
-      try {
-        await fs.link(temp, target);
-        return { path: target, release: () => fs.rm(target, { force: true }) };
-      } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      } finally {
-        await fs.rm(temp, { force: true });
-      }
-      const owner = await readLockOwner(target);
-      const stale = owner !== null && owner.host === me.host && !processAlive(owner.pid);
-      if (!stale) throw lockHeldError(target, owner);
-      await fs.rm(target, { force: true });
-    }
-    throw lockHeldError(target, await readLockOwner(target));
+    return acquireFileLock(NODE_LOCK_FILES, target, { pid: process.pid, host: hostname() });
   }
   async openAppendLog(path: string): Promise<AppendLog> {
     const target = this.abs(path);
@@ -339,13 +312,22 @@ async function* oneChunk(bytes: Uint8Array): AsyncGenerator<Uint8Array> {
   yield bytes;
 }
 
-async function readLockOwner(path: string): Promise<LockOwner | null> {
-  try {
-    return parseLockOwner(await fs.readFile(path, 'utf8'));
-  } catch {
-    return null; // unreadable, or removed meanwhile: treated as held, never stolen
-  }
-}
+/** The lock algorithm's file calls (./file-lock.ts), on node:fs. */
+const NODE_LOCK_FILES: LockFiles = {
+  writeText: (path, text) => fs.writeFile(path, text),
+  async link(existing, path) {
+    try {
+      await fs.link(existing, path);
+      return true;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+      throw err;
+    }
+  },
+  readText: (path) => fs.readFile(path, 'utf8').catch(() => null),
+  remove: (path) => fs.rm(path, { force: true }),
+  ownerGone: async (owner) => owner.host === hostname() && !processAlive(owner.pid),
+};
 
 function processAlive(pid: number): boolean {
   try {

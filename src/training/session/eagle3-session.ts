@@ -30,7 +30,7 @@ import { FeatureDataLoader } from '../../data/feature-dataloader.ts';
 import type { FeatureStore, FeatureStoreHealth } from '../../data/feature-store.ts';
 import { LocalFeatureStore } from '../../data/local-feature-store.ts';
 import type { Eagle3DraftCheckpoint } from '../../inference/eagle3-drafter.ts';
-import { RolloutWorker } from '../../inference/rollout-worker.ts';
+import { RolloutWorker, shortRoundError } from '../../inference/rollout-worker.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import type { VocabMapping } from '../../model/eagle3/vocab-mapping.ts';
 import { AdamWBackend } from '../../optim/adamw-backend.ts';
@@ -260,9 +260,7 @@ export class Eagle3TrainingSession {
       }
     }
     if (committed !== pending.length)
-      throw new Error(
-        `round ${r}: ${committed} of ${pending.length} samples committed (${(await this.controller.promptFailures()).map((f) => f.reason).join('; ')})`,
-      );
+      throw shortRoundError(r, committed, pending.length, await this.controller.promptFailures(), this.workers);
     this.inputs.onEvent?.({ kind: 'rollout', round: r, samples: committed, seconds: (this.inputs.now() - t0) / 1000 });
   }
 
