@@ -75,6 +75,11 @@ export class FileMetadataStore extends StateBackedMetadataStore {
     return `opening ${this.files.root}/${this.dir} dropped a torn tail of ${this.recovery.tornBytesDropped} bytes from the last journal (taken as a write cut short by a crash)`;
   }
 
+  /** The journal that takes this store's writes (acks included) now. */
+  get source(): string {
+    return `${this.files.root}/${journalPath(this.dir, this.generation)}`;
+  }
+
   /** Opens (or creates) the store in `files`, recovering whatever a previous process left. */
   static async open(files: FileStore, options: FileMetadataStoreOptions = {}): Promise<FileMetadataStore> {
     const dir = options.dir ?? 'metadata';

@@ -44,6 +44,8 @@ export interface MetadataStore {
    * undefined; a resume that then finds state missing names it as the likely cause.
    */
   readonly repairNote?: string;
+  /** Where the store writes its acks (a journal file), named when a resume finds the ledger at odds with a checkpoint. */
+  readonly source?: string;
   close(): Promise<void>;
 }
 

@@ -32,6 +32,7 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import type { FileStore } from '../../ports/storage.ts';
 import type { AdamWBackend, OptimizerConfig } from '../../optim/adamw-backend.ts';
 import { type RunContract } from './run-contract.ts';
+import { badElement } from './tensor-finiteness.ts';
 
 export type { RunContract } from './run-contract.ts';
 
@@ -317,27 +318,68 @@ export async function pruneCheckpoints(store: FileStore, runId: string, keepFrom
   return removed;
 }
 
-/** Read and verify (sizes, CRC-32, state format) a complete checkpoint folder. */
+/** Read and verify (sizes, CRC-32, state format, finite tensors) a complete checkpoint folder. */
 export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Promise<LoadedCheckpoint> {
   const where = `${store.root}/${ref.dir}`;
-  const record = await readComplete(store, ref);
-  if (!record) throw new Error(`${where}: not a complete checkpoint (no valid ${COMPLETE_MARKER} marker for step ${ref.step})`);
+  const record = await completeRecord(store, ref);
   const bytes: Record<string, Uint8Array> = {};
-  for (const name of FILES) {
-    const expect = record.files[name];
-    if (!expect) throw new Error(`${where}/${COMPLETE_MARKER}: does not list ${name}`);
-    if (!(await store.exists(`${ref.dir}/${name}`))) throw new Error(`${where}/${name}: missing`);
-    const b = await store.read(`${ref.dir}/${name}`);
-    if (b.byteLength !== expect.bytes || crc32(b) !== expect.crc32) {
-      throw new Error(
-        `${where}/${name}: ${b.byteLength} bytes with CRC-32 ${crc32(b).toString(16)}, the ${COMPLETE_MARKER} marker recorded ${expect.bytes} bytes with ${expect.crc32.toString(16)} (damaged)`,
-      );
+  for (const name of FILES) bytes[name] = await readListed(store, ref, record, name);
+  const state = parseState(bytes['state.json'], ref, where);
+  const weights = new SafetensorsFile(bytes['weights.safetensors'], `${where}/weights.safetensors`);
+  const optimizer = new SafetensorsFile(bytes['optimizer.safetensors'], `${where}/optimizer.safetensors`);
+  for (const p of state.parameters) {
+    for (const [file, key, what, nonNegative] of [
+      [weights, p.name, 'a weight', false],
+      [optimizer, `${p.name}.m`, "AdamW's first moment", false],
+      [optimizer, `${p.name}.v`, "AdamW's second moment", true],
+    ] as const) {
+      if (!file.has(key)) throw new Error(`${file.source}: missing tensor "${key}"`);
+      if (file.entry(key).dtype !== 'F32') throw new Error(`${file.source}: tensor "${key}" is ${file.entry(key).dtype}, expected F32`);
+      if (file.shape(key).join() !== p.shape.join())
+        throw new Error(`${file.source}: tensor "${key}" has shape [${file.shape(key)}], state.json says [${p.shape}]`);
+      const bad = badElement(file.f32(key), nonNegative);
+      if (bad)
+        throw new CheckpointRefusedError(
+          `${file.source}: tensor "${key}" holds ${bad}; ${what} must be finite${nonNegative ? ' and non-negative' : ''}, so this checkpoint is refused`,
+        );
     }
-    bytes[name] = b;
   }
+  return { ref, state, weights, optimizer };
+}
+
+/** state.json of a complete checkpoint, checked against its COMPLETE marker and parsed (the tensor files are not read). */
+export async function loadCheckpointState(store: FileStore, ref: CheckpointRef): Promise<TrainingState> {
+  const record = await completeRecord(store, ref);
+  return parseState(await readListed(store, ref, record, 'state.json'), ref, `${store.root}/${ref.dir}`);
+}
+
+async function completeRecord(store: FileStore, ref: CheckpointRef): Promise<CompleteRecord> {
+  const record = await readComplete(store, ref);
+  if (!record)
+    throw new Error(`${store.root}/${ref.dir}: not a complete checkpoint (no valid ${COMPLETE_MARKER} marker for step ${ref.step})`);
+  return record;
+}
+
+/** One file of the folder, its size and CRC-32 checked against the COMPLETE record. */
+async function readListed(store: FileStore, ref: CheckpointRef, record: CompleteRecord, name: (typeof FILES)[number]): Promise<Uint8Array> {
+  const where = `${store.root}/${ref.dir}`;
+  const expect = record.files[name];
+  if (!expect) throw new Error(`${where}/${COMPLETE_MARKER}: does not list ${name}`);
+  if (!(await store.exists(`${ref.dir}/${name}`))) throw new Error(`${where}/${name}: missing`);
+  const b = await store.read(`${ref.dir}/${name}`);
+  if (b.byteLength !== expect.bytes || crc32(b) !== expect.crc32) {
+    throw new Error(
+      `${where}/${name}: ${b.byteLength} bytes with CRC-32 ${crc32(b).toString(16)}, the ${COMPLETE_MARKER} marker recorded ${expect.bytes} bytes with ${expect.crc32.toString(16)} (damaged)`,
+    );
+  }
+  return b;
+}
+
+/** state.json's bytes as a TrainingState of this folder's run and step, or a refusal naming the file. */
+function parseState(bytes: Uint8Array, ref: CheckpointRef, where: string): TrainingState {
   let state: TrainingState;
   try {
-    state = JSON.parse(new TextDecoder().decode(bytes['state.json'])) as TrainingState;
+    state = JSON.parse(new TextDecoder().decode(bytes)) as TrainingState;
   } catch (err) {
     throw new Error(`${where}/state.json: not valid JSON (${(err as Error).message})`, { cause: err });
   }
@@ -347,19 +389,8 @@ export async function loadCheckpoint(store: FileStore, ref: CheckpointRef): Prom
     throw new Error(`${where}/state.json: version ${state.version} is not supported (expected ${CHECKPOINT_VERSION})`);
   if (state.globalStep !== ref.step)
     throw new Error(`${where}/state.json: globalStep ${state.globalStep} does not match the folder's step ${ref.step}`);
-  const weights = new SafetensorsFile(bytes['weights.safetensors'], `${where}/weights.safetensors`);
-  const optimizer = new SafetensorsFile(bytes['optimizer.safetensors'], `${where}/optimizer.safetensors`);
-  for (const p of state.parameters) {
-    for (const [file, key] of [
-      [weights, p.name],
-      [optimizer, `${p.name}.m`],
-      [optimizer, `${p.name}.v`],
-    ] as const) {
-      if (!file.has(key)) throw new Error(`${file.source}: missing tensor "${key}"`);
-      if (file.entry(key).dtype !== 'F32') throw new Error(`${file.source}: tensor "${key}" is ${file.entry(key).dtype}, expected F32`);
-      if (file.shape(key).join() !== p.shape.join())
-        throw new Error(`${file.source}: tensor "${key}" has shape [${file.shape(key)}], state.json says [${p.shape}]`);
-    }
-  }
-  return { ref, state, weights, optimizer };
+  // A folder renamed from another run's would otherwise resume as this one.
+  if (state.runId !== ref.runId)
+    throw new CheckpointRefusedError(`${where}/state.json: runId ${JSON.stringify(state.runId)} is not the folder's run ${ref.runId}`);
+  return state;
 }

@@ -39,6 +39,7 @@ import { eagle3RunExtras } from '../checkpoints/checkpoint-export.ts';
 import { checkpointDue, eagle3StepMetrics, saveRunCheckpoint, TRAIN_RUN_ID } from '../checkpoints/run-checkpoints.ts';
 import type { RunContract } from '../checkpoints/run-contract.ts';
 import { resumeFromCheckpoint } from '../checkpoints/checkpoint-resume.ts';
+import { checkpointCounters } from '../checkpoints/resume-consistency.ts';
 import { CheckpointRefusedError, pruneCheckpoints } from '../checkpoints/train-checkpoint.ts';
 import { stableHash } from '../../util/stable-hash.ts';
 
@@ -196,6 +197,9 @@ export async function trainEagle3Offline(inputs: OfflineTrainInputs): Promise<Of
     let consumed = 0;
     if (restored) {
       const { state, ref } = restored;
+      // Sealed alone, the counters must still agree with each other (an edited optimizer step moves the schedule).
+      const counters = checkpointCounters({ source: `${checkpoints!.root}/${ref.dir}/state.json`, state });
+      if (counters) throw new CheckpointRefusedError(`resume ${runId}: ${counters}`);
       consumed = state.data.samplesConsumed;
       const expected = Math.min(state.globalStep * settings.batchSize, stream.length);
       if (consumed !== expected)

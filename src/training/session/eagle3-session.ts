@@ -40,6 +40,7 @@ import { pruneCheckpoints, type RunContract } from '../checkpoints/train-checkpo
 import type { TrainSequence } from '../sequences/eagle3-data.ts';
 import { PeriodicEvaluation } from '../evaluation/periodic-eval.ts';
 import { checkRequeuedSpills } from '../checkpoints/resume-integrity.ts';
+import { checkResumeConsistency, sessionStreamPlan } from '../checkpoints/resume-consistency.ts';
 import { Eagle3TrainStrategy } from '../strategies/eagle3.ts';
 import { TrainerController, type StepLog } from '../loop/trainer-controller.ts';
 import { TrainerCore } from '../loop/trainer-core.ts';
@@ -163,13 +164,9 @@ export class Eagle3TrainingSession {
 
   /** Restores a run whose ledger has a durable ack; a fresh ledger leaves everything as built. */
   private async resume(): Promise<void> {
-    const { storage, runId } = this.inputs;
+    const { storage, runId, gpu } = this.inputs;
     const marker = await storage.metadata.durableMarker();
-    const restored = await resumeFromCheckpoint(storage.checkpoints, this.inputs.gpu, this.backend, {
-      runId,
-      marker,
-      contract: this.contract,
-    });
+    const restored = await resumeFromCheckpoint(storage.checkpoints, gpu, this.backend, { runId, marker, contract: this.contract });
     // A shared queue outlives this trainer: leases a dead predecessor held would keep its refs out of
     // the requeue, so the queue is rebuilt from the ledger (one trainer per run).
     if (this.inputs.cluster) await this.controller.queue.clear();
@@ -177,21 +174,20 @@ export class Eagle3TrainingSession {
     // between the two reads must stay in the plan (its task is redone and deduplicated), never be
     // counted as committed without having been requeued.
     const committed = new Set(await storage.metadata.allCommittedIds());
+    // Each record is sealed alone: before anything is requeued or trained, they are checked against each other.
+    const ledger = { ...marker, committed, source: storage.metadata.source ?? 'the ledger' };
+    const plan = sessionStreamPlan(runId, this.rounds, this.inputs.settings, this.sequences.length);
+    await checkResumeConsistency({ runId, checkpoints: storage.checkpoints, ledger, restored, contract: this.contract, plan });
     const report = await this.controller.reconcileOnRestart(this.store);
     // A shared (data-plane) store keeps requeued features itself; only a spilling local store is checked here.
-    if (this.store instanceof LocalFeatureStore)
-      await checkRequeuedSpills(this.inputs.runId, this.store, this.inputs.storage, report.requeued);
+    if (this.store instanceof LocalFeatureStore) await checkRequeuedSpills(runId, this.store, storage, report.requeued);
     if (restored) {
-      this.trainer.globalStep = restored.state.globalStep;
+      this.trainer.globalStep = this.lastCheckpoint = restored.state.globalStep;
       this.core.microStep = restored.state.microStep;
       this.samplesConsumed = restored.state.data.samplesConsumed;
-      this.lastCheckpoint = restored.state.globalStep;
       this.resumed = { step: restored.state.globalStep, requeued: report.requeued.length, released: report.released.length };
-      this.inputs.onEvent?.({
-        kind: 'phase',
-        phase: 'resume',
-        detail: `step ${restored.state.globalStep}: ${report.released.length} samples already trained, ${report.requeued.length} committed samples requeued`,
-      });
+      const detail = `step ${restored.state.globalStep}: ${report.released.length} samples already trained, ${report.requeued.length} committed samples requeued`;
+      this.inputs.onEvent?.({ kind: 'phase', phase: 'resume', detail });
     }
     // Read the ledger once: rounds whose every task is committed are done, and a partly committed round
     // keeps only the rest (rounds after it were never started, so the plan needs no further lookups).
