@@ -8,6 +8,7 @@
  * here keeps the two modules free of an import cycle.
  */
 import { validateRunId } from '../control/redis/redis-keys.ts';
+import { nameProblem } from '../dataplane/names.ts';
 import { intSpec, parsers, textSpec, UsageError, type CommandDef, type OptionSpec, type ParsedArgs } from './options.ts';
 import { PROMPT_LEASE_MS } from '../training/run/prompt-lease.ts';
 
@@ -54,10 +55,14 @@ export function clusterUrl(flag: string, text: string): string {
 /** A run id usable as the Redis hash tag of its keys (src/control/redis/redis-keys.ts). */
 export function runName(flag: string, text: string): string {
   try {
-    return validateRunId(text, flag);
+    validateRunId(text, flag);
   } catch (err) {
     throw new UsageError((err as Error).message.replace(`${flag}: runId`, flag));
   }
+  // The run id is also the name of the run's data-plane partition, so it must be a valid one.
+  const problem = nameProblem(text);
+  if (problem !== null) throw new UsageError(`${flag} ${JSON.stringify(text)} ${problem}: it also names the run's data-plane partition`);
+  return text;
 }
 
 // The frozen target's matrices stored as f16 on the GPU halve its bytes; arithmetic stays f32.

@@ -2,9 +2,11 @@
  * `speclab gateway --cluster redis://… --run NAME --token-file F [--port P] [--origin O]`: the
  * WebSocket gateway through which browser tabs are rollout workers of a cluster run
  * (docs/control-plane.md "Browser tabs as rollout workers"). One port serves two subprotocols
- * behind one token and Origin check: the run's data plane (`speclab-dataplane.v1`, each connection
- * its own Redis data-plane client with the trainer's key prefix) and the rollout endpoints of the
- * run's control plane (`speclab-control.v1`: register, heartbeat, lease prompts, commit refs),
+ * behind the token and Origin checks (a --token-file token grants every scope; --rollout-,
+ * --trainer- and --observer-token-file tokens one each: src/dataplane/gateway-scopes.ts): the
+ * run's data plane (`speclab-dataplane.v1`, each connection its own Redis data-plane client with
+ * the trainer's key prefix) and the rollout endpoints of the run's control plane
+ * (`speclab-control.v1`: register, heartbeat, lease prompts, commit refs),
  * served by a passive `DataFlowController` over the run's Redis control stores, built as
  * `speclab rollout` builds its own (the manifest's prompt lease, commits not enqueued: the trainer
  * enqueues each round).
@@ -18,6 +20,7 @@ import { openRedisControlStores } from '../control/redis/redis-control-stores.ts
 import { RedisRunRecord, type RunManifest } from '../control/redis/redis-run-record.ts';
 import { createDataPlaneClient } from '../dataplane/factory.ts';
 import { TOKEN_PATTERN } from '../dataplane/gateway-protocol.ts';
+import type { GatewayScope } from '../dataplane/gateway-scopes.ts';
 import { FEATURE_KEY_PREFIX, redisConnector } from '../training/run/cluster-run.ts';
 import type { GatewayArgs } from './gateway-options.ts';
 import type { Platform } from './platform.ts';
@@ -26,19 +29,19 @@ import { speclabCommand } from '../util/cli-command.ts';
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** The token: the first line of the file, which must be 16..256 characters of [A-Za-z0-9_-]. */
-export async function readGatewayToken(platform: Platform, path: string): Promise<string> {
+export async function readGatewayToken(platform: Platform, path: string, flag = '--token-file'): Promise<string> {
   const slash = path.lastIndexOf('/');
   const files = platform.files(slash < 0 ? '.' : path.slice(0, slash) || '/');
   let bytes: Uint8Array;
   try {
     bytes = await files.read(slash < 0 ? path : path.slice(slash + 1));
   } catch (err) {
-    throw new Error(`--token-file: cannot read ${path} (${(err as Error).message})`, { cause: err });
+    throw new Error(`${flag}: cannot read ${path} (${(err as Error).message})`, { cause: err });
   }
   const token = new TextDecoder().decode(bytes).split(/\r?\n/)[0].trim();
   if (!TOKEN_PATTERN.test(token))
     throw new Error(
-      `--token-file: the first line of ${path} must be a token of 16..256 characters of [A-Za-z0-9_-] (e.g. openssl rand -hex 32)`,
+      `${flag}: the first line of ${path} must be a token of 16..256 characters of [A-Za-z0-9_-] (e.g. openssl rand -hex 32)`,
     );
   return token;
 }
@@ -47,7 +50,10 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
   const start = platform.startGateway?.bind(platform);
   if (!start) throw new Error(`this runtime (${platform.name}) cannot serve WebSockets; speclab gateway needs Node (bin/speclab.mjs)`);
   const connect = redisConnector(platform, 'gateway');
-  const token = await readGatewayToken(platform, args.tokenFile);
+  const token = args.tokenFile === undefined ? undefined : await readGatewayToken(platform, args.tokenFile);
+  const scopedTokens: Partial<Record<GatewayScope, string>> = {};
+  for (const [scope, file] of Object.entries(args.scopedTokenFiles) as [GatewayScope, string][])
+    scopedTokens[scope] = await readGatewayToken(platform, file, `--${scope}-token-file`);
   const link = await connect(args.cluster);
   const cleanup: (() => Promise<void> | void)[] = [() => link.close()];
   let stop: () => void = () => {};
@@ -86,6 +92,7 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
     const controller = DataFlowController.over(args.run, stores, { enqueueCommits: false });
     const gateway = await start({
       token,
+      scopedTokens,
       host: args.host,
       port: args.port,
       allowedOrigins: args.origins,
@@ -101,7 +108,7 @@ export async function runGateway(platform: Platform, args: GatewayArgs, print: (
       onLog: (line) => print(`gateway: ${line}`),
     });
     cleanup.push(() => gateway.close());
-    const fragment = `gateway=${encodeURIComponent(gateway.url)}&run=${encodeURIComponent(args.run)}&token=<the token>`;
+    const fragment = `gateway=${encodeURIComponent(gateway.url)}&run=${encodeURIComponent(args.run)}&token=<${token === undefined ? 'the rollout token' : 'the token'}>`;
     print(
       `gateway: serving run ${args.run} of ${args.cluster} at ${gateway.url} (data plane and rollout control; prompt lease ${promptLeaseMs} ms${args.origins ? `; origins ${args.origins.join(', ')}` : ''})`,
     );

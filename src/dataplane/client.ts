@@ -6,9 +6,9 @@
  * very producer notifications the waiter needs (docs/dataplane.md §4.2), so backends only offer a single
  * atomic attempt and the client polls between attempts until its deadline.
  */
-import { BYTES_PER_ELEMENT } from '../gpu/tensor.ts';
 import { checkRow } from './column-store.ts';
 import { KVBatchMeta, lengthsFromTags, validateTagRecord, type TagValue } from './meta.ts';
+import { checkDType, checkName } from './names.ts';
 import {
   ClaimTimeoutError,
   DataPlaneError,
@@ -49,6 +49,13 @@ export interface ClaimRequest {
   readonly leaseId: string | null;
 }
 
+/**
+ * How `register` treats a partition that exists: `replace` wipes it first, `reuse-empty` re-declares
+ * it only while it holds no samples, `create` refuses it (a producer that must not touch a schema it
+ * did not make).
+ */
+export type RegisterMode = 'replace' | 'reuse-empty' | 'create';
+
 /** What settling a leased claim does: consume it, consume and clear it, or give it back. */
 export type SettleAction = 'ack' | 'ack-clear' | 'release';
 
@@ -60,7 +67,7 @@ export type ClaimAttempt =
 /** State owner behind a client: in-process maps or a Redis server. Each method is one atomic step. */
 export interface Backend {
   readonly kind: string;
-  register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void>;
+  register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], mode: RegisterMode): Promise<void>;
   put(request: PutRequest): Promise<void>;
   tryClaim(request: ClaimRequest): Promise<ClaimAttempt>;
   /**
@@ -99,34 +106,44 @@ export class StoreClient implements DataPlaneClient {
 
   async registerPartition(options: RegisterPartitionOptions): Promise<void> {
     this.live();
-    const partition = name(options.partition, 'registerPartition.partition');
+    const partition = checkName(options.partition, 'registerPartition.partition');
     const fields = options.fields;
     if (fields === null || typeof fields !== 'object' || Object.keys(fields).length === 0) {
       throw new DataPlaneError('invalid_argument', `registerPartition(${partition}).fields must declare at least one field with its dtype`);
     }
+    // A null-prototype record: field names can never reach Object.prototype.
+    const declared: Record<string, DType> = Object.create(null) as Record<string, DType>;
     for (const [field, dtype] of Object.entries(fields)) {
-      name(field, `registerPartition(${partition}) field name`);
-      if (!(dtype in BYTES_PER_ELEMENT)) {
-        throw new DataPlaneError(
-          'invalid_argument',
-          `registerPartition(${partition}) field ${JSON.stringify(field)} has dtype ${JSON.stringify(dtype)}; expected one of ${Object.keys(BYTES_PER_ELEMENT).join(', ')}`,
-        );
-      }
+      checkName(field, `registerPartition(${partition}) field name`);
+      declared[field] = checkDType(dtype, `registerPartition(${partition}) field ${JSON.stringify(field)}`);
     }
     const tasks = uniqueNames(options.consumerTasks, `registerPartition(${partition}).consumerTasks`);
     if (tasks.length === 0)
       throw new DataPlaneError('invalid_argument', `registerPartition(${partition}).consumerTasks must name at least one task`);
-    await this.backend.register(partition, { ...fields }, tasks, options.replace === true);
+    if (options.replace !== undefined && typeof options.replace !== 'boolean')
+      throw new DataPlaneError(
+        'invalid_argument',
+        `registerPartition(${partition}).replace must be a boolean, got ${JSON.stringify(options.replace)}`,
+      );
+    if (options.createOnly !== undefined && typeof options.createOnly !== 'boolean')
+      throw new DataPlaneError(
+        'invalid_argument',
+        `registerPartition(${partition}).createOnly must be a boolean, got ${JSON.stringify(options.createOnly)}`,
+      );
+    if (options.replace === true && options.createOnly === true)
+      throw new DataPlaneError('invalid_argument', `registerPartition(${partition}): replace and createOnly exclude each other`);
+    const mode: RegisterMode = options.replace === true ? 'replace' : options.createOnly === true ? 'create' : 'reuse-empty';
+    await this.backend.register(partition, declared, tasks, mode);
   }
 
   async claimMeta(options: ClaimOptions): Promise<KVBatchMeta> {
     this.live();
-    const partition = name(options.partition, 'claimMeta.partition');
-    const task = name(options.task, 'claimMeta.task');
+    const partition = checkName(options.partition, 'claimMeta.partition');
+    const task = checkName(options.task, 'claimMeta.task');
     const required = uniqueNames(options.requiredFields, 'claimMeta.requiredFields');
     if (required.length === 0) throw new DataPlaneError('invalid_argument', 'claimMeta.requiredFields must name at least one field');
-    const batchSize = positiveInt(options.batchSize, 'claimMeta.batchSize');
-    const minBatch = positiveInt(options.minBatch ?? batchSize, 'claimMeta.minBatch');
+    const batchSize = atMost(positiveInt(options.batchSize, 'claimMeta.batchSize'), MAX_CLAIM_ROWS, 'claimMeta.batchSize');
+    const minBatch = atMost(positiveInt(options.minBatch ?? batchSize, 'claimMeta.minBatch'), MAX_CLAIM_ROWS, 'claimMeta.minBatch');
     if (minBatch > batchSize) throw new DataPlaneError('invalid_argument', `claimMeta.minBatch ${minBatch} exceeds batchSize ${batchSize}`);
     const leaseMs = options.leaseMs === undefined ? null : positiveInt(options.leaseMs, 'claimMeta.leaseMs');
     const timeoutMs = options.timeoutMs ?? 60_000;
@@ -189,7 +206,9 @@ export class StoreClient implements DataPlaneClient {
         `${op}: meta of partition ${JSON.stringify(meta.partition)} is not a leased claim (claim with leaseMs to settle explicitly)`,
       );
     }
-    const { settled, lost } = await this.backend.settle(meta.partition, meta.taskName, meta.leaseId, [...new Set(meta.sampleIds)], action);
+    const partition = checkName(meta.partition, `${op} meta.partition`);
+    const task = checkName(meta.taskName, `${op} meta.taskName`);
+    const { settled, lost } = await this.backend.settle(partition, task, meta.leaseId, [...new Set(meta.sampleIds)], action);
     if (lost.length > 0) {
       throw new LeaseLostError(
         `${op}: lease ${meta.leaseId} of task ${JSON.stringify(meta.taskName)} no longer holds ${lost.length} sample(s) (expired and reclaimed, or cleared): ${listIds(lost)}; ${settled.length} settled`,
@@ -209,12 +228,12 @@ export class StoreClient implements DataPlaneClient {
     this.live();
     const names = uniqueNames(tasks, 'checkConsumptionStatus.tasks');
     if (names.length === 0) throw new DataPlaneError('invalid_argument', 'checkConsumptionStatus.tasks must name at least one task');
-    return this.backend.consumed(name(partition, 'checkConsumptionStatus.partition'), names);
+    return this.backend.consumed(checkName(partition, 'checkConsumptionStatus.partition'), names);
   }
 
   async putSamples(options: PutOptions): Promise<KVBatchMeta> {
     this.live();
-    const partition = name(options.partition, 'putSamples.partition');
+    const partition = checkName(options.partition, 'putSamples.partition');
     const ids = sampleIdList(options.sampleIds, 'putSamples.sampleIds');
     const seen = new Set<string>();
     const dups = ids.filter((id) => (seen.has(id) ? true : (seen.add(id), false)));
@@ -225,6 +244,7 @@ export class StoreClient implements DataPlaneClient {
     const fields = Object.keys(options.columns);
     if (fields.length === 0)
       throw new DataPlaneError('invalid_argument', `putSamples(${partition}) writes no field; name at least one column`);
+    for (const field of fields) checkName(field, `putSamples(${partition}) field name`);
     const rows = fields.map((field) => {
       const column = options.columns[field];
       if (!Array.isArray(column) || column.length !== ids.length) {
@@ -253,7 +273,7 @@ export class StoreClient implements DataPlaneClient {
 
   async getSamples(options: GetOptions): Promise<Columns> {
     this.live();
-    const partition = name(options.partition, 'getSamples.partition');
+    const partition = checkName(options.partition, 'getSamples.partition');
     const ids = sampleIdList(options.sampleIds, 'getSamples.sampleIds');
     if (!Array.isArray(options.fields) || options.fields.length === 0) {
       throw new DataPlaneError(
@@ -267,7 +287,7 @@ export class StoreClient implements DataPlaneClient {
 
   async clearSamples(partition: string, target: ClearTarget): Promise<number> {
     this.live();
-    const p = name(partition, 'clearSamples.partition');
+    const p = checkName(partition, 'clearSamples.partition');
     if (Array.isArray(target)) return this.backend.clear(p, sampleIdList(target, 'clearSamples ids'));
     if (target !== null && typeof target === 'object' && (target as { all?: unknown }).all === true) return this.backend.clear(p, 'all');
     throw new DataPlaneError(
@@ -278,7 +298,7 @@ export class StoreClient implements DataPlaneClient {
 
   async partitionStats(partition: string): Promise<PartitionStats> {
     this.live();
-    return this.backend.stats(name(partition, 'partitionStats.partition'));
+    return this.backend.stats(checkName(partition, 'partitionStats.partition'));
   }
 
   async close(): Promise<void> {
@@ -292,7 +312,8 @@ export class StoreClient implements DataPlaneClient {
   }
 }
 
-function name(value: unknown, what: string): string {
+/** Sample ids are free-form (they never form a key outside their partition's hash tag), only non-empty. */
+function sampleId(value: unknown, what: string): string {
   if (typeof value !== 'string' || value === '')
     throw new DataPlaneError('invalid_argument', `${what} must be a non-empty string, got ${JSON.stringify(value)}`);
   return value;
@@ -302,7 +323,7 @@ function uniqueNames(values: unknown, what: string): string[] {
   if (!Array.isArray(values)) throw new DataPlaneError('invalid_argument', `${what} must be an array of names`);
   const out: string[] = [];
   for (const [i, v] of values.entries()) {
-    const n = name(v, `${what}[${i}]`);
+    const n = checkName(v, `${what}[${i}]`);
     if (out.includes(n)) throw new DataPlaneError('invalid_argument', `${what} lists ${JSON.stringify(n)} twice`);
     out.push(n);
   }
@@ -311,11 +332,20 @@ function uniqueNames(values: unknown, what: string): string[] {
 
 function sampleIdList(values: unknown, what: string): string[] {
   if (!Array.isArray(values)) throw new DataPlaneError('invalid_argument', `${what} must be an array of sample ids`);
-  return values.map((v, i) => name(v, `${what}[${i}]`));
+  return values.map((v, i) => sampleId(v, `${what}[${i}]`));
+}
+
+/** Rows one claim may ask for: far above any batch, far below sizes that only a hostile caller sends. */
+export const MAX_CLAIM_ROWS = 1 << 20;
+
+function atMost(value: number, max: number, what: string): number {
+  if (value > max) throw new DataPlaneError('invalid_argument', `${what} must be at most ${max}, got ${value}`);
+  return value;
 }
 
 function positiveInt(value: unknown, what: string): number {
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1)
+  // Safe integers only: 2^53 and above are not exact, so they cannot count rows or milliseconds.
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1)
     throw new DataPlaneError('invalid_argument', `${what} must be a positive integer, got ${JSON.stringify(value)}`);
   return value;
 }

@@ -8,6 +8,7 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import { BYTES_PER_ELEMENT, numelOf, Tensor, type DType } from '../gpu/tensor.ts';
+import { DTYPES, isDType } from './names.ts';
 import { DataPlaneError, type HostData, type HostTensor, type RowValue } from './types.ts';
 
 export interface ColumnStore {
@@ -57,12 +58,8 @@ export function checkRow(value: unknown, where: string): RowValue {
   if (value === null || typeof value !== 'object')
     throw new DataPlaneError('invalid_argument', `${where} must be a HostTensor {dtype, shape, data} or a GPU Tensor`);
   const v = value as Partial<HostTensor>;
-  if (typeof v.dtype !== 'string' || !(v.dtype in BYTES_PER_ELEMENT)) {
-    throw new DataPlaneError(
-      'invalid_argument',
-      `${where}.dtype must be one of ${Object.keys(BYTES_PER_ELEMENT).join(', ')}, got ${JSON.stringify(v.dtype)}`,
-    );
-  }
+  if (!isDType(v.dtype))
+    throw new DataPlaneError('invalid_argument', `${where}.dtype must be one of ${DTYPES.join(', ')}, got ${JSON.stringify(v.dtype)}`);
   if (!Array.isArray(v.shape)) throw new DataPlaneError('invalid_argument', `${where}.shape must be an array of dimensions`);
   let numel: number;
   try {

@@ -16,6 +16,8 @@ export type DataPlaneErrorCode =
   | 'lease_lost'
   | 'timeout'
   | 'closed'
+  /** The gateway token's scope does not allow this operation (or this form of it). */
+  | 'forbidden'
   /** The store's server cannot be reached, dropped the connection, or did not answer in time. */
   | 'unavailable';
 

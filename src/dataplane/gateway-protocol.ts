@@ -19,6 +19,7 @@
  */
 import { BYTES_PER_ELEMENT, type DType } from '../gpu/tensor.ts';
 import { hostArray } from './column-store.ts';
+import { checkName, isDType } from './names.ts';
 import { ClaimTimeoutError, DataPlaneError, LeaseLostError, type DataPlaneErrorCode, type HostTensor } from './types.ts';
 
 export const GATEWAY_PROTOCOL = 'speclab-dataplane.v1';
@@ -113,11 +114,10 @@ export function rowRefBytes(ref: unknown, where: string): number {
   if (ref === null || typeof ref !== 'object')
     throw new GatewayProtocolError(`${where}: row ref must be {dtype, shape}`, CLOSE_PROTOCOL_ERROR);
   const { dtype, shape } = ref as Partial<RowRef>;
-  if (typeof dtype !== 'string' || !(dtype in BYTES_PER_ELEMENT))
-    throw new GatewayProtocolError(`${where}: unknown dtype ${JSON.stringify(dtype)}`, CLOSE_PROTOCOL_ERROR);
+  if (!isDType(dtype)) throw new GatewayProtocolError(`${where}: unknown dtype ${JSON.stringify(dtype)}`, CLOSE_PROTOCOL_ERROR);
   if (!Array.isArray(shape) || shape.length > 16)
     throw new GatewayProtocolError(`${where}: shape must be an array of at most 16 dimensions`, CLOSE_PROTOCOL_ERROR);
-  let n = BYTES_PER_ELEMENT[dtype as DType];
+  let n = BYTES_PER_ELEMENT[dtype];
   for (const d of shape) {
     if (!Number.isSafeInteger(d) || d < 0)
       throw new GatewayProtocolError(`${where}: invalid dimension ${JSON.stringify(d)}`, CLOSE_PROTOCOL_ERROR);
@@ -292,6 +292,7 @@ export function decodeColumns(
   if (!isObject(encoded)) throw new DataPlaneError('invalid_argument', `${where}: columns must be an object of field → row indices`);
   const out: Record<string, HostTensor[]> = {};
   for (const [field, column] of Object.entries(encoded)) {
+    checkName(field, `${where} field name`);
     if (!Array.isArray(column))
       throw new DataPlaneError('invalid_argument', `${where}: column ${JSON.stringify(field)} must be an array of row indices`);
     out[field] = column.map((k: unknown) => {

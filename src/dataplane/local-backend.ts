@@ -6,9 +6,10 @@
  * no other call can observe or interleave with half of it. The only asynchronous part of a put,
  * making the store's copies, happens before the commit and touches no shared state.
  */
-import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, SettleAction } from './client.ts';
+import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, RegisterMode, SettleAction } from './client.ts';
 import { rowBytes, type ColumnStore } from './column-store.ts';
 import type { TagValue } from './meta.ts';
+import { checkName } from './names.ts';
 import { DataPlaneError, listIds, type DType, type PartitionStats, type RowValue } from './types.ts';
 
 interface Lease {
@@ -49,10 +50,16 @@ export class LocalBackend implements Backend {
     private readonly now: () => number = () => Date.now(),
   ) {}
 
-  async register(name: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void> {
+  async register(name: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], mode: RegisterMode): Promise<void> {
+    checkName(name, 'register partition');
     const existing = this.partitions.get(name);
+    if (existing && mode === 'create')
+      throw new DataPlaneError(
+        'conflict',
+        `partition ${JSON.stringify(name)} is already registered (createOnly refuses an existing partition)`,
+      );
     if (existing && existing.samples.size > 0) {
-      if (!replace) {
+      if (mode !== 'replace') {
         throw new DataPlaneError(
           'conflict',
           `partition ${JSON.stringify(name)} still holds ${existing.samples.size} samples; clear it first or register with replace: true`,

@@ -58,9 +58,12 @@ local function drop_sample(id, tasks)
 end
 `;
 
-// ARGV: K, P, replace, nFields, fields..., dtypes..., tasks...
+// ARGV: K, P, mode ('1' replace, '0' reuse an empty partition, '2' create only), nFields, fields..., dtypes..., tasks...
 export const REGISTER = `${PRELUDE}
 local replace, nf = ARGV[3] == '1', tonumber(ARGV[4])
+if ARGV[3] == '2' and redis.call('EXISTS', K .. ':fields') == 1 then
+  fail('conflict', 'partition "' .. P .. '" is already registered (createOnly refuses an existing partition)')
+end
 local held = redis.call('ZCARD', K .. ':samples')
 if held > 0 and not replace then
   fail('conflict', 'partition "' .. P .. '" still holds ' .. held .. ' samples; clear it first or register with replace: true')

@@ -9,9 +9,10 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { DType } from '../gpu/tensor.ts';
-import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, SettleAction } from './client.ts';
+import type { Backend, ClaimAttempt, ClaimRequest, PutRequest, RegisterMode, SettleAction } from './client.ts';
 import { hostArray, toHostRow } from './column-store.ts';
 import type { TagValue } from './meta.ts';
+import { checkName, isDType } from './names.ts';
 import { DataPlaneError, listIds, type PartitionStats, type RowValue } from './types.ts';
 import type { RedisArg, RedisLink, RedisReply } from '../ports/redis-link.ts';
 import { CLAIM, CLEAR, CONSUMED, GET, PUT, REGISTER, SETTLE, STATS } from './redis-backend-scripts.ts';
@@ -31,12 +32,16 @@ export class RedisBackend implements Backend {
   constructor(
     private readonly link: RedisLink,
     private readonly options: RedisBackendOptions,
-  ) {}
+  ) {
+    // A brace in the prefix would move the hash tag off the partition name, so partitions could share keys.
+    if (typeof options.keyPrefix !== 'string' || /[{}]/.test(options.keyPrefix))
+      throw new DataPlaneError('invalid_argument', `Redis keyPrefix ${JSON.stringify(options.keyPrefix)} must be a string without { or }`);
+  }
 
-  async register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], replace: boolean): Promise<void> {
+  async register(partition: string, fields: Readonly<Record<string, DType>>, tasks: readonly string[], mode: RegisterMode): Promise<void> {
     const names = Object.keys(fields);
     await this.run('register', REGISTER, partition, [
-      replace ? '1' : '0',
+      mode === 'replace' ? '1' : mode === 'create' ? '2' : '0',
       names.length,
       ...names,
       ...names.map((f) => fields[f]),
@@ -156,8 +161,10 @@ export class RedisBackend implements Backend {
    * caller never sees a raw client error.
    */
   private async run(op: string, script: string, partition: string, args: readonly RedisArg[]): Promise<RedisReply> {
+    // The partition becomes the hash tag of every key: only a checked name keeps partitions apart.
+    const key = `${this.options.keyPrefix}{${checkName(partition, `Redis ${op} partition`)}}`;
     try {
-      return await this.link.evalScript(script, [], [`${this.options.keyPrefix}{${partition}}`, partition, ...args]);
+      return await this.link.evalScript(script, [], [key, partition, ...args]);
     } catch (err) {
       if (err instanceof DataPlaneError) throw err;
       const message = err instanceof Error ? err.message : String(err);
@@ -170,7 +177,8 @@ export class RedisBackend implements Backend {
 
 function decodeRow(header: string, bytes: Uint8Array, where: string): RowValue {
   const bar = header.indexOf('|');
-  const dtype = header.slice(0, bar) as DType;
+  const dtype = header.slice(0, bar);
+  if (!isDType(dtype)) throw new DataPlaneError('conflict', `${where}: stored header ${header} names no known dtype`);
   const shape =
     header.slice(bar + 1) === ''
       ? []

@@ -46,6 +46,12 @@ export interface RegisterPartitionOptions {
    * wipes its samples, bytes and cursors first (an empty partition may always be re-registered).
    */
   readonly replace?: boolean;
+  /**
+   * Refuse (`conflict`) a partition that is already registered, even an empty one, in the same
+   * atomic step as the registration: for a producer that must never redeclare a schema it did not
+   * make (the gateway forces it on rollout-only tokens). Excludes `replace`.
+   */
+  readonly createOnly?: boolean;
 }
 
 export interface ClaimOptions {

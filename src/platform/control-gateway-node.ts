@@ -234,6 +234,7 @@ export async function startRunGateway(options: GatewayServeOptions): Promise<Ser
   const { startDataPlaneGateway } = await import('./dataplane-gateway-node.ts');
   return startDataPlaneGateway({
     token: options.token,
+    scopedTokens: options.scopedTokens,
     host: options.host,
     port: options.port,
     allowedOrigins: options.allowedOrigins,

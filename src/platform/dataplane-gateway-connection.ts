@@ -2,7 +2,8 @@
  * One data-plane connection of the gateway, from the moment its upgrade was accepted
  * (dataplane-gateway-node.ts has checked the token, Origin, namespace and connection count) until
  * its socket closes: open the connection's own server-side client, say hello, reassemble messages
- * (src/dataplane/gateway-protocol.ts), answer each request (dataplane-gateway-requests.ts) within
+ * (src/dataplane/gateway-protocol.ts), check each request against the token's scopes
+ * (src/dataplane/gateway-scopes.ts), answer it (dataplane-gateway-requests.ts) within
  * `maxInFlight`, and close a connection that breaks the framing, sends too much before the hello, or
  * stays idle with nothing in flight. The client is closed with the socket, which also ends its
  * blocking claims.
@@ -25,6 +26,7 @@ import {
   type Message,
   type RequestHeader,
 } from '../dataplane/gateway-protocol.ts';
+import { authorizeRequest, SamplesPutHere, type GatewayScope } from '../dataplane/gateway-scopes.ts';
 import { DataPlaneError, type DataPlaneClient } from '../dataplane/types.ts';
 import { answerRequest } from './dataplane-gateway-requests.ts';
 
@@ -33,6 +35,8 @@ export interface ConnectionInfo {
   /** `?ns=` of the upgrade URL (validated), or null. */
   readonly namespace: string | null;
   readonly remoteAddress: string;
+  /** What the connection's token grants; every request is checked against it. */
+  readonly scopes: readonly GatewayScope[];
 }
 
 /** The gateway's settings that bound one connection (validated by startDataPlaneGateway). */
@@ -76,6 +80,7 @@ export async function serveDataPlaneConnection(ws: WebSocket, info: ConnectionIn
   let inFlight = 0;
   let client: DataPlaneClient | null = null;
   const queued: Message<RequestHeader>[] = [];
+  const putHere = new SamplesPutHere();
 
   const send = (header: unknown, frames: readonly Uint8Array[] = []): void => {
     if (ws.readyState !== WebSocket.OPEN) return;
@@ -106,7 +111,13 @@ export async function serveDataPlaneConnection(ws: WebSocket, info: ConnectionIn
       return;
     }
     inFlight++;
-    answerRequest(client!, message, maxMessageBytes, gpu)
+    // A refused request is answered like any failed one; the connection stays open.
+    const { op } = message.header;
+    let args: unknown;
+    Promise.resolve()
+      .then(() => (args = authorizeRequest(info.scopes, op, message.header.args, (p, sample) => putHere.has(p, sample))))
+      .then(() => answerRequest(client!, { ...message, header: { ...message.header, args } }, maxMessageBytes, gpu))
+      .then((reply) => (putHere.record(op, args), reply))
       .then(({ value, rows, frames }) => send({ t: 'res', id, ok: true, value, rows }, frames))
       .catch((err: unknown) => send({ t: 'res', id, ok: false, error: errorToWire(err) }))
       .finally(() => inFlight--);

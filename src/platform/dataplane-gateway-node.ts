@@ -3,8 +3,9 @@
  * so a browser tab can use the data plane through src/dataplane/ws-client.ts. Protocol and framing:
  * src/dataplane/gateway-protocol.ts.
  *
- * Security model: binds 127.0.0.1 unless told otherwise; every upgrade must offer the shared-secret
- * token (compared in constant time) or is refused with HTTP 401 before a WebSocket exists; an
+ * Security model: binds 127.0.0.1 unless told otherwise; every upgrade must offer a token the
+ * gateway knows (compared in constant time) or is refused with HTTP 401 before a WebSocket exists;
+ * the token's scopes (src/dataplane/gateway-scopes.ts) decide which requests it may make; an
  * optional Origin allow-list; plain HTTP requests get 426. Each connection gets its own server-side
  * client from `openClient` (its own Redis connection), closed when the socket closes. Messages are
  * bounded (`maxMessageBytes`, default 256 MiB, both directions) and so are concurrent requests per
@@ -32,9 +33,9 @@ import {
   DEFAULT_MAX_MESSAGE_BYTES,
   GATEWAY_PROTOCOL,
   NAMESPACE_PATTERN,
-  TOKEN_PATTERN,
   TOKEN_PROTOCOL_PREFIX,
 } from '../dataplane/gateway-protocol.ts';
+import { gatewayGrants, type GatewayScope, type ScopedTokens } from '../dataplane/gateway-scopes.ts';
 import { DataPlaneError, type DataPlaneClient } from '../dataplane/types.ts';
 import type { WebSocketConstructor } from '../dataplane/ws-client.ts';
 import { serveDataPlaneConnection, type ConnectionInfo, type ConnectionSettings } from './dataplane-gateway-connection.ts';
@@ -56,8 +57,13 @@ export interface GatewayExtension {
 }
 
 export interface DataPlaneGatewayOptions {
-  /** Shared secret every client must present (16..256 characters of [A-Za-z0-9_-]). */
-  readonly token: string;
+  /** A secret that grants every scope (16..256 characters of [A-Za-z0-9_-]). */
+  readonly token?: string;
+  /**
+   * Secrets that grant one scope each (src/dataplane/gateway-scopes.ts): rollout (register a new
+   * partition, put), trainer (everything but put), observer (stats). With `token`, or instead of it.
+   */
+  readonly scopedTokens?: ScopedTokens;
   /** Opens the server-side client for one connection; closed when that connection ends. */
   readonly openClient: (info: ConnectionInfo) => Promise<DataPlaneClient>;
   /** Default 127.0.0.1. Anything else exposes the store beyond this machine: think twice. */
@@ -102,9 +108,7 @@ export interface DataPlaneGateway {
 }
 
 export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): Promise<DataPlaneGateway> {
-  if (typeof options.token !== 'string' || !TOKEN_PATTERN.test(options.token)) {
-    throw new DataPlaneError('invalid_argument', 'gateway token must be 16..256 characters of [A-Za-z0-9_-] (use newGatewayToken())');
-  }
+  const grants = gatewayGrants(options.token, options.scopedTokens).map((g) => ({ digest: digest(g.token), scopes: g.scopes }));
   const host = options.host ?? '127.0.0.1';
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const maxInFlight = options.maxInFlight ?? 16;
@@ -116,7 +120,6 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
   const handshakeTimeoutMs = positiveInteger(options.handshakeTimeoutMs ?? 10_000, 'handshakeTimeoutMs');
   const idleTimeoutMs = positiveInteger(options.idleTimeoutMs ?? 600_000, 'idleTimeoutMs');
   const log = options.onLog ?? (() => {});
-  const tokenDigest = digest(options.token);
   const connection: ConnectionSettings = {
     maxMessageBytes,
     maxInFlight,
@@ -176,8 +179,15 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
     if (!offered.includes(GATEWAY_PROTOCOL) && !toControl)
       return refuse(400, 'Bad Request', `offer the ${GATEWAY_PROTOCOL}${control ? ` or ${control.protocol}` : ''} subprotocol`);
     const token = offered.find((p) => p.startsWith(TOKEN_PROTOCOL_PREFIX))?.slice(TOKEN_PROTOCOL_PREFIX.length);
-    if (token === undefined || !timingSafeEqual(digest(token), tokenDigest))
-      return refuse(401, 'Unauthorized', 'missing or wrong gateway token');
+    const scopes = token === undefined ? null : grantedScopes(grants, digest(token));
+    if (scopes === null) return refuse(401, 'Unauthorized', 'missing or wrong gateway token');
+    // The control endpoints are a rollout worker's (register, lease prompts, commit refs).
+    if (toControl && !scopes.includes('rollout'))
+      return refuse(
+        403,
+        'Forbidden',
+        `the ${control.protocol} endpoints need a token with the rollout scope; this one grants ${scopes.join(', ')}`,
+      );
     if (options.allowedOrigins && !options.allowedOrigins.includes(String(req.headers.origin))) {
       return refuse(403, 'Forbidden', `origin ${JSON.stringify(req.headers.origin ?? null)} is not allowed`);
     }
@@ -193,7 +203,7 @@ export async function startDataPlaneGateway(options: DataPlaneGatewayOptions): P
       return refuse(400, 'Bad Request', 'namespace must be 1..64 characters of [A-Za-z0-9_-]');
     wss.handleUpgrade(req, socket, head, (ws) => {
       sockets.add(ws);
-      const info = { namespace: ns, remoteAddress: String(req.socket.remoteAddress) };
+      const info = { namespace: ns, remoteAddress: String(req.socket.remoteAddress), scopes };
       const session = (toControl ? control.serve(ws, info) : serveDataPlaneConnection(ws, info, connection)).finally(() => {
         sockets.delete(ws);
         sessions.delete(session);
@@ -236,6 +246,16 @@ function positiveInteger(value: number, name: string): number {
   if (!Number.isSafeInteger(value) || value < 1)
     throw new DataPlaneError('invalid_argument', `${name} must be a positive integer, got ${value}`);
   return value;
+}
+
+/** The scopes of the grant whose digest matches; every grant is compared, in constant time each. */
+function grantedScopes(
+  grants: readonly { digest: Buffer; scopes: readonly GatewayScope[] }[],
+  offered: Buffer,
+): readonly GatewayScope[] | null {
+  let found: readonly GatewayScope[] | null = null;
+  for (const g of grants) if (timingSafeEqual(offered, g.digest)) found = g.scopes;
+  return found;
 }
 
 function digest(s: string): Buffer {

@@ -1,8 +1,9 @@
 /**
  * `speclab gateway`'s flags (src/cli/gateway-options.ts) and its token file (src/cli/gateway.ts):
  * usage errors are one line naming the flag; a token file that is missing or holds no valid token
- * is refused naming --token-file. The gateway itself is tested in test/dataplane/gateway-control.test.ts
- * and, with a tab, in test/e2e/rollout-tab.spec.ts.
+ * is refused naming its flag; a gateway started with scoped token files lets each token do only its
+ * own operations (src/dataplane/gateway-scopes.ts). The gateway itself is tested in
+ * test/dataplane/gateway-control.test.ts and, with a tab, in test/e2e/rollout-tab.spec.ts.
  */
 import { GATEWAY_DEF, gatewayArgs } from '../../src/cli/gateway-options.ts';
 import { readGatewayToken } from '../../src/cli/gateway.ts';
@@ -11,10 +12,12 @@ import { assert, assertDeepEqual, assertEqual, assertRejects, assertThrows } fro
 import { defineSuite } from '../harness/suite.ts';
 import { tempStore } from '../data/temp-store.ts';
 import { RedisRunRecord } from '../../src/control/redis/redis-run-record.ts';
+import { connectDataPlaneGateway } from '../../src/dataplane/ws-client.ts';
 
 type RedisFixture = typeof import('../dataplane/redis-fixture.ts');
 type CliProcesses = typeof import('./cli-process.ts');
 type RedisPlatform = typeof import('../../src/platform/redis-node.ts');
+type GatewayPlatform = typeof import('../../src/platform/dataplane-gateway-node.ts');
 
 /** Resolved relative to this file, at run time, so bundlers never follow it into node:child_process. */
 function nodeOnlyImport<T>(specifier: string): Promise<T> {
@@ -30,8 +33,29 @@ export default defineSuite('cli/gateway', (t) => {
     async (ctx) => {
       assertDeepEqual(
         gateway('--cluster', URL_, '--run', 'r1', '--token-file', 'tok'),
-        { cluster: URL_, run: 'r1', tokenFile: 'tok', host: '127.0.0.1', port: 8765, origins: undefined, waitMs: 60_000 },
+        {
+          cluster: URL_,
+          run: 'r1',
+          tokenFile: 'tok',
+          scopedTokenFiles: {},
+          host: '127.0.0.1',
+          port: 8765,
+          origins: undefined,
+          waitMs: 60_000,
+        },
         'defaults',
+      );
+      const scoped = gateway('--cluster', URL_, '--run', 'r1', '--rollout-token-file', 'r', '--observer-token-file', 'o');
+      assertDeepEqual([scoped.tokenFile, scoped.scopedTokenFiles], [undefined, { rollout: 'r', observer: 'o' }], 'scoped token files');
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'r1', '--trainer-token-file', ''),
+        /^--trainer-token-file: needs a file name$/,
+        'an empty scoped token file',
+      );
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'a:b', '--token-file', 'tok'),
+        /^--run "a:b" is not a valid name/,
+        'a run id no partition may have',
       );
       assertDeepEqual(
         gateway(
@@ -50,7 +74,11 @@ export default defineSuite('cli/gateway', (t) => {
         'origins',
       );
       assertThrows(() => gateway('--run', 'r1', '--token-file', 'tok'), /^--cluster is required$/, 'no --cluster');
-      assertThrows(() => gateway('--cluster', URL_, '--run', 'r1'), /^--token-file is required$/, 'no --token-file');
+      assertThrows(
+        () => gateway('--cluster', URL_, '--run', 'r1'),
+        /^gateway needs --token-file, or at least one of --rollout-token-file, --trainer-token-file, --observer-token-file$/,
+        'no token file',
+      );
       assertThrows(
         () => gateway('--cluster', 'http://h', '--run', 'r1', '--token-file', 'tok'),
         /^--cluster: "http:\/\/h" is not a redis:\/\/ URL$/,
@@ -88,6 +116,11 @@ export default defineSuite('cli/gateway', (t) => {
           () => readGatewayToken(ctx.platform, `${root}/short`),
           /^--token-file: the first line of .*short must be a token of 16\.\.256 characters of \[A-Za-z0-9_-\]/,
           'a short token',
+        );
+        await assertRejects(
+          () => readGatewayToken(ctx.platform, `${root}/short`, '--rollout-token-file'),
+          /^--rollout-token-file: the first line of .*short must be a token/,
+          'a scoped token file names its own flag',
         );
         await assertRejects(
           () => readGatewayToken(ctx.platform, `${root}/missing`),
@@ -147,6 +180,71 @@ export default defineSuite('cli/gateway', (t) => {
         const ended = await serving.exited;
         assertEqual(ended.code, 0, `interrupted while serving\n${ended.output}`);
         assert(ended.output.includes('gateway: stopped by an interrupt'), ended.output);
+      } finally {
+        for (const p of started) p.kill();
+        await redis.stop();
+        await tmp.cleanup();
+      }
+    },
+    { only: ['node'], timeoutMs: 60_000 },
+  );
+
+  t.test(
+    'real process with scoped token files: each token does only its own operations, the gateway serves on',
+    async (ctx) => {
+      const { startRedisServer } = await nodeOnlyImport<RedisFixture>('../dataplane/redis-fixture.ts');
+      const { startCli } = await nodeOnlyImport<CliProcesses>('./cli-process.ts');
+      const { connectRedis } = await nodeOnlyImport<RedisPlatform>('../../src/platform/redis-node.ts');
+      const { nodeWebSocket } = await nodeOnlyImport<GatewayPlatform>('../../src/platform/dataplane-gateway-node.ts');
+      const redis = await startRedisServer();
+      const tmp = tempStore(ctx.platform, 'gateway-scoped');
+      const started: { kill(): void }[] = [];
+      const tokens = { rollout: 'ro11'.repeat(8), observer: '0b5e'.repeat(8) };
+      try {
+        for (const [scope, token] of Object.entries(tokens)) await tmp.files.writeAtomic(scope, new TextEncoder().encode(`${token}\n`));
+        const link = await connectRedis(redis.url);
+        try {
+          await new RedisRunRecord(link, 'scoped-run').publish({ run: 'scoped-run', promptLeaseMs: 5000 });
+        } finally {
+          await link.close();
+        }
+        const root = tmp.files.root;
+        const serving = startCli([
+          'gateway',
+          ...['--cluster', redis.url, '--run', 'scoped-run', '--port', '0'],
+          ...['--rollout-token-file', `${root}/rollout`, '--observer-token-file', `${root}/observer`],
+        ]);
+        started.push(serving);
+        await serving.waitFor(/to add a tab as a rollout worker/);
+        assert(serving.output().includes('token=<the rollout token>'), serving.output());
+        const url = /at (ws:\/\/127\.0\.0\.1:\d+\/)/.exec(serving.output())![1];
+        const rollout = await connectDataPlaneGateway({ url, token: tokens.rollout, WebSocket: nodeWebSocket });
+        const observer = await connectDataPlaneGateway({ url, token: tokens.observer, WebSocket: nodeWebSocket });
+        try {
+          await rollout.registerPartition({ partition: 'scoped-run', fields: { x: 'f32' }, consumerTasks: ['trainer'] });
+          await rollout.putSamples({
+            partition: 'scoped-run',
+            sampleIds: ['s1'],
+            columns: { x: [{ dtype: 'f32', shape: [1], data: Float32Array.of(1) }] },
+          });
+          await assertRejects(
+            () => rollout.clearSamples('scoped-run', { all: true }),
+            /"clear" of every sample .* needs the trainer scope/,
+            'clear',
+          );
+          await assertRejects(() => observer.clearSamples('scoped-run', ['s1']), /"clear" needs the trainer scope/, 'observer clear');
+          assertEqual((await observer.partitionStats('scoped-run')).samples, 1, 'the observer reads stats; nothing was cleared');
+        } finally {
+          await rollout.close();
+          await observer.close();
+        }
+        await assertRejects(
+          () => connectDataPlaneGateway({ url, token: 'a'.repeat(32), WebSocket: nodeWebSocket, connectTimeoutMs: 3000 }),
+          /token was rejected/,
+          'a token the gateway was not given',
+        );
+        serving.signal('SIGINT');
+        assertEqual((await serving.exited).code, 0, 'stopped by an interrupt');
       } finally {
         for (const p of started) p.kill();
         await redis.stop();

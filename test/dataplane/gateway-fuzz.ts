@@ -7,7 +7,9 @@
  * handshake, frames the WebSocket library rejects (a 2^40 declared length, an oversized frame,
  * invalid UTF-8, an unmasked frame, a reserved opcode, RSV1, close code 999) or a reset. After each
  * case a well-behaved client must still get an answer. The connection cap and the idle timeout are
- * checked too. Node-only; run by scripts/test-all.sh.  `tsx test/dataplane/gateway-fuzz.ts`
+ * checked too, and so are authorised but hostile requests: partition names with hash-tag braces,
+ * globs, ".." or prototype keys, prototype dtypes, batch sizes of 2^53, and rollout or observer
+ * tokens used beyond their scope. Node-only; run by scripts/test-all.sh.  `tsx test/dataplane/gateway-fuzz.ts`
  */
 import { randomBytes } from 'node:crypto';
 import { connect, type Socket } from 'node:net';
@@ -17,6 +19,7 @@ import { GATEWAY_PROTOCOL, TOKEN_PROTOCOL_PREFIX } from '../../src/dataplane/gat
 import { DataPlaneError } from '../../src/dataplane/types.ts';
 import { connectDataPlaneGateway } from '../../src/dataplane/ws-client.ts';
 import { newGatewayToken, nodeWebSocket, startDataPlaneGateway } from '../../src/platform/dataplane-gateway-node.ts';
+import { sharedView } from './gateway-scopes.test.ts';
 
 const MAX_MESSAGE_BYTES = 4096;
 const MAX_CONNECTIONS = 4;
@@ -25,14 +28,19 @@ const IDLE_MS = 600;
 const REPEATS = 15;
 
 const token = newGatewayToken();
+const rolloutToken = newGatewayToken();
+const observerToken = newGatewayToken();
 const logLines: string[] = [];
+const store = await createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 });
 const gateway = await startDataPlaneGateway({
   token,
+  scopedTokens: { rollout: rolloutToken, observer: observerToken },
   maxMessageBytes: MAX_MESSAGE_BYTES,
   maxConnections: MAX_CONNECTIONS,
   handshakeTimeoutMs: HANDSHAKE_MS,
   idleTimeoutMs: IDLE_MS,
-  openClient: () => createDataPlaneClient({ impl: 'transferQueue', backend: { kind: 'local', columns: 'host' }, claimPollMs: 5 }),
+  // One store behind every connection, as a run's Redis is, so scopes are tested on shared partitions.
+  openClient: async () => sharedView(store),
   onLog: (line) => logLines.push(line),
 });
 
@@ -56,6 +64,16 @@ async function stillServes(): Promise<boolean> {
     return err instanceof DataPlaneError && err.code === 'unknown_partition';
   } finally {
     await client.close();
+  }
+}
+
+/** True when `call` fails with a DataPlaneError of this code (what a refused request must be). */
+async function refusedWith(call: () => Promise<unknown>, code: string): Promise<boolean> {
+  try {
+    await call();
+    return false;
+  } catch (err) {
+    return err instanceof DataPlaneError && err.code === code;
   }
 }
 
@@ -225,9 +243,122 @@ for (const [name, bytes] of BAD_FRAMES) {
   check(`an idle connection is closed (after ${Date.now() - started} ms, limit ${IDLE_MS} ms)`, closedByServer);
 }
 
+// 7. Authorised but hostile: names that would collide as Redis keys or reach Object.prototype,
+// prototype dtypes, absurd batch sizes, and tokens used beyond their scope. Each is refused by name
+// with a typed error on a connection that keeps serving.
+{
+  const admin = await connectDataPlaneGateway({ url: gateway.url, token, WebSocket: nodeWebSocket });
+  for (const name of ['a{b', 'a}b', 'a}:s:r1', '{x}', 'a*', 'a?', '..', 'a..b', '__proto__', 'constructor', 'toString']) {
+    check(
+      `register of partition ${JSON.stringify(name)} is refused as invalid_argument`,
+      await refusedWith(() => admin.registerPartition({ partition: name, fields: { x: 'f32' }, consumerTasks: ['t'] }), 'invalid_argument'),
+    );
+    check(
+      `clear of partition ${JSON.stringify(name)} is refused`,
+      await refusedWith(() => admin.clearSamples(name, { all: true }), 'invalid_argument'),
+    );
+  }
+  for (const dtype of ['constructor', '__proto__', 'toString', 'valueOf']) {
+    check(
+      `register with dtype ${JSON.stringify(dtype)} is refused as invalid_argument`,
+      await refusedWith(
+        () => admin.registerPartition({ partition: 'proto', fields: { x: dtype as 'f32' }, consumerTasks: ['t'] }),
+        'invalid_argument',
+      ),
+    );
+  }
+  check('no refused register left a partition behind', await refusedWith(() => admin.partitionStats('proto'), 'unknown_partition'));
+  await admin.registerPartition({ partition: 'fuzz', fields: { x: 'f32' }, consumerTasks: ['trainer'], replace: true });
+  await admin.putSamples({
+    partition: 'fuzz',
+    sampleIds: ['s1'],
+    columns: { x: [{ dtype: 'f32', shape: [1], data: Float32Array.of(1) }] },
+  });
+  for (const n of [2 ** 53, 2 ** 53 + 2, 2 ** 64, 1e308, (1 << 20) + 1, -1, 0, 1.5]) {
+    const started = Date.now();
+    const refused = await refusedWith(
+      () => admin.claimMeta({ partition: 'fuzz', task: 'trainer', requiredFields: ['x'], batchSize: n }),
+      'invalid_argument',
+    );
+    check(`a claim of batchSize ${n} is refused at once (${Date.now() - started} ms)`, refused && Date.now() - started < 2000);
+  }
+  check(
+    'a claim with minBatch 2^53 is refused',
+    await refusedWith(
+      () => admin.claimMeta({ partition: 'fuzz', task: 'trainer', requiredFields: ['x'], batchSize: 1, minBatch: 2 ** 53 }),
+      'invalid_argument',
+    ),
+  );
+  check(
+    'a claim with leaseMs 2^53 is refused',
+    await refusedWith(
+      () => admin.claimMeta({ partition: 'fuzz', task: 'trainer', requiredFields: ['x'], batchSize: 1, leaseMs: 2 ** 53 }),
+      'invalid_argument',
+    ),
+  );
+
+  const rollout = await connectDataPlaneGateway({ url: gateway.url, token: rolloutToken, WebSocket: nodeWebSocket });
+  check(
+    'a rollout token calling clear is refused as forbidden',
+    await refusedWith(() => rollout.clearSamples('fuzz', { all: true }), 'forbidden'),
+  );
+  check(
+    'a rollout token clearing a sample it did not put is refused as forbidden',
+    await refusedWith(() => rollout.clearSamples('fuzz', ['s1']), 'forbidden'),
+  );
+  check(
+    'a rollout token reading the partition is refused as forbidden',
+    await refusedWith(() => rollout.getSamples({ partition: 'fuzz', sampleIds: ['s1'], fields: ['x'] }), 'forbidden'),
+  );
+  check(
+    'a rollout token registering with replace is refused as forbidden',
+    await refusedWith(
+      () => rollout.registerPartition({ partition: 'fuzz', fields: { x: 'f32' }, consumerTasks: ['t'], replace: true }),
+      'forbidden',
+    ),
+  );
+  check(
+    'a rollout token redeclaring an existing partition is refused as conflict',
+    await refusedWith(() => rollout.registerPartition({ partition: 'fuzz', fields: { y: 'i32' }, consumerTasks: ['t'] }), 'conflict'),
+  );
+  await rollout.putSamples({
+    partition: 'fuzz',
+    sampleIds: ['s2'],
+    columns: { x: [{ dtype: 'f32', shape: [1], data: Float32Array.of(2) }] },
+  });
+  check('after its refusals the rollout connection still puts', (await admin.partitionStats('fuzz')).samples === 2);
+  const observer = await connectDataPlaneGateway({ url: gateway.url, token: observerToken, WebSocket: nodeWebSocket });
+  check(
+    'an observer calling put is refused as forbidden',
+    await refusedWith(
+      () =>
+        observer.putSamples({
+          partition: 'fuzz',
+          sampleIds: ['o'],
+          columns: { x: [{ dtype: 'f32', shape: [1], data: Float32Array.of(0) }] },
+        }),
+      'forbidden',
+    ),
+  );
+  check('an observer calling clear is refused as forbidden', await refusedWith(() => observer.clearSamples('fuzz', ['s1']), 'forbidden'));
+  check('an observer reads stats, and nothing was cleared', (await observer.partitionStats('fuzz')).samples === 2);
+  for (const c of [admin, rollout, observer]) await c.close();
+
+  // A row ref whose dtype is a prototype key breaks the framing: that connection is closed.
+  for (const dtype of ['constructor', '__proto__', 'toString']) {
+    const s = await authenticated();
+    const header = JSON.stringify({ t: 'req', id: 1, op: 'put', args: {}, rows: [{ dtype, shape: [1] }] });
+    s.write(frame(0x1, new TextEncoder().encode(header)));
+    const { closedByServer } = await drain(s);
+    check(`a row ref of dtype ${JSON.stringify(dtype)} closes that connection`, closedByServer);
+  }
+  check('the gateway serves after the authorised hostile cases', await stillServes());
+}
+
 await sleep(50);
 check('no connection is left open', gateway.connections === 0, `${gateway.connections} open`);
 check('every refusal and failure was logged', logLines.length > REPEATS * 3, `${logLines.length} log lines`);
 await gateway.close();
+await store.close();
 console.log(`[node] ${passed} passed, ${failed} failed`);
 process.exit(failed === 0 ? 0 : 1);
