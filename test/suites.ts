@@ -34,6 +34,7 @@ import formatUtil from './util/format.test.ts';
 import bytesUtil from './util/bytes.test.ts';
 import statisticsUtil from './util/statistics.test.ts';
 import portsStorage from './ports/storage.test.ts';
+import portsReadBudget from './ports/read-budget.test.ts';
 import nonFiniteGuard from './training/loop/nonfinite-guard.test.ts';
 import adamwBackend from './optim/adamw-backend.test.ts';
 import parameterArena from './optim/parameter-arena.test.ts';
@@ -80,6 +81,7 @@ export const suites: readonly Suite[] = [
   bytesUtil,
   statisticsUtil,
   portsStorage,
+  portsReadBudget,
   nonFiniteGuard,
   adamwBackend,
   parameterArena,

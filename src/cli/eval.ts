@@ -34,6 +34,7 @@ import { checkPositions } from './flag-values.ts';
 import { EVAL_DEF, evalArgs, parsePromptArg, type EvalArgs, type PromptArg } from './command-options.ts';
 import { settingsOrExit } from './options.ts';
 import { resolveTargetDir } from '../training/run/run-plan.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 
 export { parseEvalArgs, parsePromptArg, type EvalArgs, type PromptArg } from './command-options.ts';
 
@@ -47,7 +48,9 @@ export async function evalCommand(platform: Platform, argv: readonly string[], p
 export async function encodePrompts(store: FileStore, prompts: readonly PromptArg[]): Promise<number[][]> {
   if (prompts.every((p) => typeof p !== 'string')) return prompts as number[][];
   const tokenizer = await ChatTokenizer.load(store, '');
-  const config = JSON.parse(new TextDecoder().decode(await store.read('config.json'))) as { bos_token_id?: number | null };
+  const config = JSON.parse(new TextDecoder().decode(await store.read('config.json', READ_BUDGETS.config))) as {
+    bos_token_id?: number | null;
+  };
   const bos = typeof config.bos_token_id === 'number' ? [config.bos_token_id] : [];
   return prompts.map((p) => (typeof p === 'string' ? [...bos, ...tokenizer.encode(p)] : p));
 }
@@ -56,7 +59,7 @@ export async function runEval(platform: Platform, args: EvalArgs, print: (line: 
   const given = [...args.prompts];
   if (args.promptsFile) {
     const [dir, name] = splitPath(args.promptsFile);
-    const text = new TextDecoder().decode(await platform.files(dir).read(name));
+    const text = new TextDecoder().decode(await platform.files(dir).read(name, READ_BUDGETS.promptsFile));
     text.split('\n').forEach((line, n) => {
       const s = line.trim();
       if (s.length > 0 && !s.startsWith('#')) given.push(parsePromptArg(`${args.promptsFile}:${n + 1}`, s));

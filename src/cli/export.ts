@@ -22,6 +22,7 @@ import type { Platform } from './platform.ts';
 import { splitPath } from '../util/paths.ts';
 import { EXPORT_DEF, exportArgs, type ExportArgs } from './command-options.ts';
 import { settingsOrExit, UsageError } from './options.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 
 export { parseExportArgs, type ExportArgs } from './command-options.ts';
 
@@ -69,7 +70,7 @@ export async function runExport(platform: Platform, o: ExportArgs, log: (line: s
   let draftConfig: Record<string, unknown> | undefined;
   if (o.draftConfig) {
     const [dir, file] = splitPath(o.draftConfig, { ignoreTrailingSlash: true });
-    const text = new TextDecoder().decode(await platform.files(dir).read(file));
+    const text = new TextDecoder().decode(await platform.files(dir).read(file, READ_BUDGETS.config));
     try {
       draftConfig = JSON.parse(text) as Record<string, unknown>;
     } catch (err) {

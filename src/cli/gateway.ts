@@ -25,6 +25,7 @@ import { FEATURE_KEY_PREFIX, redisConnector } from '../training/run/cluster-run.
 import type { GatewayArgs } from './gateway-options.ts';
 import type { Platform } from './platform.ts';
 import { speclabCommand } from '../util/cli-command.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -34,7 +35,7 @@ export async function readGatewayToken(platform: Platform, path: string, flag = 
   const files = platform.files(slash < 0 ? '.' : path.slice(0, slash) || '/');
   let bytes: Uint8Array;
   try {
-    bytes = await files.read(slash < 0 ? path : path.slice(slash + 1));
+    bytes = await files.read(slash < 0 ? path : path.slice(slash + 1), READ_BUDGETS.smallText);
   } catch (err) {
     throw new Error(`${flag}: cannot read ${path} (${(err as Error).message})`, { cause: err });
   }

@@ -30,6 +30,7 @@ import type { AdapterLimits } from '../training/run/memory-plan-types.ts';
 import type { PlanArgs } from './plan-options.ts';
 import type { Platform } from './platform.ts';
 import { UsageError } from './options.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 
 /**
  * The target's config: `--target-config FILE`, or `config.json` of `--target DIR`, or of a Hugging Face
@@ -54,7 +55,7 @@ async function readTargetConfig(
   const [dir, name] = slash < 0 ? ['.', path] : [path.slice(0, slash) || '/', path.slice(slash + 1)];
   let bytes: Uint8Array;
   try {
-    bytes = await platform.files(dir).read(name);
+    bytes = await platform.files(dir).read(name, READ_BUDGETS.config);
   } catch (err) {
     throw new Error(`${path}: cannot read the target's config (${(err as Error).message})`, { cause: err });
   }

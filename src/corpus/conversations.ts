@@ -53,8 +53,8 @@ export function conversationFormat(file: string): ConversationFormat {
 export async function readConversations(bytes: Uint8Array, file: string): Promise<ConversationFile> {
   const format = conversationFormat(file);
   if (format === 'parquet') return collectRows(await parquetRows(bytes, file), file);
-  const text = decodeUtf8(bytes, file);
   if (format === 'json') {
+    const text = decodeUtf8(bytes, file);
     let rows: unknown;
     try {
       rows = JSON.parse(text);
@@ -67,17 +67,36 @@ export async function readConversations(bytes: Uint8Array, file: string): Promis
       file,
     );
   }
+  return collectRows(jsonlRows(bytes, file), file);
+}
+
+/**
+ * The rows of a JSONL file, decoded line by line: a file larger than one JavaScript string can hold
+ * (about 512 MiB) is read all the same, and a bad line is named by its number.
+ */
+function jsonlRows(bytes: Uint8Array, file: string): { line: number; row: unknown }[] {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
   const rows: { line: number; row: unknown }[] = [];
-  text.split('\n').forEach((raw, i) => {
-    const source = raw.endsWith('\r') ? raw.slice(0, -1) : raw;
-    if (source.trim() === '') return; // blank lines (a trailing newline, spacing) are not rows
+  let start = 0;
+  for (let line = 1; start < bytes.length; line++) {
+    const nl = bytes.indexOf(0x0a, start);
+    const end = nl < 0 ? bytes.length : nl;
+    let source: string;
     try {
-      rows.push({ line: i + 1, row: JSON.parse(source) });
-    } catch (err) {
-      throw new Error(`${file}:${i + 1}: not valid JSON (${(err as Error).message})`, { cause: err });
+      source = decoder.decode(bytes.subarray(start, end));
+    } catch {
+      throw new Error(`${file}:${line}: not valid UTF-8 (a bad byte sequence in bytes ${start}–${end} of the file)`);
     }
-  });
-  return collectRows(rows, file);
+    start = end + 1;
+    if (source.endsWith('\r')) source = source.slice(0, -1);
+    if (source.trim() === '') continue; // blank lines (a trailing newline, spacing) are not rows
+    try {
+      rows.push({ line, row: JSON.parse(source) });
+    } catch (err) {
+      throw new Error(`${file}:${line}: not valid JSON (${(err as Error).message})`, { cause: err });
+    }
+  }
+  return rows;
 }
 
 /** Strict UTF-8: a byte sequence that is not UTF-8 is refused naming its line, never replaced by U+FFFD. */

@@ -12,6 +12,7 @@
  */
 import { parseHfConfig, type TargetModelConfig } from '../config/hf-config.ts';
 import type { FileStore } from '../ports/storage.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 import { assertFinite } from '../util/finite.ts';
 import { decodeF16Bits, decodeF32, SAFETENSORS_DTYPE_BYTES, SafetensorsReader, type SafetensorsEntry } from './safetensors.ts';
 
@@ -83,8 +84,9 @@ async function openShards(store: FileStore, dir: string): Promise<Map<string, Sa
     throw new Error(`${store.root}/${dir}: neither model.safetensors nor model.safetensors.index.json found`);
   const source = `${store.root}/${indexPath}`;
   let index: unknown;
+  const indexBytes = await store.read(indexPath, READ_BUDGETS.config);
   try {
-    index = JSON.parse(new TextDecoder().decode(await store.read(indexPath)));
+    index = JSON.parse(new TextDecoder().decode(indexBytes));
   } catch (err) {
     throw new Error(`${source}: not valid JSON (${(err as Error).message})`, { cause: err });
   }
@@ -109,7 +111,7 @@ async function openShards(store: FileStore, dir: string): Promise<Map<string, Sa
 /** Reads the config of a model directory (only config.json: no weights needed). */
 export async function readHfConfig(store: FileStore, dir: string): Promise<TargetModelConfig> {
   const configPath = join(dir, 'config.json');
-  return parseHfConfig(new TextDecoder().decode(await store.read(configPath)), `${store.root}/${configPath}`);
+  return parseHfConfig(new TextDecoder().decode(await store.read(configPath, READ_BUDGETS.config)), `${store.root}/${configPath}`);
 }
 
 export class HfCheckpointSource {

@@ -11,6 +11,7 @@
  * no runtime globals (the platform passes the environment in).
  */
 import type { FileStore } from '../ports/storage.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 
 /** `ORG/NAME` with an optional `@REVISION` (a branch, a tag or a commit). */
 export interface HubModelId {
@@ -79,7 +80,7 @@ export async function cachedSnapshot(cache: FileStore, id: HubModelId): Promise<
   if (!COMMIT.test(commit)) {
     const ref = `${folder}/refs/${id.revision}`;
     if (!(await cache.exists(ref))) return undefined;
-    commit = new TextDecoder().decode(await cache.read(ref)).trim();
+    commit = new TextDecoder().decode(await cache.read(ref, READ_BUDGETS.smallText)).trim();
     if (!COMMIT.test(commit)) throw new Error(`${cache.root}/${ref}: not a commit hash (${JSON.stringify(commit.slice(0, 60))})`);
   }
   const snapshot = `${folder}/snapshots/${commit}`;
@@ -95,8 +96,9 @@ export async function missingWeightFiles(snapshot: FileStore): Promise<string[]>
   const index = 'model.safetensors.index.json';
   if (!(await snapshot.exists(index))) return ['model.safetensors (or model.safetensors.index.json)'];
   let weightMap: unknown;
+  const indexBytes = await snapshot.read(index, READ_BUDGETS.config);
   try {
-    weightMap = (JSON.parse(new TextDecoder().decode(await snapshot.read(index))) as { weight_map?: unknown }).weight_map;
+    weightMap = (JSON.parse(new TextDecoder().decode(indexBytes)) as { weight_map?: unknown }).weight_map;
   } catch (err) {
     throw new Error(`${snapshot.root}/${index}: not valid JSON (${(err as Error).message})`, { cause: err });
   }

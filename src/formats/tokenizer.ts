@@ -16,6 +16,7 @@
 import { Template } from '@huggingface/jinja';
 import { Tokenizer } from '@huggingface/tokenizers';
 import type { FileStore } from '../ports/storage.ts';
+import { READ_BUDGETS, type ReadBudget } from '../ports/read-budget.ts';
 
 export interface ChatMessage {
   readonly role: 'system' | 'user' | 'assistant';
@@ -122,18 +123,19 @@ export class ChatTokenizer {
   /** Loads tokenizer.json and tokenizer_config.json from `dir` of a FileStore. */
   static async load(store: FileStore, dir: string): Promise<ChatTokenizer> {
     const prefix = dir === '' ? '' : `${dir.replace(/\/+$/, '')}/`;
-    const readJson = async (file: string): Promise<unknown> => {
+    const readJson = async (file: string, budget: ReadBudget): Promise<unknown> => {
       const path = `${prefix}${file}`;
       if (!(await store.exists(path))) throw new Error(`${store.root}/${path}: not found`);
+      const bytes = await store.read(path, budget);
       try {
-        return JSON.parse(new TextDecoder().decode(await store.read(path)));
+        return JSON.parse(new TextDecoder().decode(bytes));
       } catch (err) {
         throw new Error(`${store.root}/${path}: not valid JSON (${(err as Error).message})`, { cause: err });
       }
     };
     return new ChatTokenizer(
-      await readJson('tokenizer.json'),
-      await readJson('tokenizer_config.json'),
+      await readJson('tokenizer.json', READ_BUDGETS.tokenizer),
+      await readJson('tokenizer_config.json', READ_BUDGETS.config),
       `${store.root}/${prefix}`.replace(/\/$/, ''),
     );
   }

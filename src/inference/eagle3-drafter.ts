@@ -16,6 +16,7 @@
  * Draft ids map to target ids with d2t (target = draft + d2t[draft]); embeddings are the target's.
  */
 import type { FileStore } from '../ports/storage.ts';
+import { READ_BUDGETS } from '../ports/read-budget.ts';
 import { SafetensorsReader } from '../formats/safetensors.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import type { Tensor } from '../gpu/tensor.ts';
@@ -55,7 +56,7 @@ export async function loadEagle3Draft(
 ): Promise<Eagle3DraftCheckpoint> {
   const join = (name: string) => (dir ? `${dir}/${name}` : name);
   const configPath = options.configPath ?? join('config.json');
-  const configText = new TextDecoder().decode(await store.read(configPath));
+  const configText = new TextDecoder().decode(await store.read(configPath, READ_BUDGETS.config));
   const config = parseEagle3Config(configText, `${store.root}/${configPath}`);
   const reader = await SafetensorsReader.open(store, join(options.weightsFile ?? 'model.safetensors'));
   const prefix = options.prefix ?? '';

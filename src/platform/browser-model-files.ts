@@ -11,6 +11,7 @@
  * Writes are refused: these stores describe someone else's files. `list` works for picked files.
  */
 import type { FileStore } from '../ports/storage.ts';
+import { checkSizeWithinBudget, withinBudget, type ReadBudget } from '../ports/read-budget.ts';
 import { ReadOnlyModelStore, checkRange, segments } from './read-only-model-store.ts';
 
 /** A picked file and its slash-separated path inside the picked directory. */
@@ -58,8 +59,10 @@ class PickedFilesStore extends ReadOnlyModelStore {
     throw new Error(`${this.root}/${path}: not among the picked files (picked: ${shown})`);
   }
 
-  async read(path: string): Promise<Uint8Array> {
-    return new Uint8Array(await this.file(path).arrayBuffer());
+  async read(path: string, budget?: ReadBudget): Promise<Uint8Array> {
+    const file = this.file(path);
+    checkSizeWithinBudget(`${this.root}/${path}`, file.size, budget);
+    return withinBudget(`${this.root}/${path}`, new Uint8Array(await file.arrayBuffer()), budget);
   }
 
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {

@@ -11,6 +11,7 @@
  * Content-Range, servers without Range or HEAD, CORS, progress.
  */
 import type { FileStore } from '../ports/storage.ts';
+import { checkSizeWithinBudget, withinBudget, type ReadBudget } from '../ports/read-budget.ts';
 import { ReadOnlyModelStore, checkRange, segments } from './read-only-model-store.ts';
 
 /** One progress report of a URL store: the request in flight, and everything fetched so far. */
@@ -150,13 +151,18 @@ class UrlFileStore extends ReadOnlyModelStore {
     return bytes;
   }
 
-  async read(path: string): Promise<Uint8Array> {
+  async read(path: string, budget?: ReadBudget): Promise<Uint8Array> {
     const { key, url } = this.locate(path);
     const kept = this.whole.get(key);
-    if (kept) return (await kept).slice();
+    if (kept) return withinBudget(url, (await kept).slice(), budget);
     const response = await this.request(url, 'GET');
     if (response.status !== 200) throw this.httpError(url, response, 'reading the file');
-    return this.body(key, url, response, bodyLength(response));
+    const length = bodyLength(response);
+    if (budget && length !== undefined && length > budget.maxBytes) {
+      await response.body?.cancel();
+      checkSizeWithinBudget(url, length, budget);
+    }
+    return withinBudget(url, await this.body(key, url, response, length), budget);
   }
 
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {

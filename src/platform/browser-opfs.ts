@@ -5,6 +5,7 @@
  * which only a worker has. `root` and paths use `/`; folders are made on write.
  */
 import type { AppendLog, FileStore } from '../ports/storage.ts';
+import { checkSizeWithinBudget, withinBudget, type ReadBudget } from '../ports/read-budget.ts';
 
 async function opfsRoot(): Promise<FileSystemDirectoryHandle> {
   if (typeof navigator === 'undefined' || !navigator.storage?.getDirectory)
@@ -61,8 +62,10 @@ export class OpfsFileStore implements FileStore {
     return handle.getFile();
   }
 
-  async read(path: string): Promise<Uint8Array> {
-    return new Uint8Array(await (await this.file(path)).arrayBuffer());
+  async read(path: string, budget?: ReadBudget): Promise<Uint8Array> {
+    const file = await this.file(path);
+    checkSizeWithinBudget(`${this.root}/${path}`, file.size, budget);
+    return withinBudget(`${this.root}/${path}`, new Uint8Array(await file.arrayBuffer()), budget);
   }
 
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {

@@ -10,6 +10,7 @@ import { deleteDB, openDB, type IDBPDatabase, type IDBPTransaction } from 'idb';
 import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { AppendLog, FileStore, KeyValueDatabase, KeyValueKey, KeyValueSchema, KeyValueTransaction } from '../ports/storage.ts';
 import type { Platform } from '../cli/platform.ts';
+import { withinBudget, type ReadBudget } from '../ports/read-budget.ts';
 
 // The read-only model stores (picked or dropped files, a base URL), for the page to import from here.
 export {
@@ -37,10 +38,10 @@ class IndexedDbFileStore implements FileStore {
     });
     return this.db;
   }
-  async read(path: string): Promise<Uint8Array> {
+  async read(path: string, budget?: ReadBudget): Promise<Uint8Array> {
     const value = await (await this.open()).get(FILES, path);
     if (!(value instanceof Uint8Array)) throw new Error(`${this.root}/${path}: no such file in IndexedDB`);
-    return value;
+    return withinBudget(`${this.root}/${path}`, value, budget);
   }
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
     const all = await this.read(path);

@@ -6,6 +6,7 @@
 import { environmentGpuRequest, GpuContext, openGpuContext, type GpuRequest } from '../gpu/context.ts';
 import type { Platform } from '../cli/platform.ts';
 import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileLock, type FileStore } from '../ports/storage.ts';
+import { joinChunks, overBudgetError, ReadBudgetMeter, type ReadBudget } from '../ports/read-budget.ts';
 import { acquireFileLock, type LockFiles } from './file-lock.ts';
 
 const live = new Set<GpuContext>();
@@ -20,9 +21,9 @@ class DenoFileStore implements FileStore {
     if (path.split('/').includes('..')) throw new Error(`path "${path}" escapes the store ${this.root}`);
     return `${this.root}/${path}`;
   }
-  async read(path: string): Promise<Uint8Array> {
+  async read(path: string, budget?: ReadBudget): Promise<Uint8Array> {
     const abs = this.abs(path);
-    return namingPath(abs, 'read', () => Deno.readFile(abs));
+    return namingPath(abs, 'read', () => (budget ? readWithinBudget(abs, budget) : Deno.readFile(abs)));
   }
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
     const abs = this.abs(path);
@@ -221,5 +222,35 @@ function hostName(): string {
     } catch {
       return 'unknown-host';
     }
+  }
+}
+
+/** Chunk size of a budgeted read: large enough to be fast, small enough that a refusal costs little. */
+const READ_CHUNK_BYTES = 4 * 2 ** 20;
+
+/**
+ * Reads `abs` as a stream under `budget`: a regular file over it is refused from its size alone;
+ * anything else (a device, a FIFO, a growing file) is refused once the bytes read pass it.
+ */
+async function readWithinBudget(abs: string, budget: ReadBudget): Promise<Uint8Array> {
+  const file = await Deno.open(abs, { read: true });
+  try {
+    const stat = await file.stat();
+    if (stat.isFile && stat.size > budget.maxBytes) throw overBudgetError(abs, budget);
+    const meter = new ReadBudgetMeter(abs, budget);
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = new Uint8Array(READ_CHUNK_BYTES);
+      const n = await file.read(chunk);
+      if (n === null) break;
+      const got = chunk.subarray(0, n);
+      meter.take(got);
+      chunks.push(got);
+      total += n;
+    }
+    return joinChunks(chunks, total);
+  } finally {
+    file.close();
   }
 }

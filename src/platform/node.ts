@@ -43,6 +43,7 @@ import type { Platform } from '../cli/platform.ts';
 import type { ProgressDisplay } from '../ports/progress.ts';
 import { terminalProgress } from './terminal-progress.ts';
 import { keyValueDatabaseUnavailable, namingPath, type AppendLog, type FileLock, type FileStore } from '../ports/storage.ts';
+import { joinChunks, overBudgetError, ReadBudgetMeter, type ReadBudget } from '../ports/read-budget.ts';
 import { acquireFileLock, type LockFiles } from './file-lock.ts';
 
 /** Dawn toggles: unsafe APIs expose subgroup matrices; NVIDIA hides shader-f16 unless asked. */
@@ -149,9 +150,9 @@ export class NodeFileStore implements FileStore {
     if (path.split('/').includes('..')) throw new Error(`path "${path}" escapes the store ${this.root}`);
     return join(this.root, path);
   }
-  async read(path: string): Promise<Uint8Array> {
+  async read(path: string, budget?: ReadBudget): Promise<Uint8Array> {
     const abs = this.abs(path);
-    return namingPath(abs, 'read', async () => new Uint8Array(await fs.readFile(abs)));
+    return namingPath(abs, 'read', async () => (budget ? readWithinBudget(abs, budget) : new Uint8Array(await fs.readFile(abs))));
   }
   async readRange(path: string, offset: number, length: number): Promise<Uint8Array> {
     const abs = this.abs(path);
@@ -281,7 +282,13 @@ export const nodePlatform: Platform = {
     process.exit(code);
   },
   // Loaded on first use, so commands that never reach Redis do not load its client.
-  connectRedis: async (url) => (await import('./redis-node.ts')).connectRedis(url),
+  connectRedis: async (url) => {
+    const { connectRedis, redisOptionsFromEnv } = await import('./redis-node.ts');
+    return connectRedis(
+      url,
+      redisOptionsFromEnv((name) => process.env[name]),
+    );
+  },
   startGateway: async (options) => (await import('./control-gateway-node.ts')).startRunGateway(options),
   // Loaded on first use, so commands given a folder never load the Hub client; through `this`, so a platform made from this one with its own env and files (a test's) resolves with them.
   async resolveModel(spec, progress, options) {
@@ -335,5 +342,35 @@ function processAlive(pid: number): boolean {
     return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/** Chunk size of a budgeted read: large enough to be fast, small enough that a refusal costs little. */
+const READ_CHUNK_BYTES = 4 * 2 ** 20;
+
+/**
+ * Reads `abs` as a stream under `budget`: a regular file over it is refused from its size alone;
+ * anything else (a device, a FIFO, a growing file) is refused once the bytes read pass it.
+ */
+async function readWithinBudget(abs: string, budget: ReadBudget): Promise<Uint8Array> {
+  const handle = await fs.open(abs, 'r');
+  try {
+    const stat = await handle.stat();
+    if (stat.isFile() && stat.size > budget.maxBytes) throw overBudgetError(abs, budget);
+    const meter = new ReadBudgetMeter(abs, budget);
+    const chunks: Uint8Array[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = new Uint8Array(READ_CHUNK_BYTES);
+      const { bytesRead } = await handle.read(chunk, 0, chunk.byteLength, null);
+      if (bytesRead === 0) break;
+      const got = chunk.subarray(0, bytesRead);
+      meter.take(got);
+      chunks.push(got);
+      total += bytesRead;
+    }
+    return joinChunks(chunks, total);
+  } finally {
+    await handle.close();
   }
 }

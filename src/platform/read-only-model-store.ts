@@ -6,6 +6,7 @@
  * words.
  */
 import type { AppendLog, FileStore } from '../ports/storage.ts';
+import type { ReadBudget } from '../ports/read-budget.ts';
 
 /** Splits a relative path into segments, refusing ".." so a path cannot leave the directory. */
 export function segments(path: string, where: string): string[] {
@@ -21,7 +22,7 @@ function readOnly(root: string, path: string, operation: string): Promise<never>
 /** The write side shared by the picked-files and URL stores: every write is refused, naming the path. */
 export abstract class ReadOnlyModelStore implements FileStore {
   abstract readonly root: string;
-  abstract read(path: string): Promise<Uint8Array>;
+  abstract read(path: string, budget?: ReadBudget): Promise<Uint8Array>;
   abstract readRange(path: string, offset: number, length: number): Promise<Uint8Array>;
   abstract size(path: string): Promise<number>;
   abstract exists(path: string): Promise<boolean>;

@@ -4,6 +4,7 @@
  * (IndexedDB). The adapters in src/platform/ implement them; nothing here touches a runtime global.
  */
 import type { RuntimeName } from './runtime.ts';
+import type { ReadBudget } from './read-budget.ts';
 
 /**
  * Durable byte storage addressed by slash-separated relative paths: a directory on disk in
@@ -12,7 +13,11 @@ import type { RuntimeName } from './runtime.ts';
 export interface FileStore {
   /** Human-readable location, for messages. */
   readonly root: string;
-  read(path: string): Promise<Uint8Array>;
+  /**
+   * The whole file. With a budget (files from outside: datasets, configs, tokenizers) it is read
+   * as a stream that stops once the budget is spent, refusing the file by name (ReadBudgetError).
+   */
+  read(path: string, budget?: ReadBudget): Promise<Uint8Array>;
   /** Reads `length` bytes at `offset` without loading the whole file. */
   readRange(path: string, offset: number, length: number): Promise<Uint8Array>;
   size(path: string): Promise<number>;

@@ -89,8 +89,8 @@ export async function until(what: string, ready: () => boolean | Promise<boolean
   }
 }
 
-function cli(args: string[]): CliProcess {
-  const p = startCli(args, PROCESS_MS);
+function cli(args: string[], env?: Readonly<Record<string, string>>): CliProcess {
+  const p = startCli(args, PROCESS_MS, env);
   started.push(p);
   return p;
 }
@@ -130,6 +130,8 @@ export class Run {
   readonly trainerExits: ProcessExit[] = [];
   gatewayProcess?: CliProcess;
   gatewayUrl = '';
+  /** Environment variables of the trainer and `speclab rollout` processes (e.g. SPECLAB_REDIS_TIMEOUT_MS). */
+  env: Readonly<Record<string, string>> = {};
   /** Every tab client started, in order (also those killed or failed). */
   readonly tabs: CliProcess[] = [];
   private tokenFile?: string;
@@ -143,31 +145,34 @@ export class Run {
   }
 
   rollout(id: string, batch = 2): CliProcess {
-    const p = cli([
-      'rollout',
-      ...this.cluster,
-      '--target',
-      target,
-      '--batch',
-      String(batch),
-      '--poll-ms',
-      '10',
-      '--worker-id',
-      id,
-      '--wait-ms',
-      '90000',
-    ]);
+    const p = cli(
+      [
+        'rollout',
+        ...this.cluster,
+        '--target',
+        target,
+        '--batch',
+        String(batch),
+        '--poll-ms',
+        '10',
+        '--worker-id',
+        id,
+        '--wait-ms',
+        '90000',
+      ],
+      this.env,
+    );
     this.rollouts.set(id, p);
     return p;
   }
 
   train(): CliProcess {
-    this.trainer = cli(['train', ...FLAGS, '--out', this.out, ...this.cluster]);
+    this.trainer = cli(['train', ...FLAGS, '--out', this.out, ...this.cluster], this.env);
     return this.trainer;
   }
 
   resume(): CliProcess {
-    this.trainer = cli(['train', '--out', this.out, '--resume']);
+    this.trainer = cli(['train', '--out', this.out, '--resume'], this.env);
     return this.trainer;
   }
 

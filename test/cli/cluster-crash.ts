@@ -14,6 +14,9 @@
  *     must fail closed (exit 1 or 0, no hang) and is restarted (the trainer with --resume).
  *     Also before the first step (after a worker's first commit) and after step 1 (the checkpoint of
  *     step 2 may be saved with its ack lost). The restarted trainer and workers start together;
+ *   - redis-freeze (./cluster-crash-redis-freeze.ts): Redis SIGSTOPped after a worker's first commit,
+ *     after step 1 and once step 2 is durably acked; every process must report within the command
+ *     timeout plus a few seconds while Redis is still frozen, then after the thaw the run resumes;
  *   - gateway-kill (./cluster-crash-gateway.ts): `speclab gateway` SIGKILLed under a tab client
  *     (./tab-client.ts: src/training/cluster/tab-rollout.ts over the WebSocket gateway, in Node, so its
  *     features are byte-equal to a Node worker's), the only worker of the first round: right after
@@ -48,6 +51,7 @@ import {
   type StepRecord,
 } from './cluster-crash-harness.ts';
 import { gatewayCases } from './cluster-crash-gateway.ts';
+import { redisFreezeCases } from './cluster-crash-redis-freeze.ts';
 
 const T0 = performance.now();
 try {
@@ -169,6 +173,9 @@ try {
       await run.trainerExit();
     });
   }
+
+  // 3b. Redis frozen (SIGSTOP): every process reports within the command timeout, then the run resumes.
+  await redisFreezeCases(reference);
 
   // 4. The gateway SIGKILLed under a tab client (test/cli/tab-client.ts), then started again.
   await gatewayCases(shared, reference);

@@ -6,7 +6,11 @@ import observability from '../dataplane/observability.test.ts';
 import { localGpuConformance, localHostConformance, noopConformance, redisConformance } from '../dataplane/backends.test.ts';
 import { gatewayConformance, gatewaySuite } from '../dataplane/gateway.test.ts';
 import redisFailures from '../dataplane/redis-failures.test.ts';
+import redisNode from '../platform/redis-node.test.ts';
 import gatewayControl from '../dataplane/gateway-control.test.ts';
+import names from '../dataplane/names.test.ts';
+import gatewayScopes from '../dataplane/gateway-scopes.test.ts';
+import redisBackend from '../dataplane/redis-backend.test.ts';
 
 export const dataplaneSuites: readonly Suite[] = [
   meta,
@@ -17,7 +21,11 @@ export const dataplaneSuites: readonly Suite[] = [
   localGpuConformance,
   redisConformance,
   redisFailures,
+  redisNode,
   gatewayConformance,
   gatewaySuite,
   gatewayControl,
+  names,
+  gatewayScopes,
+  redisBackend,
 ];

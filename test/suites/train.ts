@@ -4,6 +4,7 @@ import trainCli from '../cli/train.test.ts';
 import trainMemory from '../training/run/train-memory.test.ts';
 import cli from '../cli/cli.test.ts';
 import trainData from '../training/run/train-data.test.ts';
+import conversationData from '../training/run/conversation-data.test.ts';
 import runSettings from '../training/run/run-settings.test.ts';
 import trainLog from '../training/run/train-log.test.ts';
 import runLoop from '../training/run/run-loop.test.ts';
@@ -52,6 +53,7 @@ export const trainSuites: readonly Suite[] = [
   trainMemory,
   planCli,
   trainData,
+  conversationData,
   runSettings,
   trainLog,
   runLoop,

@@ -14,9 +14,10 @@
  */
 import { tokenizeConversations, type ChatSample } from '../../corpus/chat-samples.ts';
 import { resolveChatTemplate, type ChatTemplateChoice, type ResolvedChatTemplate } from '../../corpus/chat-templates.ts';
-import { readConversations, type SkippedRow } from '../../corpus/conversations.ts';
+import { conversationFormat, readConversations, type SkippedRow } from '../../corpus/conversations.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
 import { splitPath } from '../../util/paths.ts';
+import { READ_BUDGETS, type ReadBudget } from '../../ports/read-budget.ts';
 import type { TrainSequence } from '../sequences/eagle3-data.ts';
 import type { FileRoots } from './run-plan.ts';
 
@@ -109,10 +110,19 @@ export async function conversationFile(
   };
 }
 
+/**
+ * The read budget of a conversation file, by its format; a file of no known format is refused here,
+ * before a byte of it is read (`--data /dev/zero`).
+ */
+export function dataFileBudget(path: string): ReadBudget {
+  const format = conversationFormat(path);
+  return format === 'jsonl' ? READ_BUDGETS.jsonlData : format === 'json' ? READ_BUDGETS.jsonData : READ_BUDGETS.parquetData;
+}
+
 async function readTemplate(roots: FileRoots, choice: string | undefined): Promise<ChatTemplateChoice | undefined> {
   if (choice === undefined || !/[/\\]|\.jinja2?$/.test(choice)) return choice;
   const [dir, name] = splitPath(choice);
-  return { file: choice, text: new TextDecoder().decode(await roots.files(dir).read(name)) };
+  return { file: choice, text: new TextDecoder().decode(await roots.files(dir).read(name, READ_BUDGETS.chatTemplate)) };
 }
 
 /** Reads, renders and masks the conversation files; refusals name the file, line and field. */
@@ -128,7 +138,8 @@ export async function loadConversationData(
   const files: FileSummary[] = [];
   const read = async (path: string): Promise<ChatSample[]> => {
     const [dir, name] = splitPath(path);
-    const file = await conversationFile(await roots.files(dir).read(name), path, tokenizer, chat, vocabSize, settings.maxLength);
+    const bytes = await roots.files(dir).read(name, dataFileBudget(path));
+    const file = await conversationFile(bytes, path, tokenizer, chat, vocabSize, settings.maxLength);
     files.push(file.summary);
     return file.samples;
   };

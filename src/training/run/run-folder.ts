@@ -24,6 +24,7 @@ import { crc32 } from '../../util/crc32.ts';
 import { splitPath } from '../../util/paths.ts';
 import { openSealedJson, sealJson } from '../../util/sealed-json.ts';
 import type { FileRoots } from './run-plan.ts';
+import { READ_BUDGETS } from '../../ports/read-budget.ts';
 
 /** Run state of an earlier run in --out: continued with --resume, deleted with --fresh, else refused. */
 const RUN_STATE = ['metadata', 'checkpoints', 'spill'] as const;
@@ -90,7 +91,10 @@ export async function storedRunSettings(
   const dir = roots.files(out);
   if (!(await dir.exists(RUN_SETTINGS))) return undefined;
   const source = `${dir.root}/${RUN_SETTINGS}`;
-  const file = openSealedJson(await dir.read(RUN_SETTINGS), source, 'the run settings') as { kind?: unknown; settings?: unknown };
+  const file = openSealedJson(await dir.read(RUN_SETTINGS, READ_BUDGETS.config), source, 'the run settings') as {
+    kind?: unknown;
+    settings?: unknown;
+  };
   if (file?.kind !== SETTINGS_KIND || !isObject(file.settings))
     throw new Error(`${source}: not the settings of a speclab train run (expected kind "${SETTINGS_KIND}" and an object of settings)`);
   return { settings: file.settings, source };
@@ -99,10 +103,10 @@ export async function storedRunSettings(
 /** `extra.settings` of a complete checkpoint, its state.json checked against the COMPLETE marker (weights are not read). */
 async function checkpointSettings(store: FileStore, ref: CheckpointRef): Promise<Record<string, unknown> | undefined> {
   const where = `${store.root}/${ref.dir}/state.json`;
-  const marker = JSON.parse(new TextDecoder().decode(await store.read(`${ref.dir}/${COMPLETE_MARKER}`))) as {
+  const marker = JSON.parse(new TextDecoder().decode(await store.read(`${ref.dir}/${COMPLETE_MARKER}`, READ_BUDGETS.config))) as {
     files?: Record<string, { bytes?: number; crc32?: number }>;
   };
-  const bytes = await store.read(`${ref.dir}/state.json`);
+  const bytes = await store.read(`${ref.dir}/state.json`, READ_BUDGETS.config);
   const expect = marker.files?.['state.json'];
   if (bytes.byteLength !== expect?.bytes || crc32(bytes) !== expect?.crc32)
     throw new Error(`${where}: does not match its ${COMPLETE_MARKER} marker (damaged); refusing to read the run's settings from it`);

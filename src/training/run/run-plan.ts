@@ -10,6 +10,7 @@ import { parseHubModelId } from '../../formats/hf-hub-cache.ts';
 import { ChatTokenizer } from '../../formats/tokenizer.ts';
 import type { ProgressDisplay } from '../../ports/progress.ts';
 import type { FileStore } from '../../ports/storage.ts';
+import { READ_BUDGETS, type ReadBudget } from '../../ports/read-budget.ts';
 import { speclabCommand } from '../../util/cli-command.ts';
 import { splitPath } from '../../util/paths.ts';
 import { Rng } from '../../util/random.ts';
@@ -24,10 +25,10 @@ export interface FileRoots {
   files(root: string): FileStore;
 }
 
-/** A JSON file at a user-given path; the error names the path. */
-export async function readJson(roots: FileRoots, path: string): Promise<unknown> {
+/** A JSON file at a user-given path, read within `budget`; the error names the path. */
+export async function readJson(roots: FileRoots, path: string, budget: ReadBudget = READ_BUDGETS.config): Promise<unknown> {
   const [dir, name] = splitPath(path);
-  const text = new TextDecoder().decode(await roots.files(dir).read(name));
+  const text = new TextDecoder().decode(await roots.files(dir).read(name, budget));
   try {
     return JSON.parse(text);
   } catch (err) {
@@ -152,7 +153,7 @@ export async function choosePrompts(
   useLabCorpus: boolean,
 ): Promise<{ train: number[][]; held: number[][]; source: string }> {
   if (config.promptsFile) {
-    const all = parsePromptsJson(await readJson(roots, config.promptsFile), vocab, config.promptsFile);
+    const all = parsePromptsJson(await readJson(roots, config.promptsFile, READ_BUDGETS.promptsFile), vocab, config.promptsFile);
     if (all.length <= config.evalPrompts)
       throw new Error(`${config.promptsFile}: ${all.length} prompts, need more than evalPrompts (--eval-prompts) = ${config.evalPrompts}`);
     return {
