@@ -57,8 +57,9 @@ try {
   check('an uninterrupted run exits 0 with its export', reference.code === 0 && sameDraft(whole, whole), reference.output.slice(-1500));
   // The run folder's peak is about its final size (checkpoints are pruned as it goes): fill points across it.
   const total = kib(whole);
-  // Small disks fill at the first writes (settings, the ledger, a rollout round's spill); larger ones at a checkpoint.
-  const sizes = [16, 32, 64, 128, 192, ...[0.15, 0.55, 0.9].map((f) => Math.round(total * f))];
+  // Small disks fill at the first writes (settings.json, metrics.jsonl, sequences.json, a rollout round's spill files, the
+  // ledger's journal at a commit: 4 to 132 KiB here); larger ones at a checkpoint.
+  const sizes = [4, 8, 12, 20, 64, 128, 132, 192, ...[0.15, 0.55, 0.9].map((f) => Math.round(total * f))];
   for (const size of sizes) {
     const fraction = size / total;
     const mount = join(root, `disk-${size}k`);
