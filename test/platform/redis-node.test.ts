@@ -24,24 +24,28 @@ const PING = "return redis.call('PING')";
 const text = (reply: unknown) => new TextDecoder().decode(reply as Uint8Array);
 
 const suite: Suite = defineSuite('platform/redis-node', (t) => {
-  t.test('messages name the server without its password; SPECLAB_REDIS_TIMEOUT_MS is checked', async () => {
-    const { redisUrlForMessages, redisOptionsFromEnv } = await platform();
-    assertEqual(redisUrlForMessages('redis://:s3cret@10.0.0.1:6379/0'), 'redis://:***@10.0.0.1:6379/0', 'password only');
-    assertEqual(redisUrlForMessages('redis://me:s3cret@host/1'), 'redis://me:***@host/1', 'user and password');
-    assertEqual(redisUrlForMessages('redis://127.0.0.1:6399/0'), 'redis://127.0.0.1:6399/0', 'no credentials');
-    assertDeepEqual(
-      redisOptionsFromEnv(() => undefined),
-      {},
-      'unset: the default',
-    );
-    assertDeepEqual(
-      redisOptionsFromEnv(() => '2500'),
-      { commandTimeoutMs: 2500 },
-      'milliseconds',
-    );
-    for (const bad of ['0', '-1', '1.5', '30s'])
-      assertThrows(() => redisOptionsFromEnv(() => bad), /^SPECLAB_REDIS_TIMEOUT_MS must be a positive whole number/, `"${bad}"`);
-  });
+  t.test(
+    'messages name the server without its password; SPECLAB_REDIS_TIMEOUT_MS is checked',
+    async () => {
+      const { redisUrlForMessages, redisOptionsFromEnv } = await platform();
+      assertEqual(redisUrlForMessages('redis://:s3cret@10.0.0.1:6379/0'), 'redis://:***@10.0.0.1:6379/0', 'password only');
+      assertEqual(redisUrlForMessages('redis://me:s3cret@host/1'), 'redis://me:***@host/1', 'user and password');
+      assertEqual(redisUrlForMessages('redis://127.0.0.1:6399/0'), 'redis://127.0.0.1:6399/0', 'no credentials');
+      assertDeepEqual(
+        redisOptionsFromEnv(() => undefined),
+        {},
+        'unset: the default',
+      );
+      assertDeepEqual(
+        redisOptionsFromEnv(() => '2500'),
+        { commandTimeoutMs: 2500 },
+        'milliseconds',
+      );
+      for (const bad of ['0', '-1', '1.5', '30s'])
+        assertThrows(() => redisOptionsFromEnv(() => bad), /^SPECLAB_REDIS_TIMEOUT_MS must be a positive whole number/, `"${bad}"`);
+    },
+    { only },
+  );
 
   t.test(
     'a Redis killed under a client: the next call names its URL and says the connection is lost, keeping the cause',
