@@ -38,6 +38,14 @@ export function redisOptionsFromEnv(env: (name: string) => string | undefined): 
   return { commandTimeoutMs: ms };
 }
 
+/**
+ * Servers (by URL) a call of this process got no answer from, until one of its connections to that
+ * server is ready again. A process holds several connections to one server (the control plane's, the
+ * data plane's): without this, a frozen server would cost one full timeout per connection in turn
+ * (a failed put, then the failure record on the other connection), not one.
+ */
+const unresponsive = new Set<string>();
+
 /** How long closing waits for the server to answer QUIT before dropping the socket. */
 const QUIT_DEADLINE_MS = 1000;
 
@@ -66,6 +74,8 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
   // backend); without a listener ioredis would also print every reconnect attempt.
   let lastError = '';
   client.on('error', (err: Error) => (lastError = err.message));
+  // Ready (after ioredis' own INFO check) means the server answers again.
+  client.on('ready', () => unresponsive.delete(where));
   try {
     await client.connect();
   } catch (err) {
@@ -87,6 +97,7 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
     if (!(err instanceof Error) || err.name === 'ReplyError') return err;
     if (/timed out/i.test(err.message)) {
       // The server may be frozen: drop the socket (pending calls fail now) and reconnect behind.
+      unresponsive.add(where);
       if (!closed) client.disconnect(true);
       return new Error(`${where}: no answer within ${commandTimeoutMs} ms, connection lost (${err.message})`, { cause: err });
     }
@@ -94,6 +105,8 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
     return new Error(`${where}: connection lost (${detail})`, { cause: err });
   };
   const guarded = async <T>(call: () => Promise<T>): Promise<T> => {
+    if (unresponsive.has(where))
+      throw new Error(`${where}: connection lost (a call got no answer within ${commandTimeoutMs} ms; the server has not answered since)`);
     try {
       return await call();
     } catch (err) {

@@ -9,17 +9,22 @@
  * with the uninterrupted run's, as every case does.
  *
  * SPECLAB_TEST_REDIS_FREEZE_MS and SPECLAB_TEST_REDIS_TIMEOUT_MS set the freeze and the command
- * timeout (default 15 s and 4 s); 60000 and 30000 run a minute's freeze under the default timeout,
- * where every process must report within 35 s.
+ * timeout (default 20 s and 4 s); 60000 and 30000 run a minute's freeze under the default timeout,
+ * where every process must report within 40 s.
  */
 import process from 'node:process';
 import { exitWithin, runCase, until, type Run, type StepRecord } from './cluster-crash-harness.ts';
 import type { ProcessExit } from './cli-process.ts';
 
-const FREEZE_MS = Number(process.env.SPECLAB_TEST_REDIS_FREEZE_MS ?? 15_000);
+const FREEZE_MS = Number(process.env.SPECLAB_TEST_REDIS_FREEZE_MS ?? 20_000);
 const COMMAND_TIMEOUT_MS = Number(process.env.SPECLAB_TEST_REDIS_TIMEOUT_MS ?? 4000);
-/** What a report may take past the command timeout: the failed call's cleanup and the process exit. */
-const REPORT_SLACK_MS = 5000;
+/**
+ * What a report may take past the command timeout: the work a process was doing when Redis froze (a
+ * worker's first capture compiles its shaders, seconds on a CPU adapter) before its next call starts
+ * the timeout, the failed call's cleanup and the exit. The issue's bound: 60 s frozen, 30 s timeout,
+ * every process reports within 40 s.
+ */
+const REPORT_SLACK_MS = 10_000;
 // A process that waits for the thaw must miss the deadline: the freeze outlasts it by a clear margin.
 if (COMMAND_TIMEOUT_MS + REPORT_SLACK_MS + 3000 > FREEZE_MS)
   throw new Error(
