@@ -106,7 +106,9 @@ export async function connectRedis(url: string, options: RedisConnectOptions = {
   };
   const guarded = async <T>(call: () => Promise<T>): Promise<T> => {
     if (unresponsive.has(where))
-      throw new Error(`${where}: connection lost (a call got no answer within ${commandTimeoutMs} ms; the server has not answered since)`);
+      throw new Error(
+        `${where}: no answer within ${commandTimeoutMs} ms, connection lost (on another connection; none has answered since)`,
+      );
     try {
       return await call();
     } catch (err) {
