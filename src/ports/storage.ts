@@ -91,11 +91,6 @@ export function lockOwnerText(owner: LockOwner | null): string {
   return owner ? `process ${owner.pid} on ${owner.host} (since ${owner.since})` : 'another process (the lock file is unreadable)';
 }
 
-/** The refusal when a live process holds the lock (shared by the runtimes' stores). */
-export function lockHeldError(path: string, owner: LockOwner | null): LockHeldError {
-  return new LockHeldError(path, owner);
-}
-
 /** An append-only file handle. `sync` flushes the data to stable storage before resolving (fsync). */
 export interface AppendLog {
   /** Human-readable location, for messages. */
