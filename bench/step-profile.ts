@@ -16,63 +16,21 @@
  * Prints, per config, the kernels by total time (calls, ms, share) as JSON lines, after a line with
  * the step's dispatches and its bracketed intervals (dispatches, copies, clears and idle gaps).
  */
-import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
-import { parseHfConfig } from '../src/config/hf-config.ts';
-import { SafetensorsFile } from '../src/formats/safetensors.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
 import type { CompiledKernel } from '../src/gpu/pipeline-cache.ts';
 import { MATMUL_KERNELS } from '../src/kernels/matmul.ts';
-import type { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { draftConfigFor } from '../src/training/sequences/eagle3-data.ts';
-import { resolveDraftVocabSize } from '../src/training/sequences/draft-shape.ts';
 import { watchPipelineConstants } from './record.ts';
-import { buildTrainRig, type StepShape } from './train-rig.ts';
+import { STEP_CONFIGS, wantedStepConfigs } from './step-configs.ts';
+import { buildTrainRig } from './train-rig.ts';
 
 const args = nodePlatform.args();
 const opt = (name: string, fallback: string): string => {
   const i = args.indexOf(name);
   return i >= 0 ? args[i + 1] : fallback;
 };
-const wanted = opt('--configs', 'lab,fixture').split(',');
+const wanted = wantedStepConfigs('bench/step-profile.ts', opt('--configs', 'lab,fixture'));
 const top = Number(opt('--top', '25'));
-
-const CONFIGS: Readonly<Record<string, () => Promise<{ config: Eagle3Config; shape: StepShape }>>> = {
-  mid: async () => ({
-    config: {
-      hiddenSize: 1024,
-      intermediateSize: 2816,
-      numHeads: 16,
-      numKvHeads: 4,
-      headDim: 64,
-      vocabSize: 32000,
-      draftVocabSize: 8000,
-      targetHiddenSize: 1024,
-      rmsNormEps: 1e-6,
-      ropeTheta: 10000,
-      maxPositionEmbeddings: 4096,
-    },
-    shape: { batch: 1, seq: 128, ttt: 7 },
-  }),
-  lab: async () => {
-    const target = parseHfConfig(
-      new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')),
-      'assets/lab-target/config.json',
-    );
-    const config = draftConfigFor({ config: target } as unknown as TargetModel, resolveDraftVocabSize(undefined, target.vocabSize));
-    return { config, shape: { batch: 4, seq: 56, ttt: 4 } };
-  },
-  fixture: async () => {
-    const files = nodePlatform.files(nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures');
-    const config = parseEagle3Config(new TextDecoder().decode(await files.read('eagle3/draft_config.json')), 'eagle3/draft_config.json');
-    const ref = new SafetensorsFile(await files.read('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
-    const [batch, seq] = ref.shape('input_ids') as [number, number];
-    return { config, shape: { batch, seq, ttt: Number(ref.header.metadata.ttt_length) } };
-  },
-};
-for (const name of wanted)
-  if (!CONFIGS[name])
-    throw new Error(`bench/step-profile.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
 
 const MAX_QUERIES = 4096;
 
@@ -142,7 +100,7 @@ gpu.batcher.clearBuffer = (buffer, offset, size) => {
 
 console.log(JSON.stringify({ adapter: ctx.record.description || ctx.record.vendor }));
 for (const name of wanted) {
-  const { config, shape } = await CONFIGS[name]();
+  const { config, shape } = await STEP_CONFIGS[name](false);
   const rig = await buildTrainRig(gpu, config, shape);
   await rig.step();
   const plain = await rig.step();

@@ -24,22 +24,17 @@
  *   dispatches       per step (CommandBatcher stats), and the matmul share of them
  * --quick uses small token counts (and fewer repetitions) so all three configs finish in about a
  * minute on a software adapter. Only APIs that predate this script are used, so it also runs,
- * unchanged, in an older checkout (for before / after comparisons). In Node on a CPU adapter the
+ * unchanged, in an older checkout (for before / after comparisons; copy bench/step-configs.ts with it). In Node on a CPU adapter the
  * platform paces its GPU waits by default (SPECLAB_GPU_WAIT=auto, src/platform/dawn-wait-pacing.ts),
  * which gives the device back the core a spinning wait takes; SPECLAB_GPU_WAIT=spin measures without.
  */
-import { parseEagle3Config, type Eagle3Config } from '../src/config/eagle3-config.ts';
-import { parseHfConfig } from '../src/config/hf-config.ts';
-import { SafetensorsFile } from '../src/formats/safetensors.ts';
 import { Gpu } from '../src/gpu/gpu.ts';
 import { MATMUL_GEOMETRY, MATMUL_KERNELS, matmul, type MatmulVariant } from '../src/kernels/matmul.ts';
-import type { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
-import { draftConfigFor } from '../src/training/sequences/eagle3-data.ts';
-import { resolveDraftVocabSize } from '../src/training/sequences/draft-shape.ts';
 import { Rng } from '../src/util/random.ts';
 import { medianSeconds } from './record.ts';
-import { buildTrainRig, type StepShape } from './train-rig.ts';
+import { STEP_CONFIGS, wantedStepConfigs } from './step-configs.ts';
+import { buildTrainRig } from './train-rig.ts';
 
 const args = nodePlatform.args();
 const opt = (name: string, fallback: string): string => {
@@ -47,7 +42,7 @@ const opt = (name: string, fallback: string): string => {
   return i >= 0 ? args[i + 1] : fallback;
 };
 const quick = args.includes('--quick');
-const wanted = opt('--configs', 'mid,lab,fixture').split(',');
+const wanted = wantedStepConfigs('bench/step-roofline.ts', opt('--configs', 'mid,lab,fixture'));
 const warmup = Number(opt('--warmup', quick ? '1' : '3'));
 const steps = Number(opt('--steps', quick ? '2' : '5'));
 const reps = Number(opt('--reps', quick ? '2' : '5'));
@@ -58,62 +53,6 @@ for (const [flag, n] of [
 ] as const) {
   if (!Number.isInteger(n) || n < 1) throw new Error(`bench/step-roofline.ts: ${flag} must be a positive integer`);
 }
-
-interface BenchConfig {
-  config: Eagle3Config;
-  shape: StepShape;
-}
-
-/** bench/train.ts's `mid` draft (SpecForge's reference throughput shape) at batch 1 × 128, TTT 7. */
-async function midConfig(): Promise<BenchConfig> {
-  const config: Eagle3Config = {
-    hiddenSize: 1024,
-    intermediateSize: 2816,
-    numHeads: 16,
-    numKvHeads: 4,
-    headDim: 64,
-    vocabSize: 32000,
-    draftVocabSize: 8000,
-    targetHiddenSize: 1024,
-    rmsNormEps: 1e-6,
-    ropeTheta: 10000,
-    maxPositionEmbeddings: 4096,
-  };
-  return { config, shape: quick ? { batch: 1, seq: 32, ttt: 2 } : { batch: 1, seq: 128, ttt: 7 } };
-}
-
-/**
- * The draft `speclab train` builds for the lab target (assets/lab-target): draftConfigFor with the
- * default draft vocabulary (resolveDraftVocabSize), at the lab's batch 4 × 56, TTT 4.
- */
-async function labConfig(): Promise<BenchConfig> {
-  const target = parseHfConfig(
-    new TextDecoder().decode(await nodePlatform.files('assets/lab-target').read('config.json')),
-    'assets/lab-target/config.json',
-  );
-  // draftConfigFor reads only the target's config.
-  const config = draftConfigFor({ config: target } as unknown as TargetModel, resolveDraftVocabSize(undefined, target.vocabSize));
-  return { config, shape: quick ? { batch: 1, seq: 56, ttt: 2 } : { batch: 4, seq: 56, ttt: 4 } };
-}
-
-/** The SpecForge fixture's draft (fixtures/eagle3) at the fixture's own batch, length and TTT. */
-async function fixtureConfig(): Promise<BenchConfig> {
-  const files = nodePlatform.files(nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures');
-  const config = parseEagle3Config(new TextDecoder().decode(await files.read('eagle3/draft_config.json')), 'eagle3/draft_config.json');
-  const ref = new SafetensorsFile(await files.read('eagle3/eagle3_reference.safetensors'), 'eagle3_reference');
-  const [batch, seq] = ref.shape('input_ids') as [number, number];
-  const ttt = Number(ref.header.metadata.ttt_length);
-  if (!Number.isInteger(ttt) || ttt < 1)
-    throw new Error(
-      `bench/step-roofline.ts: eagle3_reference metadata ttt_length ${ref.header.metadata.ttt_length} is not a positive integer`,
-    );
-  return { config, shape: { batch, seq, ttt } };
-}
-
-const CONFIGS: Readonly<Record<string, () => Promise<BenchConfig>>> = { mid: midConfig, lab: labConfig, fixture: fixtureConfig };
-for (const name of wanted)
-  if (!CONFIGS[name])
-    throw new Error(`bench/step-roofline.ts: unknown --configs entry "${name}" (known: ${Object.keys(CONFIGS).join(', ')})`);
 
 /** One matmul dispatch as the step encoded it. */
 interface MatmulCall {
@@ -225,7 +164,7 @@ console.log(
 );
 const summary: Record<string, unknown>[] = [];
 for (const name of wanted) {
-  const { config, shape } = await CONFIGS[name]();
+  const { config, shape } = await STEP_CONFIGS[name](quick);
   const rig = await buildTrainRig(gpu, config, shape);
   const warm = await rig.step();
   for (let i = 1; i < warmup; i++) await rig.step();

@@ -11,10 +11,11 @@ import type { BenchRecord } from '../record.ts';
 import { interleavedMedians } from './interleave.ts';
 
 /**
- * [rows, hidden]: the lab config's draft norms (4 x 56 tokens, H 128), the mid EAGLE3 config
- * (4 x 1024 tokens, H 1024) and Llama-8B dims (2048 tokens, H 4096).
+ * [rows, hidden]: the SpecForge fixture's draft norms (2 x 40 tokens, H 64), the lab config's (4 x 56
+ * tokens, H 128), the mid EAGLE3 config (4 x 1024 tokens, H 1024) and Llama-8B dims (2048 tokens, H 4096).
  */
 export const RMSNORM_BENCH_SHAPES: readonly [number, number][] = [
+  [80, 64],
   [224, 128],
   [4096, 1024],
   [2048, 4096],
@@ -47,9 +48,16 @@ export async function benchRmsnorm(
         run: (variant: (typeof variants)[number]) => rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: 1e-6, variant }),
       },
       {
-        name: 'bwd (dx + dw)',
+        // The subgroup layout fused (dx and dw in one dispatch) and unfused, at every size, whichever the
+        // default picks (RMSNORM_FUSE_MAX_ELEMENTS).
+        name: 'bwd (dx + dw) fused',
         bytes: 5 * act,
-        run: (variant: (typeof variants)[number]) => rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant }),
+        run: (variant: (typeof variants)[number]) => rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant }, { fuse: true }),
+      },
+      {
+        name: 'bwd (dx + dw) unfused',
+        bytes: 5 * act,
+        run: (variant: (typeof variants)[number]) => rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant }, { fuse: false }),
       },
     ];
     for (const pass of passes) {

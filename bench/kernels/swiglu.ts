@@ -1,6 +1,6 @@
 /** SwiGLU benchmark: GB/s of forward (2 reads, 1 write) and backward (3 reads, 2 writes). */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import { swigluBackward, swigluForward } from '../../src/kernels/swiglu.ts';
+import { swigluBackward, swigluBackwardPacked, swigluForward, swigluForwardPacked } from '../../src/kernels/swiglu.ts';
 import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
@@ -25,7 +25,14 @@ export async function benchSwiglu(gpu: Gpu, shapes: readonly [number, number][] 
     out.push({ family: 'swiglu', variant: 'fwd', shape, ms: fwd * 1e3, gbps: (3 * n * 4) / fwd / 1e9 });
     const bwd = await medianSeconds(gpu, () => swigluBackward(gpu, G, U, H, DG, DU, { rows, inter }));
     out.push({ family: 'swiglu', variant: 'bwd', shape, ms: bwd * 1e3, gbps: (5 * n * 4) / bwd / 1e9 });
-    gpu.release(G, U, H, DG, DU);
+    // The packed layout (gate | up per row), as the EAGLE3 draft's MLP runs it.
+    const GU = gpu.upload([rows, 2 * inter], 'f32', rng.floats(2 * n, 4), 'gu');
+    const DGU = gpu.tensor([rows, 2 * inter], 'f32', 'dgu');
+    const fwdPacked = await medianSeconds(gpu, () => swigluForwardPacked(gpu, GU, H, { rows, inter }));
+    out.push({ family: 'swiglu', variant: 'fwd-packed', shape, ms: fwdPacked * 1e3, gbps: (3 * n * 4) / fwdPacked / 1e9 });
+    const bwdPacked = await medianSeconds(gpu, () => swigluBackwardPacked(gpu, GU, H, DGU, { rows, inter }));
+    out.push({ family: 'swiglu', variant: 'bwd-packed', shape, ms: bwdPacked * 1e3, gbps: (5 * n * 4) / bwdPacked / 1e9 });
+    gpu.release(G, U, H, DG, DU, GU, DGU);
   }
   return out;
 }

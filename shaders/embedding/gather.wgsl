@@ -1,7 +1,12 @@
-// embedding/gather — out[n, :] = table[ids[n], :] (forward of an embedding lookup).
+// embedding/gather — out[n, :] = table[ids'[n], :] (forward of an embedding lookup).
 //
-// Shapes: ids i32 [N]; table f32 [V, H], possibly split into row parts (one dispatch per part);
-//   out f32 [N, H].
+// ids' is ids read as rows of seqLen, each shifted left by shift and zero-filled (SpecForge's
+// `padding(x, left=False)`: ids'[b·seqLen + t] = ids[b·seqLen + t + shift] where t + shift < seqLen,
+// else 0). A TTT step k of the EAGLE3 draft reads its shifted ids this way, with no shifted copy;
+// shift = 0 (seqLen = N) is the plain lookup.
+//
+// Shapes: ids i32 [N], N a multiple of seqLen; table f32 [V, H], possibly split into row parts (one
+//   dispatch per part); out f32 [N, H].
 // Bindings (group 0):
 //   0 uniform Params
 //   1 storage read        ids
@@ -26,6 +31,8 @@ struct Params {
   rowStart: u32,
   rowCount: u32,
   zeroInvalid: u32,
+  seqLen: u32,
+  shift: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -40,7 +47,9 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   if (idx >= p.n * p.hidden) { return; }
   let n = idx / p.hidden;
   let h = idx % p.hidden;
-  let id = ids[n];
+  let t = n % p.seqLen + p.shift;
+  var id = 0i;
+  if (t < p.seqLen) { id = ids[n + p.shift]; }
   if (id < 0 || u32(id) >= p.vocab) {
     if (p.zeroInvalid != 0u) { out[idx] = 0.0; }
     return;

@@ -14,26 +14,7 @@
 // bits (each step adds the same two values in either order), so the variants agree bit for bit at
 // equal LANES. rowMax / rowMinU32 (subgroupMax / subgroupMin) are exact.
 
-const_assert LANES >= 1u && (LANES & (LANES - 1u)) == 0u && ROWS >= 1u && LANES <= 128u;
-
-fn rowSum(v: f32, lane: u32, slot: u32) -> f32 {
-  var s = v;
-  for (var half = LANES / 2u; half > 0u; half = half >> 1u) { s = s + subgroupShuffleXor(s, half); }
-  return s;
-}
-
-// No barrier to skip in this layout: the last reduction is a plain rowSum.
-fn rowSumFinal(v: f32, lane: u32, slot: u32) -> f32 {
-  return rowSum(v, lane, slot);
-}
-
-fn rowMax(v: f32, lane: u32, slot: u32) -> f32 {
-  return subgroupMax(v);
-}
-
-fn rowMinU32(v: u32, lane: u32, slot: u32) -> u32 {
-  return subgroupMin(v);
-}
+#include "include/row-reduce-subgroup-sums.wgsl"
 
 @compute @workgroup_size(LANES, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {

@@ -15,7 +15,7 @@
 // Dispatch: ceil(hidden / WG_X) workgroups of WG_X; invocation lx owns column wg.x · WG_X + lx
 //   (neighbouring lanes read neighbouring addresses). WG_X is RMSNORM_DW_COLUMNS_LANES in
 //   src/kernels/rmsnorm.ts, appended as a constant; the host's grid uses the same value.
-// Numerics: f32 fma in increasing row order (one sequential sum per column; deterministic).
+// Numerics: include/rmsnorm-dw-column.wgsl (f32 fma in increasing row order; deterministic).
 
 struct Params {
   rows: u32,
@@ -32,14 +32,13 @@ override ACCUMULATE: bool = false;
 @group(0) @binding(3) var<storage, read> invRms: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dw: array<f32>;
 
+#include "include/rmsnorm-dw-column.wgsl"
+
 @compute @workgroup_size(WG_X, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
   let col = wg.x * WG_X + lid.x;
   if (col >= p.hidden) { return; }
-  var g = 0.0;
-  for (var r = 0u; r < p.rows; r++) {
-    g = fma(dy[r * p.strideDy + col], x[r * p.strideX + col] * invRms[r], g);
-  }
+  var g = dwColumnSum(col);
   if (ACCUMULATE) { g += dw[col]; }
   dw[col] = g;
 }

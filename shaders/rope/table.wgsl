@@ -5,7 +5,10 @@
 // The table carries every RoPE scaling (default, linear, llama3) and HF's own float32 angle
 // rounding, and its accuracy does not depend on the WGSL implementation's sin/cos.
 //
-// Shapes: x, y f32 [rows, nHeads · headDim] (dense); positions i32 [rows], each in [0, P);
+// Shapes: x, y f32 [rows, nHeads · headDim], each at its own row stride and element offset (row r,
+//   head h, element i at offset + r · stride + h · headDim + i; dense is stride nHeads · headDim,
+//   offset 0): the EAGLE3 draft rotates q and k where one projection left them side by side in a
+//   row, and writes the gradient back into such a row; positions i32 [rows], each in [0, P);
 //   table f32 [P, headDim / 2, 2] = (cos, sin) pairs.
 // Bindings (group 0):
 //   0 uniform Params
@@ -24,6 +27,10 @@ struct Params {
   nHeads: u32,
   headDim: u32,
   tableRows: u32,
+  strideX: u32,
+  offsetX: u32,
+  strideY: u32,
+  offsetY: u32,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -45,9 +52,11 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   let pos = min(u32(max(positions[row], 0i)), p.tableRows - 1u);
   let c = table[(pos * half + i) * 2u];
   let s = table[(pos * half + i) * 2u + 1u];
-  let a = rowHead * p.headDim + i;
+  let within = (rowHead % p.nHeads) * p.headDim + i;
+  let a = p.offsetX + row * p.strideX + within;
+  let b = p.offsetY + row * p.strideY + within;
   let x1 = x[a];
   let x2 = x[a + half];
-  y[a] = x1 * c - x2 * s;
-  y[a + half] = x2 * c + x1 * s;
+  y[b] = x1 * c - x2 * s;
+  y[b + half] = x2 * c + x1 * s;
 }

@@ -15,9 +15,10 @@
 //   element.
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
-// Numerics: f32, sigmoid as in swiglu/forward (saturates to exactly 0 or 1, no NaN).
+// Numerics: include/swiglu-math.wgsl (f32; sigmoid saturates to exactly 0 or 1, no NaN).
 
 #include "include/swiglu-common.wgsl"
+#include "include/swiglu-math.wgsl"
 @group(0) @binding(3) var<storage, read> dh: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dgate: array<f32>;
 @group(0) @binding(5) var<storage, read_write> dup: array<f32>;
@@ -31,10 +32,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   let col = idx % p.inter;
   let gi = row * p.strideGate + col;
   let ui = row * p.strideUp + col;
-  let g = gate[gi];
-  let u = up[ui];
-  let d = dh[row * p.strideH + col];
-  let sig = 1.0 / (1.0 + exp(-g));
-  dup[ui] = d * (g * sig);
-  dgate[gi] = (d * u) * (sig * (1.0 + g * (1.0 - sig)));
+  let grads = swigluBackwardAt(gate[gi], up[ui], dh[row * p.strideH + col]);
+  dgate[gi] = grads.x;
+  dup[ui] = grads.y;
 }

@@ -10,10 +10,10 @@
 //   element.
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
-// Numerics: sigmoid(g) = 1 / (1 + exp(−g)) in f32; for g ≪ 0, exp(−g) overflows to +inf and the
-//   sigmoid is exactly 0, which is the right limit (no NaN).
+// Numerics: include/swiglu-math.wgsl (f32; a saturated gate gives the limit, no NaN).
 
 #include "include/swiglu-common.wgsl"
+#include "include/swiglu-math.wgsl"
 @group(0) @binding(3) var<storage, read_write> h: array<f32>;
 
 @compute @workgroup_size(WG, 1, 1)
@@ -23,7 +23,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   if (idx >= p.rows * p.inter) { return; }
   let row = idx / p.inter;
   let col = idx % p.inter;
-  let g = gate[row * p.strideGate + col];
-  let sig = 1.0 / (1.0 + exp(-g));
-  h[row * p.strideH + col] = (g * sig) * up[row * p.strideUp + col];
+  h[row * p.strideH + col] = swigluForwardAt(gate[row * p.strideGate + col], up[row * p.strideUp + col]);
 }

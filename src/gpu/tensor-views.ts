@@ -4,9 +4,11 @@
  *   - `elementView`: a tensor aliasing a sub-range of another (the hidden half of the 2H-wide
  *     attention input z, read and written by RMSNorm with a row stride of 2H), possible when the
  *     sub-range starts on a binding-offset boundary (`canViewAt`);
- *   - `copyElements`: a contiguous range copy (a TTT step's K/V slot in and out of the caches);
- *   - `shiftRowsLeft`: SpecForge's per-step `padding(x, left=False)` of the token ids — each
- *     sequence shifted left by k, zero-filled — as B copies and B clears, no kernel.
+ *   - `viewIfAligned`: such a view where one is possible (a TTT step's K/V slot, written and read
+ *     in place), else undefined, for the caller to go through a scratch tensor and a copy;
+ *   - `stackedRows`: one [Σ rows, width] view of matrices that lie back to back in one buffer (the
+ *     consecutive weights of a parameter arena, such as an MLP's gate and up projections);
+ *   - `copyElements`: a contiguous range copy (a K/V slot where it cannot be viewed).
  */
 import type { Gpu } from './gpu.ts';
 import { BYTES_PER_ELEMENT, fmtShape, partOverlaps, Tensor } from './tensor.ts';
@@ -44,6 +46,39 @@ export function canViewAt(gpu: Gpu, offset: number): boolean {
 }
 
 /**
+ * One [Σ rows, width] f32 tensor over `matrices` ([rows_i, width] each) where each starts in the same
+ * buffer where the one before it ends; otherwise undefined. The stacked view's rows are the
+ * matrices' rows in order, so y = x · [A; B]ᵀ is x · Aᵀ and x · Bᵀ side by side in each row.
+ */
+export function stackedRows(matrices: readonly Tensor[], label: string): Tensor | undefined {
+  const width = matrices[0]?.shape[1];
+  let rows = 0;
+  for (const [i, m] of matrices.entries()) {
+    if (m.dtype !== 'f32' || m.shape.length !== 2 || m.shape[1] !== width || m.parts.length !== 1) return undefined;
+    const prev = matrices[i - 1];
+    if (prev && (m.part.buffer !== prev.part.buffer || m.part.byteOffset !== prev.part.byteOffset + prev.numel * 4)) return undefined;
+    rows += m.shape[0];
+  }
+  if (width === undefined) return undefined;
+  const first = matrices[0].part;
+  return new Tensor(
+    [rows, width],
+    'f32',
+    [{ buffer: first.buffer, byteOffset: first.byteOffset, byteLength: rows * width * 4, rowStart: 0, rowCount: rows }],
+    label,
+  );
+}
+
+/**
+ * `elementView(gpu, t, offset, numel, label)` where `t` is one buffer and `offset` is on a binding
+ * boundary; otherwise undefined.
+ */
+export function viewIfAligned(gpu: Gpu, t: Tensor, offset: number, numel: number, label: string): Tensor | undefined {
+  if (t.parts.length !== 1 || BYTES_PER_ELEMENT[t.dtype] !== 4 || !canViewAt(gpu, t.part.byteOffset / 4 + offset)) return undefined;
+  return elementView(gpu, t, offset, numel, label);
+}
+
+/**
  * Encode dst[dstOffset .. dstOffset+count) = src[srcOffset .. srcOffset+count) (elements; same
  * dtype). Either tensor may be split into parts: one buffer copy per overlap. The byte ranges must
  * be whole 4-byte words (queue copies move words): always for f32/i32, for f16 at even offsets and counts.
@@ -61,25 +96,6 @@ export function copyElements(gpu: Gpu, src: Tensor, srcOffset: number, dst: Tens
       `copyElements: ${count} ${src.dtype} elements of ${src.label} at ${srcOffset} into ${dst.label} at ${dstOffset} are not whole 4-byte words`,
     );
   for (const o of overlaps) gpu.batcher.copyBuffer(o.src.buffer, o.srcByte, o.dst.buffer, o.dstByte, o.bytes);
-}
-
-/**
- * Encode dst[b, t] = src[b, t + k] for t + k < S, else 0, for `batch` sequences of `seqLen` 4-byte
- * elements (ids, masks). `dst` must not alias `src`.
- */
-export function shiftRowsLeft(gpu: Gpu, src: Tensor, dst: Tensor, batch: number, seqLen: number, k: number): void {
-  if (BYTES_PER_ELEMENT[src.dtype] !== 4) throw new Error(`shiftRowsLeft: ${src.label} must have 4-byte elements, got ${src.dtype}`);
-  if (src.numel !== batch * seqLen || dst.numel !== batch * seqLen) {
-    throw new Error(
-      `shiftRowsLeft: ${src.label} and ${dst.label} must hold ${batch}·${seqLen} elements, got ${src.numel} and ${dst.numel}`,
-    );
-  }
-  if (src.part.buffer === dst.part.buffer) throw new Error(`shiftRowsLeft: ${dst.label} aliases ${src.label}`);
-  const kept = Math.max(0, seqLen - k);
-  for (let b = 0; b < batch; b++) {
-    copyElements(gpu, src, b * seqLen + Math.min(k, seqLen), dst, b * seqLen, kept);
-    if (kept < seqLen) gpu.batcher.clearBuffer(dst.part.buffer, dst.part.byteOffset + (b * seqLen + kept) * 4, (seqLen - kept) * 4);
-  }
 }
 
 /**

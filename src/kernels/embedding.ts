@@ -65,11 +65,34 @@ function checkTable(op: string, name: string, t: Tensor, shape: EmbeddingShape, 
   }
 }
 
-/** Encode out[n, :] = table[ids[n], :] (no submit). */
-export async function embeddingForward(gpu: Gpu, ids: Tensor, table: Tensor, out: Tensor, shape: EmbeddingShape): Promise<void> {
+/**
+ * The ids read as rows of `seqLen`, each shifted left by `shift` and zero-filled (SpecForge's
+ * `padding(x, left=False)`, a TTT step's input ids), without a shifted copy of them.
+ */
+export interface ShiftedIds {
+  seqLen: number;
+  shift: number;
+}
+
+/** Encode out[n, :] = table[ids[n], :], or the rows of `shifted` ids (no submit). */
+export async function embeddingForward(
+  gpu: Gpu,
+  ids: Tensor,
+  table: Tensor,
+  out: Tensor,
+  shape: EmbeddingShape,
+  shifted?: ShiftedIds,
+): Promise<void> {
   const op = 'embeddingForward';
   checkShape(op, shape);
   const { n, vocab, hidden } = shape;
+  const seqLen = shifted?.seqLen ?? Math.max(n, 1);
+  const shift = shifted?.shift ?? 0;
+  if (shifted) {
+    checkInt(`${op}: shifted.seqLen`, seqLen);
+    checkInt(`${op}: shifted.shift`, shift, 0);
+    if (n % seqLen !== 0) throw new Error(`${op}: n = ${n} ids are not whole rows of shifted.seqLen = ${seqLen}`);
+  }
   checkSinglePart(op, 'ids', ids, 'i32', n);
   checkTable(op, 'table', table, shape, table.dtype === 'f16' ? 'f16' : 'f32');
   checkSinglePart(op, 'out', out, 'f32', n * hidden);
@@ -84,6 +107,8 @@ export async function embeddingForward(gpu: Gpu, ids: Tensor, table: Tensor, out
       .u32(part.rowStart)
       .u32(part.rowCount)
       .u32(i === 0 ? 1 : 0)
+      .u32(seqLen)
+      .u32(shift)
       .finish();
     const tablePart = { buffer: part.buffer, offset: part.byteOffset, size: part.byteLength };
     gpu.batcher.dispatch(kernel, uniforms, [ids.binding(), tablePart, out.binding()], grid);

@@ -9,13 +9,16 @@
  * original 256-lane workgroup per row, forward.wgsl / backward-dx.wgsl), `rows` (*-rows.wgsl) and
  * `subgroup` (*-subgroup.wgsl), sized by RMSNORM_ROW_GEOMETRY; with the sized layouts dw runs as
  * backward-dw-columns (one lane per column, no barrier). chooseRowVariant picks; `variant` overrides.
+ * In the `subgroup` layout, up to RMSNORM_FUSE_MAX_ELEMENTS, dx and dw run as one dispatch
+ * (backward-subgroup-fused: the same row and column bodies in disjoint workgroups, the same bits);
+ * `fuse: false` runs them as two.
  * Rows may be padded (row strides ≥ hidden), e.g. a norm over a slice of a wider activation.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkStride, stridedExtent } from './elementwise-common.ts';
+import { checkFinite, checkInt, checkNoAlias, checkSinglePart, checkStride, foldGrid, stridedExtent } from './elementwise-common.ts';
 import { checkRowGeometries, resolveRowVariant, rowLayoutGrid, type RowGeometries, type RowVariant } from './row-variant.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -37,6 +40,14 @@ export const RMSNORM_ROW_GEOMETRY: RowGeometries = checkRowGeometries('rmsnorm',
   rows: { LANES: 8, ROWS: 8 },
   subgroup: { LANES: 8, ROWS: 4 },
 });
+
+/**
+ * The largest rows × hidden whose backward runs fused (one dispatch for dx and dw). Below it a launch
+ * costs more than the work: at 80 × 64 and 224 × 128 (the fixture's and the lab's draft norms) the
+ * fused dispatch took 0.50–0.57 of the two's time; at 4096 × 1024 and 2048 × 4096 it took 1.1–1.4×
+ * their time (`npx tsx bench/run.ts --only rmsnorm`, bench/RESULTS.md), so large norms stay unfused.
+ */
+export const RMSNORM_FUSE_MAX_ELEMENTS = 65536;
 
 const FWD_BINDINGS = ['uniform', 'read', 'read', 'write', 'write'] as const;
 const DX_BINDINGS = ['uniform', 'read', 'read', 'read', 'read', 'write'] as const;
@@ -77,6 +88,12 @@ export const RMSNORM_KERNELS = {
     name: 'rmsnorm/backward-dw-columns',
     source: shaderSource('rmsnorm/backward-dw-columns', { WG_X: RMSNORM_DW_COLUMNS_LANES }),
     bindings: DW_BINDINGS,
+  },
+  backwardSubgroupFused: {
+    name: 'rmsnorm/backward-subgroup-fused',
+    source: shaderSource('rmsnorm/backward-subgroup-fused', RMSNORM_ROW_GEOMETRY.subgroup),
+    bindings: [...DX_BINDINGS, 'write'],
+    requires: SUBGROUPS,
   },
 } as const satisfies Record<string, KernelDef>;
 
@@ -158,6 +175,11 @@ export interface RmsnormBackwardOptions {
   accumulateDx?: boolean;
   /** Add into dw instead of overwriting it. */
   accumulateDw?: boolean;
+  /**
+   * In the `subgroup` layout, dx and dw in one dispatch: default where rows × hidden ≤
+   * RMSNORM_FUSE_MAX_ELEMENTS; true or false forces it (tests, benchmarks).
+   */
+  fuse?: boolean;
 }
 
 /**
@@ -208,8 +230,22 @@ export async function rmsnormBackward(
     );
   }
   const variant = resolveRowVariant(op, 'rmsnorm', gpu.ctx, { width: hidden, rows }, RMSNORM_ROW_GEOMETRY, args.variant);
-  const dxKernel = await gpu.pipelines.get(DX_BY_VARIANT[variant], { ACCUMULATE: options.accumulateDx ?? false });
   const dxUniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).u32(strideX).finish();
+  if (dw && variant === 'subgroup' && (options.fuse ?? rows * hidden <= RMSNORM_FUSE_MAX_ELEMENTS)) {
+    const fused = await gpu.pipelines.get(RMSNORM_KERNELS.backwardSubgroupFused, {
+      ACCUMULATE: options.accumulateDx ?? false,
+      ACCUMULATE_DW: options.accumulateDw ?? false,
+    });
+    const workgroups = Math.ceil(rows / RMSNORM_ROW_GEOMETRY.subgroup.ROWS) + Math.ceil(hidden / RMSNORM_ROW_GEOMETRY.subgroup.LANES);
+    gpu.batcher.dispatch(
+      fused,
+      dxUniforms,
+      [x.binding(), w.binding(), dy.binding(), invRms.binding(), dx.binding(), dw.binding()],
+      [...foldGrid(workgroups, gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535), 1],
+    );
+    return;
+  }
+  const dxKernel = await gpu.pipelines.get(DX_BY_VARIANT[variant], { ACCUMULATE: options.accumulateDx ?? false });
   gpu.batcher.dispatch(
     dxKernel,
     dxUniforms,

@@ -48,6 +48,11 @@ export interface RopeTableArgs {
   rows: number;
   nHeads: number;
   headDim: number;
+  /** Row strides and element offsets of x and y; default dense (stride nHeads · headDim, offset 0). */
+  strideX?: number;
+  offsetX?: number;
+  strideY?: number;
+  offsetY?: number;
 }
 
 /** Encode y = RoPE(x) with (cos, sin) = table[positions[row]] (no submit). */
@@ -71,8 +76,14 @@ export async function ropeTableForward(
   const tableRows = table.numel / (half * 2);
   checkSinglePart(op, 'positions', positions, 'i32', rows);
   checkSinglePart(op, 'table', table, 'f32', tableRows * half * 2);
-  checkSinglePart(op, 'x', x, 'f32', rows * nHeads * headDim);
-  checkSinglePart(op, 'y', y, 'f32', rows * nHeads * headDim);
+  const width = nHeads * headDim;
+  const [strideX, offsetX, strideY, offsetY] = [args.strideX ?? width, args.offsetX ?? 0, args.strideY ?? width, args.offsetY ?? 0];
+  checkInt(`${op}: strideX`, strideX, width);
+  checkInt(`${op}: strideY`, strideY, width);
+  checkInt(`${op}: offsetX`, offsetX, 0);
+  checkInt(`${op}: offsetY`, offsetY, 0);
+  checkSinglePart(op, 'x', x, 'f32', rows === 0 ? 0 : offsetX + (rows - 1) * strideX + width);
+  checkSinglePart(op, 'y', y, 'f32', rows === 0 ? 0 : offsetY + (rows - 1) * strideY + width);
   checkNoAlias(
     op,
     y,
@@ -85,7 +96,16 @@ export async function ropeTableForward(
   );
   if (rows === 0) return;
   const kernel = await gpu.pipelines.get(ROPE_TABLE_KERNEL);
-  const uniforms = new UniformWriter().u32(rows).u32(nHeads).u32(headDim).u32(tableRows).finish();
+  const uniforms = new UniformWriter()
+    .u32(rows)
+    .u32(nHeads)
+    .u32(headDim)
+    .u32(tableRows)
+    .u32(strideX)
+    .u32(offsetX)
+    .u32(strideY)
+    .u32(offsetY)
+    .finish();
   gpu.batcher.dispatch(
     kernel,
     uniforms,

@@ -2,6 +2,12 @@
  * SwiGLU gate of the LLaMA MLP: h = silu(gate) ⊙ up on [rows, inter], and its backward (dgate, dup).
  * Element-wise; each operand may have padded rows (its own row stride). Gradients share the layout
  * of what they differentiate (dgate with gate, dup with up), dh the layout of h.
+ *
+ * The packed layout (`swigluForwardPacked`, `swigluBackwardPacked`) takes gate and up as one
+ * [rows, 2·inter] tensor, gate then up in each row, and gives dgate and dup the same way: what one
+ * matmul against the stacked [W_gate; W_up] produces and consumes, so the EAGLE3 draft's MLP runs
+ * one projection where it ran two (model/eagle3/mlp-chunks.ts). WebGPU forbids two writable
+ * bindings of one buffer, hence a kernel of its own rather than strided views of one tensor.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -28,6 +34,16 @@ export const SWIGLU_KERNELS = {
     name: 'swiglu/backward',
     source: shaderSource('swiglu/backward', ELEMENTWISE_CONSTANTS),
     bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'],
+  },
+  forwardPacked: {
+    name: 'swiglu/forward-packed',
+    source: shaderSource('swiglu/forward-packed', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'write'],
+  },
+  backwardPacked: {
+    name: 'swiglu/backward-packed',
+    source: shaderSource('swiglu/backward-packed', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'write'],
   },
 } as const satisfies Record<string, KernelDef>;
 
@@ -126,4 +142,47 @@ export async function swigluBackward(
     [gate.binding(), up.binding(), dh.binding(), dgate.binding(), dup.binding()],
     elementGrid(gpu, r.elements),
   );
+}
+
+/** rows × inter of the packed layout: [rows, 2·inter] gate | up. */
+export interface SwigluPackedArgs {
+  rows: number;
+  inter: number;
+}
+
+function resolvePacked(op: string, args: SwigluPackedArgs) {
+  checkInt(`${op}: rows`, args.rows, 0);
+  checkInt(`${op}: inter`, args.inter);
+  return { uniforms: new UniformWriter().u32(args.rows).u32(args.inter).finish(), elements: args.rows * args.inter };
+}
+
+/** Encode h [rows, inter] = silu(gate) ⊙ up from gu [rows, 2·inter] = gate | up (no submit). */
+export async function swigluForwardPacked(gpu: Gpu, gu: Tensor, h: Tensor, args: SwigluPackedArgs): Promise<void> {
+  const op = 'swigluForwardPacked';
+  const r = resolvePacked(op, args);
+  checkSinglePart(op, 'gu', gu, 'f32', 2 * r.elements);
+  checkSinglePart(op, 'h', h, 'f32', r.elements);
+  checkNoAlias(op, h, [['gu', gu]], 'h');
+  const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.forwardPacked);
+  gpu.batcher.dispatch(kernel, r.uniforms, [gu.binding(), h.binding()], elementGrid(gpu, r.elements));
+}
+
+/** Encode dgu [rows, 2·inter] = dgate | dup of swigluForwardPacked given dh [rows, inter] (no submit). */
+export async function swigluBackwardPacked(gpu: Gpu, gu: Tensor, dh: Tensor, dgu: Tensor, args: SwigluPackedArgs): Promise<void> {
+  const op = 'swigluBackwardPacked';
+  const r = resolvePacked(op, args);
+  checkSinglePart(op, 'gu', gu, 'f32', 2 * r.elements);
+  checkSinglePart(op, 'dh', dh, 'f32', r.elements);
+  checkSinglePart(op, 'dgu', dgu, 'f32', 2 * r.elements);
+  checkNoAlias(
+    op,
+    dgu,
+    [
+      ['gu', gu],
+      ['dh', dh],
+    ],
+    'dgu',
+  );
+  const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.backwardPacked);
+  gpu.batcher.dispatch(kernel, r.uniforms, [gu.binding(), dh.binding(), dgu.binding()], elementGrid(gpu, r.elements));
 }

@@ -2,12 +2,15 @@
  * Tensor layouts and the copies between them (src/gpu/tensor.ts, tensor-views.ts, Gpu.copyInto):
  * a [B, S, V] tensor whose [S, V] slab exceeds a binding is split over its B·S rows, and row and
  * element copies, row clears and copyInto move the right bytes between tensors split anywhere
- * (different limits, different leading dimensions), checked against the same copies on host arrays.
+ * (different limits, different leading dimensions), checked against the same copies on host arrays;
+ * views: a slot viewed in place only where it starts on a binding boundary, and matrices stacked only
+ * where they lie back to back.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import { planTensorLayout } from '../../src/gpu/tensor.ts';
-import { clearRows, copyElements, copyRows } from '../../src/gpu/tensor-views.ts';
+import { clearRows, copyElements, copyRows, stackedRows, viewIfAligned } from '../../src/gpu/tensor-views.ts';
+import { allocateArena } from '../../src/optim/parameter-arena.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
@@ -100,4 +103,57 @@ export default defineSuite('gpu/tensor-views', (t) => {
       gpu.destroy();
     }
   });
+
+  t.test(
+    'views: viewIfAligned only on a binding boundary of one buffer; stackedRows only over back-to-back matrices',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      try {
+        const align = (ctx.limits.minStorageBufferOffsetAlignment ?? 256) / 4;
+        const cache = gpu.upload(
+          [4 * align],
+          'f32',
+          Float32Array.from({ length: 4 * align }, (_, i) => i),
+          'cache',
+        );
+        const slot = viewIfAligned(gpu, cache, 2 * align, align, 'slot');
+        assert(slot !== undefined, 'a slot on the boundary is viewed');
+        assertDeepEqual(
+          Array.from(await gpu.read(slot!)),
+          Array.from({ length: align }, (_, i) => 2 * align + i),
+          'the slot reads its own elements',
+        );
+        assertEqual(viewIfAligned(gpu, cache, align + 2, align, 'off'), undefined, 'off the boundary: no view');
+        const split = lowered(ctx, 64);
+        const parts = split.tensor([8, 4], 'f32', 'parts');
+        assert(parts.parts.length > 1, 'the tensor is split');
+        assertEqual(viewIfAligned(split, parts, 0, 4, 'split'), undefined, 'a split tensor: no view');
+        split.release(parts);
+        split.destroy();
+
+        // An arena places [16, 16] f32 matrices (1 KiB) back to back; a [3, 16] one (192 bytes) leaves a gap.
+        const init = (rows: number) => new Float32Array(rows * 16).fill(rows);
+        const { params, slabs } = allocateArena(gpu, [
+          { name: 'a', shape: [16, 16], init: init(16) },
+          { name: 'b', shape: [16, 16], init: init(16) },
+          { name: 'c', shape: [3, 16], init: init(3) },
+          { name: 'd', shape: [16, 16], init: init(16) },
+        ]);
+        const [a, b, c, d] = params.map((p) => p.value);
+        const ab = stackedRows([a, b], 'ab');
+        assertDeepEqual(ab?.shape, [32, 16], 'a and b stack into [32, 16]');
+        assert(same(await gpu.read(ab!), new Float32Array(32 * 16).fill(16)), 'the stack reads a then b');
+        assertDeepEqual(stackedRows([a, b, c], 'abc')?.shape, [35, 16], 'c follows b directly');
+        assertEqual(stackedRows([c, d], 'cd'), undefined, 'd starts after a gap: no stack');
+        assertEqual(stackedRows([b, a], 'ba'), undefined, 'out of order: no stack');
+        const narrow = gpu.tensor([16, 8], 'f32', 'narrow');
+        assertEqual(stackedRows([a, narrow], 'mixed'), undefined, 'different widths: no stack');
+        gpu.release(narrow);
+        for (const slab of slabs) gpu.release(slab.value, slab.grad, slab.m, slab.v);
+        gpu.release(cache);
+      } finally {
+        gpu.destroy();
+      }
+    },
+  );
 });

@@ -2,6 +2,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import { Tensor, type TensorPart } from '../../src/gpu/tensor.ts';
 import { embeddingBackward, embeddingForward } from '../../src/kernels/embedding.ts';
 import { embeddingBackwardRef, embeddingForwardRef } from '../../src/reference/embedding.ts';
+import { shiftRowsRef } from '../../src/reference/loss.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertDeepEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
@@ -52,6 +53,35 @@ export default defineSuite('kernels/embedding', (t) => {
       gpu.release(Ids, Table, Out);
     }
     note('worstRelErr', worst);
+    gpu.destroy();
+  });
+
+  t.test('forward with shifted ids: rows of seqLen shifted left, zero-filled, as gathering the shifted ids', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const rng = new Rng(13);
+    for (const { batch, seqLen, vocab, hidden } of [
+      { batch: 1, seqLen: 1, vocab: 5, hidden: 3 },
+      { batch: 3, seqLen: 17, vocab: 37, hidden: 53 },
+      { batch: 2, seqLen: 40, vocab: 130, hidden: 64 },
+    ]) {
+      const n = batch * seqLen;
+      const ids = makeIds(rng, n, vocab);
+      const table = rng.floats(vocab * hidden);
+      const Ids = gpu.upload([n], 'i32', ids, 'ids');
+      const Table = gpu.upload([vocab, hidden], 'f32', table, 'table');
+      const Out = gpu.tensor([n, hidden], 'f32', 'out');
+      for (const shift of [0, 1, 3, seqLen - 1, seqLen, seqLen + 2]) {
+        await embeddingForward(gpu, Ids, Table, Out, { n, vocab, hidden }, { seqLen, shift });
+        const want = embeddingForwardRef(table, shiftRowsRef(ids, n, 1, seqLen, shift, 0), { vocab, hidden });
+        assertRelClose(await gpu.read(Out), want, 0, `shift ${shift} of ${batch} × ${seqLen}`);
+      }
+      await assertRejects(
+        () => embeddingForward(gpu, Ids, Table, Out, { n, vocab, hidden }, { seqLen: n + 1, shift: 1 }),
+        /not whole rows of shifted.seqLen/,
+        'n not a multiple of seqLen',
+      );
+      gpu.release(Ids, Table, Out);
+    }
     gpu.destroy();
   });
 

@@ -96,7 +96,7 @@ export default defineSuite('kernels/rmsnorm', (t) => {
   // One test per variant: a software adapter takes tens of seconds for each at these row counts.
   for (const variant of ROW_VARIANTS) {
     t.test(
-      `many rows fold into a 2-D grid (${variant}); frozen weight skips dw`,
+      `many rows fold into a 2-D grid (${variant}), with and without dw (a frozen weight)`,
       async ({ gpu: ctx, note }) => {
         const gpu = new Gpu(ctx);
         const rng = new Rng(22);
@@ -122,11 +122,15 @@ export default defineSuite('kernels/rmsnorm', (t) => {
         } else {
           await rmsnormForward(gpu, X, W, Y, InvRms, { rows, hidden, eps: 1e-5, variant });
           let worst = assertRelClose(await gpu.read(Y), rmsnormForwardRef(x, w, { rows, hidden, eps: 1e-5 }).y, 1e-5, `${variant} y`);
+          const grads = rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 });
           await rmsnormBackward(gpu, X, W, InvRms, DY, DX, undefined, { rows, hidden, variant });
-          worst = Math.max(
-            worst,
-            assertRelClose(await gpu.read(DX), rmsnormBackwardRef(x, w, dy, { rows, hidden, eps: 1e-5 }).dx, 1e-5, `${variant} dx`),
-          );
+          worst = Math.max(worst, assertRelClose(await gpu.read(DX), grads.dx, 1e-5, `${variant} dx`));
+          // With dw too (in the subgroup layout fused, one dispatch whose grid also folds).
+          const DW = gpu.tensor([hidden], 'f32', 'dw');
+          await rmsnormBackward(gpu, X, W, InvRms, DY, DX, DW, { rows, hidden, variant }, { fuse: true });
+          worst = Math.max(worst, assertRelClose(await gpu.read(DX), grads.dx, 1e-5, `${variant} dx with dw`));
+          worst = Math.max(worst, assertRelClose(await gpu.read(DW), grads.dw, 1e-4, `${variant} dw`));
+          gpu.release(DW);
           note('worstRelErr', worst);
         }
         gpu.release(X, W, Y, InvRms, DY, DX);
@@ -137,7 +141,7 @@ export default defineSuite('kernels/rmsnorm', (t) => {
   }
 
   t.test(
-    'subgroup variant: bit-identical to rows where the device has subgroups, else refused with the reason',
+    'subgroup variant, dx and dw fused or not: bit-identical to rows where the device has subgroups, else refused with the reason',
     async ({ gpu: ctx, note }) => {
       const gpu = new Gpu(ctx);
       const rng = new Rng(23);
@@ -146,25 +150,30 @@ export default defineSuite('kernels/rmsnorm', (t) => {
       const X = gpu.upload([rows, hidden], 'f32', x, 'x');
       const W = gpu.upload([hidden], 'f32', rng.floats(hidden), 'w');
       const DY = gpu.upload([rows, hidden], 'f32', rng.floats(rows * hidden), 'dy');
-      const run = async (variant: RowVariant): Promise<ArrayLike<number>[]> => {
+      const run = async (variant: RowVariant, fuse: boolean): Promise<ArrayLike<number>[]> => {
         const Y = gpu.tensor([rows, hidden], 'f32', 'y');
         const R = gpu.tensor([rows], 'f32', 'invRms');
         const DX = gpu.tensor([rows, hidden], 'f32', 'dx');
         const DW = gpu.tensor([hidden], 'f32', 'dw');
         await rmsnormForward(gpu, X, W, Y, R, { rows, hidden, eps: EPS, variant });
-        await rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant });
-        const out = [await gpu.read(Y), await gpu.read(R), await gpu.read(DX)];
+        await rmsnormBackward(gpu, X, W, R, DY, DX, DW, { rows, hidden, variant }, { fuse });
+        const out = [await gpu.read(Y), await gpu.read(R), await gpu.read(DX), await gpu.read(DW)];
         gpu.release(Y, R, DX, DW);
         return out;
       };
       if (availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx)).includes('subgroup')) {
-        const [a, b] = [await run('rows'), await run('subgroup')];
-        a.forEach((t, i) =>
-          assert(
-            Array.from(t).every((v, j) => Object.is(v, b[i][j])),
-            `output ${i}: rows and subgroup differ`,
-          ),
-        );
+        // rows runs dx and dw as two dispatches; subgroup as one (backward-subgroup-fused) or, unfused, two.
+        const [a, b, c] = [await run('rows', false), await run('subgroup', true), await run('subgroup', false)];
+        for (const [other, name] of [
+          [b, 'subgroup'],
+          [c, 'subgroup unfused'],
+        ] as const)
+          a.forEach((t, i) =>
+            assert(
+              Array.from(t).every((v, j) => Object.is(v, other[i][j])),
+              `output ${i} (y, invRms, dx, dw): rows and ${name} differ`,
+            ),
+          );
         note('checked', 'bit-identical');
       } else {
         const args = { rows, hidden, eps: EPS, variant: 'subgroup' as const };

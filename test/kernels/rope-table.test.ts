@@ -104,4 +104,64 @@ export default defineSuite('kernels/rope-table', (t) => {
     gpu.release(tx, tdy, tp, tf, ti, ty, tdx);
     gpu.destroy();
   });
+
+  t.test(
+    'strided rows: x and y at their own row stride and offset (heads inside a wider row), forward and backward',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const [rows, nHeads, headDim, theta] = [23, 2, 8, 10000];
+      const width = nHeads * headDim;
+      // x sits at columns [5, 5 + width) of rows 40 wide; y at columns [16, 16 + width) of rows 48 wide.
+      const [strideX, offsetX, strideY, offsetY] = [40, 5, 48, 16];
+      const rng = new Rng(12);
+      const x = rng.floats(rows * width, 1.5);
+      const dy = rng.floats(rows * width, 1.5);
+      const positions = Int32Array.from({ length: rows }, (_, r) => (r * 5) % 31);
+      const forward = buildRopeTable({ headDim, ropeTheta: theta, ropeScaling: DEFAULT }, 32);
+      const place = (v: Float32Array, stride: number, offset: number) => {
+        const out = rng.floats(rows * stride, 1); // the columns around the operand: left as they are
+        for (let r = 0; r < rows; r++) out.set(v.subarray(r * width, (r + 1) * width), r * stride + offset);
+        return out;
+      };
+      const take = (v: ArrayLike<number>, stride: number, offset: number) =>
+        Float32Array.from({ length: rows * width }, (_, e) => v[Math.floor(e / width) * stride + offset + (e % width)]);
+      const tp = gpu.upload([rows], 'i32', positions, 'positions');
+      const tf = gpu.upload([32, headDim / 2, 2], 'f32', forward, 'table');
+      const ti = gpu.upload([32, headDim / 2, 2], 'f32', inverseRopeTable(forward), 'inverse');
+      const args = { rows, nHeads, headDim, theta, posOffset: 0 };
+      let worst = 0;
+      for (const [input, table, ref, what] of [
+        [x, tf, ropeForwardRef, 'forward'],
+        [dy, ti, ropeBackwardRef, 'backward'],
+      ] as const) {
+        const tx = gpu.upload([rows, strideX], 'f32', place(input, strideX, offsetX), 'x');
+        const around = place(new Float32Array(rows * width), strideY, offsetY);
+        const ty = gpu.upload([rows, strideY], 'f32', around, 'y');
+        await ropeTableForward(gpu, tx, tp, table, ty, { rows, nHeads, headDim, strideX, offsetX, strideY, offsetY });
+        const y = await gpu.read(ty);
+        worst = Math.max(worst, assertRelClose(take(y, strideY, offsetY), ref(input, positions, args), 1e-5, what));
+        // Every element outside the operand's columns is untouched.
+        for (let e = 0; e < y.length; e++) {
+          const col = e % strideY;
+          if (col < offsetY || col >= offsetY + width) assert(y[e] === around[e], `${what}: y[${e}] outside the operand was written`);
+        }
+        gpu.release(tx, ty);
+      }
+      note('worstRelErr', worst);
+      const tx = gpu.tensor([rows, strideX], 'f32', 'x');
+      const ty = gpu.tensor([rows, width], 'f32', 'y');
+      await assertRejects(
+        () => ropeTableForward(gpu, tx, tp, tf, ty, { rows, nHeads, headDim, strideX, offsetX: 25 }),
+        /x \(x \[23, 40\]\) has 920 elements, needs at least 921/,
+        'x too short for its offset',
+      );
+      await assertRejects(
+        () => ropeTableForward(gpu, tx, tp, tf, ty, { rows, nHeads, headDim, strideY: 8 }),
+        /strideY must be an integer ≥ 16/,
+        'stride below width',
+      );
+      gpu.release(tp, tf, ti, tx, ty);
+      gpu.destroy();
+    },
+  );
 });

@@ -26,11 +26,11 @@ import { reduceStepLoss } from '../../kernels/loss.ts';
 import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
-import { canViewAt, copyElements, elementView } from '../../gpu/tensor-views.ts';
+import { canViewAt, copyElements, elementView, viewIfAligned } from '../../gpu/tensor-views.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 import { fcWeightGrad } from './fc-chunks.ts';
-import { mlpBackward } from './mlp-chunks.ts';
-import { encodeStepBody, type StepContext } from './step-body.ts';
+import { mlpActivationTensors, mlpBackward } from './mlp-chunks.ts';
+import { encodeStepBody, stackedProjectionFits, type StepContext } from './step-body.ts';
 import { captureLogits, encodeStepHead, stepLossSlots, type StepHeadContext } from './step-head.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
@@ -39,7 +39,6 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const { batch: B, seqLen: S, rows: R, tttLength: L } = s.dims;
   const H = c.hiddenSize;
   const qDim = c.numHeads * c.headDim;
-  const kvDim = c.numKvHeads * c.headDim;
   const norm = { rows: R, hidden: H };
   // Weights, their grads and activations may be split into row parts (linear.ts); unsplit, each is one matmul.
   /** dX (+)= dY · W for y = x · Wᵀ. */
@@ -51,7 +50,6 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
 
   const dKCache = gpu.tensor(s.kCache.shape, 'f32', 'eagle3.dKCache');
   const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');
-  const slot = R * kvDim;
   let dFromNext: Tensor | undefined;
 
   const rowLosses: Tensor[] = [];
@@ -79,7 +77,6 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     return dF;
   };
 
-  const recomputing = s.steps.some((step) => step.body === undefined);
   const stepContext: StepContext = {
     gpu,
     params,
@@ -89,7 +86,6 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     ropeForward: s.ropeForward,
     kCache: s.kCache,
     vCache: s.vCache,
-    shiftedIds: recomputing && L > 1 ? gpu.tensor([B, S], 'i32', 'eagle3.re.ids.shifted') : undefined,
     mlpChunkRows: s.mlpChunkRows,
     tag: 'eagle3',
   };
@@ -116,7 +112,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     const dn = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dn`);
     await mlpBackward(gpu, params, { n: a.n, dHOut, dn }, a.mlp, R, stepContext.mlpChunkRows, `eagle3.s${k}.mlp`);
     gpu.release(a.n);
-    if (a.mlp) gpu.release(a.mlp.gate, a.mlp.up, a.mlp.act);
+    if (a.mlp) gpu.release(...mlpActivationTensors(a.mlp));
     const dH1 = gpu.clone(dHOut, `eagle3.s${k}.dH1`);
     await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, {
       accumulateDx: true,
@@ -138,24 +134,15 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     gpu.release(dO, a.qRot, a.o, a.lse);
 
     // Cache slot k now holds the gradient of every step ≥ k: undo RoPE, then the projections.
-    // RoPE⁻¹ = the rotation by −angle: the same kernel with the (cos, −sin) table.
-    const rope = (heads: number) => ({ rows: R, nHeads: heads, headDim: c.headDim });
-    const dq = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dq`);
-    await ropeTableForward(gpu, dQRot, s.positions[k], s.ropeInverse, dq, rope(c.numHeads));
-    const dKRot = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dKRot`);
-    const dk = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dk`);
-    const dv = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dv`);
-    copyElements(gpu, dKCache, k * slot, dKRot, 0, slot);
-    await ropeTableForward(gpu, dKRot, s.positions[k], s.ropeInverse, dk, rope(c.numKvHeads));
-    copyElements(gpu, dVCache, k * slot, dv, 0, slot);
-    await dWeight(dq, a.z, w.q.grad, qDim, 2 * H);
-    await dWeight(dk, a.z, w.k.grad, kvDim, 2 * H);
-    await dWeight(dv, a.z, w.v.grad, kvDim, 2 * H);
     const dz = gpu.tensor([R, 2 * H], 'f32', `eagle3.s${k}.dz`);
-    await dInput(dq, w.q.value, dz, qDim, 2 * H);
-    await dInput(dk, w.k.value, dz, kvDim, 2 * H, 1);
-    await dInput(dv, w.v.value, dz, kvDim, 2 * H, 1);
-    gpu.release(dQRot, dq, dKRot, dk, dv, a.z);
+    await projectionsBackward(
+      gpu,
+      params,
+      { dQRot, dKCache, dVCache, z: a.z, dz, positions: s.positions[k], ropeInverse: s.ropeInverse },
+      k,
+      R,
+    );
+    gpu.release(dQRot, a.z);
 
     // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H. The
     // embedding is frozen: input_layernorm's dx goes to a scratch tensor, only its dw is kept.
@@ -208,5 +195,67 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   // The losses: each step's, and the weighted total in step order (the bits of the gradient-free forward's).
   for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rowLosses[k], s.lossOut, stepLossSlots(k, R, L));
   gpu.release(dKCache, dVCache, ...rowLosses);
-  if (stepContext.shiftedIds) gpu.release(stepContext.shiftedIds);
+}
+
+/**
+ * The q, k and v projections of step k backward, from dQRot and cache slot k of dKCache and dVCache:
+ * RoPE⁻¹ (the rotation by −angle: the same kernel with the (cos, −sin) table), then the weight
+ * gradients (accumulated) and dz (written). Where W_q, W_k and W_v are stacked (Eagle3Parameters.qkv),
+ * dq, dk and dv go side by side into one [R, qDim + 2·kvDim] tensor, and one matmul gives the three
+ * weight gradients and one gives dz; otherwise three of each. A cache slot is read in place where it
+ * can be bound on its own, else copied out first.
+ */
+async function projectionsBackward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  x: { dQRot: Tensor; dKCache: Tensor; dVCache: Tensor; z: Tensor; dz: Tensor; positions: Tensor; ropeInverse: Tensor },
+  k: number,
+  R: number,
+): Promise<void> {
+  const c = params.config;
+  const w = params.weights;
+  const H = c.hiddenSize;
+  const qDim = c.numHeads * c.headDim;
+  const kvDim = c.numKvHeads * c.headDim;
+  const slot = R * kvDim;
+  const shape = (outDim: number) => ({ rows: R, inFeatures: 2 * H, outFeatures: outDim });
+  const slotOf = (cache: Tensor, name: string): { t: Tensor; owned: boolean } => {
+    const view = viewIfAligned(gpu, cache, k * slot, slot, `eagle3.s${k}.${name}`);
+    if (view) return { t: view, owned: false };
+    const t = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.${name}`);
+    copyElements(gpu, cache, k * slot, t, 0, slot);
+    return { t, owned: true };
+  };
+  const unrotate = (from: Tensor, to: Tensor, heads: number, at?: { stride: number; offset: number }) =>
+    ropeTableForward(gpu, from, x.positions, x.ropeInverse, to, {
+      rows: R,
+      nHeads: heads,
+      headDim: c.headDim,
+      ...(at && { strideY: at.stride, offsetY: at.offset }),
+    });
+  const dKRot = slotOf(x.dKCache, 'dKRot');
+  const dv = slotOf(x.dVCache, 'dv');
+  const W = qDim + 2 * kvDim;
+  if (params.qkv && stackedProjectionFits(R, W, gpu.maxBindingBytes)) {
+    const dQkv = gpu.tensor([R, W], 'f32', `eagle3.s${k}.dQkv`);
+    await unrotate(x.dQRot, dQkv, c.numHeads, { stride: W, offset: 0 });
+    await unrotate(dKRot.t, dQkv, c.numKvHeads, { stride: W, offset: qDim });
+    await copyStrided(gpu, dv.t, dQkv, { rows: R, width: kvDim, dstStride: W, dstOffset: qDim + kvDim });
+    await linearWeightGrad(gpu, dQkv, x.z, params.qkv.grad, shape(W), { beta: 1 });
+    await linearInputGrad(gpu, dQkv, params.qkv.value, x.dz, shape(W));
+    gpu.release(dQkv);
+  } else {
+    const dq = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dq`);
+    const dk = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dk`);
+    await unrotate(x.dQRot, dq, c.numHeads);
+    await unrotate(dKRot.t, dk, c.numKvHeads);
+    await linearWeightGrad(gpu, dq, x.z, w.q.grad, shape(qDim), { beta: 1 });
+    await linearWeightGrad(gpu, dk, x.z, w.k.grad, shape(kvDim), { beta: 1 });
+    await linearWeightGrad(gpu, dv.t, x.z, w.v.grad, shape(kvDim), { beta: 1 });
+    await linearInputGrad(gpu, dq, w.q.value, x.dz, shape(qDim));
+    await linearInputGrad(gpu, dk, w.k.value, x.dz, shape(kvDim), { beta: 1 });
+    await linearInputGrad(gpu, dv.t, w.v.value, x.dz, shape(kvDim), { beta: 1 });
+    gpu.release(dq, dk);
+  }
+  for (const owned of [dKRot, dv].filter((o) => o.owned)) gpu.release(owned.t);
 }

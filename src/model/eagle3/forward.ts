@@ -206,7 +206,6 @@ async function encodeUnroll(
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
   };
   const { kCache, vCache, lossOut, metricsOut } = state;
-  const shiftedIds = L > 1 ? gpu.tensor([B, S], 'i32', `${tag}.ids.shifted`) : undefined;
   // The hidden the next step reads: hidden0, then each step's hOut.
   let hidden = state.hidden0;
   try {
@@ -223,7 +222,6 @@ async function encodeUnroll(
       ropeForward: ropeTables.forward,
       kCache,
       vCache,
-      shiftedIds,
       mlpChunkRows: mlpRows,
       tag,
     };
@@ -275,8 +273,6 @@ async function encodeUnroll(
       releaseUnrollTensors(gpu, state);
     }
     throw err;
-  } finally {
-    if (shiftedIds) gpu.release(shiftedIds);
   }
   // Gradient-free, the last step's output is read by nothing more (its final norm is encoded).
   done(hidden);

@@ -2,11 +2,12 @@
  * The draft's SwiGLU MLP of one TTT step, h_out = h1 + (silu(n·W_gᵀ) ⊙ n·W_uᵀ)·W_dᵀ with n =
  * post_attention_layernorm(h1), whole or over row chunks.
  *
- * Whole (`chunkRows` ≥ R): gate, up and act [R, I] are computed once and, in training, kept for the
- * backward, as before. Chunked: at real widths [R, I] f32 is the largest activation of a step (448 MiB
+ * Whole (`chunkRows` ≥ R): gate, up and act are computed once and, in training, kept for the
+ * backward. Gate and up come from one projection where the weights are stacked (MlpActivations).
+ * Chunked: at real widths the packed gate | up [R, 2I] f32 is the largest activation of a step (896 MiB
  * at 8,192 tokens of the Llama-3.1-8B draft, over a binding), so the forward runs `chunkRows` rows at a
  * time and keeps nothing of the MLP; the backward encodes each chunk's gate, up and act again from the
- * kept n before its gradients (two more [C, H]·[H, I] matmuls per chunk). Every row is computed by the
+ * kept n before its gradients (one more [C, H]·[H, 2I] matmul per chunk, or two of [H, I]). Every row is computed by the
  * same kernels as in the whole MLP; the weight gradients are summed chunk by chunk (a different order
  * of the same terms, within 1e-6 relative; test/model/eagle3-mlp-chunks.test.ts).
  */
@@ -15,36 +16,49 @@ import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward, linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
-import { swigluBackward, swigluForward } from '../../kernels/swiglu.ts';
+import { swigluBackward, swigluBackwardPacked, swigluForward, swigluForwardPacked } from '../../kernels/swiglu.ts';
 import { rowsAsF32 } from './fc-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
-/** The MLP's [R, I] activations, kept by a whole MLP in training. */
-export interface MlpActivations {
-  gate: Tensor;
-  up: Tensor;
-  act: Tensor;
+/**
+ * The MLP's activations of `rows` rows, kept by a whole MLP in training: act [rows, I], and gate and
+ * up either packed in one [rows, 2I] tensor (`gateUp`, gate then up in each row: one projection on
+ * the stacked weights, Eagle3Parameters.gateUp) or as two [rows, I] tensors (`gate`, `up`) where the
+ * weights are not stacked.
+ */
+export type MlpActivations = { act: Tensor } & ({ gateUp: Tensor } | { gate: Tensor; up: Tensor });
+
+/** The tensors of `a`, to release. */
+export function mlpActivationTensors(a: MlpActivations): Tensor[] {
+  return 'gateUp' in a ? [a.gateUp, a.act] : [a.gate, a.up, a.act];
 }
 
-/** Rows per chunk of the MLP: all R when [R, I] f32 fits one binding and 128 MiB (gpu/row-chunks.ts). */
+/**
+ * Rows per chunk of the MLP: all R when its widest tensor, the packed gate | up [R, 2I] f32, fits one
+ * binding and 128 MiB (gpu/row-chunks.ts).
+ */
 export function mlpChunkRows(rows: number, intermediateSize: number, maxBindingBytes: number): number {
-  return rowChunkRows(rows, intermediateSize * 4, maxBindingBytes);
+  return rowChunkRows(rows, 2 * intermediateSize * 4, maxBindingBytes);
 }
 
 /** gate = n·W_gᵀ, up = n·W_uᵀ and act = silu(gate) ⊙ up of `rows` rows of n. */
 async function mlpActivations(gpu: Gpu, params: Eagle3Parameters, n: Tensor, rows: number, tag: string): Promise<MlpActivations> {
   const { hiddenSize: H, intermediateSize: I } = params.config;
   const w = params.weights;
-  const a: MlpActivations = {
-    gate: gpu.tensor([rows, I], 'f32', `${tag}.gate`),
-    up: gpu.tensor([rows, I], 'f32', `${tag}.up`),
-    act: gpu.tensor([rows, I], 'f32', `${tag}.act`),
-  };
+  const act = gpu.tensor([rows, I], 'f32', `${tag}.act`);
+  if (params.gateUp) {
+    const gateUp = gpu.tensor([rows, 2 * I], 'f32', `${tag}.gateUp`);
+    await linearForward(gpu, n, params.gateUp.value, gateUp, { rows, inFeatures: H, outFeatures: 2 * I });
+    await swigluForwardPacked(gpu, gateUp, act, { rows, inter: I });
+    return { gateUp, act };
+  }
+  const gate = gpu.tensor([rows, I], 'f32', `${tag}.gate`);
+  const up = gpu.tensor([rows, I], 'f32', `${tag}.up`);
   const shape = { rows, inFeatures: H, outFeatures: I };
-  await linearForward(gpu, n, w.gate.value, a.gate, shape);
-  await linearForward(gpu, n, w.up.value, a.up, shape);
-  await swigluForward(gpu, a.gate, a.up, a.act, { rows, inter: I });
-  return a;
+  await linearForward(gpu, n, w.gate.value, gate, shape);
+  await linearForward(gpu, n, w.up.value, up, shape);
+  await swigluForward(gpu, gate, up, act, { rows, inter: I });
+  return { gate, up, act };
 }
 
 /**
@@ -81,7 +95,7 @@ export async function mlpForward(
     }
     if (nC !== x.n) gpu.release(nC);
     if (whole && keep) return a;
-    gpu.release(a.gate, a.up, a.act);
+    gpu.release(...mlpActivationTensors(a));
   }
   return undefined;
 }
@@ -109,23 +123,36 @@ export async function mlpBackward(
     const dHC = (await rowsAsF32(gpu, x.dHOut, r0, n, rows, `${tag}.dHOut[${r0}:]`)).rows;
     const a = kept ?? (await mlpActivations(gpu, params, nC, n, `${tag}.re`));
     const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
-    const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);
-    const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);
     const dnC = n === rows ? x.dn : gpu.tensor([n, H], 'f32', `${tag}.dn[${r0}:]`);
     // h_out = h1 + act·W_dᵀ; act = silu(gate) ⊙ up; gate = n·W_gᵀ, up = n·W_uᵀ.
     await linearWeightGrad(gpu, dHC, a.act, w.down.grad, shape(H, I), { beta: 1 });
     await linearInputGrad(gpu, dHC, w.down.value, dAct, shape(H, I));
-    await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: n, inter: I });
-    await linearWeightGrad(gpu, dGate, nC, w.gate.grad, shape(I, H), { beta: 1 });
-    await linearWeightGrad(gpu, dUp, nC, w.up.grad, shape(I, H), { beta: 1 });
-    await linearInputGrad(gpu, dGate, w.gate.value, dnC, shape(I, H));
-    await linearInputGrad(gpu, dUp, w.up.value, dnC, shape(I, H), { beta: 1 });
+    const grads: Tensor[] = [dAct];
+    if ('gateUp' in a && params.gateUp) {
+      // Packed: dgate | dup per row, then one matmul for both weight gradients and one for dn.
+      const dGateUp = gpu.tensor([n, 2 * I], 'f32', `${tag}.dGateUp`);
+      grads.push(dGateUp);
+      await swigluBackwardPacked(gpu, a.gateUp, dAct, dGateUp, { rows: n, inter: I });
+      await linearWeightGrad(gpu, dGateUp, nC, params.gateUp.grad, shape(2 * I, H), { beta: 1 });
+      await linearInputGrad(gpu, dGateUp, params.gateUp.value, dnC, shape(2 * I, H));
+    } else if ('gate' in a) {
+      const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);
+      const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);
+      grads.push(dGate, dUp);
+      await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: n, inter: I });
+      await linearWeightGrad(gpu, dGate, nC, w.gate.grad, shape(I, H), { beta: 1 });
+      await linearWeightGrad(gpu, dUp, nC, w.up.grad, shape(I, H), { beta: 1 });
+      await linearInputGrad(gpu, dGate, w.gate.value, dnC, shape(I, H));
+      await linearInputGrad(gpu, dUp, w.up.value, dnC, shape(I, H), { beta: 1 });
+    } else {
+      throw new Error(`mlpBackward: activations packed as gate | up, but the parameters have no stacked gate_up weight`);
+    }
     if (dnC !== x.dn) {
       copyRows(gpu, dnC, 0, x.dn, r0, n);
       gpu.release(dnC);
     }
-    gpu.release(dAct, dGate, dUp);
-    if (!kept) gpu.release(a.gate, a.up, a.act);
+    gpu.release(...grads);
+    if (!kept) gpu.release(...mlpActivationTensors(a));
     if (nC !== x.n) gpu.release(nC);
     if (dHC !== x.dHOut) gpu.release(dHC);
   }

@@ -27,7 +27,7 @@ export interface Eagle3TrainOptions {
   recompute?: boolean;
   /** Rows per chunk of each step's head (step-head.ts); default: all rows when [R, D] f32 fits one binding. */
   headChunkRows?: number;
-  /** Rows per chunk of each step's MLP (mlp-chunks.ts); default: all rows when [R, I] f32 fits one binding. */
+  /** Rows per chunk of each step's MLP (mlp-chunks.ts); default: all rows when the packed gate | up [R, 2I] f32 fits one binding. */
   mlpChunkRows?: number;
 }
 

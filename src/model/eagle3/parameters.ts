@@ -6,6 +6,7 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import { fmtShape, type Tensor } from '../../gpu/tensor.ts';
+import { stackedRows } from '../../gpu/tensor-views.ts';
 import type { Rng } from '../../util/random.ts';
 import { usedFromD2t } from './vocab-mapping.ts';
 import type { AdamWBackend, Parameter } from '../../optim/adamw-backend.ts';
@@ -72,6 +73,14 @@ export class Eagle3Parameters {
   readonly used: Tensor;
   /** RoPE (cos, ±sin) tables, grown to the longest sequence seen. */
   readonly rope: Eagle3Rope;
+  /**
+   * [2I, H] views of the gate and up projections stacked (value and grad), where the arena placed
+   * them back to back (tensor-views.ts stackedRows): the MLP then runs one projection for both. Undefined
+   * where it did not (a row size off the arena's alignment, or a slab boundary between them).
+   */
+  readonly gateUp: { value: Tensor; grad: Tensor } | undefined;
+  /** [qDim + 2·kvDim, 2H] views of the q, k and v projections stacked, likewise (the attention's one projection). */
+  readonly qkv: { value: Tensor; grad: Tensor } | undefined;
 
   /**
    * Upload `values` (every name of eagle3ParameterShapes, plus `embed_tokens.weight` unless
@@ -129,6 +138,13 @@ export class Eagle3Parameters {
     const handles: Partial<Eagle3Weights> = {};
     for (const p of backend.addParameters(trainable)) handles[HANDLE[p.name]] = p;
     this.weights = handles as Eagle3Weights;
+    const w = this.weights;
+    const gateUp = stackedRows([w.gate.value, w.up.value], 'midlayer.mlp.gate_up.weight');
+    const gateUpGrad = stackedRows([w.gate.grad, w.up.grad], 'midlayer.mlp.gate_up.weight.grad');
+    this.gateUp = gateUp && gateUpGrad ? { value: gateUp, grad: gateUpGrad } : undefined;
+    const qkv = stackedRows([w.q.value, w.k.value, w.v.value], 'midlayer.self_attn.qkv_proj.weight');
+    const qkvGrad = stackedRows([w.q.grad, w.k.grad, w.v.grad], 'midlayer.self_attn.qkv_proj.weight.grad');
+    this.qkv = qkv && qkvGrad ? { value: qkv, grad: qkvGrad } : undefined;
   }
 
   /** Release the frozen tensors (the backend owns and releases the trainable ones; a shared embedding is the target's). */

@@ -4,8 +4,9 @@
  * (`Eagle3ForwardOptions.recompute`) the backward encodes it once more for step k from the kept
  * h_inᵏ, right before that step's backward, so the unroll keeps two [R, H] tensors per step instead of
  * twelve. A recomputed body issues the same kernels on the same operands as the forward's, so its
- * tensors are the same bits; it skips what the backward does not read: the k and v projections (the
- * caches already hold them) and h_out (kept).
+ * tensors are the same bits; it skips what the backward does not read: the rotation and placement of
+ * k and v (the caches already hold them; their projections too, where q is projected on its own) and
+ * h_out (kept).
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
@@ -15,9 +16,9 @@ import { embeddingForward } from '../../kernels/embedding.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
-import { canViewAt, copyElements, elementView, shiftRowsLeft } from '../../gpu/tensor-views.ts';
+import { canViewAt, copyElements, elementView, viewIfAligned } from '../../gpu/tensor-views.ts';
 import type { Eagle3Inputs } from './inputs.ts';
-import { mlpForward, type MlpActivations } from './mlp-chunks.ts';
+import { mlpActivationTensors, mlpForward, type MlpActivations } from './mlp-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 /** What the backward reads of one step, besides its h_in, h_out, final 1/rms and dF. */
@@ -32,7 +33,7 @@ export interface StepBody {
   h1: Tensor;
   invRmsPost: Tensor;
   n: Tensor;
-  /** gate, up and act [R, I] of a whole MLP; undefined when it runs over row chunks (mlp-chunks.ts). */
+  /** gate, up and act of a whole MLP; undefined when it runs over row chunks (mlp-chunks.ts). */
   mlp: MlpActivations | undefined;
 }
 
@@ -47,8 +48,6 @@ export interface StepContext {
   ropeForward: Tensor;
   kCache: Tensor;
   vCache: Tensor;
-  /** i32 [B, S] scratch for the ids shifted left by k (k ≥ 1). */
-  shiftedIds: Tensor | undefined;
   /** Rows per chunk of the MLP (mlp-chunks.ts `mlpChunkRows`); all R runs it whole. */
   mlpChunkRows: number;
   /** Tensor label prefix. */
@@ -81,7 +80,6 @@ export async function encodeStepBody(
   const { batch: B, seqLen: S, rows: R } = ctx.dims;
   const H = c.hiddenSize;
   const qDim = c.numHeads * c.headDim;
-  const kvDim = c.numKvHeads * c.headDim;
   const eps = c.rmsNormEps;
   const s = `${ctx.tag}.s${k}${mode.recompute ? '.re' : ''}`;
   const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
@@ -90,13 +88,9 @@ export async function encodeStepBody(
     if (!mode.keep) gpu.release(...tensors);
   };
 
-  let ids = inputs.inputIds;
-  if (k > 0 && ctx.shiftedIds) {
-    shiftRowsLeft(gpu, inputs.inputIds, ctx.shiftedIds, B, S, k);
-    ids = ctx.shiftedIds;
-  }
+  // Step k reads the ids shifted left by k within each sequence, zero-filled (the gather shifts them).
   const emb = gpu.tensor([R, H], 'f32', `${s}.emb`);
-  await embeddingForward(gpu, ids, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H });
+  await embeddingForward(gpu, inputs.inputIds, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H }, { seqLen: S, shift: k });
 
   const z = gpu.tensor([R, 2 * H], 'f32', `${s}.z`);
   // The backward reads each norm's 1/rms; gradient-free, the step's four norms share one buffer.
@@ -117,23 +111,7 @@ export async function encodeStepBody(
     gpu.release(hNorm);
   }
 
-  const rope = (heads: number) => ({ rows: R, nHeads: heads, headDim: c.headDim });
-  const q = gpu.tensor([R, qDim], 'f32', `${s}.q`);
-  const qRot = gpu.tensor([R, qDim], 'f32', `${s}.qRot`);
-  await linear(z, w.q.value, q, qDim, 2 * H);
-  await ropeTableForward(gpu, q, ctx.positions[k], ctx.ropeForward, qRot, rope(c.numHeads));
-  if (mode.recompute) gpu.release(q);
-  else {
-    const slot = R * kvDim;
-    const kv = gpu.tensor([R, kvDim], 'f32', `${s}.k`);
-    const kRot = gpu.tensor([R, kvDim], 'f32', `${s}.kRot`);
-    await linear(z, w.k.value, kv, kvDim, 2 * H);
-    await ropeTableForward(gpu, kv, ctx.positions[k], ctx.ropeForward, kRot, rope(c.numKvHeads));
-    copyElements(gpu, kRot, 0, kCache, k * slot, slot);
-    await linear(z, w.v.value, kv, kvDim, 2 * H);
-    copyElements(gpu, kv, 0, vCache, k * slot, slot);
-    gpu.release(q, kv, kRot);
-  }
+  const qRot = await encodeProjections(ctx, k, z, mode.recompute, s);
   done(z);
 
   const o = gpu.tensor([R, qDim], 'f32', `${s}.o`);
@@ -158,8 +136,83 @@ export async function encodeStepBody(
   return { body: { emb, invRmsEmb, z, invRmsHidden, qRot, o, lse, h1, invRmsPost, n, mlp }, hOut };
 }
 
+/**
+ * Whether step rows run the stacked q | k | v projection: its [rows, qDim + 2·kvDim] output must fit
+ * one binding (RoPE and the copies bind it whole). Otherwise (or where the weights are not stacked)
+ * each projection runs on its own. The memory plan asks the same (training/run/memory-plan-tensors.ts).
+ */
+export function stackedProjectionFits(rows: number, qkvWidth: number, maxBindingBytes: number): boolean {
+  return rows * qkvWidth * 4 <= maxBindingBytes;
+}
+
+/**
+ * q, k and v of step k from z: qRot is returned, the rotated k and the v go into cache slot k (not
+ * under recompute: the caches hold them). Where the arena stacked W_q, W_k and W_v
+ * (Eagle3Parameters.qkv) one projection gives all three side by side in each row, and RoPE and the
+ * copy into the cache read them there; a recompute runs that same projection, so its q has the bits
+ * of the forward's. Otherwise three projections. The rotated k and the v go straight into the cache
+ * slot where it can be bound on its own, else through scratch tensors and a copy.
+ */
+async function encodeProjections(ctx: StepContext, k: number, z: Tensor, recompute: boolean, s: string): Promise<Tensor> {
+  const { gpu, params, kCache, vCache } = ctx;
+  const c = params.config;
+  const w = params.weights;
+  const R = ctx.dims.rows;
+  const H = c.hiddenSize;
+  const qDim = c.numHeads * c.headDim;
+  const kvDim = c.numKvHeads * c.headDim;
+  const slot = R * kvDim;
+  const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number) =>
+    linearForward(gpu, x, weight, y, { rows: R, inFeatures: 2 * H, outFeatures: outDim });
+  const rope = (x: Tensor, y: Tensor, heads: number, at?: { stride: number; offset: number }) =>
+    ropeTableForward(gpu, x, ctx.positions[k], ctx.ropeForward, y, {
+      rows: R,
+      nHeads: heads,
+      headDim: c.headDim,
+      ...(at && { strideX: at.stride, offsetX: at.offset }),
+    });
+  const qRot = gpu.tensor([R, qDim], 'f32', `${s}.qRot`);
+  const kSlot = recompute ? undefined : viewIfAligned(gpu, kCache, k * slot, slot, `${s}.kCache.slot`);
+  const vSlot = recompute ? undefined : viewIfAligned(gpu, vCache, k * slot, slot, `${s}.vCache.slot`);
+  const kRot = recompute ? undefined : (kSlot ?? gpu.tensor([R, kvDim], 'f32', `${s}.kRot`));
+  const v = recompute ? undefined : (vSlot ?? gpu.tensor([R, kvDim], 'f32', `${s}.v`));
+
+  const W = qDim + 2 * kvDim;
+  if (params.qkv && stackedProjectionFits(R, W, gpu.maxBindingBytes)) {
+    const qkv = gpu.tensor([R, W], 'f32', `${s}.qkv`);
+    await linear(z, params.qkv.value, qkv, W);
+    await rope(qkv, qRot, c.numHeads, { stride: W, offset: 0 });
+    if (kRot && v) {
+      await rope(qkv, kRot, c.numKvHeads, { stride: W, offset: qDim });
+      await copyStrided(gpu, qkv, v, { rows: R, width: kvDim, srcStride: W, srcOffset: qDim + kvDim });
+    }
+    gpu.release(qkv);
+  } else {
+    const q = gpu.tensor([R, qDim], 'f32', `${s}.q`);
+    await linear(z, w.q.value, q, qDim);
+    await rope(q, qRot, c.numHeads);
+    gpu.release(q);
+    if (kRot && v) {
+      const kIn = gpu.tensor([R, kvDim], 'f32', `${s}.k`);
+      await linear(z, w.k.value, kIn, kvDim);
+      await rope(kIn, kRot, c.numKvHeads);
+      await linear(z, w.v.value, v, kvDim);
+      gpu.release(kIn);
+    }
+  }
+  if (kRot && !kSlot) {
+    copyElements(gpu, kRot, 0, kCache, k * slot, slot);
+    gpu.release(kRot);
+  }
+  if (v && !vSlot) {
+    copyElements(gpu, v, 0, vCache, k * slot, slot);
+    gpu.release(v);
+  }
+  return qRot;
+}
+
 /** Releases a kept body's tensors (the gradient-free mode shares one 1/rms buffer; training does not). */
 export function releaseStepBody(gpu: Gpu, b: StepBody): void {
   gpu.release(b.emb, b.invRmsEmb, b.z, b.invRmsHidden, b.qRot, b.o, b.lse, b.h1, b.invRmsPost, b.n);
-  if (b.mlp) gpu.release(b.mlp.gate, b.mlp.up, b.mlp.act);
+  if (b.mlp) gpu.release(...mlpActivationTensors(b.mlp));
 }

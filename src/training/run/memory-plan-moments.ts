@@ -36,6 +36,8 @@ export interface StepShape {
   /** f16 features: the fc (and a compact teacher) widen a row chunk at a time. */
   readonly f16Features: boolean;
   readonly recompute: boolean;
+  /** The q, k and v projections run as one, on the stacked weights (model/eagle3/step-body.ts stackedProjectionFits). */
+  readonly stackedProjection: boolean;
   /** Rows per chunk of the MLP, the head and the fc over f16 features. */
   readonly mlpRows: number;
   readonly headRows: number;
@@ -52,6 +54,10 @@ export interface StepTensors {
 export function stepTensors(x: StepShape): StepTensors {
   const { batch: B, seq: S, tttLength: L, hidden: H, intermediate: I, draftVocab: D, qDim, kvDim } = x;
   const R = B * S;
+  // The projections' outputs: side by side in one tensor, or one tensor each.
+  const qkv = (suffix: string) =>
+    x.stackedProjection ? [t(`q | k | v${suffix}`, [R, qDim + 2 * kvDim])] : [t(`q${suffix}`, [R, qDim]), t(`k${suffix}`, [R, kvDim])];
+  const dQkv = x.stackedProjection ? [t('dq | dk | dv', [R, qDim + 2 * kvDim])] : [t('dq', [R, qDim]), t('dk', [R, kvDim])];
   const mlpChunked = x.mlpRows < R;
   const headChunked = x.headRows < R;
   // One step's body (step-body.ts), by the backward's release order (backward.ts).
@@ -59,7 +65,7 @@ export function stepTensors(x: StepShape): StepTensors {
   const z = [t('z', [R, 2 * H])];
   const attention = [t('qRot', [R, qDim]), t('o', [R, qDim]), t('lse', [B, x.heads, S])];
   const post = [t('h1', [R, H]), t('invRmsPost', [R])];
-  const n = [t('n', [R, H]), ...(mlpChunked ? [] : [t('gate', [R, I]), t('up', [R, I]), t('act', [R, I])])];
+  const n = [t('n', [R, H]), ...(mlpChunked ? [] : [t('gate | up', [R, 2 * I]), t('act', [R, I])])];
   const body = [...early, ...z, ...attention, ...post, ...n];
   // Under recompute the current step's body is a moment's; otherwise every step's is kept until its backward.
   const live = (specs: TensorSpec[]) => (x.recompute ? specs : []);
@@ -74,7 +80,6 @@ export function stepTensors(x: StepShape): StepTensors {
     t('teacher.positionMask', [R], 'i32'),
     t('losses', [L + 1]),
     t('metrics', [4 * L]),
-    t('ids.shifted', [B, S], 'i32'),
   ];
 
   // The fc over f16 features: a chunk's rows in f16 and widened, and h_in⁰'s (or dh_in⁰'s) rows (fc-chunks.ts).
@@ -87,15 +92,12 @@ export function stepTensors(x: StepShape): StepTensors {
       ]
     : [];
   const mlpForward = chunkSpecs(R, x.mlpRows, (m) =>
-    mlpChunked ? [t('mlp n rows', [m, H]), t('mlp gate', [m, I]), t('mlp up', [m, I]), t('mlp act', [m, I]), t('mlp h rows', [m, H])] : [],
+    mlpChunked ? [t('mlp n rows', [m, H]), t('mlp gate | up', [m, 2 * I]), t('mlp act', [m, I]), t('mlp h rows', [m, H])] : [],
   );
   const mlpBackward = chunkSpecs(R, x.mlpRows, (m) => [
     t('dAct', [m, I]),
-    t('dGate', [m, I]),
-    t('dUp', [m, I]),
-    ...(mlpChunked
-      ? [t('mlp gate (again)', [m, I]), t('mlp up (again)', [m, I]), t('mlp act (again)', [m, I]), ...times(3, [t('mlp rows', [m, H])])]
-      : []),
+    t('dGate | dUp', [m, 2 * I]),
+    ...(mlpChunked ? [t('mlp gate | up (again)', [m, 2 * I]), t('mlp act (again)', [m, I]), ...times(3, [t('mlp rows', [m, H])])] : []),
   ]);
   // The head of the step being back-propagated (step-head.ts): f = norm(h_out), dF, and a chunk's logits and teacher.
   const head = [
@@ -134,12 +136,14 @@ export function stepTensors(x: StepShape): StepTensors {
     prepare,
     // Before step 0: h_in⁰ = fc(Haux).
     fcChunk,
-    // A step of the forward: its projections, then its MLP (over row chunks, or whole and kept).
-    [...early, ...z, t('q', [R, qDim]), t('qRot', [R, qDim]), t('k/v', [R, kvDim]), t('kRot', [R, kvDim])],
+    // A step of the forward: its projections (stacked, model/eagle3/step-body.ts), then its MLP (over
+    // row chunks, or whole and kept). kRot, v, dKRot and dv are scratch only where a cache slot cannot
+    // be bound in place; counted either way.
+    [...early, ...z, ...qkv(''), t('qRot', [R, qDim]), t('kRot', [R, kvDim]), t('v', [R, kvDim])],
     [...body, ...mlpForward],
     // The backward of step k: its head, with the gradient from step k + 1.
-    [...dCaches, dH('dFromNext'), ...head, t('re.ids.shifted', [B, S], 'i32')],
-    [...dCaches, ...live(body), dH('dHOut'), t('q (again)', [R, qDim])],
+    [...dCaches, dH('dFromNext'), ...head],
+    [...dCaches, ...live(body), dH('dHOut'), ...qkv(' (again)')],
     [...dCaches, ...live(body), dH('dHOut'), dH('dn'), ...mlpBackward],
     [...dCaches, ...live([...early, ...z, ...attention, ...post]), dH('dHOut'), dH('dn'), dH('dH1')],
     [
@@ -155,9 +159,8 @@ export function stepTensors(x: StepShape): StepTensors {
       ...live([...early, ...z]),
       dH('dH1'),
       t('dQRot', [R, qDim]),
-      t('dq', [R, qDim]),
+      ...dQkv,
       t('dKRot', [R, kvDim]),
-      t('dk', [R, kvDim]),
       t('dv', [R, kvDim]),
       t('dz', [R, 2 * H]),
     ],

@@ -26,6 +26,7 @@ import { sumsqWorkgroups } from '../../kernels/optim.ts';
 import { parameterBytes, planArena } from '../../optim/parameter-arena.ts';
 import { fcChunkRows } from '../../model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
+import { stackedProjectionFits } from '../../model/eagle3/step-body.ts';
 import { stepTensors } from './memory-plan-moments.ts';
 import { headChunkRows } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
@@ -159,6 +160,7 @@ export function itemSpecs(
     compact,
     f16Features: feat === 'f16',
     recompute: x.recompute === true,
+    stackedProjection: stackedProjectionFits(R, qDim + 2 * kvDim, maxBinding),
     mlpRows: M,
     headRows: C,
     fcRows: F,

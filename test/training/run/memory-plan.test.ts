@@ -96,14 +96,13 @@ export default defineSuite('training/run/memory-plan', (t) => {
   t.test('activations per TTT step × L and the forward state: bytes by hand', () => {
     const plan = planTrainingMemory(tinyInput(), { limits: BIG });
     const R = 2 * 64; // rows = batch × max length
-    // Per step: emb, h1, n, hOut [R, 64]; z [R, 128]; qRot, o [R, 64]; gate, up, act [R, 128];
+    // Per step: emb, h1, n, hOut [R, 64]; z [R, 128]; qRot, o [R, 64]; gate | up [R, 256], act [R, 128];
     // lse [2, 4, 64]; three inverse-RMS vectors [R] (the final norm's is the backward's, with dF and f).
     const perStep = 4 * (4 * R * 64 + R * 128 + 2 * R * 64 + 3 * R * 128 + 2 * 4 * 64 + 3 * R);
     assertEqual(perStep, 451.5 * KiB, 'per step');
     // positions [R] i32 per step; hidden0 [R, 64]; K and V caches [3, 2, 64, 2, 16]; teacher p and
-    // pTilde [R, 64], tok and mask [R] i32; each step's loss rows [R]; losses [4] and metrics [12] (256 bytes each);
-    // the shifted ids [2, 64] i32.
-    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 2 * 256 + 512;
+    // pTilde [R, 64], tok and mask [R] i32; each step's loss rows [R]; losses [4] and metrics [12] (256 bytes each).
+    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 2 * 256;
     assertEqual(item(plan, 'activations'), 3 * perStep + state, 'activations');
     // The collated batch: ids, attention and loss masks [2, 64] i32; hidden_state [2, 64, 192], target [2, 64, 256] f32.
     assertEqual(item(plan, 'batch'), 3 * 512 + R * 192 * 4 + R * 256 * 4, 'training batch');
