@@ -5,11 +5,10 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { AdamWBackend, type OptimizerConfig } from '../../src/optim/adamw-backend.ts';
-import { learningRate } from '../../src/optim/schedule.ts';
-import { adamwRef, clipCoefRef, globalNormRef } from '../../src/reference/optim.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertEqual, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
+import { initialAdamwState, optimizerStepRef } from './optimizer-step-ref.ts';
 
 const CONFIG: OptimizerConfig = {
   lr: 1e-2,
@@ -33,18 +32,9 @@ export default defineSuite('optim/adamw-backend', (t) => {
       const grads = [Float32Array.from(rng.floats(n, 0.3)), Float32Array.from(rng.floats(n, 0.3)), Float32Array.from(rng.floats(n, 0.3))];
       grads[1][5] = Number.NaN; // step 2: the norm is NaN, the GPU skips it
 
-      let ref: ReturnType<typeof adamwRef> = { param: Float64Array.from(init), m: new Float64Array(n), v: new Float64Array(n) };
-      const refStep = (g: Float32Array, scheduleIndex: number, biasStep: number) => {
-        const coef = clipCoefRef(globalNormRef([g]), CONFIG.maxGradNorm);
-        const lr = learningRate({ ...CONFIG.schedule, baseLr: CONFIG.lr }, scheduleIndex);
-        return adamwRef(
-          ref.param,
-          Float64Array.from(g, (x) => x * coef),
-          ref.m,
-          ref.v,
-          { ...CONFIG, lr, step: biasStep },
-        );
-      };
+      let ref = initialAdamwState(init);
+      const refStep = (g: Float32Array, scheduleIndex: number, biasStep: number) =>
+        optimizerStepRef([ref], [g], CONFIG, scheduleIndex, biasStep).states[0];
       for (const [i, g] of grads.entries()) {
         gpu.write(p.grad, g);
         const report = await backend.optimizerStep();

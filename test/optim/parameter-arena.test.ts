@@ -7,11 +7,10 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import { Tensor } from '../../src/gpu/tensor.ts';
 import { AdamWBackend, type OptimizerConfig } from '../../src/optim/adamw-backend.ts';
 import { planArena } from '../../src/optim/parameter-arena.ts';
-import { learningRate } from '../../src/optim/schedule.ts';
-import { adamwRef, clipCoefRef, globalNormRef } from '../../src/reference/optim.ts';
 import { Rng } from '../../src/util/random.ts';
 import { assertDeepEqual, assertEqual, assertRelClose, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
+import { initialAdamwState, optimizerStepRef } from './optimizer-step-ref.ts';
 
 const CONFIG: OptimizerConfig = {
   lr: 1e-2,
@@ -64,12 +63,7 @@ export default defineSuite('optim/parameter-arena', (t) => {
           [[0], [256], [0, 0], [512]],
           'byte offsets of the views',
         );
-        const ref: Record<string, ReturnType<typeof adamwRef>> = Object.fromEntries(
-          Object.entries(init).map(([name, v]) => [
-            name,
-            { param: Float64Array.from(v), m: new Float64Array(v.length), v: new Float64Array(v.length) },
-          ]),
-        );
+        let ref = params.map((p) => initialAdamwState(init[p.name]));
         for (let step = 1; step <= 2; step++) {
           const grads = params.map((p) => Float32Array.from(rng.floats(p.value.numel, 0.4)));
           params.forEach((p, i) => gpu.write(p.grad, grads[i]));
@@ -77,26 +71,15 @@ export default defineSuite('optim/parameter-arena', (t) => {
           const report = await backend.optimizerStep();
           // sum-of-squares: slab 1 + c's 2 parts; finalize 1; AdamW: slab 1 + c's 2 parts (11 per tensor).
           assertEqual(gpu.batcher.stats.dispatches - before, 7, `dispatches of step ${step}`);
-          const norm = globalNormRef(grads);
-          assertRelClose([await report.gradNorm], [norm], 1e-5, `norm of step ${step}`);
-          const coef = clipCoefRef(norm, CONFIG.maxGradNorm);
-          const lr = learningRate({ ...CONFIG.schedule, baseLr: CONFIG.lr }, step - 1);
-          params.forEach((p, i) => {
-            const r = ref[p.name];
-            ref[p.name] = adamwRef(
-              r.param,
-              Float64Array.from(grads[i], (g) => g * coef),
-              r.m,
-              r.v,
-              { ...CONFIG, lr, step },
-            );
-          });
+          const want = optimizerStepRef(ref, grads, CONFIG, step - 1, step);
+          assertRelClose([await report.gradNorm], [want.norm], 1e-5, `norm of step ${step}`);
+          ref = want.states;
         }
         let worst = 0;
-        for (const p of params) {
-          worst = Math.max(worst, assertRelClose(await gpu.read(p.value), ref[p.name].param, 1e-5, `${p.name} after 2 steps`));
-          assertRelClose(await gpu.read(p.m), ref[p.name].m, 1e-5, `${p.name}.m`);
-          assertRelClose(await gpu.read(p.v), ref[p.name].v, 1e-5, `${p.name}.v`);
+        for (const [i, p] of params.entries()) {
+          worst = Math.max(worst, assertRelClose(await gpu.read(p.value), ref[i].param, 1e-5, `${p.name} after 2 steps`));
+          assertRelClose(await gpu.read(p.m), ref[i].m, 1e-5, `${p.name}.m`);
+          assertRelClose(await gpu.read(p.v), ref[i].v, 1e-5, `${p.name}.v`);
           assertEqual(
             (await gpu.read(p.grad)).some((x) => x !== 0),
             false,

@@ -11,33 +11,20 @@
  */
 import { FileMetadataStore } from '../../../src/control/file-metadata-store.ts';
 import { encodeFrame, scanJournal } from '../../../src/control/journal.ts';
-import { loadHfCheckpoint } from '../../../src/formats/hf-checkpoint.ts';
 import { SafetensorsFile } from '../../../src/formats/safetensors.ts';
 import { Gpu } from '../../../src/gpu/gpu.ts';
-import { TargetModel } from '../../../src/model/target/model.ts';
 import type { FileStore } from '../../../src/ports/storage.ts';
 import { crc32 } from '../../../src/util/crc32.ts';
-import { Rng } from '../../../src/util/random.ts';
 import { exportEagle3Checkpoint } from '../../../src/training/checkpoints/checkpoint-export.ts';
-import { Eagle3TrainingSession, sessionSettingsSchema } from '../../../src/training/session/eagle3-session.ts';
+import { Eagle3TrainingSession } from '../../../src/training/session/eagle3-session.ts';
 import { assert, assertEqual, assertRejects } from '../../harness/assert.ts';
 import { defineSuite, type TestContext } from '../../harness/suite.ts';
 import { tempStore } from '../../data/temp-store.ts';
-import { copyFixtureCheckpoint } from '../../model/synthetic-checkpoint.ts';
+import { tinySessionTarget, TINY_SESSION_RUN, TINY_SESSION_SETTINGS } from '../session/tiny-session.ts';
 
 // Two epochs of six prompts, rounds of six, batch 2: 6 steps; checkpoints at 3 (round end), 4 and 6.
-const SETTINGS = sessionSettingsSchema.parse({
-  epochs: 2,
-  roundPrompts: 6,
-  batchSize: 2,
-  tttLength: 3,
-  lr: 1e-2,
-  responseLength: 12,
-  checkpointEvery: 4,
-  rolloutWorkers: 2,
-  seed: 3,
-});
-const RUN = 'session-test';
+const SETTINGS = TINY_SESSION_SETTINGS;
+const RUN = TINY_SESSION_RUN;
 const STEP4 = `${RUN}-step4`;
 const SERVER = { only: ['node', 'deno'] as const, timeoutMs: 300_000 };
 
@@ -48,11 +35,7 @@ type JournalRecord =
 async function runs(ctx: TestContext, label: string) {
   const tmp = tempStore(ctx.platform, label);
   const gpu = new Gpu(ctx.gpu);
-  await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
-  const checkpoint = await loadHfCheckpoint(tmp.files, 'target');
-  const target = TargetModel.create(gpu, checkpoint);
-  const rng = new Rng(11);
-  const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, checkpoint.config.vocabSize)));
+  const { target, prompts } = await tinySessionTarget(ctx, tmp.files, gpu);
   const files = (run: string) => ctx.platform.files(`${tmp.files.root}/${run}`);
   /** Opens the session of run folder `run` (its ledger, checkpoints and spill); `seed` as the settings say. */
   const open = async (run: string, seed = SETTINGS.seed) => {

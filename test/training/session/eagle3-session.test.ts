@@ -7,30 +7,17 @@
 import { FileMetadataStore } from '../../../src/control/file-metadata-store.ts';
 import { IndexedDbMetadataStore } from '../../../src/control/indexeddb-metadata-store.ts';
 import type { MetadataStore } from '../../../src/control/metadata-store.ts';
-import { loadHfCheckpoint, type TargetCheckpoint } from '../../../src/formats/hf-checkpoint.ts';
 import { Gpu } from '../../../src/gpu/gpu.ts';
-import { TargetModel } from '../../../src/model/target/model.ts';
 import type { FileStore } from '../../../src/ports/storage.ts';
-import { Rng } from '../../../src/util/random.ts';
 import { listCheckpoints } from '../../../src/training/checkpoints/train-checkpoint.ts';
-import { Eagle3TrainingSession, sessionSettingsSchema, type SessionStep } from '../../../src/training/session/eagle3-session.ts';
+import { Eagle3TrainingSession, type SessionStep } from '../../../src/training/session/eagle3-session.ts';
 import { assert, assertEqual, assertRejects, assertRelClose } from '../../harness/assert.ts';
 import { defineSuite, type TestContext } from '../../harness/suite.ts';
 import { tempStore } from '../../data/temp-store.ts';
-import { copyFixtureCheckpoint } from '../../model/synthetic-checkpoint.ts';
+import { tinySessionTarget, TINY_SESSION_RUN, TINY_SESSION_SETTINGS } from './tiny-session.ts';
 
-const SETTINGS = sessionSettingsSchema.parse({
-  epochs: 2,
-  roundPrompts: 6,
-  batchSize: 2,
-  tttLength: 3,
-  lr: 1e-2,
-  responseLength: 12,
-  checkpointEvery: 4,
-  rolloutWorkers: 2,
-  seed: 3,
-});
-const RUN = 'session-test';
+const SETTINGS = TINY_SESSION_SETTINGS;
+const RUN = TINY_SESSION_RUN;
 
 async function openMetadata(ctx: TestContext, files: FileStore, name: string): Promise<MetadataStore> {
   return ctx.platform.name === 'browser'
@@ -45,17 +32,14 @@ export default defineSuite('training/session/eagle3-session', (t) => {
       const tmp = tempStore(ctx.platform, 'session');
       const dbNames: string[] = [];
       const gpu = new Gpu(ctx.gpu);
-      let checkpoint: TargetCheckpoint;
+      let loaded: Awaited<ReturnType<typeof tinySessionTarget>>;
       try {
-        await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
-        checkpoint = await loadHfCheckpoint(tmp.files, 'target');
+        loaded = await tinySessionTarget(ctx, tmp.files, gpu);
       } catch (err) {
         await tmp.cleanup();
         throw err;
       }
-      const target = TargetModel.create(gpu, checkpoint);
-      const rng = new Rng(11);
-      const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, checkpoint.config.vocabSize)));
+      const { target, prompts } = loaded;
       // What the ledger said when each step was reported: the report must come before its ack.
       const reports: { label: string; step: number; ackedAtReport: number; checkpointed: boolean }[] = [];
       const open = async (label: string) => {
@@ -157,11 +141,7 @@ export default defineSuite('training/session/eagle3-session', (t) => {
     async (ctx) => {
       const tmp = tempStore(ctx.platform, 'session-torn');
       const gpu = new Gpu(ctx.gpu);
-      await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
-      const checkpoint = await loadHfCheckpoint(tmp.files, 'target');
-      const target = TargetModel.create(gpu, checkpoint);
-      const rng = new Rng(11);
-      const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, checkpoint.config.vocabSize)));
+      const { target, prompts } = await tinySessionTarget(ctx, tmp.files, gpu);
       const root = `${tmp.files.root}/run`;
       const open = async () => {
         const metadata = await FileMetadataStore.open(ctx.platform.files(root), { dir: 'metadata' });
@@ -224,10 +204,7 @@ export default defineSuite('training/session/eagle3-session', (t) => {
       const tmp = tempStore(ctx.platform, 'session-compact');
       const gpu = new Gpu(ctx.gpu);
       try {
-        await copyFixtureCheckpoint(ctx.fixture, 'llama-tiny', tmp.files, 'target');
-        const target = TargetModel.create(gpu, await loadHfCheckpoint(tmp.files, 'target'));
-        const rng = new Rng(12);
-        const prompts = Array.from({ length: 6 }, () => Array.from({ length: 5 }, () => rng.int(0, target.config.vocabSize)));
+        const { target, prompts } = await tinySessionTarget(ctx, tmp.files, gpu, 12);
         const run = async (targetRepr: 'logits' | 'hidden_state') => {
           const root = `${tmp.files.root}/${targetRepr}`;
           const db = `${root.replaceAll('/', '_')}-ledger`;
