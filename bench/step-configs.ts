@@ -20,21 +20,23 @@ export interface StepBenchConfig {
   shape: StepShape;
 }
 
+/** SpecForge's reference throughput draft (bench/train.ts `--config mid` trains it too). */
+export const MID_DRAFT: Eagle3Config = {
+  hiddenSize: 1024,
+  intermediateSize: 2816,
+  numHeads: 16,
+  numKvHeads: 4,
+  headDim: 64,
+  vocabSize: 32000,
+  draftVocabSize: 8000,
+  targetHiddenSize: 1024,
+  rmsNormEps: 1e-6,
+  ropeTheta: 10000,
+  maxPositionEmbeddings: 4096,
+};
+
 async function midConfig(quick: boolean): Promise<StepBenchConfig> {
-  const config: Eagle3Config = {
-    hiddenSize: 1024,
-    intermediateSize: 2816,
-    numHeads: 16,
-    numKvHeads: 4,
-    headDim: 64,
-    vocabSize: 32000,
-    draftVocabSize: 8000,
-    targetHiddenSize: 1024,
-    rmsNormEps: 1e-6,
-    ropeTheta: 10000,
-    maxPositionEmbeddings: 4096,
-  };
-  return { config, shape: quick ? { batch: 1, seq: 32, ttt: 2 } : { batch: 1, seq: 128, ttt: 7 } };
+  return { config: MID_DRAFT, shape: quick ? { batch: 1, seq: 32, ttt: 2 } : { batch: 1, seq: 128, ttt: 7 } };
 }
 
 async function labConfig(quick: boolean): Promise<StepBenchConfig> {

@@ -20,23 +20,12 @@ import { Gpu } from '../src/gpu/gpu.ts';
 import { planRowChunks } from '../src/gpu/tensor.ts';
 import { EMBED_NAME, eagle3ParameterShapes, type Eagle3Config } from '../src/config/eagle3-config.ts';
 import { nodePlatform } from '../src/platform/node.ts';
+import { MID_DRAFT } from './step-configs.ts';
 import { buildTrainRig } from './train-rig.ts';
 
 /** Draft shapes of SpecForge's reference throughput runs (the target hidden size equals the draft's). */
 const CONFIGS: Readonly<Record<string, Eagle3Config>> = {
-  mid: {
-    hiddenSize: 1024,
-    intermediateSize: 2816,
-    numHeads: 16,
-    numKvHeads: 4,
-    headDim: 64,
-    vocabSize: 32000,
-    draftVocabSize: 8000,
-    targetHiddenSize: 1024,
-    rmsNormEps: 1e-6,
-    ropeTheta: 10000,
-    maxPositionEmbeddings: 4096,
-  },
+  mid: MID_DRAFT,
   'llama-3.1-8b': {
     hiddenSize: 4096,
     intermediateSize: 14336,
