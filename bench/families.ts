@@ -6,7 +6,7 @@ import { benchAttentionProbs } from './kernels/attention-probs.ts';
 import { benchCast } from './kernels/cast.ts';
 import { benchEmbedding } from './kernels/embedding.ts';
 import { benchLinear, LINEAR_CPU_SHAPES } from './kernels/linear.ts';
-import { benchLoss } from './kernels/loss.ts';
+import { benchLoss, benchStepLosses } from './kernels/loss.ts';
 import { benchOptim } from './kernels/optim.ts';
 import { benchRmsnorm } from './kernels/rmsnorm.ts';
 import { benchRope } from './kernels/rope.ts';
@@ -47,7 +47,7 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   // One sequence's TTT-step probabilities (the lab's draft insight), at the draft shapes SpecLab trains.
   ['attention-probs', (gpu) => benchAttentionProbs(gpu)],
   ['linear', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchLinear(gpu, LINEAR_CPU_SHAPES) : benchLinear(gpu))],
-  ['loss', (gpu) => benchLoss(gpu)],
+  ['loss', async (gpu) => [...(await benchLoss(gpu)), ...(await benchStepLosses(gpu))]],
   ['optim', (gpu) => benchOptim(gpu)],
   // Feature-sized casts move ~150 MB per call; a software adapter measures them at a quarter of the rows.
   [

@@ -4,16 +4,20 @@
  * metric terms and the hard-label cross-entropy, for every row layout this device runs
  * (src/kernels/row-variant.ts), timed interleaved; `vsWide` is the `wide` (original) variant's time
  * over this one's. These kernels are memory-bound; bytes count what each kernel streams (a row
- * re-read by a later pass counts again, as it does on the GPU).
+ * re-read by a later pass counts again, as it does on the GPU). `benchStepLosses` times the EAGLE3
+ * step's loss reduction: every TTT step's row losses in one dispatch (reduceStepLosses) against one
+ * reduction per step and per total term, as the step did before.
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import { hardCrossEntropy, softCrossEntropy } from '../../src/kernels/loss.ts';
+import { hardCrossEntropy, reduceStepLoss, softCrossEntropy } from '../../src/kernels/loss.ts';
 import { LOSS_ROW_GEOMETRY } from '../../src/kernels/loss-rows.ts';
 import { eagle3Metrics } from '../../src/kernels/metrics.ts';
 import { availableRowVariants, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
 import { buildTeacher, buildTeacherPruned, targetStats } from '../../src/kernels/teacher.ts';
 import { Rng } from '../../src/util/random.ts';
 import { buildVocabMapping } from '../../src/model/eagle3/vocab-mapping.ts';
+import { reduceStepLosses, rowLossStride, stepLossSlots } from '../../src/model/eagle3/step-head.ts';
+import type { BenchRecord } from '../record.ts';
 import { interleavedMedians } from './interleave.ts';
 import type { RowBenchRecord } from './rmsnorm.ts';
 
@@ -104,5 +108,39 @@ export async function benchLoss(gpu: Gpu, shape: LossBenchShape = LOSS_BENCH_SHA
     }
   }
   gpu.release(T, t2dT, usedT, lossMask, p, pTilde, tok, positionMask, z, labels, dT, lse, lossOut, metricsOut);
+  return out;
+}
+
+/** The step's loss reduction at `rows` rows and `steps` TTT steps (the fixture's 80 × 4 and the lab's 224 × 4 by default). */
+export async function benchStepLosses(
+  gpu: Gpu,
+  shapes: readonly [number, number][] = [
+    [80, 4],
+    [224, 4],
+    [4096, 7],
+  ],
+): Promise<BenchRecord[]> {
+  const out: BenchRecord[] = [];
+  const rng = new Rng(10);
+  for (const [R, L] of shapes) {
+    const stride = rowLossStride(R, gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256);
+    const table = gpu.upload([L, stride], 'f32', rng.floats(L * stride), 'rowLosses');
+    const rows = Array.from({ length: L }, () => gpu.upload([R], 'f32', rng.floats(R), 'rowLoss'));
+    const lossOut = gpu.zeros([L + 1], 'f32', 'lossOut');
+    const ms = await interleavedMedians(
+      gpu,
+      new Map<string, () => Promise<void>>([
+        ['step losses, 1 dispatch', () => reduceStepLosses(gpu, table, lossOut, R, L, stride)],
+        [
+          `step losses, ${2 * L} dispatches`,
+          async () => {
+            for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rows[k], lossOut, stepLossSlots(k, R, L));
+          },
+        ],
+      ]),
+    );
+    for (const [variant, s] of ms) out.push({ family: 'loss', variant, shape: `R${R} L${L}`, ms: s * 1e3, gbps: (4 * R * L) / s / 1e9 });
+    gpu.release(table, lossOut, ...rows);
+  }
   return out;
 }

@@ -1,26 +1,41 @@
-// loss/reduce — deterministic column sums of a small row-major table, for losses and metrics
-// (no float atomics: one workgroup, a fixed summation order, identical results every run).
+// loss/reduce — deterministic column sums of a small table, for losses and metrics (no float
+// atomics: one workgroup, a fixed summation order, identical results every run).
 //
-//   out[outOffset + c] = (ACCUMULATE ? out[outOffset + c] : 0) + scale · Σ_{r < rows} in(r, c)
-// for c < cols, where in(r, c) = IN[r · cols + c] read as f32 (MODE 0), or, in MODE 1, 1.0 when
-// IN[r · cols + c] read as i32 is ≥ 0 (counts non-ignored labels), else 0.
+//   S_c = Σ_{r < rows} in(inOffset + c · colStride + r · rowStride)
+//   out[outOffset + c] = (ACCUMULATE ? out[outOffset + c] : 0) + scale · S_c          for c < cols
+//   TOTAL: out[totalOffset] = (ACCUMULATE_TOTAL ? out[totalOffset] : 0) + Σ_c weights[c] · S_c,
+//          added in column order (c = 0 first)
+// where in(i) = IN[i] read as f32 (MODE 0), or, in MODE 1, 1.0 when IN[i] read as i32 is ≥ 0
+// (counts non-ignored labels), else 0. A row-major [rows, cols] table has rowStride = cols,
+// colStride = 1; the EAGLE3 training step's row losses lie as [steps, stride] (a step's rows
+// contiguous), rowStride = 1, colStride = stride, and the TOTAL term is the steps' weighted loss.
 // Bindings (group 0):
-//   0 uniform Params
-//   1 read       IN  u32 [rows · cols]  (bit patterns, reinterpreted per MODE)
+//   0 uniform Params (weights: up to MAX_WEIGHTS = 48 columns a dispatch when TOTAL)
+//   1 read       IN  u32 [*]  (bit patterns, reinterpreted per MODE)
 //   2 read_write OUT f32 [*]
-// override MODE: u32 (0 sum floats, 1 count non-negative ints); override ACCUMULATE: bool.
+// override MODE: u32 (0 sum floats, 1 count non-negative ints); override ACCUMULATE, TOTAL,
+// ACCUMULATE_TOTAL: bool.
 // Dispatch: (1, 1, 1), 256 invocations. Invocation j sums rows j, j + 256, … in order, then a
-// fixed tree combines the 256 partials. f32 accumulation.
+// fixed tree combines the 256 partials. f32 accumulation; out[outOffset + c] and the total are each
+// one f32 multiply and add per column, so a total over several dispatches (ACCUMULATE_TOTAL) has the
+// bits of one dispatch over all the columns.
 
 struct Params {
   rows: u32,
   cols: u32,
   outOffset: u32,
   scale: f32,
+  rowStride: u32,
+  colStride: u32,
+  totalOffset: u32,
+  inOffset: u32,
+  weights: array<vec4<f32>, 12>,
 }
 
 override MODE: u32 = 0u;
 override ACCUMULATE: bool = false;
+override TOTAL: bool = false;
+override ACCUMULATE_TOTAL: bool = false;
 
 @group(0) @binding(0) var<uniform> u: Params;
 @group(0) @binding(1) var<storage, read> IN: array<u32>;
@@ -37,9 +52,11 @@ fn value(i: u32) -> f32 {
 
 @compute @workgroup_size(256, 1, 1)
 fn main(@builtin(local_invocation_index) lid: u32) {
+  var total = 0.0;
+  if (TOTAL && ACCUMULATE_TOTAL && lid == 0u) { total = OUT[u.totalOffset]; }
   for (var c = 0u; c < u.cols; c++) {
     var s = 0.0;
-    for (var r = lid; r < u.rows; r += WG) { s += value(r * u.cols + c); }
+    for (var r = lid; r < u.rows; r += WG) { s += value(u.inOffset + c * u.colStride + r * u.rowStride); }
     red[lid] = s;
     workgroupBarrier();
     for (var step = WG / 2u; step > 0u; step = step >> 1u) {
@@ -50,7 +67,9 @@ fn main(@builtin(local_invocation_index) lid: u32) {
       var base = 0.0;
       if (ACCUMULATE) { base = OUT[u.outOffset + c]; }
       OUT[u.outOffset + c] = base + u.scale * red[0];
+      if (TOTAL) { total = total + u.weights[c / 4u][c % 4u] * red[0]; }
     }
     workgroupBarrier();
   }
+  if (TOTAL && lid == 0u) { OUT[u.totalOffset] = total; }
 }

@@ -20,7 +20,10 @@
 //   invocation per rotated pair.
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
-// Numerics: f32 products and sums, as in HF's q·cos + rotate_half(q)·sin.
+// Numerics: include/rope-rotate.wgsl (f32, as HF's q·cos + rotate_half(q)·sin), the same bits as
+//   rope/qkv-split and rope/qkv-join.
+
+#include "include/rope-rotate.wgsl"
 
 struct Params {
   rows: u32,
@@ -55,8 +58,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   let within = (rowHead % p.nHeads) * p.headDim + i;
   let a = p.offsetX + row * p.strideX + within;
   let b = p.offsetY + row * p.strideY + within;
-  let x1 = x[a];
-  let x2 = x[a + half];
-  y[b] = x1 * c - x2 * s;
-  y[b + half] = x2 * c + x1 * s;
+  let r = ropeRotatePair(x[a], x[a + half], c, s);
+  y[b] = r.x;
+  y[b + half] = r.y;
 }

@@ -2,8 +2,8 @@
  * Shared plumbing of the row-wise loss kernels (teacher, soft/hard cross-entropy, metrics):
  * shape/dtype validation, row segmentation over chunked tensors, the row layouts (each kernel in
  * the `wide`, `rows` and `subgroup` variants of src/kernels/row-variant.ts, sized by
- * LOSS_ROW_GEOMETRY) with their grids, and the deterministic column-sum reduction
- * (shaders/loss/reduce.wgsl).
+ * LOSS_ROW_GEOMETRY) with their grids. The deterministic reduction of their row outputs is
+ * loss-reduce.ts.
  *
  * Row tensors: every per-row tensor is viewed as [rows, width] (a [B, S, W] or [B, S] tensor
  * qualifies when B·S = rows). A tensor larger than one binding is split into parts of whole outer
@@ -20,7 +20,6 @@
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import { fmtShape, type DType, type Tensor, type TensorPart } from '../gpu/tensor.ts';
-import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { checkRowGeometries, resolveRowVariant, rowLayoutGrid, type RowGeometries, type RowVariant } from './row-variant.ts';
 import { shaderSource } from './shader-source.ts';
 
@@ -160,6 +159,8 @@ function partRows(t: Tensor, rows: number, window?: RowWindow): { part: TensorPa
  * Split the rows [range.start, range.start + range.count) (default all `rows`) into segments inside
  * which every operand (shift applied) lies in one part. A windowed operand must hold every row the
  * range reads of it that is not a pad row (row + shift past its sequence, which the kernels never read).
+ * Neighbouring segments that bind the same parts are one segment (one dispatch): a shifted operand of
+ * one part cuts the rows where its shifted end falls, but both sides bind that same part.
  */
 export function rowSegments(
   rows: number,
@@ -191,9 +192,23 @@ export function rowSegments(
       const span = spans[j].find((s) => first >= s.start && first < s.end) ?? spans[j][spans[j].length - 1];
       return { binding: { buffer: span.part.buffer, offset: span.part.byteOffset, size: span.part.byteLength }, partRow: span.start };
     });
-    segments.push({ start, count, operands: bound });
+    const last = segments.at(-1);
+    if (last && sameBindings(last.operands, bound)) segments[segments.length - 1] = { ...last, count: last.count + count };
+    else segments.push({ start, count, operands: bound });
   }
   return segments;
+}
+
+function sameBindings(a: readonly SegmentBinding[], b: readonly SegmentBinding[]): boolean {
+  return a.every((x, i) => {
+    const y = b[i];
+    return (
+      x.partRow === y.partRow &&
+      x.binding.buffer === y.binding.buffer &&
+      x.binding.offset === y.binding.offset &&
+      x.binding.size === y.binding.size
+    );
+  });
 }
 
 /** Fail unless `window` is a non-empty row range of `rows` and `t` holds exactly its rows × width. */
@@ -219,45 +234,4 @@ export function placeholder(gpu: Gpu): Tensor {
   let t = dummies.get(gpu);
   if (!t) dummies.set(gpu, (t = gpu.tensor([4], 'f32', 'loss-placeholder')));
   return t;
-}
-
-export const REDUCE_KERNEL: KernelDef = {
-  name: 'loss/reduce',
-  source: shaderSource('loss/reduce'),
-  bindings: ['uniform', 'read', 'write'],
-};
-
-export interface ReduceOptions {
-  rows: number;
-  cols: number;
-  /** First element of `out` written. */
-  outOffset: number;
-  scale?: number;
-  /** Add to what `out` holds instead of overwriting. */
-  accumulate?: boolean;
-  /** 'sum' reads f32 values; 'count-nonnegative' counts i32 entries ≥ 0 (non-ignored labels). */
-  mode?: 'sum' | 'count-nonnegative';
-}
-
-/**
- * out[outOffset + c] (+)= scale · Σ_r input[r, c], deterministically (one workgroup, fixed order).
- * `input` (f32 or i32 [rows·cols]) and `out` (f32) must each fit one binding.
- */
-export async function reduceColumns(gpu: Gpu, input: Tensor, out: Tensor, options: ReduceOptions): Promise<void> {
-  const { rows, cols, outOffset, scale = 1, accumulate = false, mode = 'sum' } = options;
-  const op = 'reduceColumns';
-  checkPositiveInt(op, 'rows', rows);
-  checkPositiveInt(op, 'cols', cols);
-  const want: DType = mode === 'sum' ? 'f32' : 'i32';
-  if (input.dtype !== want) throw new Error(`${op}: input (${input.label}) must be ${want} for mode ${mode}, got ${input.dtype}`);
-  if (input.numel < rows * cols)
-    throw new Error(`${op}: input (${input.label} ${fmtShape(input.shape)}) has ${input.numel} elements, rows × cols needs ${rows * cols}`);
-  if (out.dtype !== 'f32') throw new Error(`${op}: out (${out.label}) must be f32, got ${out.dtype}`);
-  if (!Number.isInteger(outOffset) || outOffset < 0 || outOffset + cols > out.numel) {
-    throw new Error(`${op}: out (${out.label} ${fmtShape(out.shape)}) cannot hold ${cols} values at offset ${outOffset}`);
-  }
-  checkDistinct(op, { out }, { input });
-  const kernel = await gpu.pipelines.get(REDUCE_KERNEL, { MODE: mode === 'sum' ? 0 : 1, ACCUMULATE: accumulate });
-  const uniforms = new UniformWriter().u32(rows).u32(cols).u32(outOffset).f32(scale).finish();
-  gpu.batcher.dispatch(kernel, uniforms, [input.binding(), out.binding()], [1, 1, 1]);
 }

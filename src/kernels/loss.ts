@@ -33,12 +33,12 @@ import {
   lossRowKernels,
   lossRowVariant,
   placeholder,
-  reduceColumns,
   rowSegments,
   type RowKernelOptions,
   type RowOperand,
   type RowWindow,
 } from './loss-rows.ts';
+import { reduceColumns } from './loss-reduce.ts';
 import { shaderSource } from './shader-source.ts';
 
 export type GradMode = 'none' | 'in-place' | 'separate';

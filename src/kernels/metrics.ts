@@ -24,12 +24,12 @@ import {
   lossRowGrid,
   lossRowKernels,
   lossRowVariant,
-  reduceColumns,
   rowSegments,
   type RowKernelOptions,
   type RowOperand,
   type RowWindow,
 } from './loss-rows.ts';
+import { reduceColumns } from './loss-reduce.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const METRICS_KERNEL: KernelDef = {

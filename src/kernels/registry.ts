@@ -12,11 +12,12 @@ import { CEILING_KERNELS } from './ceiling.ts';
 import { COPY_STRIDED_KERNEL } from './copy-strided.ts';
 import { EMBEDDING_KERNELS } from './embedding.ts';
 import { HARD_CE_KERNELS, SOFT_CE_KERNELS } from './loss.ts';
-import { REDUCE_KERNEL } from './loss-rows.ts';
+import { REDUCE_KERNEL } from './loss-reduce.ts';
 import { MATMUL_F16W_KERNELS, MATMUL_KERNELS } from './matmul.ts';
 import { METRICS_KERNELS } from './metrics.ts';
 import { OPTIM_KERNELS } from './optim.ts';
 import { RMSNORM_KERNELS } from './rmsnorm.ts';
+import { ROPE_QKV_JOIN_KERNEL, ROPE_QKV_SPLIT_KERNEL } from './rope-qkv.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
 import { TARGET_STATS_KERNELS, TEACHER_KERNELS, TEACHER_PRUNED_KERNELS } from './teacher.ts';
@@ -30,7 +31,7 @@ export const KERNEL_FAMILIES: readonly KernelFamily[] = [
   { family: 'matmul', kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS)] },
   { family: 'embedding', kernels: Object.values(EMBEDDING_KERNELS) },
   { family: 'rmsnorm', kernels: Object.values(RMSNORM_KERNELS) },
-  { family: 'rope', kernels: [ROPE_TABLE_KERNEL] },
+  { family: 'rope', kernels: [ROPE_TABLE_KERNEL, ROPE_QKV_SPLIT_KERNEL, ROPE_QKV_JOIN_KERNEL] },
   { family: 'swiglu', kernels: Object.values(SWIGLU_KERNELS) },
   {
     family: 'attention',

@@ -44,6 +44,22 @@ export function inverseRopeTable(table: Float32Array): Float32Array {
   return out;
 }
 
+/**
+ * Checks the head size (even, ≥ 2), the table (whole [headDim / 2, 2] rows, one binding) and the
+ * positions (i32, one per row, one binding) of a table-driven RoPE kernel; returns the table's rows.
+ */
+export function checkRopeTable(op: string, positions: Tensor, table: Tensor, rows: number, headDim: number): number {
+  checkInt(`${op}: headDim`, headDim, 2);
+  if (headDim % 2 !== 0) throw new Error(`${op}: headDim must be even, got ${headDim}`);
+  const half = headDim / 2;
+  if (table.numel % (half * 2) !== 0 || table.numel === 0)
+    throw new Error(`${op}: table (${table.label}) has ${table.numel} elements, not a whole number of [headDim/2 = ${half}, 2] rows`);
+  const tableRows = table.numel / (half * 2);
+  checkSinglePart(op, 'positions', positions, 'i32', rows);
+  checkSinglePart(op, 'table', table, 'f32', tableRows * half * 2);
+  return tableRows;
+}
+
 export interface RopeTableArgs {
   rows: number;
   nHeads: number;
@@ -68,14 +84,8 @@ export async function ropeTableForward(
   const { rows, nHeads, headDim } = args;
   checkInt(`${op}: rows`, rows, 0);
   checkInt(`${op}: nHeads`, nHeads);
-  checkInt(`${op}: headDim`, headDim, 2);
-  if (headDim % 2 !== 0) throw new Error(`${op}: headDim must be even, got ${headDim}`);
+  const tableRows = checkRopeTable(op, positions, table, rows, headDim);
   const half = headDim / 2;
-  if (table.numel % (half * 2) !== 0 || table.numel === 0)
-    throw new Error(`${op}: table (${table.label}) has ${table.numel} elements, not a whole number of [headDim/2 = ${half}, 2] rows`);
-  const tableRows = table.numel / (half * 2);
-  checkSinglePart(op, 'positions', positions, 'i32', rows);
-  checkSinglePart(op, 'table', table, 'f32', tableRows * half * 2);
   const width = nHeads * headDim;
   const [strideX, offsetX, strideY, offsetY] = [args.strideX ?? width, args.offsetX ?? 0, args.strideY ?? width, args.offsetY ?? 0];
   checkInt(`${op}: strideX`, strideX, width);

@@ -1,6 +1,7 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { sizeClass } from '../../src/gpu/buffer-pool.ts';
-import { assert, assertEqual, assertThrows } from '../harness/assert.ts';
+import { copyStrided } from '../../src/kernels/copy-strided.ts';
+import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 export default defineSuite('gpu/buffer-pool', (t) => {
@@ -87,6 +88,48 @@ export default defineSuite('gpu/buffer-pool', (t) => {
       assertEqual(Array.from((await gpu.read(batch)) as Float32Array).join(), Array.from(values).join(), 'the encoded copy read it');
       assertThrows(() => gpu.discard(sample), /BufferPool.discard: buffer "sample" does not belong to this pool/, 'twice: refused');
       gpu.release(batch);
+      gpu.destroy();
+    },
+  );
+
+  t.test(
+    'a label gets the buffer it had last time when that one is free, so a repeated step reuses its bind groups',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      let created = 0;
+      const count = ctx.bindGroupCreated.bind(ctx);
+      ctx.bindGroupCreated = () => {
+        created++;
+        count();
+      };
+      // One "step": a and b live together, a is released first. Last-in-first-out alone would hand a
+      // the buffer b had (b's, released last, is on top), and so rotate the two every step.
+      const buffersOf: string[] = [];
+      const ids = new Map<GPUBuffer, number>();
+      const id = (t: { part: { buffer: GPUBuffer } }) => ids.get(t.part.buffer) ?? ids.set(t.part.buffer, ids.size).get(t.part.buffer)!;
+      const createdBy: number[] = [];
+      for (let step = 0; step < 4; step++) {
+        const before = created;
+        const a = gpu.tensor([64], 'f32', 'step.a');
+        const b = gpu.tensor([64], 'f32', 'step.b');
+        await copyStrided(gpu, a, b, { rows: 1, width: 64 });
+        buffersOf.push(`${id(a)} ${id(b)}`);
+        gpu.release(a);
+        gpu.release(b);
+        createdBy.push(created - before);
+      }
+      assertDeepEqual(buffersOf, ['0 1', '0 1', '0 1', '0 1'], 'each label keeps its buffer');
+      assertDeepEqual(createdBy, [1, 0, 0, 0], 'one bind group, created by the first step only');
+      // A label whose buffer is leased takes the last released one.
+      const held = gpu.tensor([64], 'f32', 'step.a');
+      const other = gpu.tensor([64], 'f32', 'step.a');
+      assert(id(held) === 0 && id(other) === 1, 'a second step.a gets the free buffer');
+      gpu.release(held, other);
+      // A trimmed buffer is forgotten: the label gets a new one.
+      gpu.pool.trim();
+      const fresh = gpu.tensor([64], 'f32', 'step.a');
+      assert(id(fresh) === 2, 'after trim, a new buffer');
+      gpu.release(fresh);
       gpu.destroy();
     },
   );

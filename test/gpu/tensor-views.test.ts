@@ -12,7 +12,7 @@ import { planTensorLayout } from '../../src/gpu/tensor.ts';
 import { clearRows, copyElements, copyRows, stackedRows, viewIfAligned } from '../../src/gpu/tensor-views.ts';
 import { allocateArena } from '../../src/optim/parameter-arena.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assert, assertDeepEqual, assertEqual, assertThrows } from '../harness/assert.ts';
+import { assert, assertDeepEqual, assertEqual, assertThrows, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 /** A Gpu whose tensors split at `limit` bytes (the device keeps its real limit); `setLimit` changes it. */
@@ -25,8 +25,6 @@ function lowered(ctx: GpuContext, limit: number): Gpu {
 function setLimit(gpu: Gpu, limit: number): void {
   Object.defineProperty(gpu, 'maxBindingBytes', { value: limit, configurable: true });
 }
-
-const same = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
 
 export default defineSuite('gpu/tensor-views', (t) => {
   t.test('layout: rows of the outermost dimension while one fits a binding, else of the first two, never of the innermost', () => {
@@ -51,7 +49,7 @@ export default defineSuite('gpu/tensor-views', (t) => {
         assertEqual(split.splitDims, 2, 'split over B·S');
         assertEqual(split.rows, B * S, 'counted in B·S rows');
         assertEqual(split.parts.length, 8, '15 rows, 2 per part');
-        assert(same(await gpu.read(split), values), 'round trip');
+        assert(sameBits(await gpu.read(split), values), 'round trip');
 
         // Rows 3..12 of the split tensor into rows 1..10 of a [B·S, V] tensor split at another limit.
         setLimit(gpu, 100);
@@ -62,7 +60,7 @@ export default defineSuite('gpu/tensor-views', (t) => {
         const want = new Float32Array(B * S * V);
         want.set(values.subarray(3 * V, 13 * V), V);
         want.fill(0, 5 * V, 7 * V);
-        assert(same(await gpu.read(dst), want), 'copyRows then clearRows');
+        assert(sameBits(await gpu.read(dst), want), 'copyRows then clearRows');
 
         // An element range that starts and ends inside rows, into an unsplit vector.
         setLimit(gpu, 1 << 20);
@@ -70,7 +68,7 @@ export default defineSuite('gpu/tensor-views', (t) => {
         copyElements(gpu, split, 7, flat, 11, 50);
         const wantFlat = new Float32Array(B * S * V);
         wantFlat.set(values.subarray(7, 57), 11);
-        assert(same(await gpu.read(flat), wantFlat), 'copyElements across parts');
+        assert(sameBits(await gpu.read(flat), wantFlat), 'copyElements across parts');
 
         // copyInto: a whole sample into the second sequence of a batch split over its rows.
         const sample = gpu.upload([S, V], 'f32', values.subarray(0, S * V), 'sample');
@@ -79,7 +77,7 @@ export default defineSuite('gpu/tensor-views', (t) => {
         gpu.copyInto(sample, batch, S * V * 4);
         const wantBatch = new Float32Array(B * S * V);
         wantBatch.set(values.subarray(0, S * V), S * V);
-        assert(same(await gpu.read(batch), wantBatch), 'copyInto a split batch at an offset');
+        assert(sameBits(await gpu.read(batch), wantBatch), 'copyInto a split batch at an offset');
         gpu.release(split, dst, flat, sample, batch);
         assertEqual(gpu.pool.stats().liveBuffers, 0, 'nothing leaked');
       } finally {
@@ -142,7 +140,7 @@ export default defineSuite('gpu/tensor-views', (t) => {
         const [a, b, c, d] = params.map((p) => p.value);
         const ab = stackedRows([a, b], 'ab');
         assertDeepEqual(ab?.shape, [32, 16], 'a and b stack into [32, 16]');
-        assert(same(await gpu.read(ab!), new Float32Array(32 * 16).fill(16)), 'the stack reads a then b');
+        assert(sameBits(await gpu.read(ab!), new Float32Array(32 * 16).fill(16)), 'the stack reads a then b');
         assertDeepEqual(stackedRows([a, b, c], 'abc')?.shape, [35, 16], 'c follows b directly');
         assertEqual(stackedRows([c, d], 'cd'), undefined, 'd starts after a gap: no stack');
         assertEqual(stackedRows([b, a], 'ba'), undefined, 'out of order: no stack');

@@ -27,6 +27,11 @@ function bigintSafe(_key: string, value: unknown): unknown {
 type Numeric = ArrayLike<number>;
 
 /** ‖a − b‖₂ / ‖b‖₂ (b is the reference). Returns 0 when both are zero. */
+/** Whether two arrays hold the same bits (Object.is per element: −0 and NaN as themselves). */
+export function sameBits(a: ArrayLike<number>, b: ArrayLike<number>): boolean {
+  return a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
+}
+
 export function relativeError(actual: Numeric, reference: Numeric): number {
   if (actual.length !== reference.length) {
     throw new AssertionError(`length mismatch: actual ${actual.length}, reference ${reference.length}`);

@@ -12,7 +12,7 @@ import { matmul } from '../../src/kernels/matmul.ts';
 import { matmulRef } from '../../src/reference/matmul.ts';
 import { f16ToF32Ref, f32ToF16Ref } from '../../src/reference/cast.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assert, assertEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
+import { assert, assertEqual, assertRejects, assertRelClose, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 
 /** f32 products against float64: the matmul kernels' own bound (MATMUL_TOLERANCE for f32 variants). */
@@ -164,10 +164,9 @@ export default defineSuite('kernels/linear', (t) => {
     await matmul(gpu, dy, w, dx, { M: rows, N: IN, K: OUT }, { beta: 1 });
     await matmul(gpu, dy, x, dw, { M: OUT, N: IN, K: rows }, { transA: true, beta: 1 });
     const [py, pdx, pdw] = await Promise.all([y, dx, dw].map((t) => gpu.read(t)));
-    const same = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
-    assert(same(r.out.yAcc, py), 'forward (alpha 0.5, beta 1) equals matmul bit for bit');
-    assert(same(r.out.dxAcc, pdx), 'input grad (beta 1) equals matmul bit for bit');
-    assert(same(r.out.dwAcc, pdw), 'weight grad (beta 1) equals matmul bit for bit');
+    assert(sameBits(r.out.yAcc, py), 'forward (alpha 0.5, beta 1) equals matmul bit for bit');
+    assert(sameBits(r.out.dxAcc, pdx), 'input grad (beta 1) equals matmul bit for bit');
+    assert(sameBits(r.out.dwAcc, pdw), 'weight grad (beta 1) equals matmul bit for bit');
     gpu.release(x, w, dy, y, dx, dw);
     r.release();
     assertEqual(gpu.pool.stats().liveBuffers, 0, 'every tensor released');

@@ -10,15 +10,13 @@ import { reduceStepLoss, softCrossEntropy, softCrossEntropyRows } from '../../sr
 import { eagle3Metrics, eagle3MetricsRows, reduceMetrics } from '../../src/kernels/metrics.ts';
 import { buildTeacher } from '../../src/kernels/teacher.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assert, assertRejects } from '../harness/assert.ts';
+import { assert, assertRejects, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { randomMapping, randomMask, teacherLogits } from './loss-data.ts';
 
 const [B, S, K] = [3, 7, 2]; // 21 rows; TTT step 2 shifts inside each sequence of 7
 const ROWS = B * S;
 const [V, D] = [96, 40];
-
-const sameBits = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
 
 export default defineSuite('kernels/loss-rows-windows', (t) => {
   t.test('teacher, metrics and soft CE window by window give the bits of the whole calls', async ({ gpu: ctx, note }) => {

@@ -7,7 +7,7 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
 import type { Tensor } from '../../src/gpu/tensor.ts';
 import { hardCrossEntropy, softCrossEntropy, type GradMode } from '../../src/kernels/loss.ts';
-import { LOSS_ROW_GEOMETRY } from '../../src/kernels/loss-rows.ts';
+import { LOSS_ROW_GEOMETRY, rowSegments } from '../../src/kernels/loss-rows.ts';
 import { eagle3Metrics } from '../../src/kernels/metrics.ts';
 import { availableRowVariants, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
 import { buildTeacher } from '../../src/kernels/teacher.ts';
@@ -175,6 +175,35 @@ export default defineSuite('kernels/loss-rows', (t) => {
       gpu.destroy();
     },
   );
+
+  t.test('row segments: one dispatch per run of equal bindings, a cut at each shifted part boundary', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const plain = gpu.tensor([ROWS, 4], 'f32', 'plain');
+    const split = chunked(gpu, [ROWS, 4], 'f32', [8, 13], 'split');
+    const spans = (segs: ReturnType<typeof rowSegments>) => segs.map((s) => [s.start, s.count]);
+    // One part read at r + K: both sides of the shifted end bind that part, so one segment.
+    assertDeepEqual(spans(rowSegments(ROWS, [{ tensor: plain, shift: K }, { tensor: plain }])), [[0, ROWS]], 'one part, shifted');
+    // Parts [0, 8) and [8, 21) read at r + K: rows 0..5 read part 0; rows 6.. part 1 (the pad rows past the end too).
+    assertDeepEqual(
+      spans(rowSegments(ROWS, [{ tensor: split, shift: K }])),
+      [
+        [0, 8 - K],
+        [8 - K, ROWS - 8 + K],
+      ],
+      'two parts, shifted',
+    );
+    // Unshifted split operand beside a shifted plain one: the cut is the split's own boundary.
+    assertDeepEqual(
+      spans(rowSegments(ROWS, [{ tensor: split }, { tensor: plain, shift: K }], { start: 2, count: 15 })),
+      [
+        [2, 6],
+        [8, 9],
+      ],
+      'two parts in a range',
+    );
+    gpu.release(plain, split);
+    gpu.destroy();
+  });
 
   t.test('an unknown variant is refused naming the op', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);

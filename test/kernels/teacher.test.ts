@@ -11,7 +11,7 @@ import { availableRowVariants, rowDeviceFacts } from '../../src/kernels/row-vari
 import { buildTeacher, buildTeacherPruned, targetStats } from '../../src/kernels/teacher.ts';
 import { targetStatsRef, teacherPrunedRef } from '../../src/reference/loss.ts';
 import { Rng } from '../../src/util/random.ts';
-import { assertDeepEqual, assertRejects, assertRelClose } from '../harness/assert.ts';
+import { assertDeepEqual, assertRejects, assertRelClose, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { chunked, randomMapping, randomMask, teacherLogits } from './loss-data.ts';
 
@@ -22,8 +22,6 @@ function draftColumns(T: Float32Array, rows: number, V: number, used: Int32Array
   for (let r = 0; r < rows; r++) for (let d = 0; d < D; d++) z[r * D + d] = T[r * V + used[d]];
   return z;
 }
-
-const same = (a: ArrayLike<number>, b: ArrayLike<number>) => a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));
 
 export default defineSuite('kernels/teacher', (t) => {
   t.test('target stats and the pruned teacher vs float64, every row layout, plain and split', async ({ gpu: ctx, note }) => {
@@ -128,7 +126,7 @@ export default defineSuite('kernels/teacher', (t) => {
           ['pTilde', full.pTilde, pruned.pTilde],
           ['positionMask', full.positionMask, pruned.positionMask],
         ] as const)
-          if (!same(await gpu.read(a), await gpu.read(b))) throw new Error(`${variant}: ${name} differs from the full-logits teacher`);
+          if (!sameBits(await gpu.read(a), await gpu.read(b))) throw new Error(`${variant}: ${name} differs from the full-logits teacher`);
         gpu.release(logits, t2dT, usedT, lmT, ...Object.values(full), lse, tok, Z, ...Object.values(pruned));
       }
     } finally {

@@ -116,7 +116,3 @@ export async function readTrainedStep(gpu: Gpu, backend: AdamWBackend, c: Eagle3
     updated: await Promise.all(valueReads),
   };
 }
-
-/** Whether two arrays hold the same bits (Object.is per element: −0 and NaN as themselves). */
-export const sameBits = (a: ArrayLike<number>, b: ArrayLike<number>): boolean =>
-  a.length === b.length && Array.from(a).every((v, i) => Object.is(v, b[i]));

@@ -19,7 +19,7 @@ import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { eagle3EvalForward } from '../../src/model/eagle3/forward.ts';
 import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
-import { assertEqual, assertRelClose } from '../harness/assert.ts';
+import { assertEqual, assertRelClose, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference, type Eagle3RefInputs } from '../../src/reference/eagle3.ts';
@@ -29,7 +29,6 @@ import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
 import {
   randomEagle3Problem,
   readTrainedStep,
-  sameBits,
   SPLITTABLE_DRAFT,
   uploadRandomInputs,
   type RandomProblemLayout,

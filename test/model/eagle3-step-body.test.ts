@@ -10,7 +10,7 @@ import { Gpu } from '../../src/gpu/gpu.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
-import { assert, assertEqual, assertRelClose } from '../harness/assert.ts';
+import { assert, assertEqual, assertRelClose, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import type { Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3ParameterShapes } from '../../src/config/eagle3-config.ts';
@@ -19,7 +19,6 @@ import { FIXTURE_OPTIMIZER, releaseInputs } from './eagle3-fixture.ts';
 import {
   randomEagle3Problem,
   readTrainedStep,
-  sameBits,
   SPLITTABLE_DRAFT,
   uploadRandomInputs,
   type RandomProblemLayout,

@@ -2,6 +2,7 @@
 import type { Suite } from '../harness/suite.ts';
 import lossFixture from '../kernels/loss-fixture.test.ts';
 import lossKernels from '../kernels/loss.test.ts';
+import lossReduce from '../kernels/loss-reduce.test.ts';
 import lossRows from '../kernels/loss-rows.test.ts';
 import lossRowsWindows from '../kernels/loss-rows-windows.test.ts';
 import teacherKernels from '../kernels/teacher.test.ts';
@@ -14,6 +15,7 @@ export const kernels_lossSuites: readonly Suite[] = [
   vocabMapping,
   rowVariant,
   lossKernels,
+  lossReduce,
   teacherKernels,
   lossRows,
   lossRowsWindows,

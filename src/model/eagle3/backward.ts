@@ -24,6 +24,7 @@ import { copyStrided } from '../../kernels/copy-strided.ts';
 import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { reduceStepLoss } from '../../kernels/loss.ts';
 import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
+import { ropeQkvJoin } from '../../kernels/rope-qkv.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
 import { canViewAt, copyElements, elementView, viewIfAligned } from '../../gpu/tensor-views.ts';
@@ -31,7 +32,7 @@ import type { Eagle3Parameters } from './parameters.ts';
 import { fcWeightGrad } from './fc-chunks.ts';
 import { mlpActivationTensors, mlpBackward } from './mlp-chunks.ts';
 import { encodeStepBody, stackedProjectionFits, type StepContext } from './step-body.ts';
-import { captureLogits, encodeStepHead, stepLossSlots, type StepHeadContext } from './step-head.ts';
+import { captureLogits, encodeStepHead, reduceStepLosses, rowLossStride, stepLossSlots, type StepHeadContext } from './step-head.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
   const c = params.config;
@@ -52,6 +53,10 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');
   let dFromNext: Tensor | undefined;
 
+  // Every step's row losses in one [L, stride] table, each step's rows a view of their own, so one
+  // dispatch reduces them all at the end; one tensor per step where the table would not fit a binding.
+  const stride = rowLossStride(R, gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256);
+  const rowLossTable = L * stride * 4 <= gpu.maxBindingBytes ? gpu.tensor([L, stride], 'f32', 'eagle3.rowLosses') : undefined;
   const rowLosses: Tensor[] = [];
   const headContext: StepHeadContext = {
     gpu,
@@ -68,7 +73,9 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const encodeHead = async (k: number, hOut: Tensor, invRmsFinal: Tensor): Promise<Tensor> => {
     const f = gpu.tensor([R, H], 'f32', `eagle3.s${k}.f`);
     const dF = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dF`);
-    rowLosses[k] = gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
+    rowLosses[k] = rowLossTable
+      ? elementView(gpu, rowLossTable, k * stride, R, `eagle3.s${k}.rowLoss`)
+      : gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
     await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { ...norm, eps: c.rmsNormEps });
     const captured = s.captured ? captureLogits(gpu, R, c.draftVocabSize) : undefined;
     await encodeStepHead({ ...headContext, onLogits: captured && (async (logits) => captured.add(logits)) }, k, f, dF, rowLosses[k]);
@@ -193,15 +200,22 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     }
   }
   // The losses: each step's, and the weighted total in step order (the bits of the gradient-free forward's).
-  for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rowLosses[k], s.lossOut, stepLossSlots(k, R, L));
-  gpu.release(dKCache, dVCache, ...rowLosses);
+  gpu.release(dKCache, dVCache);
+  if (rowLossTable) {
+    await reduceStepLosses(gpu, rowLossTable, s.lossOut, R, L, stride);
+    gpu.release(rowLossTable);
+  } else {
+    for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rowLosses[k], s.lossOut, stepLossSlots(k, R, L));
+    gpu.release(...rowLosses);
+  }
 }
 
 /**
  * The q, k and v projections of step k backward, from dQRot and cache slot k of dKCache and dVCache:
  * RoPE⁻¹ (the rotation by −angle: the same kernel with the (cos, −sin) table), then the weight
  * gradients (accumulated) and dz (written). Where W_q, W_k and W_v are stacked (Eagle3Parameters.qkv),
- * dq, dk and dv go side by side into one [R, qDim + 2·kvDim] tensor, and one matmul gives the three
+ * dq, dk and dv go side by side into one [R, qDim + 2·kvDim] tensor (one dispatch, ropeQkvJoin,
+ * rotates and places the three), and one matmul gives the three
  * weight gradients and one gives dz; otherwise three of each. A cache slot is read in place where it
  * can be bound on its own, else copied out first.
  */
@@ -226,21 +240,15 @@ async function projectionsBackward(
     copyElements(gpu, cache, k * slot, t, 0, slot);
     return { t, owned: true };
   };
-  const unrotate = (from: Tensor, to: Tensor, heads: number, at?: { stride: number; offset: number }) =>
-    ropeTableForward(gpu, from, x.positions, x.ropeInverse, to, {
-      rows: R,
-      nHeads: heads,
-      headDim: c.headDim,
-      ...(at && { strideY: at.stride, offsetY: at.offset }),
-    });
+  const unrotate = (from: Tensor, to: Tensor, heads: number) =>
+    ropeTableForward(gpu, from, x.positions, x.ropeInverse, to, { rows: R, nHeads: heads, headDim: c.headDim });
   const dKRot = slotOf(x.dKCache, 'dKRot');
   const dv = slotOf(x.dVCache, 'dv');
   const W = qDim + 2 * kvDim;
   if (params.qkv && stackedProjectionFits(R, W, gpu.maxBindingBytes)) {
     const dQkv = gpu.tensor([R, W], 'f32', `eagle3.s${k}.dQkv`);
-    await unrotate(x.dQRot, dQkv, c.numHeads, { stride: W, offset: 0 });
-    await unrotate(dKRot.t, dQkv, c.numKvHeads, { stride: W, offset: qDim });
-    await copyStrided(gpu, dv.t, dQkv, { rows: R, width: kvDim, dstStride: W, dstOffset: qDim + kvDim });
+    const heads = { rows: R, qHeads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim };
+    await ropeQkvJoin(gpu, { q: x.dQRot, k: dKRot.t, v: dv.t }, x.positions, x.ropeInverse, dQkv, heads);
     await linearWeightGrad(gpu, dQkv, x.z, params.qkv.grad, shape(W), { beta: 1 });
     await linearInputGrad(gpu, dQkv, params.qkv.value, x.dz, shape(W));
     gpu.release(dQkv);

@@ -15,6 +15,7 @@ import { copyStrided } from '../../kernels/copy-strided.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
+import { ropeQkvSplit } from '../../kernels/rope-qkv.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { canViewAt, copyElements, elementView, viewIfAligned } from '../../gpu/tensor-views.ts';
 import type { Eagle3Inputs } from './inputs.ts';
@@ -148,9 +149,9 @@ export function stackedProjectionFits(rows: number, qkvWidth: number, maxBinding
 /**
  * q, k and v of step k from z: qRot is returned, the rotated k and the v go into cache slot k (not
  * under recompute: the caches hold them). Where the arena stacked W_q, W_k and W_v
- * (Eagle3Parameters.qkv) one projection gives all three side by side in each row, and RoPE and the
- * copy into the cache read them there; a recompute runs that same projection, so its q has the bits
- * of the forward's. Otherwise three projections. The rotated k and the v go straight into the cache
+ * (Eagle3Parameters.qkv) one projection gives all three side by side in each row, and one dispatch
+ * (ropeQkvSplit) rotates q and k and places the three where they go; a recompute runs that same
+ * projection and rotates only q (rope/table, the same bits), so its q has the bits of the forward's. Otherwise three projections. The rotated k and the v go straight into the cache
  * slot where it can be bound on its own, else through scratch tensors and a copy.
  */
 async function encodeProjections(ctx: StepContext, k: number, z: Tensor, recompute: boolean, s: string): Promise<Tensor> {
@@ -181,11 +182,10 @@ async function encodeProjections(ctx: StepContext, k: number, z: Tensor, recompu
   if (params.qkv && stackedProjectionFits(R, W, gpu.maxBindingBytes)) {
     const qkv = gpu.tensor([R, W], 'f32', `${s}.qkv`);
     await linear(z, params.qkv.value, qkv, W);
-    await rope(qkv, qRot, c.numHeads, { stride: W, offset: 0 });
     if (kRot && v) {
-      await rope(qkv, kRot, c.numKvHeads, { stride: W, offset: qDim });
-      await copyStrided(gpu, qkv, v, { rows: R, width: kvDim, srcStride: W, srcOffset: qDim + kvDim });
-    }
+      const heads = { rows: R, qHeads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim };
+      await ropeQkvSplit(gpu, qkv, ctx.positions[k], ctx.ropeForward, { q: qRot, k: kRot, v }, heads);
+    } else await rope(qkv, qRot, c.numHeads, { stride: W, offset: 0 });
     gpu.release(qkv);
   } else {
     const q = gpu.tensor([R, qDim], 'f32', `${s}.q`);

@@ -16,6 +16,7 @@ import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { reduceStepLoss, softCrossEntropyRows } from '../../kernels/loss.ts';
+import { reduceTable } from '../../kernels/loss-reduce.ts';
 import { eagle3MetricsRows, reduceMetrics } from '../../kernels/metrics.ts';
 import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
 import type { Eagle3Inputs } from './inputs.ts';
@@ -126,6 +127,32 @@ export async function encodeStepHead(
 /** Where step k's loss goes: lossOut[k], and 0.8ᵏ of it into the total lossOut[L] (the first step writes it). */
 export function stepLossSlots(k: number, rows: number, L: number) {
   return { rows, slot: k, total: { slot: L, weight: PLOSS_DECAY ** k, accumulate: k > 0 } };
+}
+
+/**
+ * The row stride of a [steps, stride] table of the steps' row losses: `rows` rounded up so that each
+ * step's rows start on a binding boundary (`alignBytes`, the device's minStorageBufferOffsetAlignment)
+ * and can be handed to its head as a tensor of their own.
+ */
+export function rowLossStride(rows: number, alignBytes: number): number {
+  const perBoundary = alignBytes / 4;
+  return Math.ceil(rows / perBoundary) * perBoundary;
+}
+
+/**
+ * What stepLossSlots asks of each of the L steps, for all of them in one dispatch: lossOut[k] =
+ * Σ_r table[k, r] / rows and lossOut[L] = Σ_k 0.8ᵏ · Σ_r table[k, r] / rows in step order, from the
+ * [L, stride] table of row losses. The same bits as reduceStepLoss step by step (kernels/loss-reduce.ts).
+ */
+export async function reduceStepLosses(gpu: Gpu, table: Tensor, lossOut: Tensor, rows: number, L: number, stride: number): Promise<void> {
+  const weights = Array.from({ length: L }, (_, k) => stepLossSlots(k, rows, L).total.weight / rows);
+  await reduceTable(
+    gpu,
+    table,
+    lossOut,
+    { rows, cols: L, rowStride: 1, colStride: stride, outOffset: 0, scale: 1 / rows, total: { offset: L, weights } },
+    'reduceStepLosses',
+  );
 }
 
 /** Reads back a step's logits chunk by chunk (the training `capture` option) and joins them into [R, D]. */

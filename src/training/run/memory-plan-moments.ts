@@ -42,6 +42,8 @@ export interface StepShape {
   readonly mlpRows: number;
   readonly headRows: number;
   readonly fcRows: number;
+  /** Row stride of the steps' [L, stride] row-loss table (model/eagle3/step-head.ts rowLossStride), or 0 for one [R] tensor per step. */
+  readonly rowLossStride: number;
 }
 
 /** What the step keeps through its forward and backward, and its moments. */
@@ -71,7 +73,8 @@ export function stepTensors(x: StepShape): StepTensors {
   const live = (specs: TensorSpec[]) => (x.recompute ? specs : []);
   const caches = [t('kCache', [L, B, S, kvDim])];
   const kept = [
-    ...times(L, [t('hOut', [R, H]), t('positions', [R], 'i32'), t('rowLoss', [R])]),
+    ...times(L, [t('hOut', [R, H]), t('positions', [R], 'i32'), ...(x.rowLossStride ? [] : [t('rowLoss', [R])])]),
+    ...(x.rowLossStride ? [t('rowLosses', [L, x.rowLossStride])] : []),
     ...(x.recompute ? [] : times(L, body)),
     t('hidden0', [R, H]),
     ...times(2, caches),

@@ -27,6 +27,7 @@ import { parameterBytes, planArena } from '../../optim/parameter-arena.ts';
 import { fcChunkRows } from '../../model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
 import { stackedProjectionFits } from '../../model/eagle3/step-body.ts';
+import { rowLossStride } from '../../model/eagle3/step-head.ts';
 import { stepTensors } from './memory-plan-moments.ts';
 import { headChunkRows } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
@@ -164,6 +165,8 @@ export function itemSpecs(
     mlpRows: M,
     headRows: C,
     fcRows: F,
+    // The device's binding alignment is at most 256 bytes, so this stride is not below the one it uses.
+    rowLossStride: L * rowLossStride(R, 256) * 4 <= maxBinding ? rowLossStride(R, 256) : 0,
   });
   const ropeRows = S + L - 1;
   return {
