@@ -5,7 +5,7 @@
  * marked `*` in the record's variant field.
  *
  * `benchMatmulGemv`: single-row products (M = 1, a decode step's X·Wᵀ) at N x K weight shapes,
- * naive vs gemv vs gemv-vec4 with f32 and with f16 weights, interleaved rep by rep so that their
+ * naive vs gemv vs gemv-vec4 vs gemv-subgroup with f32 and with f16 weights, interleaved rep by rep so that their
  * ratios hold on a loaded machine (`npm run bench -- --only gemv`).
  *
  * `benchMatmulF16w`: M > 1 rows against f16 weights (a prefill or capture), every f16-weight variant.
@@ -67,8 +67,12 @@ export async function benchMatmulGemv(gpu: Gpu, shapes: readonly (readonly [numb
     const weights = { f32: gpu.upload([N, K], 'f32', w, 'w32'), f16: gpu.upload([N, K], 'f16', f32ToF16Bits(w, 'w16'), 'w16') };
     const C = gpu.tensor([N], 'f32', 'y');
     const cases = (['f32', 'f16'] as const).flatMap((weight) =>
-      (['naive', 'gemv', 'gemv-vec4'] as const)
-        .filter((variant) => matmulShapeUnfit(variant, { M: 1, N, K, transB: true, bDType: weight }) === undefined)
+      (['naive', 'gemv', 'gemv-vec4', 'gemv-subgroup'] as const)
+        .filter(
+          (variant) =>
+            matmulVariantUnsupported(variant, gpu.ctx.features, matmulDeviceFacts(gpu.ctx), weight) === undefined &&
+            matmulShapeUnfit(variant, { M: 1, N, K, transB: true, bDType: weight }) === undefined,
+        )
         .map((variant) => ({ weight, variant })),
     );
     const key = (weight: string, variant: string) => `${variant} ${weight}`;
@@ -120,6 +124,7 @@ export async function benchMatmulF16w(gpu: Gpu, shapes: readonly (readonly [numb
       (v) =>
         v !== 'gemv' &&
         v !== 'gemv-vec4' &&
+        v !== 'gemv-subgroup' &&
         !(SLOW_ON_LARGE.has(v) && M * N * K > 2 ** 28) &&
         matmulVariantUnsupported(v, gpu.ctx.features, facts, 'f16') === undefined &&
         matmulShapeUnfit(v, shape) === undefined,

@@ -31,39 +31,9 @@ const KC: u32 = select(4u, 8u, B_F16 != 0u);
 
 #include "include/gemv-reduce.wgsl"
 
-// acc + a · w over one vec4 of A and the four weights w (k increasing).
-fn dot4(acc: f32, a: vec4<f32>, w: vec4<f32>) -> f32 {
-  return fma(a.w, w.w, fma(a.z, w.z, fma(a.y, w.y, fma(a.x, w.x, acc))));
-}
+#include "include/gemv-vec4-sums.wgsl"
 
 @compute @workgroup_size(WG_X, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-  let lane = lid.x;
-  let col0 = wg.x * TILE_N;
-  let baseA = wg.z * p.strideA / 4u;
-  let chunks = p.K / KC;
-
-  var rowB: array<u32, THREAD_N>; // vec4 index of each weight row's first chunk
-  var acc: array<f32, THREAD_N>;
-  for (var j = 0u; j < THREAD_N; j++) {
-    rowB[j] = (wg.z * p.strideB + min(col0 + j, p.N - 1u) * p.K) / KC;
-    acc[j] = 0.0;
-  }
-  for (var c = lane; c < chunks; c += WG_X) {
-    if (B_F16 != 0u) {
-      let a0 = A[baseA + 2u * c];
-      let a1 = A[baseA + 2u * c + 1u];
-      for (var j = 0u; j < THREAD_N; j++) {
-        let w = B[rowB[j] + c];
-        let lo = vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
-        let hi = vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w));
-        acc[j] = dot4(dot4(acc[j], a0, lo), a1, hi);
-      }
-    } else {
-      let a = A[baseA + c];
-      for (var j = 0u; j < THREAD_N; j++) { acc[j] = dot4(acc[j], a, bitcast<vec4<f32>>(B[rowB[j] + c])); }
-    }
-  }
-
-  gemvReduceStore(lane, col0, wg.z, acc);
+  gemvReduceStore(lid.x, wg.x * TILE_N, wg.z, gemvVec4Sums(wg, lid.x));
 }

@@ -19,6 +19,8 @@
  *               general variants: it takes only M = 1).
  *   gemv-vec4 — gemv reading the row and the weights as vec4s (four f32 or eight f16 weights per
  *               load), for K a multiple of 4 (f32) or 8 (f16 weights); M = 1 only, like gemv.
+ *   gemv-subgroup — gemv-vec4 in one 8-lane subgroup per workgroup, the lanes' sums added by subgroup
+ *               shuffles instead of a barrier tree (`subgroups`, as wide as the workgroup); CPU adapters.
  * Weights stored as f16 (a B tensor of dtype 'f16', the frozen target's weights): every variant but
  * tiled-f16 also exists as a *-f16w kernel (the same shader text compiled with B_F16 = 1, or for
  * subgroup-vec4 the shared body include/matmul-subgroup-vec4 with an f16 load), which reads B as packed f16 through the core builtin
@@ -34,7 +36,8 @@ import { fmtShape, type Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { shaderSource } from './shader-source.ts';
 
-export type MatmulVariant = 'naive' | 'tiled' | 'blocked' | 'subgroup' | 'subgroup-vec4' | 'tiled-f16' | 'gemv' | 'gemv-vec4';
+export type MatmulVariant =
+  'naive' | 'tiled' | 'blocked' | 'subgroup' | 'subgroup-vec4' | 'tiled-f16' | 'gemv' | 'gemv-vec4' | 'gemv-subgroup';
 
 /** Storage type of B: f32, or f16 (f16 storage, f32 arithmetic). A and C are always f32. */
 export type MatmulWeightDType = 'f32' | 'f16';
@@ -51,6 +54,7 @@ export const MATMUL_F16W_VARIANTS = [
   'subgroup-vec4',
   'gemv',
   'gemv-vec4',
+  'gemv-subgroup',
 ] as const satisfies readonly MatmulVariant[];
 export type MatmulF16wVariant = (typeof MATMUL_F16W_VARIANTS)[number];
 
@@ -89,6 +93,10 @@ export const MATMUL_GEOMETRY: Readonly<Record<MatmulVariant, MatmulGeometry>> = 
   // Each lane loads four f32 (or eight f16) weights of a row at a time; 32 lanes x 8 rows measured
   // best of 16..64 lanes x 4..16 rows on llvmpipe (bench/RESULTS.md, "Matmuls near the ceiling").
   'gemv-vec4': { WG_X: 32, WG_Y: 1, THREAD_M: 1, THREAD_N: 8, TILE_M: 1, TILE_N: 8 },
+  // One 8-lane subgroup (llvmpipe's SIMD width) per workgroup, 4 rows each: of 1, 2, 4, 8 and 32 rows
+  // on llvmpipe, 4 and 8 were best at 1 x 4096 x 4096, 8192 x 2048 and 2048 x 2048 (within the
+  // machine's spread of each other with f32 weights), 4 with f16 weights by 1.1-1.3x.
+  'gemv-subgroup': { WG_X: 8, WG_Y: 1, THREAD_M: 1, THREAD_N: 4, TILE_M: 1, TILE_N: 4 },
 };
 
 const matmulKernel = (variant: MatmulVariant, shader: string, requires?: readonly string[], bF16 = false): KernelDef => ({
@@ -107,6 +115,7 @@ export const MATMUL_KERNELS: Readonly<Record<MatmulVariant, KernelDef>> = {
   'tiled-f16': matmulKernel('tiled-f16', 'tiled-f16', ['shader-f16']),
   gemv: matmulKernel('gemv', 'gemv'),
   'gemv-vec4': matmulKernel('gemv-vec4', 'gemv-vec4'),
+  'gemv-subgroup': matmulKernel('gemv-subgroup', 'gemv-subgroup', ['subgroups']),
 };
 
 /** The f16-weight kernels: the geometry of the f32 variant; its shader text with B_F16 = 1, except subgroup-vec4-f16w (its own B load around the shared body). */
@@ -118,6 +127,7 @@ export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>>
   'subgroup-vec4': matmulKernel('subgroup-vec4', 'subgroup-vec4-f16w', ['subgroups'], true),
   gemv: matmulKernel('gemv', 'gemv-f16w', undefined, true),
   'gemv-vec4': matmulKernel('gemv-vec4', 'gemv-vec4-f16w', undefined, true),
+  'gemv-subgroup': matmulKernel('gemv-subgroup', 'gemv-subgroup-f16w', ['subgroups'], true),
 };
 
 const isF16wVariant = (v: MatmulVariant): v is MatmulF16wVariant => (MATMUL_F16W_VARIANTS as readonly MatmulVariant[]).includes(v);
@@ -140,6 +150,7 @@ export const MATMUL_TOLERANCE: Readonly<Record<MatmulVariant, number>> = {
   'tiled-f16': 2e-3,
   gemv: 1e-5,
   'gemv-vec4': 1e-5,
+  'gemv-subgroup': 1e-5,
 };
 
 export interface MatmulShape {
@@ -186,8 +197,8 @@ export function matmulVariantUnsupported(
     if (!features.has(feature)) return `matmul variant ${variant} needs the WebGPU feature "${feature}"`;
   }
   // The shader assumes its whole workgroup is one subgroup with lanes 0..WG_X-1.
-  const lanes = MATMUL_GEOMETRY.subgroup.WG_X;
-  if ((variant === 'subgroup' || variant === 'subgroup-vec4') && !((facts.subgroupMinSize ?? 0) >= lanes)) {
+  const lanes = MATMUL_GEOMETRY[variant].WG_X;
+  if ((variant === 'subgroup' || variant === 'subgroup-vec4' || variant === 'gemv-subgroup') && !((facts.subgroupMinSize ?? 0) >= lanes)) {
     return `matmul variant ${variant} needs subgroups of at least ${lanes} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
   }
   return undefined;
@@ -199,7 +210,7 @@ export function matmulVariantUnsupported(
  * A is transposed (its rows are then the contiguous axis).
  */
 export function matmulShapeUnfit(variant: MatmulVariant, shape: MatmulShape): string | undefined {
-  if (variant === 'gemv-vec4') return gemvVec4Unfit(shape);
+  if (variant === 'gemv-vec4' || variant === 'gemv-subgroup') return gemvVec4Unfit(shape, variant);
   if (variant !== 'subgroup-vec4') return undefined;
   const { M, N, K } = shape;
   const s = shape.strides ?? { a: M * K, b: K * N, c: M * N };
@@ -221,15 +232,15 @@ export function availableMatmulVariants(features: ReadonlySet<string>, facts: Ma
   return MATMUL_VARIANTS.filter((v) => matmulVariantUnsupported(v, features, facts) === undefined);
 }
 
-/** gemv-vec4's limits: every weight row and batch starts on a vec4 of words (K, strides multiples of 4, or 8 for f16 weights). */
-function gemvVec4Unfit(shape: MatmulShape): string | undefined {
+/** gemv-vec4's (and gemv-subgroup's) limits: every weight row and batch starts on a vec4 of words (K, strides multiples of 4, or 8 for f16 weights). */
+function gemvVec4Unfit(shape: MatmulShape, variant: 'gemv-vec4' | 'gemv-subgroup' = 'gemv-vec4'): string | undefined {
   const kc = shape.bDType === 'f16' ? 8 : 4;
   const s = shape.strides ?? { a: shape.K, b: shape.K * shape.N, c: shape.N };
   const dims: [string, number, number][] = [['K', shape.K, kc]];
   if ((shape.batch ?? 1) > 1) dims.push(['strideA', s.a, 4], ['strideB', s.b, kc]);
   const bad = dims.filter(([, v, m]) => v % m !== 0);
   return bad.length > 0
-    ? `matmul variant gemv-vec4 reads ${kc} ${shape.bDType === 'f16' ? 'f16' : 'f32'} weights per load and needs ${bad.map(([n, v, m]) => `${n}=${v} a multiple of ${m}`).join(', ')}`
+    ? `matmul variant ${variant} reads ${kc} ${shape.bDType === 'f16' ? 'f16' : 'f32'} weights per load and needs ${bad.map(([n, v, m]) => `${n}=${v} a multiple of ${m}`).join(', ')}`
     : undefined;
 }
 
@@ -244,8 +255,9 @@ function gemvVec4Unfit(shape: MatmulShape): string | undefined {
  * - GPUs: naive for tiny outputs (fewer than 1024 elements), else tiled (workgroup-memory tiling
  *   is what GPUs are built for).
  * - f16 weights (bDType 'f16'), any adapter: gemv-vec4 for a single row against a transposed weight
- *   whose K is a multiple of 8, else gemv with even K (a decode step's projections; both measured
- *   faster than naive on llvmpipe, see `npm run bench -- --only gemv`), else the rule above, whose every pick has an f16-weight kernel.
+ *   whose K is a multiple of 8 (gemv-subgroup instead on CPU adapters with 8-lane subgroups: no
+ *   barriers), else gemv with even K (a decode step's projections; all measured faster than naive on
+ *   llvmpipe, see `npm run bench -- --only gemv`), else the rule above, whose every pick has an f16-weight kernel.
  *   f32 weights keep the rule above even at M = 1: gemv sums in another order, and the f32 path
  *   stays bit for bit what it was.
  */
@@ -256,7 +268,10 @@ export function chooseMatmulVariant(
 ): MatmulVariant {
   const { M, N } = shape;
   if (shape.bDType === 'f16' && M === 1 && shape.transB) {
-    if (gemvVec4Unfit(shape) === undefined) return 'gemv-vec4';
+    if (gemvVec4Unfit(shape) === undefined) {
+      const oneSubgroup = facts.fallbackAdapter && matmulVariantUnsupported('gemv-subgroup', features, facts) === undefined;
+      return oneSubgroup ? 'gemv-subgroup' : 'gemv-vec4';
+    }
     if (shape.K % 2 === 0) return 'gemv';
   }
   if (facts.fallbackAdapter) {
@@ -322,7 +337,7 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
   const variant = options.variant ?? chooseMatmulVariant(full, gpu.ctx.features, facts);
   const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts, bDType) ?? matmulShapeUnfit(variant, full);
   if (unsupported) throw new Error(`matmul: ${unsupported}`);
-  if (variant === 'gemv' || variant === 'gemv-vec4') checkGemv(b, { M, K, transB, strideB, batch, variant });
+  if (variant === 'gemv' || variant === 'gemv-vec4' || variant === 'gemv-subgroup') checkGemv(b, { M, K, transB, strideB, batch, variant });
   const def = matmulKernelFor(variant, bDType) as KernelDef;
   const kernel = await gpu.pipelines.get(def, {
     TRANS_A: options.transA ?? false,

@@ -18,7 +18,7 @@ import { defineSuite } from '../harness/suite.ts';
 import { F16W_TOL, f16Weights, GEMV_SHAPES, LAYOUTS, SHAPES, vec4BitDifferences } from './matmul-cases.ts';
 
 export default defineSuite('kernels/matmul-f16w', (t) => {
-  for (const variant of MATMUL_F16W_VARIANTS.filter((v) => v !== 'gemv' && v !== 'gemv-vec4')) {
+  for (const variant of MATMUL_F16W_VARIANTS.filter((v) => v !== 'gemv' && v !== 'gemv-vec4' && v !== 'gemv-subgroup')) {
     for (const layout of LAYOUTS) {
       t.test(
         `${variant} ${layout.tag} with f16 weights vs float64 on the f16-rounded weights (rel. err. <= ${F16W_TOL})`,
@@ -124,12 +124,25 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
     },
   );
 
-  for (const variant of ['gemv', 'gemv-vec4'] as const) {
+  for (const variant of ['gemv', 'gemv-vec4', 'gemv-subgroup'] as const) {
     for (const weight of ['f32', 'f16'] as const) {
       t.test(
         `${variant} with ${weight} weights: one row times [N, K]ᵀ, batched, alpha/beta, vs float64 (rel. err. <= 1e-5)`,
         async ({ gpu: ctx, note }) => {
           const gpu = new Gpu(ctx);
+          const unsupported = matmulVariantUnsupported(variant, ctx.features, matmulDeviceFacts(ctx), weight);
+          if (unsupported) {
+            // gemv-subgroup needs 8-lane subgroups: refused with that reason where there are none.
+            const [A, B] = [gpu.tensor([8], 'f32'), gpu.tensor([8], weight)];
+            await assertRejects(
+              () => matmul(gpu, A, B, A, { M: 1, N: 1, K: 8 }, { transB: true, variant }),
+              new RegExp(unsupported.replace(/[()]/g, '.')),
+              `${variant} refused`,
+            );
+            note('unsupported', unsupported);
+            gpu.destroy();
+            return;
+          }
           const rng = new Rng(weight === 'f32' ? 5 : 6);
           let worst = 0;
           let computed = 0;
@@ -205,12 +218,22 @@ export default defineSuite('kernels/matmul-f16w', (t) => {
     const cpu8: MatmulDeviceFacts = { fallbackAdapter: true, subgroupMinSize: 8, subgroupMaxSize: 8 };
     const gpuFacts: MatmulDeviceFacts = { fallbackAdapter: false, subgroupMinSize: 32, subgroupMaxSize: 32 };
     const decode = { M: 1, N: 8192, K: 2048, transB: true };
-    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16' }, all, cpu8), 'gemv-vec4', 'decode step, f16 weights, CPU adapter');
+    assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16' }, all, cpu8), 'gemv-subgroup', 'decode step, f16 weights, CPU adapter');
+    assertEqual(
+      chooseMatmulVariant({ ...decode, bDType: 'f16' }, new Set(['shader-f16']), cpu8),
+      'gemv-vec4',
+      'the same without subgroups',
+    );
+    assertEqual(
+      chooseMatmulVariant({ ...decode, bDType: 'f16' }, all, { ...cpu8, subgroupMinSize: 4 }),
+      'gemv-vec4',
+      'the same with subgroups narrower than 8 lanes',
+    );
     assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16' }, all, gpuFacts), 'gemv-vec4', 'decode step, f16 weights, GPU');
     assertEqual(chooseMatmulVariant({ ...decode, bDType: 'f16', K: 2050 }, all, cpu8), 'gemv', 'even K, not a multiple of 8');
     assertEqual(
       chooseMatmulVariant({ ...decode, bDType: 'f16', batch: 2, strides: { a: 2048, b: 2050 * 4, c: 8192 } }, all, cpu8),
-      'gemv-vec4',
+      'gemv-subgroup',
       'batch strides multiples of 8',
     );
     assertEqual(
