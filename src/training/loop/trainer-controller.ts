@@ -56,6 +56,8 @@ export interface FitResult {
 export class TrainerController {
   globalStep = 0;
   epoch = 0;
+  /** The tensor shapes of the last micro-batch trained (batchShapeKey). */
+  private lastShape: string | undefined;
 
   constructor(
     private readonly gpu: Gpu,
@@ -75,6 +77,11 @@ export class TrainerController {
       for await (const batch of data) {
         windowIds.push(...batch.sampleIds);
         windowBatches.push(batch);
+        // A batch of the last one's shapes reuses the last step's free buffers (and the bind groups
+        // cached on them); before a batch of other shapes they go, so no step holds two working sets.
+        const shape = batchShapeKey(batch);
+        if (this.lastShape !== undefined && shape !== this.lastShape) this.gpu.trimPool();
+        this.lastShape = shape;
         const result = await this.core.trainStep(batch);
         // A window cut short by an error is never awaited: mark its reads handled so a read that
         // fails later (device destroyed at exit) is not an unhandled rejection.
@@ -123,4 +130,12 @@ export class TrainerController {
     }
     return { globalStep: this.globalStep, microStep: this.core.microStep, losses };
   }
+}
+
+/** The names and shapes of a batch's tensors, as one string. */
+export function batchShapeKey(batch: TrainBatch<Tensor>): string {
+  return Object.entries(batch.tensors)
+    .map(([name, t]) => `${name}:${t.shape.join('x')}:${t.dtype}`)
+    .sort()
+    .join(' ');
 }

@@ -276,6 +276,8 @@ export class Eagle3TrainingSession {
         await this.flush();
         return undefined;
       }
+      // The last step's free buffers go before the target generates and captures (its own phase).
+      this.inputs.gpu.trimPool();
       await this.rollout(this.nextRound++);
     }
     const settings = this.inputs.settings;
@@ -297,8 +299,8 @@ export class Eagle3TrainingSession {
     });
     if (!result)
       throw new Error(`step ${this.trainer.globalStep + 1}: the loader yielded no batch although ${await this.queued()} refs are queued`);
-    // The next batch may have another padded length: this step's free buffers go, so no step holds two working sets.
-    this.inputs.gpu.trimPool();
+    // The step's free buffers stay for the next step when its batch has the same shapes (TrainerController.fit
+    // drops them before a batch of other shapes; a rollout or an evaluation drops them first).
     return result;
   }
 

@@ -161,6 +161,42 @@ export default defineSuite('training/loop/trainer', (t) => {
     gpu.destroy();
   });
 
+  t.test('the free buffers of a step stay for a batch of the same shapes and go before one of other shapes', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx);
+    const backend = new AdamWBackend(gpu, OPT);
+    const strategy = new LinearProbeStrategy(gpu, backend, H, V, new Rng(2).floats(V * H, 0.1));
+    const core = new TrainerCore(strategy, backend, 1);
+    const lengths = [3, 3, 5, 5];
+    const freeBefore: number[] = [];
+    const source = {
+      async *[Symbol.asyncIterator]() {
+        for (const [i, S] of lengths.entries()) {
+          const batch = makeTrainBatch({
+            sampleIds: [`s${i}`],
+            strategy: 'eagle3',
+            tensors: {
+              hidden_state: gpu.upload([1, S, H], 'f32', new Rng(20 + i).floats(S * H)),
+              labels: gpu.upload([1, S], 'i32', new Int32Array(S).fill(1)),
+            },
+          });
+          freeBefore.push(gpu.pool.stats().freeBuffers);
+          yield batch;
+        }
+      },
+    };
+    const trims: number[] = [];
+    const trim = gpu.trimPool.bind(gpu);
+    gpu.trimPool = () => {
+      trims.push(freeBefore.length);
+      return trim();
+    };
+    await new TrainerController(gpu, core).fit(source, { ackFn: async () => {} });
+    assert(freeBefore[1] > 0, `the second batch (same shapes) finds the first step's free buffers (${freeBefore[1]})`);
+    assertEqual(trims.join(), '3', 'one trim, before the first batch of other shapes (the third)');
+    backend.destroy();
+    gpu.destroy();
+  });
+
   t.test('a missing feature raises naming it; a window cut by the end of the stream raises and acks nothing', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const { workers, core, loader, trainer, controller } = await build(gpu, 6, 2);
