@@ -215,9 +215,9 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
  * RoPE⁻¹ (the rotation by −angle: the same kernel with the (cos, −sin) table), then the weight
  * gradients (accumulated) and dz (written). Where W_q, W_k and W_v are stacked (Eagle3Parameters.qkv),
  * dq, dk and dv go side by side into one [R, qDim + 2·kvDim] tensor (one dispatch, ropeQkvJoin,
- * rotates and places the three), and one matmul gives the three
- * weight gradients and one gives dz; otherwise three of each. A cache slot is read in place where it
- * can be bound on its own, else copied out first.
+ * rotates and places the three), and one matmul gives the three weight gradients and one gives dz;
+ * otherwise three of each. A cache slot is read in place where it can be bound on its own, else
+ * copied out first.
  */
 async function projectionsBackward(
   gpu: Gpu,

@@ -151,8 +151,9 @@ export function stackedProjectionFits(rows: number, qkvWidth: number, maxBinding
  * under recompute: the caches hold them). Where the arena stacked W_q, W_k and W_v
  * (Eagle3Parameters.qkv) one projection gives all three side by side in each row, and one dispatch
  * (ropeQkvSplit) rotates q and k and places the three where they go; a recompute runs that same
- * projection and rotates only q (rope/table, the same bits), so its q has the bits of the forward's. Otherwise three projections. The rotated k and the v go straight into the cache
- * slot where it can be bound on its own, else through scratch tensors and a copy.
+ * projection and rotates only q (rope/table, the same bits), so its q has the bits of the forward's.
+ * Otherwise three projections. The rotated k and the v go straight into the cache slot where it can
+ * be bound on its own, else through scratch tensors and a copy.
  */
 async function encodeProjections(ctx: StepContext, k: number, z: Tensor, recompute: boolean, s: string): Promise<Tensor> {
   const { gpu, params, kCache, vCache } = ctx;

@@ -27,9 +27,8 @@ import { parameterBytes, planArena } from '../../optim/parameter-arena.ts';
 import { fcChunkRows } from '../../model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
 import { stackedProjectionFits } from '../../model/eagle3/step-body.ts';
-import { rowLossStride } from '../../model/eagle3/step-head.ts';
 import { stepTensors } from './memory-plan-moments.ts';
-import { headChunkRows } from '../../model/eagle3/step-head.ts';
+import { headChunkRows, rowLossStride } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
 
