@@ -1,7 +1,7 @@
 /**
  * Where a training step's CPU time goes on a CPU adapter, thread by thread (Linux):
  *
- *   npx tsx bench/step-threads.ts [--configs fixture,lab] [--warmup N] [--steps N]
+ *   npx tsx bench/step-threads.ts [--configs fixture,lab] [--warmup N] [--steps N] [--trim-pool]
  *
  * Builds the rig of bench/step-roofline.ts (bench/train-rig.ts: forward + backward through the TTT
  * unroll + AdamW) for each config, runs --warmup steps, then --steps more, and prints per config the
@@ -12,7 +12,9 @@
  * and its worker threads (the shaders); `cpuMsPerStep` is their sum. A step's wall time is above
  * cpuMsPerStep / cores when the threads wait on each other: every dispatch hands work from the queue
  * thread to the workers and back. Step-to-step spread on a shared machine is large: compare trees
- * alternately, several runs each, and read medians.
+ * alternately, several runs each, and read medians. `--trim-pool` empties the buffer pool before every
+ * timed step (Gpu.trimPool, as `speclab train` does when a batch's shapes change), so each step creates
+ * its buffers and bind groups anew: run with and without it, alternated, to see what keeping them saves.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import process from 'node:process';
@@ -29,6 +31,7 @@ const opt = (name: string, fallback: string): string => {
 const wanted = wantedStepConfigs('bench/step-threads.ts', opt('--configs', 'fixture,lab'));
 const warmup = Number(opt('--warmup', '8'));
 const steps = Number(opt('--steps', '80'));
+const trimPool = args.includes('--trim-pool');
 for (const [flag, n] of [
   ['--warmup', warmup],
   ['--steps', steps],
@@ -67,6 +70,7 @@ for (const name of wanted) {
   const times: number[] = [];
   let dispatches = 0;
   for (let i = 0; i < steps; i++) {
+    if (trimPool) gpu.trimPool();
     const r = await rig.step();
     times.push(r.seconds * 1e3);
     dispatches = r.dispatches;
@@ -83,6 +87,7 @@ for (const name of wanted) {
     JSON.stringify({
       config: name,
       tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`,
+      trimPool,
       dispatches,
       stepMsMedian: +times[Math.floor(steps / 2)].toFixed(2),
       stepMsMin: +times[0].toFixed(2),
