@@ -21,19 +21,14 @@
 //   6 storage read_write  dqkv
 // Dispatch: as rope/qkv-split: ceil(rows · U / WG) workgroups of WG, folded into (x, y),
 //   U = (qHeads + kvHeads) · headDim / 2 + kvHeads · headDim.
+//   Which item an invocation handles, and where it lies: include/rope-qkv-layout.wgsl (shared with
+//   rope/qkv-split).
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
 // Numerics: include/rope-rotate.wgsl, the same bits as rope/table on each part; dv is copied exactly.
 
 #include "include/rope-rotate.wgsl"
-
-struct Params {
-  rows: u32,
-  qHeads: u32,
-  kvHeads: u32,
-  headDim: u32,
-  tableRows: u32,
-}
+#include "include/rope-qkv-layout.wgsl"
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> positions: array<i32>;
@@ -46,35 +41,21 @@ struct Params {
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let half = p.headDim / 2u;
-  let rotated = (p.qHeads + p.kvHeads) * half;
-  let kvWidth = p.kvHeads * p.headDim;
-  let perRow = rotated + kvWidth;
   let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
-  if (idx >= p.rows * perRow) { return; }
-  let row = idx / perRow;
-  let j = idx % perRow;
-  let dst = row * (p.qHeads * p.headDim + 2u * kvWidth);
-  if (j >= rotated) {
-    let e = j - rotated;
-    dqkv[dst + (p.qHeads + p.kvHeads) * p.headDim + e] = dv[row * kvWidth + e];
+  if (idx >= p.rows * qkvItemsPerRow()) { return; }
+  let it = qkvItem(idx);
+  if (!it.rotated) {
+    dqkv[it.stacked] = dv[it.dense];
     return;
   }
-  let head = j / half;
-  let i = j % half;
-  // Positions are checked on the host; the clamp only keeps a bad one inside the table.
-  let pos = min(u32(max(positions[row], 0i)), p.tableRows - 1u);
-  let c = table[(pos * half + i) * 2u];
-  let s = table[(pos * half + i) * 2u + 1u];
+  let half = qkvHalf();
+  let cs = qkvCosSin(it);
   var y: vec2<f32>;
-  if (head < p.qHeads) {
-    let a = row * p.qHeads * p.headDim + head * p.headDim + i;
-    y = ropeRotatePair(dq[a], dq[a + half], c, s);
+  if (it.head < p.qHeads) {
+    y = ropeRotatePair(dq[it.dense], dq[it.dense + half], cs.x, cs.y);
   } else {
-    let a = row * kvWidth + (head - p.qHeads) * p.headDim + i;
-    y = ropeRotatePair(dk[a], dk[a + half], c, s);
+    y = ropeRotatePair(dk[it.dense], dk[it.dense + half], cs.x, cs.y);
   }
-  let b = dst + head * p.headDim + i;
-  dqkv[b] = y.x;
-  dqkv[b + half] = y.y;
+  dqkv[it.stacked] = y.x;
+  dqkv[it.stacked + half] = y.y;
 }

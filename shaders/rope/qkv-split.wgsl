@@ -22,19 +22,14 @@
 // Dispatch: ceil(rows · U / WG) workgroups of WG, folded into (x, y), with
 //   U = (qHeads + kvHeads) · headDim / 2 + kvHeads · headDim: one invocation per rotated pair of q
 //   and k, and per element of v.
+//   Which item an invocation handles, and where it lies: include/rope-qkv-layout.wgsl (shared with
+//   rope/qkv-join).
 // WG is ELEMENTWISE_WG in src/kernels/elementwise-common.ts, appended to this source as a
 //   constant; the host sizes the grid with the same value.
 // Numerics: include/rope-rotate.wgsl, the same bits as rope/table on each part; v is copied exactly.
 
 #include "include/rope-rotate.wgsl"
-
-struct Params {
-  rows: u32,
-  qHeads: u32,
-  kvHeads: u32,
-  headDim: u32,
-  tableRows: u32,
-}
+#include "include/rope-qkv-layout.wgsl"
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> positions: array<i32>;
@@ -47,33 +42,21 @@ struct Params {
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
-  let half = p.headDim / 2u;
-  let rotated = (p.qHeads + p.kvHeads) * half;
-  let kvWidth = p.kvHeads * p.headDim;
-  let perRow = rotated + kvWidth;
   let idx = (wg.y * nwg.x + wg.x) * WG + lid.x;
-  if (idx >= p.rows * perRow) { return; }
-  let row = idx / perRow;
-  let j = idx % perRow;
-  let src = row * (p.qHeads * p.headDim + 2u * kvWidth);
-  if (j >= rotated) {
-    let e = j - rotated;
-    v[row * kvWidth + e] = qkv[src + (p.qHeads + p.kvHeads) * p.headDim + e];
+  if (idx >= p.rows * qkvItemsPerRow()) { return; }
+  let it = qkvItem(idx);
+  if (!it.rotated) {
+    v[it.dense] = qkv[it.stacked];
     return;
   }
-  let head = j / half;
-  let i = j % half;
-  // Positions are checked on the host; the clamp only keeps a bad one inside the table.
-  let pos = min(u32(max(positions[row], 0i)), p.tableRows - 1u);
-  let a = src + head * p.headDim + i;
-  let y = ropeRotatePair(qkv[a], qkv[a + half], table[(pos * half + i) * 2u], table[(pos * half + i) * 2u + 1u]);
-  if (head < p.qHeads) {
-    let b = row * p.qHeads * p.headDim + head * p.headDim + i;
-    q[b] = y.x;
-    q[b + half] = y.y;
+  let half = qkvHalf();
+  let cs = qkvCosSin(it);
+  let y = ropeRotatePair(qkv[it.stacked], qkv[it.stacked + half], cs.x, cs.y);
+  if (it.head < p.qHeads) {
+    q[it.dense] = y.x;
+    q[it.dense + half] = y.y;
   } else {
-    let b = row * kvWidth + (head - p.qHeads) * p.headDim + i;
-    k[b] = y.x;
-    k[b + half] = y.y;
+    k[it.dense] = y.x;
+    k[it.dense + half] = y.y;
   }
 }

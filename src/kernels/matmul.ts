@@ -130,6 +130,12 @@ export const MATMUL_F16W_KERNELS: Readonly<Record<MatmulF16wVariant, KernelDef>>
   'gemv-subgroup': matmulKernel('gemv-subgroup', 'gemv-subgroup-f16w', ['subgroups'], true),
 };
 
+/** The single-row variants (M = 1 against a transposed weight; checkGemv holds them to it). */
+const GEMV_VARIANTS: ReadonlySet<MatmulVariant> = new Set(['gemv', 'gemv-vec4', 'gemv-subgroup']);
+
+/** The variants whose workgroup must be one subgroup with lanes 0..WG_X-1. */
+const ONE_SUBGROUP_VARIANTS: ReadonlySet<MatmulVariant> = new Set(['subgroup', 'subgroup-vec4', 'gemv-subgroup']);
+
 const isF16wVariant = (v: MatmulVariant): v is MatmulF16wVariant => (MATMUL_F16W_VARIANTS as readonly MatmulVariant[]).includes(v);
 
 /** The kernel of `variant` for a B of `bDType`, or why there is none. */
@@ -198,7 +204,7 @@ export function matmulVariantUnsupported(
   }
   // The shader assumes its whole workgroup is one subgroup with lanes 0..WG_X-1.
   const lanes = MATMUL_GEOMETRY[variant].WG_X;
-  if ((variant === 'subgroup' || variant === 'subgroup-vec4' || variant === 'gemv-subgroup') && !((facts.subgroupMinSize ?? 0) >= lanes)) {
+  if (ONE_SUBGROUP_VARIANTS.has(variant) && !((facts.subgroupMinSize ?? 0) >= lanes)) {
     return `matmul variant ${variant} needs subgroups of at least ${lanes} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
   }
   return undefined;
@@ -337,7 +343,7 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
   const variant = options.variant ?? chooseMatmulVariant(full, gpu.ctx.features, facts);
   const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts, bDType) ?? matmulShapeUnfit(variant, full);
   if (unsupported) throw new Error(`matmul: ${unsupported}`);
-  if (variant === 'gemv' || variant === 'gemv-vec4' || variant === 'gemv-subgroup') checkGemv(b, { M, K, transB, strideB, batch, variant });
+  if (GEMV_VARIANTS.has(variant)) checkGemv(b, { M, K, transB, strideB, batch, variant });
   const def = matmulKernelFor(variant, bDType) as KernelDef;
   const kernel = await gpu.pipelines.get(def, {
     TRANS_A: options.transA ?? false,

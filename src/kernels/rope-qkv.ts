@@ -61,6 +61,7 @@ function prepare(
   checkSinglePart(op, wide[0], wide[1], 'f32', rows * (qHeads * headDim + 2 * kvDim));
   parts.forEach(([name, t], i) => checkSinglePart(op, name, t, 'f32', rows * (i === 0 ? qHeads * headDim : kvDim)));
   const uniforms = new UniformWriter().u32(rows).u32(qHeads).u32(kvHeads).u32(headDim).u32(tableRows).finish();
+  // One invocation per work item: rows × qkvItemsPerRow() of shaders/include/rope-qkv-layout.wgsl.
   const grid = elementGrid(gpu, rows * ((qHeads + kvHeads) * (headDim / 2) + kvDim));
   return { uniforms, grid };
 }
