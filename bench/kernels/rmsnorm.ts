@@ -1,7 +1,8 @@
 /**
  * RMSNorm benchmark: GB/s of forward and backward (each tensor read or written counted once), for
  * every row layout this device runs (src/kernels/row-variant.ts), timed interleaved; each record's
- * `vsWide` is the `wide` (original) variant's time over this one's.
+ * `vsWide` is the `wide` (original) variant's time over this one's. Then the gathering norm
+ * (bench/kernels/rmsnorm-gather.ts) against embedding/gather followed by the plain norm.
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { RMSNORM_ROW_GEOMETRY, rmsnormBackward, rmsnormForward } from '../../src/kernels/rmsnorm.ts';
@@ -9,6 +10,7 @@ import { availableRowVariants, rowDeviceFacts } from '../../src/kernels/row-vari
 import { Rng } from '../../src/util/random.ts';
 import type { BenchRecord } from '../record.ts';
 import { interleavedMedians } from './interleave.ts';
+import { benchRmsnormGather } from './rmsnorm-gather.ts';
 
 /**
  * [rows, hidden]: the SpecForge fixture's draft norms (2 x 40 tokens, H 64), the lab config's (4 x 56
@@ -76,5 +78,7 @@ export async function benchRmsnorm(
     }
     gpu.release(X, W, Y, R, DY, DX, DW);
   }
+  // The draft's input_layernorm gathers its embedding rows itself at the three smaller shapes' sizes.
+  out.push(...(await benchRmsnormGather(gpu, shapes, rounds)));
   return out;
 }

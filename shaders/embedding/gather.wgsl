@@ -22,7 +22,8 @@
 //   bound as 32-bit words either way: f32 elements are bitcast back (exact), f16 ones (TABLE_F16 =
 //   1, embedding/gather-f16) unpacked from the word holding their pair by the core builtin
 //   unpack2x16float, so f16 tables need no shader-f16 feature.
-// Numerics: a copy; exact (f16 elements widen exactly to f32).
+// Numerics: a copy; exact (f16 elements widen exactly to f32). The shifted id and the element read:
+//   include/embedding-row.wgsl (shared with the rmsnorm/gather-* kernels).
 
 struct Params {
   n: u32,
@@ -40,6 +41,8 @@ struct Params {
 @group(0) @binding(2) var<storage, read> table: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
+#include "include/embedding-row.wgsl"
+
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_id) lid: vec3<u32>) {
@@ -47,15 +50,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   if (idx >= p.n * p.hidden) { return; }
   let n = idx / p.hidden;
   let h = idx % p.hidden;
-  let t = n % p.seqLen + p.shift;
-  var id = 0i;
-  if (t < p.seqLen) { id = ids[n + p.shift]; }
+  let id = shiftedId(n);
   if (id < 0 || u32(id) >= p.vocab) {
     if (p.zeroInvalid != 0u) { out[idx] = 0.0; }
     return;
   }
   let row = u32(id);
   if (row < p.rowStart || row >= p.rowStart + p.rowCount) { return; }
-  let e = (row - p.rowStart) * p.hidden + h;
-  if (TABLE_F16 != 0u) { out[idx] = unpack2x16float(table[e >> 1u])[e & 1u]; } else { out[idx] = bitcast<f32>(table[e]); }
+  out[idx] = tableElement((row - p.rowStart) * p.hidden + h);
 }

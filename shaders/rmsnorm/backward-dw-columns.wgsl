@@ -32,13 +32,7 @@ override ACCUMULATE: bool = false;
 @group(0) @binding(3) var<storage, read> invRms: array<f32>;
 @group(0) @binding(4) var<storage, read_write> dw: array<f32>;
 
-#include "include/rmsnorm-dw-column.wgsl"
+// x at its row stride (rmsnorm-dw-column reads x through this).
+fn dwX(r: u32, col: u32) -> f32 { return x[r * p.strideX + col]; }
 
-@compute @workgroup_size(WG_X, 1, 1)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-  let col = wg.x * WG_X + lid.x;
-  if (col >= p.hidden) { return; }
-  var g = dwColumnSum(col);
-  if (ACCUMULATE) { g += dw[col]; }
-  dw[col] = g;
-}
+#include "include/rmsnorm-dw-columns-main.wgsl"

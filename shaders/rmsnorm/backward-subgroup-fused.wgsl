@@ -18,6 +18,9 @@ enable subgroups;
 
 #include "include/rmsnorm-backward-dx-row.wgsl"
 #include "include/row-reduce-subgroup-sums.wgsl"
+// x at its row stride (rmsnorm-dw-column reads x through this).
+fn dwX(r: u32, col: u32) -> f32 { return x[r * p.strideX + col]; }
+
 #include "include/rmsnorm-dw-column.wgsl"
 
 override ACCUMULATE_DW: bool = false;

@@ -9,5 +9,6 @@
 //   `rows` variant at equal LANES; deterministic).
 enable subgroups;
 
+#include "include/rmsnorm-forward-x.wgsl"
 #include "include/rmsnorm-forward-row.wgsl"
 #include "include/row-reduce-subgroup.wgsl"

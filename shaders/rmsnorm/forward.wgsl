@@ -16,5 +16,6 @@
 
 // The row body, shared with rmsnorm/forward-rows and rmsnorm/forward-subgroup; this file is its
 // `wide` layout (include/row-reduce-wide: 256 invocations, rowSum the halving tree above).
+#include "include/rmsnorm-forward-x.wgsl"
 #include "include/rmsnorm-forward-row.wgsl"
 #include "include/row-reduce-wide.wgsl"

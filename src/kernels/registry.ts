@@ -17,6 +17,7 @@ import { MATMUL_F16W_KERNELS, MATMUL_KERNELS } from './matmul.ts';
 import { METRICS_KERNELS } from './metrics.ts';
 import { OPTIM_KERNELS } from './optim.ts';
 import { RMSNORM_KERNELS } from './rmsnorm.ts';
+import { RMSNORM_GATHER_KERNELS } from './rmsnorm-gather.ts';
 import { ROPE_QKV_JOIN_KERNEL, ROPE_QKV_SPLIT_KERNEL } from './rope-qkv.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
@@ -30,7 +31,7 @@ export interface KernelFamily {
 export const KERNEL_FAMILIES: readonly KernelFamily[] = [
   { family: 'matmul', kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS)] },
   { family: 'embedding', kernels: Object.values(EMBEDDING_KERNELS) },
-  { family: 'rmsnorm', kernels: Object.values(RMSNORM_KERNELS) },
+  { family: 'rmsnorm', kernels: [...Object.values(RMSNORM_KERNELS), ...Object.values(RMSNORM_GATHER_KERNELS)] },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL, ROPE_QKV_SPLIT_KERNEL, ROPE_QKV_JOIN_KERNEL] },
   { family: 'swiglu', kernels: Object.values(SWIGLU_KERNELS) },
   {

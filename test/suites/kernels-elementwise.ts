@@ -4,6 +4,7 @@ import cast from '../kernels/cast.test.ts';
 import embedding from '../kernels/embedding.test.ts';
 import optim from '../kernels/optim.test.ts';
 import rmsnorm from '../kernels/rmsnorm.test.ts';
+import rmsnormGather from '../kernels/rmsnorm-gather.test.ts';
 import ropeQkv from '../kernels/rope-qkv.test.ts';
 import swiglu from '../kernels/swiglu.test.ts';
 import embeddingRef from '../reference/embedding.test.ts';
@@ -20,6 +21,7 @@ export const kernels_elementwiseSuites: readonly Suite[] = [
   optimRef,
   embedding,
   rmsnorm,
+  rmsnormGather,
   ropeQkv,
   swiglu,
   optim,

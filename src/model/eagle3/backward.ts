@@ -24,6 +24,7 @@ import { copyStrided } from '../../kernels/copy-strided.ts';
 import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { reduceStepLoss } from '../../kernels/loss.ts';
 import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
+import { rmsnormGatherBackwardDw } from '../../kernels/rmsnorm-gather.ts';
 import { ropeQkvJoin } from '../../kernels/rope-qkv.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
@@ -152,20 +153,28 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     gpu.release(dQRot, a.z);
 
     // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H. The
-    // embedding is frozen: input_layernorm's dx goes to a scratch tensor, only its dw is kept.
-    const embScratch = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dEmb.scratch`);
-    await rmsnormBackward(
-      gpu,
-      a.emb,
-      w.inputNorm.value,
-      a.invRmsEmb,
-      dz,
-      embScratch,
-      w.inputNorm.grad,
-      { ...norm, strideY: 2 * H },
-      { accumulateDw: true },
-    );
-    gpu.release(embScratch, a.emb, a.invRmsEmb);
+    // embedding is frozen: only input_layernorm's dw is kept. Where the forward's norm gathered the
+    // embedding rows itself, they are gathered again for dw; otherwise the kept rows are read and
+    // the norm's dx goes to a scratch tensor.
+    if (a.emb) {
+      const embScratch = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dEmb.scratch`);
+      await rmsnormBackward(
+        gpu,
+        a.emb,
+        w.inputNorm.value,
+        a.invRmsEmb,
+        dz,
+        embScratch,
+        w.inputNorm.grad,
+        { ...norm, strideY: 2 * H },
+        { accumulateDw: true },
+      );
+      gpu.release(embScratch, a.emb);
+    } else {
+      const gather = { rows: R, vocab: c.vocabSize, hidden: H, seqLen: S, shift: k, strideDy: 2 * H };
+      await rmsnormGatherBackwardDw(gpu, s.inputs.inputIds, params.embed, a.invRmsEmb, dz, w.inputNorm.grad, gather, { accumulate: true });
+    }
+    gpu.release(a.invRmsEmb);
     const dHIn = gpu.clone(dH1, `eagle3.s${k}.dHIn`);
     let dzHidden: Tensor;
     let hiddenStride = 2 * H;

@@ -15,6 +15,7 @@ import { copyStrided } from '../../kernels/copy-strided.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
+import { gathersFromTable, rmsnormGatherForward } from '../../kernels/rmsnorm-gather.ts';
 import { ropeQkvSplit } from '../../kernels/rope-qkv.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { canViewAt, copyElements, elementView, viewIfAligned } from '../../gpu/tensor-views.ts';
@@ -24,7 +25,11 @@ import type { Eagle3Parameters } from './parameters.ts';
 
 /** What the backward reads of one step, besides its h_in, h_out, final 1/rms and dF. */
 export interface StepBody {
-  emb: Tensor;
+  /**
+   * The step's embedding rows, gathered for input_layernorm; undefined where the norm gathered them
+   * itself from a one-binding table (rmsnorm-gather.ts), so the backward gathers them again.
+   */
+  emb: Tensor | undefined;
   invRmsEmb: Tensor;
   z: Tensor;
   invRmsHidden: Tensor;
@@ -89,17 +94,23 @@ export async function encodeStepBody(
     if (!mode.keep) gpu.release(...tensors);
   };
 
-  // Step k reads the ids shifted left by k within each sequence, zero-filled (the gather shifts them).
-  const emb = gpu.tensor([R, H], 'f32', `${s}.emb`);
-  await embeddingForward(gpu, inputs.inputIds, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H }, { seqLen: S, shift: k });
-
   const z = gpu.tensor([R, 2 * H], 'f32', `${s}.z`);
   // The backward reads each norm's 1/rms; gradient-free, the step's four norms share one buffer.
   const invRmsEmb = gpu.tensor([R], 'f32', mode.keep ? `${s}.invRmsEmb` : `${s}.invRms`);
   const invRmsFor = (name: string) => (mode.keep ? gpu.tensor([R], 'f32', `${s}.${name}`) : invRmsEmb);
   const invRmsHidden = invRmsFor('invRmsHidden');
-  await rmsnormForward(gpu, emb, w.inputNorm.value, z, invRmsEmb, { rows: R, hidden: H, eps, strideY: 2 * H });
-  done(emb);
+  // Step k reads the ids shifted left by k within each sequence, zero-filled: input_layernorm gathers
+  // those embedding rows itself where the table is one binding, else they are gathered first.
+  const gather = { rows: R, vocab: c.vocabSize, hidden: H, seqLen: S, shift: k };
+  let emb: Tensor | undefined;
+  if (gathersFromTable(params.embed)) {
+    await rmsnormGatherForward(gpu, inputs.inputIds, params.embed, w.inputNorm.value, z, invRmsEmb, { ...gather, eps, strideY: 2 * H });
+  } else {
+    emb = gpu.tensor([R, H], 'f32', `${s}.emb`);
+    await embeddingForward(gpu, inputs.inputIds, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H }, { seqLen: S, shift: k });
+    await rmsnormForward(gpu, emb, w.inputNorm.value, z, invRmsEmb, { rows: R, hidden: H, eps, strideY: 2 * H });
+    done(emb);
+  }
   if (canViewAt(gpu, H)) {
     const zHidden = elementView(gpu, z, H, R * 2 * H - H, `${s}.z.hidden`);
     await rmsnormForward(gpu, hIn, w.hiddenNorm.value, zHidden, invRmsHidden, { rows: R, hidden: H, eps, strideY: 2 * H });
@@ -214,6 +225,7 @@ async function encodeProjections(ctx: StepContext, k: number, z: Tensor, recompu
 
 /** Releases a kept body's tensors (the gradient-free mode shares one 1/rms buffer; training does not). */
 export function releaseStepBody(gpu: Gpu, b: StepBody): void {
-  gpu.release(b.emb, b.invRmsEmb, b.z, b.invRmsHidden, b.qRot, b.o, b.lse, b.h1, b.invRmsPost, b.n);
+  if (b.emb) gpu.release(b.emb);
+  gpu.release(b.invRmsEmb, b.z, b.invRmsHidden, b.qRot, b.o, b.lse, b.h1, b.invRmsPost, b.n);
   if (b.mlp) gpu.release(...mlpActivationTensors(b.mlp));
 }

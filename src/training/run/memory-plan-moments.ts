@@ -38,6 +38,8 @@ export interface StepShape {
   readonly recompute: boolean;
   /** The q, k and v projections run as one, on the stacked weights (model/eagle3/step-body.ts stackedProjectionFits). */
   readonly stackedProjection: boolean;
+  /** input_layernorm gathers its embedding rows itself (kernels/rmsnorm-gather.ts: the table is one binding), so no emb is kept. */
+  readonly gatheredInputNorm: boolean;
   /** Rows per chunk of the MLP, the head and the fc over f16 features. */
   readonly mlpRows: number;
   readonly headRows: number;
@@ -63,7 +65,7 @@ export function stepTensors(x: StepShape): StepTensors {
   const mlpChunked = x.mlpRows < R;
   const headChunked = x.headRows < R;
   // One step's body (step-body.ts), by the backward's release order (backward.ts).
-  const early = [t('emb', [R, H]), t('invRmsEmb', [R]), t('invRmsHidden', [R])];
+  const early = [...(x.gatheredInputNorm ? [] : [t('emb', [R, H])]), t('invRmsEmb', [R]), t('invRmsHidden', [R])];
   const z = [t('z', [R, 2 * H])];
   const attention = [t('qRot', [R, qDim]), t('o', [R, qDim]), t('lse', [B, x.heads, S])];
   const post = [t('h1', [R, H]), t('invRmsPost', [R])];
@@ -168,7 +170,15 @@ export function stepTensors(x: StepShape): StepTensors {
       t('dz', [R, 2 * H]),
     ],
     // (dz.hidden is a view of dz where the device's offset alignment allows; counted as a copy.)
-    [...dCaches, ...live(early), dH('dH1'), t('dz', [R, 2 * H]), dH('dEmb.scratch'), dH('dHIn'), dH('dz.hidden')],
+    [
+      ...dCaches,
+      ...live(early),
+      dH('dH1'),
+      t('dz', [R, 2 * H]),
+      ...(x.gatheredInputNorm ? [] : [dH('dEmb.scratch')]),
+      dH('dHIn'),
+      dH('dz.hidden'),
+    ],
     // Step 0 ends with W_fc's gradient: dh_in⁰ and the fc's rows again.
     [...dCaches, dH('dHIn'), ...fcChunk],
   ];

@@ -27,6 +27,7 @@ import { parameterBytes, planArena } from '../../optim/parameter-arena.ts';
 import { fcChunkRows } from '../../model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
 import { stackedProjectionFits } from '../../model/eagle3/step-body.ts';
+import { gathersFromTableOf } from '../../kernels/rmsnorm-gather.ts';
 import { stepTensors } from './memory-plan-moments.ts';
 import { headChunkRows, rowLossStride } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
@@ -145,6 +146,8 @@ export function itemSpecs(
   const M = mlpChunkRows(R, I, maxBinding);
   const C = headChunkRows(R, D, maxBinding);
   const F = fcChunkRows(R, aux * tc.hiddenSize, maxBinding);
+  // The draft's input_layernorm reads the target's own embedding table (stored in the target's precision).
+  const gatheredInputNorm = gathersFromTableOf([tc.vocabSize, tc.hiddenSize], x.targetWeights, maxBinding);
   const step = stepTensors({
     batch: B,
     seq: S,
@@ -161,6 +164,7 @@ export function itemSpecs(
     f16Features: feat === 'f16',
     recompute: x.recompute === true,
     stackedProjection: stackedProjectionFits(R, qDim + 2 * kvDim, maxBinding),
+    gatheredInputNorm,
     mlpRows: M,
     headRows: C,
     fcRows: F,
@@ -276,7 +280,7 @@ export function itemSpecs(
       detail: `${
         x.recompute
           ? `${L} × ${R} rows × hOut; each step's body is recomputed in the backward (--recompute)`
-          : `${L} × ${R} rows × (emb, z, qRot, o, lse, h1, n, ${M < R ? '' : 'gate, up, act, '}hOut)`
+          : `${L} × ${R} rows × (${gatheredInputNorm ? '' : 'emb, '}z, qRot, o, lse, h1, n, ${M < R ? '' : 'gate, up, act, '}hOut)`
       } + KV caches [${L}, ${R}, ${kvDim}]${C < R ? '' : ` + teacher [${R}, ${D}] × 2`}`,
     },
     scratch: {
