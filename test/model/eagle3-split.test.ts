@@ -11,6 +11,7 @@ import type { Tensor } from '../../src/gpu/tensor.ts';
 import type { GpuContext } from '../../src/gpu/context.ts';
 import type { Eagle3Inputs } from '../../src/model/eagle3/inputs.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
+import { gathersFromTable } from '../../src/kernels/rmsnorm-gather.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { eagle3EvalForward } from '../../src/model/eagle3/forward.ts';
 import { assert, assertDeepEqual, assertEqual, assertRelClose } from '../harness/assert.ts';
@@ -55,7 +56,7 @@ interface StepResult {
 async function runStep(
   gpu: Gpu,
   seed: number,
-  check?: (backend: AdamWBackend, inputs: Eagle3Inputs) => void,
+  check?: (backend: AdamWBackend, inputs: Eagle3Inputs, model: Eagle3DraftModel) => void,
   c: Eagle3Config = CONFIG,
   taps: Parameters<typeof eagle3EvalForward>[4] = {},
 ): Promise<StepResult> {
@@ -63,7 +64,7 @@ async function runStep(
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const model = new Eagle3DraftModel(gpu, backend, c, values, { t2d: x.t2d, d2t: x.d2t });
   const inputs = uploadRandomInputs(gpu, c, x);
-  check?.(backend, inputs);
+  check?.(backend, inputs, model);
   const evalOut = await eagle3EvalForward(gpu, model.params, inputs, x.tttLength, taps);
   const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5 });
   const names = eagle3ParameterShapes(c).map(([n]) => n);
@@ -99,7 +100,7 @@ export default defineSuite('model/eagle3-split', (t) => {
     async ({ gpu: ctx, note }) => {
       const seed = 17;
       const split = splitGpu(ctx);
-      const got = await runStep(split, seed, (backend, inputs) => {
+      const got = await runStep(split, seed, (backend, inputs, model) => {
         for (const [name, parts] of Object.entries(EXPECTED_PARTS)) {
           const p = backend.param(name);
           assertDeepEqual(
@@ -110,6 +111,8 @@ export default defineSuite('model/eagle3-split', (t) => {
         }
         assertEqual(inputs.hiddenStates.parts.length, 2, 'hidden_state parts');
         assertEqual((inputs.target as Tensor).parts.length, 2, 'target parts');
+        // A split table: input_layernorm gathers its rows first (the unsplit GPU's norm gathers them itself).
+        assert(!gathersFromTable(model.params.embed), 'the embedding table is split');
       });
       split.destroy();
       const whole = new Gpu(ctx);
