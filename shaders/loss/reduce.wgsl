@@ -1,22 +1,25 @@
 // loss/reduce — deterministic column sums of a small table, for losses and metrics (no float
 // atomics: one workgroup, a fixed summation order, identical results every run).
 //
-//   S_c = Σ_{r < rows} in(inOffset + c · colStride + r · rowStride)
-//   out[outOffset + c] = (ACCUMULATE ? out[outOffset + c] : 0) + scale · S_c          for c < cols
-//   TOTAL: out[totalOffset] = (ACCUMULATE_TOTAL ? out[totalOffset] : 0) + Σ_c weights[c] · S_c,
+//   S_g,c = Σ_{r < rows} in(inOffset + g · groupInStride + c · colStride + r · rowStride)
+//   out[outOffset + g · groupOutStride + c] = (ACCUMULATE ? that : 0) + scale · S_g,c    for g < groups, c < cols
+//   TOTAL (groups = 1): out[totalOffset] = (ACCUMULATE_TOTAL ? out[totalOffset] : 0) + Σ_c weights[c] · S_0,c,
 //          added in column order (c = 0 first)
 // where in(i) = IN[i] read as f32 (MODE 0), or, in MODE 1, 1.0 when IN[i] read as i32 is ≥ 0
 // (counts non-ignored labels), else 0. A row-major [rows, cols] table has rowStride = cols,
 // colStride = 1; the EAGLE3 training step's row losses lie as [steps, stride] (a step's rows
-// contiguous), rowStride = 1, colStride = stride, and the TOTAL term is the steps' weighted loss.
+// contiguous), rowStride = 1, colStride = stride, and the TOTAL term is the steps' weighted loss. Groups
+// are tables of the same shape at a fixed distance: the training step's per-step metric terms, one
+// [rows, 4] table per TTT step at groupInStride, summed into slot g (groupOutStride = 4).
 // Bindings (group 0):
 //   0 uniform Params (weights: up to MAX_WEIGHTS = 48 columns a dispatch when TOTAL)
 //   1 read       IN  u32 [*]  (bit patterns, reinterpreted per MODE)
 //   2 read_write OUT f32 [*]
 // override MODE: u32 (0 sum floats, 1 count non-negative ints); override ACCUMULATE, TOTAL,
 // ACCUMULATE_TOTAL: bool.
-// Dispatch: (1, 1, 1), 256 invocations. Invocation j sums rows j, j + 256, … in order, then a
-// fixed tree combines the 256 partials. f32 accumulation; out[outOffset + c] and the total are each
+// Dispatch: (1, 1, 1), 256 invocations. For each group in turn, each column in turn, invocation j sums
+// rows j, j + 256, … in order, then a fixed tree combines the 256 partials (so a group has the bits of
+// a dispatch of its own). f32 accumulation; out[outOffset + c] and the total are each
 // one f32 multiply and add per column, so a total over several dispatches (ACCUMULATE_TOTAL) has the
 // bits of one dispatch over all the columns.
 
@@ -29,6 +32,9 @@ struct Params {
   colStride: u32,
   totalOffset: u32,
   inOffset: u32,
+  groups: u32,
+  groupInStride: u32,
+  groupOutStride: u32,
   weights: array<vec4<f32>, 12>,
 }
 
@@ -54,22 +60,26 @@ fn value(i: u32) -> f32 {
 fn main(@builtin(local_invocation_index) lid: u32) {
   var total = 0.0;
   if (TOTAL && ACCUMULATE_TOTAL && lid == 0u) { total = OUT[u.totalOffset]; }
-  for (var c = 0u; c < u.cols; c++) {
-    var s = 0.0;
-    for (var r = lid; r < u.rows; r += WG) { s += value(u.inOffset + c * u.colStride + r * u.rowStride); }
-    red[lid] = s;
-    workgroupBarrier();
-    for (var step = WG / 2u; step > 0u; step = step >> 1u) {
-      if (lid < step) { red[lid] = red[lid] + red[lid + step]; }
+  for (var g = 0u; g < u.groups; g++) {
+    let inBase = u.inOffset + g * u.groupInStride;
+    let outBase = u.outOffset + g * u.groupOutStride;
+    for (var c = 0u; c < u.cols; c++) {
+      var s = 0.0;
+      for (var r = lid; r < u.rows; r += WG) { s += value(inBase + c * u.colStride + r * u.rowStride); }
+      red[lid] = s;
+      workgroupBarrier();
+      for (var step = WG / 2u; step > 0u; step = step >> 1u) {
+        if (lid < step) { red[lid] = red[lid] + red[lid + step]; }
+        workgroupBarrier();
+      }
+      if (lid == 0u) {
+        var base = 0.0;
+        if (ACCUMULATE) { base = OUT[outBase + c]; }
+        OUT[outBase + c] = base + u.scale * red[0];
+        if (TOTAL) { total = total + u.weights[c / 4u][c % 4u] * red[0]; }
+      }
       workgroupBarrier();
     }
-    if (lid == 0u) {
-      var base = 0.0;
-      if (ACCUMULATE) { base = OUT[u.outOffset + c]; }
-      OUT[u.outOffset + c] = base + u.scale * red[0];
-      if (TOTAL) { total = total + u.weights[c / 4u][c % 4u] * red[0]; }
-    }
-    workgroupBarrier();
   }
   if (TOTAL && lid == 0u) { OUT[u.totalOffset] = total; }
 }

@@ -14,12 +14,15 @@ import type { Gpu } from './gpu.ts';
 import { BYTES_PER_ELEMENT, fmtShape, partOverlaps, Tensor } from './tensor.ts';
 
 /**
- * A tensor of `numel` elements aliasing `t` from element `offset`. Storage bindings must start at a
+ * A tensor of `numel` elements aliasing `t` from element `offset`, of shape `shape` (default [numel];
+ * e.g. a TTT step's [R, 4] metric terms in a table of every step's). Storage bindings must start at a
  * multiple of the device's minStorageBufferOffsetAlignment (usually 256 bytes); an offset that is
  * not is refused with an error naming the tensor.
  */
-export function elementView(gpu: Gpu, t: Tensor, offset: number, numel: number, label: string): Tensor {
+export function elementView(gpu: Gpu, t: Tensor, offset: number, numel: number, label: string, shape: readonly number[] = [numel]): Tensor {
   const part = t.part;
+  if (shape.reduce((a, b) => a * b, 1) !== numel)
+    throw new Error(`${label}: a view of ${numel} elements cannot have shape ${fmtShape(shape)}`);
   const bytes = BYTES_PER_ELEMENT[t.dtype];
   if (!Number.isInteger(offset) || offset < 0 || offset + numel > t.numel) {
     throw new Error(`${label}: view [${offset}, ${offset + numel}) is outside ${t.label} ${fmtShape(t.shape)}`);
@@ -33,9 +36,9 @@ export function elementView(gpu: Gpu, t: Tensor, offset: number, numel: number, 
     );
   }
   return new Tensor(
-    [numel],
+    shape,
     t.dtype,
-    [{ buffer: part.buffer, byteOffset, byteLength: Math.max(4, numel * bytes), rowStart: 0, rowCount: numel }],
+    [{ buffer: part.buffer, byteOffset, byteLength: Math.max(4, numel * bytes), rowStart: 0, rowCount: shape[0] ?? 1 }],
     label,
   );
 }

@@ -7,7 +7,8 @@
  * `reduceTable` takes any strides and, optionally, a weighted total of the column sums: the EAGLE3
  * training step reduces every TTT step's row losses ([steps, stride], a step's rows contiguous) into
  * the per-step losses and their 0.8ᵏ-weighted total in one dispatch, with the bits of one reduction
- * per step and per total term (the gradient-free forward's order).
+ * per step and per total term (the gradient-free forward's order); and, as `groups`, every step's
+ * [rows, 4] metric terms into its four sums, also in one dispatch.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -43,6 +44,12 @@ export interface TableReduceOptions extends ReduceOptions {
   colStride: number;
   /** out[total.offset] (+)= Σ_c total.weights[c] · S_c, in column order; one weight per column. */
   total?: { offset: number; weights: readonly number[]; accumulate?: boolean };
+  /**
+   * `count` tables of this shape, table g starting `inStride` elements after table g − 1 and its column
+   * sums written `outStride` elements after g − 1's, in one dispatch (each with the bits of its own
+   * reduction). Not with `total`.
+   */
+  groups?: { count: number; inStride: number; outStride: number };
 }
 
 /**
@@ -60,18 +67,28 @@ export async function reduceColumns(gpu: Gpu, input: Tensor, out: Tensor, option
  */
 export async function reduceTable(gpu: Gpu, input: Tensor, out: Tensor, options: TableReduceOptions, op = 'reduceTable'): Promise<void> {
   const { rows, cols, outOffset, scale = 1, accumulate = false, mode = 'sum', rowStride, colStride, total } = options;
+  const groups = options.groups ?? { count: 1, inStride: 0, outStride: 0 };
   checkPositiveInt(op, 'rows', rows);
   checkPositiveInt(op, 'cols', cols);
   checkPositiveInt(op, 'rowStride', rowStride);
   checkPositiveInt(op, 'colStride', colStride);
+  checkPositiveInt(op, 'groups.count', groups.count);
+  if (groups.count > 1) {
+    checkPositiveInt(op, 'groups.inStride', groups.inStride);
+    checkPositiveInt(op, 'groups.outStride', groups.outStride);
+    if (total) throw new Error(`${op}: a weighted total sums one table's columns; it cannot take groups (${groups.count})`);
+  }
   const want: DType = mode === 'sum' ? 'f32' : 'i32';
   if (input.dtype !== want) throw new Error(`${op}: input (${input.label}) must be ${want} for mode ${mode}, got ${input.dtype}`);
-  const extent = (cols - 1) * colStride + (rows - 1) * rowStride + 1;
+  const extent = (groups.count - 1) * groups.inStride + (cols - 1) * colStride + (rows - 1) * rowStride + 1;
   if (input.numel < extent)
     throw new Error(`${op}: input (${input.label} ${fmtShape(input.shape)}) has ${input.numel} elements, rows × cols needs ${extent}`);
   if (out.dtype !== 'f32') throw new Error(`${op}: out (${out.label}) must be f32, got ${out.dtype}`);
-  if (!Number.isInteger(outOffset) || outOffset < 0 || outOffset + cols > out.numel) {
-    throw new Error(`${op}: out (${out.label} ${fmtShape(out.shape)}) cannot hold ${cols} values at offset ${outOffset}`);
+  const outEnd = outOffset + (groups.count - 1) * groups.outStride + cols;
+  if (!Number.isInteger(outOffset) || outOffset < 0 || outEnd > out.numel) {
+    throw new Error(
+      `${op}: out (${out.label} ${fmtShape(out.shape)}) cannot hold ${groups.count} × ${cols} values from offset ${outOffset}`,
+    );
   }
   if (total) {
     if (total.weights.length !== cols)
@@ -99,7 +116,11 @@ export async function reduceTable(gpu: Gpu, input: Tensor, out: Tensor, options:
       .u32(rowStride)
       .u32(colStride)
       .u32(total?.offset ?? 0)
-      .u32(c0 * colStride);
+      .u32(c0 * colStride)
+      .u32(groups.count)
+      .u32(groups.inStride)
+      .u32(groups.outStride)
+      .u32(0); // padding: the weights start on 16 bytes
     for (let c = 0; c < n && total; c++) w.f32(total.weights[c0 + c]);
     gpu.batcher.dispatch(kernel, w.finish(), [input.binding(), out.binding()], [1, 1, 1]);
   }

@@ -76,6 +76,54 @@ export default defineSuite('kernels/loss-reduce', (t) => {
     },
   );
 
+  t.test(
+    'groups: several [rows, 4] tables at a stride in one dispatch, the bits of one reduceColumns per table',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const rng = new Rng(43);
+      // Four TTT steps' metric terms of 300 rows (past 256 lanes), each table on a 256-byte boundary.
+      const [groups, rows, inStride] = [4, 300, 1216];
+      const table = rng.floats(groups * inStride, 3);
+      const input = gpu.upload([groups, inStride], 'f32', table, 'rowStats');
+      const out = gpu.upload([4 * groups + 1], 'f32', new Float32Array(4 * groups + 1).fill(7), 'metrics');
+      const before = gpu.batcher.stats.dispatches;
+      const shape = { rows, cols: 4, rowStride: 4, colStride: 1, outOffset: 0 };
+      await reduceTable(gpu, input, out, { ...shape, groups: { count: groups, inStride, outStride: 4 } });
+      assert(gpu.batcher.stats.dispatches - before === 1, 'one dispatch');
+      const got = await gpu.read(out);
+      const want = Array.from({ length: 4 * groups + 1 }, (_, i) => {
+        if (i === 4 * groups) return 7;
+        const [g, c] = [Math.floor(i / 4), i % 4];
+        return Array.from({ length: rows }, (_, r) => table[g * inStride + 4 * r + c]).reduce((a, v) => a + v, 0);
+      });
+      note('relErr', assertRelClose(got, want, 1e-5, 'groups vs float64 (the element past them untouched)'));
+      const one = gpu.tensor([4 * groups + 1], 'f32', 'one');
+      for (let g = 0; g < groups; g++) {
+        const rowStats = gpu.upload([rows, 4], 'f32', table.subarray(g * inStride, g * inStride + 4 * rows), 'step');
+        await reduceColumns(gpu, rowStats, one, { rows, cols: 4, outOffset: 4 * g });
+        gpu.release(rowStats);
+      }
+      assert(sameBits(got.subarray(0, 4 * groups), (await gpu.read(one)).subarray(0, 4 * groups)), 'the bits of one reduction per table');
+      await assertRejects(
+        () => reduceTable(gpu, input, out, { ...shape, groups: { count: groups, inStride, outStride: 5 } }),
+        /reduceTable: out \(metrics \[17\]\) cannot hold 4 × 4 values from offset 0/,
+        'out too short',
+      );
+      await assertRejects(
+        () =>
+          reduceTable(gpu, input, out, {
+            ...shape,
+            groups: { count: 2, inStride, outStride: 4 },
+            total: { offset: 16, weights: [1, 1, 1, 1] },
+          }),
+        /reduceTable: a weighted total sums one table's columns; it cannot take groups \(2\)/,
+        'total with groups',
+      );
+      gpu.release(input, out, one);
+      gpu.destroy();
+    },
+  );
+
   t.test('a total among the sums, a weight per column missing, or a table too short are refused by name', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const input = gpu.tensor([3, 64], 'f32', 'table');

@@ -33,7 +33,15 @@ import type { Eagle3Parameters } from './parameters.ts';
 import { fcWeightGrad } from './fc-chunks.ts';
 import { mlpActivationTensors, mlpBackward } from './mlp-chunks.ts';
 import { encodeStepBody, stackedProjectionFits, type StepContext } from './step-body.ts';
-import { captureLogits, encodeStepHead, reduceStepLosses, rowLossStride, stepLossSlots, type StepHeadContext } from './step-head.ts';
+import {
+  captureLogits,
+  encodeStepHead,
+  reduceStepLosses,
+  reduceStepMetrics,
+  rowLossStride,
+  stepLossSlots,
+  type StepHeadContext,
+} from './step-head.ts';
 
 export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagle3ForwardState): Promise<void> {
   const c = params.config;
@@ -54,10 +62,14 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');
   let dFromNext: Tensor | undefined;
 
-  // Every step's row losses in one [L, stride] table, each step's rows a view of their own, so one
-  // dispatch reduces them all at the end; one tensor per step where the table would not fit a binding.
-  const stride = rowLossStride(R, gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256);
+  // Every step's row losses in one [L, stride] table, and its [R, 4] metric terms in another, each
+  // step's rows a view of their own, so one dispatch reduces each table at the end; one tensor per step
+  // (reduced with its head) where a table would not fit a binding.
+  const align = gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256;
+  const stride = rowLossStride(R, align);
   const rowLossTable = L * stride * 4 <= gpu.maxBindingBytes ? gpu.tensor([L, stride], 'f32', 'eagle3.rowLosses') : undefined;
+  const statsStride = rowLossStride(4 * R, align);
+  const rowStatsTable = L * statsStride * 4 <= gpu.maxBindingBytes ? gpu.tensor([L, statsStride], 'f32', 'eagle3.rowStats') : undefined;
   const rowLosses: Tensor[] = [];
   const headContext: StepHeadContext = {
     gpu,
@@ -79,7 +91,9 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       : gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
     await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { ...norm, eps: c.rmsNormEps });
     const captured = s.captured ? captureLogits(gpu, R, c.draftVocabSize) : undefined;
-    await encodeStepHead({ ...headContext, onLogits: captured && (async (logits) => captured.add(logits)) }, k, f, dF, rowLosses[k]);
+    const stats = rowStatsTable && elementView(gpu, rowStatsTable, k * statsStride, 4 * R, `eagle3.s${k}.rowStats`, [R, 4]);
+    const head = { ...headContext, onLogits: captured && (async (logits: Tensor) => captured.add(logits)) };
+    await encodeStepHead(head, k, f, dF, { loss: rowLosses[k], stats });
     if (s.captured && captured) s.captured.logits[k] = captured.done();
     gpu.release(f);
     return dF;
@@ -210,6 +224,10 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   }
   // The losses: each step's, and the weighted total in step order (the bits of the gradient-free forward's).
   gpu.release(dKCache, dVCache);
+  if (rowStatsTable) {
+    await reduceStepMetrics(gpu, rowStatsTable, s.metricsOut, R, L, statsStride);
+    gpu.release(rowStatsTable);
+  }
   if (rowLossTable) {
     await reduceStepLosses(gpu, rowLossTable, s.lossOut, R, L, stride);
     gpu.release(rowLossTable);

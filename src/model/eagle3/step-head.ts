@@ -49,24 +49,25 @@ export interface StepHeadContext {
 
 /**
  * Step k's head on f [R, H]. In training, dF [R, H] receives dLoss/df (through lm_head). Encodes only;
- * every chunk tensor is released once its last reader is encoded. Given `rowLossOut` [R], the rows'
+ * every chunk tensor is released once its last reader is encoded. Given `rows.loss` [R], the rows'
  * losses are left there and the caller reduces them (`reduceStepLoss`): the training backward runs the
- * heads from the last step to the first and sums the weighted total afterwards, in step order.
+ * heads from the last step to the first and sums the weighted total afterwards, in step order. Given
+ * `rows.stats` [R, 4], the rows' metric terms are left there likewise (`reduceStepMetrics`).
  */
 export async function encodeStepHead(
   ctx: StepHeadContext,
   k: number,
   f: Tensor,
   dF: Tensor | undefined,
-  rowLossOut?: Tensor,
+  rowsOut: { loss?: Tensor; stats?: Tensor } = {},
 ): Promise<void> {
   const { gpu, params, inputs, teacher, chunkRows } = ctx;
   const { seqLen: S, rows: R, tttLength: L } = ctx.dims;
   const { hiddenSize: H, draftVocabSize: D } = params.config;
   const train = ctx.lossScale !== undefined;
   const whole = chunkRows >= R;
-  const rowLoss = rowLossOut ?? gpu.tensor([R], 'f32', 'eagle3.rowLoss');
-  const rowStats = gpu.tensor([R, 4], 'f32', 'eagle3.rowStats');
+  const rowLoss = rowsOut.loss ?? gpu.tensor([R], 'f32', 'eagle3.rowLoss');
+  const rowStats = rowsOut.stats ?? gpu.tensor([R, 4], 'f32', 'eagle3.rowStats');
   const common = { rows: R, draftVocab: D, seqLen: S, step: k };
   try {
     for (let r0 = 0; r0 < R; r0 += chunkRows) {
@@ -116,11 +117,11 @@ export async function encodeStepHead(
         if (!whole) gpu.release(fC);
       }
     }
-    await reduceMetrics(gpu, rowStats, ctx.metricsOut, { rows: R, slot: k });
-    if (!rowLossOut) await reduceStepLoss(gpu, rowLoss, ctx.lossOut, stepLossSlots(k, R, L));
+    if (!rowsOut.stats) await reduceMetrics(gpu, rowStats, ctx.metricsOut, { rows: R, slot: k });
+    if (!rowsOut.loss) await reduceStepLoss(gpu, rowLoss, ctx.lossOut, stepLossSlots(k, R, L));
   } finally {
-    gpu.release(rowStats);
-    if (!rowLossOut) gpu.release(rowLoss);
+    if (!rowsOut.stats) gpu.release(rowStats);
+    if (!rowsOut.loss) gpu.release(rowLoss);
   }
 }
 
@@ -152,6 +153,28 @@ export async function reduceStepLosses(gpu: Gpu, table: Tensor, lossOut: Tensor,
     lossOut,
     { rows, cols: L, rowStride: 1, colStride: stride, outOffset: 0, scale: 1 / rows, total: { offset: L, weights } },
     'reduceStepLosses',
+  );
+}
+
+/**
+ * What reduceMetrics asks of each of the L steps, for all of them in one dispatch: metricsOut[4k + j] =
+ * Σ_r table[k, 4r + j] from the [L, stride] table of the steps' [R, 4] metric terms (stride: rowLossStride
+ * of 4R). The same bits as reduceMetrics step by step (kernels/loss-reduce.ts).
+ */
+export async function reduceStepMetrics(
+  gpu: Gpu,
+  table: Tensor,
+  metricsOut: Tensor,
+  rows: number,
+  L: number,
+  stride: number,
+): Promise<void> {
+  await reduceTable(
+    gpu,
+    table,
+    metricsOut,
+    { rows, cols: 4, rowStride: 4, colStride: 1, outOffset: 0, groups: { count: L, inStride: stride, outStride: 4 } },
+    'reduceStepMetrics',
   );
 }
 

@@ -46,6 +46,8 @@ export interface StepShape {
   readonly fcRows: number;
   /** Row stride of the steps' [L, stride] row-loss table (model/eagle3/step-head.ts rowLossStride), or 0 for one [R] tensor per step. */
   readonly rowLossStride: number;
+  /** Row stride of the steps' [L, stride] table of [R, 4] metric terms (rowLossStride of 4R), or 0 for one [R, 4] tensor per head. */
+  readonly rowStatsStride: number;
 }
 
 /** What the step keeps through its forward and backward, and its moments. */
@@ -77,6 +79,7 @@ export function stepTensors(x: StepShape): StepTensors {
   const kept = [
     ...times(L, [t('hOut', [R, H]), t('positions', [R], 'i32'), ...(x.rowLossStride ? [] : [t('rowLoss', [R])])]),
     ...(x.rowLossStride ? [t('rowLosses', [L, x.rowLossStride])] : []),
+    ...(x.rowStatsStride ? [t('rowStats', [L, x.rowStatsStride])] : []),
     ...(x.recompute ? [] : times(L, body)),
     t('hidden0', [R, H]),
     ...times(2, caches),
@@ -109,7 +112,7 @@ export function stepTensors(x: StepShape): StepTensors {
     t('f', [R, H]),
     t('invRmsFinal', [R]),
     t('dF', [R, H]),
-    t('rowStats', [R, 4]),
+    ...(x.rowStatsStride ? [] : [t('rowStats', [R, 4])]),
     ...chunkSpecs(R, x.headRows, (c) => [
       t('logits', [c, D], 'f32', true),
       t('soft-ce row loss', [c]),

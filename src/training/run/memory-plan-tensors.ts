@@ -170,6 +170,7 @@ export function itemSpecs(
     fcRows: F,
     // The device's binding alignment is at most 256 bytes, so this stride is not below the one it uses.
     rowLossStride: L * rowLossStride(R, 256) * 4 <= maxBinding ? rowLossStride(R, 256) : 0,
+    rowStatsStride: L * rowLossStride(4 * R, 256) * 4 <= maxBinding ? rowLossStride(4 * R, 256) : 0,
   });
   const ropeRows = S + L - 1;
   return {
