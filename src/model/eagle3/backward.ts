@@ -38,8 +38,8 @@ import {
   encodeStepHead,
   reduceStepLosses,
   reduceStepMetrics,
-  rowLossStride,
   stepLossSlots,
+  stepTableStride,
   type StepHeadContext,
 } from './step-head.ts';
 
@@ -66,10 +66,10 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   // step's rows a view of their own, so one dispatch reduces each table at the end; one tensor per step
   // (reduced with its head) where a table would not fit a binding.
   const align = gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256;
-  const stride = rowLossStride(R, align);
-  const rowLossTable = L * stride * 4 <= gpu.maxBindingBytes ? gpu.tensor([L, stride], 'f32', 'eagle3.rowLosses') : undefined;
-  const statsStride = rowLossStride(4 * R, align);
-  const rowStatsTable = L * statsStride * 4 <= gpu.maxBindingBytes ? gpu.tensor([L, statsStride], 'f32', 'eagle3.rowStats') : undefined;
+  const stride = stepTableStride(R, L, align, gpu.maxBindingBytes);
+  const rowLossTable = stride ? gpu.tensor([L, stride], 'f32', 'eagle3.rowLosses') : undefined;
+  const statsStride = stepTableStride(4 * R, L, align, gpu.maxBindingBytes);
+  const rowStatsTable = statsStride ? gpu.tensor([L, statsStride], 'f32', 'eagle3.rowStats') : undefined;
   const rowLosses: Tensor[] = [];
   const headContext: StepHeadContext = {
     gpu,

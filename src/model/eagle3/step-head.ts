@@ -49,10 +49,10 @@ export interface StepHeadContext {
 
 /**
  * Step k's head on f [R, H]. In training, dF [R, H] receives dLoss/df (through lm_head). Encodes only;
- * every chunk tensor is released once its last reader is encoded. Given `rows.loss` [R], the rows'
+ * every chunk tensor is released once its last reader is encoded. Given `rowsOut.loss` [R], the rows'
  * losses are left there and the caller reduces them (`reduceStepLoss`): the training backward runs the
  * heads from the last step to the first and sums the weighted total afterwards, in step order. Given
- * `rows.stats` [R, 4], the rows' metric terms are left there likewise (`reduceStepMetrics`).
+ * `rowsOut.stats` [R, 4], the rows' metric terms are left there likewise (`reduceStepMetrics`).
  */
 export async function encodeStepHead(
   ctx: StepHeadContext,
@@ -138,6 +138,16 @@ export function stepLossSlots(k: number, rows: number, L: number) {
 export function rowLossStride(rows: number, alignBytes: number): number {
   const perBoundary = alignBytes / 4;
   return Math.ceil(rows / perBoundary) * perBoundary;
+}
+
+/**
+ * The row stride of a [steps, stride] table of `elements` f32 per step (rowLossStride), or 0 where the
+ * table would not fit one binding and each step keeps its own tensor. The backward and the memory plan
+ * ask this of the row-loss table (elements R) and of the metric-term table (4R).
+ */
+export function stepTableStride(elements: number, steps: number, alignBytes: number, maxBindingBytes: number): number {
+  const stride = rowLossStride(elements, alignBytes);
+  return steps * stride * 4 <= maxBindingBytes ? stride : 0;
 }
 
 /**

@@ -29,7 +29,7 @@ import { mlpChunkRows } from '../../model/eagle3/mlp-chunks.ts';
 import { stackedProjectionFits } from '../../model/eagle3/step-body.ts';
 import { gathersFromTableOf } from '../../kernels/rmsnorm-gather.ts';
 import { stepTensors } from './memory-plan-moments.ts';
-import { headChunkRows, rowLossStride } from '../../model/eagle3/step-head.ts';
+import { headChunkRows, stepTableStride } from '../../model/eagle3/step-head.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
 
@@ -169,8 +169,8 @@ export function itemSpecs(
     headRows: C,
     fcRows: F,
     // The device's binding alignment is at most 256 bytes, so this stride is not below the one it uses.
-    rowLossStride: L * rowLossStride(R, 256) * 4 <= maxBinding ? rowLossStride(R, 256) : 0,
-    rowStatsStride: L * rowLossStride(4 * R, 256) * 4 <= maxBinding ? rowLossStride(4 * R, 256) : 0,
+    rowLossStride: stepTableStride(R, L, 256, maxBinding),
+    rowStatsStride: stepTableStride(4 * R, L, 256, maxBinding),
   });
   const ropeRows = S + L - 1;
   return {
