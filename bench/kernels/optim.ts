@@ -1,14 +1,21 @@
 /**
  * Optimizer benchmark: GB/s of the global-norm + clip-coefficient passes (read every gradient once)
- * and of the fused AdamW step (read grad, param, m, v; write param, m, v).
+ * and of the fused AdamW step (read grad, param, m, v; write param, m, v), as the host picks it (four
+ * elements per invocation for these sizes) and one element per invocation (optim/adamw dispatched
+ * directly), for the ratio.
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import { adamwStep, globalGradNorm, gradNormWorkspaceSize } from '../../src/kernels/optim.ts';
+import { elementGrid } from '../../src/kernels/elementwise-common.ts';
+import { OPTIM_KERNELS, adamwScalars, adamwStep, globalGradNorm, gradNormWorkspaceSize } from '../../src/kernels/optim.ts';
+import { UniformWriter } from '../../src/gpu/uniform-arena.ts';
 import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
-/** Parameter element counts: a mid draft's MLP projection (1024 x 2816) and a Llama-8B one (4096 x 14336). */
-export const OPTIM_BENCH_SIZES: readonly number[] = [1024 * 2816, 4096 * 14336];
+/**
+ * Parameter element counts: the fixture draft's one parameter slab (13 tensors at 256-byte offsets),
+ * a mid draft's MLP projection (1024 x 2816) and a Llama-8B one (4096 x 14336).
+ */
+export const OPTIM_BENCH_SIZES: readonly number[] = [64704, 1024 * 2816, 4096 * 14336];
 
 export async function benchOptim(gpu: Gpu, sizes: readonly number[] = OPTIM_BENCH_SIZES): Promise<BenchRecord[]> {
   const out: BenchRecord[] = [];
@@ -26,6 +33,16 @@ export async function benchOptim(gpu: Gpu, sizes: readonly number[] = OPTIM_BENC
     const opts = { lr: 1e-4, beta1: 0.9, beta2: 0.999, eps: 1e-8, weightDecay: 0, step: 1, clip: result };
     const step = await medianSeconds(gpu, () => adamwStep(gpu, P, G, M, V, opts));
     out.push({ family: 'optim', variant: 'adamw (clip fused)', shape, ms: step * 1e3, gbps: (7 * n * 4) / step / 1e9 });
+    // A tensor past one binding is stepped part by part: the one-element kernel is timed on the first
+    // part and its rate compared.
+    const part = (t: typeof G) => ({ buffer: t.parts[0].buffer, offset: t.parts[0].byteOffset, size: t.parts[0].byteLength });
+    const n0 = P.parts[0].rowCount * P.rowElements;
+    const scalar = await gpu.pipelines.get(OPTIM_KERNELS.adamw, { USE_CLIP: true });
+    const { decay, stepSize, bc2Sqrt } = adamwScalars(opts);
+    const uniforms = new UniformWriter().u32(n0).f32(decay).f32(0.1).f32(0.999).f32(0.001).f32(stepSize).f32(bc2Sqrt).f32(1e-8).finish();
+    const bindings = [part(G), result.binding(), part(P), part(M), part(V)];
+    const one = await medianSeconds(gpu, () => gpu.batcher.dispatch(scalar, uniforms, bindings, elementGrid(gpu, n0)));
+    out.push({ family: 'optim', variant: 'adamw (clip fused) one element', shape: `${n0}`, ms: one * 1e3, gbps: (7 * n0 * 4) / one / 1e9 });
     gpu.release(G, P, M, V, partials, result);
   }
   return out;

@@ -10,21 +10,12 @@
 //   w sums g[i]² for i = w·WG + lid, then i += G·WG (grid stride), in increasing i. WG is
 //   SUMSQ_WG in src/kernels/optim.ts, appended to this source as a constant; the host derives G
 //   from n with the same value.
-// Numerics: f32 accumulation, then a fixed-shape tree in workgroup memory. With G fixed by the
-//   host from n alone, the summation order, hence the result bits, never change (deterministic).
+// Numerics: f32 accumulation, then the fixed-shape tree of include/sumsq-partial.wgsl. With G
+//   fixed by the host from n alone, the summation order, hence the result bits, never change.
 
-struct Params {
-  n: u32,
-  partialOffset: u32,
-}
+#include "include/sumsq-partial.wgsl"
 
-@group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> g: array<f32>;
-@group(0) @binding(2) var<storage, read_write> partials: array<f32>;
-
-// The halving tree below needs a power of two.
-const_assert 0u == (WG & (WG - 1u));
-var<workgroup> partial: array<f32, WG>;
 
 @compute @workgroup_size(WG, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -35,11 +26,5 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
     let v = g[i];
     acc = fma(v, v, acc);
   }
-  partial[lid.x] = acc;
-  workgroupBarrier();
-  for (var half = WG / 2u; half > 0u; half = half / 2u) {
-    if (lid.x < half) { partial[lid.x] = partial[lid.x] + partial[lid.x + half]; }
-    workgroupBarrier();
-  }
-  if (lid.x == 0u) { partials[p.partialOffset + wg.x] = partial[0]; }
+  storePartial(lid.x, wg.x, acc);
 }

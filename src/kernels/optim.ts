@@ -4,10 +4,12 @@
  * readback anywhere in the step).
  *
  * Kernels (shaders/optim/*.wgsl):
- *   sumsq    — per-workgroup partial sums of g² for one tensor (part), into a shared partials array;
+ *   sumsq    — per-workgroup partial sums of g² for one tensor (part), into a shared partials array
+ *              (sumsq-vec4: the same, four elements per load, where a part's count is a multiple of 4);
  *   finalize — one workgroup: norm = sqrt(Σ partials), coef = min(1, maxNorm / (norm + 1e-6));
  *   scale    — g *= coef (torch clip_grad_norm_ semantics);
- *   adamw    — PyTorch AdamW (decoupled decay, bias-corrected), optionally scaling g by coef.
+ *   adamw    — PyTorch AdamW (decoupled decay, bias-corrected), optionally scaling g by coef;
+ *   adamw-vec4 — the same, four elements per invocation, where a part's count is a multiple of 4.
  * The partial layout depends only on the tensors' sizes, so the norm is deterministic.
  * Every kernel dispatches once per row part, so vocab-sized tensors split over bindings work.
  */
@@ -26,11 +28,22 @@ import {
 } from './elementwise-common.ts';
 import { shaderSource } from './shader-source.ts';
 
-/** Invocations per sumsq workgroup (the shader's WG); with ELEMENTS_PER_INVOCATION it fixes the grid. */
-const SUMSQ_WG = 256;
+/**
+ * Invocations per sumsq workgroup (the shader's WG); with ELEMENTS_PER_INVOCATION it fixes the grid.
+ * Few invocations and many elements each: the halving tree's barriers are paid once per workgroup,
+ * and on a CPU adapter each barrier switches every SIMD batch of the workgroup in and out. Against
+ * 256 invocations of 8 elements, 64 of 256 took the pass 3.6–4.7× less time on 2.9 M elements and
+ * 3.2–4.4× less on the fixture draft's 64.7 k (bench/RESULTS.md, "Fewer barriers, wider loads").
+ */
+const SUMSQ_WG = 64;
 
 export const OPTIM_KERNELS = {
   sumsq: { name: 'optim/sumsq', source: shaderSource('optim/sumsq', { WG: SUMSQ_WG }), bindings: ['uniform', 'read', 'write'] },
+  sumsqVec4: {
+    name: 'optim/sumsq-vec4',
+    source: shaderSource('optim/sumsq-vec4', { WG: SUMSQ_WG }),
+    bindings: ['uniform', 'read', 'write'],
+  },
   finalize: { name: 'optim/finalize', source: shaderSource('optim/finalize'), bindings: ['uniform', 'read', 'write'] },
   scale: { name: 'optim/scale', source: shaderSource('optim/scale', ELEMENTWISE_CONSTANTS), bindings: ['uniform', 'read', 'write'] },
   adamw: {
@@ -38,10 +51,15 @@ export const OPTIM_KERNELS = {
     source: shaderSource('optim/adamw', ELEMENTWISE_CONSTANTS),
     bindings: ['uniform', 'read', 'read', 'write', 'write', 'write'],
   },
+  adamwVec4: {
+    name: 'optim/adamw-vec4',
+    source: shaderSource('optim/adamw-vec4', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'write', 'write', 'write'],
+  },
 } as const satisfies Record<string, KernelDef>;
 
 /** Each sumsq invocation handles about this many elements before the tree reduction. */
-const ELEMENTS_PER_INVOCATION = 8;
+const ELEMENTS_PER_INVOCATION = 256;
 const MAX_SUMSQ_WORKGROUPS = 4096;
 
 function partElements(t: Tensor, part: TensorPart): number {
@@ -91,13 +109,22 @@ export async function globalGradNorm(
   checkSinglePart(op, 'partials', partials, 'f32', count);
   checkSinglePart(op, 'result', result, 'f32', 2);
   checkNoAlias(op, result, [['partials', partials]], 'result');
-  const [sumsq, finalize] = await Promise.all([gpu.pipelines.get(OPTIM_KERNELS.sumsq), gpu.pipelines.get(OPTIM_KERNELS.finalize)]);
+  const [sumsq, sumsqVec4, finalize] = await Promise.all(
+    [OPTIM_KERNELS.sumsq, OPTIM_KERNELS.sumsqVec4, OPTIM_KERNELS.finalize].map((def) => gpu.pipelines.get(def)),
+  );
   let offset = 0;
   for (const g of grads) {
     for (const part of g.parts) {
       const n = partElements(g, part);
       const workgroups = sumsqWorkgroups(n);
-      gpu.batcher.dispatch(sumsq, new UniformWriter().u32(n).u32(offset).finish(), [binding(part), partials.binding()], [workgroups]);
+      // Four elements per load where the part is whole vec4s (optim/sumsq-vec4); the count alone
+      // decides, so a model's norm always sums in the same order.
+      const wide = n % 4 === 0 && part.byteOffset % 16 === 0;
+      const uniforms = new UniformWriter()
+        .u32(wide ? n / 4 : n)
+        .u32(offset)
+        .finish();
+      gpu.batcher.dispatch(wide ? sumsqVec4 : sumsq, uniforms, [binding(part), partials.binding()], [workgroups]);
       offset += workgroups;
     }
   }
@@ -206,12 +233,20 @@ export async function adamwStep(gpu: Gpu, param: Tensor, grad: Tensor, m: Tensor
       'clip',
     );
   }
-  const kernel = await gpu.pipelines.get(OPTIM_KERNELS.adamw, { USE_CLIP: options.clip !== undefined });
+  const constants = { USE_CLIP: options.clip !== undefined };
+  const [scalar, vec4] = await Promise.all([
+    gpu.pipelines.get(OPTIM_KERNELS.adamw, constants),
+    gpu.pipelines.get(OPTIM_KERNELS.adamwVec4, constants),
+  ]);
   const { decay, stepSize, bc2Sqrt } = adamwScalars(options);
   param.parts.forEach((part, i) => {
     const n = partElements(param, part);
+    const bindings = [binding(grad.parts[i]), binding(part), binding(m.parts[i]), binding(v.parts[i])];
+    // Four elements per invocation where every binding holds whole, aligned vec4s (optim/adamw-vec4).
+    const wide = bindings.every((b) => (b.offset ?? 0) % 16 === 0) && n % 4 === 0;
+    const lanes = wide ? n / 4 : n;
     const uniforms = new UniformWriter()
-      .u32(n)
+      .u32(lanes)
       .f32(decay)
       .f32(1 - options.beta1)
       .f32(options.beta2)
@@ -220,9 +255,9 @@ export async function adamwStep(gpu: Gpu, param: Tensor, grad: Tensor, m: Tensor
       .f32(bc2Sqrt)
       .f32(options.eps)
       .finish();
-    const g = binding(grad.parts[i]);
+    const [g, ...state] = bindings;
     // Without clipping the shader never reads binding 2; bind the gradient there (read-only aliasing is allowed).
     const clip = options.clip ? options.clip.binding() : g;
-    gpu.batcher.dispatch(kernel, uniforms, [g, clip, binding(part), binding(m.parts[i]), binding(v.parts[i])], elementGrid(gpu, n));
+    gpu.batcher.dispatch(wide ? vec4 : scalar, uniforms, [g, clip, ...state], elementGrid(gpu, lanes));
   });
 }

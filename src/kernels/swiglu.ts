@@ -7,7 +7,9 @@
  * [rows, 2·inter] tensor, gate then up in each row, and gives dgate and dup the same way: what one
  * matmul against the stacked [W_gate; W_up] produces and consumes, so the EAGLE3 draft's MLP runs
  * one projection where it ran two (model/eagle3/mlp-chunks.ts). WebGPU forbids two writable
- * bindings of one buffer, hence a kernel of its own rather than strided views of one tensor.
+ * bindings of one buffer, hence a kernel of its own rather than strided views of one tensor. When
+ * inter is a multiple of 4 (every real model), the packed pair runs four columns per invocation
+ * (the -vec4 kernels, the same bits).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -43,6 +45,16 @@ export const SWIGLU_KERNELS = {
   backwardPacked: {
     name: 'swiglu/backward-packed',
     source: shaderSource('swiglu/backward-packed', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'read', 'write'],
+  },
+  forwardPackedVec4: {
+    name: 'swiglu/forward-packed-vec4',
+    source: shaderSource('swiglu/forward-packed-vec4', ELEMENTWISE_CONSTANTS),
+    bindings: ['uniform', 'read', 'write'],
+  },
+  backwardPackedVec4: {
+    name: 'swiglu/backward-packed-vec4',
+    source: shaderSource('swiglu/backward-packed-vec4', ELEMENTWISE_CONSTANTS),
     bindings: ['uniform', 'read', 'read', 'write'],
   },
 } as const satisfies Record<string, KernelDef>;
@@ -150,10 +162,21 @@ export interface SwigluPackedArgs {
   inter: number;
 }
 
+/**
+ * The packed kernels' arguments: `wide` (inter a multiple of 4) takes the -vec4 kernels, four
+ * columns per invocation with the same bits; `lanes` is the invocation count either way.
+ */
 function resolvePacked(op: string, args: SwigluPackedArgs) {
   checkInt(`${op}: rows`, args.rows, 0);
   checkInt(`${op}: inter`, args.inter);
-  return { uniforms: new UniformWriter().u32(args.rows).u32(args.inter).finish(), elements: args.rows * args.inter };
+  const wide = args.inter % 4 === 0;
+  const perRow = wide ? args.inter / 4 : args.inter;
+  return {
+    wide,
+    uniforms: new UniformWriter().u32(args.rows).u32(perRow).finish(),
+    elements: args.rows * args.inter,
+    lanes: args.rows * perRow,
+  };
 }
 
 /** Encode h [rows, inter] = silu(gate) ⊙ up from gu [rows, 2·inter] = gate | up (no submit). */
@@ -163,8 +186,8 @@ export async function swigluForwardPacked(gpu: Gpu, gu: Tensor, h: Tensor, args:
   checkSinglePart(op, 'gu', gu, 'f32', 2 * r.elements);
   checkSinglePart(op, 'h', h, 'f32', r.elements);
   checkNoAlias(op, h, [['gu', gu]], 'h');
-  const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.forwardPacked);
-  gpu.batcher.dispatch(kernel, r.uniforms, [gu.binding(), h.binding()], elementGrid(gpu, r.elements));
+  const kernel = await gpu.pipelines.get(r.wide ? SWIGLU_KERNELS.forwardPackedVec4 : SWIGLU_KERNELS.forwardPacked);
+  gpu.batcher.dispatch(kernel, r.uniforms, [gu.binding(), h.binding()], elementGrid(gpu, r.lanes));
 }
 
 /** Encode dgu [rows, 2·inter] = dgate | dup of swigluForwardPacked given dh [rows, inter] (no submit). */
@@ -183,6 +206,6 @@ export async function swigluBackwardPacked(gpu: Gpu, gu: Tensor, dh: Tensor, dgu
     ],
     'dgu',
   );
-  const kernel = await gpu.pipelines.get(SWIGLU_KERNELS.backwardPacked);
-  gpu.batcher.dispatch(kernel, r.uniforms, [gu.binding(), dh.binding(), dgu.binding()], elementGrid(gpu, r.elements));
+  const kernel = await gpu.pipelines.get(r.wide ? SWIGLU_KERNELS.backwardPackedVec4 : SWIGLU_KERNELS.backwardPacked);
+  gpu.batcher.dispatch(kernel, r.uniforms, [gu.binding(), dh.binding(), dgu.binding()], elementGrid(gpu, r.lanes));
 }

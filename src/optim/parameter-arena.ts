@@ -19,6 +19,12 @@ import { Tensor, numelOf } from '../gpu/tensor.ts';
  */
 export const ARENA_ALIGN_BYTES = 256;
 
+/**
+ * Slabs end on a multiple of this many bytes (one vec4<f32>); the padding is a gap like any other,
+ * zero in all four slabs and kept zero.
+ */
+export const SLAB_GRAIN_BYTES = 16;
+
 export interface ParameterSpec {
   readonly name: string;
   readonly shape: readonly number[];
@@ -61,7 +67,11 @@ export function planArena(byteSizes: readonly number[], maxSlabBytes: number, al
       slabBytes.push(bytes);
     }
   }
-  return { slabBytes, placements };
+  // Whole vec4s: AdamW then runs four elements per invocation over the slab (optim/adamw-vec4).
+  return {
+    slabBytes: slabBytes.map((bytes) => Math.min(maxSlabBytes, Math.ceil(bytes / SLAB_GRAIN_BYTES) * SLAB_GRAIN_BYTES)),
+    placements,
+  };
 }
 
 /** Bytes of one f32 parameter of `shape` (a binding holds at least 4). */

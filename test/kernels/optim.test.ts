@@ -69,38 +69,44 @@ export default defineSuite('kernels/optim', (t) => {
     );
   }
 
-  t.test('global norm over odd sizes and row parts vs float64; clip coefficient both sides of 1', async ({ gpu: ctx, note }) => {
-    const gpu = new Gpu(ctx);
-    const rng = new Rng(51);
-    const sizes = [1, 3, 257, 2049, 70001, 300000];
-    const data = sizes.map((n, i) => rng.floats(n, 10 ** ((i % 3) - 1)));
-    const grads = sizes.map((n, i) => gpu.upload([n], 'f32', data[i], `g${i}`));
-    const split = rng.floats(37 * 11);
-    grads.push(chunked(gpu, [5, 31, 1], 11, split, 'chunked'));
-    data.push(split);
-    const partials = gpu.tensor([gradNormWorkspaceSize(grads)], 'f32', 'partials');
-    const result = gpu.tensor([2], 'f32', 'result');
-    const want = globalNormRef(data);
-    let worst = 0;
-    for (const maxNorm of [want / 3, want * 2, Number.POSITIVE_INFINITY]) {
-      await globalGradNorm(gpu, grads, partials, result, { maxNorm });
-      const [norm, coef] = await gpu.read(result);
-      worst = Math.max(worst, assertRelClose([norm, coef], [want, clipCoefRef(want, maxNorm)], 1e-5, `norm and coef, maxNorm ${maxNorm}`));
-      const again = await gpu.read(result);
-      await globalGradNorm(gpu, grads, partials, result, { maxNorm });
-      assertDeepEqual(Array.from(await gpu.read(result)), Array.from(again), 'norm is bitwise repeatable');
-    }
-    assertEqual(sumsqWorkgroups(300000), 147, 'workgroups for 300000 elements');
-    await globalGradNorm(gpu, grads, partials, result, { maxNorm: want / 3 });
-    await clipGradients(gpu, grads, result);
-    for (let i = 0; i < grads.length; i++) {
-      const scaled = Array.from(data[i], (v) => v * clipCoefRef(want, want / 3));
-      worst = Math.max(worst, assertRelClose(await gpu.read(grads[i]), scaled, 1e-5, `clipped g${i}`));
-    }
-    note('worstRelErr', worst);
-    gpu.release(...grads, partials, result);
-    gpu.destroy();
-  });
+  t.test(
+    'global norm over odd sizes (one element per load) and multiples of 4 (optim/sumsq-vec4), row parts, vs float64; clip coefficient both sides of 1',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const rng = new Rng(51);
+      const sizes = [1, 3, 257, 2049, 4096, 70001, 300000];
+      const data = sizes.map((n, i) => rng.floats(n, 10 ** ((i % 3) - 1)));
+      const grads = sizes.map((n, i) => gpu.upload([n], 'f32', data[i], `g${i}`));
+      const split = rng.floats(37 * 11);
+      grads.push(chunked(gpu, [5, 31, 1], 11, split, 'chunked'));
+      data.push(split);
+      const partials = gpu.tensor([gradNormWorkspaceSize(grads)], 'f32', 'partials');
+      const result = gpu.tensor([2], 'f32', 'result');
+      const want = globalNormRef(data);
+      let worst = 0;
+      for (const maxNorm of [want / 3, want * 2, Number.POSITIVE_INFINITY]) {
+        await globalGradNorm(gpu, grads, partials, result, { maxNorm });
+        const [norm, coef] = await gpu.read(result);
+        worst = Math.max(
+          worst,
+          assertRelClose([norm, coef], [want, clipCoefRef(want, maxNorm)], 1e-5, `norm and coef, maxNorm ${maxNorm}`),
+        );
+        const again = await gpu.read(result);
+        await globalGradNorm(gpu, grads, partials, result, { maxNorm });
+        assertDeepEqual(Array.from(await gpu.read(result)), Array.from(again), 'norm is bitwise repeatable');
+      }
+      assertEqual(sumsqWorkgroups(300000), 19, 'workgroups for 300000 elements');
+      await globalGradNorm(gpu, grads, partials, result, { maxNorm: want / 3 });
+      await clipGradients(gpu, grads, result);
+      for (let i = 0; i < grads.length; i++) {
+        const scaled = Array.from(data[i], (v) => v * clipCoefRef(want, want / 3));
+        worst = Math.max(worst, assertRelClose(await gpu.read(grads[i]), scaled, 1e-5, `clipped g${i}`));
+      }
+      note('worstRelErr', worst);
+      gpu.release(...grads, partials, result);
+      gpu.destroy();
+    },
+  );
 
   t.test('AdamW over three steps vs float64, with and without clipping, row parts', async ({ gpu: ctx, note }) => {
     const gpu = new Gpu(ctx);
@@ -143,34 +149,102 @@ export default defineSuite('kernels/optim', (t) => {
     gpu.destroy();
   });
 
-  t.test('a NaN or infinite gradient norm skips the step: weights and moments untouched, scaled gradients zero', async ({ gpu: ctx }) => {
-    const gpu = new Gpu(ctx);
-    const rng = new Rng(53);
-    const n = 300;
-    const opts = { lr: 3e-3, beta1: 0.8, beta2: 0.99, eps: 1e-6, weightDecay: 0.1, step: 2 };
-    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY]) {
-      const p = Float32Array.from(rng.floats(n));
-      const m = Float32Array.from(rng.floats(n, 0.01));
-      const v = Float32Array.from(rng.floats(n, 0.01), Math.abs);
-      const g = Float32Array.from(rng.floats(n, 0.1));
-      g[17] = bad;
-      const [P, M, V, G] = [p, m, v, g].map((x, i) => gpu.upload([n], 'f32', x, ['param', 'm', 'v', 'grad'][i]));
-      const partials = gpu.tensor([gradNormWorkspaceSize([G])], 'f32', 'partials');
-      const result = gpu.tensor([2], 'f32', 'result');
-      await globalGradNorm(gpu, [G], partials, result, { maxNorm: 0.5 });
-      const [norm, coef] = await gpu.read(result);
-      assert(!Number.isFinite(norm), `the norm is ${norm}`);
-      assertEqual(coef, clipCoefRef(norm, 0.5), `skip sentinel for a ${bad} gradient`);
-      await adamwStep(gpu, P, G, M, V, { ...opts, clip: result });
-      assertDeepEqual([...(await gpu.read(P))], [...p], `weights untouched (${bad})`);
-      assertDeepEqual([...(await gpu.read(M))], [...m], `first moments untouched (${bad})`);
-      assertDeepEqual([...(await gpu.read(V))], [...v], `second moments untouched (${bad})`);
-      await clipGradients(gpu, [G], result);
-      assertDeepEqual([...(await gpu.read(G))], new Array(n).fill(0), `scaled gradients are zero (${bad})`);
-      gpu.release(P, M, V, G, partials, result);
-    }
-    gpu.destroy();
-  });
+  t.test(
+    'AdamW four elements per invocation (optim/adamw-vec4) has the bits of the one-element kernel, and matches float64',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const rng = new Rng(54);
+      // 4 · 301 elements in row parts of 400 and 804 go four at a time; one more element takes the
+      // one-element kernel over the same leading values.
+      const n = 4 * 301;
+      const opts = { lr: 3e-3, beta1: 0.8, beta2: 0.99, eps: 1e-6, weightDecay: 0.1 };
+      let worst = 0;
+      for (const clipped of [false, true]) {
+        const p0 = rng.floats(n + 1);
+        const wide = ['param', 'm', 'v', 'grad'].map((label, i) =>
+          chunked(gpu, [100, 201], 4, i === 0 ? p0.slice(0, n) : new Float32Array(n), label),
+        );
+        const narrow = ['param', 'm', 'v', 'grad'].map((label, i) =>
+          gpu.upload([n + 1], 'f32', i === 0 ? p0 : new Float32Array(n + 1), `${label}+1`),
+        );
+        const partials = gpu.tensor([gradNormWorkspaceSize([wide[3]])], 'f32', 'partials');
+        const result = gpu.tensor([2], 'f32', 'result');
+        let [p, m, v]: ArrayLike<number>[] = [p0.slice(0, n), new Float64Array(n), new Float64Array(n)];
+        for (let step = 1; step <= 2; step++) {
+          const g = rng.floats(n + 1, 0.1);
+          gpu.write(wide[3], g.slice(0, n));
+          gpu.write(narrow[3], g);
+          // The clip coefficient of the wide gradient clips both, so the two kernels see the same g.
+          if (clipped) await globalGradNorm(gpu, [wide[3]], partials, result, { maxNorm: 0.5 });
+          const coef = clipped ? clipCoefRef(globalNormRef([g.slice(0, n)]), 0.5) : 1;
+          const clip = clipped ? result : undefined;
+          await adamwStep(gpu, wide[0], wide[3], wide[1], wide[2], { ...opts, step, clip });
+          await adamwStep(gpu, narrow[0], narrow[3], narrow[1], narrow[2], { ...opts, step, clip });
+          ({
+            param: p,
+            m,
+            v,
+          } = adamwRef(
+            p,
+            Array.from(g.slice(0, n), (x) => x * coef),
+            m,
+            v,
+            { ...opts, step },
+          ));
+          const tag = `${clipped ? 'clipped' : 'unclipped'} step ${step}`;
+          for (const [i, name, want] of [
+            [0, 'param', p],
+            [1, 'm', m],
+            [2, 'v', v],
+          ] as const) {
+            const got = await gpu.read(wide[i]);
+            assertDeepEqual(Array.from(got), Array.from((await gpu.read(narrow[i])).subarray(0, n)), `${name} bits, ${tag}`);
+            worst = Math.max(worst, assertRelClose(got, want, 1e-5, `${name} ${tag}`));
+          }
+        }
+        gpu.release(...wide, ...narrow, partials, result);
+      }
+      note('worstRelErr', worst);
+      gpu.destroy();
+    },
+  );
+
+  t.test(
+    'a NaN or infinite gradient norm skips the step in both AdamW kernels: weights and moments untouched, scaled gradients zero',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx);
+      const rng = new Rng(53);
+      const opts = { lr: 3e-3, beta1: 0.8, beta2: 0.99, eps: 1e-6, weightDecay: 0.1, step: 2 };
+      // 300 elements go four per invocation (optim/adamw-vec4), 301 one per invocation.
+      for (const [n, bad] of [
+        [300, Number.NaN],
+        [301, Number.POSITIVE_INFINITY],
+        [300, Number.POSITIVE_INFINITY],
+        [301, Number.NaN],
+      ]) {
+        const p = Float32Array.from(rng.floats(n));
+        const m = Float32Array.from(rng.floats(n, 0.01));
+        const v = Float32Array.from(rng.floats(n, 0.01), Math.abs);
+        const g = Float32Array.from(rng.floats(n, 0.1));
+        g[17] = bad;
+        const [P, M, V, G] = [p, m, v, g].map((x, i) => gpu.upload([n], 'f32', x, ['param', 'm', 'v', 'grad'][i]));
+        const partials = gpu.tensor([gradNormWorkspaceSize([G])], 'f32', 'partials');
+        const result = gpu.tensor([2], 'f32', 'result');
+        await globalGradNorm(gpu, [G], partials, result, { maxNorm: 0.5 });
+        const [norm, coef] = await gpu.read(result);
+        assert(!Number.isFinite(norm), `the norm is ${norm}`);
+        assertEqual(coef, clipCoefRef(norm, 0.5), `skip sentinel for a ${bad} gradient`);
+        await adamwStep(gpu, P, G, M, V, { ...opts, clip: result });
+        assertDeepEqual([...(await gpu.read(P))], [...p], `weights untouched (${bad})`);
+        assertDeepEqual([...(await gpu.read(M))], [...m], `first moments untouched (${bad})`);
+        assertDeepEqual([...(await gpu.read(V))], [...v], `second moments untouched (${bad})`);
+        await clipGradients(gpu, [G], result);
+        assertDeepEqual([...(await gpu.read(G))], new Array(n).fill(0), `scaled gradients are zero (${bad})`);
+        gpu.release(P, M, V, G, partials, result);
+      }
+      gpu.destroy();
+    },
+  );
 
   t.test('bad arguments name the tensor at fault', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
