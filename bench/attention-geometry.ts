@@ -1,5 +1,6 @@
 /**
- * Old vs new attention geometry, interleaved in one run, at the draft shapes SpecLab trains:
+ * Old vs new attention geometry, interleaved in one run, at the draft shapes SpecLab trains and at
+ * 128-wide heads (`hd128`: a Qwen3 target's capture at step 0):
  *
  *   npx tsx scripts/embed-shaders.ts
  *   npx tsx bench/attention-geometry.ts [--shapes lab,fixture] [--geometries 'flash;policy'] [--reps 5] [--steps 0,3]

@@ -31,7 +31,10 @@ import { medianSeconds, type BenchRecord } from '../record.ts';
 /** A Llama-3-8B-shaped draft layer (32 heads, 8 kv heads, hd 128) at S 1024, batch 2. */
 export const ATTENTION_BENCH_SHAPE: AttentionDims = { batch: 2, seq: 1024, heads: 32, kvHeads: 8, headDim: 128 };
 
-/** Shapes of the EAGLE3 drafts SpecLab trains, with the TTT step the benchmark adds (length − 1). */
+/**
+ * Shapes of the EAGLE3 drafts SpecLab trains, with the TTT step the benchmark adds (length − 1), and
+ * one 128-wide-head shape, where the lanes variant runs its 128-slot kernels.
+ */
 export const DRAFT_ATTENTION_SHAPES: Readonly<Record<string, { dims: AttentionDims; tttStep: number }>> = {
   /** The lab target's draft (assets/lab-target: 4/2 heads, hd 32) at batch 4 × 56, TTT 4. */
   lab: { dims: { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 }, tttStep: 3 },
@@ -39,6 +42,11 @@ export const DRAFT_ATTENTION_SHAPES: Readonly<Record<string, { dims: AttentionDi
   fixture: { dims: { batch: 2, seq: 40, heads: 4, kvHeads: 2, headDim: 16 }, tttStep: 3 },
   /** bench/train.ts's `mid` draft (16/4 heads, hd 64) at batch 1 × 128, TTT 7. */
   mid: { dims: { batch: 1, seq: 128, heads: 16, kvHeads: 4, headDim: 64 }, tttStep: 6 },
+  /**
+   * 16/8 heads of 128 (Qwen3-0.6B's attention) over 256 tokens: at step 0 a target's capture
+   * forward, at step 6 a draft with heads that wide (a Llama-3.1-8B draft's are 32/8 of 128).
+   */
+  hd128: { dims: { batch: 1, seq: 256, heads: 16, kvHeads: 8, headDim: 128 }, tttStep: 6 },
 };
 
 interface Operands {

@@ -30,39 +30,69 @@ import { shaderSource } from './shader-source.ts';
  */
 export const LANES_GEOMETRY: FlashGeometry = { BR: 8, BK: 8, TPR: 1, BC: 1, BQ: 1, MAX_HD: 64, PREP_WG: FLASH_GEOMETRY.PREP_WG };
 
+/**
+ * The same kernels with row registers of 128: the head dim of most published targets (Qwen3,
+ * Llama 3.1 8B) and of their drafts. A separate specialisation, so the smaller heads keep their
+ * 64-slot registers: against flash at B 1 × S 256, 16/8 heads of 128, 1.65× the forward and 3.15×
+ * the backward (bench/RESULTS.md, "Attention lanes for 128-wide heads").
+ */
+export const LANES_GEOMETRY_HD128: FlashGeometry = { ...LANES_GEOMETRY, MAX_HD: 128 };
+
 /** Lanes a lanes workgroup spans: it must be one subgroup. */
 export const LANES_SUBGROUP = LANES_GEOMETRY.BR;
 
-const constants = { BR: LANES_GEOMETRY.BR, BK: LANES_GEOMETRY.BK, TPR: LANES_GEOMETRY.TPR, MAX_HD: LANES_GEOMETRY.MAX_HD };
 const requires = ['subgroups'] as const;
 
-/** forward, dq and dkv of the lanes variant, and flash's prep (its PREP_WG is LANES_GEOMETRY's). */
-export const LANES_KERNELS: FlashKernels = {
-  forward: {
-    name: 'attention/forward-lanes',
-    source: shaderSource('attention/forward-lanes', constants),
-    bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
-    requires,
-  },
-  prep: ATTENTION_KERNELS.prep,
-  dq: {
-    name: 'attention/dq-lanes',
-    source: shaderSource('attention/dq-lanes', constants),
-    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
-    requires,
-  },
-  dkv: {
-    name: 'attention/dkv-lanes',
-    source: shaderSource('attention/dkv-lanes', constants),
-    bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
-    requires,
-  },
-};
+/**
+ * forward, dq and dkv of the lanes variant specialised to `g`, and flash's prep (its PREP_WG is the
+ * lanes geometries'). The 64-slot kernels keep the plain names; others carry their MAX_HD, since the
+ * pipeline cache keys on name + override constants and each is a different source.
+ */
+function lanesKernels(g: FlashGeometry): FlashKernels {
+  const constants = { BR: g.BR, BK: g.BK, TPR: g.TPR, MAX_HD: g.MAX_HD };
+  const tag = g.MAX_HD === LANES_GEOMETRY.MAX_HD ? '' : `@hd${g.MAX_HD}`;
+  return {
+    forward: {
+      name: `attention/forward-lanes${tag}`,
+      source: shaderSource('attention/forward-lanes', constants),
+      bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
+      requires,
+    },
+    prep: ATTENTION_KERNELS.prep,
+    dq: {
+      name: `attention/dq-lanes${tag}`,
+      source: shaderSource('attention/dq-lanes', constants),
+      bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write'],
+      requires,
+    },
+    dkv: {
+      name: `attention/dkv-lanes${tag}`,
+      source: shaderSource('attention/dkv-lanes', constants),
+      bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
+      requires,
+    },
+  };
+}
+
+/** The lanes kernels with 64-slot row registers (head dims up to 64). */
+export const LANES_KERNELS: FlashKernels = lanesKernels(LANES_GEOMETRY);
+/** The lanes kernels with 128-slot row registers (head dims 65 to 128). */
+export const LANES_KERNELS_HD128: FlashKernels = lanesKernels(LANES_GEOMETRY_HD128);
+
+/** The lanes geometry and kernels that serve `headDim`: the smallest registers that hold a row. */
+export function lanesFor(headDim: number): { geometry: FlashGeometry; kernels: FlashKernels } {
+  return headDim <= LANES_GEOMETRY.MAX_HD
+    ? { geometry: LANES_GEOMETRY, kernels: LANES_KERNELS }
+    : { geometry: LANES_GEOMETRY_HD128, kernels: LANES_KERNELS_HD128 };
+}
 
 /** Storage buffers of the widest lanes kernel (dkv: 8). */
 const LANES_STORAGE_BUFFERS = storageBuffersOf(LANES_KERNELS);
 
-/** The lanes kernels the registry lists (prep is flash's, listed there). */
+/**
+ * The lanes kernels the registry lists, one per shader as for flash's geometries: the 64-slot ones
+ * (the 128-slot ones are the same sources with another MAX_HD; prep is flash's, listed there).
+ */
 export const LANES_ONLY_KERNELS: readonly KernelDef[] = [LANES_KERNELS.forward, LANES_KERNELS.dq, LANES_KERNELS.dkv];
 
 /** What the attention policy knows about the device besides its features and limits. */
@@ -83,8 +113,8 @@ export function lanesUnsupported(
   if (!((facts.subgroupMinSize ?? 0) >= LANES_SUBGROUP)) {
     return `attention variant lanes needs subgroups of at least ${LANES_SUBGROUP} invocations (device minimum: ${facts.subgroupMinSize ?? 'unknown'})`;
   }
-  if (dims.headDim > LANES_GEOMETRY.MAX_HD)
-    return `attention variant lanes serves head dims up to ${LANES_GEOMETRY.MAX_HD}, got ${dims.headDim}`;
+  if (dims.headDim > LANES_GEOMETRY_HD128.MAX_HD)
+    return `attention variant lanes serves head dims up to ${LANES_GEOMETRY_HD128.MAX_HD}, got ${dims.headDim}`;
   const buffers = limits.maxStorageBuffersPerShaderStage ?? 8;
   if (buffers < LANES_STORAGE_BUFFERS)
     return `attention variant lanes binds ${LANES_STORAGE_BUFFERS} storage buffers, the device allows ${buffers}`;

@@ -51,9 +51,18 @@ import {
   type GeometryChoice,
   type TttAttentionDims,
 } from './attention-geometry.ts';
-import { LANES_GEOMETRY, LANES_KERNELS, LANES_SUBGROUP, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
+import { LANES_SUBGROUP, lanesFor, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
 
-export { LANES_GEOMETRY, LANES_KERNELS, LANES_ONLY_KERNELS, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
+export {
+  LANES_GEOMETRY,
+  LANES_GEOMETRY_HD128,
+  LANES_KERNELS,
+  LANES_KERNELS_HD128,
+  LANES_ONLY_KERNELS,
+  lanesFor,
+  lanesUnsupported,
+  type AttentionDeviceFacts,
+} from './attention-lanes.ts';
 export {
   ATTENTION_GEOMETRIES,
   ATTENTION_KERNELS,
@@ -77,12 +86,13 @@ export type AttentionVariant = 'flash' | 'lanes';
 export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['flash', 'lanes'];
 
 /**
- * Head dims up to which the policy picks `lanes` (all the kernels serve, LANES_GEOMETRY.MAX_HD).
- * Measured on llvmpipe with `bench/attention-geometry.ts --geometries 'flash;lanes'` (bench/RESULTS.md,
- * "Attention: the lanes variant"): 5.5–10.6x flash's forward and backward at hd 16 (fixture), 32 (lab
- * draft) and 64 (mid draft).
+ * Head dims up to which the policy picks `lanes` (every head dim the lanes kernels serve,
+ * LANES_GEOMETRY_HD128.MAX_HD). Measured on llvmpipe with `bench/attention-geometry.ts --geometries
+ * 'flash;lanes'`: 5.5–10.6x flash's forward and backward at hd 16 (fixture), 32 (lab draft) and 64 (mid
+ * draft) (bench/RESULTS.md, "Attention: the lanes variant"), and at hd 128 (a Qwen3 target's capture,
+ * 16/8 heads) 1.65x the forward and 3.15x the backward ("Attention lanes for 128-wide heads").
  */
-export const LANES_POLICY_MAX_HD = 64;
+export const LANES_POLICY_MAX_HD = 128;
 
 export function attentionDeviceFacts(ctx: GpuContext): AttentionDeviceFacts {
   return { fallbackAdapter: ctx.record.isFallbackAdapter, subgroupMinSize: ctx.record.subgroupMinSize };
@@ -311,11 +321,7 @@ export function resolveAttentionVariant(ctx: GpuContext, dims: AttentionDims, op
 /** The variant's kernels and geometry for `dims` on this device. */
 function resolveKernels(gpu: Gpu, dims: TttAttentionDims, options: AttentionForwardOptions): ResolvedKernels {
   if (resolveAttentionVariant(gpu.ctx, dims, options) === 'lanes') {
-    return {
-      geometry: LANES_GEOMETRY,
-      kernels: LANES_KERNELS,
-      lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / LANES_SUBGROUP) },
-    };
+    return { ...lanesFor(dims.headDim), lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / LANES_SUBGROUP) } };
   }
   const geometry = resolveGeometry(options.geometry, dims, gpu.ctx.limits);
   return { geometry, kernels: kernelsFor(geometry), lanes: { HEAD_DIM: dims.headDim, LANE_DIMS: Math.ceil(dims.headDim / geometry.TPR) } };

@@ -14,7 +14,10 @@ import {
   attentionVariantUnsupported,
   ATTENTION_VARIANTS,
   chooseAttentionVariant,
+  LANES_KERNELS,
+  LANES_KERNELS_HD128,
   LANES_POLICY_MAX_HD,
+  lanesFor,
   tttAttentionBackward,
   tttAttentionForward,
   type AttentionDims,
@@ -241,10 +244,10 @@ export default defineSuite('kernels/attention', (t) => {
 
   // Each variant by name, with padding, row blocks the sequence misses (S 19) and GQA. lanes at head
   // dims that are and are not a multiple of its 8-lane split (36: a part-filled fifth slot), up to
-  // its largest; flash at the odd
+  // the largest of its 64-slot kernels, and through its 128-slot ones (65, 100, 128); flash at the odd
   // and the fixture's head dim (its geometries are covered above; wider flash heads compile slowly
   // cold). A device that cannot run a variant must refuse it with the reason, never run another.
-  const VARIANT_HEAD_DIMS: Record<(typeof ATTENTION_VARIANTS)[number], number[]> = { flash: [5, 16], lanes: [5, 16, 36, 64] };
+  const VARIANT_HEAD_DIMS: Record<(typeof ATTENTION_VARIANTS)[number], number[]> = { flash: [5, 16], lanes: [5, 16, 36, 64, 65, 100, 128] };
   for (const variant of ATTENTION_VARIANTS) {
     const dims = VARIANT_HEAD_DIMS[variant];
     t.test(
@@ -434,7 +437,10 @@ export default defineSuite('kernels/attention', (t) => {
     const gpu32 = { fallbackAdapter: false, subgroupMinSize: 32 };
     assertEqual(chooseAttentionVariant(d, none, {}, {}), 'flash', 'Llama-3 8B draft shape, default limits');
     assertEqual(chooseAttentionVariant(d, sg, {}, gpu32), 'flash', 'a GPU with subgroups keeps flash');
-    assertEqual(chooseAttentionVariant(d, sg, {}, cpu8), 'flash', `CPU adapter, head dim above ${LANES_POLICY_MAX_HD}`);
+    assertEqual(chooseAttentionVariant(d, sg, {}, cpu8), 'lanes', `CPU adapter, head dim 128 (lanes up to ${LANES_POLICY_MAX_HD})`);
+    assertEqual(lanesFor(64).kernels, LANES_KERNELS, 'head dims up to 64 take the 64-slot lanes kernels');
+    assertEqual(lanesFor(65).kernels, LANES_KERNELS_HD128, 'head dims 65 to 128 take the 128-slot ones');
+    assertEqual(lanesFor(128).geometry.MAX_HD, 128, 'the 128-slot geometry');
     const lab: AttentionDims = { batch: 4, seq: 56, heads: 4, kvHeads: 2, headDim: 32 };
     assertEqual(chooseAttentionVariant(lab, sg, {}, cpu8), 'lanes', 'CPU adapter with 8-lane subgroups, lab draft');
     assertEqual(chooseAttentionVariant({ ...lab, headDim: 5 }, sg, {}, cpu8), 'lanes', 'CPU adapter, odd head dim');
@@ -465,8 +471,8 @@ export default defineSuite('kernels/attention', (t) => {
       'lanes names the missing feature',
     );
     assertEqual(
-      attentionVariantUnsupported('lanes', { ...lab, headDim: 65 }, sg, cpu8, {}),
-      'attention variant lanes serves head dims up to 64, got 65',
+      attentionVariantUnsupported('lanes', { ...lab, headDim: 129 }, sg, cpu8, {}),
+      'attention variant lanes serves head dims up to 128, got 129',
       'lanes names its largest head dim',
     );
     assertEqual(attentionVariantUnsupported('flash', lab, none, {}, {}), undefined, 'flash needs nothing');
