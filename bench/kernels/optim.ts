@@ -6,8 +6,7 @@
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
 import { elementGrid } from '../../src/kernels/elementwise-common.ts';
-import { OPTIM_KERNELS, adamwScalars, adamwStep, globalGradNorm, gradNormWorkspaceSize } from '../../src/kernels/optim.ts';
-import { UniformWriter } from '../../src/gpu/uniform-arena.ts';
+import { OPTIM_KERNELS, adamwStep, adamwUniforms, globalGradNorm, gradNormWorkspaceSize } from '../../src/kernels/optim.ts';
 import { Rng } from '../../src/util/random.ts';
 import { medianSeconds, type BenchRecord } from '../record.ts';
 
@@ -38,8 +37,7 @@ export async function benchOptim(gpu: Gpu, sizes: readonly number[] = OPTIM_BENC
     const part = (t: typeof G) => ({ buffer: t.parts[0].buffer, offset: t.parts[0].byteOffset, size: t.parts[0].byteLength });
     const n0 = P.parts[0].rowCount * P.rowElements;
     const scalar = await gpu.pipelines.get(OPTIM_KERNELS.adamw, { USE_CLIP: true });
-    const { decay, stepSize, bc2Sqrt } = adamwScalars(opts);
-    const uniforms = new UniformWriter().u32(n0).f32(decay).f32(0.1).f32(0.999).f32(0.001).f32(stepSize).f32(bc2Sqrt).f32(1e-8).finish();
+    const uniforms = adamwUniforms(opts, n0);
     const bindings = [part(G), result.binding(), part(P), part(M), part(V)];
     const one = await medianSeconds(gpu, () => gpu.batcher.dispatch(scalar, uniforms, bindings, elementGrid(gpu, n0)));
     out.push({ family: 'optim', variant: 'adamw (clip fused) one element', shape: `${n0}`, ms: one * 1e3, gbps: (7 * n0 * 4) / one / 1e9 });

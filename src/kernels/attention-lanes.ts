@@ -33,8 +33,8 @@ export const LANES_GEOMETRY: FlashGeometry = { BR: 8, BK: 8, TPR: 1, BC: 1, BQ: 
 /**
  * The same kernels with row registers of 128: the head dim of most published targets (Qwen3,
  * Llama 3.1 8B) and of their drafts. A separate specialisation, so the smaller heads keep their
- * 64-slot registers: against flash at B 1 × S 256, 16/8 heads of 128, 1.65× the forward and 3.15×
- * the backward (bench/RESULTS.md, "Attention lanes for 128-wide heads").
+ * 64-slot registers: against flash at B 1 × S 256, 16/8 heads of 128, 1.47–1.50× the forward and
+ * 2.50–2.74× the backward (bench/RESULTS.md, "Attention lanes for 128-wide heads").
  */
 export const LANES_GEOMETRY_HD128: FlashGeometry = { ...LANES_GEOMETRY, MAX_HD: 128 };
 

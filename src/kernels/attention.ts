@@ -51,11 +51,10 @@ import {
   type GeometryChoice,
   type TttAttentionDims,
 } from './attention-geometry.ts';
-import { LANES_SUBGROUP, lanesFor, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
+import { LANES_GEOMETRY_HD128, LANES_SUBGROUP, lanesFor, lanesUnsupported, type AttentionDeviceFacts } from './attention-lanes.ts';
 
 export {
   LANES_GEOMETRY,
-  LANES_GEOMETRY_HD128,
   LANES_KERNELS,
   LANES_KERNELS_HD128,
   LANES_ONLY_KERNELS,
@@ -90,9 +89,9 @@ export const ATTENTION_VARIANTS: readonly AttentionVariant[] = ['flash', 'lanes'
  * LANES_GEOMETRY_HD128.MAX_HD). Measured on llvmpipe with `bench/attention-geometry.ts --geometries
  * 'flash;lanes'`: 5.5–10.6x flash's forward and backward at hd 16 (fixture), 32 (lab draft) and 64 (mid
  * draft) (bench/RESULTS.md, "Attention: the lanes variant"), and at hd 128 (a Qwen3 target's capture,
- * 16/8 heads) 1.65x the forward and 3.15x the backward ("Attention lanes for 128-wide heads").
+ * 16/8 heads) 1.47–1.50x the forward and 2.50–2.74x the backward ("Attention lanes for 128-wide heads").
  */
-export const LANES_POLICY_MAX_HD = 128;
+export const LANES_POLICY_MAX_HD = LANES_GEOMETRY_HD128.MAX_HD;
 
 export function attentionDeviceFacts(ctx: GpuContext): AttentionDeviceFacts {
   return { fallbackAdapter: ctx.record.isFallbackAdapter, subgroupMinSize: ctx.record.subgroupMinSize };

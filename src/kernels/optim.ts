@@ -70,6 +70,16 @@ function binding(part: TensorPart): GPUBufferBinding {
   return { buffer: part.buffer, offset: part.byteOffset, size: part.byteLength };
 }
 
+/**
+ * Whether a dispatch over `elements` f32 elements at these byte offsets can read them as vec4s
+ * (optim/sumsq-vec4, optim/adamw-vec4): a whole number of vec4s, each binding starting on one.
+ * Storage binding offsets are multiples of 256, so in practice the count alone decides, and a
+ * model's gradient norm always sums in the same order.
+ */
+function wholeVec4s(elements: number, byteOffsets: readonly number[]): boolean {
+  return elements % 4 === 0 && byteOffsets.every((offset) => offset % 16 === 0);
+}
+
 /** Workgroups of the sumsq pass for `n` elements: a pure function of n (keeps the sum order fixed). */
 export function sumsqWorkgroups(n: number): number {
   return Math.min(MAX_SUMSQ_WORKGROUPS, Math.max(1, Math.ceil(n / (SUMSQ_WG * ELEMENTS_PER_INVOCATION))));
@@ -117,9 +127,7 @@ export async function globalGradNorm(
     for (const part of g.parts) {
       const n = partElements(g, part);
       const workgroups = sumsqWorkgroups(n);
-      // Four elements per load where the part is whole vec4s (optim/sumsq-vec4); the count alone
-      // decides, so a model's norm always sums in the same order.
-      const wide = n % 4 === 0 && part.byteOffset % 16 === 0;
+      const wide = wholeVec4s(n, [part.byteOffset]);
       const uniforms = new UniformWriter()
         .u32(wide ? n / 4 : n)
         .u32(offset)
@@ -167,6 +175,24 @@ export function adamwScalars(o: AdamwOptions): { decay: number; stepSize: number
     stepSize: o.lr / (1 - o.beta1 ** o.step),
     bc2Sqrt: Math.sqrt(1 - o.beta2 ** o.step),
   };
+}
+
+/**
+ * The Params block of optim/adamw and optim/adamw-vec4 (include/adamw-update.wgsl) for a dispatch of
+ * `lanes` invocations: f32 elements for the one, vec4 groups for the other.
+ */
+export function adamwUniforms(o: AdamwOptions, lanes: number): Uint8Array {
+  const { decay, stepSize, bc2Sqrt } = adamwScalars(o);
+  return new UniformWriter()
+    .u32(lanes)
+    .f32(decay)
+    .f32(1 - o.beta1)
+    .f32(o.beta2)
+    .f32(1 - o.beta2)
+    .f32(stepSize)
+    .f32(bc2Sqrt)
+    .f32(o.eps)
+    .finish();
 }
 
 function checkAdamwOptions(op: string, o: AdamwOptions): void {
@@ -238,23 +264,15 @@ export async function adamwStep(gpu: Gpu, param: Tensor, grad: Tensor, m: Tensor
     gpu.pipelines.get(OPTIM_KERNELS.adamw, constants),
     gpu.pipelines.get(OPTIM_KERNELS.adamwVec4, constants),
   ]);
-  const { decay, stepSize, bc2Sqrt } = adamwScalars(options);
   param.parts.forEach((part, i) => {
     const n = partElements(param, part);
     const bindings = [binding(grad.parts[i]), binding(part), binding(m.parts[i]), binding(v.parts[i])];
-    // Four elements per invocation where every binding holds whole, aligned vec4s (optim/adamw-vec4).
-    const wide = bindings.every((b) => (b.offset ?? 0) % 16 === 0) && n % 4 === 0;
+    const wide = wholeVec4s(
+      n,
+      bindings.map((b) => b.offset ?? 0),
+    );
     const lanes = wide ? n / 4 : n;
-    const uniforms = new UniformWriter()
-      .u32(lanes)
-      .f32(decay)
-      .f32(1 - options.beta1)
-      .f32(options.beta2)
-      .f32(1 - options.beta2)
-      .f32(stepSize)
-      .f32(bc2Sqrt)
-      .f32(options.eps)
-      .finish();
+    const uniforms = adamwUniforms(options, lanes);
     const [g, ...state] = bindings;
     // Without clipping the shader never reads binding 2; bind the gradient there (read-only aliasing is allowed).
     const clip = options.clip ? options.clip.binding() : g;
