@@ -6,6 +6,7 @@ import { benchAttentionProbs } from './kernels/attention-probs.ts';
 import { benchCast } from './kernels/cast.ts';
 import { benchEmbedding } from './kernels/embedding.ts';
 import { benchLinear, LINEAR_CPU_SHAPES } from './kernels/linear.ts';
+import { benchLinearGrads } from './kernels/linear-grads.ts';
 import { benchLoss, benchStepLosses } from './kernels/loss.ts';
 import { benchOptim } from './kernels/optim.ts';
 import { benchRmsnorm } from './kernels/rmsnorm.ts';
@@ -47,6 +48,8 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   // One sequence's TTT-step probabilities (the lab's draft insight), at the draft shapes SpecLab trains.
   ['attention-probs', (gpu) => benchAttentionProbs(gpu)],
   ['linear', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchLinear(gpu, LINEAR_CPU_SHAPES) : benchLinear(gpu))],
+  // The draft backward's pairs of gradients: one dispatch against two, at the fixture, lab and mid shapes.
+  ['linear-grads', (gpu) => benchLinearGrads(gpu)],
   ['loss', async (gpu) => [...(await benchLoss(gpu)), ...(await benchStepLosses(gpu))]],
   ['optim', (gpu) => benchOptim(gpu)],
   // Feature-sized casts move ~150 MB per call; a software adapter measures them at a quarter of the rows.

@@ -10,6 +10,7 @@ import matmul from './kernels/matmul.test.ts';
 import matmulF16w from './kernels/matmul-f16w.test.ts';
 import ceiling from './kernels/ceiling.test.ts';
 import linear from './kernels/linear.test.ts';
+import linearGrads from './kernels/linear-grads.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
 import wgslInclude from './kernels/wgsl-include.test.ts';
 import shaderBundle from './kernels/shader-bundle.test.ts';
@@ -57,6 +58,7 @@ export const suites: readonly Suite[] = [
   matmulF16w,
   ceiling,
   linear,
+  linearGrads,
   kernelRegistry,
   wgslInclude,
   shaderBundle,

@@ -1,10 +1,15 @@
-// include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4 and matmul/subgroup-vec4-f16w (their
-// contract, shapes, bindings, dispatch and numerics are stated in matmul/subgroup-vec4): the unrolled
-// rank-4 updates, the vec4 loads of A in either layout, and the store. The including shader declares,
-// after include/matmul-params and before including this file, A and C as array<vec4<f32>> and
-//   fn loadB4(q: u32) -> vec4<f32>;   B's elements 4q .. 4q+3 (an index in quads of elements),
-// which reads one vec4<f32> (f32 weights) or one vec2<u32> of four f16 (f16 weights).
-
+// include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4, matmul/subgroup-vec4-f16w and
+// matmul/subgroup-vec4-pair (their contract, shapes, bindings, dispatch and numerics are stated in
+// matmul/subgroup-vec4): the unrolled rank-4 updates, the vec4 loads of A in either layout, and the
+// store, as one function over one 32 x 32 tile of one problem (`subgroupVec4Tile`). The including
+// shader declares its bindings and, before including this file,
+//   fn loadA4(q: u32) -> vec4<f32>;                   A's elements 4q .. 4q+3 (an index in quads)
+//   fn loadB4(second: bool, q: u32) -> vec4<f32>;     B's, as one vec4<f32> (f32 weights) or one
+//                                                     vec2<u32> of four f16 (f16 weights)
+//   fn loadC4(second: bool, q: u32) -> vec4<f32>;  fn storeC4(second: bool, q: u32, v: vec4<f32>);
+// `second` picks the second problem's B and C in the pair kernel; the one-problem shaders have one B
+// and one C and ignore it. transA, transB and second are constants at every call site, so the
+// compiler folds the branches on them away (the shader compiler inlines every function).
 const_assert WG_X == 8u && WG_Y == 1u && THREAD_M == 4u * WG_X && THREAD_N == 4u;
 const_assert TILE_M == WG_Y * THREAD_M && TILE_N == WG_X * THREAD_N;
 
@@ -64,50 +69,59 @@ fn transpose4(m: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
   );
 }
 
-@compute @workgroup_size(WG_X, WG_Y, 1)
-fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
-  let row0 = wg.y * TILE_M;
-  let quads = p.N / 4u;
-  let quad = min(wg.x * WG_X + lane, quads - 1u); // this lane's column quad, clamped for loading
-  let K4 = p.K / 4u;
-  let M4 = p.M / 4u;
-  let baseA = wg.z * (p.strideA / 4u);
-  let baseB = wg.z * (p.strideB / 4u);
+// One problem's shape and where its batch matrix starts, in quads of elements.
+struct Vec4Problem {
+  M: u32,
+  N: u32,
+  K: u32,
+  baseA: u32,
+  baseB: u32,
+  baseC: u32,
+  alpha: f32,
+  beta: f32,
+}
+
+// The TILE_M x TILE_N tile (tileX, tileY) of C = alpha · op(A) · op(B) + beta · C for problem `pr`.
+fn subgroupVec4Tile(tileX: u32, tileY: u32, lane: u32, pr: Vec4Problem, transA: bool, transB: bool, second: bool) {
+  let row0 = tileY * TILE_M;
+  let quads = pr.N / 4u;
+  let quad = min(tileX * WG_X + lane, quads - 1u); // this lane's column quad, clamped for loading
+  let K4 = pr.K / 4u;
+  let M4 = pr.M / 4u;
 
   for (var i = 0u; i < THREAD_M; i++) { acc[i] = vec4<f32>(0.0); }
 
   for (var k4 = 0u; k4 < K4; k4++) {
     var a: array<vec4<f32>, 4>;
-    if (TRANS_A) {
+    if (transA) {
       // A stored [K, M]: four k rows of this lane's four consecutive A rows.
       let q = min(row0 / 4u + lane, M4 - 1u);
       var t: array<vec4<f32>, 4>;
-      for (var j = 0u; j < 4u; j++) { t[j] = A[baseA + (4u * k4 + j) * M4 + q]; }
+      for (var j = 0u; j < 4u; j++) { t[j] = loadA4(pr.baseA + (4u * k4 + j) * M4 + q); }
       a = transpose4(t);
     } else {
-      for (var c = 0u; c < 4u; c++) { a[c] = A[baseA + min(row0 + 4u * lane + c, p.M - 1u) * K4 + k4]; }
+      for (var c = 0u; c < 4u; c++) { a[c] = loadA4(pr.baseA + min(row0 + 4u * lane + c, pr.M - 1u) * K4 + k4); }
     }
     var b: array<vec4<f32>, 4>;
-    if (TRANS_B) {
+    if (transB) {
       // B stored [N, K]: this lane's four columns, four k each.
       var t: array<vec4<f32>, 4>;
-      for (var j = 0u; j < 4u; j++) { t[j] = loadB4(baseB + (4u * quad + j) * K4 + k4); }
+      for (var j = 0u; j < 4u; j++) { t[j] = loadB4(second, pr.baseB + (4u * quad + j) * K4 + k4); }
       b = transpose4(t);
     } else {
-      for (var j = 0u; j < 4u; j++) { b[j] = loadB4(baseB + (4u * k4 + j) * quads + quad); }
+      for (var j = 0u; j < 4u; j++) { b[j] = loadB4(second, pr.baseB + (4u * k4 + j) * quads + quad); }
     }
     update(a, b);
   }
 
-  let q = wg.x * WG_X + lane;
+  let q = tileX * WG_X + lane;
   if (q >= quads) { return; }
-  let baseC = wg.z * (p.strideC / 4u);
   for (var i = 0u; i < THREAD_M; i++) {
     let row = row0 + i;
-    if (row >= p.M) { break; }
-    let idx = baseC + row * quads + q;
-    var v = p.alpha * acc[i];
-    if (p.beta != 0.0) { v += p.beta * C[idx]; }
-    C[idx] = v;
+    if (row >= pr.M) { break; }
+    let idx = pr.baseC + row * quads + q;
+    var v = pr.alpha * acc[i];
+    if (pr.beta != 0.0) { v += pr.beta * loadC4(second, idx); }
+    storeC4(second, idx, v);
   }
 }

@@ -18,9 +18,9 @@ enable subgroups;
 @group(0) @binding(2) var<storage, read> B: array<vec2<u32>>;
 @group(0) @binding(3) var<storage, read_write> C: array<vec4<f32>>;
 
-fn loadB4(q: u32) -> vec4<f32> {
+fn loadB4(second: bool, q: u32) -> vec4<f32> {
   let w = B[q];
   return vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y));
 }
 
-#include "include/matmul-subgroup-vec4.wgsl"
+#include "include/matmul-subgroup-vec4-one.wgsl"

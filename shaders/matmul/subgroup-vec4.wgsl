@@ -32,6 +32,6 @@ enable subgroups;
 @group(0) @binding(2) var<storage, read> B: array<vec4<f32>>;
 @group(0) @binding(3) var<storage, read_write> C: array<vec4<f32>>;
 
-fn loadB4(q: u32) -> vec4<f32> { return B[q]; }
+fn loadB4(second: bool, q: u32) -> vec4<f32> { return B[q]; }
 
-#include "include/matmul-subgroup-vec4.wgsl"
+#include "include/matmul-subgroup-vec4-one.wgsl"

@@ -13,6 +13,7 @@ import { COPY_STRIDED_KERNEL } from './copy-strided.ts';
 import { EMBEDDING_KERNELS } from './embedding.ts';
 import { HARD_CE_KERNELS, SOFT_CE_KERNELS } from './loss.ts';
 import { REDUCE_KERNEL } from './loss-reduce.ts';
+import { MATMUL_PAIR_KERNEL } from './linear-grads.ts';
 import { MATMUL_F16W_KERNELS, MATMUL_KERNELS } from './matmul.ts';
 import { METRICS_KERNELS } from './metrics.ts';
 import { OPTIM_KERNELS } from './optim.ts';
@@ -29,7 +30,7 @@ export interface KernelFamily {
 }
 
 export const KERNEL_FAMILIES: readonly KernelFamily[] = [
-  { family: 'matmul', kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS)] },
+  { family: 'matmul', kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS), MATMUL_PAIR_KERNEL] },
   { family: 'embedding', kernels: Object.values(EMBEDDING_KERNELS) },
   { family: 'rmsnorm', kernels: [...Object.values(RMSNORM_KERNELS), ...Object.values(RMSNORM_GATHER_KERNELS)] },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL, ROPE_QKV_SPLIT_KERNEL, ROPE_QKV_JOIN_KERNEL] },

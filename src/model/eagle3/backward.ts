@@ -22,6 +22,7 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { tttAttentionBackward } from '../../kernels/attention.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
+import { linearGrads } from '../../kernels/linear-grads.ts';
 import { reduceStepLoss } from '../../kernels/loss.ts';
 import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { rmsnormGatherBackwardDw } from '../../kernels/rmsnorm-gather.ts';
@@ -50,13 +51,8 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   const H = c.hiddenSize;
   const qDim = c.numHeads * c.headDim;
   const norm = { rows: R, hidden: H };
-  // Weights, their grads and activations may be split into row parts (linear.ts); unsplit, each is one matmul.
-  /** dX (+)= dY · W for y = x · Wᵀ. */
-  const dInput = (dy: Tensor, weight: Tensor, dx: Tensor, outDim: number, inDim: number, beta = 0) =>
-    linearInputGrad(gpu, dy, weight, dx, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
-  /** dW += dYᵀ · X. */
-  const dWeight = (dy: Tensor, x: Tensor, dw: Tensor, outDim: number, inDim: number) =>
-    linearWeightGrad(gpu, dy, x, dw, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta: 1 });
+  // Weights, their grads and activations may be split into row parts (linear.ts); unsplit, each pair of
+  // gradients is one or two matmuls (linear-grads.ts).
 
   const dKCache = gpu.tensor(s.kCache.shape, 'f32', 'eagle3.dKCache');
   const dVCache = gpu.tensor(s.vCache.shape, 'f32', 'eagle3.dVCache');
@@ -143,10 +139,9 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     gpu.release(dHOut, dn, a.h1, a.invRmsPost);
 
     // h1 = h_in + o · W_oᵀ; o = TTT attention of step k.
-    await dWeight(dH1, a.o, w.o.grad, H, qDim);
     const dO = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dO`);
     const dQRot = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dQRot`);
-    await dInput(dH1, w.o.value, dO, H, qDim);
+    await linearGrads(gpu, { dy: dH1, w: w.o.value, x: a.o, dx: dO, dw: w.o.grad }, { rows: R, inFeatures: qDim, outFeatures: H });
     await tttAttentionBackward(
       gpu,
       { q: a.qRot, kCache: s.kCache, vCache: s.vCache, mask: s.inputs.attentionMask, o: a.o, lse: a.lse, dO, dQ: dQRot, dKCache, dVCache },
@@ -276,8 +271,7 @@ async function projectionsBackward(
     const dQkv = gpu.tensor([R, W], 'f32', `eagle3.s${k}.dQkv`);
     const heads = { rows: R, qHeads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim };
     await ropeQkvJoin(gpu, { q: x.dQRot, k: dKRot.t, v: dv.t }, x.positions, x.ropeInverse, dQkv, heads);
-    await linearWeightGrad(gpu, dQkv, x.z, params.qkv.grad, shape(W), { beta: 1 });
-    await linearInputGrad(gpu, dQkv, params.qkv.value, x.dz, shape(W));
+    await linearGrads(gpu, { dy: dQkv, w: params.qkv.value, x: x.z, dx: x.dz, dw: params.qkv.grad }, shape(W));
     gpu.release(dQkv);
   } else {
     const dq = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dq`);

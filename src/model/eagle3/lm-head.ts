@@ -4,7 +4,7 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
-import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
+import { linearGrads } from '../../kernels/linear-grads.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
 /**
@@ -23,6 +23,5 @@ export async function lmHeadBackward(
   const w = params.weights.lmHead;
   // lm_head [D, H] is 500 MiB at the Llama-3 draft dims: linear.ts takes it (and its grad) split.
   const shape = { rows, inFeatures: H, outFeatures: D };
-  await linearWeightGrad(gpu, dLogits, f, w.grad, shape, { beta: 1 });
-  await linearInputGrad(gpu, dLogits, w.value, dF, shape);
+  await linearGrads(gpu, { dy: dLogits, w: w.value, x: f, dx: dF, dw: w.grad }, shape);
 }

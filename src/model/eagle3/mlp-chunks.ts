@@ -16,6 +16,7 @@ import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward, linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
+import { linearGrads } from '../../kernels/linear-grads.ts';
 import { swigluBackward, swigluBackwardPacked, swigluForward, swigluForwardPacked } from '../../kernels/swiglu.ts';
 import { rowsAsF32 } from './fc-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
@@ -125,16 +126,14 @@ export async function mlpBackward(
     const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
     const dnC = n === rows ? x.dn : gpu.tensor([n, H], 'f32', `${tag}.dn[${r0}:]`);
     // h_out = h1 + act·W_dᵀ; act = silu(gate) ⊙ up; gate = n·W_gᵀ, up = n·W_uᵀ.
-    await linearWeightGrad(gpu, dHC, a.act, w.down.grad, shape(H, I), { beta: 1 });
-    await linearInputGrad(gpu, dHC, w.down.value, dAct, shape(H, I));
+    await linearGrads(gpu, { dy: dHC, w: w.down.value, x: a.act, dx: dAct, dw: w.down.grad }, shape(H, I));
     const grads: Tensor[] = [dAct];
     if ('gateUp' in a && params.gateUp) {
       // Packed: dgate | dup per row, then one matmul for both weight gradients and one for dn.
       const dGateUp = gpu.tensor([n, 2 * I], 'f32', `${tag}.dGateUp`);
       grads.push(dGateUp);
       await swigluBackwardPacked(gpu, a.gateUp, dAct, dGateUp, { rows: n, inter: I });
-      await linearWeightGrad(gpu, dGateUp, nC, params.gateUp.grad, shape(2 * I, H), { beta: 1 });
-      await linearInputGrad(gpu, dGateUp, params.gateUp.value, dnC, shape(2 * I, H));
+      await linearGrads(gpu, { dy: dGateUp, w: params.gateUp.value, x: nC, dx: dnC, dw: params.gateUp.grad }, shape(2 * I, H));
     } else if ('gate' in a) {
       const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);
       const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);

@@ -1,0 +1,149 @@
+/**
+ * Both gradients of a linear layer y = x · Wᵀ at once:
+ *   dx = alpha · dy · W  + betaX · dx        dy [R, out], W [out, in], dx [R, in]
+ *   dW = alpha · dyᵀ · x + betaW · dW        x [R, in], dW [out, in]   (betaW 1 by default: accumulate)
+ *
+ * Every backward of the draft computes these two side by side (lm_head, down, gate/up, o, qkv). On a
+ * CPU adapter a small step is bound by the fixed cost of each dispatch (llvmpipe hands every one
+ * from its queue thread to its workers and back), so where both products would run
+ * matmul/subgroup-vec4 anyway, matmul/subgroup-vec4-pair computes them in one dispatch with the same
+ * tiles, so the same bits. Anywhere else (another variant, split operands, an f16 weight, fewer than
+ * five storage bindings per stage) it is exactly linearInputGrad then linearWeightGrad.
+ */
+import type { Gpu } from '../gpu/gpu.ts';
+import type { KernelDef } from '../gpu/kernel-def.ts';
+import type { Tensor } from '../gpu/tensor.ts';
+import { UniformWriter } from '../gpu/uniform-arena.ts';
+import { linearInputGrad, linearWeightGrad, type LinearShape } from './linear.ts';
+import { chooseMatmulVariant, MATMUL_GEOMETRY, matmulDeviceFacts, type MatmulShape } from './matmul.ts';
+import { shaderSource } from './shader-source.ts';
+
+export const MATMUL_PAIR_KERNEL: KernelDef = {
+  name: 'matmul/subgroup-vec4-pair',
+  source: shaderSource('matmul/subgroup-vec4-pair', MATMUL_GEOMETRY['subgroup-vec4']),
+  bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'],
+  requires: ['subgroups'],
+};
+
+/** Storage bindings the pair kernel binds in one stage. */
+const PAIR_STORAGE_BINDINGS = 5;
+
+export interface LinearGradsOptions {
+  alpha?: number;
+  /** dx: 0 overwrites (default), 1 adds. */
+  betaX?: number;
+  /** dW: 1 accumulates (default), 0 overwrites. */
+  betaW?: number;
+}
+
+/** The two products as the one-problem matmuls see them (linear.ts issues exactly these). */
+export function linearGradShapes(shape: LinearShape): { input: MatmulShape; weight: MatmulShape } {
+  const { rows: R, inFeatures: inF, outFeatures: outF } = shape;
+  return {
+    input: {
+      M: R,
+      N: inF,
+      K: outF,
+      batch: 1,
+      transA: false,
+      transB: false,
+      bDType: 'f32',
+      strides: { a: R * outF, b: outF * inF, c: R * inF },
+    },
+    weight: {
+      M: outF,
+      N: inF,
+      K: R,
+      batch: 1,
+      transA: true,
+      transB: false,
+      bDType: 'f32',
+      strides: { a: R * outF, b: R * inF, c: outF * inF },
+    },
+  };
+}
+
+/** Why the pair kernel does not take these operands on this device (so the two matmuls run), or undefined. */
+export function linearGradsPairUnfit(
+  gpu: Gpu,
+  shape: LinearShape,
+  t: { dy: Tensor; w: Tensor; x: Tensor; dx: Tensor; dw: Tensor },
+): string | undefined {
+  if ([t.dy, t.w, t.x, t.dx, t.dw].some((v) => v.isChunked)) return 'an operand is split into parts';
+  if (t.w.dtype !== 'f32') return `W (${t.w.label}) is ${t.w.dtype}`;
+  // WebGPU refuses a written buffer bound twice in one dispatch; the two dispatches bind fewer at once.
+  const shared = writtenAlias(t);
+  if (shared) return shared;
+  const buffers = gpu.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
+  if (buffers < PAIR_STORAGE_BINDINGS)
+    return `the device binds ${buffers} storage buffers per stage, the pair kernel ${PAIR_STORAGE_BINDINGS}`;
+  const rows = pairRowTiles(shape);
+  if (rows.total * rows.input >= 2 ** 32) return `${rows.total} row tiles overflow the shader's u32 interleave`;
+  if (rows.total > (gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535)) return `${rows.total} row tiles exceed one grid dimension`;
+  const facts = matmulDeviceFacts(gpu.ctx);
+  const shapes = linearGradShapes(shape);
+  for (const [which, s] of Object.entries(shapes)) {
+    const variant = chooseMatmulVariant(s, gpu.ctx.features, facts);
+    if (variant !== 'subgroup-vec4') return `the ${which} gradient runs matmul/${variant}`;
+  }
+  return undefined;
+}
+
+/** dx (+)= dy · W and dW (+)= dyᵀ · x, in one dispatch where linearGradsPairUnfit allows, else two calls. */
+export async function linearGrads(
+  gpu: Gpu,
+  t: { dy: Tensor; w: Tensor; x: Tensor; dx: Tensor; dw: Tensor },
+  shape: LinearShape,
+  options: LinearGradsOptions = {},
+): Promise<void> {
+  const alpha = options.alpha ?? 1;
+  const betaX = options.betaX ?? 0;
+  const betaW = options.betaW ?? 1;
+  if (linearGradsPairUnfit(gpu, shape, t) !== undefined) {
+    await linearInputGrad(gpu, t.dy, t.w, t.dx, shape, { alpha, beta: betaX });
+    await linearWeightGrad(gpu, t.dy, t.x, t.dw, shape, { alpha, beta: betaW });
+    return;
+  }
+  const { rows: R, inFeatures: inF, outFeatures: outF } = shape;
+  for (const [name, v, need] of [
+    ['dy', t.dy, R * outF],
+    ['W', t.w, outF * inF],
+    ['x', t.x, R * inF],
+    ['dx', t.dx, R * inF],
+    ['dW', t.dw, outF * inF],
+  ] as const) {
+    if (v.dtype !== 'f32') throw new Error(`linearGrads: ${name} (${v.label}) must be f32, got ${v.dtype}`);
+    if (v.numel !== need) throw new Error(`linearGrads: ${name} (${v.label}) must hold ${need} elements, has ${v.numel}`);
+  }
+  const kernel = await gpu.pipelines.get(MATMUL_PAIR_KERNEL);
+  const uniforms = new UniformWriter().u32(R).u32(outF).u32(outF).u32(R).u32(inF).f32(alpha).f32(betaX).f32(alpha).f32(betaW).finish();
+  const { TILE_N } = MATMUL_GEOMETRY['subgroup-vec4'];
+  // Both problems' row tiles; the shader interleaves them (pairRowTiles bounds the count).
+  const grid: [number, number, number] = [Math.ceil(inF / TILE_N), pairRowTiles(shape).total, 1];
+  gpu.batcher.dispatch(kernel, uniforms, [t.dy.binding(), t.w.binding(), t.x.binding(), t.dx.binding(), t.dw.binding()], grid);
+}
+
+/** Which written operand shares a GPU buffer with another operand, or undefined. */
+function writtenAlias(t: { dy: Tensor; w: Tensor; x: Tensor; dx: Tensor; dw: Tensor }): string | undefined {
+  const operands: [string, Tensor][] = [
+    ['dy', t.dy],
+    ['W', t.w],
+    ['x', t.x],
+    ['dx', t.dx],
+    ['dW', t.dw],
+  ];
+  for (const [written, wt] of operands.slice(3)) {
+    for (const [name, other] of operands) {
+      if (other !== wt && other.parts.some((p) => wt.parts.some((q) => q.buffer === p.buffer)))
+        return `${written} (${wt.label}) shares a GPU buffer with ${name} (${other.label})`;
+    }
+  }
+  return undefined;
+}
+
+/** Row tiles of the input-gradient problem (R rows), and of both problems together. */
+function pairRowTiles(shape: LinearShape): { input: number; total: number } {
+  const { TILE_M } = MATMUL_GEOMETRY['subgroup-vec4'];
+  const input = Math.ceil(shape.rows / TILE_M);
+  return { input, total: input + Math.ceil(shape.outFeatures / TILE_M) };
+}
