@@ -28,6 +28,15 @@ export const MATMUL_PAIR_KERNEL: KernelDef = {
 /** Storage bindings the pair kernel binds in one stage. */
 const PAIR_STORAGE_BINDINGS = 5;
 
+/** dy [R, out], W [out, in] and x [R, in] read; dx [R, in] and dW [out, in] written. */
+export interface LinearGradTensors {
+  dy: Tensor;
+  w: Tensor;
+  x: Tensor;
+  dx: Tensor;
+  dw: Tensor;
+}
+
 export interface LinearGradsOptions {
   alpha?: number;
   /** dx: 0 overwrites (default), 1 adds. */
@@ -64,11 +73,7 @@ export function linearGradShapes(shape: LinearShape): { input: MatmulShape; weig
 }
 
 /** Why the pair kernel does not take these operands on this device (so the two matmuls run), or undefined. */
-export function linearGradsPairUnfit(
-  gpu: Gpu,
-  shape: LinearShape,
-  t: { dy: Tensor; w: Tensor; x: Tensor; dx: Tensor; dw: Tensor },
-): string | undefined {
+export function linearGradsPairUnfit(gpu: Gpu, shape: LinearShape, t: LinearGradTensors): string | undefined {
   if ([t.dy, t.w, t.x, t.dx, t.dw].some((v) => v.isChunked)) return 'an operand is split into parts';
   if (t.w.dtype !== 'f32') return `W (${t.w.label}) is ${t.w.dtype}`;
   // WebGPU refuses a written buffer bound twice in one dispatch; the two dispatches bind fewer at once.
@@ -90,12 +95,7 @@ export function linearGradsPairUnfit(
 }
 
 /** dx (+)= dy · W and dW (+)= dyᵀ · x, in one dispatch where linearGradsPairUnfit allows, else two calls. */
-export async function linearGrads(
-  gpu: Gpu,
-  t: { dy: Tensor; w: Tensor; x: Tensor; dx: Tensor; dw: Tensor },
-  shape: LinearShape,
-  options: LinearGradsOptions = {},
-): Promise<void> {
+export async function linearGrads(gpu: Gpu, t: LinearGradTensors, shape: LinearShape, options: LinearGradsOptions = {}): Promise<void> {
   const alpha = options.alpha ?? 1;
   const betaX = options.betaX ?? 0;
   const betaW = options.betaW ?? 1;
@@ -124,7 +124,7 @@ export async function linearGrads(
 }
 
 /** Which written operand shares a GPU buffer with another operand, or undefined. */
-function writtenAlias(t: { dy: Tensor; w: Tensor; x: Tensor; dx: Tensor; dw: Tensor }): string | undefined {
+function writtenAlias(t: LinearGradTensors): string | undefined {
   const operands: [string, Tensor][] = [
     ['dy', t.dy],
     ['W', t.w],
