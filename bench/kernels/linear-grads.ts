@@ -20,7 +20,7 @@ export const LINEAR_GRADS_BENCH_SHAPES: readonly [number, number, number][] = [
   [80, 128, 128],
   [80, 64, 352],
   [224, 128, 128],
-  [224, 128, 704],
+  [224, 128, 512],
   [128, 1024, 5632],
 ];
 

@@ -1,6 +1,7 @@
 // include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4, matmul/subgroup-vec4-f16w and
-// matmul/subgroup-vec4-pair (their contract, shapes, bindings, dispatch and numerics are stated in
-// matmul/subgroup-vec4): the unrolled rank-4 updates, the vec4 loads of A in either layout, and the
+// matmul/subgroup-vec4-pair (the tile's contract, edges and numerics are stated in
+// matmul/subgroup-vec4; each kernel's own header states its bindings and dispatch): the unrolled
+// rank-4 updates, the vec4 loads of A in either layout, and the
 // store, as one function over one 32 x 32 tile of one problem (`subgroupVec4Tile`). The including
 // shader declares its bindings and, before including this file,
 //   fn loadA4(q: u32) -> vec4<f32>;                   A's elements 4q .. 4q+3 (an index in quads)

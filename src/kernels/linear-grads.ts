@@ -7,8 +7,11 @@
  * CPU adapter a small step is bound by the fixed cost of each dispatch (llvmpipe hands every one
  * from its queue thread to its workers and back), so where both products would run
  * matmul/subgroup-vec4 anyway, matmul/subgroup-vec4-pair computes them in one dispatch with the same
- * tiles, so the same bits. Anywhere else (another variant, split operands, an f16 weight, fewer than
- * five storage bindings per stage) it is exactly linearInputGrad then linearWeightGrad.
+ * tiles, so the same bits. Anywhere else it is exactly linearWeightGrad then linearInputGrad, the two
+ * calls it replaces: another variant (a GPU, or a CPU adapter without 8-lane subgroups), a width not a
+ * multiple of 4, operands split over bindings, an f16 weight, a written buffer shared with another
+ * operand, fewer than five storage bindings per stage, or more row tiles than one grid dimension
+ * holds (linearGradsPairUnfit names which).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -100,8 +103,10 @@ export async function linearGrads(gpu: Gpu, t: LinearGradTensors, shape: LinearS
   const betaX = options.betaX ?? 0;
   const betaW = options.betaW ?? 1;
   if (linearGradsPairUnfit(gpu, shape, t) !== undefined) {
-    await linearInputGrad(gpu, t.dy, t.w, t.dx, shape, { alpha, beta: betaX });
+    // The weight gradient first, as the draft's backward always ordered them (it reads x, which a
+    // caller's dx may overlap: one reason to be here).
     await linearWeightGrad(gpu, t.dy, t.x, t.dw, shape, { alpha, beta: betaW });
+    await linearInputGrad(gpu, t.dy, t.w, t.dx, shape, { alpha, beta: betaX });
     return;
   }
   const { rows: R, inFeatures: inF, outFeatures: outF } = shape;
@@ -132,9 +137,12 @@ function writtenAlias(t: LinearGradTensors): string | undefined {
     ['dx', t.dx],
     ['dW', t.dw],
   ];
-  for (const [written, wt] of operands.slice(3)) {
-    for (const [name, other] of operands) {
-      if (other !== wt && other.parts.some((p) => wt.parts.some((q) => q.buffer === p.buffer)))
+  // By position, not by object: one tensor passed twice (dx = x for an update in place) is a shared buffer too.
+  for (let i = 3; i < operands.length; i++) {
+    const [written, wt] = operands[i]!;
+    for (let j = 0; j < operands.length; j++) {
+      const [name, other] = operands[j]!;
+      if (j !== i && other.parts.some((p) => wt.parts.some((q) => q.buffer === p.buffer)))
         return `${written} (${wt.label}) shares a GPU buffer with ${name} (${other.label})`;
     }
   }

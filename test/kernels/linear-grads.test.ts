@@ -106,17 +106,25 @@ export default defineSuite('kernels/linear-grads', (t) => {
     assert(/gradient runs matmul\/(subgroup|naive|blocked|tiled)\b/.test(reason), `in = 6: ${reason}`);
     release(gpu, c);
     const shape = { rows: 8, inFeatures: 8, outFeatures: 4 };
-    const f16 = { ...upload(gpu, shape, 8).make() };
+    const ops = upload(gpu, shape, 8).make();
     const wHalf = gpu.tensor([4, 8], 'f16', 'W.f16');
-    assertEqual(linearGradsPairUnfit(gpu, shape, { ...f16, w: wHalf }), 'W (W.f16) is f16', 'an f16 weight');
+    assertEqual(linearGradsPairUnfit(gpu, shape, { ...ops, w: wHalf }), 'W (W.f16) is f16', 'an f16 weight');
     const shared = gpu.tensor([8 * 8 + 4 * 8], 'f32', 'dx+dW');
     const dxView = elementView(gpu, shared, 0, 64, 'dx.view', [8, 8]);
     const dwView = elementView(gpu, shared, 64, 32, 'dW.view', [4, 8]);
-    const alias = linearGradsPairUnfit(gpu, shape, { ...f16, dx: dxView, dw: dwView });
+    const alias = linearGradsPairUnfit(gpu, shape, { ...ops, dx: dxView, dw: dwView });
     assertEqual(alias, 'dx (dx.view) shares a GPU buffer with dW (dW.view)', 'dx and dW in one buffer');
+    const square = { rows: 8, inFeatures: 8, outFeatures: 8 };
+    const sq = upload(gpu, square, 9).make();
+    assertEqual(
+      linearGradsPairUnfit(gpu, square, { ...sq, dx: sq.x }),
+      'dx (x) shares a GPU buffer with x (x)',
+      'one tensor passed as x and dx',
+    );
+    release(gpu, sq);
     // The same shape with its own buffers pairs wherever 8-lane subgroups run matmul/subgroup-vec4.
-    assertEqual(linearGradsPairUnfit(gpu, shape, f16) === undefined, subgroups, 'distinct buffers pair on a CPU adapter with subgroups');
-    gpu.release(wHalf, shared, f16.dy, f16.w, f16.x, f16.dx, f16.dw);
+    assertEqual(linearGradsPairUnfit(gpu, shape, ops) === undefined, subgroups, 'distinct buffers pair on a CPU adapter with subgroups');
+    gpu.release(wHalf, shared, ops.dy, ops.w, ops.x, ops.dx, ops.dw);
     gpu.destroy();
   });
 });

@@ -21,7 +21,6 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { tttAttentionBackward } from '../../kernels/attention.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
-import { linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
 import { linearGrads } from '../../kernels/linear-grads.ts';
 import { reduceStepLoss } from '../../kernels/loss.ts';
 import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
@@ -237,8 +236,9 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
  * RoPE⁻¹ (the rotation by −angle: the same kernel with the (cos, −sin) table), then the weight
  * gradients (accumulated) and dz (written). Where W_q, W_k and W_v are stacked (Eagle3Parameters.qkv),
  * dq, dk and dv go side by side into one [R, qDim + 2·kvDim] tensor (one dispatch, ropeQkvJoin,
- * rotates and places the three), and one matmul gives the three weight gradients and one gives dz;
- * otherwise three of each. A cache slot is read in place where it can be bound on its own, else
+ * rotates and places the three), and one pair of products (linearGrads: one dispatch where the
+ * device takes the pair) gives the three weight gradients and dz; otherwise a pair for each of q, k
+ * and v, dz summed in that order. A cache slot is read in place where it can be bound on its own, else
  * copied out first.
  */
 async function projectionsBackward(
@@ -278,12 +278,10 @@ async function projectionsBackward(
     const dk = gpu.tensor([R, kvDim], 'f32', `eagle3.s${k}.dk`);
     await unrotate(x.dQRot, dq, c.numHeads);
     await unrotate(dKRot.t, dk, c.numKvHeads);
-    await linearWeightGrad(gpu, dq, x.z, w.q.grad, shape(qDim), { beta: 1 });
-    await linearWeightGrad(gpu, dk, x.z, w.k.grad, shape(kvDim), { beta: 1 });
-    await linearWeightGrad(gpu, dv.t, x.z, w.v.grad, shape(kvDim), { beta: 1 });
-    await linearInputGrad(gpu, dq, w.q.value, x.dz, shape(qDim));
-    await linearInputGrad(gpu, dk, w.k.value, x.dz, shape(kvDim), { beta: 1 });
-    await linearInputGrad(gpu, dv.t, w.v.value, x.dz, shape(kvDim), { beta: 1 });
+    // dz sums q's product, then k's, then v's.
+    await linearGrads(gpu, { dy: dq, w: w.q.value, x: x.z, dx: x.dz, dw: w.q.grad }, shape(qDim));
+    await linearGrads(gpu, { dy: dk, w: w.k.value, x: x.z, dx: x.dz, dw: w.k.grad }, shape(kvDim), { betaX: 1 });
+    await linearGrads(gpu, { dy: dv.t, w: w.v.value, x: x.z, dx: x.dz, dw: w.v.grad }, shape(kvDim), { betaX: 1 });
     gpu.release(dq, dk);
   }
   for (const owned of [dKRot, dv].filter((o) => o.owned)) gpu.release(owned.t);

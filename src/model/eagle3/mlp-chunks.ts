@@ -15,7 +15,7 @@ import type { Gpu } from '../../gpu/gpu.ts';
 import { rowChunkRows } from '../../gpu/row-chunks.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
-import { linearForward, linearInputGrad, linearWeightGrad } from '../../kernels/linear.ts';
+import { linearForward } from '../../kernels/linear.ts';
 import { linearGrads } from '../../kernels/linear-grads.ts';
 import { swigluBackward, swigluBackwardPacked, swigluForward, swigluForwardPacked } from '../../kernels/swiglu.ts';
 import { rowsAsF32 } from './fc-chunks.ts';
@@ -129,7 +129,7 @@ export async function mlpBackward(
     await linearGrads(gpu, { dy: dHC, w: w.down.value, x: a.act, dx: dAct, dw: w.down.grad }, shape(H, I));
     const grads: Tensor[] = [dAct];
     if ('gateUp' in a && params.gateUp) {
-      // Packed: dgate | dup per row, then one matmul for both weight gradients and one for dn.
+      // Packed: dgate | dup per row, then both weight gradients and dn from one pair of products (linearGrads).
       const dGateUp = gpu.tensor([n, 2 * I], 'f32', `${tag}.dGateUp`);
       grads.push(dGateUp);
       await swigluBackwardPacked(gpu, a.gateUp, dAct, dGateUp, { rows: n, inter: I });
@@ -139,10 +139,9 @@ export async function mlpBackward(
       const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);
       grads.push(dGate, dUp);
       await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: n, inter: I });
-      await linearWeightGrad(gpu, dGate, nC, w.gate.grad, shape(I, H), { beta: 1 });
-      await linearWeightGrad(gpu, dUp, nC, w.up.grad, shape(I, H), { beta: 1 });
-      await linearInputGrad(gpu, dGate, w.gate.value, dnC, shape(I, H));
-      await linearInputGrad(gpu, dUp, w.up.value, dnC, shape(I, H), { beta: 1 });
+      // dn sums the gate's product, then the up's.
+      await linearGrads(gpu, { dy: dGate, w: w.gate.value, x: nC, dx: dnC, dw: w.gate.grad }, shape(I, H));
+      await linearGrads(gpu, { dy: dUp, w: w.up.value, x: nC, dx: dnC, dw: w.up.grad }, shape(I, H), { betaX: 1 });
     } else {
       throw new Error(`mlpBackward: activations packed as gate | up, but the parameters have no stacked gate_up weight`);
     }
