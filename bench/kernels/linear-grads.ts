@@ -1,6 +1,6 @@
 /**
  * Both gradients of a linear layer (src/kernels/linear-grads.ts): linearGrads (one matmul/subgroup-vec4-pair
- * dispatch where the device takes it) against linearInputGrad then linearWeightGrad (two dispatches),
+ * dispatch where the device takes it) against linearWeightGrad then linearInputGrad (two dispatches),
  * interleaved round by round, GFLOP/s of the two products together. Each timed encode runs the call
  * CALLS times, so the figure is the per-call cost inside a step's batch (dispatch overhead included,
  * one submit and wait shared by all of them), which is what the pair saves.
@@ -49,10 +49,10 @@ export async function benchLinearGrads(
       new Map([
         [unfit ? `linearGrads (two dispatches: ${unfit})` : 'linearGrads (one pair dispatch)', repeat(() => linearGrads(gpu, t, shape))],
         [
-          'linearInputGrad + linearWeightGrad',
+          'linearWeightGrad + linearInputGrad',
           repeat(async () => {
-            await linearInputGrad(gpu, dy, w, dx, shape);
             await linearWeightGrad(gpu, dy, x, dw, shape);
+            await linearInputGrad(gpu, dy, w, dx, shape);
           }),
         ],
       ]),

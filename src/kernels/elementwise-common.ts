@@ -81,11 +81,15 @@ export function checkStride(op: string, name: string, stride: number, width: num
   checkInt(`${op}: ${name}`, stride, width);
 }
 
+/** Whether any part of `a` lies in a GPU buffer holding a part of `b`. */
+export function sharesBuffer(a: Tensor, b: Tensor): boolean {
+  return a.parts.some((p) => b.parts.some((q) => q.buffer === p.buffer));
+}
+
 /** Throws when two distinct tensors share a GPU buffer that one of them would write. */
 export function checkNoAlias(op: string, written: Tensor, others: readonly [string, Tensor][], writtenName: string): void {
-  const buffers = new Set(written.parts.map((p) => p.buffer));
   for (const [name, t] of others) {
-    if (t.parts.some((p) => buffers.has(p.buffer))) {
+    if (sharesBuffer(written, t)) {
       throw new Error(
         `${op}: ${writtenName} (${written.label}) shares a GPU buffer with ${name} (${t.label}); WebGPU forbids binding a written buffer twice in one dispatch`,
       );

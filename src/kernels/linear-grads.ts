@@ -17,8 +17,9 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { linearInputGrad, linearWeightGrad, type LinearShape } from './linear.ts';
-import { chooseMatmulVariant, MATMUL_GEOMETRY, matmulDeviceFacts, type MatmulShape } from './matmul.ts';
+import { sharesBuffer } from './elementwise-common.ts';
+import { checkLinearOperands, linearInputGrad, linearWeightGrad, type LinearShape } from './linear.ts';
+import { chooseMatmulVariant, MATMUL_GEOMETRY, matmulDeviceFacts, resolvedMatmulShape, type MatmulShape } from './matmul.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const MATMUL_PAIR_KERNEL: KernelDef = {
@@ -48,30 +49,12 @@ export interface LinearGradsOptions {
   betaW?: number;
 }
 
-/** The two products as the one-problem matmuls see them (linear.ts issues exactly these). */
-export function linearGradShapes(shape: LinearShape): { input: MatmulShape; weight: MatmulShape } {
+/** The two products as the policy sees them when linear.ts issues them (its unsplit path's matmul calls). */
+function linearGradShapes(shape: LinearShape): { input: MatmulShape; weight: MatmulShape } {
   const { rows: R, inFeatures: inF, outFeatures: outF } = shape;
   return {
-    input: {
-      M: R,
-      N: inF,
-      K: outF,
-      batch: 1,
-      transA: false,
-      transB: false,
-      bDType: 'f32',
-      strides: { a: R * outF, b: outF * inF, c: R * inF },
-    },
-    weight: {
-      M: outF,
-      N: inF,
-      K: R,
-      batch: 1,
-      transA: true,
-      transB: false,
-      bDType: 'f32',
-      strides: { a: R * outF, b: R * inF, c: outF * inF },
-    },
+    input: resolvedMatmulShape({ M: R, N: inF, K: outF }, {}, 'f32'),
+    weight: resolvedMatmulShape({ M: outF, N: inF, K: R }, { transA: true }, 'f32'),
   };
 }
 
@@ -110,16 +93,13 @@ export async function linearGrads(gpu: Gpu, t: LinearGradTensors, shape: LinearS
     return;
   }
   const { rows: R, inFeatures: inF, outFeatures: outF } = shape;
-  for (const [name, v, need] of [
-    ['dy', t.dy, R * outF],
-    ['W', t.w, outF * inF],
-    ['x', t.x, R * inF],
-    ['dx', t.dx, R * inF],
-    ['dW', t.dw, outF * inF],
-  ] as const) {
-    if (v.dtype !== 'f32') throw new Error(`linearGrads: ${name} (${v.label}) must be f32, got ${v.dtype}`);
-    if (v.numel !== need) throw new Error(`linearGrads: ${name} (${v.label}) must hold ${need} elements, has ${v.numel}`);
-  }
+  checkLinearOperands('linearGrads', shape, [
+    ['dy', t.dy, R, outF],
+    ['W', t.w, outF, inF],
+    ['x', t.x, R, inF],
+    ['dx', t.dx, R, inF],
+    ['dW', t.dw, outF, inF],
+  ]);
   const kernel = await gpu.pipelines.get(MATMUL_PAIR_KERNEL);
   const uniforms = new UniformWriter().u32(R).u32(outF).u32(outF).u32(R).u32(inF).f32(alpha).f32(betaX).f32(alpha).f32(betaW).finish();
   const { TILE_N } = MATMUL_GEOMETRY['subgroup-vec4'];
@@ -142,8 +122,7 @@ function writtenAlias(t: LinearGradTensors): string | undefined {
     const [written, wt] = operands[i]!;
     for (let j = 0; j < operands.length; j++) {
       const [name, other] = operands[j]!;
-      if (j !== i && other.parts.some((p) => wt.parts.some((q) => q.buffer === p.buffer)))
-        return `${written} (${wt.label}) shares a GPU buffer with ${name} (${other.label})`;
+      if (j !== i && sharesBuffer(wt, other)) return `${written} (${wt.label}) shares a GPU buffer with ${name} (${other.label})`;
     }
   }
   return undefined;

@@ -48,7 +48,7 @@ export async function linearForward(
 ): Promise<void> {
   const { rows: R, inFeatures: K, outFeatures: N } = shape;
   const beta = options.beta ?? 0;
-  check('linearForward', shape, [
+  checkLinearOperands('linearForward', shape, [
     ['x', x, R, K],
     ['W', w, N, K, 'f16'],
     ['y', y, R, N],
@@ -93,7 +93,7 @@ export async function linearInputGrad(
 ): Promise<void> {
   const { rows: R, inFeatures: K, outFeatures: N } = shape;
   const beta = options.beta ?? 0;
-  check('linearInputGrad', shape, [
+  checkLinearOperands('linearInputGrad', shape, [
     ['dy', dy, R, N],
     ['W', w, N, K],
     ['dx', dx, R, K],
@@ -140,7 +140,7 @@ export async function linearWeightGrad(
 ): Promise<void> {
   const { rows: R, inFeatures: K, outFeatures: N } = shape;
   const beta = options.beta ?? 1;
-  check('linearWeightGrad', shape, [
+  checkLinearOperands('linearWeightGrad', shape, [
     ['dy', dy, R, N],
     ['x', x, R, K],
     ['dW', dw, N, K],
@@ -180,10 +180,10 @@ function alphaOf(options: LinearOptions): { alpha?: number } {
 }
 
 /** An operand's name, tensor and [rows, width] view; 'f16' where f16 storage is also accepted (a frozen weight). */
-type Operand = readonly [name: string, t: Tensor, rows: number, width: number, alsoF16?: 'f16'];
+export type LinearOperand = readonly [name: string, t: Tensor, rows: number, width: number, alsoF16?: 'f16'];
 
 /** Fail closed: f32 (or f16 where allowed), exactly rows × width elements, parts of whole rows of the [rows, width] view. */
-function check(op: string, shape: LinearShape, operands: readonly Operand[]): void {
+export function checkLinearOperands(op: string, shape: LinearShape, operands: readonly LinearOperand[]): void {
   for (const [what, v] of Object.entries(shape)) {
     if (!Number.isInteger(v) || v < 1) throw new Error(`${op}: ${what} must be a positive integer, got ${v}`);
   }

@@ -305,16 +305,31 @@ export interface MatmulOptions {
   variant?: MatmulVariant;
 }
 
+/** The shape the policy sees for a matmul call: shape and options with every default filled in. */
+export function resolvedMatmulShape(shape: MatmulShape, options: MatmulOptions, bDType: MatmulWeightDType): Required<MatmulShape> {
+  const { M, N, K } = shape;
+  return {
+    M,
+    N,
+    K,
+    batch: options.batch ?? shape.batch ?? 1,
+    transA: options.transA ?? false,
+    transB: options.transB ?? false,
+    bDType,
+    strides: { a: options.strideA ?? M * K, b: options.strideB ?? K * N, c: options.strideC ?? M * N },
+  };
+}
+
 /**
  * Encode C = alpha · op(A) · op(B) + beta · C into the batcher (no submit). Shapes come from
  * M, N, K; the tensors must be at least that big. Chunked (multi-part) tensors are not accepted here.
  */
 export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: MatmulShape, options: MatmulOptions = {}): Promise<void> {
   const { M, N, K } = shape;
-  const batch = options.batch ?? shape.batch ?? 1;
-  const strideA = options.strideA ?? M * K;
-  const strideB = options.strideB ?? K * N;
-  const strideC = options.strideC ?? M * N;
+  const bDType: MatmulWeightDType = b.dtype === 'f16' ? 'f16' : 'f32';
+  const full = resolvedMatmulShape(shape, options, bDType);
+  const { batch, transA, transB } = full;
+  const { a: strideA, b: strideB, c: strideC } = full.strides;
   for (const [t, need, name] of [
     [a, strideA * (batch - 1) + M * K, 'A'],
     [b, strideB * (batch - 1) + K * N, 'B'],
@@ -328,27 +343,12 @@ export async function matmul(gpu: Gpu, a: Tensor, b: Tensor, c: Tensor, shape: M
       );
   }
   const facts = matmulDeviceFacts(gpu.ctx);
-  const bDType: MatmulWeightDType = b.dtype === 'f16' ? 'f16' : 'f32';
-  const transB = options.transB ?? false;
-  const full: MatmulShape = {
-    M,
-    N,
-    K,
-    batch,
-    transA: options.transA ?? false,
-    transB,
-    bDType,
-    strides: { a: strideA, b: strideB, c: strideC },
-  };
   const variant = options.variant ?? chooseMatmulVariant(full, gpu.ctx.features, facts);
   const unsupported = matmulVariantUnsupported(variant, gpu.ctx.features, facts, bDType) ?? matmulShapeUnfit(variant, full);
   if (unsupported) throw new Error(`matmul: ${unsupported}`);
   if (GEMV_VARIANTS.has(variant)) checkGemv(b, { M, K, transB, strideB, batch, variant });
   const def = matmulKernelFor(variant, bDType) as KernelDef;
-  const kernel = await gpu.pipelines.get(def, {
-    TRANS_A: options.transA ?? false,
-    TRANS_B: options.transB ?? false,
-  });
+  const kernel = await gpu.pipelines.get(def, { TRANS_A: transA, TRANS_B: transB });
   const uniforms = new UniformWriter()
     .u32(M)
     .u32(N)
