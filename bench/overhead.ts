@@ -1,12 +1,22 @@
 /**
  * Fixed costs the step loop pays no matter how small the kernel: per dispatch (many tiny dispatches
- * in one submit) and per submit (one tiny dispatch per submit, waiting for each), plus the copy
- * bandwidth that memory-bound kernels are compared against.
+ * in one submit), as wall time (the host's encoding included) and as device time (timestamps around
+ * a batch encoded before it is submitted, so the device's own cost per dispatch: on a CPU adapter,
+ * handing the workgroups to the driver's worker threads and back), and per submit (one tiny
+ * dispatch per submit, waiting for each), plus the copy bandwidth that memory-bound kernels are
+ * compared against.
  */
 import type { Gpu } from '../src/gpu/gpu.ts';
 import { matmul } from '../src/kernels/matmul.ts';
 import { benchCopy } from './copy.ts';
-import type { BenchRecord } from './record.ts';
+import { medianSeconds, type BenchRecord } from './record.ts';
+
+/**
+ * Dispatches per timed batch for the device-time record, at most: kept below the batcher's dispatches
+ * per submit, so the whole batch is encoded before the device starts it and no host time falls
+ * between the timestamps.
+ */
+const DEVICE_BATCH = 48;
 
 export async function benchOverhead(gpu: Gpu): Promise<BenchRecord[]> {
   const A = gpu.upload([16], 'f32', new Float32Array(16).fill(1));
@@ -29,10 +39,22 @@ export async function benchOverhead(gpu: Gpu): Promise<BenchRecord[]> {
     await gpu.device.queue.onSubmittedWorkDone();
   }
   const perSubmit = (performance.now() - start) / submits;
+
+  const batch = Math.min(DEVICE_BATCH, gpu.batcher.maxDispatchesPerSubmit - 1);
+  const perDispatchDevice =
+    (await medianSeconds(gpu, async () => {
+      for (let i = 0; i < batch; i++) await tiny();
+    })) / batch;
   gpu.release(A, C);
 
   const out: BenchRecord[] = [
     { family: 'overhead', variant: 'per dispatch (batched, wall)', shape: `${dispatches} dispatches`, ms: perDispatch },
+    {
+      family: 'overhead',
+      variant: `per dispatch (device time, ${gpu.timer.usesTimestamps ? 'timestamps' : 'wall, no timestamps'})`,
+      shape: `${batch} dispatches of one workgroup`,
+      ms: perDispatchDevice * 1e3,
+    },
     { family: 'overhead', variant: 'per submit + wait (wall)', shape: `${submits} submits`, ms: perSubmit },
   ];
   out.push(...(await benchCopy(gpu)));

@@ -5,7 +5,9 @@
  *
  * Builds the rig of bench/step-roofline.ts (bench/train-rig.ts: forward + backward through the TTT
  * unroll + AdamW) for each config, runs --warmup steps, then --steps more, and prints per config the
- * steps' wall time (median, min, and the mean over the whole run) and the CPU time per step of each
+ * steps' wall time (median, min, and the mean over the whole run), the median wall time the host took
+ * to encode a step (`encodeMsMedian`: until the trainer returned; the batches submitted on the way
+ * run meanwhile), and the CPU time per step of each
  * thread of this process that used more than 0.1 ms of it, read from /proc/self/task/<tid>/stat
  * before and after (utime + stime, in clock ticks of 10 ms: read them over many steps). On llvmpipe
  * the rows are the main thread (tid = pid: JavaScript, encoding, waits), the device's queue thread
@@ -68,17 +70,20 @@ for (const name of wanted) {
   const before = threadCpuMs();
   const start = performance.now();
   const times: number[] = [];
+  const encodeTimes: number[] = [];
   let dispatches = 0;
   for (let i = 0; i < steps; i++) {
     if (trimPool) gpu.trimPool();
     const r = await rig.step();
     times.push(r.seconds * 1e3);
+    encodeTimes.push(r.encodeSeconds * 1e3);
     dispatches = r.dispatches;
   }
   const wallMs = performance.now() - start;
   const after = threadCpuMs();
   rig.destroy();
   times.sort((a, b) => a - b);
+  encodeTimes.sort((a, b) => a - b);
   const threads = [...after]
     .map(([tid, ms]) => ({ tid, main: tid === process.pid, ms: (ms - (before.get(tid) ?? 0)) / steps }))
     .filter((t) => t.ms > 0.1)
@@ -92,6 +97,7 @@ for (const name of wanted) {
       stepMsMedian: +times[Math.floor(steps / 2)].toFixed(2),
       stepMsMin: +times[0].toFixed(2),
       stepMsMean: +(wallMs / steps).toFixed(2),
+      encodeMsMedian: +encodeTimes[Math.floor(steps / 2)].toFixed(2),
       cpuMsPerStep: +threads.reduce((a, t) => a + t.ms, 0).toFixed(2),
       threads: threads.map((t) => ({ tid: t.tid, main: t.main, cpuMsPerStep: +t.ms.toFixed(2) })),
     }),

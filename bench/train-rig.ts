@@ -26,6 +26,11 @@ export interface StepShape {
 export interface TimedStep {
   /** Wall seconds until the GPU has finished the step. */
   seconds: number;
+  /**
+   * Wall seconds until the host had encoded the whole step (the trainer returned, before the final
+   * wait); the batches submitted on the way (every 64 dispatches) run meanwhile.
+   */
+  encodeSeconds: number;
   /** Dispatches the step encoded (CommandBatcher stats). */
   dispatches: number;
   loss: number;
@@ -104,11 +109,12 @@ export async function buildTrainRig(gpu: Gpu, config: Eagle3Config, shape: StepS
       const before = gpu.batcher.stats.dispatches;
       const start = performance.now();
       const r = await core.trainStep(batch);
+      const encodeSeconds = (performance.now() - start) / 1000;
       await gpu.sync();
       const seconds = (performance.now() - start) / 1000;
       const dispatches = gpu.batcher.stats.dispatches - before;
       const [loss, gradNorm] = await Promise.all([r.loss, r.gradNorm ?? Promise.resolve(Number.NaN)]);
-      return { seconds, dispatches, loss, gradNorm };
+      return { seconds, encodeSeconds, dispatches, loss, gradNorm };
     },
     async optimizerStep() {
       await backend.optimizerStep();
