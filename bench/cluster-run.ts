@@ -25,6 +25,7 @@ import { join } from 'node:path';
 import process from 'node:process';
 import { startCli } from '../test/cli/cli-process.ts';
 import { startRedisServer } from '../test/dataplane/redis-fixture.ts';
+import { median } from './record.ts';
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string): string => {
@@ -132,7 +133,6 @@ try {
     }
   }
   const of = (variant: string) => results.filter((r) => r.variant === variant);
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const one = of('cluster, 1 rollout');
   const summary: Record<string, unknown> = {
     samplesPerSecond: Object.fromEntries([...new Set(results.map((r) => r.variant))].map((v) => [v, of(v).map((r) => r.samplesPerSecond)])),

@@ -16,6 +16,11 @@ export interface BenchRecord {
   gbps?: number;
 }
 
+/** The middle value of `xs` (the upper of the middle two for an even count); `xs` is left as it is. */
+export function median(xs: readonly number[]): number {
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+}
+
 /**
  * Median seconds of `reps` timed runs of `encode` (after one warm-up run that also compiles the
  * pipelines). `encode` must only encode work into gpu.batcher (no reads).
@@ -25,8 +30,7 @@ export async function medianSeconds(gpu: Gpu, encode: () => Promise<void> | void
   await gpu.sync();
   const samples: number[] = [];
   for (let i = 0; i < reps; i++) samples.push((await gpu.timer.time(encode)).seconds);
-  samples.sort((a, b) => a - b);
-  return samples[Math.floor(samples.length / 2)];
+  return median(samples);
 }
 
 /**

@@ -23,6 +23,7 @@ import process from 'node:process';
 import { Gpu } from '../src/gpu/gpu.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 import { STEP_CONFIGS, wantedStepConfigs } from './step-configs.ts';
+import { median } from './record.ts';
 import { buildTrainRig } from './train-rig.ts';
 
 const args = nodePlatform.args();
@@ -82,8 +83,6 @@ for (const name of wanted) {
   const wallMs = performance.now() - start;
   const after = threadCpuMs();
   rig.destroy();
-  times.sort((a, b) => a - b);
-  encodeTimes.sort((a, b) => a - b);
   const threads = [...after]
     .map(([tid, ms]) => ({ tid, main: tid === process.pid, ms: (ms - (before.get(tid) ?? 0)) / steps }))
     .filter((t) => t.ms > 0.1)
@@ -94,10 +93,10 @@ for (const name of wanted) {
       tokens: `${shape.batch} x ${shape.seq}, TTT ${shape.ttt}`,
       trimPool,
       dispatches,
-      stepMsMedian: +times[Math.floor(steps / 2)].toFixed(2),
-      stepMsMin: +times[0].toFixed(2),
+      stepMsMedian: +median(times).toFixed(2),
+      stepMsMin: +Math.min(...times).toFixed(2),
       stepMsMean: +(wallMs / steps).toFixed(2),
-      encodeMsMedian: +encodeTimes[Math.floor(steps / 2)].toFixed(2),
+      encodeMsMedian: +median(encodeTimes).toFixed(2),
       cpuMsPerStep: +threads.reduce((a, t) => a + t.ms, 0).toFixed(2),
       threads: threads.map((t) => ({ tid: t.tid, main: t.main, cpuMsPerStep: +t.ms.toFixed(2) })),
     }),

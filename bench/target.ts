@@ -26,6 +26,7 @@ import { TargetModel } from '../src/model/target/model.ts';
 import { nodePlatform } from '../src/platform/node.ts';
 import { Rng } from '../src/util/random.ts';
 import { benchCopy } from './copy.ts';
+import { median } from './record.ts';
 import { randomCheckpoint, shapeConfig } from './target-shapes.ts';
 
 const args = nodePlatform.args();
@@ -119,7 +120,6 @@ async function timeDecode(rows: number, steps: number): Promise<number> {
   return seconds;
 }
 
-const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const repeat = async (f: () => Promise<number>): Promise<number> => {
   const xs: number[] = [];
   for (let i = 0; i < reps; i++) xs.push(await f());

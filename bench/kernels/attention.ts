@@ -26,7 +26,7 @@ import {
   type GeometryChoice,
 } from '../../src/kernels/attention.ts';
 import { Rng } from '../../src/util/random.ts';
-import { medianSeconds, type BenchRecord } from '../record.ts';
+import { median, medianSeconds, type BenchRecord } from '../record.ts';
 
 /** A Llama-3-8B-shaped draft layer (32 heads, 8 kv heads, hd 128) at S 1024, batch 2. */
 export const ATTENTION_BENCH_SHAPE: AttentionDims = { batch: 2, seq: 1024, heads: 32, kvHeads: 8, headDim: 128 };
@@ -188,7 +188,6 @@ export async function benchAttentionGeometries(
     }
   }
   ops.release();
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
   const pairs = pairsOf(shape, step);
   return geometries.map((g, i) => {
     const f = median(samples[i].fwd);
