@@ -7,11 +7,13 @@ import { benchCast } from './kernels/cast.ts';
 import { benchEmbedding } from './kernels/embedding.ts';
 import { benchLinear, LINEAR_CPU_SHAPES } from './kernels/linear.ts';
 import { benchLinearGrads } from './kernels/linear-grads.ts';
+import { benchLinearResidual } from './kernels/linear-residual.ts';
 import { benchLoss, benchStepLosses } from './kernels/loss.ts';
 import { benchOptim } from './kernels/optim.ts';
 import { benchRmsnorm } from './kernels/rmsnorm.ts';
 import { benchRope } from './kernels/rope.ts';
 import { benchSwiglu } from './kernels/swiglu.ts';
+import { benchSwigluDownGrads } from './kernels/swiglu-down-grads.ts';
 import type { BenchRecord } from './record.ts';
 
 const CPU_ATTENTION_SHAPE = { batch: 1, seq: 256, heads: 8, kvHeads: 2, headDim: 64 };
@@ -42,6 +44,8 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   ['rmsnorm', (gpu) => benchRmsnorm(gpu)],
   ['rope', (gpu) => benchRope(gpu)],
   ['swiglu', (gpu) => benchSwiglu(gpu)],
+  // SwiGLU's backward fused into the down projection's pair of products, against the two commands it replaces.
+  ['swiglu-down-grads', (gpu) => benchSwigluDownGrads(gpu)],
   // The Llama-8B-shaped attention takes many minutes on a software adapter (pipeline compile
   // included); there it runs at a small shape with the same kernels.
   ['attention', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchAttention(gpu, CPU_ATTENTION_SHAPE, 3) : benchAttention(gpu))],
@@ -50,6 +54,8 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   ['linear', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchLinear(gpu, LINEAR_CPU_SHAPES) : benchLinear(gpu))],
   // The draft backward's pairs of gradients: one dispatch against two, at the fixture, lab and mid shapes.
   ['linear-grads', (gpu) => benchLinearGrads(gpu)],
+  // The o and down projections with their residual add: one dispatch against a copy and the matmul.
+  ['linear-residual', (gpu) => benchLinearResidual(gpu)],
   ['loss', async (gpu) => [...(await benchLoss(gpu)), ...(await benchStepLosses(gpu))]],
   ['optim', (gpu) => benchOptim(gpu)],
   // Feature-sized casts move ~150 MB per call; a software adapter measures them at a quarter of the rows.

@@ -11,6 +11,7 @@ import matmulF16w from './kernels/matmul-f16w.test.ts';
 import ceiling from './kernels/ceiling.test.ts';
 import linear from './kernels/linear.test.ts';
 import linearGrads from './kernels/linear-grads.test.ts';
+import linearResidual from './kernels/linear-residual.test.ts';
 import kernelRegistry from './kernels/registry.test.ts';
 import wgslInclude from './kernels/wgsl-include.test.ts';
 import shaderBundle from './kernels/shader-bundle.test.ts';
@@ -59,6 +60,7 @@ export const suites: readonly Suite[] = [
   ceiling,
   linear,
   linearGrads,
+  linearResidual,
   kernelRegistry,
   wgslInclude,
   shaderBundle,

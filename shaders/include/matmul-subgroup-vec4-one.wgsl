@@ -6,7 +6,7 @@
 
 fn loadA4(q: u32) -> vec4<f32> { return A[q]; }
 fn loadC4(second: bool, q: u32) -> vec4<f32> { return C[q]; }
-fn storeC4(second: bool, q: u32, v: vec4<f32>) { C[q] = v; }
+fn storeC4(second: bool, q: u32, row: u32, col: u32, v: vec4<f32>) { C[q] = v; }
 
 #include "include/matmul-subgroup-vec4.wgsl"
 

@@ -1,5 +1,5 @@
-// include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4, matmul/subgroup-vec4-f16w and
-// matmul/subgroup-vec4-pair (the tile's contract, edges and numerics are stated in
+// include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4, -f16w, -residual, -pair and
+// -pair-swiglu (the tile's contract, edges and numerics are stated in
 // matmul/subgroup-vec4; each kernel's own header states its bindings and dispatch): the unrolled
 // rank-4 updates, the vec4 loads of A in either layout, and the
 // store, as one function over one 32 x 32 tile of one problem (`subgroupVec4Tile`). The including
@@ -7,8 +7,12 @@
 //   fn loadA4(q: u32) -> vec4<f32>;                   A's elements 4q .. 4q+3 (an index in quads)
 //   fn loadB4(second: bool, q: u32) -> vec4<f32>;     B's, as one vec4<f32> (f32 weights) or one
 //                                                     vec2<u32> of four f16 (f16 weights)
-//   fn loadC4(second: bool, q: u32) -> vec4<f32>;  fn storeC4(second: bool, q: u32, v: vec4<f32>);
-// `second` picks the second problem's B and C in the pair kernel; the one-problem shaders have one B
+//   fn loadC4(second: bool, q: u32) -> vec4<f32>;
+//   fn storeC4(second: bool, q: u32, row: u32, col: u32, v: vec4<f32>);
+// storeC4 also gets the quad's row and column quad in C (q = baseC + row · N/4 + col), for a store
+// through an epilogue (matmul/subgroup-vec4-pair-swiglu writes SwiGLU's gradients of that position).
+// The loads keep flat indices: passing rows and columns to them too measured 8% slower on llvmpipe.
+// `second` picks the second problem's B and C in the pair kernels; the one-problem shaders have one B
 // and one C and ignore it. transA, transB and second are constants at every call site, so the
 // compiler folds the branches on them away (the shader compiler inlines every function).
 const_assert WG_X == 8u && WG_Y == 1u && THREAD_M == 4u * WG_X && THREAD_N == 4u;
@@ -123,6 +127,22 @@ fn subgroupVec4Tile(tileX: u32, tileY: u32, lane: u32, pr: Vec4Problem, transA: 
     let idx = pr.baseC + row * quads + q;
     var v = pr.alpha * acc[i];
     if (pr.beta != 0.0) { v += pr.beta * loadC4(second, idx); }
-    storeC4(second, idx, v);
+    storeC4(second, idx, row, q, v);
+  }
+}
+
+// The two-problem kernels (matmul/subgroup-vec4-pair, -pair-swiglu): row r of the grid is problem 0's
+// row tile floor(r·t0 / n) where that count steps at r, else problem 1's row tile r − floor(r·t0 / n),
+// t0 and t1 the problems' row tiles and n = t0 + t1, so the two problems' rows spread evenly over the
+// grid (each kernel's header says why). Problem 0 is A · B (input gradient), problem 1 Aᵀ · B (weight
+// gradient), with the second B and C.
+fn subgroupVec4PairTile(tileX: u32, gridRow: u32, lane: u32, p0: Vec4Problem, p1: Vec4Problem) {
+  let t0 = (p0.M + TILE_M - 1u) / TILE_M;
+  let n = t0 + (p1.M + TILE_M - 1u) / TILE_M;
+  let before = (gridRow * t0) / n;
+  if (((gridRow + 1u) * t0) / n > before) {
+    subgroupVec4Tile(tileX, before, lane, p0, false, false, false);
+  } else {
+    subgroupVec4Tile(tileX, gridRow - before, lane, p1, true, false, true);
   }
 }

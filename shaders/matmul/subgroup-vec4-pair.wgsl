@@ -11,7 +11,8 @@
 // 5 read_write dW, all array<vec4<f32>> (five storage bindings).
 // Dispatch: (ceil(N / TILE_N), t0 + t1, 1) workgroups of WG_X invocations forming one subgroup (as
 // matmul/subgroup-vec4), t0 = ceil(M0 / TILE_M) and t1 = ceil(M1 / TILE_M) the problems' row tiles.
-// The rows of workgroups interleave the two problems in proportion (main), not t0 then t1: llvmpipe
+// The rows of workgroups interleave the two problems in proportion (include/matmul-subgroup-vec4,
+// subgroupVec4PairTile), not t0 then t1: llvmpipe
 // hands each of its threads one contiguous range of workgroups, and a tile of one problem can be
 // many times the work of the other's (at the mid config dx's K is 5632, dW's 128), so rows in
 // order would leave one thread most of the work. No workgroup is idle. The host keeps
@@ -49,7 +50,7 @@ fn loadC4(second: bool, q: u32) -> vec4<f32> {
   if (second) { return dW[q]; }
   return dX[q];
 }
-fn storeC4(second: bool, q: u32, v: vec4<f32>) {
+fn storeC4(second: bool, q: u32, row: u32, col: u32, v: vec4<f32>) {
   if (second) { dW[q] = v; } else { dX[q] = v; }
 }
 
@@ -57,14 +58,6 @@ fn storeC4(second: bool, q: u32, v: vec4<f32>) {
 
 @compute @workgroup_size(WG_X, WG_Y, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(subgroup_invocation_id) lane: u32) {
-  // Row r of workgroups is problem 0's row tile floor(r·t0 / n) when that count steps at r, else
-  // problem 1's row tile r − floor(r·t0 / n): the two problems' rows spread evenly over the grid.
-  let t0 = (p.M0 + TILE_M - 1u) / TILE_M;
-  let n = t0 + (p.M1 + TILE_M - 1u) / TILE_M;
-  let before = (wg.y * t0) / n;
-  if (((wg.y + 1u) * t0) / n > before) {
-    subgroupVec4Tile(wg.x, before, lane, Vec4Problem(p.M0, p.N, p.K0, 0u, 0u, 0u, p.alpha0, p.beta0), false, false, false);
-  } else {
-    subgroupVec4Tile(wg.x, wg.y - before, lane, Vec4Problem(p.M1, p.N, p.K1, 0u, 0u, 0u, p.alpha1, p.beta1), true, false, true);
-  }
+  subgroupVec4PairTile(wg.x, wg.y, lane, Vec4Problem(p.M0, p.N, p.K0, 0u, 0u, 0u, p.alpha0, p.beta0),
+                       Vec4Problem(p.M1, p.N, p.K1, 0u, 0u, 0u, p.alpha1, p.beta1));
 }

@@ -12,6 +12,7 @@ import { CEILING_KERNELS } from './ceiling.ts';
 import { COPY_STRIDED_KERNEL } from './copy-strided.ts';
 import { EMBEDDING_KERNELS } from './embedding.ts';
 import { MATMUL_PAIR_KERNEL } from './linear-grads.ts';
+import { LINEAR_RESIDUAL_KERNEL } from './linear-residual.ts';
 import { HARD_CE_KERNELS, SOFT_CE_KERNELS } from './loss.ts';
 import { REDUCE_KERNEL } from './loss-reduce.ts';
 import { MATMUL_F16W_KERNELS, MATMUL_KERNELS } from './matmul.ts';
@@ -22,6 +23,7 @@ import { RMSNORM_GATHER_KERNELS } from './rmsnorm-gather.ts';
 import { ROPE_QKV_JOIN_KERNEL, ROPE_QKV_SPLIT_KERNEL } from './rope-qkv.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
+import { SWIGLU_DOWN_GRADS_KERNEL } from './swiglu-down-grads.ts';
 import { TARGET_STATS_KERNELS, TEACHER_KERNELS, TEACHER_PRUNED_KERNELS } from './teacher.ts';
 
 export interface KernelFamily {
@@ -30,11 +32,15 @@ export interface KernelFamily {
 }
 
 export const KERNEL_FAMILIES: readonly KernelFamily[] = [
-  { family: 'matmul', kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS), MATMUL_PAIR_KERNEL] },
+  {
+    family: 'matmul',
+    kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS), MATMUL_PAIR_KERNEL, LINEAR_RESIDUAL_KERNEL],
+  },
   { family: 'embedding', kernels: Object.values(EMBEDDING_KERNELS) },
   { family: 'rmsnorm', kernels: [...Object.values(RMSNORM_KERNELS), ...Object.values(RMSNORM_GATHER_KERNELS)] },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL, ROPE_QKV_SPLIT_KERNEL, ROPE_QKV_JOIN_KERNEL] },
-  { family: 'swiglu', kernels: Object.values(SWIGLU_KERNELS) },
+  // The SwiGLU activation alone, and its backward fused into the down projection's (swiglu-down-grads.ts).
+  { family: 'swiglu', kernels: [...Object.values(SWIGLU_KERNELS), SWIGLU_DOWN_GRADS_KERNEL] },
   {
     family: 'attention',
     kernels: [...Object.values(ATTENTION_KERNELS), ...LANES_ONLY_KERNELS, DECODE_ATTENTION_KERNEL, ATTENTION_PROBS_KERNEL],

@@ -7,23 +7,27 @@ import rmsnorm from '../kernels/rmsnorm.test.ts';
 import rmsnormGather from '../kernels/rmsnorm-gather.test.ts';
 import ropeQkv from '../kernels/rope-qkv.test.ts';
 import swiglu from '../kernels/swiglu.test.ts';
+import swigluDownGrads from '../kernels/swiglu-down-grads.test.ts';
 import embeddingRef from '../reference/embedding.test.ts';
 import optimRef from '../reference/optim.test.ts';
 import rmsnormRef from '../reference/rmsnorm.test.ts';
 import ropeRef from '../reference/rope.test.ts';
 import swigluRef from '../reference/swiglu.test.ts';
+import swigluDownRef from '../reference/swiglu-down.test.ts';
 
 export const kernels_elementwiseSuites: readonly Suite[] = [
   embeddingRef,
   rmsnormRef,
   ropeRef,
   swigluRef,
+  swigluDownRef,
   optimRef,
   embedding,
   rmsnorm,
   rmsnormGather,
   ropeQkv,
   swiglu,
+  swigluDownGrads,
   optim,
   cast,
 ];

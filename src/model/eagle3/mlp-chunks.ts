@@ -17,7 +17,9 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { linearGrads } from '../../kernels/linear-grads.ts';
-import { swigluBackward, swigluBackwardPacked, swigluForward, swigluForwardPacked } from '../../kernels/swiglu.ts';
+import { linearForwardResidual } from '../../kernels/linear-residual.ts';
+import { swigluBackward, swigluForward, swigluForwardPacked } from '../../kernels/swiglu.ts';
+import { swigluDownGrads } from '../../kernels/swiglu-down-grads.ts';
 import { rowsAsF32 } from './fc-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
@@ -84,15 +86,16 @@ export async function mlpForward(
     const n = Math.min(chunkRows, rows - r0);
     const nC = (await rowsAsF32(gpu, x.n, r0, n, rows, `${tag}.n[${r0}:]`)).rows;
     const a = await mlpActivations(gpu, params, nC, n, tag);
-    if (x.hOut) {
+    if (x.hOut && whole) {
+      // h_out = h1 + act · W_dᵀ: one dispatch where the device takes it, else a copy of h1 and the product.
+      await linearForwardResidual(gpu, { x: a.act, w: w.down.value, res: x.h1, y: x.hOut }, { rows: n, inFeatures: I, outFeatures: H });
+    } else if (x.hOut) {
       // h_out rows = h1 rows + act · W_dᵀ (matmul with beta = 1 onto a copy of h1's rows).
-      const hC = whole ? x.hOut : gpu.tensor([n, H], 'f32', `${tag}.hOut[${r0}:]`);
+      const hC = gpu.tensor([n, H], 'f32', `${tag}.hOut[${r0}:]`);
       copyRows(gpu, x.h1, r0, hC, 0, n);
       await linearForward(gpu, a.act, w.down.value, hC, { rows: n, inFeatures: I, outFeatures: H }, { beta: 1 });
-      if (!whole) {
-        copyRows(gpu, hC, 0, x.hOut, r0, n);
-        gpu.release(hC);
-      }
+      copyRows(gpu, hC, 0, x.hOut, r0, n);
+      gpu.release(hC);
     }
     if (nC !== x.n) gpu.release(nC);
     if (whole && keep) return a;
@@ -123,21 +126,23 @@ export async function mlpBackward(
     const nC = (await rowsAsF32(gpu, x.n, r0, n, rows, `${tag}.n[${r0}:]`)).rows;
     const dHC = (await rowsAsF32(gpu, x.dHOut, r0, n, rows, `${tag}.dHOut[${r0}:]`)).rows;
     const a = kept ?? (await mlpActivations(gpu, params, nC, n, `${tag}.re`));
-    const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
     const dnC = n === rows ? x.dn : gpu.tensor([n, H], 'f32', `${tag}.dn[${r0}:]`);
     // h_out = h1 + act·W_dᵀ; act = silu(gate) ⊙ up; gate = n·W_gᵀ, up = n·W_uᵀ.
-    await linearGrads(gpu, { dy: dHC, w: w.down.value, x: a.act, dx: dAct, dw: w.down.grad }, shape(H, I));
-    const grads: Tensor[] = [dAct];
+    const grads: Tensor[] = [];
     if ('gateUp' in a && params.gateUp) {
-      // Packed: dgate | dup per row, then both weight gradients and dn from one pair of products (linearGrads).
+      // Packed: W_d's gradient and dgate | dup per row (one dispatch where the device takes it,
+      // kernels/swiglu-down-grads.ts), then both weight gradients and dn from one pair of products.
       const dGateUp = gpu.tensor([n, 2 * I], 'f32', `${tag}.dGateUp`);
       grads.push(dGateUp);
-      await swigluBackwardPacked(gpu, a.gateUp, dAct, dGateUp, { rows: n, inter: I });
+      const down = { dy: dHC, w: w.down.value, act: a.act, gu: a.gateUp, dgu: dGateUp, dw: w.down.grad };
+      await swigluDownGrads(gpu, down, { rows: n, inter: I, hidden: H });
       await linearGrads(gpu, { dy: dGateUp, w: params.gateUp.value, x: nC, dx: dnC, dw: params.gateUp.grad }, shape(2 * I, H));
     } else if ('gate' in a) {
+      const dAct = gpu.tensor([n, I], 'f32', `${tag}.dAct`);
+      await linearGrads(gpu, { dy: dHC, w: w.down.value, x: a.act, dx: dAct, dw: w.down.grad }, shape(H, I));
       const dGate = gpu.tensor([n, I], 'f32', `${tag}.dGate`);
       const dUp = gpu.tensor([n, I], 'f32', `${tag}.dUp`);
-      grads.push(dGate, dUp);
+      grads.push(dAct, dGate, dUp);
       await swigluBackward(gpu, a.gate, a.up, dAct, dGate, dUp, { rows: n, inter: I });
       // dn sums the gate's product, then the up's.
       await linearGrads(gpu, { dy: dGate, w: w.gate.value, x: nC, dx: dnC, dw: w.gate.grad }, shape(I, H));

@@ -14,6 +14,7 @@ import { tttAttentionForward } from '../../kernels/attention.ts';
 import { copyStrided } from '../../kernels/copy-strided.ts';
 import { embeddingForward } from '../../kernels/embedding.ts';
 import { linearForward } from '../../kernels/linear.ts';
+import { linearForwardResidual } from '../../kernels/linear-residual.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { gathersFromTable, rmsnormGatherForward } from '../../kernels/rmsnorm-gather.ts';
 import { ropeQkvSplit } from '../../kernels/rope-qkv.ts';
@@ -88,8 +89,6 @@ export async function encodeStepBody(
   const qDim = c.numHeads * c.headDim;
   const eps = c.rmsNormEps;
   const s = `${ctx.tag}.s${k}${mode.recompute ? '.re' : ''}`;
-  const linear = (x: Tensor, weight: Tensor, y: Tensor, outDim: number, inDim: number, beta = 0) =>
-    linearForward(gpu, x, weight, y, { rows: R, inFeatures: inDim, outFeatures: outDim }, { beta });
   const done = (...tensors: Tensor[]) => {
     if (!mode.keep) gpu.release(...tensors);
   };
@@ -134,8 +133,9 @@ export async function encodeStepBody(
     { batch: B, seq: S, heads: c.numHeads, kvHeads: c.numKvHeads, headDim: c.headDim, step: k },
   );
   await mode.afterAttention?.({ q: qRot, kCache, mask: inputs.attentionMask, lse });
-  const h1 = gpu.clone(hIn, `${s}.h1`);
-  await linear(o, w.o.value, h1, H, qDim, 1);
+  // h1 = hIn + o·W_oᵀ: one dispatch where the device takes it, else a copy of hIn and the product.
+  const h1 = gpu.tensor(hIn.shape, 'f32', `${s}.h1`);
+  await linearForwardResidual(gpu, { x: o, w: w.o.value, res: hIn, y: h1 }, { rows: R, inFeatures: qDim, outFeatures: H });
   done(qRot, o, lse);
 
   const n = gpu.tensor([R, H], 'f32', `${s}.n`);
@@ -143,7 +143,7 @@ export async function encodeStepBody(
   await rmsnormForward(gpu, h1, w.postNorm.value, n, invRmsPost, { rows: R, hidden: H, eps });
   const hOut = mode.recompute ? undefined : gpu.tensor([R, H], 'f32', `${s}.hOut`);
   const mlp = await mlpForward(gpu, params, { n, h1, hOut }, R, ctx.mlpChunkRows, mode.keep, s);
-  // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the h1 copy.
+  // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the o projection's residual add.
   done(n, h1, hIn);
   return { body: { emb, invRmsEmb, z, invRmsHidden, qRot, o, lse, h1, invRmsPost, n, mlp }, hOut };
 }
