@@ -86,6 +86,21 @@ export function sharesBuffer(a: Tensor, b: Tensor): boolean {
   return a.parts.some((p) => b.parts.some((q) => q.buffer === p.buffer));
 }
 
+/**
+ * The first written operand (by position in `operands`, the indices in `written`) that shares a GPU
+ * buffer with any other operand, as a reason naming both, or undefined. By position, not by object: one
+ * tensor passed twice (dx = x for an update in place) is a shared buffer too.
+ */
+export function writtenAlias(operands: readonly [string, Tensor][], written: readonly number[]): string | undefined {
+  for (const i of written) {
+    const [name, wt] = operands[i]!;
+    for (const [j, [other, t]] of operands.entries()) {
+      if (j !== i && sharesBuffer(wt, t)) return `${name} (${wt.label}) shares a GPU buffer with ${other} (${t.label})`;
+    }
+  }
+  return undefined;
+}
+
 /** Throws when two distinct tensors share a GPU buffer that one of them would write. */
 export function checkNoAlias(op: string, written: Tensor, others: readonly [string, Tensor][], writtenName: string): void {
   for (const [name, t] of others) {

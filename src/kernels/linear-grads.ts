@@ -17,7 +17,7 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { sharesBuffer } from './elementwise-common.ts';
+import { writtenAlias } from './elementwise-common.ts';
 import { checkLinearOperands, linearInputGrad, linearWeightGrad, type LinearShape } from './linear.ts';
 import { chooseMatmulVariant, MATMUL_GEOMETRY, matmulDeviceFacts, resolvedMatmulShape, type MatmulShape } from './matmul.ts';
 import { shaderSource } from './shader-source.ts';
@@ -63,7 +63,16 @@ export function linearGradsPairUnfit(gpu: Gpu, shape: LinearShape, t: LinearGrad
   if ([t.dy, t.w, t.x, t.dx, t.dw].some((v) => v.isChunked)) return 'an operand is split into parts';
   if (t.w.dtype !== 'f32') return `W (${t.w.label}) is ${t.w.dtype}`;
   // WebGPU refuses a written buffer bound twice in one dispatch; the two dispatches bind fewer at once.
-  const shared = writtenAlias(t);
+  const shared = writtenAlias(
+    [
+      ['dy', t.dy],
+      ['W', t.w],
+      ['x', t.x],
+      ['dx', t.dx],
+      ['dW', t.dw],
+    ],
+    [3, 4],
+  );
   if (shared) return shared;
   const buffers = gpu.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
   if (buffers < PAIR_STORAGE_BINDINGS)
@@ -102,30 +111,15 @@ export async function linearGrads(gpu: Gpu, t: LinearGradTensors, shape: LinearS
   ]);
   const kernel = await gpu.pipelines.get(MATMUL_PAIR_KERNEL);
   const uniforms = new UniformWriter().u32(R).u32(outF).u32(outF).u32(R).u32(inF).f32(alpha).f32(betaX).f32(alpha).f32(betaW).finish();
-  const { TILE_N } = MATMUL_GEOMETRY['subgroup-vec4'];
-  // Both problems' row tiles; the shader interleaves them (pairRowTiles bounds the count).
-  const grid: [number, number, number] = [Math.ceil(inF / TILE_N), pairRowTiles(shape).total, 1];
-  gpu.batcher.dispatch(kernel, uniforms, [t.dy.binding(), t.w.binding(), t.x.binding(), t.dx.binding(), t.dw.binding()], grid);
+  gpu.batcher.dispatch(kernel, uniforms, [t.dy.binding(), t.w.binding(), t.x.binding(), t.dx.binding(), t.dw.binding()], pairGrid(shape));
 }
 
-/** Which written operand shares a GPU buffer with another operand, or undefined. */
-function writtenAlias(t: LinearGradTensors): string | undefined {
-  const operands: [string, Tensor][] = [
-    ['dy', t.dy],
-    ['W', t.w],
-    ['x', t.x],
-    ['dx', t.dx],
-    ['dW', t.dw],
-  ];
-  // By position, not by object: one tensor passed twice (dx = x for an update in place) is a shared buffer too.
-  for (let i = 3; i < operands.length; i++) {
-    const [written, wt] = operands[i]!;
-    for (let j = 0; j < operands.length; j++) {
-      const [name, other] = operands[j]!;
-      if (j !== i && sharesBuffer(wt, other)) return `${written} (${wt.label}) shares a GPU buffer with ${name} (${other.label})`;
-    }
-  }
-  return undefined;
+/**
+ * The pair kernels' grid (matmul/subgroup-vec4-pair and -pair-swiglu): column tiles of `in`, and both
+ * problems' row tiles, which the shaders interleave (linearGradsPairUnfit bounds the count).
+ */
+export function pairGrid(shape: LinearShape): [number, number, number] {
+  return [Math.ceil(shape.inFeatures / MATMUL_GEOMETRY['subgroup-vec4'].TILE_N), pairRowTiles(shape).total, 1];
 }
 
 /** Row tiles of the input-gradient problem (R rows), and of both problems together. */

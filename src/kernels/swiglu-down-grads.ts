@@ -16,9 +16,9 @@ import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
-import { sharesBuffer } from './elementwise-common.ts';
+import { writtenAlias } from './elementwise-common.ts';
 import { checkLinearOperands } from './linear.ts';
-import { linearGrads, linearGradsPairUnfit } from './linear-grads.ts';
+import { linearGrads, linearGradsPairUnfit, pairGrid } from './linear-grads.ts';
 import { MATMUL_GEOMETRY } from './matmul.ts';
 import { shaderSource } from './shader-source.ts';
 import { swigluBackwardPacked } from './swiglu.ts';
@@ -67,21 +67,18 @@ export function swigluDownGradsUnfit(
   t: SwigluDownGradTensors,
   maxFlops = SWIGLU_DOWN_FUSED_MAX_FLOPS,
 ): string | undefined {
-  const operands: [string, Tensor][] = [
-    ['dY', t.dy],
-    ['W', t.w],
-    ['act', t.act],
-    ['gu', t.gu],
-    ['dgu', t.dgu],
-    ['dW', t.dw],
-  ];
-  // By position: one tensor passed twice (dgu = gu) is a shared buffer too.
-  for (const i of [4, 5]) {
-    const [written, wt] = operands[i]!;
-    for (const [j, [name, other]] of operands.entries()) {
-      if (j !== i && sharesBuffer(wt, other)) return `${written} (${wt.label}) shares a GPU buffer with ${name} (${other.label})`;
-    }
-  }
+  const shared = writtenAlias(
+    [
+      ['dY', t.dy],
+      ['W', t.w],
+      ['act', t.act],
+      ['gu', t.gu],
+      ['dgu', t.dgu],
+      ['dW', t.dw],
+    ],
+    [4, 5],
+  );
+  if (shared) return shared;
   const flops = 4 * shape.rows * shape.inter * shape.hidden;
   if (flops > maxFlops) return `the products' ${flops} FLOPs are past the launch-bound size the fused kernel is for (${maxFlops})`;
   if (t.gu.isChunked || t.dgu.isChunked) return 'an operand is split into parts';
@@ -121,9 +118,6 @@ export async function swigluDownGrads(
   }
   const kernel = await gpu.pipelines.get(SWIGLU_DOWN_GRADS_KERNEL);
   const uniforms = new UniformWriter().u32(R).u32(H).u32(H).u32(R).u32(I).finish();
-  const { TILE_M, TILE_N } = MATMUL_GEOMETRY['subgroup-vec4'];
-  // Both problems' row tiles, interleaved by the shader (linearGradsPairUnfit bounds the count).
-  const grid: [number, number, number] = [Math.ceil(I / TILE_N), Math.ceil(R / TILE_M) + Math.ceil(H / TILE_M), 1];
   const bindings = [t.dy, t.w, t.act, t.gu, t.dgu, t.dw].map((v) => v.binding());
-  gpu.batcher.dispatch(kernel, uniforms, bindings, grid);
+  gpu.batcher.dispatch(kernel, uniforms, bindings, pairGrid(linearShapeOf(shape)));
 }
