@@ -13,10 +13,11 @@ float32, the way SpecForge's classes compute it; no SpecForge import, so it runs
 --fixture DIR runs on the SpecForge fixture's own weights and batch (DIR/eagle3/eagle3_reference
 .safetensors) and refuses to time anything unless its total loss and pre-clip gradient norm match
 SpecForge's within 1e-5 relative: the peer must compute the same step before its time means anything.
-Without it the weights and batch are random (std 0.02, every position in the loss), at the config's shape.
+Without it the weights and batch are random (uniform, std 0.02, as bench/train-rig.ts draws them; every
+position in the loss), at the config's shape.
 
 Prints one JSON line: the step's median, minimum and mean wall milliseconds over --steps after --warmup,
-PyTorch's version and thread count, and the first step's total loss.
+PyTorch's version, its BLAS and thread count, and the first step's total loss.
 """
 
 import argparse
