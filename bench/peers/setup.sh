@@ -9,7 +9,7 @@ if ! /usr/bin/python3 -c 'import torch, ensurepip, venv' 2>/dev/null; then
   apt-get update -qq
   apt-get install -y -qq python3-torch libopenblas0-pthread python3-venv
 fi
-[ -x .speclab/peers-venv/bin/python ] || python3 -m venv .speclab/peers-venv
+[ -x .speclab/peers-venv/bin/python ] || /usr/bin/python3 -m venv .speclab/peers-venv
 if ! .speclab/peers-venv/bin/python -c 'import torch, numpy' 2>/dev/null; then
   .speclab/peers-venv/bin/pip install -q --index-url "${PIP_INDEX_URL:-https://download.pytorch.org/whl/cpu}" torch numpy
 fi
