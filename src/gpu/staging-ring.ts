@@ -64,9 +64,12 @@ export class StagingRing {
     this.batcher.flushSoon();
     const read = new Promise<ArrayBuffer>((resolve, reject) => {
       this.batcher.onSubmit(() => {
+        const submit = this.batcher.stats.submits;
         staging
           .mapAsync(0x0001 /* GPUMapMode.READ */, 0, padded)
           .then(async () => {
+            // Mapped means the device has run every submit up to this one.
+            this.batcher.noteFinished(submit);
             const out = staging.getMappedRange(0, padded).slice(0, size);
             staging.unmap();
             this.give(staging);

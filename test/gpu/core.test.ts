@@ -96,6 +96,48 @@ export default defineSuite('gpu/core', (t) => {
     gpu.destroy();
   });
 
+  t.test(
+    'while the device is idle a batch goes after idleSubmitDispatches, while it is busy after maxDispatchesPerSubmit',
+    async ({ gpu: ctx }) => {
+      const gpu = new Gpu(ctx, { maxDispatchesPerSubmit: 12, idleSubmitDispatches: 4 });
+      const A = gpu.upload([16], 'f32', new Float32Array(16).fill(1));
+      const C = gpu.zeros([16], 'f32');
+      const step = () => matmul(gpu, A, A, C, { M: 4, N: 4, K: 4 }, { beta: 1, variant: 'naive' });
+      await step(); // compiles
+      await gpu.sync(); // the host has seen the device finish: idle
+      const s0 = gpu.batcher.stats.submits;
+      for (let k = 0; k < 4; k++) await step();
+      assertEqual(gpu.batcher.stats.submits, s0, 'four encoded, none submitted yet');
+      await step();
+      assertEqual(gpu.batcher.stats.submits, s0 + 1, 'the fifth dispatch sent the first four at once');
+      // Submitted and not seen finished: the device counts as busy, so the batch grows to 12.
+      for (let k = 0; k < 11; k++) await step();
+      assertEqual(gpu.batcher.stats.submits, s0 + 1, 'busy: twelve pending, still one submit');
+      await step();
+      assertEqual(gpu.batcher.stats.submits, s0 + 2, 'the thirteenth sent the twelve');
+      // A finish seen for an older submit says nothing of the newer one.
+      gpu.batcher.noteFinished(s0 + 1);
+      for (let k = 0; k < 5; k++) await step();
+      assertEqual(gpu.batcher.stats.submits, s0 + 2, 'an older submit done does not make the device idle');
+      // A readback maps once its submit has run: with nothing submitted since, the device is idle again.
+      assertEqual((await gpu.read(C))[0], 4 * 23, 'accumulated 23 times 4');
+      const s1 = gpu.batcher.stats.submits;
+      for (let k = 0; k < 5; k++) await step();
+      assertEqual(gpu.batcher.stats.submits, s1 + 1, 'after the readback the fifth dispatch submits again');
+      assertEqual((await gpu.read(C))[0], 4 * 28, 'every dispatch ran once');
+      gpu.destroy();
+    },
+  );
+
+  t.test('idleSubmitDispatches outside [1, maxDispatchesPerSubmit] is refused by name', ({ gpu: ctx }) => {
+    assertThrows(() => new Gpu(ctx, { idleSubmitDispatches: 0 }), /idleSubmitDispatches must be an integer in \[1, 64\], got 0/, 'zero');
+    assertThrows(
+      () => new Gpu(ctx, { maxDispatchesPerSubmit: 8, idleSubmitDispatches: 9 }),
+      /idleSubmitDispatches must be an integer in \[1, 8\], got 9/,
+      'above the maximum',
+    );
+  });
+
   t.test('readLater does not submit while encoding continues; it resolves at the next idle turn', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
     const x = gpu.upload([4], 'f32', [1, 2, 3, 4]);

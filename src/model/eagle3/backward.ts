@@ -130,12 +130,14 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     await mlpBackward(gpu, params, { n: a.n, dHOut, dn }, a.mlp, R, stepContext.mlpChunkRows, `eagle3.s${k}.mlp`);
     gpu.release(a.n);
     if (a.mlp) gpu.release(...mlpActivationTensors(a.mlp));
-    const dH1 = gpu.clone(dHOut, `eagle3.s${k}.dH1`);
+    // dH1 = dHOut + the norm's dx, accumulated in place: the MLP's backward, dHOut's last reader, is
+    // encoded above and the queue runs in encoding order (a copy would end the pass for nothing).
+    const dH1 = dHOut;
     await rmsnormBackward(gpu, a.h1, w.postNorm.value, a.invRmsPost, dn, dH1, w.postNorm.grad, norm, {
       accumulateDx: true,
       accumulateDw: true,
     });
-    gpu.release(dHOut, dn, a.h1, a.invRmsPost);
+    gpu.release(dn, a.h1, a.invRmsPost);
 
     // h1 = h_in + o · W_oᵀ; o = TTT attention of step k.
     const dO = gpu.tensor([R, qDim], 'f32', `eagle3.s${k}.dO`);
@@ -183,7 +185,8 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       await rmsnormGatherBackwardDw(gpu, s.inputs.inputIds, params.embed, a.invRmsEmb, dz, w.inputNorm.grad, gather, { accumulate: true });
     }
     gpu.release(a.invRmsEmb);
-    const dHIn = gpu.clone(dH1, `eagle3.s${k}.dHIn`);
+    // dHIn = dH1 + hidden_norm's dx, in place likewise: the o projection's backward (dH1's last reader) is encoded.
+    const dHIn = dH1;
     let dzHidden: Tensor;
     let hiddenStride = 2 * H;
     if (canViewAt(gpu, H)) {
@@ -205,7 +208,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       { accumulateDx: true, accumulateDw: true },
     );
     if (dzHidden.part.buffer !== dz.part.buffer) gpu.release(dzHidden);
-    gpu.release(dz, dH1, a.invRmsHidden);
+    gpu.release(dz, a.invRmsHidden);
 
     if (k > 0) {
       dFromNext = dHIn;
