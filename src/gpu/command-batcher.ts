@@ -46,6 +46,8 @@ export class CommandBatcher {
     readonly maxDispatchesPerSubmit = 64,
     readonly idleSubmitDispatches = IDLE_SUBMIT_DISPATCHES,
   ) {
+    if (!(Number.isInteger(maxDispatchesPerSubmit) && maxDispatchesPerSubmit >= 1))
+      throw new Error(`CommandBatcher: maxDispatchesPerSubmit must be a positive integer, got ${maxDispatchesPerSubmit}`);
     if (!(Number.isInteger(idleSubmitDispatches) && idleSubmitDispatches >= 1 && idleSubmitDispatches <= maxDispatchesPerSubmit))
       throw new Error(
         `CommandBatcher: idleSubmitDispatches must be an integer in [1, ${maxDispatchesPerSubmit}], got ${idleSubmitDispatches}`,
@@ -59,6 +61,16 @@ export class CommandBatcher {
    */
   noteFinished(submit: number): void {
     if (submit === this.stats.submits) this.deviceIdle = true;
+  }
+
+  /**
+   * Batch up to maxDispatchesPerSubmit from now on, as if the device were busy, until the host next
+   * sees it finish. A timed region (GpuTimer) calls this after its own finish(): split at
+   * idleSubmitDispatches, the host's encoding of the region's later dispatches would fall between its
+   * timestamps.
+   */
+  fillBatches(): void {
+    this.deviceIdle = false;
   }
 
   /** Bytes of the uniform arena's buffer (created with the batcher, destroyed with it). */

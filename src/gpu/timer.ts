@@ -40,10 +40,14 @@ export class GpuTimer {
   /**
    * Time the GPU work that `encode` records: a timestamp is written by an empty pass before it and
    * another after it; then the batch is submitted and awaited. If `encode` fills more than one
-   * batch, the region spans the submits (both timestamps are on the same queue timeline).
+   * batch (maxDispatchesPerSubmit), the region spans the submits (both timestamps are on the same
+   * queue timeline).
    */
   async time(encode: () => void | Promise<void>): Promise<TimedResult> {
     await this.batcher.finish();
+    // The region goes in batches of maxDispatchesPerSubmit, as it did before the idle rule: one
+    // batch where it fits, so no host time falls between its timestamps.
+    this.batcher.fillBatches();
     if (!this.querySet || !this.resolveBuffer || !this.readBuffer) {
       const start = performance.now();
       await encode();

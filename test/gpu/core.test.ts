@@ -129,14 +129,22 @@ export default defineSuite('gpu/core', (t) => {
     },
   );
 
-  t.test('idleSubmitDispatches outside [1, maxDispatchesPerSubmit] is refused by name', ({ gpu: ctx }) => {
-    assertThrows(() => new Gpu(ctx, { idleSubmitDispatches: 0 }), /idleSubmitDispatches must be an integer in \[1, 64\], got 0/, 'zero');
-    assertThrows(
-      () => new Gpu(ctx, { maxDispatchesPerSubmit: 8, idleSubmitDispatches: 9 }),
-      /idleSubmitDispatches must be an integer in \[1, 8\], got 9/,
-      'above the maximum',
-    );
-  });
+  t.test(
+    'idleSubmitDispatches outside [1, maxDispatchesPerSubmit], or maxDispatchesPerSubmit below 1, is refused by name',
+    ({ gpu: ctx }) => {
+      assertThrows(() => new Gpu(ctx, { idleSubmitDispatches: 0 }), /idleSubmitDispatches must be an integer in \[1, 64\], got 0/, 'zero');
+      assertThrows(
+        () => new Gpu(ctx, { maxDispatchesPerSubmit: 8, idleSubmitDispatches: 9 }),
+        /idleSubmitDispatches must be an integer in \[1, 8\], got 9/,
+        'above the maximum',
+      );
+      assertThrows(
+        () => new Gpu(ctx, { maxDispatchesPerSubmit: 0 }),
+        /maxDispatchesPerSubmit must be a positive integer, got 0/,
+        'no batch',
+      );
+    },
+  );
 
   t.test('readLater does not submit while encoding continues; it resolves at the next idle turn', async ({ gpu: ctx }) => {
     const gpu = new Gpu(ctx);
@@ -190,6 +198,22 @@ export default defineSuite('gpu/core', (t) => {
     assert(timed.seconds > 0 && timed.seconds < 10, `implausible region time ${timed.seconds}s`);
     note('source', timed.source);
     note('ms', Number((timed.seconds * 1e3).toFixed(3)));
+    gpu.destroy();
+  });
+
+  t.test('a timed region is not split at idleSubmitDispatches: its 20 dispatches go in one submit', async ({ gpu: ctx }) => {
+    const gpu = new Gpu(ctx, { maxDispatchesPerSubmit: 64, idleSubmitDispatches: 4 });
+    const A = gpu.upload([16], 'f32', new Float32Array(16).fill(1));
+    const C = gpu.zeros([16], 'f32');
+    const step = () => matmul(gpu, A, A, C, { M: 4, N: 4, K: 4 }, { beta: 1, variant: 'naive' });
+    await step(); // compiles
+    await gpu.sync(); // idle: outside a region the fifth dispatch would submit
+    const s0 = gpu.batcher.stats.submits;
+    await gpu.timer.time(async () => {
+      for (let k = 0; k < 20; k++) await step();
+    });
+    assertEqual(gpu.batcher.stats.submits, s0 + 1, 'one submit for the region');
+    assertEqual((await gpu.read(C))[0], 4 * 21, 'every dispatch ran once');
     gpu.destroy();
   });
 

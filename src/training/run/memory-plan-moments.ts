@@ -153,7 +153,8 @@ export function stepTensors(x: StepShape): StepTensors {
     [...dCaches, dH('dFromNext'), ...head],
     [...dCaches, ...live(body), dH('dHOut'), ...qkv(' (again)')],
     [...dCaches, ...live(body), dH('dHOut'), dH('dn'), ...mlpBackward],
-    [...dCaches, ...live([...early, ...z, ...attention, ...post]), dH('dHOut'), dH('dn'), dH('dH1')],
+    // dH1 is dHOut with the post-attention norm's dx added in place (model/eagle3/backward.ts).
+    [...dCaches, ...live([...early, ...z, ...attention, ...post]), dH('dHOut = dH1'), dH('dn')],
     [
       ...dCaches,
       ...live([...early, ...z, ...attention]),
@@ -176,10 +177,10 @@ export function stepTensors(x: StepShape): StepTensors {
     [
       ...dCaches,
       ...live(early),
-      dH('dH1'),
+      dH('dH1 = dHIn'),
       t('dz', [R, 2 * H]),
       ...(x.gatheredInputNorm ? [] : [dH('dEmb.scratch')]),
-      dH('dHIn'),
+      // dHIn is dH1 with hidden_norm's dx added in place.
       dH('dz.hidden'),
     ],
     // Step 0 ends with W_fc's gradient: dh_in⁰ and the fc's rows again.
