@@ -15,10 +15,14 @@ import { toTypedError, type GpuError } from './errors.ts';
 import type { CompiledKernel, PipelineCache } from './pipeline-cache.ts';
 import { UniformArena } from './uniform-arena.ts';
 
+/** Dispatches per submit while the device is busy (or idle, without the idle rule). */
+export const MAX_DISPATCHES_PER_SUBMIT = 64;
+
 /**
  * Dispatches after which a batch is submitted while the device is idle. A fixture-sized EAGLE3 step
- * encodes 116 dispatches in about 4 ms; submitting its first 16 at once lets the device start about
- * 2 ms sooner than at 64 (bench/RESULTS.md, "Starting the device sooner").
+ * encodes its 116 dispatches in about 4 ms, so at 64 the device waited for more than half of them; at
+ * 16 the step measured a few percent faster at most, within its spread (bench/RESULTS.md, "Starting
+ * an idle device sooner; two copies fewer per TTT step").
  */
 export const IDLE_SUBMIT_DISPATCHES = 16;
 
@@ -43,8 +47,8 @@ export class CommandBatcher {
   constructor(
     private readonly ctx: GpuContext,
     private readonly pipelines: PipelineCache,
-    readonly maxDispatchesPerSubmit = 64,
-    readonly idleSubmitDispatches = IDLE_SUBMIT_DISPATCHES,
+    readonly maxDispatchesPerSubmit = MAX_DISPATCHES_PER_SUBMIT,
+    readonly idleSubmitDispatches = Math.min(IDLE_SUBMIT_DISPATCHES, maxDispatchesPerSubmit),
   ) {
     if (!(Number.isInteger(maxDispatchesPerSubmit) && maxDispatchesPerSubmit >= 1))
       throw new Error(`CommandBatcher: maxDispatchesPerSubmit must be a positive integer, got ${maxDispatchesPerSubmit}`);

@@ -4,7 +4,7 @@
  * and moves tensors.
  */
 import { BufferPool, MemoryCounter, STORAGE_USAGE, type MemoryStats } from './buffer-pool.ts';
-import { CommandBatcher, IDLE_SUBMIT_DISPATCHES } from './command-batcher.ts';
+import { CommandBatcher } from './command-batcher.ts';
 import type { GpuContext } from './context.ts';
 import { PipelineCache } from './pipeline-cache.ts';
 import { StagingRing } from './staging-ring.ts';
@@ -43,13 +43,8 @@ export class Gpu {
   ) {
     this.pool = new BufferPool(ctx.device, this.memory);
     this.pipelines = new PipelineCache(ctx);
-    const maxDispatches = options.maxDispatchesPerSubmit ?? 64;
-    this.batcher = new CommandBatcher(
-      ctx,
-      this.pipelines,
-      maxDispatches,
-      options.idleSubmitDispatches ?? Math.min(IDLE_SUBMIT_DISPATCHES, maxDispatches),
-    );
+    // Unset options take the batcher's defaults.
+    this.batcher = new CommandBatcher(ctx, this.pipelines, options.maxDispatchesPerSubmit, options.idleSubmitDispatches);
     this.staging = new StagingRing(ctx.device, this.batcher, this.memory);
     this.timer = new GpuTimer(ctx, this.batcher);
     // The arena and timer buffers are fixed-size and live as long as this Gpu.
