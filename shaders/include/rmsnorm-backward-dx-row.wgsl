@@ -1,28 +1,13 @@
 // include/rmsnorm-backward-dx-row — the row body of rmsnorm/backward-dx in all three layouts
-// (rmsnorm/backward-dx, backward-dx-rows, backward-dx-subgroup): the contract, Params, bindings and
-// ACCUMULATE override of rmsnorm/backward-dx
+// (rmsnorm/backward-dx, backward-dx-rows, backward-dx-subgroup, and the dx rows of
+// rmsnorm/backward-subgroup-fused and rmsnorm/pair-backward-subgroup)
 //   dx = r · (dy ⊙ w) − x · (r³ / hidden) · Σ_j dy_j w_j x_j       (per row)
 // written as processRow for include/row-reduce-{wide,tree,subgroup}, which supply LANES, rowSumFinal and
-// main.
+// main. The including shader declares Params `p` (with rows, hidden, strideX, strideDy and strideDx),
+// the bindings x, w, dy, invRms and dx and the override ACCUMULATE: include/rmsnorm-backward-dx-params
+// has rmsnorm/backward-dx's.
 // Numerics: each lane accumulates dy·w·x over columns lane, lane + LANES, … (fma, increasing
 // columns), then rowSumFinal.
-
-struct Params {
-  rows: u32,
-  hidden: u32,
-  strideX: u32,
-  strideDy: u32,
-  strideDx: u32,
-}
-
-override ACCUMULATE: bool = false;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read> x: array<f32>;
-@group(0) @binding(2) var<storage, read> w: array<f32>;
-@group(0) @binding(3) var<storage, read> dy: array<f32>;
-@group(0) @binding(4) var<storage, read> invRms: array<f32>;
-@group(0) @binding(5) var<storage, read_write> dx: array<f32>;
 
 fn rowCount() -> u32 { return p.rows; }
 

@@ -19,3 +19,6 @@ override TABLE_F16: u32 = 0u;
 @group(0) @binding(5) var<storage, read> ids: array<i32>;
 
 #include "include/rmsnorm-gathered-x.wgsl"
+
+fn xRowBase(row: u32) -> u32 { return gatheredRowBase(row); }
+fn xAt(base: u32, j: u32) -> f32 { return gatheredAt(base, j); }

@@ -18,9 +18,5 @@
 
 @compute @workgroup_size(LANES, 1, 1)
 fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let first = (wg.x + wg.y * nwg.x) * ROWS;
-  for (var j = 0u; j < ROWS; j++) {
-    if (first + j >= rowCount()) { break; }
-    processRow(first + j, lid, 0u);
-  }
+  processRowGroup(wg.x + wg.y * nwg.x, lid);
 }

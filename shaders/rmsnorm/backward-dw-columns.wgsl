@@ -33,6 +33,6 @@ override ACCUMULATE: bool = false;
 @group(0) @binding(4) var<storage, read_write> dw: array<f32>;
 
 // x at its row stride (rmsnorm-dw-column reads x through this).
-fn dwX(r: u32, col: u32) -> f32 { return x[r * p.strideX + col]; }
+fn dwX(r: u32, col: u32, second: bool) -> f32 { return x[r * p.strideX + col]; }
 
 #include "include/rmsnorm-dw-columns-main.wgsl"

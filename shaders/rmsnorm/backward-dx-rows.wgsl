@@ -7,5 +7,6 @@
 //   in src/kernels/rmsnorm.ts, appended as constants; the host's grid uses the same record.
 // Numerics: row sums by include/row-reduce-tree (fixed halving tree; deterministic).
 
+#include "include/rmsnorm-backward-dx-params.wgsl"
 #include "include/rmsnorm-backward-dx-row.wgsl"
 #include "include/row-reduce-tree.wgsl"

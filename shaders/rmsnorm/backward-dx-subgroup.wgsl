@@ -9,5 +9,6 @@
 //   `rows` variant at equal LANES; deterministic).
 enable subgroups;
 
+#include "include/rmsnorm-backward-dx-params.wgsl"
 #include "include/rmsnorm-backward-dx-row.wgsl"
 #include "include/row-reduce-subgroup.wgsl"

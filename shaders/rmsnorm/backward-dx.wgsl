@@ -17,5 +17,6 @@
 
 // The row body, shared with rmsnorm/backward-dx-rows and rmsnorm/backward-dx-subgroup; this file is its
 // `wide` layout (include/row-reduce-wide: 256 invocations, rowSum the halving tree above).
+#include "include/rmsnorm-backward-dx-params.wgsl"
 #include "include/rmsnorm-backward-dx-row.wgsl"
 #include "include/row-reduce-wide.wgsl"

@@ -16,10 +16,13 @@
 // Numerics: the same bits as the two kernels it joins (the same row bodies, the same sums).
 enable subgroups;
 
+#include "include/rmsnorm-backward-dx-params.wgsl"
 #include "include/rmsnorm-backward-dx-row.wgsl"
 #include "include/row-reduce-subgroup-sums.wgsl"
-// x at its row stride (rmsnorm-dw-column reads x through this).
-fn dwX(r: u32, col: u32) -> f32 { return x[r * p.strideX + col]; }
+// The dw columns' operands (include/rmsnorm-dw-column; one norm, so `second` is false).
+fn dwDy(r: u32, col: u32, second: bool) -> f32 { return dy[r * p.strideDy + col]; }
+fn dwX(r: u32, col: u32, second: bool) -> f32 { return x[r * p.strideX + col]; }
+fn dwInvRms(r: u32, second: bool) -> f32 { return invRms[r]; }
 
 #include "include/rmsnorm-dw-column.wgsl"
 
@@ -32,16 +35,12 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   let linear = wg.x + wg.y * nwg.x;
   let dxGroups = (p.rows + ROWS - 1u) / ROWS;
   if (linear < dxGroups) {
-    let first = linear * ROWS;
-    for (var j = 0u; j < ROWS; j++) {
-      if (first + j >= rowCount()) { break; }
-      processRow(first + j, lid, 0u);
-    }
+    processRowGroup(linear, lid);
     return;
   }
   let col = (linear - dxGroups) * LANES + lid;
   if (col >= p.hidden) { return; }
-  var g = dwColumnSum(col);
+  var g = dwColumnSum(col, false);
   if (ACCUMULATE_DW) { g += dw[col]; }
   dw[col] = g;
 }

@@ -40,6 +40,6 @@ override TABLE_F16: u32 = 0u;
 
 #include "include/rmsnorm-gathered-x.wgsl"
 
-fn dwX(r: u32, col: u32) -> f32 { return xAt(xRowBase(r), col); }
+fn dwX(r: u32, col: u32, second: bool) -> f32 { return gatheredAt(gatheredRowBase(r), col); }
 
 #include "include/rmsnorm-dw-columns-main.wgsl"

@@ -20,6 +20,7 @@ import { METRICS_KERNELS } from './metrics.ts';
 import { OPTIM_KERNELS } from './optim.ts';
 import { RMSNORM_KERNELS } from './rmsnorm.ts';
 import { RMSNORM_GATHER_KERNELS } from './rmsnorm-gather.ts';
+import { RMSNORM_PAIR_KERNELS } from './rmsnorm-pair.ts';
 import { ROPE_QKV_JOIN_KERNEL, ROPE_QKV_SPLIT_KERNEL } from './rope-qkv.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
@@ -37,7 +38,10 @@ export const KERNEL_FAMILIES: readonly KernelFamily[] = [
     kernels: [...Object.values(MATMUL_KERNELS), ...Object.values(MATMUL_F16W_KERNELS), MATMUL_PAIR_KERNEL, LINEAR_RESIDUAL_KERNEL],
   },
   { family: 'embedding', kernels: Object.values(EMBEDDING_KERNELS) },
-  { family: 'rmsnorm', kernels: [...Object.values(RMSNORM_KERNELS), ...Object.values(RMSNORM_GATHER_KERNELS)] },
+  {
+    family: 'rmsnorm',
+    kernels: [...Object.values(RMSNORM_KERNELS), ...Object.values(RMSNORM_GATHER_KERNELS), ...Object.values(RMSNORM_PAIR_KERNELS)],
+  },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL, ROPE_QKV_SPLIT_KERNEL, ROPE_QKV_JOIN_KERNEL] },
   // The SwiGLU activation alone, and its backward fused into the down projection's (swiglu-down-grads.ts).
   { family: 'swiglu', kernels: [...Object.values(SWIGLU_KERNELS), SWIGLU_DOWN_GRADS_KERNEL] },

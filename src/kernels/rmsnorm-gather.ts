@@ -10,6 +10,7 @@
  * so the results have the bits of embeddingForward followed by rmsnormForward / rmsnormBackward's dw
  * in the same row layout. The table must be one binding (one row part): `gathersFromTable` says
  * whether it is; otherwise gather with embeddingForward and normalise with rmsnormForward.
+ * rmsnorm-pair.ts runs this norm together with the EAGLE3 step's hidden_norm.
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
@@ -70,7 +71,7 @@ export function gathersFromTableOf(shape: readonly number[], dtype: DType, maxBi
   return (dtype === 'f32' || dtype === 'f16') && planTensorLayout(shape, dtype, maxBindingBytes).counts.length === 1;
 }
 
-function checkGather(op: string, ids: Tensor, table: Tensor, g: GatherRows): void {
+export function checkGather(op: string, ids: Tensor, table: Tensor, g: GatherRows): void {
   checkInt(`${op}: rows`, g.rows, 0);
   checkInt(`${op}: vocab`, g.vocab);
   checkInt(`${op}: hidden`, g.hidden);
@@ -84,7 +85,7 @@ function checkGather(op: string, ids: Tensor, table: Tensor, g: GatherRows): voi
     throw new Error(`${op}: table (${table.label}) must have shape [${g.vocab}, ${g.hidden}], got [${table.shape.join(', ')}]`);
 }
 
-const tableConstants = (table: Tensor) => ({ TABLE_F16: table.dtype === 'f16' ? 1 : 0 });
+export const tableConstants = (table: Tensor) => ({ TABLE_F16: table.dtype === 'f16' ? 1 : 0 });
 
 /** Encode y = rmsnorm(table[ids']) · w and invRms (no submit); y at row stride `strideY` (default hidden). */
 export async function rmsnormGatherForward(

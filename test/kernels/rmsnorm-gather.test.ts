@@ -11,28 +11,8 @@ import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/reference/rmsno
 import { Rng } from '../../src/util/random.ts';
 import { assert, assertRejects, assertRelClose, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
+import { CASES, EPS, makeIds, makeTable } from './gather-data.ts';
 import { padRows, unpadRows } from './strided.ts';
-
-/** [sequences, seqLen, vocab, hidden, shift, extra padding of y rows]. */
-const CASES: [number, number, number, number, number, number][] = [
-  [1, 5, 7, 3, 0, 0],
-  [2, 40, 96, 64, 3, 64], // the fixture draft's input norm, y one half of z [rows, 2H]
-  [3, 9, 50, 300, 8, 5], // hidden above 256 (the wide layout's lanes), a shift of all but one token
-  [4, 56, 300, 128, 1, 128], // the lab draft's
-];
-const EPS = 1e-6;
-
-/** Ids with out-of-vocabulary ones (−1 and vocab, read as zero rows) mixed in. */
-function makeIds(rng: Rng, rows: number, vocab: number): Int32Array {
-  const ids = new Int32Array(rows);
-  for (let i = 0; i < rows; i++) ids[i] = i % 11 === 5 ? -1 : i % 13 === 7 ? vocab : Math.floor(rng.next() * vocab);
-  return ids;
-}
-
-/** Table values that f16 holds exactly (multiples of 1/64 in [−4, 4)), so one reference serves both dtypes. */
-function makeTable(rng: Rng, vocab: number, hidden: number): Float32Array {
-  return rng.floats(vocab * hidden).map((v) => Math.round(v * 256) / 64);
-}
 
 export default defineSuite('kernels/rmsnorm-gather', (t) => {
   t.test(

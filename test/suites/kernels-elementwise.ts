@@ -5,6 +5,7 @@ import embedding from '../kernels/embedding.test.ts';
 import optim from '../kernels/optim.test.ts';
 import rmsnorm from '../kernels/rmsnorm.test.ts';
 import rmsnormGather from '../kernels/rmsnorm-gather.test.ts';
+import rmsnormPair from '../kernels/rmsnorm-pair.test.ts';
 import ropeQkv from '../kernels/rope-qkv.test.ts';
 import swiglu from '../kernels/swiglu.test.ts';
 import swigluDownGrads from '../kernels/swiglu-down-grads.test.ts';
@@ -25,6 +26,7 @@ export const kernels_elementwiseSuites: readonly Suite[] = [
   embedding,
   rmsnorm,
   rmsnormGather,
+  rmsnormPair,
   ropeQkv,
   swiglu,
   swigluDownGrads,

@@ -25,6 +25,7 @@ import { linearGrads } from '../../kernels/linear-grads.ts';
 import { reduceStepLoss } from '../../kernels/loss.ts';
 import { rmsnormBackward, rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { rmsnormGatherBackwardDw } from '../../kernels/rmsnorm-gather.ts';
+import { pairBackwardUnfit, rmsnormPairBackward } from '../../kernels/rmsnorm-pair.ts';
 import { ropeQkvJoin } from '../../kernels/rope-qkv.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import type { Eagle3ForwardState } from './forward-state.ts';
@@ -163,52 +164,25 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     gpu.release(dQRot, a.z);
 
     // z = [input_layernorm(emb) | hidden_norm(h_in)], both halves read with row stride 2H. The
-    // embedding is frozen: only input_layernorm's dw is kept. Where the forward's norm gathered the
-    // embedding rows itself, they are gathered again for dw; otherwise the kept rows are read and
-    // the norm's dx goes to a scratch tensor.
-    if (a.emb) {
-      const embScratch = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dEmb.scratch`);
-      await rmsnormBackward(
-        gpu,
-        a.emb,
-        w.inputNorm.value,
-        a.invRmsEmb,
-        dz,
-        embScratch,
-        w.inputNorm.grad,
-        { ...norm, strideY: 2 * H },
-        { accumulateDw: true },
-      );
-      gpu.release(embScratch, a.emb);
-    } else {
-      const gather = { rows: R, vocab: c.vocabSize, hidden: H, seqLen: S, shift: k, strideDy: 2 * H };
-      await rmsnormGatherBackwardDw(gpu, s.inputs.inputIds, params.embed, a.invRmsEmb, dz, w.inputNorm.grad, gather, { accumulate: true });
-    }
-    gpu.release(a.invRmsEmb);
-    // dHIn = dH1 + hidden_norm's dx, in place likewise: the o projection's backward (dH1's last reader) is encoded.
+    // embedding is frozen: only input_layernorm's dw is kept. dHIn = dH1 + hidden_norm's dx, in place
+    // likewise: the o projection's backward (dH1's last reader) is encoded.
     const dHIn = dH1;
-    let dzHidden: Tensor;
-    let hiddenStride = 2 * H;
-    if (canViewAt(gpu, H)) {
-      dzHidden = elementView(gpu, dz, H, R * 2 * H - H, `eagle3.s${k}.dz.hidden`);
+    const gather = { rows: R, vocab: c.vocabSize, hidden: H, seqLen: S, shift: k };
+    if (!a.emb && pairBackwardUnfit(gpu, R, H, { dwEmb: w.inputNorm.grad, dwHidden: w.hiddenNorm.grad }) === undefined) {
+      // Both norms' gradients in one dispatch (the embedding rows gathered again for dw).
+      const t = { ids: s.inputs.inputIds, table: params.embed, x: step.hIn, wHidden: w.hiddenNorm.value, dz, dx: dHIn };
+      await rmsnormPairBackward(
+        gpu,
+        { ...t, invRmsEmb: a.invRmsEmb, invRmsHidden: a.invRmsHidden, dwEmb: w.inputNorm.grad, dwHidden: w.hiddenNorm.grad },
+        { ...gather, strideDy: 2 * H },
+        { accumulateDx: true, accumulateDw: true },
+      );
     } else {
-      dzHidden = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dz.hidden`);
-      await copyStrided(gpu, dz, dzHidden, { rows: R, width: H, srcStride: 2 * H, srcOffset: H });
-      hiddenStride = H;
+      await inputNormDw(gpu, params, { emb: a.emb, invRmsEmb: a.invRmsEmb, dz, inputIds: s.inputs.inputIds }, gather);
+      await hiddenNormBackward(gpu, params, { hIn: step.hIn, invRmsHidden: a.invRmsHidden, dz, dHIn }, R, `eagle3.s${k}`);
     }
-    await rmsnormBackward(
-      gpu,
-      step.hIn,
-      w.hiddenNorm.value,
-      a.invRmsHidden,
-      dzHidden,
-      dHIn,
-      w.hiddenNorm.grad,
-      { ...norm, strideY: hiddenStride },
-      { accumulateDx: true, accumulateDw: true },
-    );
-    if (dzHidden.part.buffer !== dz.part.buffer) gpu.release(dzHidden);
-    gpu.release(dz, a.invRmsHidden);
+    if (a.emb) gpu.release(a.emb);
+    gpu.release(dz, a.invRmsEmb, a.invRmsHidden);
 
     if (k > 0) {
       dFromNext = dHIn;
@@ -232,6 +206,84 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     for (let k = 0; k < L; k++) await reduceStepLoss(gpu, rowLosses[k], s.lossOut, stepLossSlots(k, R, L));
     gpu.release(...rowLosses);
   }
+}
+
+/**
+ * input_layernorm's weight gradient where it does not run with hidden_norm's backward: from the kept
+ * embedding rows (the norm's dx goes to a scratch tensor), or from the rows gathered again.
+ */
+async function inputNormDw(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  t: { emb: Tensor | undefined; invRmsEmb: Tensor; dz: Tensor; inputIds: Tensor },
+  gather: { rows: number; vocab: number; hidden: number; seqLen: number; shift: number },
+): Promise<void> {
+  const w = params.weights;
+  const { rows: R, hidden: H } = gather;
+  if (t.emb) {
+    const embScratch = gpu.tensor([R, H], 'f32', 'eagle3.dEmb.scratch');
+    await rmsnormBackward(
+      gpu,
+      t.emb,
+      w.inputNorm.value,
+      t.invRmsEmb,
+      t.dz,
+      embScratch,
+      w.inputNorm.grad,
+      { rows: R, hidden: H, strideY: 2 * H },
+      {
+        accumulateDw: true,
+      },
+    );
+    gpu.release(embScratch);
+    return;
+  }
+  await rmsnormGatherBackwardDw(
+    gpu,
+    t.inputIds,
+    params.embed,
+    t.invRmsEmb,
+    t.dz,
+    w.inputNorm.grad,
+    { ...gather, strideDy: 2 * H },
+    { accumulate: true },
+  );
+}
+
+/**
+ * hidden_norm's backward on its half of dz (columns [H, 2H)), its dx added into dHIn: bound as a view
+ * of dz where H · 4 bytes is on the binding alignment, else copied out first.
+ */
+async function hiddenNormBackward(
+  gpu: Gpu,
+  params: Eagle3Parameters,
+  t: { hIn: Tensor; invRmsHidden: Tensor; dz: Tensor; dHIn: Tensor },
+  R: number,
+  tag: string,
+): Promise<void> {
+  const w = params.weights;
+  const H = params.config.hiddenSize;
+  let dzHidden: Tensor;
+  let hiddenStride = 2 * H;
+  if (canViewAt(gpu, H)) {
+    dzHidden = elementView(gpu, t.dz, H, R * 2 * H - H, `${tag}.dz.hidden`);
+  } else {
+    dzHidden = gpu.tensor([R, H], 'f32', `${tag}.dz.hidden`);
+    await copyStrided(gpu, t.dz, dzHidden, { rows: R, width: H, srcStride: 2 * H, srcOffset: H });
+    hiddenStride = H;
+  }
+  await rmsnormBackward(
+    gpu,
+    t.hIn,
+    w.hiddenNorm.value,
+    t.invRmsHidden,
+    dzHidden,
+    t.dHIn,
+    w.hiddenNorm.grad,
+    { rows: R, hidden: H, strideY: hiddenStride },
+    { accumulateDx: true, accumulateDw: true },
+  );
+  if (dzHidden.part.buffer !== t.dz.part.buffer) gpu.release(dzHidden);
 }
 
 /**

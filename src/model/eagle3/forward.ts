@@ -15,8 +15,10 @@
  *   idsᵏ            ids shifted left by k per sequence (copies + clears)
  *   emb  [R, H]     embedding of idsᵏ (frozen table)
  *   z    [R, 2H]    [input_layernorm(emb) | hidden_norm(h_in)] — both RMSNorms write straight into
- *                   their half of z with a row stride of 2H, so there is no concat pass (when H · 4
- *                   bytes is off the binding alignment, the hidden half goes through a strided copy)
+ *                   their half of z with a row stride of 2H, so there is no concat pass; they run as
+ *                   one dispatch where the embedding table is one binding (rmsnormPairForward, which
+ *                   gathers emb itself), else as two (when H · 4 bytes is then off the binding
+ *                   alignment, the hidden half goes through a strided copy)
  *   qRot [R, nH·hd] RoPE(z·Wqᵀ) at t + k (cos/sin tables, rope.ts);  RoPE(z·Wkᵀ) and z·Wvᵀ go
  *                   into cache slot k
  *   o, lse          TTT attention over cache slots 0..k

@@ -16,7 +16,8 @@ import { embeddingForward } from '../../kernels/embedding.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { linearForwardResidual } from '../../kernels/linear-residual.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
-import { gathersFromTable, rmsnormGatherForward } from '../../kernels/rmsnorm-gather.ts';
+import { gathersFromTable } from '../../kernels/rmsnorm-gather.ts';
+import { rmsnormPairForward } from '../../kernels/rmsnorm-pair.ts';
 import { ropeQkvSplit } from '../../kernels/rope-qkv.ts';
 import { ropeTableForward } from '../../kernels/rope-table.ts';
 import { canViewAt, copyElements, elementView, viewIfAligned } from '../../gpu/tensor-views.ts';
@@ -97,29 +98,28 @@ export async function encodeStepBody(
   // The backward reads each norm's 1/rms; gradient-free, the step's four norms share one buffer.
   const invRmsEmb = gpu.tensor([R], 'f32', mode.keep ? `${s}.invRmsEmb` : `${s}.invRms`);
   const invRmsFor = (name: string) => (mode.keep ? gpu.tensor([R], 'f32', `${s}.${name}`) : invRmsEmb);
-  const invRmsHidden = invRmsFor('invRmsHidden');
   // Step k reads the ids shifted left by k within each sequence, zero-filled: input_layernorm gathers
   // those embedding rows itself where the table is one binding, else they are gathered first.
   const gather = { rows: R, vocab: c.vocabSize, hidden: H, seqLen: S, shift: k };
   let emb: Tensor | undefined;
+  let invRmsHidden: Tensor;
   if (gathersFromTable(params.embed)) {
-    await rmsnormGatherForward(gpu, inputs.inputIds, params.embed, w.inputNorm.value, z, invRmsEmb, { ...gather, eps, strideY: 2 * H });
+    // Both norms in one dispatch, each into its half of z. Its two 1/rms bindings are written in
+    // one dispatch, so gradient-free the hidden norm's goes to a scratch tensor of its own.
+    invRmsHidden = mode.keep ? invRmsFor('invRmsHidden') : gpu.tensor([R], 'f32', `${s}.invRmsHidden`);
+    const t = { ids: inputs.inputIds, table: params.embed, wEmb: w.inputNorm.value, x: hIn, wHidden: w.hiddenNorm.value, y: z };
+    await rmsnormPairForward(gpu, { ...t, invRmsEmb, invRmsHidden }, { ...gather, eps, strideY: 2 * H });
+    if (!mode.keep) {
+      gpu.release(invRmsHidden);
+      invRmsHidden = invRmsEmb;
+    }
   } else {
+    invRmsHidden = invRmsFor('invRmsHidden');
     emb = gpu.tensor([R, H], 'f32', `${s}.emb`);
     await embeddingForward(gpu, inputs.inputIds, params.embed, emb, { n: R, vocab: c.vocabSize, hidden: H }, { seqLen: S, shift: k });
     await rmsnormForward(gpu, emb, w.inputNorm.value, z, invRmsEmb, { rows: R, hidden: H, eps, strideY: 2 * H });
     done(emb);
-  }
-  if (canViewAt(gpu, H)) {
-    const zHidden = elementView(gpu, z, H, R * 2 * H - H, `${s}.z.hidden`);
-    await rmsnormForward(gpu, hIn, w.hiddenNorm.value, zHidden, invRmsHidden, { rows: R, hidden: H, eps, strideY: 2 * H });
-  } else {
-    // The hidden half of z cannot be bound on its own (H · 4 bytes is off the binding alignment):
-    // normalise into a scratch tensor and place it with a strided copy.
-    const hNorm = gpu.tensor([R, H], 'f32', `${s}.hiddenNorm`);
-    await rmsnormForward(gpu, hIn, w.hiddenNorm.value, hNorm, invRmsHidden, { rows: R, hidden: H, eps });
-    await copyStrided(gpu, hNorm, z, { rows: R, width: H, dstStride: 2 * H, dstOffset: H });
-    gpu.release(hNorm);
+    await encodeHiddenNorm(ctx, hIn, z, invRmsHidden, s);
   }
 
   const qRot = await encodeProjections(ctx, k, z, mode.recompute, s);
@@ -146,6 +146,28 @@ export async function encodeStepBody(
   // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the o projection's residual add.
   done(n, h1, hIn);
   return { body: { emb, invRmsEmb, z, invRmsHidden, qRot, o, lse, h1, invRmsPost, n, mlp }, hOut };
+}
+
+/**
+ * hidden_norm of hIn into the hidden half of z (columns [H, 2H)), where it does not run together with
+ * input_layernorm (rmsnormPairForward): bound as a view of z where H · 4 bytes is on the binding
+ * alignment, else normalised into a scratch tensor and placed with a strided copy.
+ */
+async function encodeHiddenNorm(ctx: StepContext, hIn: Tensor, z: Tensor, invRmsHidden: Tensor, s: string): Promise<void> {
+  const { gpu, params } = ctx;
+  const R = ctx.dims.rows;
+  const H = params.config.hiddenSize;
+  const eps = params.config.rmsNormEps;
+  const wHidden = params.weights.hiddenNorm.value;
+  if (canViewAt(gpu, H)) {
+    const zHidden = elementView(gpu, z, H, R * 2 * H - H, `${s}.z.hidden`);
+    await rmsnormForward(gpu, hIn, wHidden, zHidden, invRmsHidden, { rows: R, hidden: H, eps, strideY: 2 * H });
+    return;
+  }
+  const hNorm = gpu.tensor([R, H], 'f32', `${s}.hiddenNorm`);
+  await rmsnormForward(gpu, hIn, wHidden, hNorm, invRmsHidden, { rows: R, hidden: H, eps });
+  await copyStrided(gpu, hNorm, z, { rows: R, width: H, dstStride: 2 * H, dstOffset: H });
+  gpu.release(hNorm);
 }
 
 /**
