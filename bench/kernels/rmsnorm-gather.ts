@@ -5,7 +5,7 @@
  * and the pair (rmsnorm-pair.ts: that norm and hidden_norm into the two halves of z, and their
  * backward where it runs) against the two dispatches each joins.
  * GB/s counts the gathered rows once per read; `vsTwo` is the two dispatches' time over the fused one's.
- * Small shapes run `REPS_BELOW` repetitions inside one timed region and report the time per
+ * Small shapes run `repsFor` repetitions inside one timed region and report the time per
  * repetition: a single call of a few dispatches is shorter than a CPU adapter's timestamp step
  * (65.5 µs on llvmpipe), and the region's device time includes each launch's handoff to the driver.
  */
@@ -47,6 +47,8 @@ export async function benchRmsnormGather(
     const H = gpu.upload([rows, hidden], 'f32', rng.floats(rows * hidden), 'h');
     const Z = gpu.tensor([rows, 2 * hidden], 'f32', 'z');
     const R2 = gpu.tensor([rows], 'f32', 'invRmsHidden');
+    // z's hidden half as the step binds it (every shape here has hidden · 4 bytes on the alignment).
+    const zHidden = elementView(gpu, Z, hidden, rows * 2 * hidden - hidden, 'z hidden');
     // The pair backward's two weight gradients: views of one buffer, as the optimizer holds them.
     const gradStride = Math.ceil(hidden / 64) * 64;
     const Grads = gpu.tensor([2 * gradStride], 'f32', 'grads');
@@ -88,14 +90,13 @@ export async function benchRmsnormGather(
           ),
         two: async () => {
           await rmsnormGatherForward(gpu, Ids, Table, W, Z, R, { ...gather, eps: 1e-6, strideY: 2 * hidden });
-          await rmsnormForward(gpu, H, W, Y, R2, { rows, hidden, eps: 1e-6 });
+          await rmsnormForward(gpu, H, W, zHidden, R2, { rows, hidden, eps: 1e-6, strideY: 2 * hidden });
         },
       },
     ];
     // Where the pair backward runs (pairBackwardUnfit: the fused subgroup layout, small norms), against
     // rmsnormGatherBackwardDw then rmsnormBackward on the hidden half of dz, as the step ran them.
     if (pairBackwardUnfit(gpu, rows, hidden, grads) === undefined) {
-      const dzHidden = elementView(gpu, Z, hidden, rows * 2 * hidden - hidden, 'z hidden');
       passes.push({
         name: 'pair bwd',
         kernel: 'rmsnorm/pair-backward-subgroup',
@@ -114,7 +115,7 @@ export async function benchRmsnormGather(
             H,
             W,
             R2,
-            dzHidden,
+            zHidden,
             DX,
             grads.dwHidden,
             { rows, hidden, strideY: 2 * hidden },

@@ -3,8 +3,8 @@
 // embedding/gather reads them), and an id outside [0, vocab) is a zero row, as embedding/gather
 // writes it. So a gather kernel sees exactly the x that embedding/gather would have written, without
 // that [rows, hidden] tensor. The table is one binding (one row part).
-// Provides gatheredRowBase / gatheredAt (the row accessors of include/rmsnorm-norm-row.wgsl, named so
-// that a kernel with a second x, rmsnorm/pair-forward, can tell them apart). The including shader
+// Provides gatheredRowBase / gatheredAt, named for what they read so that a kernel with a second x
+// (rmsnorm/pair-*) can tell them apart; the including shader maps its row accessors onto them. The including shader
 // declares Params `p` (with rows, hidden, seqLen, shift and vocab), ids (array<i32>), table
 // (array<u32>) and TABLE_F16.
 

@@ -25,8 +25,8 @@
 //   10 storage read       invRmsEmb
 // Overrides: ACCUMULATE (dx), ACCUMULATE_DW (both weight gradients): false writes, true adds; TABLE_F16.
 // Dispatch: ceil(rows / ROWS) + 2 · ceil(hidden / LANES) workgroups of LANES invocations (one subgroup;
-//   the host uses this kernel only where the `subgroup` layout runs and the device binds 11 storage
-//   buffers per stage: 10), folded into (x, y): dx rows, then hidden_norm's dw columns, then
+//   the host uses this kernel only where the `subgroup` layout runs and the device binds its 10
+//   storage buffers per stage), folded into (x, y): dx rows, then hidden_norm's dw columns, then
 //   input_layernorm's. LANES and ROWS are RMSNORM_ROW_GEOMETRY.subgroup in src/kernels/rmsnorm.ts.
 // Numerics: the same row and column bodies on the same operands as rmsnorm/backward-subgroup-fused
 //   and rmsnorm/gather-backward-dw, so the same bits.

@@ -20,7 +20,7 @@ export const MAX_DISPATCHES_PER_SUBMIT = 64;
 
 /**
  * Dispatches after which a batch is submitted while the device is idle. A fixture-sized EAGLE3 step
- * encodes its 116 dispatches in about 4 ms, so at 64 the device waited for more than half of them; at
+ * encoded its 116 dispatches (108 since) in about 4 ms, so at 64 the device waited for more than half of them; at
  * 16 the step measured a few percent faster at most, within its spread (bench/RESULTS.md, "Starting
  * an idle device sooner; two copies fewer per TTT step").
  */

@@ -23,6 +23,11 @@ function bufferId(buffer: GPUBuffer): number {
   return id;
 }
 
+/** Storage buffers a kernel binds in its one stage (every binding but the uniform). */
+export function storageBindings(def: KernelDef): number {
+  return def.bindings.filter((kind) => kind !== 'uniform').length;
+}
+
 export class PipelineCache {
   private readonly pipelines = new Map<string, Promise<CompiledKernel>>();
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
@@ -73,6 +78,13 @@ export class PipelineCache {
         if (!this.ctx.hasFeature(feature)) {
           return Promise.reject(new GpuError(`kernel ${def.name} needs the WebGPU feature "${feature}", which this device lacks`));
         }
+      }
+      const storage = storageBindings(def);
+      const allowed = this.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
+      if (storage > allowed) {
+        return Promise.reject(
+          new GpuError(`kernel ${def.name} binds ${storage} storage buffers, and this device allows ${allowed} per shader stage`),
+        );
       }
       entry = this.compile(def, constants, key);
       this.pipelines.set(key, entry);

@@ -10,7 +10,9 @@
  * so the results have the bits of embeddingForward followed by rmsnormForward / rmsnormBackward's dw
  * in the same row layout. The table must be one binding (one row part): `gathersFromTable` says
  * whether it is; otherwise gather with embeddingForward and normalise with rmsnormForward.
- * rmsnorm-pair.ts runs this norm together with the EAGLE3 step's hidden_norm.
+ * rmsnorm-pair.ts runs this norm together with the EAGLE3 step's hidden_norm; the step itself calls
+ * rmsnormGatherBackwardDw only where that pair's backward does not run, and rmsnormGatherForward not at
+ * all (it stays the one-norm kernel the pair is checked against, bit for bit).
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';

@@ -1,12 +1,11 @@
 /**
  * The two RMSNorms that start an EAGLE3 TTT step, z = [input_layernorm(table[ids']) | hidden_norm(x)]
- * (model/eagle3/step-body.ts), as one dispatch each way where the step is small enough for launches
- * to matter (shaders/rmsnorm/pair-*.wgsl):
+ * (model/eagle3/step-body.ts), as one dispatch each way (shaders/rmsnorm/pair-*.wgsl):
  *   - rmsnormPairForward: rmsnormGatherForward into columns [0, hidden) of z's rows and rmsnormForward
- *     into [hidden, 2·hidden), each saving its 1/rms, in any row layout;
+ *     into [hidden, 2·hidden), each saving its 1/rms, in any row layout, wherever the table is one binding;
  *   - rmsnormPairBackward: hidden_norm's dx and dw (rmsnormBackward's fused subgroup kernel) and
  *     input_layernorm's dw (rmsnormGatherBackwardDw), where `pairBackwardUnfit` finds nothing against it
- *     (on a CPU adapter with 8-lane subgroups, at a small draft's sizes).
+ *     (on a CPU adapter with 8-lane subgroups, at a small draft's sizes, as the fused backward runs).
  * Each row and column runs the body of the kernels it joins on the same operands, so the results have
  * their bits (test/kernels/rmsnorm-pair.test.ts). One launch instead of two: on llvmpipe, at the
  * fixture's draft size, the forward took 0.68–0.77 and the backward 0.75–0.83 of the two dispatches'
@@ -165,15 +164,22 @@ export function pairBackwardUnfit(gpu: Gpu, rows: number, hidden: number, grads:
   if (!canViewAt(gpu, hidden)) return `hidden_norm's half of dz (element ${hidden}) is off the binding alignment`;
   const buffers = gpu.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
   if (buffers < BWD_STORAGE_BUFFERS) return `the device binds ${buffers} storage buffers per stage, the kernel ${BWD_STORAGE_BUFFERS}`;
-  const span = gradientSpan(grads.dwEmb, grads.dwHidden);
-  if (!span) return `dwEmb (${grads.dwEmb.label}) and dwHidden (${grads.dwHidden.label}) are not views of one buffer`;
+  const { dwEmb, dwHidden } = grads;
+  if (dwEmb.parts.length !== 1 || dwHidden.parts.length !== 1) return 'dwEmb and dwHidden must each be one binding';
+  const span = gradientSpan(dwEmb, dwHidden);
+  if (!span) return `dwEmb (${dwEmb.label}) and dwHidden (${dwHidden.label}) are not views of one buffer`;
+  const [a, b] = [dwEmb.part, dwHidden.part];
+  if (a.byteOffset < b.byteOffset + b.byteLength && b.byteOffset < a.byteOffset + a.byteLength)
+    return `dwEmb (${dwEmb.label}) and dwHidden (${dwHidden.label}) overlap`;
+  if (span.binding.offset! % (gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256) !== 0)
+    return 'the gradients start off the binding alignment';
   if (span.size > gpu.maxBindingBytes) return `dwEmb and dwHidden lie ${span.size} bytes apart, beyond one binding`;
   return undefined;
 }
 
 /** One binding over two single-part f32 tensors in the same buffer, and each one's first element in it. */
 function gradientSpan(a: Tensor, b: Tensor): { binding: GPUBufferBinding; size: number; offsetA: number; offsetB: number } | undefined {
-  if (a.parts.length !== 1 || b.parts.length !== 1 || a.part.buffer !== b.part.buffer) return undefined;
+  if (a.part.buffer !== b.part.buffer) return undefined;
   const start = Math.min(a.part.byteOffset, b.part.byteOffset);
   const size = Math.max(a.part.byteOffset + a.part.byteLength, b.part.byteOffset + b.part.byteLength) - start;
   return {
@@ -223,11 +229,10 @@ export async function rmsnormPairBackward(
     ['invRmsHidden', t.invRmsHidden],
     ['dz', t.dz],
   ];
-  // dwEmb and dwHidden are one binding (gradientSpan), so they may share their buffer with each other.
+  // dwEmb and dwHidden are one binding (gradientSpan; pairBackwardUnfit refused overlapping ones), so
+  // they share their buffer with each other only.
   checkNoAlias(op, t.dx, [...inputs, ['dwEmb', t.dwEmb]], 'dx');
   checkNoAlias(op, t.dwEmb, inputs, 'dwEmb');
-  if (t.dwEmb.part.byteOffset === t.dwHidden.part.byteOffset)
-    throw new Error(`${op}: dwEmb and dwHidden are the same tensor (${t.dwEmb.label})`);
   const kernel = await gpu.pipelines.get(RMSNORM_PAIR_KERNELS.backwardSubgroup, {
     ACCUMULATE: options.accumulateDx ?? false,
     ACCUMULATE_DW: options.accumulateDw ?? false,

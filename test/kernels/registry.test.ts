@@ -1,4 +1,5 @@
 import { Gpu } from '../../src/gpu/gpu.ts';
+import { storageBindings } from '../../src/gpu/pipeline-cache.ts';
 import { allKernels, KERNEL_FAMILIES } from '../../src/kernels/registry.ts';
 import { shaderSource } from '../../src/kernels/shader-source.ts';
 import { SHADERS } from '../../src/kernels/shaders.gen.ts';
@@ -23,22 +24,34 @@ export default defineSuite('kernels/registry', (t) => {
     assertThrows(() => shaderSource('matmul/naive', { wg: 1 }), /upper-case WGSL identifier/, 'a lower-case name');
   });
 
-  t.test('every kernel compiles on this device; feature-gated ones are refused clearly without the feature', async ({ gpu: ctx, note }) => {
-    const gpu = new Gpu(ctx);
-    let compiled = 0;
-    let refused = 0;
-    for (const kernel of allKernels()) {
-      const missing = (kernel.requires ?? []).filter((f) => !ctx.hasFeature(f));
-      if (missing.length === 0) {
-        await gpu.pipelines.get(kernel);
-        compiled++;
-      } else {
-        await assertRejects(() => gpu.pipelines.get(kernel), new RegExp(`needs the WebGPU feature "${missing[0]}"`), kernel.name);
-        refused++;
+  t.test(
+    'every kernel compiles on this device; one needing a missing feature or more storage buffers than the device binds is refused clearly',
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const allowed = ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
+      let compiled = 0;
+      let refused = 0;
+      let refusedForStorage = 0;
+      for (const kernel of allKernels()) {
+        const missing = (kernel.requires ?? []).filter((f) => !ctx.hasFeature(f));
+        if (missing.length > 0) {
+          await assertRejects(() => gpu.pipelines.get(kernel), new RegExp(`needs the WebGPU feature "${missing[0]}"`), kernel.name);
+          refused++;
+        } else if (storageBindings(kernel) > allowed) {
+          await assertRejects(() => gpu.pipelines.get(kernel), /storage buffers, and this device allows/, kernel.name);
+          refusedForStorage++;
+        } else {
+          await gpu.pipelines.get(kernel);
+          compiled++;
+        }
       }
-    }
-    note('compiled', compiled);
-    note('refusedForMissingFeature', refused);
-    gpu.destroy();
-  });
+      // A kernel past any device's limit is refused before its shader is compiled (so this one never is).
+      const tooWide = { name: 'test/too-wide', source: '', bindings: Array(allowed + 1).fill('read') as 'read'[] };
+      await assertRejects(() => gpu.pipelines.get(tooWide), new RegExp(`test/too-wide binds ${allowed + 1} storage buffers`), 'too wide');
+      note('compiled', compiled);
+      note('refusedForMissingFeature', refused);
+      note('refusedForStorageLimit', refusedForStorage);
+      gpu.destroy();
+    },
+  );
 });

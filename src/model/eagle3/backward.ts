@@ -177,12 +177,15 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
         { ...gather, strideDy: 2 * H },
         { accumulateDx: true, accumulateDw: true },
       );
+      gpu.release(a.invRmsEmb);
     } else {
-      await inputNormDw(gpu, params, { emb: a.emb, invRmsEmb: a.invRmsEmb, dz, inputIds: s.inputs.inputIds }, gather);
+      await inputNormDw(gpu, params, { emb: a.emb, invRmsEmb: a.invRmsEmb, dz, inputIds: s.inputs.inputIds }, gather, `eagle3.s${k}`);
+      // Released before hidden_norm's scratch is made, as the memory plan's moments count them.
+      if (a.emb) gpu.release(a.emb);
+      gpu.release(a.invRmsEmb);
       await hiddenNormBackward(gpu, params, { hIn: step.hIn, invRmsHidden: a.invRmsHidden, dz, dHIn }, R, `eagle3.s${k}`);
     }
-    if (a.emb) gpu.release(a.emb);
-    gpu.release(dz, a.invRmsEmb, a.invRmsHidden);
+    gpu.release(dz, a.invRmsHidden);
 
     if (k > 0) {
       dFromNext = dHIn;
@@ -217,11 +220,12 @@ async function inputNormDw(
   params: Eagle3Parameters,
   t: { emb: Tensor | undefined; invRmsEmb: Tensor; dz: Tensor; inputIds: Tensor },
   gather: { rows: number; vocab: number; hidden: number; seqLen: number; shift: number },
+  tag: string,
 ): Promise<void> {
   const w = params.weights;
   const { rows: R, hidden: H } = gather;
   if (t.emb) {
-    const embScratch = gpu.tensor([R, H], 'f32', 'eagle3.dEmb.scratch');
+    const embScratch = gpu.tensor([R, H], 'f32', `${tag}.dEmb.scratch`);
     await rmsnormBackward(
       gpu,
       t.emb,

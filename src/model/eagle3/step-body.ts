@@ -29,7 +29,7 @@ import type { Eagle3Parameters } from './parameters.ts';
 export interface StepBody {
   /**
    * The step's embedding rows, gathered for input_layernorm; undefined where the norm gathered them
-   * itself from a one-binding table (rmsnorm-gather.ts), so the backward gathers them again.
+   * itself from a one-binding table (rmsnorm-pair.ts), so the backward gathers them again.
    */
   emb: Tensor | undefined;
   invRmsEmb: Tensor;
@@ -106,7 +106,7 @@ export async function encodeStepBody(
   if (gathersFromTable(params.embed)) {
     // Both norms in one dispatch, each into its half of z. Its two 1/rms bindings are written in
     // one dispatch, so gradient-free the hidden norm's goes to a scratch tensor of its own.
-    invRmsHidden = mode.keep ? invRmsFor('invRmsHidden') : gpu.tensor([R], 'f32', `${s}.invRmsHidden`);
+    invRmsHidden = gpu.tensor([R], 'f32', `${s}.invRmsHidden`);
     const t = { ids: inputs.inputIds, table: params.embed, wEmb: w.inputNorm.value, x: hIn, wHidden: w.hiddenNorm.value, y: z };
     await rmsnormPairForward(gpu, { ...t, invRmsEmb, invRmsHidden }, { ...gather, eps, strideY: 2 * H });
     if (!mode.keep) {

@@ -173,7 +173,8 @@ export function stepTensors(x: StepShape): StepTensors {
       t('dv', [R, kvDim]),
       t('dz', [R, 2 * H]),
     ],
-    // (dz.hidden is a view of dz where the device's offset alignment allows; counted as a copy.)
+    // (dz.hidden is a view of dz where the device's offset alignment allows, and not made at all where
+    // both norms' backward is one dispatch, rmsnorm-pair.ts; counted as a copy, an upper bound.)
     [
       ...dCaches,
       ...live(early),
