@@ -28,6 +28,19 @@ export function storageBindings(def: KernelDef): number {
   return def.bindings.filter((kind) => kind !== 'uniform').length;
 }
 
+/**
+ * Why `def` cannot be bound on a device with these limits (more storage buffers than one stage may
+ * bind), or undefined where it can. PipelineCache refuses such a kernel with this reason; a caller
+ * choosing between a kernel and a fallback asks it first.
+ */
+export function storageLimitUnfit(def: KernelDef, limits: { maxStorageBuffersPerShaderStage?: number }): string | undefined {
+  const storage = storageBindings(def);
+  const allowed = limits.maxStorageBuffersPerShaderStage ?? 8;
+  return storage > allowed
+    ? `kernel ${def.name} binds ${storage} storage buffers, and this device allows ${allowed} per shader stage`
+    : undefined;
+}
+
 export class PipelineCache {
   private readonly pipelines = new Map<string, Promise<CompiledKernel>>();
   private readonly layouts = new Map<string, GPUBindGroupLayout>();
@@ -79,13 +92,8 @@ export class PipelineCache {
           return Promise.reject(new GpuError(`kernel ${def.name} needs the WebGPU feature "${feature}", which this device lacks`));
         }
       }
-      const storage = storageBindings(def);
-      const allowed = this.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
-      if (storage > allowed) {
-        return Promise.reject(
-          new GpuError(`kernel ${def.name} binds ${storage} storage buffers, and this device allows ${allowed} per shader stage`),
-        );
-      }
+      const unbindable = storageLimitUnfit(def, this.ctx.limits);
+      if (unbindable) return Promise.reject(new GpuError(unbindable));
       entry = this.compile(def, constants, key);
       this.pipelines.set(key, entry);
       entry.catch(() => this.pipelines.delete(key));

@@ -14,6 +14,7 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
+import { storageLimitUnfit } from '../gpu/pipeline-cache.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { canViewAt, elementView } from '../gpu/tensor-views.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
@@ -146,9 +147,6 @@ export interface NormPairGradOperands {
   dwHidden: Tensor;
 }
 
-/** Storage bindings of rmsnorm/pair-backward-subgroup. */
-const BWD_STORAGE_BUFFERS = BWD_BINDINGS.length - 1;
-
 /**
  * Why rmsnormPairBackward does not run for a step of `rows` × `hidden` with these weight gradients on
  * this device, or undefined where it does: it joins the fused subgroup backward (the `subgroup` row
@@ -162,8 +160,8 @@ export function pairBackwardUnfit(gpu: Gpu, rows: number, hidden: number, grads:
   if (variant !== 'subgroup') return `the row layout here is ${variant}, not subgroup`;
   if (rows * hidden > RMSNORM_FUSE_MAX_ELEMENTS) return `${rows} x ${hidden} is above RMSNORM_FUSE_MAX_ELEMENTS`;
   if (!canViewAt(gpu, hidden)) return `hidden_norm's half of dz (element ${hidden}) is off the binding alignment`;
-  const buffers = gpu.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (buffers < BWD_STORAGE_BUFFERS) return `the device binds ${buffers} storage buffers per stage, the kernel ${BWD_STORAGE_BUFFERS}`;
+  const unbindable = storageLimitUnfit(RMSNORM_PAIR_KERNELS.backwardSubgroup, gpu.ctx.limits);
+  if (unbindable) return unbindable;
   const { dwEmb, dwHidden } = grads;
   if (dwEmb.parts.length !== 1 || dwHidden.parts.length !== 1) return 'dwEmb and dwHidden must each be one binding';
   const span = gradientSpan(dwEmb, dwHidden);

@@ -235,9 +235,7 @@ async function inputNormDw(
       embScratch,
       w.inputNorm.grad,
       { rows: R, hidden: H, strideY: 2 * H },
-      {
-        accumulateDw: true,
-      },
+      { accumulateDw: true },
     );
     gpu.release(embScratch);
     return;
