@@ -5,6 +5,7 @@ import modelEagle3 from '../model/eagle3.test.ts';
 import modelEagle3Split from '../model/eagle3-split.test.ts';
 import modelEagle3StepBody from '../model/eagle3-step-body.test.ts';
 import modelEagle3RowChunks from '../model/eagle3-row-chunks.test.ts';
+import modelEagle3HeadsBatched from '../model/eagle3-heads-batched.test.ts';
 import modelEagle3ServingLayers from '../model/eagle3-serving-layers.test.ts';
 import eagle3Strategy from '../training/strategies/eagle3-strategy.test.ts';
 import featurePrecision from '../training/loop/feature-precision.test.ts';
@@ -17,6 +18,7 @@ export const eagle3Suites: readonly Suite[] = [
   modelEagle3Split,
   modelEagle3StepBody,
   modelEagle3RowChunks,
+  modelEagle3HeadsBatched,
   modelEagle3ServingLayers,
   eagle3Strategy,
   featurePrecision,

@@ -10,10 +10,12 @@
  *     dKCache/dVCache slots 0..k (step L − 1, processed first, overwrites), so slot k is complete when
  *     step k is reached and flows back through RoPE⁻¹ and the k/v projections of step k.
  * Each step starts with its head (step-head.ts): f = norm(h_out) again, the logits, metrics, the loss
- * with its gradient and the lm_head backward, which give dF, the gradient at f, for this step only;
- * then its body (kept, or encoded again under recompute), whose tensors are released one by one
- * after their last reader, so the step's scratch grows as its body shrinks (the memory plan counts
- * the live set at each point, training/run/memory-plan-moments.ts).
+ * with its gradient and the lm_head backward, which give dF, the gradient at f, for this step only
+ * (where the heads are small, all steps' heads run at once before the first body instead, and each
+ * step reads its rows of their one dF: step-heads-batched.ts); then its body (kept, or encoded again
+ * under recompute), whose tensors are released one by one after their last reader, so the step's
+ * scratch grows as its body shrinks (the memory plan counts the live set at each point,
+ * training/run/memory-plan-moments.ts).
  * The rows' losses of every step are kept ([R] each) and summed into the weighted total at the end,
  * in step order, as the gradient-free forward sums them.
  */
@@ -34,6 +36,7 @@ import type { Eagle3Parameters } from './parameters.ts';
 import { fcWeightGrad } from './fc-chunks.ts';
 import { mlpActivationTensors, mlpBackward } from './mlp-chunks.ts';
 import { encodeStepBody, stackedProjectionFits, type StepContext } from './step-body.ts';
+import { encodeBatchedHeads } from './step-heads-batched.ts';
 import {
   captureLogits,
   encodeStepHead,
@@ -78,22 +81,37 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     metricsOut: s.metricsOut,
     lossScale: s.lossScale,
   };
+  const statsView = (table: Tensor, k: number) => elementView(gpu, table, k * statsStride, 4 * R, `eagle3.s${k}.rowStats`, [R, 4]);
+  /** Step k's rows of the row-loss table (else a tensor of its own, kept in rowLosses[k]) and of the metric table. */
+  const rowOutputs = (k: number) => {
+    rowLosses[k] = rowLossTable
+      ? elementView(gpu, rowLossTable, k * stride, R, `eagle3.s${k}.rowLoss`)
+      : gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
+    return { loss: rowLosses[k], stats: rowStatsTable && statsView(rowStatsTable, k) };
+  };
   /** Step k's head (step-head.ts) on f = norm(h_out): returns dF [R, H]; its rows' losses go to rowLosses[k]. */
   const encodeHead = async (k: number, hOut: Tensor, invRmsFinal: Tensor): Promise<Tensor> => {
     const f = gpu.tensor([R, H], 'f32', `eagle3.s${k}.f`);
     const dF = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dF`);
-    rowLosses[k] = rowLossTable
-      ? elementView(gpu, rowLossTable, k * stride, R, `eagle3.s${k}.rowLoss`)
-      : gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
+    const out = rowOutputs(k);
     await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { ...norm, eps: c.rmsNormEps });
     const captured = s.captured ? captureLogits(gpu, R, c.draftVocabSize) : undefined;
-    const stats = rowStatsTable && elementView(gpu, rowStatsTable, k * statsStride, 4 * R, `eagle3.s${k}.rowStats`, [R, 4]);
     const head = { ...headContext, onLogits: captured && (async (logits: Tensor) => captured.add(logits)) };
-    await encodeStepHead(head, k, f, dF, { loss: rowLosses[k], stats });
+    await encodeStepHead(head, k, f, dF, out);
     if (s.captured && captured) s.captured.logits[k] = captured.done();
     gpu.release(f);
     return dF;
   };
+  // Small heads run for all steps at once, before the first step's body (step-heads-batched.ts).
+  const batched =
+    s.batchedHeads && rowLossTable && rowStatsTable
+      ? await encodeBatchedHeads(
+          headContext,
+          s.steps.map((step) => step.hOut),
+          s.steps.map((_, k) => ({ loss: rowOutputs(k).loss, stats: statsView(rowStatsTable, k) })),
+          s.captured && ((k, logits) => (s.captured!.logits[k] = gpu.readLater(logits) as Promise<Float32Array>)),
+        )
+      : undefined;
 
   const stepContext: StepContext = {
     gpu,
@@ -112,14 +130,15 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     const step = s.steps[k];
     // The step's head first (it reads h_out only): its loss rows, metrics and dF, before the body's
     // tensors exist. dHOut accumulates onto the gradient from step k + 1.
-    const invRmsFinal = gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
-    const dF = await encodeHead(k, step.hOut, invRmsFinal);
+    const invRmsFinal = batched ? batched.invRms[k] : gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
+    const dF = batched ? batched.dF(k) : await encodeHead(k, step.hOut, invRmsFinal);
     const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
     await rmsnormBackward(gpu, step.hOut, w.norm.value, invRmsFinal, dF, dHOut, w.norm.grad, norm, {
       accumulateDx: dFromNext !== undefined,
       accumulateDw: true,
     });
-    gpu.release(dF, invRmsFinal);
+    // A batched head's dF is a view of the steps' one dF, released after step 0.
+    gpu.release(...(batched ? [] : [dF]), invRmsFinal);
     // Under activation recompute, the step's body is encoded again from its kept h_in (same bits).
     // Either way each of its tensors is released after its last reader below, so the backward of a
     // step holds less and less of its body.
@@ -197,6 +216,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     }
   }
   // The losses: each step's, and the weighted total in step order (the bits of the gradient-free forward's).
+  batched?.release();
   gpu.release(dKCache, dVCache);
   if (rowStatsTable) {
     await reduceStepMetrics(gpu, rowStatsTable, s.metricsOut, R, L, statsStride);

@@ -48,6 +48,8 @@ export interface Eagle3ForwardState {
   mlpChunkRows: number;
   /** Rows per chunk of each step's head (step-head.ts), which training runs in the backward. */
   headChunkRows: number;
+  /** Training runs every step's head at once at the start of the backward (step-heads-batched.ts). */
+  batchedHeads: boolean;
   /** Rows per chunk of the fc over f16 features (fc-chunks.ts); its weight gradient chunks as the forward did. */
   fcChunkRows: number;
   /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */

@@ -29,7 +29,8 @@
  * written in place into the logits buffer (SpecForge's fused-kernel behaviour), scaled by
  * lossScale · 0.8ᵏ, after the metrics read the logits, and goes straight through lm_head
  * (lm-head.ts `lmHeadBackward`); so no step keeps a vocabulary-sized tensor, and the gradient at
- * norm(h_out) lives for one step, not L. The losses and metric sums are the same bits in both modes:
+ * norm(h_out) lives for one step, not L. Where the heads are small (at most 4 MiB of logits for all
+ * steps), training runs them all at once instead, before the first body (step-heads-batched.ts). The losses and metric sums are the same bits in both modes:
  * each step's come from the same kernels on the same operands, and the weighted total is summed in
  * step order in both.
  */
@@ -40,6 +41,7 @@ import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.t
 import { fcChunkRows, fcForward } from './fc-chunks.ts';
 import { mlpChunkRows } from './mlp-chunks.ts';
 import { encodeStepHead, headChunkRows } from './step-head.ts';
+import { batchedHeadsFit } from './step-heads-batched.ts';
 import { TeacherSource } from './teacher-source.ts';
 import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from './inputs.ts';
@@ -62,6 +64,8 @@ export interface Eagle3ForwardOptions {
   mlpChunkRows?: number;
   /** Rows per chunk of the fc over f16 features (fc-chunks.ts); default `fcChunkRows` for the device's bindings. */
   fcChunkRows?: number;
+  /** false: one head per step even where `batchedHeadsFit` would batch them (step-heads-batched.ts). Default true. */
+  batchHeads?: boolean;
 }
 
 export interface Eagle3EvalOutput {
@@ -103,6 +107,7 @@ export async function eagle3Forward(
     headChunkRows: options.headChunkRows,
     mlpChunkRows: options.mlpChunkRows,
     fcChunkRows: options.fcChunkRows,
+    batchHeads: options.batchHeads,
   });
 }
 
@@ -138,6 +143,7 @@ interface UnrollMode {
   headChunkRows?: number;
   mlpChunkRows?: number;
   fcChunkRows?: number;
+  batchHeads?: boolean;
 }
 
 /**
@@ -203,6 +209,7 @@ async function encodeUnroll(
     mlpChunkRows: mlpRows,
     headChunkRows: chunkRows,
     fcChunkRows: fcRows,
+    batchedHeads: train !== undefined && mode.batchHeads !== false && chunkRows >= R && batchedHeadsFit(R, L, D, H, maxBinding),
     lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
     metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,

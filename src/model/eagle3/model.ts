@@ -29,6 +29,8 @@ export interface Eagle3TrainOptions {
   headChunkRows?: number;
   /** Rows per chunk of each step's MLP (mlp-chunks.ts); default: all rows when the packed gate | up [R, 2I] f32 fits one binding. */
   mlpChunkRows?: number;
+  /** false: one head per step even where the heads would run batched (step-heads-batched.ts). Default true. */
+  batchHeads?: boolean;
 }
 
 export interface Eagle3TrainOutput {

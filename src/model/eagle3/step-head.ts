@@ -22,7 +22,7 @@ import { PLOSS_DECAY } from '../../config/eagle3-config.ts';
 import type { Eagle3Inputs } from './inputs.ts';
 import { lmHeadBackward } from './lm-head.ts';
 import type { Eagle3Parameters } from './parameters.ts';
-import type { TeacherSource } from './teacher-source.ts';
+import type { TeacherRows, TeacherSource } from './teacher-source.ts';
 
 /**
  * Rows per chunk of a step's head: all R when the [R, D] f32 logits fit one binding and 128 MiB,
@@ -61,14 +61,12 @@ export async function encodeStepHead(
   dF: Tensor | undefined,
   rowsOut: { loss?: Tensor; stats?: Tensor } = {},
 ): Promise<void> {
-  const { gpu, params, inputs, teacher, chunkRows } = ctx;
-  const { seqLen: S, rows: R, tttLength: L } = ctx.dims;
+  const { gpu, params, teacher, chunkRows } = ctx;
+  const { rows: R, tttLength: L } = ctx.dims;
   const { hiddenSize: H, draftVocabSize: D } = params.config;
-  const train = ctx.lossScale !== undefined;
   const whole = chunkRows >= R;
   const rowLoss = rowsOut.loss ?? gpu.tensor([R], 'f32', 'eagle3.rowLoss');
   const rowStats = rowsOut.stats ?? gpu.tensor([R, 4], 'f32', 'eagle3.rowStats');
-  const common = { rows: R, draftVocab: D, seqLen: S, step: k };
   try {
     for (let r0 = 0; r0 < R; r0 += chunkRows) {
       const n = Math.min(chunkRows, R - r0);
@@ -80,28 +78,7 @@ export async function encodeStepHead(
         if (!whole) copyRows(gpu, f, r0, fC, 0, n);
         await linearForward(gpu, fC, params.weights.lmHead.value, logits, { rows: n, inFeatures: H, outFeatures: D });
         await ctx.onLogits?.(logits, r0);
-        // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
-        const teacherRows = { teacherWindow: rows.window, window };
-        await eagle3MetricsRows(
-          gpu,
-          {
-            logits,
-            pTilde: rows.pTilde,
-            tok: teacher.tok,
-            lossMask: inputs.lossMask,
-            positionMask: teacher.positionMask,
-            used: params.used,
-            rowStats,
-          },
-          { ...common, ...teacherRows, slot: k },
-        );
-        // The loss does not depend on the grad mode: gradient-free, the same loss without its gradient.
-        const grad = train ? { grad: 'in-place' as const, gradScale: ctx.lossScale! * PLOSS_DECAY ** k } : { grad: 'none' as const };
-        await softCrossEntropyRows(
-          gpu,
-          { logits, p: rows.p, positionMask: teacher.positionMask, rowLoss },
-          { ...common, ...teacherRows, ...grad, slot: k },
-        );
+        await encodeHeadRows(ctx, k, logits, rows, window, { loss: rowLoss, stats: rowStats });
         if (dF) {
           // The loss gradient of these rows is final: fold it through lm_head at once (dF [n, H], not [n, D]).
           const dFC = whole ? dF : gpu.tensor([n, H], 'f32', `eagle3.s${k}.dF[${r0}:]`);
@@ -123,6 +100,45 @@ export async function encodeStepHead(
     if (!rowsOut.stats) gpu.release(rowStats);
     if (!rowsOut.loss) gpu.release(rowLoss);
   }
+}
+
+/**
+ * The metric terms and the soft cross-entropy of rows `window` of step k from their logits [n, D]
+ * (with the loss gradient written over them in training), into the step's [R, 4] and [R] row tensors.
+ */
+export async function encodeHeadRows(
+  ctx: StepHeadContext,
+  k: number,
+  logits: Tensor,
+  rows: TeacherRows,
+  window: { firstRow: number; rows: number },
+  out: { loss: Tensor; stats: Tensor },
+): Promise<void> {
+  const { gpu, params, inputs, teacher } = ctx;
+  const common = { rows: ctx.dims.rows, draftVocab: params.config.draftVocabSize, seqLen: ctx.dims.seqLen, step: k };
+  const teacherRows = { teacherWindow: rows.window, window };
+  // Metrics read the logits, so they go before the in-place loss gradient overwrites them.
+  await eagle3MetricsRows(
+    gpu,
+    {
+      logits,
+      pTilde: rows.pTilde,
+      tok: teacher.tok,
+      lossMask: inputs.lossMask,
+      positionMask: teacher.positionMask,
+      used: params.used,
+      rowStats: out.stats,
+    },
+    { ...common, ...teacherRows, slot: k },
+  );
+  // The loss does not depend on the grad mode: gradient-free, the same loss without its gradient.
+  const train = ctx.lossScale !== undefined;
+  const grad = train ? { grad: 'in-place' as const, gradScale: ctx.lossScale! * PLOSS_DECAY ** k } : { grad: 'none' as const };
+  await softCrossEntropyRows(
+    gpu,
+    { logits, p: rows.p, positionMask: teacher.positionMask, rowLoss: out.loss },
+    { ...common, ...teacherRows, ...grad, slot: k },
+  );
 }
 
 /** Where step k's loss goes: lossOut[k], and 0.8ᵏ of it into the total lossOut[L] (the first step writes it). */

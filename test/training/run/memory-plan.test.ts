@@ -12,6 +12,7 @@ import { Gpu } from '../../../src/gpu/gpu.ts';
 import { fcChunkRows } from '../../../src/model/eagle3/fc-chunks.ts';
 import { mlpChunkRows } from '../../../src/model/eagle3/mlp-chunks.ts';
 import { headChunkRows } from '../../../src/model/eagle3/step-head.ts';
+import { batchedHeadsFit } from '../../../src/model/eagle3/step-heads-batched.ts';
 import { castF32ToF16Ref } from '../../../src/reference/cast.ts';
 import { draftConfigFor } from '../../../src/training/sequences/eagle3-data.ts';
 import type { Eagle3Config } from '../../../src/config/eagle3-config.ts';
@@ -219,6 +220,11 @@ export default defineSuite('training/run/memory-plan', (t) => {
       try {
         const rng = new Rng(3);
         const [B, S] = [input.batchSize, input.maxLength];
+        // This step runs every TTT step's head at once (step-heads-batched.ts): the plan's moment for it is checked.
+        assert(
+          batchedHeadsFit(B * S, input.tttLength, draft.draftVocabSize, draft.hiddenSize, gpu.maxBindingBytes),
+          'the step batches its heads',
+        );
         const measured = await measuredStepPeak(
           gpu,
           draft,

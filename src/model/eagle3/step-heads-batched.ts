@@ -1,0 +1,116 @@
+/**
+ * Every TTT step's head at once, for training steps whose heads are small (docs/eagle3.md §3). A
+ * step's head reads its h_out only, and every h_out is known when the backward starts, so the L
+ * heads need not wait for the steps' bodies: their final norms write into one f [L·R, H], one product
+ * gives every step's logits [L·R, D], each step's metrics and loss (with its gradient in place) read
+ * their own rows, and one lm_head backward gives dF [L·R, H] and W_lm.grad for all steps.
+ *
+ * Against one head per step this is two products instead of 2·L, for L times the head's logits (at
+ * most BATCHED_HEADS_MAX_BYTES). Where each dispatch is small (a fixture step on a CPU
+ * adapter) the handoff of a dispatch costs more than its arithmetic; at larger sizes the heads gain
+ * nothing from batching and would hold L times the memory, so they keep one head per step
+ * (step-head.ts). Each row's logits, loss, metric terms and dF are computed exactly as by its own
+ * step's head; W_lm.grad sums the same terms in another order (all rows in one product instead of
+ * step by step), within 1e-6 relative (test/model/eagle3-heads-batched.test.ts).
+ */
+import type { Tensor } from '../../gpu/tensor.ts';
+import { elementView } from '../../gpu/tensor-views.ts';
+import { linearForward } from '../../kernels/linear.ts';
+import { rmsnormForward } from '../../kernels/rmsnorm.ts';
+import { lmHeadBackward } from './lm-head.ts';
+import { encodeHeadRows, headChunkRows, stepTableStride, type StepHeadContext } from './step-head.ts';
+
+/**
+ * The most bytes of logits [L·R, D] the batched heads hold at once. Batching pays where a dispatch's
+ * handoff outweighs its work (the fixture's 2 × 40 rows: 0.12 MB of logits). The lab's 4 × 56 rows
+ * (7.3 MB) measured within the step's spread, and the lab main job's heads at 16 MiB raised its GPU
+ * peak from 47 to 64 MiB, so larger heads keep one head per step.
+ */
+export const BATCHED_HEADS_MAX_BYTES = 4 * 1024 * 1024;
+
+/**
+ * Each step's rows of f, dF and the logits are views at k·R rows: they must start on a binding
+ * boundary on every device, and WebGPU's minStorageBufferOffsetAlignment is at most 256 bytes.
+ */
+const VIEW_ALIGN_BYTES = 256;
+
+/**
+ * Whether a training step of `rows` rows (B·S), L steps, draft vocabulary D and hidden size H runs
+ * its heads batched: more than one step, logits [L·R, D] within BATCHED_HEADS_MAX_BYTES and one
+ * binding, one head per step unchunked, each step's rows on a binding boundary, and the steps' row
+ * loss and metric tables each one binding. The backward and the memory plan both ask this.
+ */
+export function batchedHeadsFit(rows: number, steps: number, draftVocab: number, hidden: number, maxBindingBytes: number): boolean {
+  const logitBytes = steps * rows * draftVocab * 4;
+  return (
+    steps > 1 &&
+    logitBytes <= Math.min(BATCHED_HEADS_MAX_BYTES, maxBindingBytes) &&
+    steps * rows * hidden * 4 <= maxBindingBytes &&
+    headChunkRows(rows, draftVocab, maxBindingBytes) >= rows &&
+    (rows * draftVocab * 4) % VIEW_ALIGN_BYTES === 0 &&
+    (rows * hidden * 4) % VIEW_ALIGN_BYTES === 0 &&
+    stepTableStride(rows, steps, VIEW_ALIGN_BYTES, maxBindingBytes) > 0 &&
+    stepTableStride(4 * rows, steps, VIEW_ALIGN_BYTES, maxBindingBytes) > 0
+  );
+}
+
+/** What the backward reads of the batched heads, step by step. */
+export interface BatchedHeads {
+  /** Step k's dF [R, H]: a view of the one dF, never released on its own. */
+  dF(k: number): Tensor;
+  /** Step k's 1/rms of its final norm [R], the caller's to release. */
+  invRms: Tensor[];
+  /** Releases the one dF, after the last step's final-norm backward is encoded. */
+  release(): void;
+}
+
+/**
+ * Encodes the heads of all L steps (training): `hOuts[k]` is step k's h_out [R, H]; step k's row
+ * losses and metric terms go to `rowsOut[k]` (views of the steps' tables); `onLogits` sees each
+ * step's logits before its metrics read them.
+ */
+export async function encodeBatchedHeads(
+  ctx: StepHeadContext,
+  hOuts: Tensor[],
+  rowsOut: { loss: Tensor; stats: Tensor }[],
+  onLogits?: (k: number, logits: Tensor) => void,
+): Promise<BatchedHeads> {
+  const { gpu, params } = ctx;
+  const { rows: R } = ctx.dims;
+  const L = hOuts.length;
+  const { hiddenSize: H, draftVocabSize: D, rmsNormEps: eps } = params.config;
+  const view = (t: Tensor, k: number, width: number, name: string) =>
+    elementView(gpu, t, k * R * width, R * width, `eagle3.s${k}.${name}`, [R, width]);
+  const f = gpu.tensor([L * R, H], 'f32', 'eagle3.heads.f');
+  const dF = gpu.tensor([L * R, H], 'f32', 'eagle3.heads.dF');
+  const logits = gpu.tensor([L * R, D], 'f32', 'eagle3.heads.logits');
+  const invRms = hOuts.map((_, k) => gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`));
+  try {
+    for (let k = 0; k < L; k++) {
+      await rmsnormForward(gpu, hOuts[k], params.weights.norm.value, view(f, k, H, 'f'), invRms[k], { rows: R, hidden: H, eps });
+    }
+    await linearForward(gpu, f, params.weights.lmHead.value, logits, { rows: L * R, inFeatures: H, outFeatures: D });
+    for (let k = 0; k < L; k++) {
+      const stepLogits = view(logits, k, D, 'logits');
+      onLogits?.(k, stepLogits);
+      const teacherRows = await ctx.teacher.rowsFor(k, 0, R);
+      try {
+        await encodeHeadRows(ctx, k, stepLogits, teacherRows, { firstRow: 0, rows: R }, rowsOut[k]);
+      } finally {
+        ctx.teacher.release(teacherRows);
+      }
+    }
+    // Every step's loss gradient is in place over its logits: one lm_head backward for all of them.
+    await lmHeadBackward(gpu, params, logits, f, dF, L * R);
+  } catch (err) {
+    gpu.release(dF, ...invRms);
+    throw err;
+  } finally {
+    gpu.release(f, logits);
+  }
+  return {
+    dF: (k) => view(dF, k, H, 'dF'),
+    invRms,
+    release: () => gpu.release(dF),
+  };
+}
