@@ -4,6 +4,7 @@
  * device. Split from attention.ts so that the encode functions and their checks stay readable.
  */
 import type { KernelDef } from '../gpu/kernel-def.ts';
+import { storageBindings } from '../gpu/pipeline-cache.ts';
 import { shaderSource } from './shader-source.ts';
 /**
  * Launch geometry of the flash kernels. Each shader receives the fields it uses as WGSL constants
@@ -117,7 +118,7 @@ export function flashWorkgroupBytes(g: FlashGeometry): number {
 
 /** Storage buffers the widest of `kernels` binds. */
 export function storageBuffersOf(kernels: FlashKernels): number {
-  return Math.max(...Object.values(kernels).map((k: KernelDef) => k.bindings.filter((b) => b !== 'uniform').length));
+  return Math.max(...Object.values(kernels).map((k: KernelDef) => storageBindings(k)));
 }
 
 /** Storage buffers of the widest kernel (dkv: 8), the same for every geometry. */

@@ -15,6 +15,7 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
+import { storageLimitUnfit } from '../gpu/pipeline-cache.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { writtenAlias } from './elementwise-common.ts';
@@ -28,9 +29,6 @@ export const MATMUL_PAIR_KERNEL: KernelDef = {
   bindings: ['uniform', 'read', 'read', 'read', 'write', 'write'],
   requires: ['subgroups'],
 };
-
-/** Storage bindings the pair kernel binds in one stage. */
-const PAIR_STORAGE_BINDINGS = 5;
 
 /** dy [R, out], W [out, in] and x [R, in] read; dx [R, in] and dW [out, in] written. */
 export interface LinearGradTensors {
@@ -74,9 +72,8 @@ export function linearGradsPairUnfit(gpu: Gpu, shape: LinearShape, t: LinearGrad
     [3, 4],
   );
   if (shared) return shared;
-  const buffers = gpu.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (buffers < PAIR_STORAGE_BINDINGS)
-    return `the device binds ${buffers} storage buffers per stage, the pair kernel ${PAIR_STORAGE_BINDINGS}`;
+  const storage = storageLimitUnfit(MATMUL_PAIR_KERNEL, gpu.ctx.limits);
+  if (storage) return storage;
   const rows = pairRowTiles(shape);
   if (rows.total * rows.input >= 2 ** 32) return `${rows.total} row tiles overflow the shader's u32 interleave`;
   if (rows.total > (gpu.ctx.limits.maxComputeWorkgroupsPerDimension ?? 65535)) return `${rows.total} row tiles exceed one grid dimension`;

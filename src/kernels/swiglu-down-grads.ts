@@ -14,6 +14,7 @@
  */
 import type { Gpu } from '../gpu/gpu.ts';
 import type { KernelDef } from '../gpu/kernel-def.ts';
+import { storageLimitUnfit } from '../gpu/pipeline-cache.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { writtenAlias } from './elementwise-common.ts';
@@ -29,8 +30,6 @@ export const SWIGLU_DOWN_GRADS_KERNEL: KernelDef = {
   bindings: ['uniform', 'read', 'read', 'read', 'read', 'write', 'write'],
   requires: ['subgroups'],
 };
-
-const STORAGE_BINDINGS = 6;
 
 /**
  * The largest pair of products (4·R·I·H FLOPs) the fused kernel takes. It saves a dispatch and dAct's
@@ -82,8 +81,8 @@ export function swigluDownGradsUnfit(
   const flops = 4 * shape.rows * shape.inter * shape.hidden;
   if (flops > maxFlops) return `the products' ${flops} FLOPs are past the launch-bound size the fused kernel is for (${maxFlops})`;
   if (t.gu.isChunked || t.dgu.isChunked) return 'an operand is split into parts';
-  const buffers = gpu.ctx.limits.maxStorageBuffersPerShaderStage ?? 8;
-  if (buffers < STORAGE_BINDINGS) return `the device binds ${buffers} storage buffers per stage, the kernel ${STORAGE_BINDINGS}`;
+  const storage = storageLimitUnfit(SWIGLU_DOWN_GRADS_KERNEL, gpu.ctx.limits);
+  if (storage) return storage;
   // The pair kernel's limits, with dgu [R, 2I] in dx's place: the check reads operands' buffers and
   // splits, not their shapes, and the products are the pair's (dAct = dY · W, dW += dYᵀ · act).
   return linearGradsPairUnfit(gpu, linearShapeOf(shape), { dy: t.dy, w: t.w, x: t.act, dx: t.dgu, dw: t.dw });
