@@ -8,7 +8,7 @@
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { Eagle3DraftModel } from '../../src/model/eagle3/model.ts';
-import { BATCHED_HEADS_MAX_BYTES, batchedHeadsFit } from '../../src/model/eagle3/step-heads-batched.ts';
+import { BATCHED_HEADS_MAX_BYTES, batchedHeadRows, batchedHeadsFit } from '../../src/model/eagle3/step-heads-batched.ts';
 import { AdamWBackend } from '../../src/optim/adamw-backend.ts';
 import { eagle3ParameterShapes, type Eagle3Config } from '../../src/config/eagle3-config.ts';
 import { eagle3StepReference } from '../../src/reference/eagle3.ts';
@@ -23,16 +23,22 @@ const ROWS = 48;
 const MIB = 1024 * 1024;
 
 interface Run extends TrainedStep {
+  /** Each step's logits, where captured. */
   logits: Float32Array[];
+  /** Dispatches the forward and backward encoded. */
+  dispatches: number;
 }
 
-async function trainStep(gpu: Gpu, seed: number, batchHeads: boolean, recompute: boolean): Promise<Run> {
+async function trainStep(gpu: Gpu, seed: number, batchHeads: boolean, recompute: boolean, capture = true): Promise<Run> {
   const { values, inputs: x } = randomEagle3Problem(CONFIG, seed, LAYOUT);
   const backend = new AdamWBackend(gpu, FIXTURE_OPTIMIZER);
   const model = new Eagle3DraftModel(gpu, backend, CONFIG, values, { t2d: x.t2d, d2t: x.d2t });
   const inputs = uploadRandomInputs(gpu, CONFIG, x);
-  const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5, capture: true, recompute, batchHeads });
-  const run = { ...(await readTrainedStep(gpu, backend, CONFIG, out)), logits: await Promise.all(out.stepLogits!) };
+  const before = gpu.batcher.stats.dispatches;
+  const out = await model.trainStep(inputs, { tttLength: x.tttLength, lossScale: 0.5, capture, recompute, batchHeads });
+  const dispatches = gpu.batcher.stats.dispatches - before;
+  const logits = capture ? await Promise.all(out.stepLogits!) : [];
+  const run = { ...(await readTrainedStep(gpu, backend, CONFIG, out)), logits, dispatches };
   releaseInputs(gpu, inputs);
   model.destroy();
   backend.destroy();
@@ -53,12 +59,22 @@ export default defineSuite('model/eagle3-heads-batched', (t) => {
         assert(batchedHeadsFit(ROWS, x.tttLength, D, CONFIG.hiddenSize, gpu.maxBindingBytes), 'the test problem batches its heads');
         const names = eagle3ParameterShapes(CONFIG).map(([n]) => n);
         const ref = eagle3StepReference(CONFIG, values, x, { lossScale: 0.5 });
-        for (const recompute of [false, true]) {
-          const perStep = await trainStep(gpu, seed, false, recompute);
-          const batched = await trainStep(gpu, seed, true, recompute);
-          const what = recompute ? 'recompute' : 'kept bodies';
+        for (const [recompute, capture] of [
+          [false, true],
+          [true, true],
+          [false, false],
+        ] as const) {
+          const perStep = await trainStep(gpu, seed, false, recompute, capture);
+          const batched = await trainStep(gpu, seed, true, recompute, capture);
+          const what = `${recompute ? 'recompute' : 'kept bodies'}${capture ? ', logits captured' : ''}`;
+          // The batched path ran: two products (three where lm_head's gradients take two dispatches) for L
+          // heads instead of L times as many; the norms, metrics and losses stay one dispatch per step.
+          const saved = perStep.dispatches - batched.dispatches;
+          assert(saved >= 2 * x.tttLength - 2, `${what}: ${saved} dispatches saved, at least ${2 * x.tttLength - 2} expected`);
+          note(`${what}: dispatches`, `${perStep.dispatches} → ${batched.dispatches}`);
           assert(sameBits(batched.losses, perStep.losses), `${what}: losses are the same bits`);
           assert(sameBits(batched.metricSums, perStep.metricSums), `${what}: metric sums are the same bits`);
+          assertEqual(batched.logits.length, capture ? x.tttLength : 0, `${what}: each step's logits read back`);
           batched.logits.forEach((l, k) => assert(sameBits(l, perStep.logits[k]), `${what}: step ${k}'s logits are the same bits`));
           names.forEach((n, i) => {
             if (n === 'lm_head.weight') assertRelClose(batched.grads[i], perStep.grads[i], 1e-6, `${what}: grad ${n}`);
@@ -86,5 +102,10 @@ export default defineSuite('model/eagle3-heads-batched', (t) => {
     assert(!batchedHeadsFit(80, 4, 96, 64, 80 * 4 * 96 * 4 - 256), 'logits over one binding');
     assert(!batchedHeadsFit(81, 4, 96, 64, big), "a step's rows off a 256-byte boundary");
     assert(!batchedHeadsFit(80, 4, 96, 62, big), "a step's f rows off a 256-byte boundary");
+    // The most rows of a step that batch its heads, for the memory plan: a shorter batch of the lab's may.
+    assertEqual(batchedHeadRows(80, 4, 96, 64, big), 80, 'the fixture: all its rows');
+    assertEqual(batchedHeadRows(224, 4, 2048, 128, big), 128, 'the lab: 128 rows (4 MiB of logits) batch, 224 do not');
+    assertEqual(batchedHeadRows(81, 4, 96, 64, big), 80, 'the rows below an unaligned count');
+    assertEqual(batchedHeadRows(128, 1, 96, 64, big), 0, 'one step: none');
   });
 });

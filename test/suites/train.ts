@@ -25,6 +25,7 @@ import runPlan from '../training/run/run-plan.test.ts';
 import regenerate from '../training/sequences/regenerate.test.ts';
 import memoryPlan from '../training/run/memory-plan.test.ts';
 import memoryPlanRoles from '../training/run/memory-plan-roles.test.ts';
+import memoryPlanMoments from '../training/run/memory-plan-moments.test.ts';
 import runFootprint from '../training/run/run-footprint.test.ts';
 import planCli from '../cli/plan.test.ts';
 import trainRun from '../training/run/train-run.test.ts';
@@ -35,6 +36,7 @@ import hubModel from '../platform/hf-hub-node.test.ts';
 export const trainSuites: readonly Suite[] = [
   memoryPlan,
   memoryPlanRoles,
+  memoryPlanMoments,
   runFootprint,
   runPlan,
   regenerate,

@@ -245,7 +245,8 @@ async function encodeUnroll(
       const hOut = out!;
       hidden = hOut;
       if (train) {
-        // Training runs each step's head in the backward (backward.ts), so its dF lives for one step.
+        // Training runs each step's head in the backward (backward.ts), so its dF lives for one step
+        // (every step's dF through the backward where the heads run at once, step-heads-batched.ts).
         if (train.recompute) releaseStepBody(gpu, body);
         state.steps.push({ hIn, hOut, body: train.recompute ? undefined : body });
         state.captured?.hidden.push(gpu.readLater(hOut) as Promise<Float32Array>);

@@ -10,7 +10,8 @@
  * adapter) the handoff of a dispatch costs more than its arithmetic; at larger sizes the heads gain
  * nothing from batching and would hold L times the memory, so they keep one head per step
  * (step-head.ts). Each row's logits, loss, metric terms and dF are computed exactly as by its own
- * step's head; W_lm.grad sums the same terms in another order (all rows in one product instead of
+ * step's head wherever the lm_head products pick the same matmul variant at R and L·R rows (as at the
+ * fixture's shapes: a variant is chosen by shape, kernels/matmul.ts); W_lm.grad sums the same terms in another order (all rows in one product instead of
  * step by step), within 1e-6 relative (test/model/eagle3-heads-batched.test.ts).
  */
 import type { Tensor } from '../../gpu/tensor.ts';
@@ -52,6 +53,18 @@ export function batchedHeadsFit(rows: number, steps: number, draftVocab: number,
     stepTableStride(rows, steps, VIEW_ALIGN_BYTES, maxBindingBytes) > 0 &&
     stepTableStride(4 * rows, steps, VIEW_ALIGN_BYTES, maxBindingBytes) > 0
   );
+}
+
+/**
+ * The most rows R′ ≤ `rows` of a step whose heads batch (batchedHeadsFit), or 0 where none do. A run's
+ * batches are padded to their own longest sequence, so a step may have fewer rows than the planned
+ * B·S, and the predicate is not monotonic in the rows (the cap, the alignment): the memory plan counts
+ * the batched heads at R′ whenever a step of at most `rows` rows could run them.
+ */
+export function batchedHeadRows(rows: number, steps: number, draftVocab: number, hidden: number, maxBindingBytes: number): number {
+  const capRows = Math.floor(BATCHED_HEADS_MAX_BYTES / (steps * draftVocab * 4));
+  for (let r = Math.min(rows, capRows); r > 0; r--) if (batchedHeadsFit(r, steps, draftVocab, hidden, maxBindingBytes)) return r;
+  return 0;
 }
 
 /** What the backward reads of the batched heads, step by step. */

@@ -48,8 +48,11 @@ export interface StepShape {
   readonly rowLossStride: number;
   /** Row stride of the steps' [L, stride] table of [R, 4] metric terms (rowLossStride of 4R), or 0 for one [R, 4] tensor per head. */
   readonly rowStatsStride: number;
-  /** Every step's head runs at once before the first body of the backward (model/eagle3/step-heads-batched.ts batchedHeadsFit). */
-  readonly batchedHeads: boolean;
+  /**
+   * The most rows of a step (at most B·S) whose heads run all at once before the first body of the
+   * backward (model/eagle3/step-heads-batched.ts batchedHeadRows), or 0 where no step's do.
+   */
+  readonly batchedHeadRows: number;
 }
 
 /** What the step keeps through its forward and backward, and its moments. */
@@ -131,10 +134,13 @@ export function stepTensors(x: StepShape): StepTensors {
         : []),
     ]),
   ];
-  // Batched heads (step-heads-batched.ts): f, dF and the logits of every step at once; then dF and
-  // the steps' 1/rms stay through the whole backward (an upper bound: a step's 1/rms goes after its norm).
-  const batchedHead = [t('f (all steps)', [L * R, H]), t('logits (all steps)', [L * R, D], 'f32', true)];
-  const headsKept = x.batchedHeads ? [t('dF (all steps)', [L * R, H]), ...times(L, [t('invRmsFinal', [R])])] : [];
+  // Batched heads (step-heads-batched.ts), for a step of Rb rows: f, dF and the logits of every step
+  // at once; then dF and the steps' 1/rms stay through the whole backward (an upper bound: a step's
+  // 1/rms goes after its norm). Counted beside one head per step at B·S rows, since a run's shorter
+  // batches may batch their heads where B·S does not, or the other way round.
+  const Rb = x.batchedHeadRows;
+  const batchedHead = Rb ? [t('f (all steps)', [L * Rb, H]), t('logits (all steps)', [L * Rb, D], 'f32', true)] : [];
+  const headsKept = Rb ? [t('dF (all steps)', [L * Rb, H]), ...times(L, [t('invRmsFinal', [Rb])])] : [];
   const dCaches = [...times(2, [t('dKCache', caches[0].shape)]), ...headsKept];
   const dH = (name: string) => t(name, [R, H]);
   // A whole teacher from compact features is built before step 0 (teacher-source.ts): the target's
@@ -155,8 +161,9 @@ export function stepTensors(x: StepShape): StepTensors {
     // be bound in place; counted either way.
     [...early, ...z, ...qkv(''), t('qRot', [R, qDim]), t('kRot', [R, kvDim]), t('v', [R, kvDim])],
     [...body, ...mlpForward],
-    // The backward of step k: its head, with the gradient from step k + 1 (or every step's head at once, first).
-    x.batchedHeads ? [...dCaches, ...batchedHead] : [...dCaches, dH('dFromNext'), ...head],
+    // The backward of step k: its head, with the gradient from step k + 1; or every step's head at once, first.
+    [...dCaches, dH('dFromNext'), ...head],
+    ...(Rb ? [[...dCaches, ...batchedHead]] : []),
     [...dCaches, ...live(body), dH('dHOut'), ...qkv(' (again)')],
     [...dCaches, ...live(body), dH('dHOut'), dH('dn'), ...mlpBackward],
     // dH1 is dHOut with the post-attention norm's dx added in place (model/eagle3/backward.ts).

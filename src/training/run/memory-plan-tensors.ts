@@ -30,7 +30,7 @@ import { stackedProjectionFits } from '../../model/eagle3/step-body.ts';
 import { gathersFromTableOf } from '../../kernels/rmsnorm-gather.ts';
 import { stepTensors } from './memory-plan-moments.ts';
 import { headChunkRows, stepTableStride } from '../../model/eagle3/step-head.ts';
-import { batchedHeadsFit } from '../../model/eagle3/step-heads-batched.ts';
+import { batchedHeadRows } from '../../model/eagle3/step-heads-batched.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
 
@@ -172,7 +172,7 @@ export function itemSpecs(
     // The device's binding alignment is at most 256 bytes, so this stride is not below the one it uses.
     rowLossStride: stepTableStride(R, L, 256, maxBinding),
     rowStatsStride: stepTableStride(4 * R, L, 256, maxBinding),
-    batchedHeads: batchedHeadsFit(R, L, D, H, maxBinding),
+    batchedHeadRows: batchedHeadRows(R, L, D, H, maxBinding),
   });
   const ropeRows = S + L - 1;
   return {
