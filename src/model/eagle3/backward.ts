@@ -82,18 +82,16 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     lossScale: s.lossScale,
   };
   const statsView = (table: Tensor, k: number) => elementView(gpu, table, k * statsStride, 4 * R, `eagle3.s${k}.rowStats`, [R, 4]);
-  /** Step k's rows of the row-loss table (else a tensor of its own, kept in rowLosses[k]) and of the metric table. */
-  const rowOutputs = (k: number) => {
-    rowLosses[k] = rowLossTable
+  /** Step k's rows of the row-loss table, else a tensor of its own; kept in rowLosses[k]. */
+  const rowLossOf = (k: number) =>
+    (rowLosses[k] = rowLossTable
       ? elementView(gpu, rowLossTable, k * stride, R, `eagle3.s${k}.rowLoss`)
-      : gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`);
-    return { loss: rowLosses[k], stats: rowStatsTable && statsView(rowStatsTable, k) };
-  };
+      : gpu.tensor([R], 'f32', `eagle3.s${k}.rowLoss`));
   /** Step k's head (step-head.ts) on f = norm(h_out): returns dF [R, H]; its rows' losses go to rowLosses[k]. */
   const encodeHead = async (k: number, hOut: Tensor, invRmsFinal: Tensor): Promise<Tensor> => {
     const f = gpu.tensor([R, H], 'f32', `eagle3.s${k}.f`);
     const dF = gpu.tensor([R, H], 'f32', `eagle3.s${k}.dF`);
-    const out = rowOutputs(k);
+    const out = { loss: rowLossOf(k), stats: rowStatsTable && statsView(rowStatsTable, k) };
     await rmsnormForward(gpu, hOut, w.norm.value, f, invRmsFinal, { ...norm, eps: c.rmsNormEps });
     const captured = s.captured ? captureLogits(gpu, R, c.draftVocabSize) : undefined;
     const head = { ...headContext, onLogits: captured && (async (logits: Tensor) => captured.add(logits)) };
@@ -108,7 +106,7 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
       ? await encodeBatchedHeads(
           headContext,
           s.steps.map((step) => step.hOut),
-          s.steps.map((_, k) => ({ loss: rowOutputs(k).loss, stats: statsView(rowStatsTable, k) })),
+          s.steps.map((_, k) => ({ loss: rowLossOf(k), stats: statsView(rowStatsTable, k) })),
           s.captured && ((k, logits) => (s.captured!.logits[k] = gpu.readLater(logits) as Promise<Float32Array>)),
         )
       : undefined;

@@ -30,9 +30,9 @@
  * lossScale · 0.8ᵏ, after the metrics read the logits, and goes straight through lm_head
  * (lm-head.ts `lmHeadBackward`); so no step keeps a vocabulary-sized tensor, and the gradient at
  * norm(h_out) lives for one step, not L. Where the heads are small (at most 4 MiB of logits for all
- * steps), training runs them all at once instead, before the first body (step-heads-batched.ts). The losses and metric sums are the same bits in both modes:
- * each step's come from the same kernels on the same operands, and the weighted total is summed in
- * step order in both.
+ * steps), training runs them all at once instead, before the first body (step-heads-batched.ts).
+ * The losses and metric sums are the same bits in both modes: each step's come from the same kernels
+ * on the same operands, and the weighted total is summed in step order in both.
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';

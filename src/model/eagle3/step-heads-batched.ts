@@ -10,9 +10,10 @@
  * adapter) the handoff of a dispatch costs more than its arithmetic; at larger sizes the heads gain
  * nothing from batching and would hold L times the memory, so they keep one head per step
  * (step-head.ts). Each row's logits, loss, metric terms and dF are computed exactly as by its own
- * step's head wherever the lm_head products pick the same matmul variant at R and L·R rows (as at the
- * fixture's shapes: a variant is chosen by shape, kernels/matmul.ts); W_lm.grad sums the same terms in another order (all rows in one product instead of
- * step by step), within 1e-6 relative (test/model/eagle3-heads-batched.test.ts).
+ * step's head wherever the lm_head products pick the same matmul variant at R and L·R rows (as at
+ * the fixture's shapes: a variant is chosen by shape, kernels/matmul.ts); W_lm.grad sums the same
+ * terms in another order (all rows in one product instead of step by step), within 1e-6 relative
+ * (test/model/eagle3-heads-batched.test.ts).
  */
 import type { Tensor } from '../../gpu/tensor.ts';
 import { elementView } from '../../gpu/tensor-views.ts';

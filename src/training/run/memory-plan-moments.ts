@@ -141,6 +141,7 @@ export function stepTensors(x: StepShape): StepTensors {
   const Rb = x.batchedHeadRows;
   const batchedHead = Rb ? [t('f (all steps)', [L * Rb, H]), t('logits (all steps)', [L * Rb, D], 'f32', true)] : [];
   const headsKept = Rb ? [t('dF (all steps)', [L * Rb, H]), ...times(L, [t('invRmsFinal', [Rb])])] : [];
+  // What the backward holds from its start: the caches' gradients, and the batched heads' dF and 1/rms.
   const dCaches = [...times(2, [t('dKCache', caches[0].shape)]), ...headsKept];
   const dH = (name: string) => t(name, [R, H]);
   // A whole teacher from compact features is built before step 0 (teacher-source.ts): the target's
