@@ -8,12 +8,13 @@ import { benchEmbedding } from './kernels/embedding.ts';
 import { benchLinear, LINEAR_CPU_SHAPES } from './kernels/linear.ts';
 import { benchLinearGrads } from './kernels/linear-grads.ts';
 import { benchLinearResidual } from './kernels/linear-residual.ts';
-import { benchLoss, benchStepLosses } from './kernels/loss.ts';
+import { benchLoss, benchStepLosses, benchStepRows } from './kernels/loss.ts';
 import { benchOptim } from './kernels/optim.ts';
 import { benchRmsnorm } from './kernels/rmsnorm.ts';
 import { benchRope } from './kernels/rope.ts';
 import { benchSwiglu } from './kernels/swiglu.ts';
 import { benchSwigluDownGrads } from './kernels/swiglu-down-grads.ts';
+import { benchLinearSwiglu } from './kernels/linear-swiglu.ts';
 import type { BenchRecord } from './record.ts';
 
 const CPU_ATTENTION_SHAPE = { batch: 1, seq: 256, heads: 8, kvHeads: 2, headDim: 64 };
@@ -46,6 +47,7 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   ['swiglu', (gpu) => benchSwiglu(gpu)],
   // SwiGLU's backward fused into the down projection's pair of products, against the two commands it replaces.
   ['swiglu-down-grads', (gpu) => benchSwigluDownGrads(gpu)],
+  ['linear-swiglu', (gpu) => benchLinearSwiglu(gpu)],
   // The Llama-8B-shaped attention takes many minutes on a software adapter (pipeline compile
   // included); there it runs at a small shape with the same kernels.
   ['attention', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchAttention(gpu, CPU_ATTENTION_SHAPE, 3) : benchAttention(gpu))],
@@ -56,7 +58,7 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   ['linear-grads', (gpu) => benchLinearGrads(gpu)],
   // The o and down projections with their residual add: one dispatch against a copy and the matmul.
   ['linear-residual', (gpu) => benchLinearResidual(gpu)],
-  ['loss', async (gpu) => [...(await benchLoss(gpu)), ...(await benchStepLosses(gpu))]],
+  ['loss', async (gpu) => [...(await benchLoss(gpu)), ...(await benchStepLosses(gpu)), ...(await benchStepRows(gpu))]],
   ['optim', (gpu) => benchOptim(gpu)],
   // Feature-sized casts move ~150 MB per call; a software adapter measures them at a quarter of the rows.
   [

@@ -6,12 +6,16 @@
  * over this one's. These kernels are memory-bound; bytes count what each kernel streams (a row
  * re-read by a later pass counts again, as it does on the GPU). `benchStepLosses` times the EAGLE3
  * step's loss reduction: every TTT step's row losses in one dispatch (reduceStepLosses) against one
- * reduction per step and per total term, as the step did before.
+ * reduction per step and per total term, as the step did before. `benchStepRows` times the batched
+ * heads' metric terms and soft cross-entropy of L TTT steps in one dispatch each
+ * (kernels/loss-steps.ts) against one of each per step (eagle3MetricsRows, softCrossEntropyRows).
  */
 import type { Gpu } from '../../src/gpu/gpu.ts';
-import { hardCrossEntropy, reduceStepLoss, softCrossEntropy } from '../../src/kernels/loss.ts';
+import { hardCrossEntropy, reduceStepLoss, softCrossEntropy, softCrossEntropyRows } from '../../src/kernels/loss.ts';
+import { eagle3MetricsSteps, softCrossEntropySteps } from '../../src/kernels/loss-steps.ts';
+import { elementView } from '../../src/gpu/tensor-views.ts';
 import { LOSS_ROW_GEOMETRY } from '../../src/kernels/loss-rows.ts';
-import { eagle3Metrics } from '../../src/kernels/metrics.ts';
+import { eagle3Metrics, eagle3MetricsRows } from '../../src/kernels/metrics.ts';
 import { availableRowVariants, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
 import { buildTeacher, buildTeacherPruned, targetStats } from '../../src/kernels/teacher.ts';
 import { Rng } from '../../src/util/random.ts';
@@ -141,6 +145,90 @@ export async function benchStepLosses(
     );
     for (const [variant, s] of ms) out.push({ family: 'loss', variant, shape: `R${R} L${L}`, ms: s * 1e3, gbps: (4 * R * L) / s / 1e9 });
     gpu.release(table, lossOut, ...rows);
+  }
+  return out;
+}
+
+/** Bytes a metrics + soft-CE pass streams per row of width D: z three times (two passes and the gradient), p and p̃ once. */
+const stepRowBytes = (D: number) => 4 * 5 * D;
+
+export async function benchStepRows(
+  gpu: Gpu,
+  shapes: readonly [number, number, number][] = [
+    [80, 96, 4],
+    [224, 2048, 4],
+  ],
+): Promise<BenchRecord[]> {
+  const out: BenchRecord[] = [];
+  const rng = new Rng(11);
+  const align = gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256;
+  for (const [R, D, L] of shapes) {
+    const stride = rowLossStride(R, align);
+    const statsStride = rowLossStride(4 * R, align);
+    const logits = gpu.upload([L * R, D], 'f32', rng.floats(L * R * D, 2), 'logits');
+    const [p, pTilde] = [0, 1].map(() => gpu.upload([R, D], 'f32', rng.floats(R * D).map(Math.abs), 'teacher'));
+    const ones = gpu.upload([R], 'i32', new Int32Array(R).fill(1), 'mask');
+    const tok = gpu.upload(
+      [R],
+      'i32',
+      Int32Array.from({ length: R }, () => rng.int(0, D - 1)),
+      'tok',
+    );
+    const used = gpu.upload(
+      [D],
+      'i32',
+      Int32Array.from({ length: D }, (_, i) => i),
+      'used',
+    );
+    const loss = gpu.zeros([L, stride], 'f32', 'rowLosses');
+    const stats = gpu.zeros([L, statsStride], 'f32', 'rowStats');
+    const t = { pTilde, tok, lossMask: ones, positionMask: ones, used };
+    const scales = Array.from({ length: L }, (_, k) => 0.8 ** k / R);
+    const shape = { rows: R, seqLen: R, draftVocab: D, firstStep: 0, steps: L };
+    const step = (k: number) => ({
+      rows: R,
+      draftVocab: D,
+      seqLen: R,
+      step: k,
+      slot: k,
+      window: { firstRow: 0, rows: R },
+      teacherWindow: undefined,
+    });
+    const ms = await interleavedMedians(
+      gpu,
+      new Map<string, () => Promise<void>>([
+        [
+          'step rows, 2 dispatches',
+          async () => {
+            await eagle3MetricsSteps(gpu, { logits, ...t, rowStats: stats }, { ...shape, tableStride: statsStride });
+            await softCrossEntropySteps(
+              gpu,
+              { logits, p, positionMask: ones, rowLoss: loss },
+              { ...shape, tableStride: stride, grad: 'in-place', gradScales: scales },
+            );
+          },
+        ],
+        [
+          `step rows, ${2 * L} dispatches`,
+          async () => {
+            for (let k = 0; k < L; k++) {
+              const z = elementView(gpu, logits, k * R * D, R * D, 'logits.k', [R, D]);
+              const rowStats = elementView(gpu, stats, k * statsStride, 4 * R, 'rowStats.k', [R, 4]);
+              const rowLoss = elementView(gpu, loss, k * stride, R, 'rowLoss.k');
+              await eagle3MetricsRows(gpu, { logits: z, ...t, rowStats }, step(k));
+              await softCrossEntropyRows(
+                gpu,
+                { logits: z, p, positionMask: ones, rowLoss },
+                { ...step(k), grad: 'in-place', gradScale: 0.8 ** k },
+              );
+            }
+          },
+        ],
+      ]),
+    );
+    for (const [variant, s] of ms)
+      out.push({ family: 'loss', variant, shape: `R${R} D${D} L${L}`, ms: s * 1e3, gbps: (L * R * stepRowBytes(D)) / s / 1e9 });
+    gpu.release(logits, p, pTilde, ones, tok, used, loss, stats);
   }
   return out;
 }

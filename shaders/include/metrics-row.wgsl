@@ -6,6 +6,9 @@
 // Numerics: per lane an online (max, Σexp, first argmax) over columns lane, lane + LANES, …,
 // combined by rowSoftmaxArgmax (ties → lowest draft id); α's partials by rowSumFinal. Rows with
 // ℓ = m = 0 skip the passes. Deterministic.
+// Steps at once: row j = rowStart + i of Z is row r = j mod stepRows of TTT step k + s, s = j / stepRows
+// (one step when stepRows is the step's row count), its terms at O[s·oStride + 4r].
+// Each row's arithmetic is the same as in a dispatch of its step alone.
 
 struct Params {
   count: u32,
@@ -19,6 +22,8 @@ struct Params {
   lmPart: u32,
   pmPart: u32,
   oPart: u32,
+  stepRows: u32,
+  oStride: u32,
 }
 
 @group(0) @binding(0) var<uniform> u: Params;
@@ -34,9 +39,12 @@ fn rowCount() -> u32 { return u.count; }
 
 fn processRow(i: u32, lane: u32, slot: u32) {
   let live = i < u.count;
-  let r = u.rowStart + i;
-  let inSeq = (r % u.S) + u.k < u.S;
-  let rs = r + u.k;
+  let j = u.rowStart + i;
+  let step = j / u.stepRows;
+  let r = j - step * u.stepRows;
+  let k = u.k + step;
+  let inSeq = (r % u.S) + k < u.S;
+  let rs = r + k;
   var lm = 0;
   var pm = 0;
   var tok = 0;
@@ -46,7 +54,7 @@ fn processRow(i: u32, lane: u32, slot: u32) {
     tok = TOK[rs - u.tokPart];
   }
   let n = select(0u, u.D, lm != 0 || pm != 0);
-  let zBase = (r - u.zPart) * u.D;
+  let zBase = (j - u.zPart) * u.D;
 
   // Pass 1: max, Σexp and argmax of z.
   var m = LOWEST;
@@ -78,7 +86,7 @@ fn processRow(i: u32, lane: u32, slot: u32) {
   if (live && lane == 0u) {
     var hit = 0.0;
     if (n != 0u && used[pred] == tok) { hit = f32(lm); }
-    let o = (r - u.oPart) * 4u;
+    let o = step * u.oStride + (r - u.oPart) * 4u;
     O[o] = hit;
     O[o + 1u] = f32(lm);
     O[o + 2u] = f32(pm) * alpha;

@@ -6,6 +6,7 @@
 // and eps) and x's binding, and provides
 //   fn xRowBase(row: u32) -> u32        where row `row` of x starts (only called for row < p.rows)
 //   fn xAt(base: u32, j: u32) -> f32     element j of the row that starts at base
+//   fn invRmsIndex(row: u32) -> u32      where row `row`'s 1/rms goes in invRms
 // (include/rmsnorm-forward-x.wgsl: x at a row stride; include/rmsnorm-gather-forward-x.wgsl: embedding rows).
 // Bindings declared here (group 0): 2 read w, 3 read_write y, 4 read_write invRms.
 // Numerics: include/rmsnorm-norm-row's.
@@ -20,7 +21,7 @@ fn normXBase(row: u32, second: bool) -> u32 { return xRowBase(row); }
 fn normX(base: u32, j: u32, second: bool) -> f32 { return xAt(base, j); }
 fn normW(j: u32, second: bool) -> f32 { return w[j]; }
 fn normYIndex(row: u32, j: u32, second: bool) -> u32 { return row * p.strideY + j; }
-fn normStoreInvRms(row: u32, r: f32, second: bool) { invRms[row] = r; }
+fn normStoreInvRms(row: u32, r: f32, second: bool) { invRms[invRmsIndex(row)] = r; }
 
 #include "include/rmsnorm-norm-row.wgsl"
 

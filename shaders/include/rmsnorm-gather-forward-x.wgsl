@@ -22,3 +22,4 @@ override TABLE_F16: u32 = 0u;
 
 fn xRowBase(row: u32) -> u32 { return gatheredRowBase(row); }
 fn xAt(base: u32, j: u32) -> f32 { return gatheredAt(base, j); }
+fn invRmsIndex(row: u32) -> u32 { return row; }

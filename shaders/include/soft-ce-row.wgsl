@@ -6,6 +6,10 @@
 // Numerics: pass 1 keeps an online (max, Σexp) per lane and Σp over columns lane, lane + LANES, …,
 // combined by rowSoftmaxSum. Pass 2 accumulates p·(lse − z), added by rowSumFinal, and writes the
 // gradient. Rows with m = 0 never read z. Deterministic.
+// Steps at once: row j = rowStart + i of Z is row r = j mod stepRows of TTT step k + s, s = j / stepRows
+// (one step when stepRows is the step's row count), with its loss at L[s·lStride + r] and gradScale
+// gradScales[s] (at most 16 steps per dispatch: LOSS_MAX_STEPS, src/kernels/loss.ts). Each
+// row's arithmetic is the same as in a dispatch of its step alone.
 
 struct Params {
   count: u32,
@@ -18,7 +22,10 @@ struct Params {
   mPart: u32,
   gPart: u32,
   lPart: u32,
-  gradScale: f32,
+  stepRows: u32,
+  lStride: u32,
+  // gradScale of step s (its weight / (B·S)) at [s / 4][s % 4].
+  gradScales: array<vec4<f32>, 4>,
 }
 
 override GRAD_MODE: u32 = 0u;
@@ -34,13 +41,16 @@ fn rowCount() -> u32 { return u.count; }
 
 fn processRow(i: u32, lane: u32, slot: u32) {
   let live = i < u.count;
-  let r = u.rowStart + i;
-  let inSeq = (r % u.S) + u.k < u.S;
+  let j = u.rowStart + i;
+  let step = j / u.stepRows;
+  let r = j - step * u.stepRows;
+  let k = u.k + step;
+  let inSeq = (r % u.S) + k < u.S;
   var mask = 0;
-  if (live && inSeq) { mask = M[r + u.k - u.mPart]; }
+  if (live && inSeq) { mask = M[r + k - u.mPart]; }
   let n = select(0u, u.D, mask != 0);
-  let zBase = (r - u.zPart) * u.D;
-  let pBase = (r + u.k - u.pPart) * u.D;
+  let zBase = (j - u.zPart) * u.D;
+  let pBase = (r + k - u.pPart) * u.D;
 
   // Pass 1: max and Σexp of z, and Σp.
   var m = LOWEST;
@@ -61,7 +71,7 @@ fn processRow(i: u32, lane: u32, slot: u32) {
   let pSum = stats.z;
 
   // Pass 2: CE partials and the gradient (zeros for masked rows, nothing for rows past the end).
-  let g = f32(mask) * u.gradScale;
+  let g = f32(mask) * u.gradScales[step / 4u][step % 4u];
   let width = select(0u, u.D, live);
   var ce = 0.0;
   for (var v = lane; v < width; v += LANES) {
@@ -73,8 +83,8 @@ fn processRow(i: u32, lane: u32, slot: u32) {
       grad = g * (pSum * exp(x - lse) - pv);
     }
     if (GRAD_MODE == 1u) { Z[zBase + v] = grad; }
-    if (GRAD_MODE == 2u) { G[(r - u.gPart) * u.D + v] = grad; }
+    if (GRAD_MODE == 2u) { G[(j - u.gPart) * u.D + v] = grad; }
   }
   let rowCe = rowSumFinal(ce, lane, slot);
-  if (live && lane == 0u) { L[r - u.lPart] = f32(mask) * rowCe; }
+  if (live && lane == 0u) { L[step * u.lStride + r - u.lPart] = f32(mask) * rowCe; }
 }

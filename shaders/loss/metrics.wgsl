@@ -14,7 +14,8 @@
 //   4 read       LM   i32 [*]    step-0 loss mask, part starts at lmPart
 //   5 read       PM   i32 [*]    step-0 position mask, part starts at pmPart
 //   6 read       used i32 [D]    draft → target ids
-//   7 read_write O    f32 [*, 4] part starts at oPart
+//   7 read_write O    f32 [*, 4] part starts at oPart; step s's rows from s·oStride
+// One dispatch may hold several TTT steps' rows stacked (stepRows rows each; include/metrics-row.wgsl).
 // Dispatch: count workgroups of 256 as (min(count, 65535), ceil(count / 65535)).
 // Numerics: f32 online (max, Σexp, argmax) per invocation, fixed-order tree; rows with ℓ = m = 0
 // skip the passes. Deterministic.

@@ -2,7 +2,8 @@
 //
 // Shapes: x f32 rows of `hidden` at row stride strideX (≥ hidden; padded rows allowed);
 //   w f32 [hidden]; y f32 at row stride strideY (padding between rows is left untouched);
-//   invRms f32 [rows] = 1 / sqrt(mean(x²) + eps).
+//   invRms f32 [rows] = 1 / sqrt(mean(x²) + eps), or in blocks of invBlockRows rows at a stride of
+//   invBlockStride (several TTT steps' rows normed at once; include/rmsnorm-forward-x.wgsl).
 // Bindings (group 0):
 //   0 uniform Params
 //   1 storage read        x

@@ -79,6 +79,14 @@ export class UniformWriter {
     this.offset += 4;
     return this;
   }
+  /** A WGSL array<vec4<f32>, length / 4> at the next 16-byte boundary: `values`, then zeros up to `length`. */
+  f32Array(values: readonly number[], length: number): this {
+    if (length % 4 !== 0 || values.length > length)
+      throw new Error(`UniformWriter.f32Array: ${values.length} values do not fit an array of ${length} (a multiple of 4)`);
+    this.offset = Math.ceil(this.offset / 16) * 16;
+    for (let i = 0; i < length; i++) this.f32(values[i] ?? 0);
+    return this;
+  }
   /** The block, padded to 16 bytes (WGSL uniform struct alignment). */
   finish(): Uint8Array {
     return new Uint8Array(this.bytes, 0, Math.max(16, Math.ceil(this.offset / 16) * 16));

@@ -43,7 +43,10 @@ import { shaderSource } from './shader-source.ts';
 
 export type GradMode = 'none' | 'in-place' | 'separate';
 
-const GRAD_MODE: Readonly<Record<GradMode, number>> = { none: 0, 'in-place': 1, separate: 2 };
+/** The most TTT steps one soft-CE dispatch holds (its uniform gradScales: array<vec4<f32>, 4>). */
+export const LOSS_MAX_STEPS = 16;
+
+export const GRAD_MODE: Readonly<Record<GradMode, number>> = { none: 0, 'in-place': 1, separate: 2 };
 
 export const SOFT_CE_KERNEL: KernelDef = {
   name: 'loss/soft-ce',
@@ -183,7 +186,10 @@ export async function softCrossEntropyRows(gpu: Gpu, x: SoftCrossEntropyRowsTens
       .u32(m.partRow)
       .u32(g?.partRow ?? 0)
       .u32(l.partRow)
-      .f32((o.gradScale ?? 1) / denominator)
+      // One step: its R rows (stepRows = rows, so every row is step 0), no step stride, one scale.
+      .u32(rows)
+      .u32(0)
+      .f32Array([(o.gradScale ?? 1) / denominator], LOSS_MAX_STEPS)
       .finish();
     gpu.batcher.dispatch(
       kernel,

@@ -145,6 +145,9 @@ export async function eagle3MetricsRows(gpu: Gpu, x: MetricRowsTensors, o: Metri
       .u32(lm.partRow)
       .u32(pm.partRow)
       .u32(out.partRow)
+      // One step: its R rows (stepRows = rows, so every row is step 0), no step stride.
+      .u32(rows)
+      .u32(0)
       .finish();
     gpu.batcher.dispatch(
       kernel,

@@ -25,6 +25,7 @@ import { ROPE_QKV_JOIN_KERNEL, ROPE_QKV_SPLIT_KERNEL } from './rope-qkv.ts';
 import { ROPE_TABLE_KERNEL } from './rope-table.ts';
 import { SWIGLU_KERNELS } from './swiglu.ts';
 import { SWIGLU_DOWN_GRADS_KERNEL } from './swiglu-down-grads.ts';
+import { LINEAR_SWIGLU_KERNEL } from './linear-swiglu.ts';
 import { TARGET_STATS_KERNELS, TEACHER_KERNELS, TEACHER_PRUNED_KERNELS } from './teacher.ts';
 
 export interface KernelFamily {
@@ -43,8 +44,9 @@ export const KERNEL_FAMILIES: readonly KernelFamily[] = [
     kernels: [...Object.values(RMSNORM_KERNELS), ...Object.values(RMSNORM_GATHER_KERNELS), ...Object.values(RMSNORM_PAIR_KERNELS)],
   },
   { family: 'rope', kernels: [ROPE_TABLE_KERNEL, ROPE_QKV_SPLIT_KERNEL, ROPE_QKV_JOIN_KERNEL] },
-  // The SwiGLU activation alone, and its backward fused into the down projection's (swiglu-down-grads.ts).
-  { family: 'swiglu', kernels: [...Object.values(SWIGLU_KERNELS), SWIGLU_DOWN_GRADS_KERNEL] },
+  // The SwiGLU activation alone, fused into the gate and up projections' (linear-swiglu.ts), and its
+  // backward fused into the down projection's (swiglu-down-grads.ts).
+  { family: 'swiglu', kernels: [...Object.values(SWIGLU_KERNELS), LINEAR_SWIGLU_KERNEL, SWIGLU_DOWN_GRADS_KERNEL] },
   {
     family: 'attention',
     kernels: [...Object.values(ATTENTION_KERNELS), ...LANES_ONLY_KERNELS, DECODE_ATTENTION_KERNEL, ATTENTION_PROBS_KERNEL],

@@ -120,6 +120,16 @@ export interface RmsnormArgs {
   variant?: RowVariant;
 }
 
+/**
+ * Forward only: the rows come in blocks of `rows` rows (several TTT steps' rows stacked), and each
+ * block's 1/rms goes to invRms from a multiple of `stride` elements, so that each block's can be bound
+ * on its own (a binding boundary). Default: one block, invRms [rows].
+ */
+export interface InvRmsBlocks {
+  rows: number;
+  stride: number;
+}
+
 function resolve(op: string, args: Omit<RmsnormArgs, 'eps'>): { rows: number; hidden: number; strideX: number; strideY: number } {
   checkInt(`${op}: rows`, args.rows, 0);
   checkInt(`${op}: hidden`, args.hidden);
@@ -131,7 +141,14 @@ function resolve(op: string, args: Omit<RmsnormArgs, 'eps'>): { rows: number; hi
 }
 
 /** Encode y = rmsnorm(x) · w and invRms[r] = 1/rms of row r (no submit). */
-export async function rmsnormForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, invRms: Tensor, args: RmsnormArgs): Promise<void> {
+export async function rmsnormForward(
+  gpu: Gpu,
+  x: Tensor,
+  w: Tensor,
+  y: Tensor,
+  invRms: Tensor,
+  args: RmsnormArgs & { invRmsBlocks?: InvRmsBlocks },
+): Promise<void> {
   const op = 'rmsnormForward';
   const { rows, hidden, strideX, strideY } = resolve(op, args);
   checkFinite(`${op}: eps`, args.eps);
@@ -139,7 +156,13 @@ export async function rmsnormForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, 
   checkSinglePart(op, 'x', x, 'f32', stridedExtent(rows, hidden, strideX));
   checkSinglePart(op, 'w', w, 'f32', hidden);
   checkSinglePart(op, 'y', y, 'f32', stridedExtent(rows, hidden, strideY));
-  checkSinglePart(op, 'invRms', invRms, 'f32', rows);
+  const blocks = args.invRmsBlocks ?? { rows: Math.max(rows, 1), stride: 0 };
+  if (args.invRmsBlocks) {
+    checkInt(`${op}: invRmsBlocks.rows`, blocks.rows);
+    if (rows % blocks.rows !== 0) throw new Error(`${op}: rows ${rows} is not a whole number of invRmsBlocks.rows ${blocks.rows}`);
+    checkStride(op, 'invRmsBlocks.stride', blocks.stride, blocks.rows);
+  }
+  checkSinglePart(op, 'invRms', invRms, 'f32', args.invRmsBlocks ? stridedExtent(rows / blocks.rows, blocks.rows, blocks.stride) : rows);
   checkNoAlias(
     op,
     y,
@@ -161,7 +184,15 @@ export async function rmsnormForward(gpu: Gpu, x: Tensor, w: Tensor, y: Tensor, 
   );
   const variant = resolveRowVariant(op, 'rmsnorm', gpu.ctx, { width: hidden, rows }, RMSNORM_ROW_GEOMETRY, args.variant);
   const kernel = await gpu.pipelines.get(FORWARD_BY_VARIANT[variant]);
-  const uniforms = new UniformWriter().u32(rows).u32(hidden).u32(strideX).u32(strideY).f32(args.eps).finish();
+  const uniforms = new UniformWriter()
+    .u32(rows)
+    .u32(hidden)
+    .u32(strideX)
+    .u32(strideY)
+    .f32(args.eps)
+    .u32(blocks.rows)
+    .u32(blocks.stride)
+    .finish();
   gpu.batcher.dispatch(
     kernel,
     uniforms,

@@ -3,7 +3,7 @@ import { RMSNORM_ROW_GEOMETRY, rmsnormBackward, rmsnormForward } from '../../src
 import { availableRowVariants, ROW_VARIANTS, rowDeviceFacts, type RowVariant } from '../../src/kernels/row-variant.ts';
 import { Rng } from '../../src/util/random.ts';
 import { rmsnormBackwardRef, rmsnormForwardRef } from '../../src/reference/rmsnorm.ts';
-import { assert, assertRejects, assertRelClose } from '../harness/assert.ts';
+import { assert, assertRejects, assertRelClose, sameBits } from '../harness/assert.ts';
 import { defineSuite } from '../harness/suite.ts';
 import { padRows, unpadRows } from './strided.ts';
 
@@ -185,6 +185,58 @@ export default defineSuite('kernels/rmsnorm', (t) => {
         note('checked', 'refused');
       }
       gpu.release(X, W, DY);
+      gpu.destroy();
+    },
+  );
+
+  t.test(
+    "rows in blocks (several TTT steps at once): each block's 1/rms at its stride, the bits of one call per block",
+    async ({ gpu: ctx, note }) => {
+      const gpu = new Gpu(ctx);
+      const [blockRows, blocks, hidden, stride] = [80, 4, 64, 128];
+      const rng = new Rng(77);
+      const x = makeX(rng, blocks * blockRows, hidden);
+      const w = rng.floats(hidden);
+      const X = gpu.upload([blocks * blockRows, hidden], 'f32', x, 'x');
+      const W = gpu.upload([hidden], 'f32', w, 'w');
+      const variants = availableRowVariants('rmsnorm', RMSNORM_ROW_GEOMETRY, ctx.features, rowDeviceFacts(ctx));
+      note('variants', variants.join(' '));
+      for (const variant of variants) {
+        const Y = gpu.tensor([blocks * blockRows, hidden], 'f32', 'y');
+        const table = gpu.zeros([blocks, stride], 'f32', 'invRms table');
+        const args = { rows: blocks * blockRows, hidden, eps: EPS, variant };
+        await rmsnormForward(gpu, X, W, Y, table, { ...args, invRmsBlocks: { rows: blockRows, stride } });
+        const [y, inv] = (await Promise.all([gpu.read(Y), gpu.read(table)])) as Float32Array[];
+        for (let b = 0; b < blocks; b++) {
+          const xb = gpu.upload([blockRows, hidden], 'f32', x.subarray(b * blockRows * hidden, (b + 1) * blockRows * hidden), 'xb');
+          const yb = gpu.tensor([blockRows, hidden], 'f32', 'yb');
+          const ib = gpu.tensor([blockRows], 'f32', 'ib');
+          await rmsnormForward(gpu, xb, W, yb, ib, { ...args, rows: blockRows });
+          const [yOne, iOne] = (await Promise.all([gpu.read(yb), gpu.read(ib)])) as Float32Array[];
+          assert(sameBits(y.subarray(b * blockRows * hidden, (b + 1) * blockRows * hidden), yOne), `${variant}: block ${b}'s y`);
+          assert(sameBits(inv.subarray(b * stride, b * stride + blockRows), iOne), `${variant}: block ${b}'s 1/rms`);
+          assert(
+            inv.subarray(b * stride + blockRows, (b + 1) * stride).every((v) => v === 0),
+            `${variant}: the gap after block ${b} untouched`,
+          );
+          gpu.release(xb, yb, ib);
+        }
+        gpu.release(Y, table);
+      }
+      const Y = gpu.tensor([blocks * blockRows, hidden], 'f32', 'y');
+      const args = { rows: blocks * blockRows, hidden, eps: EPS };
+      const short = gpu.tensor([blocks, blockRows], 'f32', 'short');
+      await assertRejects(
+        () => rmsnormForward(gpu, X, W, Y, short, { ...args, invRmsBlocks: { rows: blockRows, stride } }),
+        /invRms \(short \[4, 80\]\) has 320 elements, needs at least 464/,
+        'a table shorter than the blocks at their stride',
+      );
+      await assertRejects(
+        () => rmsnormForward(gpu, X, W, Y, short, { ...args, invRmsBlocks: { rows: 60, stride } }),
+        /rows 320 is not a whole number of invRmsBlocks.rows 60/,
+        'blocks that do not divide the rows',
+      );
+      gpu.release(X, W, Y, short);
       gpu.destroy();
     },
   );

@@ -9,6 +9,7 @@ import rmsnormPair from '../kernels/rmsnorm-pair.test.ts';
 import ropeQkv from '../kernels/rope-qkv.test.ts';
 import swiglu from '../kernels/swiglu.test.ts';
 import swigluDownGrads from '../kernels/swiglu-down-grads.test.ts';
+import linearSwiglu from '../kernels/linear-swiglu.test.ts';
 import embeddingRef from '../reference/embedding.test.ts';
 import optimRef from '../reference/optim.test.ts';
 import rmsnormRef from '../reference/rmsnorm.test.ts';
@@ -30,6 +31,7 @@ export const kernels_elementwiseSuites: readonly Suite[] = [
   ropeQkv,
   swiglu,
   swigluDownGrads,
+  linearSwiglu,
   optim,
   cast,
 ];

@@ -5,6 +5,7 @@ import lossKernels from '../kernels/loss.test.ts';
 import lossReduce from '../kernels/loss-reduce.test.ts';
 import lossRows from '../kernels/loss-rows.test.ts';
 import lossRowsWindows from '../kernels/loss-rows-windows.test.ts';
+import lossSteps from '../kernels/loss-steps.test.ts';
 import teacherKernels from '../kernels/teacher.test.ts';
 import rowVariant from '../kernels/row-variant.test.ts';
 import lossReference from '../reference/loss.test.ts';
@@ -19,5 +20,6 @@ export const kernels_lossSuites: readonly Suite[] = [
   teacherKernels,
   lossRows,
   lossRowsWindows,
+  lossSteps,
   lossFixture,
 ];

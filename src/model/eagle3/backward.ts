@@ -102,11 +102,11 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
   };
   // Small heads run for all steps at once, before the first step's body (step-heads-batched.ts).
   const batched =
-    s.batchedHeads && rowLossTable && rowStatsTable
+    s.batchedHeads && s.hOutStack && rowLossTable && rowStatsTable
       ? await encodeBatchedHeads(
           headContext,
-          s.steps.map((step) => step.hOut),
-          s.steps.map((_, k) => ({ loss: rowLossOf(k), stats: statsView(rowStatsTable, k) })),
+          s.hOutStack,
+          { loss: rowLossTable, lossStride: stride, stats: rowStatsTable, statsStride },
           s.captured && ((k, logits) => (s.captured!.logits[k] = gpu.readLater(logits) as Promise<Float32Array>)),
         )
       : undefined;
@@ -128,15 +128,15 @@ export async function eagle3Backward(gpu: Gpu, params: Eagle3Parameters, s: Eagl
     const step = s.steps[k];
     // The step's head first (it reads h_out only): its loss rows, metrics and dF, before the body's
     // tensors exist. dHOut accumulates onto the gradient from step k + 1.
-    const invRmsFinal = batched ? batched.invRms[k] : gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
+    const invRmsFinal = batched ? batched.invRms(k) : gpu.tensor([R], 'f32', `eagle3.s${k}.invRmsFinal`);
     const dF = batched ? batched.dF(k) : await encodeHead(k, step.hOut, invRmsFinal);
     const dHOut = dFromNext ?? gpu.tensor([R, H], 'f32', `eagle3.s${k}.dHOut`);
     await rmsnormBackward(gpu, step.hOut, w.norm.value, invRmsFinal, dF, dHOut, w.norm.grad, norm, {
       accumulateDx: dFromNext !== undefined,
       accumulateDw: true,
     });
-    // A batched head's dF is a view of the steps' one dF, released after step 0.
-    gpu.release(...(batched ? [] : [dF]), invRmsFinal);
+    // A batched head's dF and 1/rms are views of the steps' tensors, released after step 0.
+    if (!batched) gpu.release(dF, invRmsFinal);
     // Under activation recompute, the step's body is encoded again from its kept h_in (same bits).
     // Either way each of its tensors is released after its last reader below, so the backward of a
     // step holds less and less of its body.

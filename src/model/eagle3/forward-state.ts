@@ -50,6 +50,8 @@ export interface Eagle3ForwardState {
   headChunkRows: number;
   /** Training runs every step's head at once at the start of the backward (step-heads-batched.ts). */
   batchedHeads: boolean;
+  /** With batched heads, every step's h_out stacked [L·R, H] (one norm reads them all); each step's hOut is a view of it. */
+  hOutStack: Tensor | undefined;
   /** Rows per chunk of the fc over f16 features (fc-chunks.ts); its weight gradient chunks as the forward did. */
   fcChunkRows: number;
   /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
@@ -71,9 +73,11 @@ export function releaseForwardState(gpu: Gpu, s: Eagle3ForwardState): void {
   gpu.release(s.hidden0);
   releaseUnrollTensors(gpu, s);
   for (const a of s.steps) {
-    // hIn is hidden0 or the previous step's hOut, both released elsewhere.
+    // hIn is hidden0 or the previous step's hOut, both released elsewhere; a view of the stack is released with it.
     if (a.body) releaseStepBody(gpu, a.body);
-    gpu.release(a.hOut);
+    if (!s.hOutStack) gpu.release(a.hOut);
   }
+  if (s.hOutStack) gpu.release(s.hOutStack);
+  s.hOutStack = undefined;
   s.steps.length = 0;
 }

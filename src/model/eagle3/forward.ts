@@ -36,6 +36,7 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
+import { elementView } from '../../gpu/tensor-views.ts';
 import { rmsnormForward } from '../../kernels/rmsnorm.ts';
 import { encodeStepBody, releaseStepBody, type StepContext } from './step-body.ts';
 import { fcChunkRows, fcForward } from './fc-chunks.ts';
@@ -210,11 +211,14 @@ async function encodeUnroll(
     headChunkRows: chunkRows,
     fcChunkRows: fcRows,
     batchedHeads: train !== undefined && mode.batchHeads !== false && chunkRows >= R && batchedHeadsFit(R, L, D, H, maxBinding),
+    hOutStack: undefined,
     lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
     metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
   };
   const { kCache, vCache, lossOut, metricsOut } = state;
+  // Batched heads norm every step's h_out in one dispatch: the steps write theirs into one stack.
+  if (state.batchedHeads) state.hOutStack = gpu.tensor([L * R, H], 'f32', `${tag}.hOuts`);
   // The hidden the next step reads: hidden0, then each step's hOut.
   let hidden = state.hidden0;
   try {
@@ -237,9 +241,11 @@ async function encodeUnroll(
     for (let k = 0; k < L; k++) {
       const s = `${tag}.s${k}`;
       const hIn = hidden;
+      const stack = state.hOutStack;
       const { body, hOut: out } = await encodeStepBody(stepContext, k, hIn, {
         keep: train !== undefined,
         recompute: false,
+        hOutInto: stack && elementView(gpu, stack, k * R * H, R * H, `${s}.hOut`, [R, H]),
         afterAttention: taps.attention ? (t) => taps.attention!(k, t) : undefined,
       });
       const hOut = out!;

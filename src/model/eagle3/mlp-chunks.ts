@@ -18,7 +18,8 @@ import { copyRows } from '../../gpu/tensor-views.ts';
 import { linearForward } from '../../kernels/linear.ts';
 import { linearGrads } from '../../kernels/linear-grads.ts';
 import { linearForwardResidual } from '../../kernels/linear-residual.ts';
-import { swigluBackward, swigluForward, swigluForwardPacked } from '../../kernels/swiglu.ts';
+import { linearSwiglu } from '../../kernels/linear-swiglu.ts';
+import { swigluBackward, swigluForward } from '../../kernels/swiglu.ts';
 import { swigluDownGrads } from '../../kernels/swiglu-down-grads.ts';
 import { rowsAsF32 } from './fc-chunks.ts';
 import type { Eagle3Parameters } from './parameters.ts';
@@ -51,8 +52,8 @@ async function mlpActivations(gpu: Gpu, params: Eagle3Parameters, n: Tensor, row
   const act = gpu.tensor([rows, I], 'f32', `${tag}.act`);
   if (params.gateUp) {
     const gateUp = gpu.tensor([rows, 2 * I], 'f32', `${tag}.gateUp`);
-    await linearForward(gpu, n, params.gateUp.value, gateUp, { rows, inFeatures: H, outFeatures: 2 * I });
-    await swigluForwardPacked(gpu, gateUp, act, { rows, inter: I });
+    // One dispatch where the device takes it (kernels/linear-swiglu.ts), else the product and swiglu.
+    await linearSwiglu(gpu, { x: n, w: params.gateUp.value, gu: gateUp, act }, { rows, hidden: H, inter: I });
     return { gateUp, act };
   }
   const gate = gpu.tensor([rows, I], 'f32', `${tag}.gate`);

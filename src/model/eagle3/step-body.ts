@@ -67,6 +67,8 @@ export interface StepBodyMode {
   keep: boolean;
   /** The backward's recompute: no k/v projections (the caches hold them) and no h_out. */
   recompute: boolean;
+  /** Where h_out goes (a view of every step's stacked h_out, forward.ts); default a tensor of its own. */
+  hOutInto?: Tensor;
   /** Read-only tap after the attention (the gradient-free mode's, forward.ts Eagle3EvalTaps.attention). */
   afterAttention?: (t: { q: Tensor; kCache: Tensor; mask: Tensor; lse: Tensor }) => Promise<void>;
 }
@@ -141,7 +143,7 @@ export async function encodeStepBody(
   const n = gpu.tensor([R, H], 'f32', `${s}.n`);
   const invRmsPost = invRmsFor('invRmsPost');
   await rmsnormForward(gpu, h1, w.postNorm.value, n, invRmsPost, { rows: R, hidden: H, eps });
-  const hOut = mode.recompute ? undefined : gpu.tensor([R, H], 'f32', `${s}.hOut`);
+  const hOut = mode.recompute ? undefined : (mode.hOutInto ?? gpu.tensor([R, H], 'f32', `${s}.hOut`));
   const mlp = await mlpForward(gpu, params, { n, h1, hOut }, R, ctx.mlpChunkRows, mode.keep, s);
   // hIn (hidden0 or the previous step's hOut) was last read by the hidden norm and the o projection's residual add.
   done(n, h1, hIn);

@@ -106,7 +106,7 @@ export async function encodeStepHead(
  * The metric terms and the soft cross-entropy of rows `window` of step k from their logits [n, D]
  * (with the loss gradient written over them in training), into the step's [R, 4] and [R] row tensors.
  */
-export async function encodeHeadRows(
+async function encodeHeadRows(
   ctx: StepHeadContext,
   k: number,
   logits: Tensor,

@@ -78,6 +78,11 @@ export class TeacherSource {
     return rows;
   }
 
+  /** The whole teacher (p and p̃ [R, D] of every step), or undefined in chunked mode. */
+  get wholeRows(): TeacherRows | undefined {
+    return this.whole;
+  }
+
   /** Releases a chunk's teacher rows (the whole teacher stays until `destroy`). */
   release(rows: TeacherRows): void {
     if (rows !== this.whole) this.gpu.release(rows.p, rows.pTilde);

@@ -17,6 +17,7 @@
  * the plan (test/training/run/memory-plan.test.ts).
  */
 import { chunkSpecs, t, times, type TensorSpec } from './memory-plan-shapes.ts';
+import { rowLossStride } from '../../model/eagle3/step-head.ts';
 
 /** The step's shapes (B·S rows), and how its loops are chunked. */
 export interface StepShape {
@@ -135,12 +136,12 @@ export function stepTensors(x: StepShape): StepTensors {
     ]),
   ];
   // Batched heads (step-heads-batched.ts), for a step of Rb rows: f, dF and the logits of every step
-  // at once; then dF and the steps' 1/rms stay through the whole backward (an upper bound: a step's
-  // 1/rms goes after its norm). Counted beside one head per step at B·S rows, since a run's shorter
+  // at once; then dF and the steps' 1/rms (a table, each step's from a 256-byte boundary) stay through
+  // the whole backward. Counted beside one head per step at B·S rows, since a run's shorter
   // batches may batch their heads where B·S does not, or the other way round.
   const Rb = x.batchedHeadRows;
   const batchedHead = Rb ? [t('f (all steps)', [L * Rb, H]), t('logits (all steps)', [L * Rb, D], 'f32', true)] : [];
-  const headsKept = Rb ? [t('dF (all steps)', [L * Rb, H]), ...times(L, [t('invRmsFinal', [Rb])])] : [];
+  const headsKept = Rb ? [t('dF (all steps)', [L * Rb, H]), t('invRmsFinal (all steps)', [L, rowLossStride(Rb, 256)])] : [];
   // What the backward holds from its start: the caches' gradients, and the batched heads' dF and 1/rms.
   const dCaches = [...times(2, [t('dKCache', caches[0].shape)]), ...headsKept];
   const dH = (name: string) => t(name, [R, H]);
