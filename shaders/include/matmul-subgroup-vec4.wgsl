@@ -1,5 +1,5 @@
-// include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4, -f16w, -residual, -pair and
-// -pair-swiglu (the tile's contract, edges and numerics are stated in
+// include/matmul-subgroup-vec4 — the body of matmul/subgroup-vec4, -f16w, -residual, -swiglu, -pair
+// and -pair-swiglu (the tile's contract, edges and numerics are stated in
 // matmul/subgroup-vec4; each kernel's own header states its bindings and dispatch): the unrolled
 // rank-4 updates, the vec4 loads of A in either layout, and the
 // store, as one function over one 32 x 32 tile of one problem (`subgroupVec4Tile`). The including

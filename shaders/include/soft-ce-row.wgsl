@@ -71,7 +71,9 @@ fn processRow(i: u32, lane: u32, slot: u32) {
   let pSum = stats.z;
 
   // Pass 2: CE partials and the gradient (zeros for masked rows, nothing for rows past the end).
-  let g = f32(mask) * u.gradScales[step / 4u][step % 4u];
+  // A row past the end may lie past the last step's scale: only live rows read theirs.
+  var g = 0.0;
+  if (live) { g = f32(mask) * u.gradScales[step / 4u][step % 4u]; }
   let width = select(0u, u.D, live);
   var ce = 0.0;
   for (var v = lane; v < width; v += LANES) {

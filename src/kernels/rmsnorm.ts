@@ -122,8 +122,9 @@ export interface RmsnormArgs {
 
 /**
  * Forward only: the rows come in blocks of `rows` rows (several TTT steps' rows stacked), and each
- * block's 1/rms goes to invRms from a multiple of `stride` elements, so that each block's can be bound
- * on its own (a binding boundary). Default: one block, invRms [rows].
+ * block's 1/rms goes to invRms from a multiple of `stride` elements. A caller that binds each block's
+ * on its own picks `stride` on a binding boundary (stride · 4 a multiple of the device's
+ * minStorageBufferOffsetAlignment; step-heads-batched.ts). Default: one block, invRms [rows].
  */
 export interface InvRmsBlocks {
   rows: number;

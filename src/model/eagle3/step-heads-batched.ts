@@ -7,8 +7,8 @@
  * (with the gradient in place; kernels/loss-steps.ts), and one lm_head backward gives dF [L·R, H] and
  * W_lm.grad for all steps.
  *
- * Against one head per step this is four dispatches instead of 4·L (two products, the metrics and the
- * loss), for L times the head's logits (at most BATCHED_HEADS_MAX_BYTES). Where each dispatch is
+ * Against one head per step this is five dispatches instead of 5·L (the final norms, two products,
+ * the metrics and the loss), for L times the head's logits (at most BATCHED_HEADS_MAX_BYTES). Where each dispatch is
  * small (a fixture step on a CPU adapter) the handoff of a dispatch costs more than its arithmetic;
  * at larger sizes the heads gain nothing from batching and would hold L times the memory, so they
  * keep one head per step (step-head.ts). Each row's logits, loss, metric terms and dF are computed

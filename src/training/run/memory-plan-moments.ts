@@ -16,6 +16,7 @@
  * moment lists what is live there, from the code; the measured peak of a real step is checked against
  * the plan (test/training/run/memory-plan.test.ts).
  */
+import { sizeClass } from '../../gpu/buffer-pool.ts';
 import { chunkSpecs, t, times, type TensorSpec } from './memory-plan-shapes.ts';
 import { rowLossStride } from '../../model/eagle3/step-head.ts';
 
@@ -82,8 +83,14 @@ export function stepTensors(x: StepShape): StepTensors {
   // Under recompute the current step's body is a moment's; otherwise every step's is kept until its backward.
   const live = (specs: TensorSpec[]) => (x.recompute ? specs : []);
   const caches = [t('kCache', [L, B, S, kvDim])];
+  // A step whose heads batch writes every h_out into one stack (forward.ts), at most Rb rows a step:
+  // its one size class may be above L of a step's at R rows, so the larger of the two is counted.
+  const stackRows = L * x.batchedHeadRows;
+  const stackCounts = stackRows > 0 && sizeClass(stackRows * H * 4) > L * sizeClass(R * H * 4);
+  const hOuts = stackCounts ? [t('hOut (all steps, batched heads)', [stackRows, H])] : times(L, [t('hOut', [R, H])]);
   const kept = [
-    ...times(L, [t('hOut', [R, H]), t('positions', [R], 'i32'), ...(x.rowLossStride ? [] : [t('rowLoss', [R])])]),
+    ...hOuts,
+    ...times(L, [t('positions', [R], 'i32'), ...(x.rowLossStride ? [] : [t('rowLoss', [R])])]),
     ...(x.rowLossStride ? [t('rowLosses', [L, x.rowLossStride])] : []),
     ...(x.rowStatsStride ? [t('rowStats', [L, x.rowStatsStride])] : []),
     ...(x.recompute ? [] : times(L, body)),

@@ -64,6 +64,11 @@ export default defineSuite('training/run/memory-plan-moments', (t) => {
       0,
       'the forward holds no batched tensor',
     );
+    // The batched steps' stack of every h_out (4 × 128 rows) is within four h_out of 224 rows: the kept tensors do not change.
     assertDeepEqual(batched.kept, perStep.kept, 'the kept tensors do not change');
+    // Three steps of 224 rows that batch: one stack of 672 rows is a size class above three of 224.
+    const three = stepTensors({ ...LAB, tttLength: 3, batchedHeadRows: 224 }).kept;
+    assertDeepEqual(named(three, 'hOut (all steps, batched heads)')?.shape, [3 * 224, 128], 'the stack, counted where it is larger');
+    assertEqual(named(three, 'hOut'), undefined, 'instead of one h_out per step');
   });
 });
