@@ -15,8 +15,8 @@ import type { Tensor } from '../gpu/tensor.ts';
 import { copyRows } from '../gpu/tensor-views.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { checkNoAlias } from './elementwise-common.ts';
-import { checkLinearOperands, linearForward, type LinearShape } from './linear.ts';
-import { chooseMatmulVariant, MATMUL_GEOMETRY, matmulDeviceFacts, resolvedMatmulShape } from './matmul.ts';
+import { checkLinearOperands, linearForward, linearProductUnfit, type LinearShape } from './linear.ts';
+import { MATMUL_GEOMETRY } from './matmul.ts';
 import { shaderSource } from './shader-source.ts';
 
 export const LINEAR_RESIDUAL_KERNEL: KernelDef = {
@@ -38,9 +38,7 @@ export interface LinearResidualTensors {
 export function linearResidualUnfit(gpu: Gpu, shape: LinearShape, t: LinearResidualTensors): string | undefined {
   if ([t.x, t.w, t.res, t.y].some((v) => v.isChunked)) return 'an operand is split into parts';
   if (t.w.dtype !== 'f32') return `W (${t.w.label}) is ${t.w.dtype}`;
-  const product = resolvedMatmulShape({ M: shape.rows, N: shape.outFeatures, K: shape.inFeatures }, { transB: true }, 'f32');
-  const variant = chooseMatmulVariant(product, gpu.ctx.features, matmulDeviceFacts(gpu.ctx));
-  return variant === 'subgroup-vec4' ? undefined : `the product runs matmul/${variant}`;
+  return linearProductUnfit(gpu, shape);
 }
 
 /** Encode y = x · Wᵀ + res (no submit). */

@@ -16,8 +16,8 @@ import { storageLimitUnfit } from '../gpu/pipeline-cache.ts';
 import type { Tensor } from '../gpu/tensor.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import { writtenAlias } from './elementwise-common.ts';
-import { checkLinearOperands, linearForward } from './linear.ts';
-import { chooseMatmulVariant, MATMUL_GEOMETRY, matmulDeviceFacts, resolvedMatmulShape } from './matmul.ts';
+import { checkLinearOperands, linearForward, linearProductUnfit } from './linear.ts';
+import { MATMUL_GEOMETRY } from './matmul.ts';
 import { shaderSource } from './shader-source.ts';
 import { swigluForwardPacked } from './swiglu.ts';
 
@@ -76,9 +76,7 @@ export function linearSwigluUnfit(
   const storage = storageLimitUnfit(LINEAR_SWIGLU_KERNEL, gpu.ctx.limits);
   if (storage) return storage;
   // Each half of the fused kernel is a subgroup-vec4 tile: the product must run that variant for the bits to match.
-  const product = resolvedMatmulShape({ M: shape.rows, N: 2 * shape.inter, K: shape.hidden }, { transB: true }, 'f32');
-  const variant = chooseMatmulVariant(product, gpu.ctx.features, matmulDeviceFacts(gpu.ctx));
-  return variant === 'subgroup-vec4' ? undefined : `the product runs matmul/${variant}`;
+  return linearProductUnfit(gpu, linearShapeOf(shape));
 }
 
 /**

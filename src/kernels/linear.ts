@@ -22,7 +22,7 @@
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, Tensor, type TensorPart } from '../gpu/tensor.ts';
 import { copyStrided } from './copy-strided.ts';
-import { matmul } from './matmul.ts';
+import { chooseMatmulVariant, matmul, matmulDeviceFacts, resolvedMatmulShape } from './matmul.ts';
 
 export interface LinearShape {
   /** R: rows of x, y, dx and dy. */
@@ -275,4 +275,15 @@ async function openBlock(
     },
     release: () => gpu.release(scratch),
   };
+}
+
+/**
+ * Why y = x · Wᵀ of this shape (f32 W) does not run matmul/subgroup-vec4 on this device, or undefined
+ * where it does: the kernels that fuse an epilogue into that variant's tile (linear-residual.ts,
+ * linear-swiglu.ts) run only where the plain product would, so that they keep its bits.
+ */
+export function linearProductUnfit(gpu: Gpu, shape: LinearShape): string | undefined {
+  const product = resolvedMatmulShape({ M: shape.rows, N: shape.outFeatures, K: shape.inFeatures }, { transB: true }, 'f32');
+  const variant = chooseMatmulVariant(product, gpu.ctx.features, matmulDeviceFacts(gpu.ctx));
+  return variant === 'subgroup-vec4' ? undefined : `the product runs matmul/${variant}`;
 }
