@@ -1,7 +1,7 @@
 /** Benchmarks of the kernel families beyond matmul, as an explicit list of [family, run]. */
 import { benchMatmulF16w, benchMatmulGemv } from './kernels/matmul.ts';
 import type { Gpu } from '../src/gpu/gpu.ts';
-import { benchAttention } from './kernels/attention.ts';
+import { benchAttention, benchLanesPrep } from './kernels/attention.ts';
 import { benchAttentionProbs } from './kernels/attention-probs.ts';
 import { benchCast } from './kernels/cast.ts';
 import { benchEmbedding } from './kernels/embedding.ts';
@@ -51,6 +51,8 @@ export const BENCH_FAMILIES: readonly (readonly [string, (gpu: Gpu) => Promise<B
   // The Llama-8B-shaped attention takes many minutes on a software adapter (pipeline compile
   // included); there it runs at a small shape with the same kernels.
   ['attention', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchAttention(gpu, CPU_ATTENTION_SHAPE, 3) : benchAttention(gpu))],
+  // The lanes backward's prep and dq in one dispatch against two, at the drafts' shapes.
+  ['attention-dq-prep', (gpu) => benchLanesPrep(gpu)],
   // One sequence's TTT-step probabilities (the lab's draft insight), at the draft shapes SpecLab trains.
   ['attention-probs', (gpu) => benchAttentionProbs(gpu)],
   ['linear', (gpu) => (gpu.ctx.record.isFallbackAdapter ? benchLinear(gpu, LINEAR_CPU_SHAPES) : benchLinear(gpu))],

@@ -2,7 +2,7 @@
  * The EAGLE3 training step against single-thread PyTorch, alternated in one run:
  *
  *   bash bench/peers/setup.sh            # once: Debian's PyTorch (OpenBLAS) and PyTorch's CPU wheel (MKL)
- *   npx tsx bench/step-peer.ts [--configs fixture,lab,mid] [--rounds 3] [--python /usr/bin/python3,.speclab/peers-venv/bin/python]
+ *   npx tsx bench/step-peer.ts [--configs fixture,lab,mid] [--rounds 3] [--steps N] [--warmup N] [--python /usr/bin/python3,.speclab/peers-venv/bin/python]
  *
  * Each round times, for each config in turn, SpecLab's step (bench/train-rig.ts, as
  * bench/step-threads.ts times it: forward + backward through the TTT unroll + AdamW, waited for) and
@@ -13,7 +13,14 @@
  * match SpecForge's. SpecLab's rig draws random weights at the same shapes: the step's work does not
  * depend on the values. Prints a JSON line per config, round and peer (the two medians and their ratio),
  * then one per config and peer with the ranges over the rounds. Steps per timing: fixture 60, lab 20, mid 3
- * (`--steps N` sets all), after 10, 3 and 1 warm-up steps.
+ * (`--steps N` sets all), after 400, 3 and 1 warm-up steps (`--warmup N` sets all), on both sides.
+ *
+ * Why 400 at the fixture: its step is a few milliseconds of JavaScript encoding 85 small dispatches, and
+ * each function of that path runs a few times per step, so V8's optimizing compiler is still compiling
+ * them, on a helper thread, for hundreds of steps. On a 2-core machine that CPU comes out of the device's
+ * workers: the helper thread took 4.3 ms of CPU per step after 10 warm-up steps, 1.1 after 400 and 0.8
+ * after 600 (`node --v8-pool-size=1 --import tsx bench/step-threads.ts --configs fixture --warmup N`).
+ * A training run spends nearly all its steps past that point; PyTorch's step (C++) has no such phase.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -35,21 +42,27 @@ const opt = (name: string, fallback: string): string => {
 const wanted = wantedStepConfigs(SCRIPT, opt('--configs', 'fixture,lab'));
 const rounds = Number(opt('--rounds', '3'));
 const stepsFlag = opt('--steps', '');
+const warmupFlag = opt('--warmup', '');
 const pythons = opt('--python', '/usr/bin/python3,.speclab/peers-venv/bin/python').split(',');
 const fixtures = nodePlatform.env('SPECLAB_FIXTURES') ?? '../shared/fixtures';
 for (const [flag, n] of [
   ['--rounds', rounds],
   ['--steps', stepsFlag === '' ? 1 : Number(stepsFlag)],
+  ['--warmup', warmupFlag === '' ? 1 : Number(warmupFlag)],
 ] as const)
   if (!Number.isInteger(n) || n < 1) throw new Error(`${SCRIPT}: ${flag} must be a positive integer, got ${n}`);
 
 /** Timed steps and warm-up steps per config: about two seconds of SpecLab steps each, mid excepted. */
 const PLAN: Readonly<Record<string, { steps: number; warmup: number }>> = {
-  fixture: { steps: 60, warmup: 10 },
+  fixture: { steps: 60, warmup: 400 },
   lab: { steps: 20, warmup: 3 },
   mid: { steps: 3, warmup: 1 },
 };
-const plan = (name: string) => ({ ...PLAN[name], ...(stepsFlag === '' ? {} : { steps: Number(stepsFlag) }) });
+const plan = (name: string) => ({
+  ...PLAN[name],
+  ...(stepsFlag === '' ? {} : { steps: Number(stepsFlag) }),
+  ...(warmupFlag === '' ? {} : { warmup: Number(warmupFlag) }),
+});
 
 for (const python of pythons) {
   const probe = spawnSync(python, ['-c', 'import torch'], { encoding: 'utf8' });

@@ -27,6 +27,7 @@ import {
 } from '../../src/kernels/attention.ts';
 import { Rng } from '../../src/util/random.ts';
 import { median, medianSeconds, type BenchRecord } from '../record.ts';
+import { interleavedMedians } from './interleave.ts';
 
 /** A Llama-3-8B-shaped draft layer (32 heads, 8 kv heads, hd 128) at S 1024, batch 2. */
 export const ATTENTION_BENCH_SHAPE: AttentionDims = { batch: 2, seq: 1024, heads: 32, kvHeads: 8, headDim: 128 };
@@ -125,6 +126,35 @@ export async function benchAttention(
     }
   }
   ops.release();
+  return out;
+}
+
+/**
+ * The lanes backward with attention/dq-lanes-prep (prep and dq in one dispatch) against prep then
+ * dq-lanes, interleaved, at the drafts' shapes and TTT steps; nothing where lanes cannot run.
+ */
+export async function benchLanesPrep(gpu: Gpu, rounds = 7): Promise<BenchRecord[]> {
+  const out: BenchRecord[] = [];
+  const facts = attentionDeviceFacts(gpu.ctx);
+  for (const [name, { dims: shape, tttStep }] of Object.entries(DRAFT_ATTENTION_SHAPES)) {
+    if (name === 'hd128' || attentionVariantUnsupported('lanes', shape, gpu.ctx.features, facts, gpu.ctx.limits)) continue;
+    const ops = operands(gpu, shape, tttStep);
+    const dims = { ...shape, step: tttStep };
+    await tttAttentionForward(gpu, ops.fwd, dims, { variant: 'lanes' });
+    const bwd = (separatePrep: boolean) => () => tttAttentionBackward(gpu, ops.bwd, dims, { variant: 'lanes', separatePrep });
+    const ms = await interleavedMedians(
+      gpu,
+      new Map([
+        ['lanes bwd, dq-lanes-prep', bwd(false)],
+        ['lanes bwd, prep + dq-lanes', bwd(true)],
+      ]),
+      rounds,
+    );
+    const flop = 10 * shape.headDim * pairsOf(shape, tttStep);
+    for (const [variant, s] of ms)
+      out.push({ family: 'attention', variant, shape: `${name} ${labelOf(shape)} ttt${tttStep}`, ms: s * 1e3, gflops: flop / s / 1e9 });
+    ops.release();
+  }
   return out;
 }
 

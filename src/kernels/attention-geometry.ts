@@ -54,6 +54,11 @@ export interface FlashKernels {
   prep: KernelDef;
   dq: KernelDef;
   dkv: KernelDef;
+  /**
+   * prep and dq in one dispatch (the lanes variant's attention/dq-lanes-prep). It binds nine storage
+   * buffers, one past WebGPU's default, so a backward runs it only where the device binds that many.
+   */
+  dqPrep?: KernelDef;
 }
 
 /**
@@ -118,7 +123,8 @@ export function flashWorkgroupBytes(g: FlashGeometry): number {
 
 /** Storage buffers the widest of `kernels` binds. */
 export function storageBuffersOf(kernels: FlashKernels): number {
-  return Math.max(...Object.values(kernels).map((k: KernelDef) => storageBindings(k)));
+  // Not dqPrep: a device that cannot bind it runs prep and dq instead.
+  return Math.max(...[kernels.forward, kernels.prep, kernels.dq, kernels.dkv].map((k) => storageBindings(k)));
 }
 
 /** Storage buffers of the widest kernel (dkv: 8), the same for every geometry. */

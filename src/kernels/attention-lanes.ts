@@ -45,10 +45,10 @@ const requires = ['subgroups'] as const;
 
 /**
  * forward, dq and dkv of the lanes variant specialised to `g`, and flash's prep (its PREP_WG is the
- * lanes geometries'). The 64-slot kernels keep the plain names; others carry their MAX_HD, since the
+ * lanes geometries'), and dqPrep, prep and dq in one. The 64-slot kernels keep the plain names; others carry their MAX_HD, since the
  * pipeline cache keys on name + override constants and each is a different source.
  */
-function lanesKernels(g: FlashGeometry): FlashKernels {
+function lanesKernels(g: FlashGeometry): Required<FlashKernels> {
   const constants = { BR: g.BR, BK: g.BK, TPR: g.TPR, MAX_HD: g.MAX_HD };
   const tag = g.MAX_HD === LANES_GEOMETRY.MAX_HD ? '' : `@hd${g.MAX_HD}`;
   return {
@@ -71,13 +71,19 @@ function lanesKernels(g: FlashGeometry): FlashKernels {
       bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'read', 'write', 'write'],
       requires,
     },
+    dqPrep: {
+      name: `attention/dq-lanes-prep${tag}`,
+      source: shaderSource('attention/dq-lanes-prep', constants),
+      bindings: ['uniform', 'read', 'read', 'read', 'read', 'read', 'write', 'write', 'read', 'read'],
+      requires,
+    },
   };
 }
 
 /** The lanes kernels with 64-slot row registers (head dims up to 64). */
-export const LANES_KERNELS: FlashKernels = lanesKernels(LANES_GEOMETRY);
+export const LANES_KERNELS: Required<FlashKernels> = lanesKernels(LANES_GEOMETRY);
 /** The lanes kernels with 128-slot row registers (head dims 65 to 128). */
-export const LANES_KERNELS_HD128: FlashKernels = lanesKernels(LANES_GEOMETRY_HD128);
+export const LANES_KERNELS_HD128: Required<FlashKernels> = lanesKernels(LANES_GEOMETRY_HD128);
 
 /** The lanes geometry and kernels that serve `headDim`: the smallest registers that hold a row. */
 export function lanesFor(headDim: number): { geometry: FlashGeometry; kernels: FlashKernels } {
@@ -86,14 +92,14 @@ export function lanesFor(headDim: number): { geometry: FlashGeometry; kernels: F
     : { geometry: LANES_GEOMETRY_HD128, kernels: LANES_KERNELS_HD128 };
 }
 
-/** Storage buffers of the widest lanes kernel (dkv: 8). */
+/** Storage buffers of the widest lanes kernel a backward cannot do without (dkv: 8; dqPrep's nine are optional). */
 const LANES_STORAGE_BUFFERS = storageBuffersOf(LANES_KERNELS);
 
 /**
  * The lanes kernels the registry lists, one per shader as for flash's geometries: the 64-slot ones
  * (the 128-slot ones are the same sources with another MAX_HD; prep is flash's, listed there).
  */
-export const LANES_ONLY_KERNELS: readonly KernelDef[] = [LANES_KERNELS.forward, LANES_KERNELS.dq, LANES_KERNELS.dkv];
+export const LANES_ONLY_KERNELS: readonly KernelDef[] = [LANES_KERNELS.forward, LANES_KERNELS.dq, LANES_KERNELS.dkv, LANES_KERNELS.dqPrep];
 
 /** What the attention policy knows about the device besides its features and limits. */
 export interface AttentionDeviceFacts {

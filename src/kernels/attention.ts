@@ -31,6 +31,7 @@
  *   dq        — dQ, recomputing P = exp(s − L) tile by tile.
  *   dkv       — dK_0/dV_0 (summed over the query heads of each kv group inside one workgroup, in a
  *               fixed order: deterministic, no atomics) and the diagonal dK_j/dV_j, j = 1..k.
+ *   dqPrep    — lanes only: prep and dq in one dispatch, where the device binds its nine buffers.
  * Their launch geometry (tiles, invocations per row) is a record chosen per head dim by
  * chooseAttentionGeometry (src/kernels/attention-geometry.ts); `{ geometry: 'flash' }` selects the
  * original one. dQ / dK / dV do not depend on the key / query tile sizes; O and L depend on BC in
@@ -39,6 +40,7 @@
 import type { GpuContext } from '../gpu/context.ts';
 import type { Gpu } from '../gpu/gpu.ts';
 import { fmtShape, type DType, type Tensor } from '../gpu/tensor.ts';
+import { storageLimitUnfit } from '../gpu/pipeline-cache.ts';
 import { UniformWriter } from '../gpu/uniform-arena.ts';
 import {
   chooseAttentionGeometry,
@@ -180,6 +182,11 @@ export interface TttBackwardOptions extends AttentionForwardOptions {
    * every step ≥ j, so a TTT backward that walks the steps in reverse accumulates.
    */
   accumulate?: boolean;
+  /**
+   * Run attention/prep and dq as two dispatches even where the variant's dqPrep could do both
+   * (tests and benchmarks compare the two: the results have the same bits).
+   */
+  separatePrep?: boolean;
 }
 
 /** Encode causal GQA attention with key padding (no submit): writes o and lse. */
@@ -246,40 +253,29 @@ export async function tttAttentionBackward(
   checkCache(t.dKCache, 'dKCache', dims);
   checkCache(t.dVCache, 'dVCache', dims);
   const { geometry, kernels, lanes } = resolveKernels(gpu, dims, options);
+  // prep and dq in one dispatch where the variant has that kernel and the device binds its buffers.
+  const fits = kernels.dqPrep && !options.separatePrep && storageLimitUnfit(kernels.dqPrep, gpu.ctx.limits) === undefined;
+  const dqPrep = fits ? kernels.dqPrep : undefined;
   const [prep, dq, dkv] = await Promise.all([
-    gpu.pipelines.get(kernels.prep, { HEAD_DIM: D }),
-    gpu.pipelines.get(kernels.dq, lanes),
+    dqPrep ? undefined : gpu.pipelines.get(kernels.prep, { HEAD_DIM: D }),
+    gpu.pipelines.get(dqPrep ?? kernels.dq, lanes),
     gpu.pipelines.get(kernels.dkv, lanes),
   ]);
   const uniforms = params(dims, options.accumulate ?? false);
   // (L, D) per row. Released right after encoding: a buffer handed out again later is only written
   // by work queued after these dispatches, so reuse is ordered behind them.
   const stats = gpu.tensor([B, H, S, 2], 'f32', 'attention.rowStats');
-  gpu.batcher.dispatch(
-    prep,
-    uniforms,
-    [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()],
-    [Math.ceil((S * H) / geometry.PREP_WG), B],
-  );
-  gpu.batcher.dispatch(
-    dq,
-    uniforms,
-    [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding(), stats.binding(), t.dQ.binding()],
-    [Math.ceil(S / geometry.BR), H, B],
-  );
+  const head = [t.q.binding(), t.kCache.binding(), t.vCache.binding(), t.mask.binding(), t.dO.binding()];
+  if (prep) {
+    const prepGrid = [Math.ceil((S * H) / geometry.PREP_WG), B] as const;
+    gpu.batcher.dispatch(prep, uniforms, [t.o.binding(), t.dO.binding(), t.lse.binding(), stats.binding()], prepGrid);
+  }
+  const dqTail = dqPrep ? [t.o.binding(), t.lse.binding()] : [];
+  gpu.batcher.dispatch(dq, uniforms, [...head, stats.binding(), t.dQ.binding(), ...dqTail], [Math.ceil(S / geometry.BR), H, B] as const);
   gpu.batcher.dispatch(
     dkv,
     uniforms,
-    [
-      t.q.binding(),
-      t.kCache.binding(),
-      t.vCache.binding(),
-      t.mask.binding(),
-      t.dO.binding(),
-      stats.binding(),
-      t.dKCache.binding(),
-      t.dVCache.binding(),
-    ],
+    [...head, stats.binding(), t.dKCache.binding(), t.dVCache.binding()],
     [Math.ceil(S / geometry.BK), G, B],
   );
   gpu.release(stats);

@@ -6,6 +6,7 @@
  */
 import type { Gpu } from '../../gpu/gpu.ts';
 import type { Tensor } from '../../gpu/tensor.ts';
+import { elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Inputs } from './inputs.ts';
 import { releaseStepBody, type StepBody } from './step-body.ts';
 import type { TeacherSource } from './teacher-source.ts';
@@ -54,6 +55,8 @@ export interface Eagle3ForwardState {
   hOutStack: Tensor | undefined;
   /** Rows per chunk of the fc over f16 features (fc-chunks.ts); its weight gradient chunks as the forward did. */
   fcChunkRows: number;
+  /** lossOut and metricsOut, views of one buffer (unrollResults): one clear and one readback a step. */
+  results: UnrollResults;
   /** f32 [L + 1]: ploss_0..ploss_{L−1}, then the weighted total. */
   lossOut: Tensor;
   /** f32 [4·L]: per step correct, denom, acceptSum, acceptCount (src/kernels/metrics.ts). */
@@ -62,10 +65,48 @@ export interface Eagle3ForwardState {
   captured?: { logits: Promise<Float32Array>[]; hidden: Promise<Float32Array>[] };
 }
 
+/** The buffer that holds an unroll's losses and metric sums, and where the sums start in it. */
+export interface UnrollResults {
+  buffer: Tensor;
+  metricsAt: number;
+}
+
+/** Where an L-step unroll's metric sums start in its results buffer: past the L + 1 losses, on a binding boundary. */
+export function unrollMetricsAt(L: number, alignBytes: number): number {
+  const perBoundary = alignBytes / 4;
+  return Math.ceil((L + 1) / perBoundary) * perBoundary;
+}
+
+/**
+ * The zeroed losses [L + 1] and metric sums [4·L] of an L-step unroll, as views of one buffer of
+ * unrollMetricsAt + 4·L elements, so a step clears and reads back both with one command each.
+ */
+export function unrollResults(gpu: Gpu, L: number, tag: string): { results: UnrollResults; lossOut: Tensor; metricsOut: Tensor } {
+  const metricsAt = unrollMetricsAt(L, gpu.ctx.limits.minStorageBufferOffsetAlignment ?? 256);
+  const buffer = gpu.zeros([metricsAt + 4 * L], 'f32', `${tag}.results`);
+  return {
+    results: { buffer, metricsAt },
+    lossOut: elementView(gpu, buffer, 0, L + 1, `${tag}.losses`),
+    metricsOut: elementView(gpu, buffer, metricsAt, 4 * L, `${tag}.metrics`),
+  };
+}
+
+/** The losses and metric sums of an unroll, read back at once (pending reads, queued now). */
+export function readUnrollResults(gpu: Gpu, s: Eagle3ForwardState): { losses: Promise<Float32Array>; metricSums: Promise<Float32Array> } {
+  const both = gpu.readLater(s.results.buffer) as Promise<Float32Array>;
+  const { metricsAt } = s.results;
+  const L = s.dims.tttLength;
+  return {
+    losses: both.then((a) => a.slice(0, L + 1)),
+    metricSums: both.then((a) => a.slice(metricsAt, metricsAt + 4 * L)),
+  };
+}
+
 /** The tensors of the whole unroll, without the hidden chain (hidden0, each step's activations). */
 export function releaseUnrollTensors(gpu: Gpu, s: Eagle3ForwardState): void {
   s.teacher.destroy();
-  gpu.release(...s.positions, s.kCache, s.vCache, s.teacher.tok, s.teacher.positionMask, s.lossOut, s.metricsOut);
+  // lossOut and metricsOut are views of results.buffer.
+  gpu.release(...s.positions, s.kCache, s.vCache, s.teacher.tok, s.teacher.positionMask, s.results.buffer);
 }
 
 /** Release every tensor the forward allocated (inputs excluded). */

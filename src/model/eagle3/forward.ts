@@ -44,7 +44,7 @@ import { mlpChunkRows } from './mlp-chunks.ts';
 import { encodeStepHead, headChunkRows } from './step-head.ts';
 import { batchedHeadsFit } from './step-heads-batched.ts';
 import { TeacherSource } from './teacher-source.ts';
-import { releaseUnrollTensors, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
+import { readUnrollResults, releaseUnrollTensors, unrollResults, type Eagle3Dims, type Eagle3ForwardState } from './forward-state.ts';
 import { checkEagle3Inputs, type Eagle3Inputs } from './inputs.ts';
 import type { Eagle3Parameters } from './parameters.ts';
 
@@ -127,8 +127,7 @@ export async function eagle3EvalForward(
 ): Promise<Eagle3EvalOutput> {
   const s = await encodeUnroll(gpu, params, inputs, tttLength, { gradient: undefined, taps, ...chunks });
   const out: Eagle3EvalOutput = {
-    losses: gpu.readLater(s.lossOut) as Promise<Float32Array>,
-    metricSums: gpu.readLater(s.metricsOut) as Promise<Float32Array>,
+    ...readUnrollResults(gpu, s),
     lossDenominator: s.dims.rows,
   };
   // Reads are queued before the release, and any reuse of these buffers is ordered after them.
@@ -212,8 +211,7 @@ async function encodeUnroll(
     fcChunkRows: fcRows,
     batchedHeads: train !== undefined && mode.batchHeads !== false && chunkRows >= R && batchedHeadsFit(R, L, D, H, maxBinding),
     hOutStack: undefined,
-    lossOut: gpu.zeros([L + 1], 'f32', `${tag}.losses`),
-    metricsOut: gpu.zeros([4 * L], 'f32', `${tag}.metrics`),
+    ...unrollResults(gpu, L, tag),
     captured: train?.capture ? { logits: [], hidden: [] } : undefined,
   };
   const { kCache, vCache, lossOut, metricsOut } = state;

@@ -13,7 +13,7 @@ import type { AdamWBackend } from '../../optim/adamw-backend.ts';
 import { eagle3Backward } from './backward.ts';
 import type { Eagle3Config } from '../../config/eagle3-config.ts';
 import { eagle3Forward } from './forward.ts';
-import { releaseForwardState } from './forward-state.ts';
+import { readUnrollResults, releaseForwardState } from './forward-state.ts';
 import type { Eagle3Inputs } from './inputs.ts';
 import { Eagle3Parameters, type Eagle3Frozen, type Eagle3Vocab } from './parameters.ts';
 
@@ -63,8 +63,7 @@ export class Eagle3DraftModel {
     const state = await eagle3Forward(this.gpu, this.params, inputs, options);
     await eagle3Backward(this.gpu, this.params, state);
     const out: Eagle3TrainOutput = {
-      losses: this.gpu.readLater(state.lossOut) as Promise<Float32Array>,
-      metricSums: this.gpu.readLater(state.metricsOut) as Promise<Float32Array>,
+      ...readUnrollResults(this.gpu, state),
       lossDenominator: state.dims.rows,
       stepLogits: state.captured?.logits,
       stepHidden: state.captured?.hidden,

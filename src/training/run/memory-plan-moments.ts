@@ -19,6 +19,7 @@
 import { sizeClass } from '../../gpu/buffer-pool.ts';
 import { chunkSpecs, t, times, type TensorSpec } from './memory-plan-shapes.ts';
 import { rowLossStride } from '../../model/eagle3/step-head.ts';
+import { unrollMetricsAt } from '../../model/eagle3/forward-state.ts';
 
 /** The step's shapes (B·S rows), and how its loops are chunked. */
 export interface StepShape {
@@ -99,8 +100,7 @@ export function stepTensors(x: StepShape): StepTensors {
     ...(headChunked ? [] : [t('teacher.p', [R, D], 'f32', true), t('teacher.pTilde', [R, D], 'f32', true)]),
     t('teacher.tok', [R], 'i32'),
     t('teacher.positionMask', [R], 'i32'),
-    t('losses', [L + 1]),
-    t('metrics', [4 * L]),
+    t('losses and metrics', [unrollMetricsAt(L, 256) + 4 * L]),
   ];
 
   // The fc over f16 features: a chunk's rows in f16 and widened, and h_in⁰'s (or dh_in⁰'s) rows (fc-chunks.ts).

@@ -31,6 +31,7 @@ import { gathersFromTableOf } from '../../kernels/rmsnorm-gather.ts';
 import { stepTensors } from './memory-plan-moments.ts';
 import { headChunkRows, stepTableStride } from '../../model/eagle3/step-head.ts';
 import { batchedHeadRows } from '../../model/eagle3/step-heads-batched.ts';
+import { unrollMetricsAt } from '../../model/eagle3/forward-state.ts';
 import { formatBytes } from '../../util/bytes.ts';
 import type { AdapterLimits, ItemKey, MemoryPlanInput, PlanItem } from './memory-plan-types.ts';
 
@@ -233,8 +234,7 @@ export function itemSpecs(
       specs: [
         ...[
           t('uniform arena', [512 * 64], 'u32'),
-          t('loss readback', [L + 1]),
-          t('metrics readback', [4 * L]),
+          t('loss and metrics readback', [unrollMetricsAt(L, 256) + 4 * L]),
           t('grad-norm readback', [2]),
           t('timer', [8]),
         ].map((s) => ({ ...s, splittable: true, unbound: true })),

@@ -104,8 +104,9 @@ export default defineSuite('training/run/memory-plan', (t) => {
     assertEqual(perStep, 419.5 * KiB, 'per step');
     // positions [R] i32 per step; hidden0 [R, 64]; K and V caches [3, 2, 64, 2, 16]; teacher p and
     // pTilde [R, 64], tok and mask [R] i32; each step's loss rows [R] and metric terms [R, 4] (two tables
-    // of 3 steps, one reduction each); losses [4] and metrics [12] (256 bytes each).
-    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 3 * 4 * R * 4 + 2 * 256;
+    // of 3 steps, one reduction each); losses [4] and metrics [12] in one buffer, the metrics from element
+    // 64 (the next 256-byte boundary): 76 floats, a 320-byte size class.
+    const state = 3 * R * 4 + R * 64 * 4 + 2 * (3 * 2 * 64 * 32 * 4) + 2 * R * 64 * 4 + 2 * R * 4 + 3 * R * 4 + 3 * 4 * R * 4 + 320;
     assertEqual(item(plan, 'activations'), 3 * perStep + state, 'activations');
     // The collated batch: ids, attention and loss masks [2, 64] i32; hidden_state [2, 64, 192], target [2, 64, 256] f32.
     assertEqual(item(plan, 'batch'), 3 * 512 + R * 192 * 4 + R * 256 * 4, 'training batch');
