@@ -25,6 +25,8 @@ import {
   type FlashGeometry,
   type GeometryChoice,
 } from '../../src/kernels/attention.ts';
+import { storageLimitUnfit } from '../../src/gpu/pipeline-cache.ts';
+import { LANES_KERNELS } from '../../src/kernels/attention-lanes.ts';
 import { Rng } from '../../src/util/random.ts';
 import { median, medianSeconds, type BenchRecord } from '../record.ts';
 import { interleavedMedians } from './interleave.ts';
@@ -138,22 +140,27 @@ export async function benchLanesPrep(gpu: Gpu, rounds = 7): Promise<BenchRecord[
   const facts = attentionDeviceFacts(gpu.ctx);
   for (const [name, { dims: shape, tttStep }] of Object.entries(DRAFT_ATTENTION_SHAPES)) {
     if (name === 'hd128' || attentionVariantUnsupported('lanes', shape, gpu.ctx.features, facts, gpu.ctx.limits)) continue;
+    // Where nine storage buffers do not bind, both candidates would run prep + dq-lanes.
+    if (storageLimitUnfit(LANES_KERNELS.dqPrep, gpu.ctx.limits) !== undefined) continue;
     const ops = operands(gpu, shape, tttStep);
-    const dims = { ...shape, step: tttStep };
-    await tttAttentionForward(gpu, ops.fwd, dims, { variant: 'lanes' });
-    const bwd = (separatePrep: boolean) => () => tttAttentionBackward(gpu, ops.bwd, dims, { variant: 'lanes', separatePrep });
-    const ms = await interleavedMedians(
-      gpu,
-      new Map([
-        ['lanes bwd, dq-lanes-prep', bwd(false)],
-        ['lanes bwd, prep + dq-lanes', bwd(true)],
-      ]),
-      rounds,
-    );
-    const flop = 10 * shape.headDim * pairsOf(shape, tttStep);
-    for (const [variant, s] of ms)
-      out.push({ family: 'attention', variant, shape: `${name} ${labelOf(shape)} ttt${tttStep}`, ms: s * 1e3, gflops: flop / s / 1e9 });
-    ops.release();
+    try {
+      const dims = { ...shape, step: tttStep };
+      await tttAttentionForward(gpu, ops.fwd, dims, { variant: 'lanes' });
+      const bwd = (separatePrep: boolean) => () => tttAttentionBackward(gpu, ops.bwd, dims, { variant: 'lanes', separatePrep });
+      const ms = await interleavedMedians(
+        gpu,
+        new Map([
+          ['lanes bwd, dq-lanes-prep', bwd(false)],
+          ['lanes bwd, prep + dq-lanes', bwd(true)],
+        ]),
+        rounds,
+      );
+      const flop = 10 * shape.headDim * pairsOf(shape, tttStep);
+      for (const [variant, s] of ms)
+        out.push({ family: 'attention', variant, shape: `${name} ${labelOf(shape)} ttt${tttStep}`, ms: s * 1e3, gflops: flop / s / 1e9 });
+    } finally {
+      ops.release();
+    }
   }
   return out;
 }

@@ -2,8 +2,8 @@
  * The lanes variant's attention/dq-lanes-prep (prep and dq in one dispatch) against the two
  * dispatches it replaces, attention/prep then attention/dq-lanes: the same dQ, dK and dV bits, one
  * dispatch fewer, at a step with diagonal keys, with padding and GQA, through both register sizes.
- * Both paths are checked against float64 in test/kernels/attention.test.ts (the default backward
- * takes the fused kernel wherever the device binds nine storage buffers).
+ * The default backward (the fused kernel wherever the device binds nine storage buffers) is checked
+ * against float64 in test/kernels/attention.test.ts; here the two-dispatch path must give its bits.
  */
 import { Gpu } from '../../src/gpu/gpu.ts';
 import { storageLimitUnfit } from '../../src/gpu/pipeline-cache.ts';
@@ -22,8 +22,14 @@ import { defineSuite } from '../harness/suite.ts';
 
 const COMPILES = { timeoutMs: 600_000 };
 
-/** dQ, dK cache and dV cache of one backward at `step`, and the dispatches it encoded. */
+/**
+ * dQ, dK cache and dV cache of one backward at `step`, and the dispatches it encoded. Every output
+ * starts as NaN, and the pool's free buffers are destroyed first, so the internal rowStats is a new
+ * (zeroed) buffer: a run that left any of them unwritten cannot inherit the other run's results.
+ */
 async function backward(gpu: Gpu, d: AttentionDims, step: number, separatePrep: boolean) {
+  await gpu.sync();
+  gpu.trimPool();
   const rng = new Rng(900 + d.headDim);
   const slots = step + 1;
   const nq = d.batch * d.seq * d.heads * d.headDim;
@@ -40,9 +46,9 @@ async function backward(gpu: Gpu, d: AttentionDims, step: number, separatePrep: 
     dO: gpu.upload(rows, 'f32', rng.floats(nq), 'dO'),
     o: gpu.tensor(rows, 'f32', 'o'),
     lse: gpu.tensor([d.batch, d.heads, d.seq], 'f32', 'lse'),
-    dQ: gpu.tensor(rows, 'f32', 'dQ'),
-    dKCache: gpu.tensor(cache, 'f32', 'dKCache'),
-    dVCache: gpu.tensor(cache, 'f32', 'dVCache'),
+    dQ: gpu.upload(rows, 'f32', new Float32Array(nq).fill(Number.NaN), 'dQ'),
+    dKCache: gpu.upload(cache, 'f32', new Float32Array(slots * nkv).fill(Number.NaN), 'dKCache'),
+    dVCache: gpu.upload(cache, 'f32', new Float32Array(slots * nkv).fill(Number.NaN), 'dVCache'),
   };
   const dims = { ...d, step };
   try {
@@ -74,17 +80,19 @@ export default defineSuite('kernels/attention-lanes', (t) => {
           continue;
         }
         const fusedFits = storageLimitUnfit(LANES_KERNELS.dqPrep, ctx.limits) === undefined;
-        const separate = await backward(gpu, d, 2, true);
+        note(`hd ${headDim}`, fusedFits ? 'dq-lanes-prep' : 'prep + dq-lanes (nine storage buffers do not bind)');
         const fused = await backward(gpu, d, 2, false);
+        const separate = await backward(gpu, d, 2, true);
         assertEqual(separate.dispatches, 3, `hd ${headDim}: prep, dq and dkv`);
         assertEqual(fused.dispatches, fusedFits ? 2 : 3, `hd ${headDim}: dq-lanes-prep and dkv where it fits`);
         assertDeepEqual(fused.dQ, separate.dQ, `hd ${headDim} dQ`);
         assertDeepEqual(fused.dK, separate.dK, `hd ${headDim} dK`);
         assertDeepEqual(fused.dV, separate.dV, `hd ${headDim} dV`);
-        assert(
-          fused.dQ.every((x) => Number.isFinite(x)),
-          `hd ${headDim}: dQ is finite`,
-        );
+        for (const [name, values] of Object.entries({ dQ: fused.dQ, dK: fused.dK, dV: fused.dV }))
+          assert(
+            values.every((x) => Number.isFinite(x)),
+            `hd ${headDim}: every element of ${name} was written`,
+          );
         ran++;
       }
       note('headDimsCompared', ran);
