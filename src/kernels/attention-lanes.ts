@@ -44,9 +44,9 @@ export const LANES_SUBGROUP = LANES_GEOMETRY.BR;
 const requires = ['subgroups'] as const;
 
 /**
- * forward, dq and dkv of the lanes variant specialised to `g`, and flash's prep (its PREP_WG is the
- * lanes geometries'), and dqPrep, prep and dq in one. The 64-slot kernels keep the plain names; others carry their MAX_HD, since the
- * pipeline cache keys on name + override constants and each is a different source.
+ * forward, dq and dkv of the lanes variant specialised to `g`, flash's prep (its PREP_WG is the lanes
+ * geometries'), and dqPrep, prep and dq in one. The 64-slot kernels keep the plain names; others carry
+ * their MAX_HD, since the pipeline cache keys on name + override constants and each is a different source.
  */
 function lanesKernels(g: FlashGeometry): Required<FlashKernels> {
   const constants = { BR: g.BR, BK: g.BK, TPR: g.TPR, MAX_HD: g.MAX_HD };

@@ -254,8 +254,8 @@ export async function tttAttentionBackward(
   checkCache(t.dVCache, 'dVCache', dims);
   const { geometry, kernels, lanes } = resolveKernels(gpu, dims, options);
   // prep and dq in one dispatch where the variant has that kernel and the device binds its buffers.
-  const fits = kernels.dqPrep && !options.separatePrep && storageLimitUnfit(kernels.dqPrep, gpu.ctx.limits) === undefined;
-  const dqPrep = fits ? kernels.dqPrep : undefined;
+  const dqPrep =
+    options.separatePrep || !kernels.dqPrep || storageLimitUnfit(kernels.dqPrep, gpu.ctx.limits) !== undefined ? undefined : kernels.dqPrep;
   const [prep, dq, dkv] = await Promise.all([
     dqPrep ? undefined : gpu.pipelines.get(kernels.prep, { HEAD_DIM: D }),
     gpu.pipelines.get(dqPrep ?? kernels.dq, lanes),

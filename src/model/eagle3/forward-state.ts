@@ -9,6 +9,7 @@ import type { Tensor } from '../../gpu/tensor.ts';
 import { elementView } from '../../gpu/tensor-views.ts';
 import type { Eagle3Inputs } from './inputs.ts';
 import { releaseStepBody, type StepBody } from './step-body.ts';
+import { rowLossStride } from './step-head.ts';
 import type { TeacherSource } from './teacher-source.ts';
 
 export interface Eagle3Dims {
@@ -73,8 +74,7 @@ export interface UnrollResults {
 
 /** Where an L-step unroll's metric sums start in its results buffer: past the L + 1 losses, on a binding boundary. */
 export function unrollMetricsAt(L: number, alignBytes: number): number {
-  const perBoundary = alignBytes / 4;
-  return Math.ceil((L + 1) / perBoundary) * perBoundary;
+  return rowLossStride(L + 1, alignBytes);
 }
 
 /**
